@@ -1,0 +1,44 @@
+"""Duration arguments: ``timedelta`` or a non-negative number of seconds (SPEC §0)."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+__all__ = ["coerce_duration"]
+
+
+def coerce_duration(
+    value: object, *, name: str, allow_none: bool = True, positive: bool = False
+) -> timedelta | None:
+    """Return ``value`` as a :class:`~datetime.timedelta`.
+
+    Args:
+        value: A ``timedelta``, an ``int``/``float`` number of seconds, or None.
+            ``0`` is a valid duration, not "absent".
+        name: The option or setting the value belongs to, for error messages.
+        allow_none: Whether None is accepted (and returned as None).
+        positive: Require a value strictly greater than zero.
+
+    Raises:
+        ValueError: The value is negative (or zero with ``positive``), not finite, or
+            None where not allowed.
+        TypeError: The value is neither a ``timedelta`` nor a number (bools are
+            rejected too).
+    """
+    if value is None:
+        if allow_none:
+            return None
+        raise ValueError(f"{name} is required: a timedelta or seconds, got None")
+    if isinstance(value, bool) or not isinstance(value, timedelta | int | float):
+        raise TypeError(
+            f"{name} must be a timedelta or a number of seconds, "
+            f"got {value!r} ({type(value).__name__})"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite duration, got {value!r}")
+    delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    if delta < timedelta(0) or (positive and delta == timedelta(0)):
+        qualifier = "positive" if positive else "non-negative"
+        raise ValueError(f"{name} must be {qualifier}, got {value!r}")
+    return delta

@@ -1,0 +1,253 @@
+"""The errors flask_geneva raises, and the flow-control signals (SPEC §15.6).
+
+The tree::
+
+    GenevaError(Exception)                      every error raised on purpose
+    ├── GenevaConfigurationError(ValueError)    bad GENEVA_* value or wiring (init_app)
+    ├── StepConfigurationError(ValueError)      invalid DSL, raised at class definition
+    ├── InvalidStateError                       operation not allowed in the current state
+    ├── InvalidStateTransition                  executor transition not allowed (R-WF-02)
+    ├── DuplicateWorkflowError                  ongoing workflow already exists (R-UNQ-03)
+    ├── HeroTypeNotFoundError(LookupError)      hero_type names no mapped class (R-HERO-03)
+    ├── CursorTooLargeError(ValueError)         serialized cursor over the limit (R-CUR-10)
+    ├── CursorSerializationError(TypeError)     cursor value of an unsupported type
+    ├── InstallError                            ``flask geneva install`` could not write
+    └── StepExecutionError                      carries workflow/execution ids and step name
+        ├── StepNotDefinedError                 stored step/class no longer in code
+        ├── StepFailedError                     defined for parity, not raised
+        └── PreconditionError                   defined for parity, not raised
+
+    FlowControlSignal(BaseException)            raised by in-step flow control (R-FC-02)
+    ├── CancelSignal, PauseSignal, SkipSignal, FinishSignal
+    ├── ReattemptSignal(wait, rewind)
+    └── SuspendSignal(wait)
+    StepInterrupt(BaseException)                resumable-step interruption (R-IT-07)
+
+Every exception keeps its constructor arguments in ``args`` and survives
+``pickle.loads(pickle.dumps(error))``; exceptions hold ids and strings, never ORM
+instances (``StepExecutionError.workflow``/``.step_execution`` are conveniences that
+are dropped when pickled).
+
+The signals derive from :class:`BaseException` so that a step body's
+``except Exception:`` cannot swallow them.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+__all__ = [
+    "CancelSignal",
+    "CursorSerializationError",
+    "CursorTooLargeError",
+    "DuplicateWorkflowError",
+    "FinishSignal",
+    "FlowControlSignal",
+    "GenevaConfigurationError",
+    "GenevaError",
+    "HeroTypeNotFoundError",
+    "InstallError",
+    "InvalidStateError",
+    "InvalidStateTransition",
+    "PauseSignal",
+    "PreconditionError",
+    "ReattemptSignal",
+    "SkipSignal",
+    "StepConfigurationError",
+    "StepExecutionError",
+    "StepFailedError",
+    "StepInterrupt",
+    "StepNotDefinedError",
+    "SuspendSignal",
+]
+
+
+class GenevaError(Exception):
+    """Base class of every error flask_geneva raises on purpose."""
+
+
+class GenevaConfigurationError(GenevaError, ValueError):
+    """A ``GENEVA_*`` setting or the extension wiring is invalid (R-CFG-01).
+
+    Raised by :meth:`flask_geneva.Geneva.init_app`; the message names the setting,
+    the value given and what is allowed.
+    """
+
+
+#: Short alias used in the style guide.
+ConfigurationError = GenevaConfigurationError
+
+
+class StepConfigurationError(GenevaError, ValueError):
+    """A workflow class, step, policy or job option is declared wrongly (§5.1).
+
+    Raised while the class body is being processed (class creation), or when
+    per-instance job options are assigned (R-JOB-07). The message names the bad value
+    and lists the allowed ones.
+    """
+
+
+class InvalidStateError(GenevaError):
+    """An operation is not allowed in the workflow's current state (§8).
+
+    Example: ``cannot resume workflow 17: state is 'finished', expected 'paused'``.
+    """
+
+
+class InvalidStateTransition(GenevaError):
+    """The executor tried a state transition that the state machine forbids (R-WF-02)."""
+
+
+class DuplicateWorkflowError(GenevaError):
+    """An ongoing workflow of this class already exists for the hero (R-UNQ-03)."""
+
+
+class HeroTypeNotFoundError(GenevaError, LookupError):
+    """A stored ``hero_type`` names no mapped model class (R-HERO-03)."""
+
+
+class CursorTooLargeError(GenevaError, ValueError):
+    """A resumable step's serialized cursor exceeds ``GENEVA_MAX_CURSOR_SIZE`` (R-CUR-10)."""
+
+
+class CursorSerializationError(GenevaError, TypeError):
+    """A cursor value has a type that cannot be stored (R-CUR-03)."""
+
+
+class InstallError(GenevaError):
+    """``flask geneva install`` could not write the migration revisions (R-MIG-01)."""
+
+
+class StepExecutionError(GenevaError):
+    """An error about one step execution.
+
+    Args:
+        message: Human-readable description.
+        workflow_id: Primary key of the workflow row, or None.
+        step_execution_id: Primary key of the step execution row, or None.
+        step_name: Name of the step, or None.
+
+    Attributes:
+        workflow: The workflow instance when raised in-process (not pickled).
+        step_execution: The step execution instance when raised in-process (not pickled).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        workflow_id: Any = None,
+        step_execution_id: Any = None,
+        step_name: str | None = None,
+    ) -> None:
+        super().__init__(message, workflow_id, step_execution_id, step_name)
+        self.message = message
+        self.workflow_id = workflow_id
+        self.step_execution_id = step_execution_id
+        self.step_name = step_name
+        self.workflow: Any = None
+        self.step_execution: Any = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # ORM instances must not cross a process boundary: pickle the ids only.
+        return (type(self), self.args)
+
+
+class StepNotDefinedError(StepExecutionError):
+    """A stored step name or workflow type has no definition in the code (R-EXE-14)."""
+
+
+class StepFailedError(StepExecutionError):
+    """Defined for parity with the gem; not raised (the original exception is)."""
+
+
+class PreconditionError(StepExecutionError):
+    """Defined for parity with the gem; not raised (the original exception is)."""
+
+
+class FlowControlSignal(BaseException):  # noqa: N818 - a signal, not an error
+    """Base of the in-step flow-control signals (R-FC-02).
+
+    Derives from :class:`BaseException` so ``except Exception`` in a step body cannot
+    swallow it. Only the executor catches it.
+    """
+
+    #: The action name recorded in metadata and signal payloads.
+    action: str = ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self.args)
+
+
+class CancelSignal(FlowControlSignal):
+    """Raised by ``cancel()`` inside a step (R-FC-10)."""
+
+    action = "cancel"
+
+
+class PauseSignal(FlowControlSignal):
+    """Raised by ``pause()`` inside a step (R-FC-11)."""
+
+    action = "pause"
+
+
+class SkipSignal(FlowControlSignal):
+    """Raised by ``skip()`` inside a step (R-FC-12)."""
+
+    action = "skip"
+
+
+class FinishSignal(FlowControlSignal):
+    """Raised by ``finish()`` inside a step (R-FC-14)."""
+
+    action = "finish"
+
+
+class ReattemptSignal(FlowControlSignal):
+    """Raised by ``reattempt(wait=, rewind=)`` inside a step (R-FC-13).
+
+    Args:
+        wait: Delay before the new execution is due, or None for at once.
+        rewind: For resumable steps, restart the iteration from an empty cursor.
+    """
+
+    action = "reattempt"
+
+    def __init__(self, wait: timedelta | None = None, rewind: bool = False) -> None:
+        super().__init__(wait, rewind)
+        self.wait = wait
+        self.rewind = rewind
+
+
+class SuspendSignal(FlowControlSignal):
+    """Raised by ``suspend(wait=)`` inside a resumable step (R-FC-15).
+
+    Args:
+        wait: Delay before the successor execution is due, or None for at once.
+    """
+
+    action = "suspend"
+
+    def __init__(self, wait: timedelta | None = None) -> None:
+        super().__init__(wait)
+        self.wait = wait
+
+
+class StepInterrupt(BaseException):  # noqa: N818 - a signal, not an error
+    """Interrupts a resumable step at a checkpoint (R-IT-04, R-IT-07).
+
+    Args:
+        wait: Delay before the successor execution is due, or None for at once.
+        reason: Why the step was interrupted (R-PDR-03), e.g. ``"max_iterations"``.
+    """
+
+    def __init__(self, wait: timedelta | None = None, reason: str | None = None) -> None:
+        super().__init__(wait, reason)
+        self.wait = wait
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self.args)
