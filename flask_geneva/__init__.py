@@ -1,5 +1,82 @@
-"""flask_geneva: durable, database-backed, multi-step workflows for Flask."""
+"""flask_geneva: durable, database-backed, multi-step workflows for Flask.
+
+The public API is what ``__all__`` lists; everything else is internal.
+"""
 
 from __future__ import annotations
 
+from flask_geneva.dispatch import inline_enqueue
+from flask_geneva.dsl.conditions import cancel_if
+from flask_geneva.dsl.steps import resumable_step
+from flask_geneva.dsl.steps import step
+from flask_geneva.exceptions import CancelSignal
+from flask_geneva.exceptions import CursorSerializationError
+from flask_geneva.exceptions import CursorTooLargeError
+from flask_geneva.exceptions import DuplicateWorkflowError
+from flask_geneva.exceptions import FinishSignal
+from flask_geneva.exceptions import FlowControlSignal
+from flask_geneva.exceptions import GenevaConfigurationError
+from flask_geneva.exceptions import GenevaError
+from flask_geneva.exceptions import HeroTypeNotFoundError
+from flask_geneva.exceptions import InstallError
+from flask_geneva.exceptions import InvalidStateError
+from flask_geneva.exceptions import InvalidStateTransition
+from flask_geneva.exceptions import PauseSignal
+from flask_geneva.exceptions import PreconditionError
+from flask_geneva.exceptions import ReattemptSignal
+from flask_geneva.exceptions import SkipSignal
+from flask_geneva.exceptions import StepConfigurationError
+from flask_geneva.exceptions import StepExecutionError
+from flask_geneva.exceptions import StepFailedError
+from flask_geneva.exceptions import StepInterrupt
+from flask_geneva.exceptions import StepNotDefinedError
+from flask_geneva.exceptions import SuspendSignal
+from flask_geneva.executor import Executor
+from flask_geneva.extension import Geneva
+from flask_geneva.models import Outcome
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+from flask_geneva.policies import Action
+from flask_geneva.policies import ExceptionPolicy
+from flask_geneva.policies import on_exception
+from flask_geneva.store import reset_column_caches
+
 __version__ = "0.1.0.dev0"
+
+__all__ = [
+    "Action",
+    "CancelSignal",
+    "CursorSerializationError",
+    "CursorTooLargeError",
+    "DuplicateWorkflowError",
+    "ExceptionPolicy",
+    "Executor",
+    "FinishSignal",
+    "FlowControlSignal",
+    "Geneva",
+    "GenevaConfigurationError",
+    "GenevaError",
+    "HeroTypeNotFoundError",
+    "InstallError",
+    "InvalidStateError",
+    "InvalidStateTransition",
+    "Outcome",
+    "PauseSignal",
+    "PreconditionError",
+    "ReattemptSignal",
+    "SkipSignal",
+    "StepConfigurationError",
+    "StepExecutionError",
+    "StepExecutionState",
+    "StepFailedError",
+    "StepInterrupt",
+    "StepNotDefinedError",
+    "SuspendSignal",
+    "WorkflowState",
+    "cancel_if",
+    "inline_enqueue",
+    "on_exception",
+    "reset_column_caches",
+    "resumable_step",
+    "step",
+]

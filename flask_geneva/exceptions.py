@@ -168,7 +168,7 @@ class PreconditionError(StepExecutionError):
     """Defined for parity with the gem; not raised (the original exception is)."""
 
 
-class FlowControlSignal(BaseException):  # noqa: N818 - a signal, not an error
+class FlowControlSignal(BaseException):
     """Base of the in-step flow-control signals (R-FC-02).
 
     Derives from :class:`BaseException` so ``except Exception`` in a step body cannot
@@ -236,7 +236,7 @@ class SuspendSignal(FlowControlSignal):
         self.wait = wait
 
 
-class StepInterrupt(BaseException):  # noqa: N818 - a signal, not an error
+class StepInterrupt(BaseException):
     """Interrupts a resumable step at a checkpoint (R-IT-04, R-IT-07).
 
     Args:
@@ -244,7 +244,9 @@ class StepInterrupt(BaseException):  # noqa: N818 - a signal, not an error
         reason: Why the step was interrupted (R-PDR-03), e.g. ``"max_iterations"``.
     """
 
-    def __init__(self, wait: timedelta | None = None, reason: str | None = None) -> None:
+    def __init__(
+        self, wait: timedelta | None = None, reason: str | None = None
+    ) -> None:
         super().__init__(wait, reason)
         self.wait = wait
         self.reason = reason

@@ -1,0 +1,224 @@
+"""``GENEVA_*`` settings: defaults, validation, and the frozen config object (SPEC §13).
+
+Settings are read at use time (R-CFG-02): :func:`config_from_mapping` is cheap and the
+extension re-validates ``app.config`` whenever it changes, so a test that sets
+``app.config["GENEVA_MAX_CURSOR_SIZE"] = None`` sees the change at the next
+operation. Invalid values raise :class:`~flask_geneva.exceptions.GenevaConfigurationError`
+from ``init_app`` (R-CFG-01) and from the first use after a bad change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from flask_geneva.durations import coerce_duration
+from flask_geneva.exceptions import GenevaConfigurationError
+
+__all__ = ["DEFAULTS", "GenevaConfig", "config_from_mapping", "import_string"]
+
+#: Sentinel default of ``GENEVA_ENQUEUE_AFTER_COMMIT``: ``not app.testing`` (R-TXN-01).
+NOT_TESTING = "not app.testing"
+
+#: Every setting with its default. ``init_app`` applies them with ``setdefault``.
+DEFAULTS: dict[str, Any] = {
+    "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": timedelta(days=30),
+    "GENEVA_STUCK_IN_PROGRESS_THRESHOLD": timedelta(hours=1),
+    "GENEVA_STUCK_SCHEDULED_THRESHOLD": timedelta(minutes=15),
+    "GENEVA_HOUSEKEEPING_BATCH_SIZE": 1000,
+    "GENEVA_STUCK_RECOVERY_ACTION": "reattempt",
+    "GENEVA_MAX_CURSOR_SIZE": 131072,
+    "GENEVA_ENQUEUE_AFTER_COMMIT": NOT_TESTING,
+    "GENEVA_DEFAULT_QUEUE": None,
+    "GENEVA_ERROR_REPORTER": None,
+    "GENEVA_METRICS": None,
+    "GENEVA_PRIORITY_MAPPER": None,
+    "GENEVA_MAX_BROKER_DELAY": timedelta(minutes=10),
+    "GENEVA_DISPATCH_INTERVAL": timedelta(seconds=60),
+    "GENEVA_FIND_ATTEMPTS": 5,
+    "GENEVA_FIND_DELAY": 0.1,
+    "GENEVA_TASK_BACKEND": "celery",
+    "GENEVA_ALLOW_EAGER": False,
+    "GENEVA_SQLITE_BEGIN_IMMEDIATE": True,
+}
+
+_TASK_BACKENDS = ("celery", "recording")
+_RECOVERY_ACTIONS = ("reattempt", "cancel")
+
+
+@dataclasses.dataclass(frozen=True)
+class GenevaConfig:
+    """Validated settings. Durations are ``timedelta``; see SPEC §13 for each meaning."""
+
+    delete_completed_workflows_after: timedelta | None
+    stuck_in_progress_threshold: timedelta
+    stuck_scheduled_threshold: timedelta
+    housekeeping_batch_size: int
+    stuck_recovery_action: str
+    max_cursor_size: int | None
+    enqueue_after_commit: bool
+    default_queue: str | None
+    error_reporter: Callable[..., Any] | None
+    metrics: Any
+    priority_mapper: Callable[[int], int] | None
+    max_broker_delay: timedelta
+    dispatch_interval: timedelta
+    find_attempts: int
+    find_delay_seconds: float
+    task_backend: str
+    allow_eager: bool
+    sqlite_begin_immediate: bool
+
+
+def import_string(value: Any, *, setting: str) -> Any:
+    """Resolve ``"package.module:attr"`` or ``"package.module.attr"``; return others as is.
+
+    Raises:
+        GenevaConfigurationError: The string cannot be imported; names the setting.
+    """
+    if not isinstance(value, str):
+        return value
+    module_name, sep, attr = value.partition(":")
+    if not sep:
+        module_name, _, attr = value.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise GenevaConfigurationError(
+            f"{setting} must be a callable/object or an import path, "
+            f"could not import {value!r}: {exc}"
+        ) from exc
+
+
+def _duration(mapping: Mapping[str, Any], key: str, *, allow_none: bool) -> Any:
+    try:
+        return coerce_duration(mapping[key], name=key, allow_none=allow_none)
+    except (TypeError, ValueError) as exc:
+        raise GenevaConfigurationError(str(exc)) from exc
+
+
+def _positive_int(mapping: Mapping[str, Any], key: str) -> int:
+    value = mapping[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise GenevaConfigurationError(
+            f"{key} must be a positive int, got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+def _bool(mapping: Mapping[str, Any], key: str) -> bool:
+    value = mapping[key]
+    if not isinstance(value, bool):
+        raise GenevaConfigurationError(
+            f"{key} must be True or False, got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+def _choice(mapping: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    value = mapping[key]
+    if value not in allowed:
+        raise GenevaConfigurationError(
+            f"{key} must be one of {', '.join(map(repr, allowed))}, got {value!r}"
+        )
+    return str(value)
+
+
+def _callable_or_none(mapping: Mapping[str, Any], key: str) -> Any:
+    value = import_string(mapping[key], setting=key)
+    if value is not None and not callable(value):
+        raise GenevaConfigurationError(
+            f"{key} must be a callable, an import path or None, "
+            f"got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaConfig:
+    """Validate the ``GENEVA_*`` keys of ``mapping`` into a :class:`GenevaConfig`.
+
+    Args:
+        mapping: Usually ``app.config``; missing keys take :data:`DEFAULTS`.
+        testing: ``app.testing``, for the default of ``GENEVA_ENQUEUE_AFTER_COMMIT``.
+
+    Raises:
+        GenevaConfigurationError: A value is invalid; the message names the key, the
+            value and what is allowed (R-CFG-01).
+    """
+    merged = {
+        **DEFAULTS,
+        **{k: v for k, v in mapping.items() if k.startswith("GENEVA_")},
+    }
+
+    max_cursor_size = merged["GENEVA_MAX_CURSOR_SIZE"]
+    if max_cursor_size is not None:
+        max_cursor_size = _positive_int(merged, "GENEVA_MAX_CURSOR_SIZE")
+
+    enqueue_after_commit = merged["GENEVA_ENQUEUE_AFTER_COMMIT"]
+    if enqueue_after_commit == NOT_TESTING:
+        enqueue_after_commit = not testing
+    else:
+        enqueue_after_commit = _bool(merged, "GENEVA_ENQUEUE_AFTER_COMMIT")
+
+    default_queue = merged["GENEVA_DEFAULT_QUEUE"]
+    if default_queue is not None and (
+        not isinstance(default_queue, str) or not default_queue
+    ):
+        raise GenevaConfigurationError(
+            "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, "
+            f"got {default_queue!r} ({type(default_queue).__name__})"
+        )
+
+    metrics = import_string(merged["GENEVA_METRICS"], setting="GENEVA_METRICS")
+    if metrics is not None and not callable(getattr(metrics, "gauge", None)):
+        raise GenevaConfigurationError(
+            "GENEVA_METRICS must be None or an object with a "
+            f"gauge(name, value, tags) method, got {metrics!r}"
+        )
+
+    find_delay = merged["GENEVA_FIND_DELAY"]
+    if (
+        isinstance(find_delay, bool)
+        or not isinstance(find_delay, int | float)
+        or find_delay < 0
+    ):
+        raise GenevaConfigurationError(
+            "GENEVA_FIND_DELAY must be a non-negative number of seconds, "
+            f"got {find_delay!r}"
+        )
+
+    return GenevaConfig(
+        delete_completed_workflows_after=_duration(
+            merged, "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER", allow_none=True
+        ),
+        stuck_in_progress_threshold=_duration(
+            merged, "GENEVA_STUCK_IN_PROGRESS_THRESHOLD", allow_none=False
+        ),
+        stuck_scheduled_threshold=_duration(
+            merged, "GENEVA_STUCK_SCHEDULED_THRESHOLD", allow_none=False
+        ),
+        housekeeping_batch_size=_positive_int(merged, "GENEVA_HOUSEKEEPING_BATCH_SIZE"),
+        stuck_recovery_action=_choice(
+            merged, "GENEVA_STUCK_RECOVERY_ACTION", _RECOVERY_ACTIONS
+        ),
+        max_cursor_size=max_cursor_size,
+        enqueue_after_commit=enqueue_after_commit,
+        default_queue=default_queue,
+        error_reporter=_callable_or_none(merged, "GENEVA_ERROR_REPORTER"),
+        metrics=metrics,
+        priority_mapper=_callable_or_none(merged, "GENEVA_PRIORITY_MAPPER"),
+        max_broker_delay=_duration(merged, "GENEVA_MAX_BROKER_DELAY", allow_none=False),
+        dispatch_interval=_duration(
+            merged, "GENEVA_DISPATCH_INTERVAL", allow_none=False
+        ),
+        find_attempts=_positive_int(merged, "GENEVA_FIND_ATTEMPTS"),
+        find_delay_seconds=float(find_delay),
+        task_backend=_choice(merged, "GENEVA_TASK_BACKEND", _TASK_BACKENDS),
+        allow_eager=_bool(merged, "GENEVA_ALLOW_EAGER"),
+        sqlite_begin_immediate=_bool(merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
+    )

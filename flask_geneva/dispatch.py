@@ -1,0 +1,198 @@
+"""Task publication: after commit, through a small backend seam (SPEC §6.2, R-TXN).
+
+A publication is ``(task name, step execution id, task id, queue, priority, eta)``.
+When deferral is active (``GENEVA_ENQUEUE_AFTER_COMMIT`` and not inside
+:func:`inline_enqueue`) it is kept in ``session.info`` and sent from the session's
+``after_commit`` event of the outermost transaction; a rollback discards it
+(R-TXN-02/03). The Celery message only wakes a worker: the execution row is the
+truth and duplicate deliveries are harmless (R-EXE-11).
+
+Backends: :class:`CeleryBackend` (``GENEVA_TASK_BACKEND = "celery"``) and
+:class:`RecordingBackend` (``"recording"``, for tests, R-TH-20).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+from typing import Protocol
+
+from sqlalchemy import event
+from sqlalchemy import orm
+
+__all__ = [
+    "PERFORM_STEP_TASK",
+    "CeleryBackend",
+    "Publication",
+    "RecordingBackend",
+    "TaskBackend",
+    "inline_enqueue",
+    "request_publication",
+]
+
+logger = logging.getLogger("flask_geneva")
+
+#: Fixed task names, so moving a module never orphans queued messages.
+PERFORM_STEP_TASK = "flask_geneva.perform_step"
+DISPATCH_DUE_TASK = "flask_geneva.dispatch_due"
+HOUSEKEEPING_TASK = "flask_geneva.housekeeping"
+
+#: ``job_id`` of an execution whose publication waits for the dispatcher (R-DSP-01).
+DEFERRED_JOB_ID = "geneva:deferred"
+
+_PENDING_KEY = "geneva_pending_publications"
+_inline = contextvars.ContextVar("geneva_inline_enqueue", default=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Publication:
+    """One request to run a step execution.
+
+    Attributes:
+        task_name: Celery task name, e.g. ``"flask_geneva.perform_step"``.
+        step_execution_id: The execution to run (the only task argument).
+        task_id: Pre-generated broker task id, also stored as ``job_id``.
+        queue: Celery queue name, or None for the default queue.
+        priority: Broker priority (already mapped, R-JOB-08), or None.
+        eta: Aware UTC datetime before which the task must not run, or None.
+    """
+
+    task_name: str
+    step_execution_id: Any
+    task_id: str
+    queue: str | None = None
+    priority: int | None = None
+    eta: datetime | None = None
+
+
+class TaskBackend(Protocol):
+    """Sends publications somewhere (a broker, a list)."""
+
+    def publish(self, publication: Publication) -> None:
+        """Send one publication. Called after commit unless deferral is off."""
+
+
+class CeleryBackend:
+    """Publishes through ``celery_app.send_task`` by task name.
+
+    Args:
+        celery_app: The host's Celery application.
+    """
+
+    def __init__(self, celery_app: Any) -> None:
+        self.celery_app = celery_app
+
+    def publish(self, publication: Publication) -> None:
+        options: dict[str, Any] = {"task_id": publication.task_id}
+        if publication.queue is not None:
+            options["queue"] = publication.queue
+        if publication.priority is not None:
+            options["priority"] = publication.priority
+        if publication.eta is not None:
+            options["eta"] = publication.eta
+        self.celery_app.send_task(
+            publication.task_name,
+            args=[_jsonable_id(publication.step_execution_id)],
+            **options,
+        )
+
+
+class RecordingBackend:
+    """Records publications instead of sending them (R-TH-20).
+
+    ``enqueued`` lists the :class:`Publication` objects in order; :meth:`clear`
+    empties it. ``drain`` lives in :mod:`flask_geneva.testing`.
+    """
+
+    def __init__(self) -> None:
+        self.enqueued: list[Publication] = []
+
+    def publish(self, publication: Publication) -> None:
+        self.enqueued.append(publication)
+
+    def clear(self) -> None:
+        """Forget every recorded publication."""
+        self.enqueued.clear()
+
+
+def _jsonable_id(value: Any) -> Any:
+    return value if isinstance(value, int | str) else str(value)
+
+
+@contextlib.contextmanager
+def inline_enqueue() -> Iterator[None]:
+    """Publish immediately inside this block, even within a transaction (R-TXN-05).
+
+    Applies to the current thread/async context only, nests, and restores the
+    previous mode on exit (also on exceptions).
+
+    Warning:
+        With Redis or RabbitMQ the broker does not take part in the database
+        transaction: a worker may receive the task before the row is committed.
+        The task's lookup retry (R-JOB-20) softens this; prefer the default
+        after-commit publication (R-TXN-07).
+    """
+    token = _inline.set(True)
+    try:
+        yield
+    finally:
+        _inline.reset(token)
+
+
+def deferral_active(enqueue_after_commit: bool) -> bool:
+    """True iff publications wait for the commit (R-TXN-05)."""
+    return enqueue_after_commit and not _inline.get()
+
+
+def request_publication(
+    session: orm.Session, publication: Publication, *, backend: TaskBackend, defer: bool
+) -> None:
+    """Publish now, or after the session's outermost commit when ``defer`` (R-TXN-02).
+
+    Publications requested while no transaction is open are sent at once.
+    """
+    if defer and session.in_transaction():
+        pending: list[tuple[TaskBackend, Publication]] = session.info.setdefault(
+            _PENDING_KEY, []
+        )
+        pending.append((backend, publication))
+        return
+    _send(backend, publication)
+
+
+def _send(backend: TaskBackend, publication: Publication) -> None:
+    logger.debug(
+        "publishing %s(%s) task_id=%s queue=%s eta=%s",
+        publication.task_name,
+        publication.step_execution_id,
+        publication.task_id,
+        publication.queue,
+        publication.eta,
+    )
+    backend.publish(publication)
+
+
+@event.listens_for(orm.Session, "after_commit")
+def _after_commit(session: orm.Session) -> None:
+    # Only the outermost transaction's commit fires after_commit (R-TXN-03).
+    pending = session.info.pop(_PENDING_KEY, None)
+    if not pending:
+        return
+    for backend, publication in pending:
+        # Already after the commit: never defer a second time (R-TXN-06).
+        _send(backend, publication)
+
+
+@event.listens_for(orm.Session, "after_transaction_end")
+def _after_transaction_end(
+    session: orm.Session, transaction: orm.SessionTransaction
+) -> None:
+    # A root transaction that ended without after_commit popping the list rolled
+    # back: its publications describe rows that do not exist (R-TXN-02).
+    if transaction.parent is None and transaction.nested is False:
+        session.info.pop(_PENDING_KEY, None)

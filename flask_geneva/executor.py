@@ -1,0 +1,828 @@
+"""The executor: claim a step execution, run its body, record the outcome (SPEC §7).
+
+Three phases, each with its own transaction:
+
+1. **prepare** (locked): duplicate/stale deliveries end here without any change
+   (R-EXE-11); then workflow state, hero, step definition and conditions are
+   checked, and the execution moves to ``in_progress`` and is committed before any
+   user code of the body runs (R-EXE-10..24).
+2. **run** (no locks): hooks and body; the body's writes are committed (or rolled
+   back after an exception) before finalization (R-EXE-33..39).
+3. **finalize** (locked): the outcome is applied, the next execution is created,
+   and after the commit a policy-handled exception is re-raised (R-EXE-40..51).
+
+This module imports neither Celery nor Flask-Admin; it needs a Flask app context
+for the session and settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
+
+from flask_geneva import clock
+from flask_geneva import scheduling
+from flask_geneva import store
+from flask_geneva.dsl.conditions import describe_condition
+from flask_geneva.dsl.conditions import evaluate_cancel_conditions
+from flask_geneva.exceptions import FlowControlSignal
+from flask_geneva.exceptions import ReattemptSignal
+from flask_geneva.exceptions import StepConfigurationError
+from flask_geneva.exceptions import StepInterrupt
+from flask_geneva.exceptions import StepNotDefinedError
+from flask_geneva.exceptions import SuspendSignal
+from flask_geneva.flow_control import step_context
+from flask_geneva.models import Outcome
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+from flask_geneva.policies import PolicyResult
+from flask_geneva.policies import decide
+from flask_geneva.policies import resolve_policy
+from flask_geneva.policies import should_report
+from flask_geneva.runtime import current_state
+from flask_geneva.tagged_logging import execution_logger
+
+__all__ = ["Executor"]
+
+_log = logging.getLogger("flask_geneva")
+
+_RUNNABLE_WORKFLOW_STATES = (WorkflowState.READY, WorkflowState.PERFORMING)
+
+MISSING_COLUMNS_MESSAGE = (
+    "Step '{step}' of {type} is a resumable_step, but the step executions table lacks "
+    "the 'cursor'/'continues_from_id' columns needed to store its cursor. Run "
+    "`flask geneva install` and then `flask db upgrade` to add them."
+)
+
+
+@dataclasses.dataclass
+class _BodyResult:
+    """How the body ended (R-EXE-35)."""
+
+    kind: str  # "completed" | "signal" | "interrupted" | "exception"
+    signal: FlowControlSignal | None = None
+    interrupt: StepInterrupt | None = None
+    error: Exception | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "signal" and self.signal is not None:
+            return "finished" if self.signal.action == "finish" else self.signal.action
+        return self.kind
+
+
+class _AlreadyHandled(BaseException):
+    """Carries a condition exception whose policy is already applied (R-EXE-24)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class Executor:
+    """Runs one step execution through prepare, body and finalize (SPEC §7)."""
+
+    @classmethod
+    def execute(
+        cls,
+        execution_or_id: Any,
+        *,
+        logger: Any = None,
+        interruptible: bool = True,
+        max_iterations: int | None = None,
+    ) -> None:
+        """Run the step execution ``execution_or_id`` (an instance or its id).
+
+        The executor owns the session for the call: an open transaction is committed
+        first, the claim is committed before the body runs, and the outcome is
+        committed in a fresh transaction (R-EXE-38). No row lock is held while the
+        body runs.
+
+        Args:
+            execution_or_id: A ``StepExecution`` or its primary key.
+            logger: Base logger or adapter whose tags come first (R-LOG-03); default
+                ``logging.getLogger("flask_geneva")``.
+            interruptible: False makes resumable steps ignore interruption checks
+                (test helpers, R-INT-01).
+            max_iterations: Overrides a resumable step's ``max_iterations``.
+
+        Raises:
+            Exception: The step body's (or condition's) exception, after its policy
+                was applied and committed (R-EXE-24, R-EXE-50).
+            StepNotDefinedError: The execution's step is not defined in the class
+                (R-EXE-14); the workflow is paused.
+            StepConfigurationError: A resumable step without the resumable columns
+                (R-EXE-15); the workflow is paused.
+        """
+        state = current_state()
+        session: orm.Session = state.geneva.session
+        execution_id = getattr(execution_or_id, "id", execution_or_id)
+        run = _Run(
+            session=session,
+            execution_id=execution_id,
+            base_logger=logger,
+            interruptible=interruptible,
+            max_iterations=max_iterations,
+        )
+        run.execute()
+
+
+class _Run:
+    def __init__(
+        self,
+        *,
+        session: orm.Session,
+        execution_id: Any,
+        base_logger: Any,
+        interruptible: bool,
+        max_iterations: int | None,
+    ) -> None:
+        self.session = session
+        self.execution_id = execution_id
+        self.base_logger = base_logger
+        self.interruptible = interruptible
+        self.max_iterations = max_iterations
+        self.logger: Any = _log
+        self._logger_targets: list[Any] = []
+        self.reports: list[tuple[BaseException, dict[str, Any]]] = []
+
+    # -- driver ------------------------------------------------------------------------
+
+    def execute(self) -> None:
+        session = self.session
+        if session.in_transaction():
+            session.commit()
+        try:
+            prepared = self._prepare()
+            if prepared is None:
+                return
+            workflow_id, step = prepared
+            body = self._run_body(workflow_id, step)
+            self._finalize(step, body)
+        finally:
+            self._restore_loggers()
+
+    # -- loggers (R-EXE-01) --------------------------------------------------------------
+
+    def _install_loggers(self, workflow: Any, execution: Any) -> None:
+        adapter = execution_logger(workflow, execution, self.base_logger)
+        self.logger = adapter
+        for target in (workflow, execution):
+            if target not in self._logger_targets:
+                self._logger_targets.append(target)
+            target.__dict__["_geneva_logger"] = adapter
+
+    def _restore_loggers(self) -> None:
+        for target in self._logger_targets:
+            target.__dict__.pop("_geneva_logger", None)
+        self._logger_targets.clear()
+
+    # -- phase 1 -------------------------------------------------------------------------
+
+    def _prepare(self) -> tuple[Any, Any] | None:
+        session = self.session
+        now = clock.now()
+        workflow, execution = store.lock_workflow_and_execution(
+            session, self.execution_id
+        )
+        if execution is None:
+            _log.warning(
+                "step execution %s not found, nothing to do", self.execution_id
+            )
+            session.rollback()
+            return None
+        self._install_loggers(workflow, execution)
+
+        if execution.state != StepExecutionState.SCHEDULED:
+            # Duplicate, stale or already handled delivery: change nothing (R-EXE-11).
+            self.logger.info("already %s, skipping duplicate job", execution.state)
+            session.rollback()
+            return None
+
+        if workflow.state not in _RUNNABLE_WORKFLOW_STATES:
+            self.logger.info(
+                "workflow is %s, canceling the execution (R-EXE-12)", workflow.state
+            )
+            store.set_execution_state(
+                execution,
+                StepExecutionState.CANCELED,
+                now,
+                outcome=Outcome.CANCELED,
+                validate=False,
+            )
+            session.commit()
+            return None
+
+        raise_after_commit: BaseException | None = None
+        step = None
+        try:
+            if not type(workflow).may_proceed_without_hero and workflow.hero is None:
+                self.logger.info("hero is gone, canceling the workflow (R-EXE-13)")
+                store.set_execution_state(
+                    execution,
+                    StepExecutionState.CANCELED,
+                    now,
+                    outcome=Outcome.CANCELED,
+                )
+                store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
+                session.commit()
+                return None
+
+            step = workflow.steps.named(execution.step_name)
+            if step is None:
+                message = (
+                    f"Step '{execution.step_name}' is not defined in {workflow.type}"
+                )
+                execution.error_message = message
+                store.set_execution_state(
+                    execution, StepExecutionState.FAILED, now, outcome=Outcome.FAILED
+                )
+                store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
+                error = StepNotDefinedError(
+                    message,
+                    workflow_id=workflow.id,
+                    step_execution_id=execution.id,
+                    step_name=execution.step_name,
+                )
+                error.workflow, error.step_execution = workflow, execution
+                raise_after_commit = error
+            elif step.is_resumable and not store.optional_columns(session).resumable:
+                message = MISSING_COLUMNS_MESSAGE.format(
+                    step=step.name, type=workflow.type
+                )
+                execution.error_message = message
+                store.set_execution_state(
+                    execution, StepExecutionState.FAILED, now, outcome=Outcome.FAILED
+                )
+                store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
+                raise_after_commit = StepConfigurationError(message)
+            else:
+                ended = self._preconditions(workflow, execution, step)
+                if ended:
+                    return None
+                store.set_execution_state(
+                    execution, StepExecutionState.IN_PROGRESS, now
+                )
+                if workflow.state == WorkflowState.READY:
+                    store.set_workflow_state(workflow, WorkflowState.PERFORMING, now)
+                workflow.current_step_name = step.name
+        except _AlreadyHandled as handled:
+            # R-EXE-24: the condition's exception, after its policy was committed.
+            raise handled.error from None
+        except sa_exc.SQLAlchemyError:
+            session.rollback()
+            raise
+        except Exception as error:
+            self._prepare_failed(workflow, execution, step, error)
+            raise
+        session.commit()
+        if raise_after_commit is not None:
+            raise raise_after_commit
+        return workflow.id, step
+
+    def _preconditions(self, workflow: Any, execution: Any, step: Any) -> bool:
+        """Evaluate cancel conditions and skip_if; return True if they ended it."""
+        session = self.session
+        now = clock.now()
+        definitions = type(workflow).__geneva_definitions__
+        skip = False
+        condition = None
+        try:
+            with step_context(workflow.id, "conditions"):
+                condition = evaluate_cancel_conditions(
+                    workflow, definitions.cancel_conditions
+                )
+                if condition is None:
+                    skip = step.should_skip(workflow)
+        except Exception as error:
+            self.logger.error("condition raised %s: %s", type(error).__name__, error)
+            result = self._resolve(
+                workflow, execution, step, error, reason="precondition"
+            )
+            self._apply_policy(workflow, execution, step, result, error, "precondition")
+            session.commit()
+            self._report_pending()
+            raise _AlreadyHandled(error) from error
+        if condition is not None:
+            self.logger.info(
+                "cancel condition %s is true", describe_condition(condition)
+            )
+            store.set_execution_state(
+                execution, StepExecutionState.CANCELED, now, outcome=Outcome.CANCELED
+            )
+            store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
+            execution.write_metadata(
+                "precondition",
+                {"outcome": "canceled", "condition": describe_condition(condition)},
+            )
+            session.commit()
+            return True
+        if skip:
+            self.logger.info("skip condition holds, skipping step %r", step.name)
+            store.set_execution_state(
+                execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
+            )
+            execution.write_metadata(
+                "precondition",
+                {"outcome": "skipped", "condition": step.skip_condition_description()},
+            )
+            store.set_workflow_state(workflow, WorkflowState.READY, now)
+            session.flush()
+            scheduling.schedule_next_step(self.session, workflow)
+            session.commit()
+            return True
+        return False
+
+    def _prepare_failed(
+        self, workflow: Any, execution: Any, step: Any, error: Exception
+    ) -> None:
+        """R-EXE-30/31/32: record, fail the execution, apply the policy to the workflow."""
+        session = self.session
+        now = clock.now()
+        self.logger.error("prepare phase raised %s: %s", type(error).__name__, error)
+        try:
+            store.record_error(execution, error)
+            store.set_execution_state(
+                execution,
+                StepExecutionState.FAILED,
+                now,
+                outcome=Outcome.FAILED,
+                validate=False,
+            )
+            if step is None:
+                step = type(workflow).step_collection().named(execution.step_name)
+            if step is not None:
+                result = self._resolve(
+                    workflow, execution, step, error, reason="prepare"
+                )
+            else:
+                result = PolicyResult(
+                    action="pause", wait=None, terminal=False, report="always"
+                )
+            action = result.action
+            if action == "reattempt":
+                execution.write_metadata("reattempt_reason", "prepare")
+                store.set_workflow_state(workflow, WorkflowState.READY, now)
+                session.flush()
+                assert step is not None  # noqa: S101 - a reattempt result needs a step
+                if step.is_resumable and store.optional_columns(session).resumable:
+                    scheduling.create_successor_execution(
+                        session, workflow, execution, wait=result.wait
+                    )
+                else:
+                    scheduling.create_step_execution(
+                        session, workflow, step, wait=result.wait
+                    )
+            elif action == "cancel":
+                store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
+            elif action == "skip":
+                store.set_workflow_state(workflow, WorkflowState.READY, now)
+                session.flush()
+                scheduling.schedule_next_step(session, workflow)
+            else:
+                store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
+            if should_report(result):
+                self.reports.append((error, {}))
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        self._report_pending()
+
+    # -- policies (R-EXE-23/45, R-POL) -------------------------------------------------
+
+    def _resolve(
+        self, workflow: Any, execution: Any, step: Any, error: Exception, *, reason: str
+    ) -> PolicyResult:
+        definitions = type(workflow).__geneva_definitions__
+        resolution = resolve_policy(
+            step.exception_policy, definitions.exception_policies, error
+        )
+        policy = resolution.policy
+        if not policy.is_declarative:
+            return self._run_handler(workflow, policy, error)
+        count = consecutive_reattempts(self.session, workflow, step.name)
+        result = decide(resolution, count)
+        if result.terminal:
+            self.logger.warning(
+                "max reattempts (%s) reached for step %r, applying %s",
+                resolution.cap,
+                step.name,
+                result.action,
+            )
+        return result
+
+    def _run_handler(
+        self, workflow: Any, policy: Any, error: Exception
+    ) -> PolicyResult:
+        """Run an imperative handler in the in-step context (R-POL-11/12)."""
+        try:
+            with step_context(workflow.id, "body"):
+                policy.invoke_handler(workflow, error)
+        except FlowControlSignal as signal:
+            action = signal.action
+            if action == "suspend":
+                action = "pause"
+            wait = signal.wait if isinstance(signal, ReattemptSignal) else None
+            return PolicyResult(
+                action=action, wait=wait, terminal=False, report=policy.report
+            )
+        except Exception as handler_error:  # noqa: BLE001 - R-POL-12: pause and report
+            self.logger.error(
+                "exception handler raised %s: %s",
+                type(handler_error).__name__,
+                handler_error,
+            )
+            self.reports.append((handler_error, {"step_error": repr(error)}))
+            return PolicyResult(
+                action="pause", wait=None, terminal=False, report="always"
+            )
+        return PolicyResult(
+            action="pause", wait=None, terminal=False, report=policy.report
+        )
+
+    def _apply_policy(
+        self,
+        workflow: Any,
+        execution: Any,
+        step: Any,
+        result: PolicyResult,
+        error: Exception,
+        reason: str,
+    ) -> None:
+        """Apply a policy result to the execution and workflow (R-EXE-45)."""
+        session = self.session
+        now = clock.now()
+        action = result.action
+        self.logger.info("exception policy: %s (wait=%s)", action, result.wait)
+        if action == "reattempt":
+            store.record_exception_metadata(execution, error)
+            execution.write_metadata("reattempt_reason", reason)
+            store.set_execution_state(
+                execution,
+                StepExecutionState.COMPLETED,
+                now,
+                outcome=Outcome.REATTEMPTED,
+            )
+            store.set_workflow_state(workflow, WorkflowState.READY, now)
+            session.flush()
+            self._create_reattempt(workflow, execution, step, result.wait)
+        elif action == "cancel":
+            store.record_error(execution, error)
+            store.set_execution_state(
+                execution, StepExecutionState.FAILED, now, outcome=Outcome.CANCELED
+            )
+            store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
+        elif action == "skip":
+            store.record_error(execution, error)
+            store.set_execution_state(
+                execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
+            )
+            store.set_workflow_state(workflow, WorkflowState.READY, now)
+            session.flush()
+            scheduling.schedule_next_step(session, workflow)
+        elif action == "finish":
+            store.set_execution_state(
+                execution, StepExecutionState.COMPLETED, now, outcome=Outcome.SUCCESS
+            )
+            store.set_workflow_state(
+                workflow, WorkflowState.FINISHED, now, next_step_name=None
+            )
+        else:
+            store.record_error(execution, error)
+            store.set_execution_state(
+                execution, StepExecutionState.FAILED, now, outcome=Outcome.FAILED
+            )
+            store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
+        if should_report(result):
+            self.reports.append((error, {}))
+
+    def _create_reattempt(
+        self, workflow: Any, execution: Any, step: Any, wait: timedelta | None
+    ) -> None:
+        if step.is_resumable and store.optional_columns(self.session).resumable:
+            scheduling.create_successor_execution(
+                self.session, workflow, execution, wait=wait
+            )
+        else:
+            scheduling.create_step_execution(self.session, workflow, step, wait=wait)
+
+    # -- phase 2 ---------------------------------------------------------------------------
+
+    def _run_body(self, workflow_id: Any, step: Any) -> _BodyResult:
+        session = self.session
+        geneva = current_state().geneva
+        workflow = session.get(geneva.Workflow, workflow_id)
+        execution = session.get(geneva.StepExecution, self.execution_id)
+        assert workflow is not None and execution is not None  # noqa: S101 - just claimed
+        self._install_loggers(workflow, execution)
+        result = _BodyResult("completed")
+        started = time.monotonic()
+        with step_context(workflow.id, "body", resumable=step.is_resumable):
+            try:
+                workflow.before_step_execution(execution)
+                with workflow.around_step_execution(execution):
+                    result = self._invoke(workflow, execution, step)
+            except FlowControlSignal as signal:
+                result = _BodyResult("signal", signal=signal)
+            except StepInterrupt as interrupt:
+                result = _BodyResult("interrupted", interrupt=interrupt)
+            except Exception as error:  # noqa: BLE001 - R-EXE-37: hook errors count as body errors
+                self.logger.error("hook raised %s: %s", type(error).__name__, error)
+                result = _BodyResult("exception", error=error)
+
+        # R-EXE-38: persist the body's writes, or discard them after an exception.
+        if result.kind == "exception":
+            session.rollback()
+        else:
+            try:
+                session.commit()
+            except Exception as commit_error:  # noqa: BLE001 - becomes the captured error
+                session.rollback()
+                self.logger.error(
+                    "committing the step's writes failed: %s", commit_error
+                )
+                result = _BodyResult("exception", error=commit_error)
+
+        try:
+            with step_context(workflow.id, "body", resumable=step.is_resumable):
+                workflow.after_step_execution(execution)
+            session.commit()
+        except Exception as hook_error:  # noqa: BLE001 - R-EXE-37: logged and reported
+            session.rollback()
+            self.logger.error(
+                "after_step_execution raised %s: %s",
+                type(hook_error).__name__,
+                hook_error,
+            )
+            self.reports.append((hook_error, {}))
+        except FlowControlSignal:
+            session.rollback()
+            self.logger.warning("flow control in after_step_execution is ignored")
+        self.logger.info(
+            "Finished step with outcome %s in %.3fs",
+            result.label,
+            time.monotonic() - started,
+        )
+        return result
+
+    def _invoke(self, workflow: Any, execution: Any, step: Any) -> _BodyResult:
+        try:
+            if step.is_resumable:
+                from flask_geneva import iteration
+
+                iterable_step = iteration.build_iterable_step(
+                    self, workflow, execution, step
+                )
+                step.invoke(workflow, iterable_step)
+            else:
+                step.invoke(workflow)
+        except FlowControlSignal as signal:
+            return _BodyResult("signal", signal=signal)
+        except StepInterrupt as interrupt:
+            return _BodyResult("interrupted", interrupt=interrupt)
+        except Exception as error:  # noqa: BLE001 - R-EXE-35: captured for the policy
+            self.logger.error("encountered %s: %s", type(error).__name__, error)
+            return _BodyResult("exception", error=error)
+        return _BodyResult("completed")
+
+    # -- phase 3 ---------------------------------------------------------------------------
+
+    def _finalize(self, step: Any, body: _BodyResult) -> None:
+        session = self.session
+        workflow, execution = store.lock_workflow_and_execution(
+            session, self.execution_id
+        )
+        if execution is None:
+            _log.warning(
+                "step execution %s vanished during the step", self.execution_id
+            )
+            session.rollback()
+            return
+        self._install_loggers(workflow, execution)
+        now = clock.now()
+        error = body.error
+        try:
+            if execution.state != StepExecutionState.IN_PROGRESS:
+                self.logger.warning(
+                    "execution changed to %s during the step; leaving it (R-EXE-41)",
+                    execution.state,
+                )
+                session.rollback()
+                self._drop_error(error)
+                return
+            if workflow.state != WorkflowState.PERFORMING:
+                self.logger.warning(
+                    "workflow changed to %s during the step (R-EXE-42)", workflow.state
+                )
+                if (
+                    body.kind == "interrupted"
+                    and workflow.state == WorkflowState.PAUSED
+                ):
+                    store.set_execution_state(
+                        execution,
+                        StepExecutionState.COMPLETED,
+                        now,
+                        outcome=Outcome.WORKFLOW_PAUSED,
+                    )
+                else:
+                    store.set_execution_state(
+                        execution,
+                        StepExecutionState.CANCELED,
+                        now,
+                        outcome=Outcome.CANCELED,
+                    )
+                session.commit()
+                self._drop_error(error)
+                return
+
+            if body.kind == "completed":
+                store.set_execution_state(
+                    execution,
+                    StepExecutionState.COMPLETED,
+                    now,
+                    outcome=Outcome.SUCCESS,
+                )
+                store.set_workflow_state(workflow, WorkflowState.READY, now)
+                session.flush()
+                scheduling.schedule_next_step(session, workflow)
+            elif body.kind == "interrupted":
+                assert body.interrupt is not None  # noqa: S101 - kind implies it
+                self._continue(workflow, execution, body.interrupt.wait)
+            elif body.kind == "signal":
+                assert body.signal is not None  # noqa: S101 - kind implies it
+                self._apply_signal(workflow, execution, step, body.signal)
+            else:
+                assert error is not None  # noqa: S101 - kind implies it
+                result = self._resolve(
+                    workflow, execution, step, error, reason="exception_policy"
+                )
+                self._apply_policy(
+                    workflow, execution, step, result, error, "exception_policy"
+                )
+            if workflow.state != WorkflowState.FINISHED:
+                workflow.current_step_name = None
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        self._report_pending()
+        if error is not None:
+            raise error
+
+    def _continue(self, workflow: Any, execution: Any, wait: timedelta | None) -> None:
+        now = clock.now()
+        store.set_execution_state(
+            execution, StepExecutionState.COMPLETED, now, outcome=Outcome.CONTINUED
+        )
+        store.set_workflow_state(workflow, WorkflowState.READY, now)
+        self.session.flush()
+        scheduling.create_successor_execution(
+            self.session, workflow, execution, wait=wait
+        )
+
+    def _apply_signal(
+        self, workflow: Any, execution: Any, step: Any, signal: FlowControlSignal
+    ) -> None:
+        """Apply an in-step flow-control signal (R-FC-10..15)."""
+        session = self.session
+        now = clock.now()
+        action = signal.action
+        wait = getattr(signal, "wait", None)
+        execution.write_metadata(
+            "flow_control",
+            {
+                "action": action,
+                "wait_seconds": wait.total_seconds() if wait is not None else None,
+                "rewind": bool(getattr(signal, "rewind", False)),
+            },
+        )
+        resumable = step.is_resumable
+        if action == "cancel":
+            store.set_execution_state(
+                execution, StepExecutionState.CANCELED, now, outcome=Outcome.CANCELED
+            )
+            store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
+        elif action == "pause":
+            if resumable:
+                store.set_execution_state(
+                    execution,
+                    StepExecutionState.COMPLETED,
+                    now,
+                    outcome=Outcome.WORKFLOW_PAUSED,
+                )
+            else:
+                store.set_execution_state(
+                    execution,
+                    StepExecutionState.CANCELED,
+                    now,
+                    outcome=Outcome.CANCELED,
+                )
+            store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
+        elif action == "skip":
+            store.set_execution_state(
+                execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
+            )
+            store.set_workflow_state(workflow, WorkflowState.READY, now)
+            session.flush()
+            scheduling.schedule_next_step(session, workflow)
+        elif action == "reattempt":
+            assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
+            if resumable and signal.rewind:
+                execution.cursor = None
+            execution.write_metadata("reattempt_reason", "flow_control")
+            store.set_execution_state(
+                execution,
+                StepExecutionState.COMPLETED,
+                now,
+                outcome=Outcome.REATTEMPTED,
+            )
+            store.set_workflow_state(workflow, WorkflowState.READY, now)
+            session.flush()
+            self._create_reattempt(workflow, execution, step, signal.wait)
+        elif action == "finish":
+            store.set_execution_state(
+                execution, StepExecutionState.COMPLETED, now, outcome=Outcome.SUCCESS
+            )
+            store.set_workflow_state(
+                workflow,
+                WorkflowState.FINISHED,
+                now,
+                current_step_name=None,
+                next_step_name=None,
+            )
+        elif action == "suspend":
+            assert isinstance(signal, SuspendSignal)  # noqa: S101 - action implies it
+            self._continue(workflow, execution, signal.wait)
+        else:  # pragma: no cover - every FlowControlSignal subclass is handled above
+            raise AssertionError(f"unknown flow control action {action!r}")
+
+    # -- reporting (R-REP, R-EXE-43) ------------------------------------------------
+
+    def _drop_error(self, error: Exception | None) -> None:
+        if error is not None:
+            self.reports.append((error, {"dropped": True}))
+        self._report_pending()
+
+    def _report_pending(self) -> None:
+        reports, self.reports = self.reports, []
+        if not reports:
+            return
+        reporter = current_state().config.error_reporter
+        for error, extra in reports:
+            if reporter is None:
+                continue
+            try:
+                reporter(
+                    error, handled=True, context=dict(extra), source="flask_geneva"
+                )
+            except Exception as reporter_error:  # noqa: BLE001 - R-REP-03: never breaks execution
+                _log.warning("error reporter raised %r; ignoring it", reporter_error)
+
+
+def consecutive_reattempts(session: orm.Session, workflow: Any, step_name: str) -> int:
+    """Count consecutive policy reattempts of ``step_name`` (R-CNT-01..06).
+
+    Executions after the latest completed non-reattempted execution of the step,
+    ordered by ``(created_at, id)`` (R-CNT-02), that are ``reattempted`` — minus
+    flow-control reattempts when metadata exists (R-CNT-03) — plus failed
+    executions recorded with ``reattempt_reason="prepare"`` (R-CNT-06).
+    """
+    execution_cls = workflow.__geneva__.StepExecution
+    columns = store.optional_columns(session)
+    rows = session.execute(
+        sa.select(
+            execution_cls.state,
+            execution_cls.outcome,
+            *([execution_cls.meta] if columns.step_execution_metadata else []),
+        )
+        .where(execution_cls.workflow_id == workflow.id)
+        .where(execution_cls.step_name == step_name)
+        .order_by(execution_cls.created_at, execution_cls.id)
+    ).all()
+    count = 0
+    for row in rows:
+        state, outcome = row[0], row[1]
+        meta = row[2] if len(row) > 2 and isinstance(row[2], dict) else {}
+        if state == StepExecutionState.COMPLETED and outcome != Outcome.REATTEMPTED:
+            count = 0
+        elif outcome == Outcome.REATTEMPTED:
+            if (
+                columns.step_execution_metadata
+                and meta.get("reattempt_reason") == "flow_control"
+            ):
+                continue
+            count += 1
+        elif (
+            state == StepExecutionState.FAILED
+            and meta.get("reattempt_reason") == "prepare"
+        ):
+            count += 1
+    return count

@@ -1,0 +1,298 @@
+"""The Flask extension object, :class:`Geneva` (SPEC §15.1)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Flask
+from sqlalchemy import orm
+
+from flask_geneva import dispatch
+from flask_geneva import store
+from flask_geneva.exceptions import GenevaConfigurationError
+from flask_geneva.exceptions import HeroTypeNotFoundError
+from flask_geneva.models import build_models
+from flask_geneva.runtime import GenevaState
+from flask_geneva.runtime import current_state
+
+__all__ = ["Geneva"]
+
+_KEY_TYPES = ("bigint", "uuid")
+
+
+class Geneva:
+    """The flask_geneva extension: models, registry of workflow classes, app wiring.
+
+    Usage::
+
+        db = SQLAlchemy()
+        geneva = Geneva(db)
+
+        class SignupWorkflow(geneva.Workflow):
+            ...
+
+        def create_app():
+            app = Flask(__name__)
+            db.init_app(app)
+            Migrate(app, db)
+            geneva.init_app(app, celery=celery)
+            return app
+
+    Args:
+        db: The host's ``flask_sqlalchemy.SQLAlchemy``; the two tables join its
+            metadata so Flask-Migrate sees them.
+        app: Optional app to initialise at once (calls :meth:`init_app`).
+        celery: Optional Celery app that step tasks are sent through.
+        key_type: ``"bigint"`` (default) or ``"uuid"``: primary/foreign key type;
+            must match the schema ``flask geneva install`` wrote (R-DM-20..22).
+
+    Attributes:
+        Workflow: Base model class of all workflows (single-table inheritance).
+        StepExecution: The step execution model.
+        workflow_classes: ``{type identity: class}`` of every declared workflow.
+
+    Raises:
+        GenevaConfigurationError: ``key_type`` is not one of the allowed values.
+
+    .. versionadded:: 0.1
+    """
+
+    def __init__(
+        self,
+        db: Any,
+        app: Flask | None = None,
+        *,
+        celery: Any = None,
+        key_type: str = "bigint",
+    ) -> None:
+        if key_type not in _KEY_TYPES:
+            raise GenevaConfigurationError(
+                f"key_type must be one of {', '.join(map(repr, _KEY_TYPES))}, got {key_type!r}"
+            )
+        self.db = db
+        self.key_type = key_type
+        self.celery = celery
+        self.workflow_classes: dict[str, type[Any]] = {}
+        self.reserved_names: frozenset[str] = frozenset()
+        self._hero_classes: dict[str, type[Any]] = {}
+        self._hero_lock = threading.Lock()
+        self.Workflow, self.StepExecution = build_models(db, self, key_type=key_type)
+        self.reserved_names = _reserved_names(self.Workflow)
+        if app is not None:
+            self.init_app(app, celery=celery)
+
+    # -- app wiring ---------------------------------------------------------------
+
+    def init_app(self, app: Flask, *, celery: Any = None) -> None:
+        """Register on ``app``: ``app.extensions["geneva"]``, config defaults, CLI.
+
+        Call after ``db.init_app(app)``. On SQLite engines it installs the locking
+        setup of :func:`flask_geneva.store.install_sqlite_locking` (WAL, busy
+        timeout, ``BEGIN IMMEDIATE`` for geneva writes) unless
+        ``GENEVA_SQLITE_BEGIN_IMMEDIATE`` is False.
+
+        Args:
+            app: The Flask app.
+            celery: Celery app for step tasks; overrides the constructor's.
+
+        Raises:
+            GenevaConfigurationError: Already registered on this app; ``db`` not
+                initialised on it; an invalid ``GENEVA_*`` value (R-CFG-01); or Celery
+                eager mode without ``GENEVA_ALLOW_EAGER`` (R-TH-21).
+        """
+        if "geneva" in app.extensions:
+            raise GenevaConfigurationError(
+                "flask_geneva is already registered on this app; reuse that instance"
+            )
+        if "sqlalchemy" not in app.extensions:
+            raise GenevaConfigurationError(
+                "call db.init_app(app) before geneva.init_app(app)"
+            )
+        from flask_geneva.config import DEFAULTS
+
+        for key, value in DEFAULTS.items():
+            app.config.setdefault(key, value)
+        state = GenevaState(self, app, celery=celery or self.celery)
+        config = state.config  # validates every setting now (R-CFG-01)
+        if state.celery is not None:
+            self.init_celery(state.celery, app=app)
+        app.extensions["geneva"] = state
+
+        if config.sqlite_begin_immediate:
+            with app.app_context():
+                for engine in self.db.engines.values():
+                    store.install_sqlite_locking(engine)
+
+        from flask_geneva import cli
+
+        app.cli.add_command(cli.geneva_group)
+
+    def init_celery(self, celery: Any, *, app: Flask | None = None) -> None:
+        """Register the flask_geneva tasks on ``celery`` (fixed names, R-JOB-20).
+
+        Args:
+            celery: A ``celery.Celery`` application.
+            app: The Flask app whose context the tasks push when none is active;
+                defaults to the app registered through :meth:`init_app`.
+
+        Raises:
+            GenevaConfigurationError: ``task_always_eager`` is on and
+                ``GENEVA_ALLOW_EAGER`` is not (R-TH-21).
+        """
+        from flask_geneva import tasks
+
+        if app is not None:
+            allow_eager = bool(app.config.get("GENEVA_ALLOW_EAGER", False))
+            backend = app.config.get("GENEVA_TASK_BACKEND", "celery")
+            if (
+                celery.conf.task_always_eager
+                and backend == "celery"
+                and not allow_eager
+            ):
+                raise GenevaConfigurationError(
+                    "Celery task_always_eager is on: it would run the next step inside "
+                    "the previous step's transaction. Turn it off, use "
+                    "GENEVA_TASK_BACKEND='recording' in tests, or set "
+                    "GENEVA_ALLOW_EAGER=True (R-TH-21)"
+                )
+            if "geneva" in app.extensions:
+                app.extensions["geneva"].celery = celery
+        tasks.register_tasks(celery, geneva=self, app=app)
+        self.celery = celery
+
+    # -- conveniences -------------------------------------------------------------
+
+    @staticmethod
+    def inline_enqueue() -> contextlib.AbstractContextManager[None]:
+        """Publish immediately inside the block (R-TXN-05); see :func:`dispatch.inline_enqueue`."""
+        return dispatch.inline_enqueue()
+
+    @property
+    def session(self) -> orm.Session:
+        """The current ``Session`` of the host's scoped ``db.session``."""
+        session: orm.Session = self.db.session()
+        return session
+
+    # -- heroes (R-HERO) ----------------------------------------------------------
+
+    def hero_reference(self, hero: Any) -> tuple[str | None, Any]:
+        """Return ``(hero_type, hero_id)`` for a mapped instance, or ``(None, None)``.
+
+        Raises:
+            TypeError: ``hero`` is not a mapped instance, or has no primary key yet
+                (flush or commit it first).
+        """
+        if hero is None:
+            return None, None
+        try:
+            mapper = sa.inspect(type(hero))
+        except sa.exc.NoInspectionAvailable:
+            raise TypeError(
+                f"hero must be a mapped model instance or None, got {hero!r} "
+                f"({type(hero).__name__})"
+            ) from None
+        identity = sa.inspect(hero).identity
+        if identity is None:
+            self.session.flush()
+            identity = sa.inspect(hero).identity
+        if identity is None or len(identity) != 1:
+            raise TypeError(
+                f"hero {hero!r} must have a single-column primary key; "
+                "add it to the session and flush first"
+            )
+        return hero_type_of(mapper.class_), identity[0]
+
+    def load_hero(self, hero_type: str | None, hero_id: Any) -> Any:
+        """Load the hero row, or None (R-HERO-01..03).
+
+        Raises:
+            HeroTypeNotFoundError: ``hero_type`` names no mapped class.
+        """
+        if hero_type is None or hero_id is None:
+            return None
+        hero_cls = self._resolve_hero_class(hero_type)
+        return self.session.get(hero_cls, hero_id)
+
+    def _resolve_hero_class(self, hero_type: str) -> type[Any]:
+        cached = self._hero_classes.get(hero_type)
+        if cached is not None:
+            return cached
+        with self._hero_lock:
+            for mapper in self.db.Model.registry.mappers:
+                cls = mapper.class_
+                if mapper.inherits is None and hero_type_of(cls) == hero_type:
+                    self._hero_classes[hero_type] = cls
+                    return cls  # type: ignore[no-any-return]
+        raise HeroTypeNotFoundError(
+            f"hero_type {hero_type!r} does not name a mapped model class; it was "
+            "renamed or removed (set __geneva_hero_type__ on the model to keep the "
+            "stored name)"
+        )
+
+    def hero_workflow(self, workflow_type: str, *, ongoing: bool = True) -> property:
+        """A read-only property for hero models: the latest matching workflow or None.
+
+        Args:
+            workflow_type: STI identity of the workflow class (``__geneva_type__``).
+            ongoing: Only consider ongoing workflows.
+        """
+        geneva = self
+
+        def getter(hero: Any) -> Any:
+            cls = geneva.Workflow
+            query = (
+                sa.select(cls)
+                .where(cls.type == workflow_type)
+                .where(*cls._hero_criteria(hero))
+                .order_by(cls.created_at.desc(), cls.id.desc())
+            )
+            if ongoing:
+                query = query.where(cls.state.not_in(("finished", "canceled")))
+            return geneva.session.scalars(query).first()
+
+        return property(getter)
+
+    def hero_workflows(self, workflow_type: str) -> property:
+        """A read-only property for hero models: a select of all its workflows of a type."""
+        geneva = self
+
+        def getter(hero: Any) -> Any:
+            cls = geneva.Workflow
+            return (
+                sa.select(cls)
+                .where(cls.type == workflow_type)
+                .where(*cls._hero_criteria(hero))
+            )
+
+        return property(getter)
+
+    def workflow_class(self, workflow_type: str) -> type[Any] | None:
+        """The class registered for a stored ``type`` value, or None."""
+        return self.workflow_classes.get(workflow_type)
+
+    @contextlib.contextmanager
+    def _app_context(self) -> Iterator[None]:
+        state = current_state()
+        with state.app.app_context():
+            yield
+
+
+def hero_type_of(cls: type[Any]) -> str:
+    """Stored hero type of a model class: ``__geneva_hero_type__`` or base class name."""
+    explicit = getattr(cls, "__geneva_hero_type__", None)
+    if explicit:
+        return str(explicit)
+    base = sa.inspect(cls).base_mapper.class_
+    explicit = getattr(base, "__geneva_hero_type__", None)
+    return str(explicit) if explicit else base.__name__
+
+
+def _reserved_names(workflow_cls: type[Any]) -> frozenset[str]:
+    # R-DEF-18: names a step must not shadow (flow control, hooks, columns, helpers).
+    names = {name for name in dir(workflow_cls) if not name.startswith("_")}
+    names.update(sa.inspect(workflow_cls).all_orm_descriptors.keys())
+    return frozenset(names)

@@ -1,0 +1,472 @@
+"""Flow control: in-step signals and external operations (SPEC §8).
+
+Whether a call is "inside a step" is decided by an execution context that the
+executor sets for one workflow id while it runs a body or an imperative exception
+handler (R-FC-01). Inside, ``cancel()``/``pause()``/... raise a
+:class:`~flask_geneva.exceptions.FlowControlSignal` (a ``BaseException``) that the
+executor handles. Outside, they are external operations: one transaction that locks
+the workflow row and re-checks the state under the lock (R-EXT-01..27).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+from typing import NoReturn
+
+from sqlalchemy import orm
+
+from flask_geneva import clock
+from flask_geneva import scheduling
+from flask_geneva import store
+from flask_geneva.durations import coerce_duration
+from flask_geneva.exceptions import CancelSignal
+from flask_geneva.exceptions import FinishSignal
+from flask_geneva.exceptions import InvalidStateError
+from flask_geneva.exceptions import PauseSignal
+from flask_geneva.exceptions import ReattemptSignal
+from flask_geneva.exceptions import SkipSignal
+from flask_geneva.exceptions import SuspendSignal
+from flask_geneva.models import Outcome
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+
+__all__ = [
+    "StepContext",
+    "cancel",
+    "current_step_context",
+    "finish",
+    "pause",
+    "reattempt",
+    "resume",
+    "skip",
+    "step_context",
+    "suspend",
+]
+
+#: Kept in workflow metadata "operator_actions" (R-PDR-05).
+MAX_OPERATOR_ACTIONS = 200
+_VIA_VALUES = ("api", "admin", "cli")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepContext:
+    """The execution context of R-FC-01.
+
+    Attributes:
+        workflow_id: The workflow whose step is running.
+        phase: ``"body"`` (a step body or imperative handler: flow control raises
+            signals) or ``"conditions"`` (cancel/skip conditions: flow control raises
+            :class:`InvalidStateError`).
+        resumable: Whether the running step is resumable (``suspend()`` is allowed).
+    """
+
+    workflow_id: Any
+    phase: str
+    resumable: bool = False
+
+
+_context: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "geneva_step_context", default=None
+)
+
+
+def current_step_context() -> StepContext | None:
+    """Return the active step context, or None outside the executor."""
+    return _context.get()
+
+
+@contextlib.contextmanager
+def step_context(
+    workflow_id: Any, phase: str, *, resumable: bool = False
+) -> Iterator[None]:
+    """Mark the block as running inside a step of ``workflow_id`` (R-FC-01)."""
+    token = _context.set(StepContext(workflow_id, phase, resumable))
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def _in_step(workflow: Any, action: str) -> bool:
+    context = _context.get()
+    if context is None or context.workflow_id != workflow.id:
+        return False
+    if context.phase == "conditions":
+        raise InvalidStateError(
+            f"cannot {action} workflow {workflow.id} while its cancel_if/skip_if "
+            "conditions are being evaluated; conditions must only return a value"
+        )
+    workflow.logger.info("flow control: %s called from step", action)
+    return True
+
+
+def _wait(wait: Any) -> timedelta | None:
+    return coerce_duration(wait, name="wait")
+
+
+def reattempt(workflow: Any, *, wait: Any = None, rewind: bool = False) -> NoReturn:
+    """Raise :class:`ReattemptSignal` from inside a step (R-FC-13).
+
+    Raises:
+        InvalidStateError: Called outside a step (R-EXT-06).
+        ValueError/TypeError: ``wait`` is not a non-negative duration.
+    """
+    delay = _wait(wait)
+    if not _in_step(workflow, "reattempt"):
+        raise InvalidStateError(
+            f"reattempt() can only be called from within a step (workflow {workflow.id})"
+        )
+    workflow.logger.info("flow control: reattempt wait=%s rewind=%s", delay, rewind)
+    raise ReattemptSignal(delay, bool(rewind))
+
+
+def finish(workflow: Any) -> NoReturn:
+    """Raise :class:`FinishSignal` from inside a step (R-FC-14).
+
+    Raises:
+        InvalidStateError: Called outside a step (R-EXT-06).
+    """
+    if not _in_step(workflow, "finish"):
+        raise InvalidStateError(
+            f"finish() can only be called from within a step (workflow {workflow.id})"
+        )
+    raise FinishSignal()
+
+
+def suspend(workflow: Any, *, wait: Any = None) -> NoReturn:
+    """Raise :class:`SuspendSignal` from inside a resumable step (R-FC-15).
+
+    Raises:
+        InvalidStateError: Outside a step (R-EXT-06), or inside a regular step
+            (the message names ``resumable_step``).
+    """
+    delay = _wait(wait)
+    if not _in_step(workflow, "suspend"):
+        raise InvalidStateError(
+            f"suspend() can only be called from within a step (workflow {workflow.id})"
+        )
+    context = _context.get()
+    if context is None or not context.resumable:
+        raise InvalidStateError(
+            "suspend() is only available in steps declared with @resumable_step; "
+            "use reattempt(wait=...) in a regular step"
+        )
+    raise SuspendSignal(delay)
+
+
+# -- external operations --------------------------------------------------------------
+
+
+def _check_via(via: str) -> None:
+    if via not in _VIA_VALUES:
+        raise ValueError(
+            f"via must be one of {', '.join(map(repr, _VIA_VALUES))}, got {via!r}"
+        )
+
+
+def _refuse(action: str, state: str) -> InvalidStateError:
+    preposition = "on " if action == "skip" else ""
+    article = "an" if state[:1] in "aeiou" else "a"
+    return InvalidStateError(f"Cannot {action} {preposition}{article} {state} workflow")
+
+
+def _locked(workflow: Any) -> tuple[orm.Session, Any]:
+    session = workflow._object_session()
+    locked = store.lock_workflow(session, workflow.id)
+    if locked is None:
+        raise InvalidStateError(f"workflow {workflow.id} no longer exists")
+    return session, locked
+
+
+def _record_operator_action(
+    workflow: Any,
+    *,
+    action: str,
+    actor: str | None,
+    via: str,
+    from_state: str,
+    execution: Any,
+) -> None:
+    # R-PDR-05: same transaction as the change; silently skipped without metadata.
+    actions = workflow.read_metadata("operator_actions")
+    entries = list(actions) if isinstance(actions, list) else []
+    entries.append(
+        {
+            "action": action,
+            "at": clock.now().isoformat(),
+            "actor": actor,
+            "via": via,
+            "from_state": from_state,
+            "to_state": workflow.state,
+            "execution_id": _jsonable(execution.id) if execution is not None else None,
+        }
+    )
+    workflow.write_metadata("operator_actions", entries[-MAX_OPERATOR_ACTIONS:])
+
+
+def _jsonable(value: Any) -> Any:
+    return value if isinstance(value, int | str) else str(value)
+
+
+def _finish_external(session: orm.Session, commit: bool) -> None:
+    if commit:
+        session.commit()
+    else:
+        session.flush()
+
+
+def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
+    """Pause ``workflow``: a signal in a step, else R-EXT-01/02 under the row lock.
+
+    The scheduled execution, if any, is left as it is; a performing workflow's
+    running execution is left to the executor (R-EXE-42).
+
+    Raises:
+        PauseSignal: Inside a step.
+        InvalidStateError: The state (re-checked under the lock) is not ready or
+            performing.
+    """
+    if _in_step(workflow, "pause"):
+        raise PauseSignal()
+    _check_via(via)
+    allowed = (WorkflowState.READY, WorkflowState.PERFORMING)
+    if workflow.state not in allowed:
+        raise _refuse("pause", workflow.state)
+    session, locked = _locked(workflow)
+    try:
+        if locked.state not in allowed:
+            raise _refuse("pause", locked.state)
+        from_state = locked.state
+        store.set_workflow_state(
+            locked, WorkflowState.PAUSED, clock.now(), validate=False
+        )
+        _record_operator_action(
+            locked,
+            action="pause",
+            actor=actor,
+            via=via,
+            from_state=from_state,
+            execution=None,
+        )
+        locked.logger.info("paused (was %s) via %s", from_state, via)
+        _finish_external(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+
+
+def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
+    """Cancel ``workflow``: a signal in a step, else R-EXT-03 under the row lock.
+
+    The scheduled execution, if any, becomes canceled/``canceled``; a running one
+    is left to the executor.
+
+    Raises:
+        CancelSignal: Inside a step.
+        InvalidStateError: The state is finished or canceled.
+    """
+    if _in_step(workflow, "cancel"):
+        raise CancelSignal()
+    _check_via(via)
+    allowed = (WorkflowState.READY, WorkflowState.PAUSED, WorkflowState.PERFORMING)
+    if workflow.state not in allowed:
+        raise _refuse("cancel", workflow.state)
+    session, locked = _locked(workflow)
+    try:
+        if locked.state not in allowed:
+            raise _refuse("cancel", locked.state)
+        from_state = locked.state
+        now = clock.now()
+        canceled = None
+        for execution in store.lock_active_executions(session, locked.id):
+            if execution.state == StepExecutionState.SCHEDULED:
+                store.set_execution_state(
+                    execution,
+                    StepExecutionState.CANCELED,
+                    now,
+                    outcome=Outcome.CANCELED,
+                )
+                canceled = execution
+        store.set_workflow_state(locked, WorkflowState.CANCELED, now, validate=False)
+        _record_operator_action(
+            locked,
+            action="cancel",
+            actor=actor,
+            via=via,
+            from_state=from_state,
+            execution=canceled,
+        )
+        locked.logger.info("canceled (was %s) via %s", from_state, via)
+        _finish_external(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+
+
+def skip(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
+    """Skip the current step: a signal in a step, else R-EXT-04 under the row lock.
+
+    From ``ready`` the scheduled execution becomes skipped/``skipped``; from
+    ``paused`` the workflow becomes ``ready``. Then the next step is scheduled, or
+    the workflow finishes after the last one (R-EXT-05).
+
+    Raises:
+        SkipSignal: Inside a step.
+        InvalidStateError: The state is not ready or paused.
+    """
+    if _in_step(workflow, "skip"):
+        raise SkipSignal()
+    _check_via(via)
+    allowed = (WorkflowState.READY, WorkflowState.PAUSED)
+    if workflow.state not in allowed:
+        raise _refuse("skip", workflow.state)
+    session, locked = _locked(workflow)
+    try:
+        if locked.state not in allowed:
+            raise _refuse("skip", locked.state)
+        from_state = locked.state
+        now = clock.now()
+        if from_state == WorkflowState.READY:
+            for execution in store.lock_active_executions(session, locked.id):
+                if execution.state == StepExecutionState.SCHEDULED:
+                    store.set_execution_state(
+                        execution,
+                        StepExecutionState.SKIPPED,
+                        now,
+                        outcome=Outcome.SKIPPED,
+                    )
+            session.flush()
+        else:
+            locked.state = WorkflowState.READY.value
+            locked.transitioned_at = None
+        created = scheduling.schedule_next_step(session, locked)
+        _record_operator_action(
+            locked,
+            action="skip",
+            actor=actor,
+            via=via,
+            from_state=from_state,
+            execution=created,
+        )
+        locked.logger.info("skipped step (was %s) via %s", from_state, via)
+        _finish_external(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+
+
+def resume(
+    workflow: Any, *, rewind: bool, actor: str | None, via: str, commit: bool
+) -> Any:
+    """Resume a paused workflow in one locked transaction (R-EXT-20..27).
+
+    Order: re-publish a preserved scheduled execution (R-EXT-21); else continue a
+    resumable step from its cursor (R-EXT-22); else create a new execution of
+    ``next_step_name`` due now (R-EXT-23). ``rewind`` empties the cursor of a
+    resumable continuation (R-EXT-26).
+
+    Returns:
+        The execution that will run.
+
+    Raises:
+        InvalidStateError: Not paused ("Cannot resume a <state> workflow").
+        StepNotDefinedError: ``next_step_name`` is not defined any more; nothing
+            changes and the workflow stays paused (R-EXT-24).
+    """
+    _check_via(via)
+    if _context.get() is not None and _context.get().workflow_id == workflow.id:  # type: ignore[union-attr]
+        raise InvalidStateError(
+            f"cannot resume workflow {workflow.id} from inside its own step"
+        )
+    if workflow.state != WorkflowState.PAUSED:
+        raise _refuse("resume", workflow.state)
+    session, locked = _locked(workflow)
+    try:
+        if locked.state != WorkflowState.PAUSED:
+            raise _refuse("resume", locked.state)
+        now = clock.now()
+        locked.state = WorkflowState.READY.value
+        locked.transitioned_at = None
+        execution = _resume_execution(session, locked, rewind=rewind)
+        _record_operator_action(
+            locked,
+            action="resume_rewind" if rewind else "resume",
+            actor=actor,
+            via=via,
+            from_state=WorkflowState.PAUSED.value,
+            execution=execution,
+        )
+        locked.logger.info("resumed via %s at %s", via, now.isoformat())
+        _finish_external(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+    return execution
+
+
+def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> Any:
+    active = store.lock_active_executions(session, workflow.id)
+    scheduled = [e for e in active if e.state == StepExecutionState.SCHEDULED]
+    if scheduled:
+        execution = scheduled[-1]
+        if rewind and store.optional_columns(session).resumable:
+            step = workflow.steps.named(execution.step_name)
+            if step is not None and step.is_resumable:
+                execution.cursor = None
+        scheduling.enqueue_scheduled_execution(session, workflow, execution)
+        return execution
+
+    if store.optional_columns(session).resumable:
+        successor = _resumable_continuation(session, workflow, rewind=rewind)
+        if successor is not None:
+            return successor
+
+    name = workflow.next_step_name
+    step = workflow.steps.named(name) if name else None
+    if step is None:
+        raise scheduling.step_not_defined(workflow, name)
+    return scheduling.create_step_execution(session, workflow, step, wait=None)
+
+
+def _resumable_continuation(
+    session: orm.Session, workflow: Any, *, rewind: bool
+) -> Any:
+    """R-EXT-22 (a)/(b): continue a paused or failed resumable chain."""
+    import sqlalchemy as sa
+
+    execution_cls = workflow.__geneva__.StepExecution
+    base = (
+        sa.select(execution_cls)
+        .where(execution_cls.workflow_id == workflow.id)
+        .options(*store.undefer_options(session, None, execution_cls))
+        .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
+        .limit(1)
+    )
+    paused_marker = session.scalars(
+        base.where(execution_cls.state == StepExecutionState.COMPLETED).where(
+            execution_cls.outcome == Outcome.WORKFLOW_PAUSED
+        )
+    ).first()
+    if paused_marker is not None and paused_marker.successor is None:
+        return scheduling.create_successor_execution(
+            session, workflow, paused_marker, clear_cursor=rewind
+        )
+    failed = session.scalars(
+        base.where(execution_cls.state == StepExecutionState.FAILED).where(
+            execution_cls.step_name == workflow.next_step_name
+        )
+    ).first()
+    if (
+        failed is not None
+        and failed.cursor not in (None, "", [], {})
+        and failed.successor is None
+    ):
+        return scheduling.create_successor_execution(
+            session, workflow, failed, clear_cursor=rewind
+        )
+    return None

@@ -1,0 +1,32 @@
+"""Opt-in pytest plugin: ``pytest_plugins = ["flask_geneva.pytest_plugin"]`` (R-TH-20).
+
+Provides the ``geneva_jobs`` fixture. It needs pytest-flask's ``app`` fixture (or
+any fixture named ``app`` returning the Flask app).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from flask_geneva.testing import RecordingJobs
+
+
+@pytest.fixture
+def geneva_jobs(app: Any) -> Iterator[RecordingJobs]:
+    """Switch ``GENEVA_TASK_BACKEND`` to ``"recording"`` for the test (R-TH-20).
+
+    Yields a :class:`~flask_geneva.testing.RecordingJobs`: ``.enqueued``,
+    ``.clear()``, ``.drain()``. The previous backend setting is restored afterwards.
+    """
+    previous = app.config.get("GENEVA_TASK_BACKEND", "celery")
+    app.config["GENEVA_TASK_BACKEND"] = "recording"
+    state = app.extensions["geneva"]
+    state.recording_backend.clear()
+    try:
+        yield RecordingJobs(state.recording_backend)
+    finally:
+        state.recording_backend.clear()
+        app.config["GENEVA_TASK_BACKEND"] = previous

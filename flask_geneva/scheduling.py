@@ -1,0 +1,346 @@
+"""Creating workflows and step executions, and arranging their publication (SPEC §6.1).
+
+Every function here runs inside the caller's transaction, with the workflow row
+locked (R-SCH-02); none commits except :func:`create_workflow` with ``commit=True``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
+
+from flask_geneva import clock
+from flask_geneva import dispatch
+from flask_geneva import store
+from flask_geneva.durations import coerce_duration
+from flask_geneva.exceptions import DuplicateWorkflowError
+from flask_geneva.exceptions import StepNotDefinedError
+from flask_geneva.models import TERMINAL_WORKFLOW_STATES
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+from flask_geneva.runtime import current_state
+
+__all__ = [
+    "create_step_execution",
+    "create_successor_execution",
+    "create_workflow",
+    "enqueue_scheduled_execution",
+    "reschedule_current_step",
+    "schedule_next_step",
+]
+
+logger = logging.getLogger("flask_geneva")
+
+DUPLICATE_MESSAGE = "An ongoing workflow of this type already exists for this hero"
+
+
+def create_workflow(
+    session: orm.Session,
+    workflow_cls: Any,
+    *,
+    hero: Any,
+    allow_multiple: bool,
+    step_job_options: Mapping[str, Any] | None,
+    commit: bool,
+) -> Any:
+    """Insert a workflow and schedule its first step (R-WF-10..15, R-UNQ-01..06).
+
+    Raises:
+        DuplicateWorkflowError: From the model-level check or the unique index; the
+            insert is rolled back (to a savepoint) and nothing is published.
+        TypeError: ``allow_multiple`` is not a bool.
+    """
+    if not isinstance(allow_multiple, bool):
+        raise TypeError(f"allow_multiple must be True or False, got {allow_multiple!r}")
+    workflow = workflow_cls()
+    workflow.hero = hero
+    workflow.allow_multiple = allow_multiple
+    workflow.state = WorkflowState.READY.value
+    if step_job_options:
+        # Validated and stored before the first step is scheduled (R-WF-15).
+        workflow.step_job_options = step_job_options
+
+    if not allow_multiple and _ongoing_duplicate_exists(session, workflow):
+        raise DuplicateWorkflowError(DUPLICATE_MESSAGE)
+
+    try:
+        with session.begin_nested():
+            session.add(workflow)
+            session.flush()
+            _schedule_first_step(session, workflow)
+            session.flush()
+    except sa_exc.IntegrityError as error:
+        if _is_unique_ongoing_violation(error):
+            raise DuplicateWorkflowError(DUPLICATE_MESSAGE) from error
+        raise
+    if commit:
+        session.commit()
+    return workflow
+
+
+def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
+    steps = workflow.steps
+    workflow.logger.info("created with %d steps", len(steps))
+    first = steps.next_after(None)
+    if first is None:
+        # A workflow without steps is finished at once (R-WF-12).
+        store.set_workflow_state(
+            workflow,
+            WorkflowState.FINISHED,
+            clock.now(),
+            current_step_name=None,
+            next_step_name=None,
+        )
+        return
+    create_step_execution(session, workflow, first, wait=first.wait)
+
+
+def _ongoing_duplicate_exists(session: orm.Session, workflow: Any) -> bool:
+    # Mirrors the unique index; NULL heroes compare equal here (R-UNQ-06).
+    cls = workflow.__geneva__.Workflow
+    hero_type, hero_id = workflow.hero_type, workflow.hero_id
+    query = (
+        sa.select(cls.id)
+        .where(cls.type == workflow.__geneva_type__)
+        .where(
+            cls.hero_type.is_(None) if hero_type is None else cls.hero_type == hero_type
+        )
+        .where(cls.hero_id.is_(None) if hero_id is None else cls.hero_id == hero_id)
+        .where(cls.state.not_in(TERMINAL_WORKFLOW_STATES))
+        .where(cls.allow_multiple.is_(False))
+        .limit(1)
+    )
+    with session.no_autoflush:
+        return session.scalar(query) is not None
+
+
+def _is_unique_ongoing_violation(error: sa_exc.IntegrityError) -> bool:
+    text = str(error.orig)
+    return "unique_ongoing" in text or (
+        "UNIQUE constraint failed" in text and "geneva_drive_workflows.type" in text
+    )
+
+
+def _job_option_time(options: Mapping[str, Any], now: datetime) -> datetime | None:
+    wait_until = options.get("wait_until")
+    if isinstance(wait_until, datetime):
+        return wait_until
+    if isinstance(wait_until, int | float) and not isinstance(wait_until, bool):
+        return datetime.fromtimestamp(wait_until, tz=UTC)
+    wait = options.get("wait")
+    if wait is not None:
+        delta = coerce_duration(wait, name="job option 'wait'")
+        assert delta is not None  # noqa: S101 - None was excluded above
+        return now + delta
+    return None
+
+
+def create_step_execution(
+    session: orm.Session,
+    workflow: Any,
+    step: Any,
+    *,
+    wait: timedelta | int | float | None,
+    continues_from: Any = None,
+    cursor: Any = None,
+) -> Any:
+    """Insert a scheduled execution of ``step`` and arrange its publication (R-SCH-01..05).
+
+    Cancels the workflow's other ``scheduled`` executions first (R-SCH-03), sets
+    ``next_step_name``, folds job-option waits into ``scheduled_for`` (R-JOB-09)
+    and pre-generates the task id, stored as ``job_id`` in the same transaction
+    (R-SCH-05). The caller holds the workflow lock and commits.
+
+    Args:
+        wait: Delay from now (``timedelta`` or seconds), or None for now.
+        continues_from: Predecessor execution for resumable successors (R-SCH-08).
+        cursor: Stored cursor to copy verbatim into the successor.
+
+    Returns:
+        The new (flushed) execution.
+    """
+    now = clock.now()
+    delay = coerce_duration(wait, name="wait")
+    scheduled_for = now + delay if delay is not None else now
+    options = workflow.job_options_for(step)
+    option_time = _job_option_time(options, now)
+    if option_time is not None and option_time > scheduled_for:
+        scheduled_for = option_time
+
+    store.cancel_scheduled_executions(session, workflow.id, now)
+    execution_cls = workflow.__geneva__.StepExecution
+    execution = execution_cls(
+        workflow_id=workflow.id,
+        step_name=step.name,
+        state=StepExecutionState.SCHEDULED.value,
+        scheduled_for=scheduled_for,
+    )
+    if continues_from is not None:
+        execution.continues_from_id = continues_from.id
+        execution.cursor = cursor
+    workflow.next_step_name = step.name
+    session.add(execution)
+    session.flush()
+    _publish(
+        session, workflow, execution, step, options, now, delayed=delay is not None
+    )
+    workflow.logger.debug(
+        "scheduled step %r (execution %s) for %s",
+        step.name,
+        execution.id,
+        scheduled_for.isoformat(),
+    )
+    return execution
+
+
+def _publish(
+    session: orm.Session,
+    workflow: Any,
+    execution: Any,
+    step: Any,
+    options: Mapping[str, Any],
+    now: datetime,
+    *,
+    delayed: bool,
+) -> None:
+    state = current_state()
+    config = state.config
+    eta = execution.scheduled_for if execution.scheduled_for > now else None
+    if eta is not None and eta - now > config.max_broker_delay:
+        # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
+        execution.job_id = dispatch.DEFERRED_JOB_ID
+        return
+    task_id = str(uuid.uuid4())
+    execution.job_id = task_id
+    priority = options.get("priority")
+    if priority is not None and config.priority_mapper is not None:
+        priority = config.priority_mapper(priority)
+    publication = dispatch.Publication(
+        task_name=dispatch.PERFORM_STEP_TASK,
+        step_execution_id=execution.id,
+        task_id=task_id,
+        queue=options.get("queue") or config.default_queue,
+        priority=priority,
+        eta=eta,
+    )
+    dispatch.request_publication(
+        session,
+        publication,
+        backend=state.backend,
+        defer=dispatch.deferral_active(config.enqueue_after_commit),
+    )
+
+
+def schedule_next_step(
+    session: orm.Session,
+    workflow: Any,
+    *,
+    wait: timedelta | int | float | None = None,
+    lock: bool = False,
+) -> Any:
+    """Schedule the step after the current one, or finish the workflow (R-SCH-06).
+
+    The reference is ``current_step_name`` or else ``next_step_name``. With no next
+    step the workflow becomes ``finished`` with both step names cleared.
+
+    Returns:
+        The new execution, or None when the workflow finished.
+    """
+    if lock:
+        store.lock_workflow(session, workflow.id)
+    reference = workflow.current_step_name or workflow.next_step_name
+    following = workflow.steps.next_after(reference)
+    if following is None:
+        workflow.logger.info("no more steps, finishing")
+        store.set_workflow_state(
+            workflow,
+            WorkflowState.FINISHED,
+            clock.now(),
+            validate=False,
+            current_step_name=None,
+            next_step_name=None,
+        )
+        return None
+    return create_step_execution(
+        session, workflow, following, wait=wait if wait is not None else following.wait
+    )
+
+
+def reschedule_current_step(
+    session: orm.Session,
+    workflow: Any,
+    *,
+    wait: timedelta | int | float | None = None,
+    lock: bool = False,
+) -> Any:
+    """Create a new execution of the current step with exactly ``wait`` (R-SCH-07).
+
+    Raises:
+        StepNotDefinedError: The current/next step name has no definition.
+    """
+    if lock:
+        store.lock_workflow(session, workflow.id)
+    name = workflow.current_step_name or workflow.next_step_name
+    step = workflow.steps.named(name) if name else None
+    if step is None:
+        raise step_not_defined(workflow, name)
+    return create_step_execution(session, workflow, step, wait=wait)
+
+
+def create_successor_execution(
+    session: orm.Session,
+    workflow: Any,
+    predecessor: Any,
+    *,
+    wait: timedelta | int | float | None = None,
+    clear_cursor: bool = False,
+) -> Any:
+    """Create the execution that continues ``predecessor`` (R-SCH-08).
+
+    The cursor is copied verbatim (no size check); ``clear_cursor`` starts the
+    successor empty (rewind, R-EXT-26 / R-FC-13).
+
+    Raises:
+        StepNotDefinedError: The predecessor's step has no definition any more.
+    """
+    step = workflow.steps.named(predecessor.step_name)
+    if step is None:
+        raise step_not_defined(workflow, predecessor.step_name)
+    cursor = None if clear_cursor else predecessor.cursor
+    return create_step_execution(
+        session, workflow, step, wait=wait, continues_from=predecessor, cursor=cursor
+    )
+
+
+def enqueue_scheduled_execution(
+    session: orm.Session, workflow: Any, execution: Any
+) -> None:
+    """Publish an existing scheduled execution again (resume path, R-SCH-09).
+
+    Future ``scheduled_for`` → eta at that time; past → immediately ("overdue").
+    Creates no rows and keeps ``scheduled_for``.
+    """
+    step = workflow.steps.named(execution.step_name)
+    options = workflow.job_options_for(step) if step is not None else {}
+    _publish(session, workflow, execution, step, options, clock.now(), delayed=False)
+
+
+def step_not_defined(workflow: Any, name: str | None) -> StepNotDefinedError:
+    """Build the :class:`StepNotDefinedError` for a missing step ``name`` (R-EXE-24)."""
+    defined = ", ".join(workflow.steps.names) or "(none)"
+    error = StepNotDefinedError(
+        f"Step '{name}' is not defined in {workflow.type}; defined steps: {defined}",
+        workflow_id=workflow.id,
+        step_name=name,
+    )
+    error.workflow = workflow
+    return error

@@ -1,0 +1,469 @@
+"""All locking queries and state writes on the two tables; dialect quirks live here.
+
+Locking discipline (SPEC §7): lock the workflow row, then the execution row, both
+re-read from the database, in one transaction. ``SELECT … FOR UPDATE`` does that on
+PostgreSQL and MySQL/MariaDB. SQLite has no row locks, so geneva transactions start
+with ``BEGIN IMMEDIATE`` (BTR-13), which takes the database write lock up front and
+serialises lock-then-check sequences; :func:`install_sqlite_locking` sets that up on
+the engine (plus WAL and a busy timeout).
+
+State columns are changed only by the helpers here, under those locks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import threading
+import traceback
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import orm
+
+from flask_geneva.exceptions import InvalidStateTransition
+from flask_geneva.models import STEP_EXECUTIONS_TABLE
+from flask_geneva.models import WORKFLOWS_TABLE
+from flask_geneva.models import Outcome
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+
+__all__ = [
+    "OptionalColumns",
+    "install_sqlite_locking",
+    "lock_execution",
+    "lock_workflow",
+    "optional_columns",
+    "reset_column_caches",
+    "write_transaction",
+]
+
+# -- optional column detection (R-DM-30..35) ----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionalColumns:
+    """Which optional columns exist in the connected database (R-DM-30)."""
+
+    workflow_metadata: bool = True
+    step_execution_metadata: bool = True
+    error_class_name: bool = True
+    cursor: bool = True
+    continues_from_id: bool = True
+
+    @property
+    def resumable(self) -> bool:
+        """Both ``cursor`` and ``continues_from_id`` exist (R-DM-33)."""
+        return self.cursor and self.continues_from_id
+
+
+_column_cache: dict[str, OptionalColumns] = {}
+_column_cache_lock = threading.Lock()
+
+
+def reset_column_caches() -> None:
+    """Forget detected optional columns, e.g. after running migrations (R-DM-31)."""
+    with _column_cache_lock:
+        _column_cache.clear()
+
+
+def optional_columns(session: orm.Session) -> OptionalColumns:
+    """Return the optional columns present, detected once per database (R-DM-30).
+
+    Detection inspects the schema on first use (never at import time) and is cached
+    per engine URL until :func:`reset_column_caches`.
+    """
+    bind = session.get_bind(mapper=None, clause=None)
+    engine = bind.engine if isinstance(bind, sa.Connection) else bind
+    key = engine.url.render_as_string(hide_password=False)
+    cached = _column_cache.get(key)
+    if cached is not None:
+        return cached
+    with _column_cache_lock:
+        cached = _column_cache.get(key)
+        if cached is not None:
+            return cached
+        # A separate connection: inspection must not join or end the session's
+        # transaction (and on SQLite must not take the write lock).
+        with engine.connect() as connection:
+            inspector = sa.inspect(connection)
+            tables = set(inspector.get_table_names())
+            workflow_columns = (
+                {c["name"] for c in inspector.get_columns(WORKFLOWS_TABLE)}
+                if WORKFLOWS_TABLE in tables
+                else set()
+            )
+            execution_columns = (
+                {c["name"] for c in inspector.get_columns(STEP_EXECUTIONS_TABLE)}
+                if STEP_EXECUTIONS_TABLE in tables
+                else set()
+            )
+        if not workflow_columns or not execution_columns:
+            # Tables not created yet: assume a complete schema and do not cache, so
+            # the first use after `flask db upgrade` detects for real.
+            return OptionalColumns()
+        detected = OptionalColumns(
+            workflow_metadata="metadata" in workflow_columns,
+            step_execution_metadata="metadata" in execution_columns,
+            error_class_name="error_class_name" in execution_columns,
+            cursor="cursor" in execution_columns,
+            continues_from_id="continues_from_id" in execution_columns,
+        )
+        _column_cache[key] = detected
+        return detected
+
+
+def undefer_options(
+    session: orm.Session, workflow_cls: Any, execution_cls: Any
+) -> list[Any]:
+    """Loader options that load the optional columns that exist (R-DM-32)."""
+    columns = optional_columns(session)
+    options: list[Any] = []
+    if workflow_cls is not None and columns.workflow_metadata:
+        options.append(orm.undefer(workflow_cls.meta))
+    if execution_cls is not None:
+        if columns.step_execution_metadata:
+            options.append(orm.undefer(execution_cls.meta))
+        if columns.error_class_name:
+            options.append(orm.undefer(execution_cls.error_class_name))
+        if columns.resumable:
+            options.append(orm.undefer(execution_cls.cursor))
+            options.append(orm.undefer(execution_cls.continues_from_id))
+    return options
+
+
+# -- SQLite locking (BTR-13) -----------------------------------------------------------
+
+_begin_immediate = contextvars.ContextVar(
+    "geneva_sqlite_begin_immediate", default=False
+)
+_IMMEDIATE_FLAG = "geneva_begin_immediate"
+
+
+def install_sqlite_locking(engine: sa.Engine, *, busy_timeout_ms: int = 30000) -> None:
+    """Make ``engine`` (SQLite) support real write locks for geneva transactions.
+
+    Installs event listeners that: hand transaction control to SQLAlchemy
+    (pysqlite's own implicit BEGIN is disabled), enable WAL journaling, a busy
+    timeout of ``busy_timeout_ms`` milliseconds and foreign keys, and begin each
+    transaction with ``BEGIN IMMEDIATE`` while :func:`write_transaction` asks for
+    it (plain deferred ``BEGIN`` otherwise, so readers never block). Idempotent.
+    Call before the engine has opened connections (``Geneva.init_app`` does).
+    """
+    if engine.dialect.name != "sqlite" or engine.__dict__.get("_geneva_locking"):
+        return
+    engine.__dict__["_geneva_locking"] = True
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            with contextlib.suppress(Exception):
+                cursor.execute("PRAGMA journal_mode = WAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.Connection) -> None:
+        immediate = _begin_immediate.get()
+        connection.info[_IMMEDIATE_FLAG] = immediate
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def write_transaction(session: orm.Session) -> None:
+    """Make sure the session's transaction may take write locks before reading.
+
+    On SQLite: a new transaction begins with ``BEGIN IMMEDIATE``. If the session is
+    already inside a deferred transaction with nothing pending, that transaction is
+    ended first (commit of nothing) so the write lock is taken before any read; with
+    pending changes the lock is taken by a no-op write instead. Elsewhere the row
+    locks taken by :func:`lock_workflow` suffice and this only begins a transaction.
+    """
+    bind = session.get_bind(mapper=None, clause=None)
+    if bind.dialect.name != "sqlite":
+        session.connection()
+        return
+    if session.in_transaction():
+        connection = session.connection()
+        if connection.info.get(_IMMEDIATE_FLAG) or not connection.engine.__dict__.get(
+            "_geneva_locking"
+        ):
+            return
+        if (
+            session.new
+            or session.dirty
+            or session.deleted
+            or session.in_nested_transaction()
+        ):
+            # Acquire the RESERVED lock now: any write statement does, even one that
+            # matches no row.
+            connection.exec_driver_sql(
+                f"UPDATE {WORKFLOWS_TABLE} SET id = id WHERE 1 = 0"  # noqa: S608 - constant
+            )
+            connection.info[_IMMEDIATE_FLAG] = True
+            return
+        session.commit()
+    token = _begin_immediate.set(True)
+    try:
+        session.connection()
+    finally:
+        _begin_immediate.reset(token)
+
+
+# -- locking reads -----------------------------------------------------------------
+
+
+def lock_workflow(session: orm.Session, workflow_id: Any) -> Any:
+    """Lock and re-read the workflow row; return the instance or None if gone.
+
+    Must be the first lock of a transaction (workflow before execution, SPEC §7).
+    """
+    geneva = _geneva_from_session(session)
+    workflow_cls = geneva.Workflow
+    write_transaction(session)
+    return session.scalars(
+        sa.select(workflow_cls)
+        .where(workflow_cls.id == workflow_id)
+        .options(*undefer_options(session, workflow_cls, None))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+
+
+def lock_execution(session: orm.Session, step_execution_id: Any) -> Any:
+    """Lock and re-read the execution row; return it or None if gone."""
+    execution_cls = _geneva_from_session(session).StepExecution
+    write_transaction(session)
+    return session.scalars(
+        sa.select(execution_cls)
+        .where(execution_cls.id == step_execution_id)
+        .options(*undefer_options(session, None, execution_cls))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+
+
+def lock_workflow_and_execution(
+    session: orm.Session, step_execution_id: Any
+) -> tuple[Any, Any]:
+    """Lock the execution's workflow, then the execution (SPEC §7 order).
+
+    Returns:
+        ``(workflow, execution)``; ``(None, None)`` when the execution row is gone.
+    """
+    execution_cls = _geneva_from_session(session).StepExecution
+    write_transaction(session)
+    workflow_id = session.scalar(
+        sa.select(execution_cls.workflow_id).where(
+            execution_cls.id == step_execution_id
+        )
+    )
+    if workflow_id is None:
+        return None, None
+    workflow = lock_workflow(session, workflow_id)
+    execution = lock_execution(session, step_execution_id)
+    if workflow is None or execution is None:
+        return None, None
+    return workflow, execution
+
+
+def lock_active_executions(session: orm.Session, workflow_id: Any) -> list[Any]:
+    """Lock and return the workflow's scheduled/in-progress executions, oldest first."""
+    execution_cls = _geneva_from_session(session).StepExecution
+    return list(
+        session.scalars(
+            sa.select(execution_cls)
+            .where(execution_cls.workflow_id == workflow_id)
+            .where(
+                execution_cls.state.in_(
+                    (StepExecutionState.SCHEDULED, StepExecutionState.IN_PROGRESS)
+                )
+            )
+            .options(*undefer_options(session, None, execution_cls))
+            .order_by(execution_cls.created_at, execution_cls.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+    )
+
+
+# -- state writes -------------------------------------------------------------------
+
+_WORKFLOW_TRANSITIONS_FROM = (WorkflowState.READY, WorkflowState.PERFORMING)
+_EXECUTION_TRANSITIONS: dict[str, tuple[str, ...]] = {
+    StepExecutionState.SCHEDULED: (
+        StepExecutionState.SCHEDULED,
+        StepExecutionState.IN_PROGRESS,
+        StepExecutionState.CANCELED,
+        StepExecutionState.SKIPPED,
+        StepExecutionState.FAILED,
+        StepExecutionState.COMPLETED,
+    ),
+    StepExecutionState.IN_PROGRESS: (
+        StepExecutionState.IN_PROGRESS,
+        StepExecutionState.COMPLETED,
+        StepExecutionState.FAILED,
+        StepExecutionState.CANCELED,
+        StepExecutionState.SKIPPED,
+    ),
+}
+_STATE_TIMESTAMP = {
+    StepExecutionState.COMPLETED: "completed_at",
+    StepExecutionState.FAILED: "failed_at",
+    StepExecutionState.SKIPPED: "skipped_at",
+    StepExecutionState.CANCELED: "canceled_at",
+}
+
+
+def set_workflow_state(
+    workflow: Any,
+    state: WorkflowState,
+    now: datetime,
+    *,
+    validate: bool = True,
+    **attributes: Any,
+) -> None:
+    """Set the workflow state in memory (flushed with the transaction).
+
+    Entering finished/canceled/paused sets ``transitioned_at`` (R-WF-03). With
+    ``validate`` the executor's transition rule applies (R-WF-02).
+
+    Raises:
+        InvalidStateTransition: ``validate`` and the current state is not ready or
+            performing (a same-state transition is a no-op).
+    """
+    current = workflow.state
+    if validate and current != state and current not in _WORKFLOW_TRANSITIONS_FROM:
+        raise InvalidStateTransition(
+            f"cannot transition workflow {workflow.id} from {current!r} to "
+            f"{state.value!r}; allowed only from 'ready' or 'performing'"
+        )
+    for name, value in attributes.items():
+        setattr(workflow, name, value)
+    if current == state and validate:
+        return
+    workflow.state = state.value
+    if state in (WorkflowState.FINISHED, WorkflowState.CANCELED, WorkflowState.PAUSED):
+        workflow.transitioned_at = now
+    if state == WorkflowState.PERFORMING and workflow.started_at is None:
+        workflow.started_at = now
+
+
+def set_execution_state(
+    execution: Any,
+    state: StepExecutionState,
+    now: datetime,
+    *,
+    outcome: Outcome | None = None,
+    validate: bool = True,
+) -> None:
+    """Set the execution state, outcome and timestamps in memory (R-SE-01..03).
+
+    ``in_progress`` sets ``started_at``; every terminal state sets its own timestamp
+    and ``finished_at`` to the same ``now``.
+
+    Raises:
+        InvalidStateTransition: ``validate`` and the transition is not allowed
+            (R-SE-01), e.g. from a terminal state.
+    """
+    current = execution.state
+    if validate and state not in _EXECUTION_TRANSITIONS.get(current, ()):
+        raise InvalidStateTransition(
+            f"cannot transition step execution {execution.id} from {current!r} to "
+            f"{state.value!r}"
+        )
+    execution.state = state.value
+    if outcome is not None:
+        execution.outcome = outcome.value
+    if state == StepExecutionState.IN_PROGRESS:
+        execution.started_at = now
+    timestamp = _STATE_TIMESTAMP.get(state)
+    if timestamp is not None:
+        setattr(execution, timestamp, now)
+        execution.finished_at = now
+
+
+def cancel_scheduled_executions(
+    session: orm.Session, workflow_id: Any, now: datetime, *, except_id: Any = None
+) -> int:
+    """Bulk-cancel the workflow's ``scheduled`` executions (R-SCH-03, R-SE-03).
+
+    Sets state and outcome ``canceled`` with ``canceled_at``/``finished_at``;
+    ``in_progress`` executions are untouched. Returns the number of rows changed.
+    """
+    execution_cls = _geneva_from_session(session).StepExecution
+    statement = (
+        sa.update(execution_cls)
+        .where(execution_cls.workflow_id == workflow_id)
+        .where(execution_cls.state == StepExecutionState.SCHEDULED)
+        .values(
+            state=StepExecutionState.CANCELED.value,
+            outcome=Outcome.CANCELED.value,
+            canceled_at=now,
+            finished_at=now,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session="fetch")
+    )
+    if except_id is not None:
+        statement = statement.where(execution_cls.id != except_id)
+    result = session.execute(statement)
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def exception_class_name(error: BaseException) -> str:
+    """Module-qualified class name of ``error``; builtins unqualified (R-SE-20)."""
+    cls = type(error)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def exception_details(error: BaseException) -> dict[str, Any]:
+    """Return ``{"class", "message", "backtrace"}`` for metadata (R-SE-20)."""
+    frames = traceback.format_exception(type(error), error, error.__traceback__)
+    return {
+        "class": exception_class_name(error),
+        "message": str(error),
+        "backtrace": [line.rstrip("\n") for line in frames],
+    }
+
+
+def record_error(execution: Any, error: BaseException) -> None:
+    """Record ``error`` on the execution's error columns and metadata (R-SE-20)."""
+    details = exception_details(error)
+    execution.error_message = details["message"]
+    execution.error_backtrace = "\n".join(details["backtrace"])
+    session = orm.object_session(execution)
+    columns = optional_columns(session) if session is not None else OptionalColumns()
+    if columns.error_class_name:
+        execution.error_class_name = details["class"][:255]
+    execution.write_metadata("exception", details)
+
+
+def record_exception_metadata(execution: Any, error: BaseException) -> None:
+    """Store exception info in metadata only (reattempted executions, R-SE-21)."""
+    execution.write_metadata("exception", exception_details(error))
+
+
+def _geneva_from_session(session: orm.Session) -> Any:
+    geneva = session.info.get("geneva")
+    if geneva is not None:
+        return geneva
+    from flask import current_app
+
+    return current_app.extensions["geneva"].geneva
+
+
+@contextlib.contextmanager
+def savepoint(session: orm.Session) -> Iterator[Any]:
+    """A SAVEPOINT around a block; rolled back (and re-raised) on error."""
+    with session.begin_nested() as nested:
+        yield nested

@@ -1,0 +1,105 @@
+"""Celery task shells (SPEC §6.3, §15.7): they take ids, push the app context, delegate.
+
+Task names are fixed strings so that moving a module never orphans queued
+messages. Step tasks have no Celery autoretry: retries are the workflow's business
+(R-JOB-22).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from flask import Flask
+from flask import has_app_context
+
+from flask_geneva import dispatch
+from flask_geneva.tagged_logging import TaggedLoggerAdapter
+
+__all__ = ["perform_step_execution", "register_tasks"]
+
+_log = logging.getLogger("flask_geneva")
+_APP_ATTRIBUTE = "_flask_geneva_app"
+
+
+def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
+    """Register the flask_geneva tasks on ``celery`` (idempotent).
+
+    Args:
+        celery: The Celery application.
+        geneva: The :class:`~flask_geneva.Geneva` extension.
+        app: Flask app whose context a task pushes when none is active.
+    """
+    if app is not None:
+        setattr(celery, _APP_ATTRIBUTE, app)
+
+    @celery.task(name=dispatch.PERFORM_STEP_TASK, bind=True, ignore_result=True)
+    def perform_step(task: Any, step_execution_id: Any) -> None:
+        """Run one step execution by id (R-JOB-20..22)."""
+        task_logger = TaggedLoggerAdapter(
+            logging.getLogger("flask_geneva.tasks"),
+            (f"task_id={getattr(task.request, 'id', None)}",),
+        )
+        with _app_context(task.app):
+            perform_step_execution(step_execution_id, logger=task_logger)
+
+
+class _NullContext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _app_context(celery: Any) -> Any:
+    if has_app_context():
+        return _NullContext()
+    app = getattr(celery, _APP_ATTRIBUTE, None)
+    if app is None:
+        raise RuntimeError(
+            "flask_geneva tasks need a Flask app: call geneva.init_app(app, "
+            "celery=celery) or geneva.init_celery(celery, app=app) in the worker"
+        )
+    return app.app_context()
+
+
+def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> None:
+    """Look up the execution (with retries) and run the executor (R-JOB-20/21).
+
+    The lookup is retried ``GENEVA_FIND_ATTEMPTS`` times with ``GENEVA_FIND_DELAY``
+    seconds between attempts, because with ``inline_enqueue()`` a worker can see the
+    task before the row is committed. A missing execution (or None) logs a warning
+    and returns. Needs an app context.
+
+    Raises:
+        Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
+    """
+    from flask_geneva.executor import Executor
+    from flask_geneva.runtime import current_state
+
+    state = current_state()
+    config = state.config
+    session = state.geneva.session
+    execution_cls = state.geneva.StepExecution
+    found = None
+    if step_execution_id is not None:
+        for attempt in range(config.find_attempts):
+            found = session.get(
+                execution_cls, step_execution_id, populate_existing=True
+            )
+            # End the read transaction so the next attempt sees new commits.
+            session.rollback()
+            if found is not None:
+                break
+            if attempt + 1 < config.find_attempts:
+                time.sleep(config.find_delay_seconds)
+    if found is None:
+        (logger or _log).warning(
+            "step execution %r not found after %d attempts; nothing to do",
+            step_execution_id,
+            config.find_attempts,
+        )
+        return
+    Executor.execute(step_execution_id, logger=logger)

@@ -1,0 +1,313 @@
+"""Test helpers for applications using flask_geneva (SPEC §14).
+
+Import the helpers in your tests; enable the ``geneva_jobs`` fixture with
+``pytest_plugins = ["flask_geneva.pytest_plugin"]``. Every helper needs an app
+context and works with ``GENEVA_ENQUEUE_AFTER_COMMIT=False`` (R-TH-10).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from flask_geneva import clock
+from flask_geneva import store
+from flask_geneva.dispatch import Publication
+from flask_geneva.dispatch import RecordingBackend
+from flask_geneva.executor import Executor
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+from flask_geneva.runtime import current_state
+
+__all__ = [
+    "RecordingJobs",
+    "assert_cursor",
+    "assert_step_executed",
+    "assert_step_has_successor",
+    "assert_workflow_state",
+    "perform_next_step",
+    "perform_step_inline",
+    "run_iterations",
+    "speedrun_current_step",
+    "speedrun_workflow",
+]
+
+_SETTLED = (WorkflowState.FINISHED, WorkflowState.CANCELED, WorkflowState.PAUSED)
+_EXECUTION_DONE = (
+    StepExecutionState.FAILED,
+    StepExecutionState.CANCELED,
+    StepExecutionState.SKIPPED,
+)
+
+
+def _session() -> Any:
+    return current_state().geneva.session
+
+
+def _refresh(instance: Any) -> Any:
+    session = _session()
+    if session.in_transaction():
+        session.commit()
+    session.refresh(instance)
+    return instance
+
+
+def speedrun_workflow(workflow: Any, max_iterations: int = 100) -> Any:
+    """Run the workflow's executions until it settles (R-TH-01).
+
+    Waits and ``scheduled_for`` are ignored; executions run non-interruptibly. Stops
+    when the workflow is finished, canceled or paused, or has no current execution.
+    Step exceptions propagate after their state handling.
+
+    Args:
+        workflow: The workflow instance.
+        max_iterations: Upper bound on executions run.
+
+    Returns:
+        The refreshed workflow.
+
+    Raises:
+        RuntimeError: Still ongoing with a current execution after
+            ``max_iterations`` executions (a possible infinite loop).
+    """
+    for _ in range(max_iterations):
+        _refresh(workflow)
+        if workflow.state in _SETTLED:
+            return workflow
+        execution = workflow.current_execution
+        if execution is None:
+            return workflow
+        Executor.execute(execution, interruptible=False)
+    _refresh(workflow)
+    if workflow.state not in _SETTLED and workflow.current_execution is not None:
+        raise RuntimeError(
+            f"speedrun_workflow: workflow {workflow.id} still running after "
+            f"max_iterations={max_iterations} executions; possible infinite loop"
+        )
+    return workflow
+
+
+def speedrun_current_step(workflow: Any, max_executions: int = 100) -> Any:
+    """Run the current step to its end, following resumable chains (R-TH-02).
+
+    Never runs the following step. Returns the final refreshed execution, or None
+    when there is no current execution.
+
+    Raises:
+        RuntimeError: ``max_executions`` executions ran without the step ending.
+    """
+    _refresh(workflow)
+    execution = workflow.current_execution
+    if execution is None:
+        return None
+    step_name = execution.step_name
+    resumable_columns = store.optional_columns(_session()).resumable
+    runs = 0
+    while True:
+        _refresh(execution)
+        if execution.state == StepExecutionState.COMPLETED:
+            successor = execution.successor if resumable_columns else None
+            if successor is None:
+                return execution
+            execution = successor
+            continue
+        if execution.state in _EXECUTION_DONE:
+            return execution
+        if runs >= max_executions:
+            raise RuntimeError(
+                f"speedrun_current_step: step '{step_name}' did not finish within "
+                f"max_executions={max_executions} executions"
+            )
+        Executor.execute(execution, interruptible=False)
+        runs += 1
+
+
+def perform_next_step(workflow: Any) -> Any:
+    """Run the current execution once (interruptibly); return it, or None (R-TH-03)."""
+    _refresh(workflow)
+    execution = workflow.current_execution
+    if execution is None:
+        return None
+    Executor.execute(execution)
+    _refresh(workflow)
+    return execution
+
+
+def perform_step_inline(workflow: Any, step_name: Any = None) -> Any:
+    """Run ``step_name`` (default: ``next_step_name``) now, out of band (R-TH-04).
+
+    Cancels the scheduled executions, inserts a scheduled execution due now
+    without publishing it or changing ``next_step_name``, and executes it.
+
+    Raises:
+        ValueError: The step is not defined; the message lists the defined steps.
+    """
+    _refresh(workflow)
+    name = str(step_name) if step_name is not None else workflow.next_step_name
+    step = workflow.steps.named(name) if name is not None else None
+    if step is None:
+        available = ", ".join(workflow.steps.names)
+        raise ValueError(
+            f"Step '{name}' is not defined in {workflow.type}. Available steps: {available}"
+        )
+    session = _session()
+    store.lock_workflow(session, workflow.id)
+    now = clock.now()
+    store.cancel_scheduled_executions(session, workflow.id, now)
+    execution_cls = workflow.__geneva__.StepExecution
+    execution = execution_cls(
+        workflow_id=workflow.id,
+        step_name=step.name,
+        state=StepExecutionState.SCHEDULED.value,
+        scheduled_for=now,
+    )
+    session.add(execution)
+    session.commit()
+    Executor.execute(execution)
+    _refresh(workflow)
+    _refresh(execution)
+    return execution
+
+
+def run_iterations(workflow: Any, count: int) -> Any:
+    """Run the current execution for at most ``count`` checkpoints (R-TH-05).
+
+    Raises:
+        RuntimeError: There is no current execution.
+    """
+    _refresh(workflow)
+    execution = workflow.current_execution
+    if execution is None:
+        raise RuntimeError("No current step execution to run")
+    Executor.execute(execution, max_iterations=count)
+    _refresh(workflow)
+    return _refresh(execution)
+
+
+def assert_step_executed(
+    workflow: Any, step_name: Any, state: Any = "completed"
+) -> None:
+    """Assert an execution of ``step_name`` in ``state`` exists (R-TH-06)."""
+    execution_cls = workflow.__geneva__.StepExecution
+    found = _session().scalar(
+        sa.select(execution_cls.id)
+        .where(execution_cls.workflow_id == workflow.id)
+        .where(execution_cls.step_name == str(step_name))
+        .where(execution_cls.state == str(state))
+        .limit(1)
+    )
+    if found is None:
+        raise AssertionError(
+            f"Expected step '{step_name}' to be {state}, but it was not found"
+        )
+
+
+def assert_workflow_state(workflow: Any, expected: Any) -> None:
+    """Refresh and assert the workflow state (R-TH-07)."""
+    _refresh(workflow)
+    if workflow.state != str(expected):
+        raise AssertionError(
+            f"Expected workflow to be {expected}, but was {workflow.state}"
+        )
+
+
+def assert_cursor(workflow: Any, expected: Any) -> None:
+    """Refresh and compare the current execution's cursor (R-TH-08)."""
+    _refresh(workflow)
+    execution = workflow.current_execution
+    actual = execution.cursor_value if execution is not None else None
+    if actual != expected:
+        raise AssertionError(f"Expected cursor {expected!r}, got {actual!r}")
+
+
+def assert_step_has_successor(workflow: Any, step_name: Any) -> None:
+    """Assert the latest completed execution of the step has a scheduled successor (R-TH-09)."""
+    execution_cls = workflow.__geneva__.StepExecution
+    latest = (
+        _session()
+        .scalars(
+            sa.select(execution_cls)
+            .where(execution_cls.workflow_id == workflow.id)
+            .where(execution_cls.step_name == str(step_name))
+            .where(execution_cls.state == StepExecutionState.COMPLETED)
+            .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
+            .limit(1)
+        )
+        .first()
+    )
+    if latest is None:
+        raise AssertionError(f"Expected completed execution for step {step_name}")
+    successor = latest.successor
+    if successor is None:
+        raise AssertionError(
+            f"Expected successor execution for step {step_name}, but none found"
+        )
+    if successor.state != StepExecutionState.SCHEDULED:
+        raise AssertionError(
+            f"Expected successor to be scheduled, but was {successor.state}"
+        )
+
+
+class RecordingJobs:
+    """What the ``geneva_jobs`` fixture returns (R-TH-20).
+
+    Attributes:
+        backend: The app's :class:`RecordingBackend`.
+    """
+
+    def __init__(self, backend: RecordingBackend) -> None:
+        self.backend = backend
+        #: ``(publication, exception)`` for every task that raised while draining.
+        self.failures: list[tuple[Publication, BaseException]] = []
+
+    @property
+    def enqueued(self) -> list[Publication]:
+        """Recorded publications, oldest first."""
+        return self.backend.enqueued
+
+    def clear(self) -> None:
+        """Forget the recorded publications."""
+        self.backend.clear()
+
+    def drain(self, *, respect_eta: bool = False, limit: int = 1000) -> int:
+        """Run recorded publications FIFO through the task logic until none remain.
+
+        Publications made while draining are appended and run in turn (never
+        recursively inside a publication). A task that raises is recorded in
+        :attr:`failures` and draining goes on, as a worker would.
+
+        Args:
+            respect_eta: Leave publications whose eta is in the future.
+            limit: Maximum number of tasks to run.
+
+        Returns:
+            The number of tasks run.
+
+        Raises:
+            RuntimeError: ``limit`` tasks ran and more remain.
+        """
+        from flask_geneva.tasks import perform_step_execution
+
+        ran = 0
+        kept: list[Publication] = []
+        while self.backend.enqueued:
+            publication = self.backend.enqueued.pop(0)
+            if (
+                respect_eta
+                and publication.eta is not None
+                and publication.eta > clock.now()
+            ):
+                kept.append(publication)
+                continue
+            if ran >= limit:
+                self.backend.enqueued.insert(0, publication)
+                raise RuntimeError(f"drain() ran limit={limit} tasks and more remain")
+            ran += 1
+            try:
+                perform_step_execution(publication.step_execution_id)
+            except Exception as error:  # noqa: BLE001 - a failing task fails only itself
+                _session().rollback()
+                self.failures.append((publication, error))
+        self.backend.enqueued.extend(kept)
+        return ran

@@ -1,0 +1,43 @@
+"""The app most tests use: one ``db``, one ``Geneva``, a ``User`` hero model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import orm
+
+from flask_geneva import Geneva
+
+db = SQLAlchemy()
+geneva = Geneva(db)
+
+
+class User(db.Model):  # type: ignore[name-defined, misc]
+    """A hero model."""
+
+    __tablename__ = "users"
+
+    id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True)
+    email: orm.Mapped[str] = orm.mapped_column(
+        sa.String(255), default="someone@example.com"
+    )
+    archived: orm.Mapped[bool] = orm.mapped_column(sa.Boolean, default=False)
+    blocked: orm.Mapped[bool] = orm.mapped_column(sa.Boolean, default=False)
+    counter: orm.Mapped[int] = orm.mapped_column(sa.Integer, default=0)
+
+
+def create_app(database_url: str, **config: Any) -> Flask:
+    """Build a test app bound to ``database_url``; ``config`` overrides settings."""
+    app = Flask(__name__)
+    app.config.update(
+        TESTING=True,
+        SQLALCHEMY_DATABASE_URI=database_url,
+        GENEVA_TASK_BACKEND="recording",
+    )
+    app.config.update(config)
+    db.init_app(app)
+    geneva.init_app(app)
+    return app

@@ -1,0 +1,127 @@
+"""Fixtures: one app per test, on SQLite (default) or the server named by the environment.
+
+``GENEVA_TEST_DATABASE_URL`` selects the database: unset → a SQLite file per test in
+``tmp_path``; ``postgresql+psycopg://…`` or ``mysql+pymysql://…`` → that server, with
+the schema built once per session by our own install migration, and our tables
+emptied between tests. Tests marked ``@pytest.mark.backends("postgresql", ...)`` run
+only on those dialects.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+
+from flask_geneva import reset_column_caches
+from tests.apps import basic
+
+pytest_plugins = ["flask_geneva.pytest_plugin"]
+
+DATABASE_URL = os.environ.get("GENEVA_TEST_DATABASE_URL", "")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def dialect_name() -> str:
+    """``sqlite``, ``postgresql`` or ``mysql`` for the selected database."""
+    if not DATABASE_URL:
+        return "sqlite"
+    return sa.make_url(DATABASE_URL).get_backend_name().replace("mariadb", "mysql")
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    current = dialect_name()
+    for item in items:
+        marker = item.get_closest_marker("backends")
+        if marker is not None and current not in marker.args:
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"only on {', '.join(marker.args)} (running on {current})"
+                )
+            )
+
+
+_server_schema_ready = False
+
+
+def _prepare_server_schema(app: Flask) -> None:
+    global _server_schema_ready
+    if _server_schema_ready:
+        return
+    with app.app_context():
+        basic.db.session.remove()
+        try:
+            from tests.schema_setup import drop_schema
+            from tests.schema_setup import install_schema
+        except ImportError:  # pragma: no cover - until the install helper exists
+            basic.db.drop_all()
+            basic.db.create_all()
+        else:
+            drop_schema(app)
+            install_schema(app)
+            # Hero tables are the test app's own, not ours.
+            basic.User.__table__.drop(basic.db.engine, checkfirst=True)
+            basic.User.__table__.create(basic.db.engine)
+    reset_column_caches()
+    _server_schema_ready = True
+
+
+def _empty_tables(app: Flask) -> None:
+    with app.app_context():
+        basic.db.session.remove()
+        with basic.db.engine.begin() as connection:
+            connection.execute(sa.delete(basic.geneva.StepExecution.__table__))
+            connection.execute(sa.delete(basic.geneva.Workflow.__table__))
+            connection.execute(sa.delete(basic.User.__table__))
+
+
+def make_app(tmp_path: Any, **config: Any) -> Flask:
+    """Create a test app on the selected database with ``config`` overrides."""
+    url = DATABASE_URL or f"sqlite:///{tmp_path / 'test.sqlite3'}"
+    app = basic.create_app(url, **config)
+    if DATABASE_URL:
+        _prepare_server_schema(app)
+        _empty_tables(app)
+    else:
+        with app.app_context():
+            basic.db.create_all()
+    reset_column_caches()
+    return app
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    """Extra app config for a test module (override the fixture to change it)."""
+    return {}
+
+
+@pytest.fixture
+def app(tmp_path: Any, app_config: dict[str, Any]) -> Iterator[Flask]:
+    """The Flask app (pytest-flask pushes a request context around each test)."""
+    application = make_app(tmp_path, **app_config)
+    yield application
+    with application.app_context():
+        basic.db.session.remove()
+        for engine in basic.db.engines.values():
+            engine.dispose()
+
+
+@pytest.fixture
+def db_session(app: Flask) -> Any:
+    """The app's ``db.session`` (the same scoped session the code under test uses)."""
+    return basic.db.session
+
+
+@pytest.fixture
+def user(app: Flask) -> Any:
+    """A committed hero row."""
+    hero = basic.User(email="hero@example.com")
+    basic.db.session.add(hero)
+    basic.db.session.commit()
+    return hero
