@@ -1,1 +1,1 @@
-"""The workflow declaration DSL: steps, ordering, conditions (pure code, no database)."""
+"""The workflow declaration DSL: steps, ordering, conditions (no database)."""

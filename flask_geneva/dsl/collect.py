@@ -1,0 +1,249 @@
+"""Collect a workflow class's DSL declarations into :class:`WorkflowDefinitions`.
+
+Called from ``Workflow.__init_subclass__`` (SPEC §15.2). The collector reads only the
+new class's own ``__dict__``, in insertion (class-body) order, and merges what it finds
+onto copies of the parent's collected values (R-INH-01..04); it never re-reads
+inherited attributes, which would register them twice, and never mutates the parent.
+Pure code: no database, no Flask.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from flask_geneva.dsl.conditions import CANCEL_CONDITION_MARK
+from flask_geneva.dsl.steps import STEP_MARK
+from flask_geneva.dsl.steps import StepCollection
+from flask_geneva.dsl.steps import StepDefinition
+from flask_geneva.dsl.steps import StepSpec
+from flask_geneva.exceptions import StepConfigurationError
+from flask_geneva.job_options import merge_job_options
+from flask_geneva.job_options import validate_job_options
+from flask_geneva.policies import HANDLER_MARK
+from flask_geneva.policies import ExceptionHandlerDecorator
+from flask_geneva.policies import ExceptionPolicy
+
+__all__ = ["WorkflowDefinitions", "collect_definitions"]
+
+
+@dataclass(frozen=True)
+class WorkflowDefinitions:
+    """Everything a workflow class declared, inherited declarations included.
+
+    Attributes:
+        steps: The steps (registration order in ``steps.registered``, execution order
+            when iterated).
+        cancel_conditions: Cancel conditions in evaluation order, parent's first
+            (R-INH-04): callables ``(workflow)``, method names, or constants.
+        exception_policies: Class-level policies in registration order, parent's
+            first (R-POL-40 consults them from the end).
+        default_job_options: Class-level job options, validated and merged over the
+            parent's (read-only mapping, R-JOB-01).
+
+    .. versionadded:: 0.1
+    """
+
+    steps: StepCollection
+    cancel_conditions: tuple[object, ...]
+    exception_policies: tuple[ExceptionPolicy, ...]
+    default_job_options: Mapping[str, Any]
+
+
+def collect_definitions(
+    cls: type,
+    *,
+    parent: WorkflowDefinitions | None,
+    type_name: str,
+    reserved_names: frozenset[str],
+) -> WorkflowDefinitions:
+    """Collect the DSL declarations of ``cls`` on top of ``parent`` (SPEC §15.2).
+
+    Recognised entries of ``cls.__dict__``, processed in class-body order:
+
+    - functions marked by ``@step``/``@resumable_step``;
+    - attributes holding a :class:`StepSpec` or a list/tuple of them (expanded in
+      place; anonymous ones are named ``step_<N>``, N counting inherited steps,
+      R-DEF-03);
+    - ``cancel_conditions`` (list/tuple) and ``@cancel_if`` methods (registered by
+      method name);
+    - ``exception_policies`` (list/tuple of :class:`ExceptionPolicy`) and
+      ``@on_exception`` handler methods (registered with their method name as
+      handler);
+    - ``default_job_options`` (a mapping, validated with context
+      ``"<type_name>.default_job_options"`` and merged over the parent's).
+
+    Args:
+        cls: The class being created.
+        parent: The parent class's definitions, or None for a root class. Never
+            mutated.
+        type_name: The class's name for error messages.
+        reserved_names: Attribute names of the base ``Workflow`` that steps must not
+            shadow (R-DEF-18).
+
+    Returns:
+        A new :class:`WorkflowDefinitions`.
+
+    Raises:
+        StepConfigurationError: A duplicate step name ("already defined in
+            <type_name>", R-DEF-02), a ``before``/``after`` reference to a step not
+            registered yet (R-DEF-07), a reserved step or body method name
+            (R-DEF-18), a malformed ``cancel_conditions``/``exception_policies``/
+            ``default_job_options`` attribute, or an ``on_exception(...)`` handler
+            decorator that was not applied to a method.
+
+    .. versionadded:: 0.1
+    """
+    collector = _Collector(parent, type_name, reserved_names)
+    for attribute, value in cls.__dict__.items():
+        collector.visit(attribute, value)
+    return collector.result()
+
+
+class _Collector:
+    def __init__(
+        self,
+        parent: WorkflowDefinitions | None,
+        type_name: str,
+        reserved_names: frozenset[str],
+    ) -> None:
+        self.type_name = type_name
+        self.reserved_names = reserved_names
+        self.steps: list[StepDefinition] = (
+            list(parent.steps.registered) if parent else []
+        )
+        self.step_names = {definition.name for definition in self.steps}
+        self.conditions: list[object] = list(parent.cancel_conditions) if parent else []
+        self.policies: list[ExceptionPolicy] = (
+            list(parent.exception_policies) if parent else []
+        )
+        self.job_options: dict[str, Any] = (
+            dict(parent.default_job_options) if parent else {}
+        )
+
+    def visit(self, attribute: str, value: object) -> None:
+        if attribute == "default_job_options":
+            self._add_job_options(value)
+        elif attribute == "cancel_conditions":
+            self._add_cancel_conditions(value)
+        elif attribute == "exception_policies":
+            self._add_exception_policies(value)
+        elif isinstance(value, StepSpec):
+            self._add_step(value, attribute=None)
+        elif isinstance(value, list | tuple) and value and _all_specs(value):
+            for spec in value:
+                self._add_step(spec, attribute=None)
+        elif isinstance(value, list | tuple) and any(
+            isinstance(item, StepSpec) for item in value
+        ):
+            raise StepConfigurationError(
+                f"{self.type_name}.{attribute}: a list of steps must hold only "
+                f"StepSpec objects (from step.anonymous/step.repeat); got {value!r}"
+            )
+        elif isinstance(value, ExceptionHandlerDecorator):
+            raise StepConfigurationError(
+                f"{self.type_name}.{attribute}: {value!r} was not applied to a method; "
+                f"use it as @on_exception(...) above a method (self, error), or give "
+                f"an action to build a declarative policy"
+            )
+        elif inspect.isfunction(value):
+            self._add_marked_function(attribute, value)
+
+    def _add_marked_function(self, attribute: str, func: Any) -> None:
+        marks = func.__dict__
+        spec = marks.get(STEP_MARK)
+        if spec is not None:
+            self._add_step(spec, attribute=attribute)
+        if marks.get(CANCEL_CONDITION_MARK):
+            self.conditions.append(attribute)
+        policy = marks.get(HANDLER_MARK)
+        if isinstance(policy, ExceptionPolicy):
+            if policy.handler != attribute:
+                policy = policy._with_handler(attribute)
+            self.policies.append(policy)
+
+    def _add_step(self, spec: StepSpec, *, attribute: str | None) -> None:
+        name = spec.name if spec.name is not None else f"step_{len(self.steps) + 1}"
+        method_name = spec.method_name
+        if attribute is not None and spec.method_name is not None:
+            # A decorated method is looked up by the attribute it is stored under.
+            method_name = attribute
+        if name in self.step_names:
+            raise StepConfigurationError(
+                f"step {name!r} is already defined in {self.type_name}"
+            )
+        for kind, value in (("name", name), ("body method name", method_name)):
+            if value is not None and value in self.reserved_names:
+                raise StepConfigurationError(
+                    f"{self.type_name}: step {kind} {value!r} is reserved: it would "
+                    f"shadow the attribute {value!r} of the Workflow base class; "
+                    f"choose another name"
+                )
+        for option, target in (("before", spec.before), ("after", spec.after)):
+            if target is not None and target not in self.step_names:
+                defined = ", ".join(repr(d.name) for d in self.steps) or "none"
+                raise StepConfigurationError(
+                    f"{self.type_name}: step {name!r} uses {option}={target!r}, but "
+                    f"no step named {target!r} is defined yet; only already-defined "
+                    f"steps can be referenced (defined so far: {defined})"
+                )
+        self.steps.append(spec.build(name, method_name=method_name))
+        self.step_names.add(name)
+
+    def _add_cancel_conditions(self, value: object) -> None:
+        if not isinstance(value, list | tuple):
+            raise StepConfigurationError(
+                f"{self.type_name}.cancel_conditions must be a list of conditions "
+                f"(callables (self), method names or constants); got {value!r} "
+                f"({type(value).__name__})"
+            )
+        for condition in value:
+            if isinstance(condition, str) and not condition.isidentifier():
+                raise StepConfigurationError(
+                    f"{self.type_name}.cancel_conditions: invalid method name "
+                    f"{condition!r}; a string condition names a workflow method"
+                )
+            self.conditions.append(condition)
+
+    def _add_exception_policies(self, value: object) -> None:
+        if not isinstance(value, list | tuple):
+            raise StepConfigurationError(
+                f"{self.type_name}.exception_policies must be a list of "
+                f"ExceptionPolicy objects (e.g. on_exception(TimeoutError, "
+                f"action='reattempt')); got {value!r} ({type(value).__name__})"
+            )
+        for index, policy in enumerate(value):
+            if isinstance(policy, ExceptionHandlerDecorator):
+                raise StepConfigurationError(
+                    f"{self.type_name}.exception_policies[{index}]: {policy!r} has no "
+                    f"action; give an action (e.g. on_exception(TimeoutError, "
+                    f"action='reattempt')) or use @on_exception(...) to decorate a "
+                    f"handler method (self, error)"
+                )
+            if not isinstance(policy, ExceptionPolicy):
+                raise StepConfigurationError(
+                    f"{self.type_name}.exception_policies[{index}]: {policy!r} "
+                    f"({type(policy).__name__}) is not an ExceptionPolicy"
+                )
+            self.policies.append(policy)
+
+    def _add_job_options(self, value: object) -> None:
+        options = validate_job_options(
+            value, context=f"{self.type_name}.default_job_options"
+        )
+        self.job_options = merge_job_options(self.job_options, options)
+
+    def result(self) -> WorkflowDefinitions:
+        return WorkflowDefinitions(
+            steps=StepCollection(self.steps),
+            cancel_conditions=tuple(self.conditions),
+            exception_policies=tuple(self.policies),
+            default_job_options=MappingProxyType(self.job_options),
+        )
+
+
+def _all_specs(values: list[Any] | tuple[Any, ...]) -> bool:
+    return all(isinstance(item, StepSpec) for item in values)

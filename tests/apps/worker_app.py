@@ -1,0 +1,60 @@
+"""A Flask + Celery app for real-worker tests, configured from the environment.
+
+``GENEVA_TEST_WORKER_DATABASE_URL``: the database both the test and the worker use.
+``GENEVA_TEST_BROKER_URL``: the Celery broker (e.g. ``redis://127.0.0.1:6379/15``).
+
+Start a worker with ``celery -A tests.apps.worker_app:celery worker``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from celery import Celery
+from flask import Flask
+
+from flask_geneva import step
+from tests.apps import basic
+
+
+
+def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
+    """Return a Flask app and a Celery app wired together with flask_geneva."""
+    celery_app = Celery("geneva_tests")
+    celery_app.conf.update(
+        broker_url=broker_url,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True,
+    )
+    flask_app = basic.create_app(
+        database_url, GENEVA_TASK_BACKEND="celery", GENEVA_ENQUEUE_AFTER_COMMIT=True
+    )
+    basic.geneva.init_celery(celery_app, app=flask_app)
+    flask_app.extensions["geneva"].celery = celery_app
+    return flask_app, celery_app
+
+
+# What `celery -A tests.apps.worker_app:celery worker` loads.
+app, celery = build_app(
+    os.environ.get("GENEVA_TEST_WORKER_DATABASE_URL", "sqlite:////tmp/geneva-worker.sqlite3"),
+    os.environ.get("GENEVA_TEST_BROKER_URL", "redis://127.0.0.1:6379/15"),
+)
+
+
+class WorkerThreeSteps(basic.geneva.Workflow):
+    """Three steps, the second after a short wait; counts runs on the hero."""
+
+    @step
+    def first(self):
+        self.hero.counter += 1
+
+    @step(wait=timedelta(seconds=2))
+    def second(self):
+        self.hero.counter += 10
+
+    @step
+    def third(self):
+        self.hero.counter += 100
