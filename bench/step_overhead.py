@@ -1,0 +1,101 @@
+"""Executor overhead: N workflows x 10 no-op steps, no broker (issue: engine core).
+
+Prints steps/s, SQL statements per step and commits per step, counted with
+SQLAlchemy engine events. Usage::
+
+    python bench/step_overhead.py --workflows 200
+    python bench/step_overhead.py --database-url postgresql+psycopg://postgres@127.0.0.1:5432/test
+
+The target for a regular step is <= 3 commits and <= 10 statements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from flask_geneva import Executor  # noqa: E402
+from flask_geneva import step  # noqa: E402
+from tests.apps import basic  # noqa: E402
+
+STEPS = 10
+
+
+class BenchTenNoOpSteps(basic.geneva.Workflow):
+    """Ten steps that do nothing."""
+
+    _steps = step.repeat(STEPS, lambda wf: None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workflows", type=int, default=200)
+    parser.add_argument("--database-url", default=None)
+    args = parser.parse_args()
+
+    tmp = tempfile.TemporaryDirectory()
+    url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
+    app = basic.create_app(url, TESTING=False)
+    with app.app_context():
+        basic.db.drop_all()
+        basic.db.create_all()
+        users = [basic.User(email=f"u{i}@example.com") for i in range(args.workflows)]
+        basic.db.session.add_all(users)
+        basic.db.session.commit()
+        workflows = [BenchTenNoOpSteps.create(hero=user) for user in users]
+        execution_ids = [w.current_execution.id for w in workflows]
+        basic.db.session.remove()
+        engine = basic.db.engine
+        app.extensions["geneva"].recording_backend.clear()
+
+        counts = {"statements": 0, "commits": 0}
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def _count_statement(*_args: object) -> None:
+            counts["statements"] += 1
+
+        @event.listens_for(engine, "commit")
+        def _count_commit(*_args: object) -> None:
+            counts["commits"] += 1
+
+        backend = app.extensions["geneva"].recording_backend
+        steps_run = 0
+        started = time.perf_counter()
+        pending = list(execution_ids)
+        while pending:
+            next_round = []
+            for execution_id in pending:
+                Executor.execute(execution_id)
+                steps_run += 1
+            for publication in backend.enqueued:
+                next_round.append(publication.step_execution_id)
+            backend.clear()
+            pending = next_round
+            basic.db.session.remove()
+        elapsed = time.perf_counter() - started
+
+        finished = basic.db.session.scalar(
+            sa.select(sa.func.count()).select_from(basic.geneva.Workflow).where(
+                basic.geneva.Workflow.state == "finished"
+            )
+        )
+        dialect = engine.dialect.name
+        basic.db.drop_all()
+    print(f"database:            {dialect}")
+    print(f"workflows finished:  {finished}/{args.workflows}")
+    print(f"steps run:           {steps_run}")
+    print(f"steps/s:             {steps_run / elapsed:,.0f}")
+    print(f"statements per step: {counts['statements'] / steps_run:.2f}")
+    print(f"commits per step:    {counts['commits'] / steps_run:.2f}")
+
+
+if __name__ == "__main__":
+    main()
