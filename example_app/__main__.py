@@ -1,0 +1,141 @@
+"""``python -m example_app demo``: run the example end to end in one process."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m example_app")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="seed users, run their workflows, print a summary")
+    demo.add_argument("--users", type=int, default=1000, help="users to seed (default 1000)")
+    demo.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.00001,
+        help="multiply every wait by this (default 0.00001: 2 days -> 1.7 s)",
+    )
+    demo.add_argument("--database-url", default=None, help="default: a new SQLite file")
+    demo.add_argument("--timeout", type=float, default=600, help="seconds before giving up")
+    args = parser.parse_args(argv)
+    os.environ["EXAMPLE_TIME_SCALE"] = str(args.time_scale)
+    return run_demo(args.users, args.database_url, args.timeout)
+
+
+def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
+    import logging
+
+    import sqlalchemy as sa
+    from celery.contrib.testing.worker import start_worker
+
+    from example_app import celery
+    from example_app import create_app
+    from example_app import db
+    from example_app import geneva
+
+    # Failed payment attempts are expected (the gateway is flaky on purpose); the
+    # engine re-raises them so Celery logs each one. Keep the demo output readable.
+    logging.getLogger("celery.app.trace").setLevel(logging.CRITICAL)
+    logging.getLogger("flask_geneva").setLevel(logging.CRITICAL)
+    logging.getLogger("flask_geneva.tasks").setLevel(logging.CRITICAL)
+
+    workdir = Path(tempfile.mkdtemp(prefix="geneva-example-"))
+    url = database_url or f"sqlite:///{workdir / 'example.sqlite3'}"
+    app = create_app(url, broker_url="memory://")
+    from example_app.models import Export
+    from example_app.models import User
+    from example_app.workflows import ExportReview
+    from example_app.workflows import Onboarding
+    from example_app.workflows import Payment
+
+    print(f"database: {url}")
+    with app.app_context():
+        db.create_all()
+        users = [User(email=f"user{i}@example.com") for i in range(user_count)]
+        db.session.add_all(users)
+        db.session.commit()
+        exports = [Export(user_id=u.id) for u in users[: max(1, user_count // 20)]]
+        db.session.add_all(exports)
+        db.session.commit()
+
+    started = time.monotonic()
+    with start_worker(
+        celery, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING"
+    ):
+        with app.app_context():
+            for user in db.session.scalars(sa.select(User)):
+                Onboarding.create(hero=user, commit=False)
+                Payment.create(hero=user, commit=False)
+            for export in db.session.scalars(sa.select(Export)):
+                ExportReview.create(hero=export, commit=False)
+            db.session.commit()
+            total = db.session.scalar(sa.select(sa.func.count(geneva.Workflow.id)))
+            print(f"started {total} workflows for {user_count} users; embedded worker running")
+
+        last_print = 0.0
+        while True:
+            with app.app_context():
+                counts = Counter(
+                    dict(
+                        db.session.execute(
+                            sa.select(geneva.Workflow.state, sa.func.count()).group_by(
+                                geneva.Workflow.state
+                            )
+                        ).all()
+                    )
+                )
+                # The "operator": approve paused exports and resume them.
+                for workflow in db.session.scalars(
+                    ExportReview.with_state("paused").limit(50)
+                ).all():
+                    workflow.hero.approved = True
+                    db.session.commit()
+                    workflow.resume(actor="demo-operator")
+                db.session.remove()
+            ongoing = counts["ready"] + counts["performing"]
+            paused_exports = 0
+            now = time.monotonic()
+            if now - last_print >= 1.0:
+                print(
+                    f"[{now - started:6.1f}s] "
+                    + " ".join(f"{state}={counts[state]}" for state in sorted(counts))
+                )
+                last_print = now
+            if ongoing == 0 and counts["paused"] == paused_exports:
+                break
+            if now - started > timeout:
+                print("timed out before every workflow settled", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+
+    elapsed = time.monotonic() - started
+    with app.app_context():
+        rows = db.session.execute(
+            sa.select(geneva.Workflow.type, geneva.Workflow.state, sa.func.count())
+            .group_by(geneva.Workflow.type, geneva.Workflow.state)
+            .order_by(geneva.Workflow.type, geneva.Workflow.state)
+        ).all()
+        executions = db.session.scalar(sa.select(sa.func.count(geneva.StepExecution.id)))
+        reattempts = db.session.scalar(
+            sa.select(sa.func.count(geneva.StepExecution.id)).where(
+                geneva.StepExecution.outcome == "reattempted"
+            )
+        )
+    print()
+    print(f"summary after {elapsed:.1f}s ({executions} step executions):")
+    for workflow_type, state, count in rows:
+        print(f"  {workflow_type:<14} {state:<10} {count}")
+    print(f"  payment attempts reattempted after gateway timeouts: {reattempts}")
+    print("every workflow settled")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The extension object and its configuration (SPEC §13, §15.1, R-CFG, R-TH-21)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from celery import Celery
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+
+from flask_geneva import Geneva
+from flask_geneva import GenevaConfigurationError
+from flask_geneva.config import config_from_mapping
+from tests.apps import basic
+
+
+def _bare_app(tmp_path, **config):
+    app = Flask(__name__)
+    app.config.update(SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'x.sqlite3'}", **config)
+    return app
+
+
+def test_init_app_registers_state_and_cli(app):
+    """init_app registers app.extensions['geneva'] and the `flask geneva` group (§15.1)."""
+    state = app.extensions["geneva"]
+    assert state.geneva is basic.geneva
+    assert "geneva" in app.cli.commands
+    assert app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] == 1000
+
+
+def test_init_app_twice_is_refused(tmp_path):
+    """Registering the same extension twice on one app raises a clear error."""
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+    app = _bare_app(tmp_path)
+    db.init_app(app)
+    geneva.init_app(app)
+    with pytest.raises(GenevaConfigurationError, match="already registered"):
+        geneva.init_app(app)
+
+
+def test_init_app_requires_db_first(tmp_path):
+    """init_app before db.init_app names the call order."""
+    geneva = Geneva(SQLAlchemy())
+    with pytest.raises(GenevaConfigurationError, match=r"db\.init_app\(app\) before"):
+        geneva.init_app(_bare_app(tmp_path))
+
+
+def test_unknown_key_type_is_rejected():
+    """Geneva(key_type=...) accepts only bigint and uuid (R-DM-20)."""
+    with pytest.raises(GenevaConfigurationError, match="'bigint', 'uuid'.*'int'"):
+        Geneva(SQLAlchemy(), key_type="int")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("GENEVA_HOUSEKEEPING_BATCH_SIZE", 0, "GENEVA_HOUSEKEEPING_BATCH_SIZE must be a positive int, got 0"),
+        ("GENEVA_HOUSEKEEPING_BATCH_SIZE", True, "positive int, got True"),
+        ("GENEVA_STUCK_IN_PROGRESS_THRESHOLD", -5, "must be non-negative, got -5"),
+        ("GENEVA_STUCK_IN_PROGRESS_THRESHOLD", "1h", "must be a timedelta or a number of seconds, got '1h'"),
+        ("GENEVA_STUCK_RECOVERY_ACTION", "retry", "'reattempt', 'cancel', got 'retry'"),
+        ("GENEVA_TASK_BACKEND", "rq", "'celery', 'recording', got 'rq'"),
+        ("GENEVA_DEFAULT_QUEUE", 42, "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, got 42"),
+        ("GENEVA_ENQUEUE_AFTER_COMMIT", "yes", "must be True or False, got 'yes'"),
+        ("GENEVA_ERROR_REPORTER", "no.such.module:reporter", "could not import"),
+        ("GENEVA_METRICS", object(), "gauge(name, value, tags)"),
+        ("GENEVA_MAX_CURSOR_SIZE", -1, "positive int"),
+        ("GENEVA_FIND_DELAY", -0.5, "non-negative number of seconds"),
+    ],
+)
+def test_invalid_settings_name_the_key_and_value(key, value, message):
+    """A bad GENEVA_* value raises GenevaConfigurationError naming key and value (R-CFG-01)."""
+    with pytest.raises(GenevaConfigurationError) as raised:
+        config_from_mapping({key: value}, testing=False)
+    assert message in str(raised.value)
+
+
+def test_durations_accept_timedelta_and_seconds():
+    """Durations accept timedelta or seconds, and None where allowed (R-CFG-01, §0)."""
+    config = config_from_mapping(
+        {
+            "GENEVA_STUCK_IN_PROGRESS_THRESHOLD": 90,
+            "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": None,
+            "GENEVA_MAX_BROKER_DELAY": timedelta(minutes=2),
+        },
+        testing=False,
+    )
+    assert config.stuck_in_progress_threshold == timedelta(seconds=90)
+    assert config.delete_completed_workflows_after is None
+    assert config.max_broker_delay == timedelta(minutes=2)
+
+
+def test_enqueue_after_commit_defaults_to_not_testing():
+    """GENEVA_ENQUEUE_AFTER_COMMIT defaults to `not app.testing` (R-TXN-01)."""
+    assert config_from_mapping({}, testing=True).enqueue_after_commit is False
+    assert config_from_mapping({}, testing=False).enqueue_after_commit is True
+
+
+def test_settings_are_read_at_use_time(app):
+    """Changing app.config takes effect at the next use (R-CFG-02)."""
+    state = app.extensions["geneva"]
+    assert state.config.max_cursor_size == 131072
+    app.config["GENEVA_MAX_CURSOR_SIZE"] = None
+    assert state.config.max_cursor_size is None
+
+
+def test_eager_celery_is_refused(tmp_path):
+    """Celery eager mode with the celery backend is refused at init (R-TH-21)."""
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+    app = _bare_app(tmp_path)
+    db.init_app(app)
+    celery = Celery("eager")
+    celery.conf.task_always_eager = True
+    with pytest.raises(GenevaConfigurationError, match="task_always_eager"):
+        geneva.init_app(app, celery=celery)
+
+
+def test_eager_celery_allowed_when_opted_in(tmp_path):
+    """GENEVA_ALLOW_EAGER=True accepts eager mode (R-TH-21)."""
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+    app = _bare_app(tmp_path, GENEVA_ALLOW_EAGER=True)
+    db.init_app(app)
+    celery = Celery("eager-ok")
+    celery.conf.task_always_eager = True
+    geneva.init_app(app, celery=celery)
+    assert "flask_geneva.perform_step" in celery.tasks
