@@ -67,7 +67,7 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
 
     started = time.monotonic()
     with start_worker(
-        celery, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING"
+        celery, pool="solo", perform_ping_check=False, loglevel="WARNING"
     ):
         with app.app_context():
             for user in db.session.scalars(sa.select(User)):

@@ -13,7 +13,6 @@ State columns are changed only by the helpers here, under those locks.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import threading
 import traceback
@@ -79,7 +78,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
     """
     bind = session.get_bind(mapper=None, clause=None)
     engine = bind.engine if isinstance(bind, sa.Connection) else bind
-    key = engine.url.render_as_string(hide_password=False)
+    key = f"{id(engine)}:{engine.url.render_as_string(hide_password=False)}"
     cached = _column_cache.get(key)
     if cached is not None:
         return cached
@@ -87,21 +86,20 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
         cached = _column_cache.get(key)
         if cached is not None:
             return cached
-        # A separate connection: inspection must not join or end the session's
-        # transaction (and on SQLite must not take the write lock).
-        with engine.connect() as connection:
-            inspector = sa.inspect(connection)
-            tables = set(inspector.get_table_names())
-            workflow_columns = (
-                {c["name"] for c in inspector.get_columns(WORKFLOWS_TABLE)}
-                if WORKFLOWS_TABLE in tables
-                else set()
-            )
-            execution_columns = (
-                {c["name"] for c in inspector.get_columns(STEP_EXECUTIONS_TABLE)}
-                if STEP_EXECUTIONS_TABLE in tables
-                else set()
-            )
+        # The session's own connection: on SQLite a second connection would wait
+        # for the write lock this session may already hold (BEGIN IMMEDIATE).
+        inspector = sa.inspect(session.connection())
+        tables = set(inspector.get_table_names())
+        workflow_columns = (
+            {c["name"] for c in inspector.get_columns(WORKFLOWS_TABLE)}
+            if WORKFLOWS_TABLE in tables
+            else set()
+        )
+        execution_columns = (
+            {c["name"] for c in inspector.get_columns(STEP_EXECUTIONS_TABLE)}
+            if STEP_EXECUTIONS_TABLE in tables
+            else set()
+        )
         if not workflow_columns or not execution_columns:
             # Tables not created yet: assume a complete schema and do not cache, so
             # the first use after `flask db upgrade` detects for real.
@@ -138,21 +136,25 @@ def undefer_options(
 
 # -- SQLite locking (BTR-13) -----------------------------------------------------------
 
-_begin_immediate = contextvars.ContextVar(
-    "geneva_sqlite_begin_immediate", default=False
-)
 _IMMEDIATE_FLAG = "geneva_begin_immediate"
 
 
 def install_sqlite_locking(engine: sa.Engine, *, busy_timeout_ms: int = 30000) -> None:
-    """Make ``engine`` (SQLite) support real write locks for geneva transactions.
+    """Give a SQLite ``engine`` real write locks (BTR-13).
 
-    Installs event listeners that: hand transaction control to SQLAlchemy
+    Installs event listeners that hand transaction control to SQLAlchemy
     (pysqlite's own implicit BEGIN is disabled), enable WAL journaling, a busy
-    timeout of ``busy_timeout_ms`` milliseconds and foreign keys, and begin each
-    transaction with ``BEGIN IMMEDIATE`` while :func:`write_transaction` asks for
-    it (plain deferred ``BEGIN`` otherwise, so readers never block). Idempotent.
-    Call before the engine has opened connections (``Geneva.init_app`` does).
+    timeout of ``busy_timeout_ms`` milliseconds and foreign keys, and begin every
+    transaction with ``BEGIN IMMEDIATE``, as Rails and Django do for SQLite.
+
+    Why every transaction: SQLite has one writer at a time. A deferred transaction
+    that reads first and writes later fails at once with "database is locked" when
+    another connection wrote in between (WAL snapshot conflict; the busy timeout
+    does not apply). Taking the write lock at BEGIN makes such transactions wait
+    for their turn instead. Read-only transactions then also queue, so keep them
+    short (Flask-SQLAlchemy ends the session with each request).
+
+    Idempotent. Call before the engine opens connections (``Geneva.init_app`` does).
     """
     if engine.dialect.name != "sqlite" or engine.__dict__.get("_geneva_locking"):
         return
@@ -172,49 +174,26 @@ def install_sqlite_locking(engine: sa.Engine, *, busy_timeout_ms: int = 30000) -
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        immediate = _begin_immediate.get()
-        connection.info[_IMMEDIATE_FLAG] = immediate
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        connection.info[_IMMEDIATE_FLAG] = True
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def write_transaction(session: orm.Session) -> None:
-    """Make sure the session's transaction may take write locks before reading.
+    """Begin (if needed) a transaction that holds the write lock before it reads.
 
-    On SQLite: a new transaction begins with ``BEGIN IMMEDIATE``. If the session is
-    already inside a deferred transaction with nothing pending, that transaction is
-    ended first (commit of nothing) so the write lock is taken before any read; with
-    pending changes the lock is taken by a no-op write instead. Elsewhere the row
-    locks taken by :func:`lock_workflow` suffice and this only begins a transaction.
+    With :func:`install_sqlite_locking` every SQLite transaction already does.
+    On a SQLite engine without it, a no-op write statement takes the lock (SQLite
+    takes it for any write statement, even one matching no row). Elsewhere the
+    row locks of :func:`lock_workflow` do the work and this only begins a
+    transaction.
     """
-    bind = session.get_bind(mapper=None, clause=None)
-    if bind.dialect.name != "sqlite":
-        session.connection()
+    connection = session.connection()
+    if connection.dialect.name != "sqlite" or connection.info.get(_IMMEDIATE_FLAG):
         return
-    if session.in_transaction():
-        connection = session.connection()
-        if connection.info.get(_IMMEDIATE_FLAG) or not connection.engine.__dict__.get(
-            "_geneva_locking"
-        ):
-            return
-        if (
-            session.new
-            or session.dirty
-            or session.deleted
-            or session.in_nested_transaction()
-        ):
-            # Acquire the RESERVED lock now: any write statement does, even one that
-            # matches no row.
-            connection.exec_driver_sql(
-                f"UPDATE {WORKFLOWS_TABLE} SET id = id WHERE 1 = 0"  # noqa: S608 - constant
-            )
-            connection.info[_IMMEDIATE_FLAG] = True
-            return
-        session.commit()
-    token = _begin_immediate.set(True)
-    try:
-        session.connection()
-    finally:
-        _begin_immediate.reset(token)
+    connection.exec_driver_sql(
+        f"UPDATE {WORKFLOWS_TABLE} SET id = id WHERE 1 = 0"  # noqa: S608 - constant
+    )
+    connection.info[_IMMEDIATE_FLAG] = True
 
 
 # -- locking reads -----------------------------------------------------------------
