@@ -22,9 +22,9 @@ from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flask_geneva import Executor  # noqa: E402
-from flask_geneva import step  # noqa: E402
-from tests.apps import basic  # noqa: E402
+from flask_geneva import Executor
+from flask_geneva import step
+from tests.apps import basic
 
 STEPS = 10
 
@@ -83,9 +83,9 @@ def main() -> None:
         elapsed = time.perf_counter() - started
 
         finished = basic.db.session.scalar(
-            sa.select(sa.func.count()).select_from(basic.geneva.Workflow).where(
-                basic.geneva.Workflow.state == "finished"
-            )
+            sa.select(sa.func.count())
+            .select_from(basic.geneva.Workflow)
+            .where(basic.geneva.Workflow.state == "finished")
         )
         dialect = engine.dialect.name
         basic.db.drop_all()

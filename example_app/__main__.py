@@ -14,8 +14,12 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m example_app")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="seed users, run their workflows, print a summary")
-    demo.add_argument("--users", type=int, default=1000, help="users to seed (default 1000)")
+    demo = sub.add_parser(
+        "demo", help="seed users, run their workflows, print a summary"
+    )
+    demo.add_argument(
+        "--users", type=int, default=1000, help="users to seed (default 1000)"
+    )
     demo.add_argument(
         "--time-scale",
         type=float,
@@ -23,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
         help="multiply every wait by this (default 0.00001: 2 days -> 1.7 s)",
     )
     demo.add_argument("--database-url", default=None, help="default: a new SQLite file")
-    demo.add_argument("--timeout", type=float, default=600, help="seconds before giving up")
+    demo.add_argument(
+        "--timeout", type=float, default=600, help="seconds before giving up"
+    )
     args = parser.parse_args(argv)
     os.environ["EXAMPLE_TIME_SCALE"] = str(args.time_scale)
     return run_demo(args.users, args.database_url, args.timeout)
@@ -77,7 +83,9 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
                 ExportReview.create(hero=export, commit=False)
             db.session.commit()
             total = db.session.scalar(sa.select(sa.func.count(geneva.Workflow.id)))
-            print(f"started {total} workflows for {user_count} users; embedded worker running")
+            print(
+                f"started {total} workflows for {user_count} users; embedded worker running"
+            )
 
         last_print = 0.0
         while True:
@@ -122,7 +130,9 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
             .group_by(geneva.Workflow.type, geneva.Workflow.state)
             .order_by(geneva.Workflow.type, geneva.Workflow.state)
         ).all()
-        executions = db.session.scalar(sa.select(sa.func.count(geneva.StepExecution.id)))
+        executions = db.session.scalar(
+            sa.select(sa.func.count(geneva.StepExecution.id))
+        )
         reattempts = db.session.scalar(
             sa.select(sa.func.count(geneva.StepExecution.id)).where(
                 geneva.StepExecution.outcome == "reattempted"

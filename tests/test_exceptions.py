@@ -54,9 +54,9 @@ def test_signals_are_not_exceptions(signal_cls):
     try:
         try:
             raise signal_cls()
-        except Exception:  # the point: user code's handler must not see it
+        except Exception:  # noqa: BLE001 - the point: a user handler must not see it
             caught = "exception"
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - what the executor does
         caught = "base"
     assert caught == "base"
 
@@ -64,11 +64,14 @@ def test_signals_are_not_exceptions(signal_cls):
 def test_step_execution_errors_pickle_with_ids_only():
     """StepExecutionError keeps ids through pickle and drops ORM references (STYLE §6)."""
     error = exceptions.StepNotDefinedError(
-        "Step 'x' is not defined in Flow", workflow_id=7, step_execution_id=9, step_name="x"
+        "Step 'x' is not defined in Flow",
+        workflow_id=7,
+        step_execution_id=9,
+        step_name="x",
     )
     error.workflow = object()
     error.step_execution = object()
-    copy = pickle.loads(pickle.dumps(error))
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
     assert type(copy) is exceptions.StepNotDefinedError
     assert (copy.workflow_id, copy.step_execution_id, copy.step_name) == (7, 9, "x")
     assert str(copy) == "Step 'x' is not defined in Flow"
@@ -88,7 +91,7 @@ def test_step_execution_errors_pickle_with_ids_only():
 )
 def test_errors_and_signals_survive_pickling(error):
     """Errors and signals survive pickle with their arguments (STYLE §6)."""
-    copy = pickle.loads(pickle.dumps(error))
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
     assert type(copy) is type(error)
     assert copy.args == error.args
 

@@ -17,7 +17,9 @@ from tests.apps import basic
 
 def _bare_app(tmp_path, **config):
     app = Flask(__name__)
-    app.config.update(SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'x.sqlite3'}", **config)
+    app.config.update(
+        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'x.sqlite3'}", **config
+    )
     return app
 
 
@@ -49,20 +51,32 @@ def test_init_app_requires_db_first(tmp_path):
 
 def test_unknown_key_type_is_rejected():
     """Geneva(key_type=...) accepts only bigint and uuid (R-DM-20)."""
-    with pytest.raises(GenevaConfigurationError, match="'bigint', 'uuid'.*'int'"):
+    with pytest.raises(GenevaConfigurationError, match=r"'bigint', 'uuid'.*'int'"):
         Geneva(SQLAlchemy(), key_type="int")
 
 
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("GENEVA_HOUSEKEEPING_BATCH_SIZE", 0, "GENEVA_HOUSEKEEPING_BATCH_SIZE must be a positive int, got 0"),
+        (
+            "GENEVA_HOUSEKEEPING_BATCH_SIZE",
+            0,
+            "GENEVA_HOUSEKEEPING_BATCH_SIZE must be a positive int, got 0",
+        ),
         ("GENEVA_HOUSEKEEPING_BATCH_SIZE", True, "positive int, got True"),
         ("GENEVA_STUCK_IN_PROGRESS_THRESHOLD", -5, "must be non-negative, got -5"),
-        ("GENEVA_STUCK_IN_PROGRESS_THRESHOLD", "1h", "must be a timedelta or a number of seconds, got '1h'"),
+        (
+            "GENEVA_STUCK_IN_PROGRESS_THRESHOLD",
+            "1h",
+            "must be a timedelta or a number of seconds, got '1h'",
+        ),
         ("GENEVA_STUCK_RECOVERY_ACTION", "retry", "'reattempt', 'cancel', got 'retry'"),
         ("GENEVA_TASK_BACKEND", "rq", "'celery', 'recording', got 'rq'"),
-        ("GENEVA_DEFAULT_QUEUE", 42, "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, got 42"),
+        (
+            "GENEVA_DEFAULT_QUEUE",
+            42,
+            "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, got 42",
+        ),
         ("GENEVA_ENQUEUE_AFTER_COMMIT", "yes", "must be True or False, got 'yes'"),
         ("GENEVA_ERROR_REPORTER", "no.such.module:reporter", "could not import"),
         ("GENEVA_METRICS", object(), "gauge(name, value, tags)"),

@@ -17,6 +17,10 @@ def test_executor_imports_neither_celery_nor_flask_admin():
         "print(','.join(bad))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert result.stdout.strip() == ""

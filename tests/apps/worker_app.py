@@ -18,7 +18,6 @@ from flask_geneva import step
 from tests.apps import basic
 
 
-
 def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
     """Return a Flask app and a Celery app wired together with flask_geneva."""
     celery_app = Celery("geneva_tests")
@@ -39,7 +38,9 @@ def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
 
 # What `celery -A tests.apps.worker_app:celery worker` loads.
 app, celery = build_app(
-    os.environ.get("GENEVA_TEST_WORKER_DATABASE_URL", "sqlite:////tmp/geneva-worker.sqlite3"),
+    os.environ.get(
+        "GENEVA_TEST_WORKER_DATABASE_URL", "sqlite:////tmp/geneva-worker.sqlite3"
+    ),
     os.environ.get("GENEVA_TEST_BROKER_URL", "redis://127.0.0.1:6379/15"),
 )
 

@@ -22,7 +22,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BROKER_URL = os.environ.get("GENEVA_TEST_BROKER_URL", "")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
     for item in items:
         if "tests/worker" in str(item.fspath):
             item.add_marker(pytest.mark.worker)
@@ -64,9 +66,20 @@ def start_worker(
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 [
-                    sys.executable, "-m", "celery", "-A", "tests.apps.worker_app:celery",
-                    "worker", "--pool=solo", "--concurrency=1", "--without-gossip",
-                    "--without-mingle", "--without-heartbeat", "-l", "info", *extra,
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "tests.apps.worker_app:celery",
+                    "worker",
+                    "--pool=solo",
+                    "--concurrency=1",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                    "-l",
+                    "info",
+                    *extra,
                 ],
                 cwd=REPO_ROOT,
                 env=env,
@@ -89,7 +102,9 @@ def start_worker(
         sys.stderr.write(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}\n")
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float, interval: float = 0.2) -> Any:
+def wait_for(
+    predicate: Callable[[], Any], *, timeout: float, interval: float = 0.2
+) -> Any:
     """Poll ``predicate`` until it returns a truthy value or ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout
     while True:
