@@ -1,0 +1,96 @@
+"""Error reporting and the error context (SPEC §9.6, R-REP-01..10).
+
+``GENEVA_ERROR_REPORTER`` is called as ``reporter(error, *, handled, context,
+source)``; ``context`` includes ``{"geneva_drive": {...}}`` with the ids of the
+workflow and step execution being executed (R-REP-10). A reporter that raises is
+logged and never breaks execution (R-REP-03).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["current_error_context", "error_context", "logging_reporter", "report"]
+
+_log = logging.getLogger("flask_geneva")
+
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "geneva_error_context", default=None
+)
+
+
+def current_error_context() -> dict[str, Any]:
+    """Return ``{"geneva_drive": {...}}`` during an executor call, else ``{}`` (R-REP-10).
+
+    The inner dict has ``workflow_id``, ``workflow_class``, ``step_execution_id``,
+    ``step_name``, ``hero_type`` and ``hero_id``; keys whose value is None are left out.
+    """
+    value = _context.get()
+    return {"geneva_drive": dict(value)} if value else {}
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, int | str) else str(value)
+
+
+@contextlib.contextmanager
+def error_context(workflow: Any, execution: Any) -> Iterator[None]:
+    """Set the error context for the block (an executor call, R-REP-10)."""
+    values = {
+        "workflow_id": _jsonable(workflow.id),
+        "workflow_class": workflow.type,
+        "step_execution_id": _jsonable(execution.id),
+        "step_name": execution.step_name,
+        "hero_type": workflow.hero_type,
+        "hero_id": _jsonable(workflow.hero_id),
+    }
+    token = _context.set({k: v for k, v in values.items() if v is not None})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def report(
+    reporter: Any, error: BaseException, *, extra: dict[str, Any] | None = None
+) -> str | None:
+    """Call ``reporter`` for ``error`` with the current context (R-REP-02/03).
+
+    Args:
+        reporter: The configured ``GENEVA_ERROR_REPORTER`` callable, or None (then
+            the error is only logged).
+        error: The exception to report.
+        extra: Call-specific keys merged into ``context``.
+
+    Returns:
+        None if the reporter succeeded (or none is set), else ``"<class>: <message>"``
+        of the reporter's own exception, which is logged and swallowed (R-PDR-02).
+    """
+    context = {**current_error_context(), **(extra or {})}
+    if reporter is None:
+        return None
+    try:
+        reporter(error, handled=True, context=context, source="flask_geneva")
+    except Exception as reporter_error:  # noqa: BLE001 - R-REP-03: never breaks execution
+        _log.warning("error reporter raised %r; ignored", reporter_error)
+        return f"{type(reporter_error).__name__}: {reporter_error}"
+    return None
+
+
+def logging_reporter(
+    error: BaseException, *, handled: bool, context: dict[str, Any], source: str
+) -> None:
+    """A ready ``GENEVA_ERROR_REPORTER`` that logs the error with its context."""
+    _log.error(
+        "%s reported %s: %s (handled=%s) context=%r",
+        source,
+        type(error).__name__,
+        error,
+        handled,
+        context,
+        exc_info=(type(error), error, error.__traceback__),
+    )
