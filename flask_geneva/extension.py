@@ -128,8 +128,11 @@ class Geneva:
                     store.install_sqlite_locking(engine)
 
         from flask_geneva import cli
+        from flask_geneva import install
 
         app.cli.add_command(cli.geneva_group)
+        # `flask db migrate/check` must not see our dialect-specific objects.
+        install.register_autogenerate_filter(app)
 
     def init_celery(self, celery: Any, *, app: Flask | None = None) -> None:
         """Register the flask_geneva tasks on ``celery`` (fixed names, R-JOB-20).

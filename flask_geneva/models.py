@@ -13,6 +13,7 @@ them unless :mod:`flask_geneva.store` has detected that they exist (R-DM-30..35)
 from __future__ import annotations
 
 import enum
+import uuid
 import json
 import logging
 from collections.abc import Mapping
@@ -920,6 +921,8 @@ def build_models(
         ``(Workflow, StepExecution)``.
     """
     key = _key_type(key_type)
+    # UUID keys are generated client-side (R-DM-21); bigint keys autoincrement.
+    id_default = uuid.uuid4 if key_type == "uuid" else None
     model_base = db.Model
     now = clock.now
 
@@ -930,7 +933,7 @@ def build_models(
         __geneva__ = geneva
         __tablename__ = WORKFLOWS_TABLE
 
-        id: orm.Mapped[Any] = orm.mapped_column(key, primary_key=True)
+        id: orm.Mapped[Any] = orm.mapped_column(key, primary_key=True, default=id_default)
         type: orm.Mapped[str] = orm.mapped_column(sa.String(255), nullable=False)
         hero_type: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
         hero_id: orm.Mapped[Any] = orm.mapped_column(key, nullable=True)
@@ -1009,7 +1012,7 @@ def build_models(
         __geneva__ = geneva
         __tablename__ = STEP_EXECUTIONS_TABLE
 
-        id: orm.Mapped[Any] = orm.mapped_column(key, primary_key=True)
+        id: orm.Mapped[Any] = orm.mapped_column(key, primary_key=True, default=id_default)
         workflow_id: orm.Mapped[Any] = orm.mapped_column(
             key,
             sa.ForeignKey(f"{WORKFLOWS_TABLE}.id", ondelete="CASCADE"),

@@ -174,6 +174,8 @@ def install_sqlite_locking(engine: sa.Engine, *, busy_timeout_ms: int = 30000) -
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
+        if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            return  # e.g. Alembic's autocommit_block: no transaction wanted
         connection.info[_IMMEDIATE_FLAG] = True
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
