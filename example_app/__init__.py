@@ -8,6 +8,7 @@ services needed), prints progress and a summary once every workflow has settled.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from celery import Celery
 from flask import Flask
@@ -20,6 +21,8 @@ db = SQLAlchemy()
 migrate = Migrate()
 geneva = Geneva(db)
 celery = Celery("example_app")
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 def create_app(database_url: str | None = None, broker_url: str | None = None) -> Flask:
@@ -46,7 +49,9 @@ def create_app(database_url: str | None = None, broker_url: str | None = None) -
         broker_transport_options={"polling_interval": 0.05},
     )
     db.init_app(app)
-    migrate.init_app(app, db)
+    # Migrations written by `flask db init`, `flask geneva install` and
+    # `flask db migrate` (for the example's own tables) live next to this file.
+    migrate.init_app(app, db, directory=str(MIGRATIONS_DIR))
     geneva.init_app(app, celery=celery)
 
     from example_app import models  # noqa: F401 - registers the hero models

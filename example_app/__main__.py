@@ -63,7 +63,9 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
 
     print(f"database: {url}")
     with app.app_context():
-        db.create_all()
+        from flask_migrate import upgrade
+
+        upgrade()  # the same as `flask db upgrade`
         users = [User(email=f"user{i}@example.com") for i in range(user_count)]
         db.session.add_all(users)
         db.session.commit()
@@ -108,7 +110,6 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
                     workflow.resume(actor="demo-operator")
                 db.session.remove()
             ongoing = counts["ready"] + counts["performing"]
-            paused_exports = 0
             now = time.monotonic()
             if now - last_print >= 1.0:
                 print(
@@ -116,7 +117,7 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
                     + " ".join(f"{state}={counts[state]}" for state in sorted(counts))
                 )
                 last_print = now
-            if ongoing == 0 and counts["paused"] == paused_exports:
+            if ongoing == 0 and counts["paused"] == 0:
                 break
             if now - started > timeout:
                 print("timed out before every workflow settled", file=sys.stderr)
