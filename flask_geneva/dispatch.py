@@ -154,15 +154,27 @@ def request_publication(
 ) -> None:
     """Publish now, or after the session's outermost commit when ``defer`` (R-TXN-02).
 
-    Publications requested while no transaction is open are sent at once.
+    Publications requested while no transaction is open are sent at once. A deferred
+    publication belongs to the innermost transaction open at request time: a
+    savepoint that rolls back discards it, a savepoint that is released hands it to
+    its parent, and only the root commit sends it (R-TXN-03).
     """
     if defer and session.in_transaction():
-        pending: list[tuple[TaskBackend, Publication]] = session.info.setdefault(
-            _PENDING_KEY, []
-        )
-        pending.append((backend, publication))
+        pending: list[_Pending] = session.info.setdefault(_PENDING_KEY, [])
+        pending.append(_Pending(_innermost_transaction(session), backend, publication))
         return
     _send(backend, publication)
+
+
+@dataclasses.dataclass
+class _Pending:
+    transaction: orm.SessionTransaction | None
+    backend: TaskBackend
+    publication: Publication
+
+
+def _innermost_transaction(session: orm.Session) -> orm.SessionTransaction | None:
+    return session.get_nested_transaction() or session.get_transaction()
 
 
 def _send(backend: TaskBackend, publication: Publication) -> None:
@@ -179,20 +191,38 @@ def _send(backend: TaskBackend, publication: Publication) -> None:
 
 @event.listens_for(orm.Session, "after_commit")
 def _after_commit(session: orm.Session) -> None:
-    # Only the outermost transaction's commit fires after_commit (R-TXN-03).
-    pending = session.info.pop(_PENDING_KEY, None)
+    # SQLAlchemy fires after_commit for released savepoints too (R-TXN-03): those
+    # hand their publications to the enclosing transaction; only the root sends.
+    pending: list[_Pending] | None = session.info.get(_PENDING_KEY)
     if not pending:
         return
-    for backend, publication in pending:
+    committed = _innermost_transaction(session)
+    if committed is not None and committed.nested:
+        for entry in pending:
+            if entry.transaction is committed:
+                entry.transaction = committed.parent
+        return
+    session.info.pop(_PENDING_KEY, None)
+    for entry in pending:
         # Already after the commit: never defer a second time (R-TXN-06).
-        _send(backend, publication)
+        _send(entry.backend, entry.publication)
 
 
 @event.listens_for(orm.Session, "after_transaction_end")
 def _after_transaction_end(
     session: orm.Session, transaction: orm.SessionTransaction
 ) -> None:
-    # A root transaction that ended without after_commit popping the list rolled
-    # back: its publications describe rows that do not exist (R-TXN-02).
-    if transaction.parent is None and transaction.nested is False:
+    # Publications still attached to an ending transaction were not handed on by
+    # a commit: that transaction (or savepoint) rolled back and its rows do not
+    # exist (R-TXN-02). A root transaction takes everything left with it.
+    pending: list[_Pending] | None = session.info.get(_PENDING_KEY)
+    if not pending:
+        return
+    if transaction.parent is None:
+        session.info.pop(_PENDING_KEY, None)
+        return
+    kept = [entry for entry in pending if entry.transaction is not transaction]
+    if kept:
+        session.info[_PENDING_KEY] = kept
+    else:
         session.info.pop(_PENDING_KEY, None)

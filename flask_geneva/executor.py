@@ -522,6 +522,12 @@ class _Run:
         workflow = session.get(geneva.Workflow, workflow_id)
         execution = session.get(geneva.StepExecution, self.execution_id)
         assert workflow is not None and execution is not None  # noqa: S101 - just claimed
+        # End the read transaction those loads opened, keeping the loaded state: the
+        # body starts without a database snapshot. On SQLite (WAL) a snapshot taken
+        # here, before the body, could not be upgraded to a write once another
+        # connection committed meanwhile (e.g. an operator pausing the workflow),
+        # so the body's own writes would fail to commit.
+        _end_transaction_keeping_state(session)
         self._install_loggers(workflow, execution)
         result = _BodyResult("completed")
         started = time.monotonic()
@@ -785,6 +791,18 @@ class _Run:
                 )
             except Exception as reporter_error:  # noqa: BLE001 - R-REP-03: never breaks execution
                 _log.warning("error reporter raised %r; ignoring it", reporter_error)
+
+
+def _end_transaction_keeping_state(session: orm.Session) -> None:
+    """Commit the (read-only) transaction without expiring the loaded instances."""
+    if not session.in_transaction():
+        return
+    previous = session.expire_on_commit
+    session.expire_on_commit = False
+    try:
+        session.commit()
+    finally:
+        session.expire_on_commit = previous
 
 
 def consecutive_reattempts(session: orm.Session, workflow: Any, step_name: str) -> int:

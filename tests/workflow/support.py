@@ -1,0 +1,171 @@
+"""Helpers shared by the workflow suites: read stored rows, act from another session."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from flask import current_app
+
+from tests.apps.basic import User
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+
+
+def workflows_table() -> sa.Table:
+    """The workflows table object (typed columns decode timestamps and JSON)."""
+    return geneva.Workflow.__table__
+
+
+def executions_table() -> sa.Table:
+    """The step executions table object."""
+    return geneva.StepExecution.__table__
+
+
+def _reader() -> Any:
+    """A separate connection that sees committed rows only and takes no lock.
+
+    Autocommit: on SQLite every transaction begins IMMEDIATE (BTR-13), so a reading
+    transaction would queue behind the test session's own open transaction.
+    """
+    return db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+@contextlib.contextmanager
+def external_writer() -> Iterator[Any]:
+    """A separate connection in a transaction, as another process would write.
+
+    The shared test session's transaction is committed first: on SQLite it would
+    hold the write lock this connection needs.
+    """
+    session = db.session()
+    if session.in_transaction():
+        session.commit()
+    with db.engine.begin() as connection:
+        yield connection
+
+
+def workflow_row(workflow_id: Any) -> Any:
+    """Read the stored workflow row through a separate connection (None if gone)."""
+    table = workflows_table()
+    with _reader() as connection:
+        return (
+            connection.execute(sa.select(table).where(table.c.id == workflow_id))
+            .mappings()
+            .one_or_none()
+        )
+
+
+def execution_rows(workflow_id: Any) -> list[Any]:
+    """Read the workflow's stored executions, oldest first, through a separate
+    connection.
+    """
+    table = executions_table()
+    with _reader() as connection:
+        return list(
+            connection.execute(
+                sa.select(table)
+                .where(table.c.workflow_id == workflow_id)
+                .order_by(table.c.created_at, table.c.id)
+            ).mappings()
+        )
+
+
+def execution_row(execution_id: Any) -> Any:
+    """Read one stored execution row through a separate connection."""
+    table = executions_table()
+    with _reader() as connection:
+        return (
+            connection.execute(sa.select(table).where(table.c.id == execution_id))
+            .mappings()
+            .one_or_none()
+        )
+
+
+def count_workflows() -> int:
+    """Number of stored workflow rows."""
+    with _reader() as connection:
+        return int(
+            connection.scalar(sa.select(sa.func.count()).select_from(workflows_table()))
+        )
+
+
+def update_workflow(workflow_id: Any, **values: Any) -> None:
+    """Change the workflow row from a separate connection (an "external" writer)."""
+    table = workflows_table()
+    with external_writer() as connection:
+        connection.execute(
+            sa.update(table).where(table.c.id == workflow_id).values(**values)
+        )
+
+
+def update_execution(execution_id: Any, **values: Any) -> None:
+    """Change an execution row from a separate connection (an "external" writer)."""
+    table = executions_table()
+    with external_writer() as connection:
+        connection.execute(
+            sa.update(table).where(table.c.id == execution_id).values(**values)
+        )
+
+
+def hero_counter(user_id: Any) -> int:
+    """The stored ``counter`` of a user."""
+    table = User.__table__
+    with _reader() as connection:
+        return int(
+            connection.scalar(sa.select(table.c.counter).where(table.c.id == user_id))
+        )
+
+
+def make_user(email: str = "other@example.com") -> Any:
+    """Insert and commit another hero."""
+    hero = User(email=email)
+    db.session.add(hero)
+    db.session.commit()
+    return hero
+
+
+def in_other_thread(action: Callable[[], Any]) -> Any:
+    """Run ``action`` in a new thread with its own app context (and so its own session).
+
+    Returns what ``action`` returned; re-raises what it raised. The step context of
+    the calling thread does not follow into the new thread, so flow-control calls
+    made there are external operations (R-FC-01).
+    """
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        with app.app_context():
+            try:
+                outcome["result"] = action()
+            except BaseException as error:  # noqa: BLE001 - handed back to the caller
+                outcome["error"] = error
+            finally:
+                db.session.remove()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(timeout=60)
+    if thread.is_alive():
+        raise AssertionError("the other thread did not finish within 60 s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
+
+
+def externally(workflow_id: Any, operation: str, **kwargs: Any) -> Any:
+    """Call ``operation`` on the workflow from another thread; return the result or its
+    id.
+    """
+
+    def action() -> Any:
+        workflow = geneva.Workflow.get(workflow_id)
+        result = getattr(workflow, operation)(**kwargs)
+        return getattr(result, "id", result)
+
+    return in_other_thread(action)

@@ -1,0 +1,491 @@
+"""Flow control inside steps and from outside (SPEC §8, R-FC-*, R-EXT-01..06)."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
+
+import pytest
+
+from flask_geneva import Executor
+from flask_geneva import FlowControlSignal
+from flask_geneva import InvalidStateError
+from flask_geneva import clock
+from flask_geneva import step
+from flask_geneva.testing import perform_next_step
+from flask_geneva.testing import speedrun_workflow
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.workflow.support import execution_row
+from tests.workflow.support import execution_rows
+from tests.workflow.support import externally
+from tests.workflow.support import hero_counter
+from tests.workflow.support import make_user
+from tests.workflow.support import workflow_row
+
+T0 = datetime(2030, 4, 1, 8, 0, tzinfo=UTC)
+
+
+class FlowThreeSteps(geneva.Workflow):
+    @step
+    def one(self):
+        self.hero.counter += 1
+
+    @step
+    def two(self):
+        self.hero.counter += 10
+
+    @step
+    def three(self):
+        self.hero.counter += 100
+
+
+class FlowAfterSignal(geneva.Workflow):
+    """Its first step calls the action named by the hero's email, then counts."""
+
+    @step
+    def act(self):
+        getattr(self, self.hero.email.split("@")[0])()
+        self.hero.counter += 1000  # must never run
+
+    @step
+    def tail(self):
+        self.hero.counter += 1
+
+
+class FlowSwallow(geneva.Workflow):
+    @step
+    def act(self):
+        try:
+            self.pause()
+        except Exception:  # noqa: BLE001 - the point: a signal is not an Exception
+            self.hero.counter += 1000
+
+    @step
+    def tail(self):
+        pass
+
+
+class FlowSkipLast(geneva.Workflow):
+    @step
+    def only(self):
+        self.skip()
+
+
+class FlowInStepPause(geneva.Workflow):
+    @step
+    def first(self):
+        self.hero.counter += 1
+
+    @step
+    def gate(self):
+        if self.hero.counter < 2:
+            self.hero.counter += 1
+            self.pause()
+        self.hero.counter += 10
+
+    @step
+    def last(self):
+        pass
+
+
+class FlowReattempt(geneva.Workflow):
+    @step
+    def poll(self):
+        self.hero.counter += 1
+        if self.hero.counter < 3:
+            self.reattempt(wait=timedelta(minutes=5))
+
+
+class FlowFinish(geneva.Workflow):
+    @step
+    def early(self):
+        self.finish()
+
+    @step
+    def never(self):
+        self.hero.counter += 1
+
+
+class FlowSuspendRegular(geneva.Workflow):
+    @step
+    def regular(self):
+        self.suspend()
+
+
+class FlowCancelIfSignals(geneva.Workflow):
+    def _cancel_from_condition(self):
+        self.cancel()
+
+    cancel_conditions = ["_cancel_from_condition"]
+
+    @step
+    def work(self):
+        self.hero.counter += 1
+
+
+class FlowSkipIfSignals(geneva.Workflow):
+    @step(skip_if=lambda wf: wf.skip())
+    def work(self):
+        self.hero.counter += 1
+
+
+class FlowPerformingExternal(geneva.Workflow):
+    """Its body asks another thread to run an external operation on it."""
+
+    operation = "pause"
+
+    @step
+    def work(self):
+        externally(self.id, FlowPerformingExternal.operation)
+        self.hero.counter += 1
+
+    @step
+    def tail(self):
+        pass
+
+
+class FlowOtherWorkflow(geneva.Workflow):
+    """Its body pauses another workflow: that is an external operation (R-FC-01)."""
+
+    target_id = None
+
+    @step
+    def work(self):
+        geneva.Workflow.get(FlowOtherWorkflow.target_id).pause()
+        self.hero.counter += 1
+
+
+def _set_action(user, action):
+    user.email = f"{action}@example.com"
+    db.session.commit()
+
+
+# -- in-step signals (R-FC-02, R-FC-10..15) --------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["pause", "skip", "cancel", "finish", "reattempt"])
+def test_code_after_a_signal_does_not_run(user, action):
+    """A flow-control call ends the body at once (R-FC-02)."""
+    _set_action(user, action)
+    workflow = FlowAfterSignal.create(hero=user)
+    perform_next_step(workflow)
+    assert hero_counter(user.id) == 0
+
+
+def test_signals_are_base_exceptions():
+    """Signals derive from BaseException, not Exception (R-FC-02)."""
+    assert issubclass(FlowControlSignal, BaseException)
+    assert not issubclass(FlowControlSignal, Exception)
+
+
+def test_except_exception_does_not_swallow_pause(user):
+    """`except Exception` in a body cannot catch a pause (R-FC-02)."""
+    workflow = FlowSwallow.create(hero=user)
+    execution = perform_next_step(workflow)
+    assert workflow_row(workflow.id)["state"] == "paused"
+    assert execution_row(execution.id)["state"] == "canceled"
+    assert hero_counter(user.id) == 0
+
+
+def test_in_step_pause_cancels_the_execution_and_resume_reruns_it(user):
+    """In-step pause: execution canceled, workflow paused at this step; resume re-runs
+    it (R-FC-11).
+    """
+    workflow = FlowInStepPause.create(hero=user)
+    perform_next_step(workflow)
+    with clock.frozen(T0):
+        gate = perform_next_step(workflow)
+    row = execution_row(gate.id)
+    assert (row["state"], row["outcome"]) == ("canceled", "canceled")
+    assert row["canceled_at"] == row["finished_at"] == T0
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["next_step_name"], wf["current_step_name"]) == (
+        "paused",
+        "gate",
+        None,
+    )
+    assert wf["transitioned_at"] == T0
+    assert hero_counter(user.id) == 2  # writes before the signal persist (R-EXE-38)
+    again = workflow.resume()
+    assert again.step_name == "gate"
+    assert again.id != gate.id
+    speedrun_workflow(workflow)
+    assert workflow_row(workflow.id)["state"] == "finished"
+    assert hero_counter(user.id) == 12
+
+
+def test_in_step_skip_advances_to_the_next_step(user):
+    """In-step skip: execution skipped, next step scheduled (R-FC-12)."""
+    _set_action(user, "skip")
+    workflow = FlowAfterSignal.create(hero=user)
+    execution = perform_next_step(workflow)
+    row = execution_row(execution.id)
+    assert (row["state"], row["outcome"]) == ("skipped", "skipped")
+    assert row["skipped_at"] == row["finished_at"]
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["next_step_name"]) == ("ready", "tail")
+    speedrun_workflow(workflow)
+    assert hero_counter(user.id) == 1
+
+
+def test_in_step_skip_on_the_last_step_finishes(user):
+    """Skipping the last step finishes the workflow (R-FC-12)."""
+    workflow = FlowSkipLast.create(hero=user)
+    perform_next_step(workflow)
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["next_step_name"]) == ("finished", None)
+
+
+def test_in_step_cancel_cancels_the_workflow(user):
+    """In-step cancel: execution and workflow canceled (R-FC-10)."""
+    _set_action(user, "cancel")
+    workflow = FlowAfterSignal.create(hero=user)
+    execution = perform_next_step(workflow)
+    row = execution_row(execution.id)
+    assert (row["state"], row["outcome"]) == ("canceled", "canceled")
+    assert workflow_row(workflow.id)["state"] == "canceled"
+    assert len(execution_rows(workflow.id)) == 1
+
+
+def test_in_step_reattempt_reschedules_with_wait(user):
+    """In-step reattempt: completed/reattempted with reason flow_control, same step
+    after wait (R-FC-13).
+    """
+    workflow = FlowReattempt.create(hero=user)
+    with clock.frozen(T0):
+        first = perform_next_step(workflow)
+    rows = execution_rows(workflow.id)
+    assert [(r["state"], r["outcome"]) for r in rows] == [
+        ("completed", "reattempted"),
+        ("scheduled", None),
+    ]
+    assert rows[0]["id"] == first.id
+    assert rows[0]["metadata"]["reattempt_reason"] == "flow_control"
+    assert rows[1]["step_name"] == "poll"
+    assert rows[1]["scheduled_for"] == T0 + timedelta(minutes=5)
+    assert workflow_row(workflow.id)["state"] == "ready"
+    speedrun_workflow(workflow)
+    assert workflow_row(workflow.id)["state"] == "finished"
+    assert hero_counter(user.id) == 3
+
+
+def test_in_step_finish_finishes_and_clears_step_names(user):
+    """In-step finish: completed/success, workflow finished, both names cleared
+    (R-FC-14).
+    """
+    with clock.frozen(T0):
+        workflow = FlowFinish.create(hero=user)
+        execution = perform_next_step(workflow)
+    row = execution_row(execution.id)
+    assert (row["state"], row["outcome"]) == ("completed", "success")
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["current_step_name"], wf["next_step_name"]) == (
+        "finished",
+        None,
+        None,
+    )
+    assert wf["transitioned_at"] == T0
+    assert len(execution_rows(workflow.id)) == 1
+    assert hero_counter(user.id) == 0
+
+
+def test_suspend_in_a_regular_step_is_an_error(user):
+    """suspend() in a regular step raises InvalidStateError handled by the policy
+    (R-FC-15).
+    """
+    workflow = FlowSuspendRegular.create(hero=user)
+    execution_id = workflow.current_execution.id
+    with pytest.raises(InvalidStateError, match="resumable_step"):
+        Executor.execute(execution_id)
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == ("failed", "failed")
+    assert "resumable_step" in row["error_message"]
+    assert workflow_row(workflow.id)["state"] == "paused"
+
+
+# -- flow control while conditions run (R-FC-01, R-EXE-23) -----------------------------
+
+
+@pytest.mark.parametrize("workflow_cls", [FlowCancelIfSignals, FlowSkipIfSignals])
+def test_flow_control_in_conditions_is_a_condition_error(user, workflow_cls):
+    """Flow control inside cancel_if/skip_if raises InvalidStateError, handled as a
+    condition exception (R-FC-01, R-EXE-23).
+    """
+    workflow = workflow_cls.create(hero=user)
+    execution_id = workflow.current_execution.id
+    with pytest.raises(InvalidStateError, match="conditions"):
+        Executor.execute(execution_id)
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == ("failed", "failed")
+    assert "conditions" in row["error_message"]
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["current_step_name"]) == ("paused", None)
+    assert hero_counter(user.id) == 0
+
+
+# -- external operations (R-EXT-01..06) ------------------------------------------------
+
+
+def test_external_pause_from_ready_keeps_the_scheduled_execution(user):
+    """External pause leaves the scheduled execution untouched (R-EXT-01)."""
+    with clock.frozen(T0):
+        workflow = FlowThreeSteps.create(hero=user)
+    before = execution_rows(workflow.id)
+    with clock.frozen(T0 + timedelta(minutes=1)):
+        workflow.pause()
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["transitioned_at"]) == ("paused", T0 + timedelta(minutes=1))
+    after = execution_rows(workflow.id)
+    assert after == before
+    assert (after[0]["state"], after[0]["outcome"]) == ("scheduled", None)
+
+
+@pytest.mark.parametrize("state", ["paused", "finished", "canceled"])
+def test_external_pause_is_rejected_unless_ready_or_performing(user, state):
+    """pause() from paused/finished/canceled raises "Cannot pause a <state> workflow"
+    (R-EXT-01).
+    """
+    workflow = FlowThreeSteps.create(hero=user)
+    workflow.transition_to(state)
+    with pytest.raises(InvalidStateError, match=f"^Cannot pause a {state} workflow$"):
+        workflow.pause()
+    assert workflow_row(workflow.id)["state"] == state
+
+
+def test_resume_after_external_pause_then_run(user):
+    """After an external pause and resume the workflow runs to the end (R-EXT-01,
+    R-EXT-21).
+    """
+    workflow = FlowThreeSteps.create(hero=user)
+    workflow.pause()
+    workflow.resume()
+    speedrun_workflow(workflow)
+    assert workflow_row(workflow.id)["state"] == "finished"
+    assert hero_counter(user.id) == 111
+
+
+def test_external_skip_marks_the_execution_and_schedules_the_next(user):
+    """External skip from ready: execution skipped, next step scheduled (R-EXT-04)."""
+    workflow = FlowThreeSteps.create(hero=user)
+    first_id = workflow.current_execution.id
+    with clock.frozen(T0):
+        workflow.skip()
+    row = execution_row(first_id)
+    assert (row["state"], row["outcome"]) == ("skipped", "skipped")
+    assert row["skipped_at"] == row["finished_at"] == T0
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["next_step_name"]) == ("ready", "two")
+    assert execution_rows(workflow.id)[-1]["state"] == "scheduled"
+
+
+def test_external_skip_walks_all_steps_and_finishes(user):
+    """Repeated skips walk the steps and finally finish (R-EXT-05)."""
+    workflow = FlowThreeSteps.create(hero=user)
+    for expected in ("two", "three"):
+        workflow.skip()
+        assert workflow_row(workflow.id)["next_step_name"] == expected
+    workflow.skip()
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["next_step_name"]) == ("finished", None)
+    assert [r["state"] for r in execution_rows(workflow.id)] == ["skipped"] * 3
+    assert hero_counter(user.id) == 0
+
+
+def test_external_skip_from_paused(user):
+    """Skip on a paused workflow makes it ready and schedules the next step
+    (R-EXT-04).
+    """
+    workflow = FlowThreeSteps.create(hero=user)
+    first_id = workflow.current_execution.id
+    workflow.pause()
+    workflow.skip()
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["transitioned_at"], wf["next_step_name"]) == (
+        "ready",
+        None,
+        "two",
+    )
+    assert execution_row(first_id)["state"] == "canceled"
+    speedrun_workflow(workflow)
+    assert hero_counter(user.id) == 110
+
+
+@pytest.mark.parametrize("state", ["finished", "canceled"])
+def test_external_skip_is_rejected_on_terminal_workflows(user, state):
+    """skip() on finished/canceled raises "Cannot skip on a <state> workflow"
+    (R-EXT-04).
+    """
+    workflow = FlowThreeSteps.create(hero=user)
+    workflow.transition_to(state)
+    with pytest.raises(InvalidStateError, match=f"^Cannot skip on a {state} workflow$"):
+        workflow.skip()
+
+
+@pytest.mark.parametrize("method", ["reattempt", "finish", "suspend"])
+def test_in_step_only_operations_fail_outside_a_step(user, method):
+    """reattempt/finish/suspend outside a step raise InvalidStateError (R-EXT-06)."""
+    workflow = FlowThreeSteps.create(hero=user)
+    with pytest.raises(
+        InvalidStateError, match="can only be called from within a step"
+    ):
+        getattr(workflow, method)()
+    assert workflow_row(workflow.id)["state"] == "ready"
+
+
+def test_external_pause_of_a_performing_workflow(user):
+    """Pausing a performing workflow from outside pauses it; the executor then cancels
+    its execution (R-EXT-02, R-EXE-42).
+    """
+    FlowPerformingExternal.operation = "pause"
+    workflow = FlowPerformingExternal.create(hero=user)
+    execution_id = workflow.current_execution.id
+    Executor.execute(execution_id)
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == ("canceled", "canceled")
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["next_step_name"]) == ("paused", "work")
+    assert wf["transitioned_at"] is not None
+    assert len(execution_rows(workflow.id)) == 1
+    assert hero_counter(user.id) == 1
+    resumed = workflow.resume()
+    assert resumed.step_name == "work"
+
+
+def test_external_cancel_of_a_performing_workflow(user):
+    """Canceling a performing workflow from outside cancels it; the executor cancels its
+    execution (R-EXT-03, R-EXE-42).
+    """
+    FlowPerformingExternal.operation = "cancel"
+    workflow = FlowPerformingExternal.create(hero=user)
+    execution_id = workflow.current_execution.id
+    Executor.execute(execution_id)
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == ("canceled", "canceled")
+    assert workflow_row(workflow.id)["state"] == "canceled"
+    assert len(execution_rows(workflow.id)) == 1
+
+
+def test_skip_of_a_performing_workflow_is_rejected(user):
+    """skip() is not allowed on a performing workflow (R-EXT-04)."""
+    FlowPerformingExternal.operation = "skip"
+    workflow = FlowPerformingExternal.create(hero=user)
+    with pytest.raises(
+        InvalidStateError, match=r"^Cannot skip on a performing workflow$"
+    ):
+        perform_next_step(workflow)
+    rows = execution_rows(workflow.id)
+    assert [(r["state"], r["outcome"]) for r in rows] == [("failed", "failed")]
+    assert workflow_row(workflow.id)["state"] == "paused"
+
+
+def test_flow_control_on_another_workflow_is_external(user):
+    """Inside a step, flow control on a different workflow acts externally (R-FC-01)."""
+    target = FlowThreeSteps.create(hero=make_user())
+    FlowOtherWorkflow.target_id = target.id
+    workflow = FlowOtherWorkflow.create(hero=user)
+    perform_next_step(workflow)
+    assert workflow_row(target.id)["state"] == "paused"
+    assert workflow_row(workflow.id)["state"] == "finished"
+    assert hero_counter(user.id) == 1
