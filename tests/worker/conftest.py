@@ -102,6 +102,19 @@ def start_worker(
         sys.stderr.write(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}\n")
 
 
+def prepare_database(app: Any) -> None:
+    """Give ``app``'s database our schema and empty tables (server or SQLite file)."""
+    from tests import conftest
+    from tests.apps import basic
+
+    if conftest.DATABASE_URL:
+        conftest._prepare_server_schema(app)
+        conftest._empty_tables(app)
+    else:
+        with app.app_context():
+            basic.db.create_all()
+
+
 def wait_for(
     predicate: Callable[[], Any], *, timeout: float, interval: float = 0.2
 ) -> Any:

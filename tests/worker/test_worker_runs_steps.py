@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 import sqlalchemy as sa
 
+from tests.worker.conftest import prepare_database
 from tests.worker.conftest import wait_for
 
 
@@ -17,9 +18,8 @@ def test_worker_runs_three_step_workflow_to_finished(
     from tests.apps import worker_app
 
     app, _ = worker_app.build_app(worker_database_url, broker_url)
+    prepare_database(app)
     with app.app_context():
-        basic.db.drop_all()
-        basic.db.create_all()
         hero = basic.User(email="worker@example.com")
         basic.db.session.add(hero)
         basic.db.session.commit()
@@ -55,4 +55,3 @@ def test_worker_runs_three_step_workflow_to_finished(
         second = executions[1]
         assert second.started_at >= second.scheduled_for
         assert basic.db.session.get(basic.User, hero_id).counter == 111
-        basic.db.drop_all()
