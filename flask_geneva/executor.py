@@ -152,6 +152,7 @@ class _Run:
         self.logger: Any = _log
         self._logger_targets: list[Any] = []
         self.reports: list[tuple[BaseException, dict[str, Any]]] = []
+        self._finalizing = False
 
     # -- driver ------------------------------------------------------------------------
 
@@ -163,8 +164,8 @@ class _Run:
             prepared = self._prepare()
             if prepared is None:
                 return
-            workflow_id, step = prepared
-            body = self._run_body(workflow_id, step)
+            workflow, execution, step = prepared
+            body = self._run_body(workflow, execution, step)
             self._finalize(step, body)
         finally:
             self._restore_loggers()
@@ -282,10 +283,13 @@ class _Run:
         except Exception as error:
             self._prepare_failed(workflow, execution, step, error)
             raise
-        session.commit()
         if raise_after_commit is not None:
+            session.commit()
             raise raise_after_commit
-        return workflow.id, step
+        # The claimed rows stay loaded: the body gets them without reloading, and
+        # no transaction (no snapshot) is open when the body starts.
+        store.commit_keeping_state(session)
+        return workflow, execution, step
 
     def _preconditions(self, workflow: Any, execution: Any, step: Any) -> bool:
         """Evaluate cancel conditions and skip_if; return True if they ended it."""
@@ -472,7 +476,6 @@ class _Run:
                 outcome=Outcome.REATTEMPTED,
             )
             store.set_workflow_state(workflow, WorkflowState.READY, now)
-            session.flush()
             self._create_reattempt(workflow, execution, step, result.wait)
         elif action == "cancel":
             store.record_error(execution, error)
@@ -486,8 +489,7 @@ class _Run:
                 execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
             )
             store.set_workflow_state(workflow, WorkflowState.READY, now)
-            session.flush()
-            scheduling.schedule_next_step(session, workflow)
+            self._schedule_next(workflow, step)
         elif action == "finish":
             store.set_execution_state(
                 execution, StepExecutionState.COMPLETED, now, outcome=Outcome.SUCCESS
@@ -504,24 +506,35 @@ class _Run:
         if should_report(result):
             self.reports.append((error, {}))
 
+    def _schedule_next(self, workflow: Any, step: Any) -> None:
+        """Schedule the step after ``step`` (R-SCH-06) from prepare or finalize."""
+        if not self._finalizing:
+            # The execution being ended is still `scheduled` in the database: flush
+            # its new state so the stray-cancel UPDATE does not touch it.
+            self.session.flush()
+        scheduling.schedule_next_step(
+            self.session, workflow, after=step.name, cancel_stray=not self._finalizing
+        )
+
     def _create_reattempt(
         self, workflow: Any, execution: Any, step: Any, wait: timedelta | None
     ) -> None:
+        if not self._finalizing:
+            self.session.flush()
+        cancel_stray = not self._finalizing
         if step.is_resumable and store.optional_columns(self.session).resumable:
             scheduling.create_successor_execution(
-                self.session, workflow, execution, wait=wait
+                self.session, workflow, execution, wait=wait, cancel_stray=cancel_stray
             )
         else:
-            scheduling.create_step_execution(self.session, workflow, step, wait=wait)
+            scheduling.create_step_execution(
+                self.session, workflow, step, wait=wait, cancel_stray=cancel_stray
+            )
 
     # -- phase 2 ---------------------------------------------------------------------------
 
-    def _run_body(self, workflow_id: Any, step: Any) -> _BodyResult:
+    def _run_body(self, workflow: Any, execution: Any, step: Any) -> _BodyResult:
         session = self.session
-        geneva = current_state().geneva
-        workflow = session.get(geneva.Workflow, workflow_id)
-        execution = session.get(geneva.StepExecution, self.execution_id)
-        assert workflow is not None and execution is not None  # noqa: S101 - just claimed
         # End the read transaction those loads opened, keeping the loaded state: the
         # body starts without a database snapshot. On SQLite (WAL) a snapshot taken
         # here, before the body, could not be upgraded to a write once another
@@ -549,7 +562,7 @@ class _Run:
             session.rollback()
         else:
             try:
-                session.commit()
+                _commit_if_pending(session)
             except Exception as commit_error:  # noqa: BLE001 - becomes the captured error
                 session.rollback()
                 self.logger.error(
@@ -560,7 +573,7 @@ class _Run:
         try:
             with step_context(workflow.id, "body", resumable=step.is_resumable):
                 workflow.after_step_execution(execution)
-            session.commit()
+            _commit_if_pending(session)
         except Exception as hook_error:  # noqa: BLE001 - R-EXE-37: logged and reported
             session.rollback()
             self.logger.error(
@@ -649,6 +662,12 @@ class _Run:
                 self._drop_error(error)
                 return
 
+            # From here on this execution is the workflow's one active execution,
+            # so new executions need no stray-cancel UPDATE, and all changes go out
+            # in one flush (UPDATEs before the INSERT). R-EXE-46 clears
+            # current_step_name; the step just done is passed explicitly instead.
+            self._finalizing = True
+            workflow.current_step_name = None
             if body.kind == "completed":
                 store.set_execution_state(
                     execution,
@@ -657,8 +676,7 @@ class _Run:
                     outcome=Outcome.SUCCESS,
                 )
                 store.set_workflow_state(workflow, WorkflowState.READY, now)
-                session.flush()
-                scheduling.schedule_next_step(session, workflow)
+                self._schedule_next(workflow, step)
             elif body.kind == "interrupted":
                 assert body.interrupt is not None  # noqa: S101 - kind implies it
                 self._continue(workflow, execution, body.interrupt.wait)
@@ -673,8 +691,6 @@ class _Run:
                 self._apply_policy(
                     workflow, execution, step, result, error, "exception_policy"
                 )
-            if workflow.state != WorkflowState.FINISHED:
-                workflow.current_step_name = None
             session.commit()
         except BaseException:
             session.rollback()
@@ -689,9 +705,8 @@ class _Run:
             execution, StepExecutionState.COMPLETED, now, outcome=Outcome.CONTINUED
         )
         store.set_workflow_state(workflow, WorkflowState.READY, now)
-        self.session.flush()
         scheduling.create_successor_execution(
-            self.session, workflow, execution, wait=wait
+            self.session, workflow, execution, wait=wait, cancel_stray=False
         )
 
     def _apply_signal(
@@ -737,8 +752,7 @@ class _Run:
                 execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
             )
             store.set_workflow_state(workflow, WorkflowState.READY, now)
-            session.flush()
-            scheduling.schedule_next_step(session, workflow)
+            self._schedule_next(workflow, step)
         elif action == "reattempt":
             assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
             if resumable and signal.rewind:
@@ -751,7 +765,6 @@ class _Run:
                 outcome=Outcome.REATTEMPTED,
             )
             store.set_workflow_state(workflow, WorkflowState.READY, now)
-            session.flush()
             self._create_reattempt(workflow, execution, step, signal.wait)
         elif action == "finish":
             store.set_execution_state(
@@ -791,6 +804,16 @@ class _Run:
                 )
             except Exception as reporter_error:  # noqa: BLE001 - R-REP-03: never breaks execution
                 _log.warning("error reporter raised %r; ignoring it", reporter_error)
+
+
+def _commit_if_pending(session: orm.Session) -> None:
+    """Commit only if the session has a transaction or unflushed changes.
+
+    A commit with nothing to do would still expire every loaded instance, and
+    the next attribute access would reload it.
+    """
+    if session.in_transaction() or session.new or session.dirty or session.deleted:
+        session.commit()
 
 
 def _end_transaction_keeping_state(session: orm.Session) -> None:

@@ -6,6 +6,7 @@ locked (R-SCH-02); none commits except :func:`create_workflow` with ``commit=Tru
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Mapping
@@ -152,6 +153,7 @@ def create_step_execution(
     wait: timedelta | int | float | None,
     continues_from: Any = None,
     cursor: Any = None,
+    cancel_stray: bool = True,
 ) -> Any:
     """Insert a scheduled execution of ``step`` and arrange its publication (R-SCH-01..05).
 
@@ -164,6 +166,9 @@ def create_step_execution(
         wait: Delay from now (``timedelta`` or seconds), or None for now.
         continues_from: Predecessor execution for resumable successors (R-SCH-08).
         cursor: Stored cursor to copy verbatim into the successor.
+        cancel_stray: Cancel other ``scheduled`` executions first (R-SCH-03). The
+            executor's finalize passes False: it holds the workflow's one active
+            (``in_progress``) execution, so the unique index rules out any other.
 
     Returns:
         The new (flushed) execution.
@@ -176,7 +181,8 @@ def create_step_execution(
     if option_time is not None and option_time > scheduled_for:
         scheduled_for = option_time
 
-    store.cancel_scheduled_executions(session, workflow.id, now)
+    if cancel_stray:
+        store.cancel_scheduled_executions(session, workflow.id, now)
     execution_cls = workflow.__geneva__.StepExecution
     execution = execution_cls(
         workflow_id=workflow.id,
@@ -188,11 +194,11 @@ def create_step_execution(
         execution.continues_from_id = continues_from.id
         execution.cursor = cursor
     workflow.next_step_name = step.name
+    # The task id is chosen before the INSERT so job_id needs no second UPDATE.
+    publication = _prepare_publication(execution, options, now)
     session.add(execution)
     session.flush()
-    _publish(
-        session, workflow, execution, step, options, now, delayed=delay is not None
-    )
+    _request(session, execution, publication)
     workflow.logger.debug(
         "scheduled step %r (execution %s) for %s",
         step.name,
@@ -202,41 +208,42 @@ def create_step_execution(
     return execution
 
 
-def _publish(
-    session: orm.Session,
-    workflow: Any,
-    execution: Any,
-    step: Any,
-    options: Mapping[str, Any],
-    now: datetime,
-    *,
-    delayed: bool,
-) -> None:
-    state = current_state()
-    config = state.config
+def _prepare_publication(
+    execution: Any, options: Mapping[str, Any], now: datetime
+) -> dispatch.Publication | None:
+    """Set ``job_id`` and return the publication to request, or None (R-DSP-01)."""
+    config = current_state().config
     eta = execution.scheduled_for if execution.scheduled_for > now else None
     if eta is not None and eta - now > config.max_broker_delay:
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
         execution.job_id = dispatch.DEFERRED_JOB_ID
-        return
+        return None
     task_id = str(uuid.uuid4())
     execution.job_id = task_id
     priority = options.get("priority")
     if priority is not None and config.priority_mapper is not None:
         priority = config.priority_mapper(priority)
-    publication = dispatch.Publication(
+    return dispatch.Publication(
         task_name=dispatch.PERFORM_STEP_TASK,
-        step_execution_id=execution.id,
+        step_execution_id=None,
         task_id=task_id,
         queue=options.get("queue") or config.default_queue,
         priority=priority,
         eta=eta,
     )
+
+
+def _request(
+    session: orm.Session, execution: Any, publication: dispatch.Publication | None
+) -> None:
+    if publication is None:
+        return
+    state = current_state()
     dispatch.request_publication(
         session,
-        publication,
+        dataclasses.replace(publication, step_execution_id=execution.id),
         backend=state.backend,
-        defer=dispatch.deferral_active(config.enqueue_after_commit),
+        defer=dispatch.deferral_active(state.config.enqueue_after_commit),
     )
 
 
@@ -246,18 +253,27 @@ def schedule_next_step(
     *,
     wait: timedelta | int | float | None = None,
     lock: bool = False,
+    after: str | None = None,
+    cancel_stray: bool = True,
 ) -> Any:
     """Schedule the step after the current one, or finish the workflow (R-SCH-06).
 
-    The reference is ``current_step_name`` or else ``next_step_name``. With no next
-    step the workflow becomes ``finished`` with both step names cleared.
+    The reference is ``after`` if given, else ``current_step_name`` or else
+    ``next_step_name``. With no next step the workflow becomes ``finished`` with
+    both step names cleared.
+
+    Args:
+        wait: Overrides the next step's own ``wait``.
+        lock: Lock the workflow row first (callers outside a locked transaction).
+        after: Name of the step just done (the executor passes it explicitly).
+        cancel_stray: See :func:`create_step_execution`.
 
     Returns:
         The new execution, or None when the workflow finished.
     """
     if lock:
         store.lock_workflow(session, workflow.id)
-    reference = workflow.current_step_name or workflow.next_step_name
+    reference = after or workflow.current_step_name or workflow.next_step_name
     following = workflow.steps.next_after(reference)
     if following is None:
         workflow.logger.info("no more steps, finishing")
@@ -271,7 +287,11 @@ def schedule_next_step(
         )
         return None
     return create_step_execution(
-        session, workflow, following, wait=wait if wait is not None else following.wait
+        session,
+        workflow,
+        following,
+        wait=wait if wait is not None else following.wait,
+        cancel_stray=cancel_stray,
     )
 
 
@@ -303,6 +323,7 @@ def create_successor_execution(
     *,
     wait: timedelta | int | float | None = None,
     clear_cursor: bool = False,
+    cancel_stray: bool = True,
 ) -> Any:
     """Create the execution that continues ``predecessor`` (R-SCH-08).
 
@@ -317,7 +338,13 @@ def create_successor_execution(
         raise step_not_defined(workflow, predecessor.step_name)
     cursor = None if clear_cursor else predecessor.cursor
     return create_step_execution(
-        session, workflow, step, wait=wait, continues_from=predecessor, cursor=cursor
+        session,
+        workflow,
+        step,
+        wait=wait,
+        continues_from=predecessor,
+        cursor=cursor,
+        cancel_stray=cancel_stray,
     )
 
 
@@ -331,7 +358,7 @@ def enqueue_scheduled_execution(
     """
     step = workflow.steps.named(execution.step_name)
     options = workflow.job_options_for(step) if step is not None else {}
-    _publish(session, workflow, execution, step, options, clock.now(), delayed=False)
+    _request(session, execution, _prepare_publication(execution, options, clock.now()))
 
 
 def step_not_defined(workflow: Any, name: str | None) -> StepNotDefinedError:

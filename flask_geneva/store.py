@@ -239,18 +239,27 @@ def lock_workflow_and_execution(
     Returns:
         ``(workflow, execution)``; ``(None, None)`` when the execution row is gone.
     """
-    execution_cls = _geneva_from_session(session).StepExecution
+    geneva = _geneva_from_session(session)
+    workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     write_transaction(session)
-    workflow_id = session.scalar(
-        sa.select(execution_cls.workflow_id).where(
-            execution_cls.id == step_execution_id
-        )
+    # One statement finds and locks the workflow; FOR UPDATE locks only the rows
+    # of the outer table, so the execution is locked second, as SPEC §7 orders.
+    owner = (
+        sa.select(execution_cls.workflow_id)
+        .where(execution_cls.id == step_execution_id)
+        .scalar_subquery()
     )
-    if workflow_id is None:
+    workflow = session.scalars(
+        sa.select(workflow_cls)
+        .where(workflow_cls.id == owner)
+        .options(*undefer_options(session, workflow_cls, None))
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+    if workflow is None:
         return None, None
-    workflow = lock_workflow(session, workflow_id)
     execution = lock_execution(session, step_execution_id)
-    if workflow is None or execution is None:
+    if execution is None:
         return None, None
     return workflow, execution
 
@@ -444,6 +453,20 @@ def _geneva_from_session(session: orm.Session) -> Any:
 
 
 @contextlib.contextmanager
+def commit_keeping_state(session: orm.Session) -> None:
+    """Commit without expiring loaded instances.
+
+    Used after geneva's own locked transactions: the instances hold exactly what
+    was just written, so reloading them would only cost statements.
+    """
+    previous = session.expire_on_commit
+    session.expire_on_commit = False
+    try:
+        session.commit()
+    finally:
+        session.expire_on_commit = previous
+
+
 def savepoint(session: orm.Session) -> Iterator[Any]:
     """A SAVEPOINT around a block; rolled back (and re-raised) on error."""
     with session.begin_nested() as nested:
