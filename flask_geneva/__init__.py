@@ -39,6 +39,9 @@ from flask_geneva.models import WorkflowState
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
+from flask_geneva.iteration import request_exit
+from flask_geneva.iteration import request_worker_exit
+from flask_geneva.reporting import current_error_context
 from flask_geneva.store import reset_column_caches
 
 __version__ = "0.1.0.dev0"
@@ -74,8 +77,11 @@ __all__ = [
     "SuspendSignal",
     "WorkflowState",
     "cancel_if",
+    "current_error_context",
     "inline_enqueue",
     "on_exception",
+    "request_exit",
+    "request_worker_exit",
     "reset_column_caches",
     "resumable_step",
     "step",

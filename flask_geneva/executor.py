@@ -28,7 +28,9 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import reporting
 from flask_geneva import scheduling
+from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
@@ -151,8 +153,14 @@ class _Run:
         self.max_iterations = max_iterations
         self.logger: Any = _log
         self._logger_targets: list[Any] = []
-        self.reports: list[tuple[BaseException, dict[str, Any]]] = []
+        # (error, extra context, execution id whose policy record gets report_error)
+        self.reports: list[tuple[BaseException, dict[str, Any], Any]] = []
         self._finalizing = False
+        self._error_context_token: Any = None
+        self._workflow_cls: Any = None
+        self._payload_base: dict[str, Any] = {}
+        self._passed_timing: dict[str, Any] = {}
+        self.iterable_step: Any = None
 
     # -- driver ------------------------------------------------------------------------
 
@@ -169,6 +177,9 @@ class _Run:
             self._finalize(step, body)
         finally:
             self._restore_loggers()
+            if self._error_context_token is not None:
+                reporting.reset_error_context(self._error_context_token)
+                self._error_context_token = None
 
     # -- loggers (R-EXE-01) --------------------------------------------------------------
 
@@ -200,6 +211,8 @@ class _Run:
             session.rollback()
             return None
         self._install_loggers(workflow, execution)
+        if self._error_context_token is None:
+            self._error_context_token = reporting.set_error_context(workflow, execution)
 
         if execution.state != StepExecutionState.SCHEDULED:
             # Duplicate, stale or already handled delivery: change nothing (R-EXE-11).
@@ -289,13 +302,20 @@ class _Run:
         # The claimed rows stay loaded: the body gets them without reloading, and
         # no transaction (no snapshot) is open when the body starts.
         store.commit_keeping_state(session)
+        self._emit(signals.precondition, self._passed_timing, outcome="passed")
         return workflow, execution, step
 
     def _preconditions(self, workflow: Any, execution: Any, step: Any) -> bool:
-        """Evaluate cancel conditions and skip_if; return True if they ended it."""
+        """Evaluate cancel conditions and skip_if; return True if they ended it.
+
+        Emits the ``precondition`` signal after the outcome is committed (R-SIG-02);
+        a ``passed`` outcome is emitted once the claim commits.
+        """
         session = self.session
         now = clock.now()
         definitions = type(workflow).__geneva_definitions__
+        self._set_payload_base(workflow, execution, step)
+        started_at, started = clock.now(), time.monotonic()
         skip = False
         condition = None
         try:
@@ -307,13 +327,18 @@ class _Run:
                     skip = step.should_skip(workflow)
         except Exception as error:
             self.logger.error("condition raised %s: %s", type(error).__name__, error)
+            timing = self._timing(started_at, started)
             result = self._resolve(
                 workflow, execution, step, error, reason="precondition"
             )
             self._apply_policy(workflow, execution, step, result, error, "precondition")
             session.commit()
+            self._emit(
+                signals.precondition, timing, outcome="exception", exception=error
+            )
             self._report_pending()
             raise _AlreadyHandled(error) from error
+        timing = self._timing(started_at, started)
         if condition is not None:
             self.logger.info(
                 "cancel condition %s is true", describe_condition(condition)
@@ -327,6 +352,7 @@ class _Run:
                 {"outcome": "canceled", "condition": describe_condition(condition)},
             )
             session.commit()
+            self._emit(signals.precondition, timing, outcome="canceled")
             return True
         if skip:
             self.logger.info("skip condition holds, skipping step %r", step.name)
@@ -338,10 +364,11 @@ class _Run:
                 {"outcome": "skipped", "condition": step.skip_condition_description()},
             )
             store.set_workflow_state(workflow, WorkflowState.READY, now)
-            session.flush()
-            scheduling.schedule_next_step(self.session, workflow)
+            self._schedule_next(workflow, step)
             session.commit()
+            self._emit(signals.precondition, timing, outcome="skipped")
             return True
+        self._passed_timing = timing
         return False
 
     def _prepare_failed(
@@ -370,6 +397,14 @@ class _Run:
                 result = PolicyResult(
                     action="pause", wait=None, terminal=False, report="always"
                 )
+                self._record_decision(
+                    execution,
+                    result,
+                    {"source": "default", "index": None, "matched_by": None},
+                    count=0,
+                    cap=None,
+                    handler=None,
+                )
             action = result.action
             if action == "reattempt":
                 execution.write_metadata("reattempt_reason", "prepare")
@@ -393,7 +428,7 @@ class _Run:
             else:
                 store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
             if should_report(result):
-                self.reports.append((error, {}))
+                self.reports.append((error, {}, execution.id))
             session.commit()
         except BaseException:
             session.rollback()
@@ -405,23 +440,65 @@ class _Run:
     def _resolve(
         self, workflow: Any, execution: Any, step: Any, error: Exception, *, reason: str
     ) -> PolicyResult:
+        """Resolve and decide the policy for ``error``; record the decision (R-PDR-01)."""
         definitions = type(workflow).__geneva_definitions__
         resolution = resolve_policy(
             step.exception_policy, definitions.exception_policies, error
         )
         policy = resolution.policy
-        if not policy.is_declarative:
-            return self._run_handler(workflow, policy, error)
         count = consecutive_reattempts(self.session, workflow, step.name)
-        result = decide(resolution, count)
-        if result.terminal:
-            self.logger.warning(
-                "max reattempts (%s) reached for step %r, applying %s",
-                resolution.cap,
-                step.name,
-                result.action,
-            )
+        if policy.is_declarative:
+            result = decide(resolution, count)
+            if result.terminal:
+                self.logger.warning(
+                    "max reattempts (%s) reached for step %r, applying %s",
+                    resolution.cap,
+                    step.name,
+                    result.action,
+                )
+        else:
+            result = self._run_handler(workflow, policy, error)
+        self._record_decision(
+            execution,
+            result,
+            {
+                "source": resolution.source,
+                "index": resolution.index,
+                "matched_by": resolution.matched_by,
+            },
+            count=count,
+            cap=resolution.cap,
+            handler=policy.handler_name,
+        )
         return result
+
+    def _record_decision(
+        self,
+        execution: Any,
+        result: PolicyResult,
+        where: dict[str, Any],
+        *,
+        count: int,
+        cap: int | None,
+        handler: str | None,
+    ) -> None:
+        reporter = current_state().config.error_reporter
+        execution.write_metadata(
+            "policy_decision",
+            {
+                **where,
+                "action": result.action,
+                "wait_seconds": result.wait.total_seconds()
+                if result.wait is not None
+                else None,
+                "terminal": result.terminal,
+                "consecutive_reattempts": count,
+                "max_reattempts": cap,
+                "report": result.report,
+                "reported": bool(should_report(result) and reporter is not None),
+                "handler": handler,
+            },
+        )
 
     def _run_handler(
         self, workflow: Any, policy: Any, error: Exception
@@ -444,7 +521,7 @@ class _Run:
                 type(handler_error).__name__,
                 handler_error,
             )
-            self.reports.append((handler_error, {"step_error": repr(error)}))
+            self.reports.append((handler_error, {"step_error": repr(error)}, None))
             return PolicyResult(
                 action="pause", wait=None, terminal=False, report="always"
             )
@@ -504,7 +581,7 @@ class _Run:
             )
             store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
         if should_report(result):
-            self.reports.append((error, {}))
+            self.reports.append((error, {}, execution.id))
 
     def _schedule_next(self, workflow: Any, step: Any) -> None:
         """Schedule the step after ``step`` (R-SCH-06) from prepare or finalize."""
@@ -543,7 +620,7 @@ class _Run:
         _end_transaction_keeping_state(session)
         self._install_loggers(workflow, execution)
         result = _BodyResult("completed")
-        started = time.monotonic()
+        started_at, started = clock.now(), time.monotonic()
         with step_context(workflow.id, "body", resumable=step.is_resumable):
             try:
                 workflow.before_step_execution(execution)
@@ -569,6 +646,7 @@ class _Run:
                     "committing the step's writes failed: %s", commit_error
                 )
                 result = _BodyResult("exception", error=commit_error)
+        self._emit_step_signal(result, self._timing(started_at, started))
 
         try:
             with step_context(workflow.id, "body", resumable=step.is_resumable):
@@ -581,7 +659,7 @@ class _Run:
                 type(hook_error).__name__,
                 hook_error,
             )
-            self.reports.append((hook_error, {}))
+            self.reports.append((hook_error, {"hook": "after_step_execution"}, None))
         except FlowControlSignal:
             session.rollback()
             self.logger.warning("flow control in after_step_execution is ignored")
@@ -600,6 +678,7 @@ class _Run:
                 iterable_step = iteration.build_iterable_step(
                     self, workflow, execution, step
                 )
+                self.iterable_step = iterable_step
                 step.invoke(workflow, iterable_step)
             else:
                 step.invoke(workflow)
@@ -634,7 +713,9 @@ class _Run:
                     "execution changed to %s during the step; leaving it (R-EXE-41)",
                     execution.state,
                 )
+                states = (workflow.state, execution.state)
                 session.rollback()
+                self._emit_finalize(states, None)
                 self._drop_error(error)
                 return
             if workflow.state != WorkflowState.PERFORMING:
@@ -651,6 +732,7 @@ class _Run:
                         now,
                         outcome=Outcome.WORKFLOW_PAUSED,
                     )
+                    self._record_interrupt(execution, body)
                 else:
                     store.set_execution_state(
                         execution,
@@ -658,7 +740,8 @@ class _Run:
                         now,
                         outcome=Outcome.CANCELED,
                     )
-                session.commit()
+                store.commit_keeping_state(session)
+                self._emit_finalize((workflow.state, execution.state), None)
                 self._drop_error(error)
                 return
 
@@ -679,6 +762,7 @@ class _Run:
                 self._schedule_next(workflow, step)
             elif body.kind == "interrupted":
                 assert body.interrupt is not None  # noqa: S101 - kind implies it
+                self._record_interrupt(execution, body)
                 self._continue(workflow, execution, body.interrupt.wait)
             elif body.kind == "signal":
                 assert body.signal is not None  # noqa: S101 - kind implies it
@@ -691,10 +775,11 @@ class _Run:
                 self._apply_policy(
                     workflow, execution, step, result, error, "exception_policy"
                 )
-            session.commit()
+            store.commit_keeping_state(session)
         except BaseException:
             session.rollback()
             raise
+        self._emit_finalize((workflow.state, execution.state), error)
         self._report_pending()
         if error is not None:
             raise error
@@ -779,6 +864,7 @@ class _Run:
             )
         elif action == "suspend":
             assert isinstance(signal, SuspendSignal)  # noqa: S101 - action implies it
+            self._record_interrupt(execution, None, reason="suspend")
             self._continue(workflow, execution, signal.wait)
         else:  # pragma: no cover - every FlowControlSignal subclass is handled above
             raise AssertionError(f"unknown flow control action {action!r}")
@@ -786,24 +872,106 @@ class _Run:
     # -- reporting (R-REP, R-EXE-43) ------------------------------------------------
 
     def _drop_error(self, error: Exception | None) -> None:
+        # R-EXE-43: the state changed under the step; report instead of dropping.
         if error is not None:
-            self.reports.append((error, {"dropped": True}))
+            self.reports.append((error, {"dropped": True}, None))
         self._report_pending()
 
     def _report_pending(self) -> None:
+        """Call the reporter after the commit (R-REP-02); never raises (R-REP-03)."""
         reports, self.reports = self.reports, []
         if not reports:
             return
         reporter = current_state().config.error_reporter
-        for error, extra in reports:
-            if reporter is None:
-                continue
-            try:
-                reporter(
-                    error, handled=True, context=dict(extra), source="flask_geneva"
-                )
-            except Exception as reporter_error:  # noqa: BLE001 - R-REP-03: never breaks execution
-                _log.warning("error reporter raised %r; ignoring it", reporter_error)
+        for error, extra, execution_id in reports:
+            failure = reporting.report(reporter, error, extra=extra)
+            if failure is not None and execution_id is not None:
+                self._store_report_error(execution_id, failure)
+
+    def _store_report_error(self, execution_id: Any, failure: str) -> None:
+        """Add ``report_error`` to the stored policy decision (R-PDR-02)."""
+        session = self.session
+        try:
+            execution = store.lock_execution(session, execution_id)
+            if execution is not None:
+                decision = execution.read_metadata("policy_decision")
+                if isinstance(decision, dict):
+                    execution.write_metadata(
+                        "policy_decision", {**decision, "report_error": failure}
+                    )
+            session.commit()
+        except Exception as error:  # noqa: BLE001 - bookkeeping must not break the run
+            session.rollback()
+            _log.warning("could not record the reporter failure: %r", error)
+
+    def _record_interrupt(
+        self, execution: Any, body: _BodyResult | None, *, reason: str | None = None
+    ) -> None:
+        """Write the interrupt record of R-PDR-03."""
+        iterable_step = self.iterable_step
+        if reason is None and body is not None and body.interrupt is not None:
+            reason = body.interrupt.reason
+        execution.write_metadata(
+            "interrupt",
+            {
+                "reason": reason,
+                "iterations": iterable_step.iterations if iterable_step else 0,
+                "runtime_seconds": round(iterable_step.runtime_seconds, 6)
+                if iterable_step
+                else 0.0,
+            },
+        )
+
+    # -- signals (R-SIG) -------------------------------------------------------------
+
+    def _set_payload_base(self, workflow: Any, execution: Any, step: Any) -> None:
+        self._workflow_cls = type(workflow)
+        base = {
+            "execution_id": execution.id,
+            "workflow_id": workflow.id,
+            "workflow_class": workflow.type,
+            "step_name": execution.step_name,
+        }
+        if step is not None and step.is_resumable:
+            base["resumable"] = True
+        self._payload_base = base
+
+    @staticmethod
+    def _timing(started_at: Any, started: float) -> dict[str, Any]:
+        return {
+            "started_at": started_at,
+            "finished_at": clock.now(),
+            "duration": max(0.0, time.monotonic() - started),
+        }
+
+    def _emit(self, signal: Any, timing: dict[str, Any], **fields: Any) -> None:
+        if self._workflow_cls is None:
+            return
+        signals.send_safely(
+            signal, self._workflow_cls, {**self._payload_base, **timing, **fields}
+        )
+
+    def _emit_step_signal(self, result: _BodyResult, timing: dict[str, Any]) -> None:
+        fields: dict[str, Any] = {"outcome": result.label}
+        if result.kind == "exception":
+            fields["exception"] = result.error
+        if result.kind == "interrupted" and result.interrupt is not None:
+            fields["wait"] = result.interrupt.wait
+        self._emit(signals.step, timing, **fields)
+
+    def _emit_finalize(
+        self, states: tuple[str, str], error: Exception | None
+    ) -> None:
+        """Send ``finalize`` with the states as stored (R-SIG-04)."""
+        now = clock.now()
+        fields: dict[str, Any] = {"workflow_state": states[0], "step_state": states[1]}
+        if error is not None:
+            fields["exception"] = error
+        self._emit(
+            signals.finalize,
+            {"started_at": now, "finished_at": now, "duration": 0.0},
+            **fields,
+        )
 
 
 def _commit_if_pending(session: orm.Session) -> None:

@@ -37,9 +37,8 @@ def _jsonable(value: Any) -> Any:
     return value if value is None or isinstance(value, int | str) else str(value)
 
 
-@contextlib.contextmanager
-def error_context(workflow: Any, execution: Any) -> Iterator[None]:
-    """Set the error context for the block (an executor call, R-REP-10)."""
+def set_error_context(workflow: Any, execution: Any) -> contextvars.Token[Any]:
+    """Set the error context (R-REP-10); undo with :func:`reset_error_context`."""
     values = {
         "workflow_id": _jsonable(workflow.id),
         "workflow_class": workflow.type,
@@ -48,11 +47,22 @@ def error_context(workflow: Any, execution: Any) -> Iterator[None]:
         "hero_type": workflow.hero_type,
         "hero_id": _jsonable(workflow.hero_id),
     }
-    token = _context.set({k: v for k, v in values.items() if v is not None})
+    return _context.set({k: v for k, v in values.items() if v is not None})
+
+
+def reset_error_context(token: contextvars.Token[Any]) -> None:
+    """Restore the error context that was active before :func:`set_error_context`."""
+    _context.reset(token)
+
+
+@contextlib.contextmanager
+def error_context(workflow: Any, execution: Any) -> Iterator[None]:
+    """Set the error context for the block (an executor call, R-REP-10)."""
+    token = set_error_context(workflow, execution)
     try:
         yield
     finally:
-        _context.reset(token)
+        reset_error_context(token)
 
 
 def report(
