@@ -1,0 +1,106 @@
+"""Database-driven dispatch of long waits (SPEC §6.4, R-DSP-01..06, BTR-01).
+
+A publication whose eta is more than ``GENEVA_MAX_BROKER_DELAY`` ahead is not sent:
+the execution keeps ``job_id = "geneva:deferred"`` and :func:`dispatch_due` sends
+it once it comes within that horizon. Why: Celery holds ETA messages
+unacknowledged in worker memory. Redis and SQS redeliver them after the
+visibility timeout (one hour by default on Redis), which duplicates them and
+grows worker memory; RabbitMQ closes consumers that hold unacknowledged messages
+past ``consumer_timeout`` (30 minutes by default). Workflow waits of days must
+therefore live in the database; the row is the outbox.
+
+``GENEVA_MAX_BROKER_DELAY`` must stay well below the broker's visibility or
+consumer timeout (R-DSP-06).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva import clock
+from flask_geneva import dispatch
+from flask_geneva import scheduling
+from flask_geneva import store
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+from flask_geneva.runtime import current_state
+
+__all__ = ["dispatch_due"]
+
+_log = logging.getLogger("flask_geneva")
+
+
+def dispatch_due(session: orm.Session | None = None) -> int:
+    """Publish deferred executions that are due within the broker horizon (R-DSP-02).
+
+    Selects ``scheduled`` executions with ``job_id = "geneva:deferred"`` and
+    ``scheduled_for <= now + GENEVA_MAX_BROKER_DELAY`` whose workflow is ready or
+    performing (paused workflows are left for ``resume()``, R-DSP-03), oldest
+    first, in batches of ``GENEVA_HOUSEKEEPING_BATCH_SIZE``. Rows are locked with
+    ``FOR UPDATE SKIP LOCKED`` on PostgreSQL and MariaDB/MySQL, so two dispatchers
+    never send the same row in one pass; SQLite serialises them with
+    ``BEGIN IMMEDIATE``. Each row gets a real task id as ``job_id`` and its task is
+    published after the batch commits, with eta ``max(scheduled_for, now)``. The
+    execution state is never changed (R-DSP-04). Needs an app context.
+
+    Args:
+        session: Session to use; default the extension's ``db.session``.
+
+    Returns:
+        The number of executions published.
+    """
+    state = current_state()
+    session = session if session is not None else state.geneva.session
+    config = state.config
+    geneva = state.geneva
+    workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
+    if session.in_transaction():
+        session.commit()
+    total = 0
+    while True:
+        horizon = clock.now() + config.max_broker_delay
+        store.write_transaction(session)
+        query = (
+            sa.select(execution_cls)
+            .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
+            .where(execution_cls.state == StepExecutionState.SCHEDULED)
+            .where(execution_cls.job_id == dispatch.DEFERRED_JOB_ID)
+            .where(execution_cls.scheduled_for <= horizon)
+            .where(
+                workflow_cls.state.in_((WorkflowState.READY, WorkflowState.PERFORMING))
+            )
+            .order_by(execution_cls.scheduled_for, execution_cls.id)
+            .limit(config.housekeeping_batch_size)
+            .options(orm.contains_eager(execution_cls.workflow))
+        )
+        if session.get_bind().dialect.name != "sqlite":
+            query = query.with_for_update(skip_locked=True, of=execution_cls)
+        executions = list(session.scalars(query).unique())
+        if not executions:
+            session.rollback()
+            break
+        for execution in executions:
+            scheduling.enqueue_scheduled_execution(
+                session, execution.workflow, execution
+            )
+        session.commit()
+        total += len(executions)
+        if len(executions) < config.housekeeping_batch_size:
+            break
+    if total:
+        _log.info("dispatched %d deferred step executions", total)
+    return total
+
+
+def deferred_count(session: orm.Session) -> Any:
+    """How many executions wait for the dispatcher (for gauges and the admin)."""
+    execution_cls = current_state().geneva.StepExecution
+    return session.scalar(
+        sa.select(sa.func.count(execution_cls.id))
+        .where(execution_cls.state == StepExecutionState.SCHEDULED)
+        .where(execution_cls.job_id == dispatch.DEFERRED_JOB_ID)
+    )

@@ -1,0 +1,90 @@
+"""Long waits never live in the broker: the database dispatcher (R-DSP-01..06)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from flask_geneva import clock
+from flask_geneva import step
+from flask_geneva.dispatch import DEFERRED_JOB_ID
+from flask_geneva.dispatcher import dispatch_due
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+
+
+class DispatcherLongWait(geneva.Workflow):
+    @step
+    def first(self):
+        pass
+
+    @step(wait=timedelta(days=2))
+    def later(self):
+        pass
+
+
+class DispatcherImmediate(geneva.Workflow):
+    @step
+    def only(self):
+        pass
+
+
+def test_long_wait_is_deferred_not_published(user, geneva_jobs):
+    """A wait beyond GENEVA_MAX_BROKER_DELAY sets job_id to the sentinel and sends nothing (R-DSP-01)."""
+    with clock.frozen() as frozen:
+        workflow = DispatcherLongWait.create(hero=user)
+        geneva_jobs.drain()
+        execution = workflow.current_execution
+        assert execution.step_name == "later"
+        assert execution.job_id == DEFERRED_JOB_ID
+        assert geneva_jobs.enqueued == []
+        assert dispatch_due() == 0
+        frozen.advance(timedelta(days=2) - timedelta(minutes=5))
+        assert dispatch_due() == 1
+        db.session.refresh(execution)
+        assert execution.job_id != DEFERRED_JOB_ID
+        assert execution.state == "scheduled"
+        [publication] = geneva_jobs.enqueued
+        assert publication.step_execution_id == execution.id
+        assert publication.task_id == execution.job_id
+        assert publication.eta == execution.scheduled_for
+        assert dispatch_due() == 0
+
+
+def test_short_wait_goes_to_the_broker_with_eta(user, geneva_jobs):
+    """Waits within the horizon are published at once with an eta (R-DSP-01, R-SCH-04)."""
+    workflow = DispatcherImmediate.create(hero=user)
+    [publication] = geneva_jobs.enqueued
+    assert publication.eta is None
+    assert workflow.current_execution.job_id == publication.task_id
+
+
+def test_paused_workflows_are_not_dispatched_until_resumed(user, geneva_jobs):
+    """Executions of paused workflows stay deferred; resume() re-applies the rule (R-DSP-03)."""
+    with clock.frozen() as frozen:
+        workflow = DispatcherLongWait.create(hero=user)
+        geneva_jobs.drain()
+        workflow.pause()
+        frozen.advance(timedelta(days=3))
+        assert dispatch_due() == 0
+        geneva_jobs.clear()
+        execution = workflow.resume()
+        assert execution.job_id != DEFERRED_JOB_ID
+        assert geneva_jobs.enqueued[-1].step_execution_id == execution.id
+
+
+def test_dispatch_works_in_batches(app, user, geneva_jobs):
+    """All due rows are dispatched regardless of batch size (R-DSP-02)."""
+    from tests.apps.basic import User
+
+    app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
+    with clock.frozen() as frozen:
+        heroes = [User(email=f"d{i}@example.com") for i in range(5)]
+        db.session.add_all(heroes)
+        db.session.commit()
+        for hero in heroes:
+            DispatcherLongWait.create(hero=hero)
+        geneva_jobs.drain()
+        geneva_jobs.clear()
+        frozen.advance(timedelta(days=2))
+        assert dispatch_due() == 5
+        assert len(geneva_jobs.enqueued) == 5
