@@ -59,7 +59,9 @@ def main() -> None:
         counts = {"statements": 0, "commits": 0}
 
         @event.listens_for(engine, "before_cursor_execute")
-        def _count_statement(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        def _count_statement(
+            _conn: object, _cursor: object, statement: str, *_: object
+        ) -> None:
             # BEGIN IMMEDIATE (SQLite) is transaction control, counted with commits.
             if not statement.startswith("BEGIN"):
                 counts["statements"] += 1

@@ -33,14 +33,14 @@ from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
 from flask_geneva.executor import Executor
 from flask_geneva.extension import Geneva
+from flask_geneva.iteration import request_exit
+from flask_geneva.iteration import request_worker_exit
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
-from flask_geneva.iteration import request_exit
-from flask_geneva.iteration import request_worker_exit
 from flask_geneva.reporting import current_error_context
 from flask_geneva.store import reset_column_caches
 

@@ -40,7 +40,8 @@ def ensure_aware(value: datetime, *, name: str = "datetime") -> datetime:
     """
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         raise ValueError(
-            f"{name} must be timezone-aware (UTC), got naive datetime {value.isoformat()}"
+            f"{name} must be timezone-aware (UTC), "
+            f"got naive datetime {value.isoformat()}"
         )
     return value.astimezone(UTC)
 

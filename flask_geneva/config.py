@@ -3,8 +3,9 @@
 Settings are read at use time (R-CFG-02): :func:`config_from_mapping` is cheap and the
 extension re-validates ``app.config`` whenever it changes, so a test that sets
 ``app.config["GENEVA_MAX_CURSOR_SIZE"] = None`` sees the change at the next
-operation. Invalid values raise :class:`~flask_geneva.exceptions.GenevaConfigurationError`
-from ``init_app`` (R-CFG-01) and from the first use after a bad change.
+operation. Invalid values raise
+:class:`~flask_geneva.exceptions.GenevaConfigurationError` from ``init_app``
+(R-CFG-01) and from the first use after a bad change.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _RECOVERY_ACTIONS = ("reattempt", "cancel")
 
 @dataclasses.dataclass(frozen=True)
 class GenevaConfig:
-    """Validated settings. Durations are ``timedelta``; see SPEC §13 for each meaning."""
+    """Validated settings; durations are ``timedelta`` (SPEC §13 gives each meaning)."""
 
     delete_completed_workflows_after: timedelta | None
     stuck_in_progress_threshold: timedelta
@@ -75,7 +76,7 @@ class GenevaConfig:
 
 
 def import_string(value: Any, *, setting: str) -> Any:
-    """Resolve ``"package.module:attr"`` or ``"package.module.attr"``; return others as is.
+    """Resolve ``"package.module:attr"`` or ``"package.module.attr"``; pass others.
 
     Raises:
         GenevaConfigurationError: The string cannot be imported; names the setting.

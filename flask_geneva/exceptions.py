@@ -2,26 +2,26 @@
 
 The tree::
 
-    GenevaError(Exception)                      every error raised on purpose
-    ├── GenevaConfigurationError(ValueError)    bad GENEVA_* value or wiring (init_app)
-    ├── StepConfigurationError(ValueError)      invalid DSL, raised at class definition
-    ├── InvalidStateError                       operation not allowed in the current state
-    ├── InvalidStateTransition                  executor transition not allowed (R-WF-02)
-    ├── DuplicateWorkflowError                  ongoing workflow already exists (R-UNQ-03)
-    ├── HeroTypeNotFoundError(LookupError)      hero_type names no mapped class (R-HERO-03)
-    ├── CursorTooLargeError(ValueError)         serialized cursor over the limit (R-CUR-10)
-    ├── CursorSerializationError(TypeError)     cursor value of an unsupported type
-    ├── InstallError                            ``flask geneva install`` could not write
-    └── StepExecutionError                      carries workflow/execution ids and step name
-        ├── StepNotDefinedError                 stored step/class no longer in code
-        ├── StepFailedError                     defined for parity, not raised
-        └── PreconditionError                   defined for parity, not raised
+    GenevaError(Exception)                    every error raised on purpose
+    ├── GenevaConfigurationError(ValueError)  bad GENEVA_* value or wiring (init_app)
+    ├── StepConfigurationError(ValueError)    invalid DSL, raised at class definition
+    ├── InvalidStateError                     operation not allowed in the current state
+    ├── InvalidStateTransition                executor transition not allowed (R-WF-02)
+    ├── DuplicateWorkflowError                ongoing workflow already exists (R-UNQ-03)
+    ├── HeroTypeNotFoundError(LookupError)    no mapped class for hero_type (R-HERO-03)
+    ├── CursorTooLargeError(ValueError)       serialized cursor too large (R-CUR-10)
+    ├── CursorSerializationError(TypeError)   cursor value of an unsupported type
+    ├── InstallError                          ``flask geneva install`` could not write
+    └── StepExecutionError                    carries workflow/execution ids, step name
+        ├── StepNotDefinedError               stored step/class no longer in code
+        ├── StepFailedError                   defined for parity, not raised
+        └── PreconditionError                 defined for parity, not raised
 
-    FlowControlSignal(BaseException)            raised by in-step flow control (R-FC-02)
+    FlowControlSignal(BaseException)          raised by in-step flow control (R-FC-02)
     ├── CancelSignal, PauseSignal, SkipSignal, FinishSignal
     ├── ReattemptSignal(wait, rewind)
     └── SuspendSignal(wait)
-    StepInterrupt(BaseException)                resumable-step interruption (R-IT-07)
+    StepInterrupt(BaseException)              resumable-step interruption (R-IT-07)
 
 Every exception keeps its constructor arguments in ``args`` and survives
 ``pickle.loads(pickle.dumps(error))``; exceptions hold ids and strings, never ORM
@@ -96,7 +96,7 @@ class InvalidStateError(GenevaError):
 
 
 class InvalidStateTransition(GenevaError):
-    """The executor tried a state transition that the state machine forbids (R-WF-02)."""
+    """The executor tried a state transition the state machine forbids (R-WF-02)."""
 
 
 class DuplicateWorkflowError(GenevaError):
@@ -108,7 +108,7 @@ class HeroTypeNotFoundError(GenevaError, LookupError):
 
 
 class CursorTooLargeError(GenevaError, ValueError):
-    """A resumable step's serialized cursor exceeds ``GENEVA_MAX_CURSOR_SIZE`` (R-CUR-10)."""
+    """A resumable step's cursor exceeds ``GENEVA_MAX_CURSOR_SIZE`` (R-CUR-10)."""
 
 
 class CursorSerializationError(GenevaError, TypeError):
@@ -130,7 +130,8 @@ class StepExecutionError(GenevaError):
 
     Attributes:
         workflow: The workflow instance when raised in-process (not pickled).
-        step_execution: The step execution instance when raised in-process (not pickled).
+        step_execution: The step execution instance when raised in-process
+            (not pickled).
     """
 
     def __init__(

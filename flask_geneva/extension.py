@@ -71,7 +71,8 @@ class Geneva:
     ) -> None:
         if key_type not in _KEY_TYPES:
             raise GenevaConfigurationError(
-                f"key_type must be one of {', '.join(map(repr, _KEY_TYPES))}, got {key_type!r}"
+                f"key_type must be one of {', '.join(map(repr, _KEY_TYPES))}, "
+                f"got {key_type!r}"
             )
         self.db = db
         self.key_type = key_type
@@ -171,7 +172,10 @@ class Geneva:
 
     @staticmethod
     def inline_enqueue() -> contextlib.AbstractContextManager[None]:
-        """Publish immediately inside the block (R-TXN-05); see :func:`dispatch.inline_enqueue`."""
+        """Publish immediately inside the block (R-TXN-05).
+
+        See :func:`dispatch.inline_enqueue`.
+        """
         return dispatch.inline_enqueue()
 
     @property
@@ -260,7 +264,7 @@ class Geneva:
         return property(getter)
 
     def hero_workflows(self, workflow_type: str) -> property:
-        """A read-only property for hero models: a select of all its workflows of a type."""
+        """A read-only hero-model property: a select of its workflows of one type."""
         geneva = self
 
         def getter(hero: Any) -> Any:
@@ -285,7 +289,7 @@ class Geneva:
 
 
 def hero_type_of(cls: type[Any]) -> str:
-    """Stored hero type of a model class: ``__geneva_hero_type__`` or base class name."""
+    """A model class's stored hero type: ``__geneva_hero_type__`` or base name."""
     explicit = getattr(cls, "__geneva_hero_type__", None)
     if explicit:
         return str(explicit)

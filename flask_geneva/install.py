@@ -279,9 +279,9 @@ def _id_columns(connection: sa.Connection) -> list[tuple[str, str, str | None]]:
         ).scalars()
         for table in list(tables):
             quoted = connection.dialect.identifier_preparer.quote_identifier(table)
-            for info in connection.exec_driver_sql(f"PRAGMA table_info({quoted})"):
-                if info[1] == "id":
-                    rows.append((table, str(info[2] or ""), info[4]))
+            for pragma in connection.exec_driver_sql(f"PRAGMA table_info({quoted})"):
+                if pragma[1] == "id":
+                    rows.append((table, str(pragma[2] or ""), pragma[4]))
         return rows
     if dialect == "postgresql":
         result = connection.execute(
@@ -376,8 +376,10 @@ def resolve_key_type(
             "Geneva(...) so the ORM and the schema agree, or run install with "
             f"--key-type {app_key_type}"
         )
-    detection = detect() if detect is not None and requested == "uuid" else None
-    server_default = detection.server_default if detection is not None else None
+    uuid_detection = detect() if detect is not None and requested == "uuid" else None
+    server_default = (
+        uuid_detection.server_default if uuid_detection is not None else None
+    )
     return KeyTypeDetection(
         requested, server_default=server_default, reason=f"--key-type {requested}"
     )

@@ -1,9 +1,10 @@
 """The two tables, their column types, state enums and the model classes (SPEC §2-§4).
 
-:func:`build_models` combines the behaviour mixins here with the host's ``db.Model``
-into ``Workflow`` and ``StepExecution`` (``geneva.Workflow`` / ``geneva.StepExecution``).
-Workflow classes are single-table-inheritance subclasses of ``geneva.Workflow``
-(R-STI-01); a row whose ``type`` matches no class loads as the base class (R-STI-02).
+:func:`build_models` combines the behaviour mixins here with the host's
+``db.Model`` into ``Workflow`` and ``StepExecution`` (``geneva.Workflow`` /
+``geneva.StepExecution``). Workflow classes are single-table-inheritance
+subclasses of ``geneva.Workflow`` (R-STI-01); a row whose ``type`` matches no
+class loads as the base class (R-STI-02).
 
 Optional columns (workflows ``metadata``; executions ``metadata``, ``error_class_name``,
 ``cursor``, ``continues_from_id``) are mapped *deferred*: no SQL statement mentions
@@ -13,9 +14,9 @@ them unless :mod:`flask_geneva.store` has detected that they exist (R-DM-30..35)
 from __future__ import annotations
 
 import enum
-import uuid
 import json
 import logging
+import uuid
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from contextlib import nullcontext
@@ -217,9 +218,10 @@ class WorkflowMixin:
     """Behaviour of ``geneva.Workflow``: DSL collection, hero, metadata, flow control.
 
     Subclass ``geneva.Workflow`` (not this mixin) to declare a workflow. Class
-    attributes read by the engine: ``__geneva_type__`` (stable STI identity, default
-    ``__qualname__``), ``may_proceed_without_hero`` (R-HERO-05), ``default_job_options``,
-    ``cancel_conditions``, ``exception_policies`` (SPEC §15.2).
+    attributes read by the engine: ``__geneva_type__`` (stable STI identity,
+    default ``__qualname__``), ``may_proceed_without_hero`` (R-HERO-05),
+    ``default_job_options``, ``cancel_conditions``, ``exception_policies``
+    (SPEC §15.2).
     """
 
     __geneva__: ClassVar[Any]
@@ -228,6 +230,7 @@ class WorkflowMixin:
     may_proceed_without_hero: ClassVar[bool] = False
 
     if TYPE_CHECKING:
+        __mapper_args__: ClassVar[dict[str, Any]]
         id: Any
         type: str
         hero_type: str | None
@@ -286,7 +289,9 @@ class WorkflowMixin:
     @classmethod
     def step_collection(cls) -> StepCollection:
         """Return the ordered step collection of this class (R-WF-20)."""
-        definitions = cls.__dict__.get("__geneva_definitions__")
+        definitions: WorkflowDefinitions | None = cls.__dict__.get(
+            "__geneva_definitions__"
+        )
         if definitions is None:
             from flask_geneva.dsl.steps import StepCollection
 
@@ -372,7 +377,7 @@ class WorkflowMixin:
         Raises:
             ValueError: ``state`` is not a workflow state; lists the allowed ones.
         """
-        return sa.select(cls).where(cls.state == _workflow_state(state))  # type: ignore[attr-defined]
+        return sa.select(cls).where(cls.state == _workflow_state(state))  # type: ignore[arg-type]
 
     @classmethod
     def for_hero(cls, hero: Any) -> sa.Select[Any]:
@@ -383,10 +388,10 @@ class WorkflowMixin:
     def _hero_criteria(cls, hero: Any) -> list[Any]:
         hero_type, hero_id = cls.__geneva__.hero_reference(hero)
         return [
-            cls.hero_type.is_(None)
+            cls.hero_type.is_(None)  # type: ignore[union-attr]
             if hero_type is None
-            else cls.hero_type == hero_type,  # type: ignore[attr-defined]
-            cls.hero_id.is_(None) if hero_id is None else cls.hero_id == hero_id,  # type: ignore[attr-defined]
+            else cls.hero_type == hero_type,
+            cls.hero_id.is_(None) if hero_id is None else cls.hero_id == hero_id,
         ]
 
     # -- instance API ----------------------------------------------------------------
@@ -519,7 +524,7 @@ class WorkflowMixin:
         )
 
     def job_options_for(self, step: StepDefinition) -> dict[str, Any]:
-        """Return the merged job options for ``step`` (class < instance < step, R-JOB-02)."""
+        """Merged job options for ``step`` (class < instance < step, R-JOB-02)."""
         definitions = getattr(type(self), "__geneva_definitions__", None)
         return merge_job_options(
             definitions.default_job_options if definitions is not None else None,
@@ -580,7 +585,7 @@ class WorkflowMixin:
     def reschedule_current_step(
         self, *, wait: timedelta | int | float | None = None
     ) -> Any:
-        """Create a new execution of the current step with exactly ``wait`` (R-SCH-07)."""
+        """Create a new execution of the current step, exactly ``wait`` (R-SCH-07)."""
         from flask_geneva import scheduling
 
         session = self._object_session()
@@ -759,8 +764,8 @@ class StepExecutionMixin:
         """Select executions that are ``scheduled`` and due now (R-SE-46)."""
         return (
             sa.select(cls)
-            .where(cls.state == StepExecutionState.SCHEDULED)  # type: ignore[attr-defined]
-            .where(cls.scheduled_for <= clock.now())  # type: ignore[attr-defined]
+            .where(cls.state == StepExecutionState.SCHEDULED)  # type: ignore[arg-type]
+            .where(cls.scheduled_for <= clock.now())  # type: ignore[arg-type]
         )
 
     def _object_session(self) -> orm.Session:
@@ -801,7 +806,8 @@ class StepExecutionMixin:
     @property
     def step_definition(self) -> StepDefinition | None:
         """The step of the workflow's class with this name, or None (R-SE-43)."""
-        return type(self.workflow).step_collection().named(self.step_name)
+        collection: StepCollection = type(self.workflow).step_collection()
+        return collection.named(self.step_name)
 
     # -- metadata (R-SE-30..33) ----------------------------------------------------
 
@@ -862,7 +868,7 @@ class StepExecutionMixin:
         return (
             self._object_session()
             .scalars(
-                sa.select(cls).where(cls.continues_from_id == self.id).order_by(cls.id)  # type: ignore[attr-defined]
+                sa.select(cls).where(cls.continues_from_id == self.id).order_by(cls.id)
             )
             .first()
         )
@@ -895,7 +901,7 @@ class StepExecutionMixin:
 
 
 class _FallbackPolymorphicMap(dict[Any, Any]):
-    """Polymorphic map that loads unknown ``type`` values as the base class (R-STI-02)."""
+    """Polymorphic map loading unknown ``type`` values as the base class (R-STI-02)."""
 
     def __init__(self, base_mapper: orm.Mapper[Any]) -> None:
         super().__init__()
@@ -933,7 +939,9 @@ def build_models(
         __geneva__ = geneva
         __tablename__ = WORKFLOWS_TABLE
 
-        id: orm.Mapped[Any] = orm.mapped_column(key, primary_key=True, default=id_default)
+        id: orm.Mapped[Any] = orm.mapped_column(
+            key, primary_key=True, default=id_default
+        )
         type: orm.Mapped[str] = orm.mapped_column(sa.String(255), nullable=False)
         hero_type: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
         hero_id: orm.Mapped[Any] = orm.mapped_column(key, nullable=True)
@@ -982,7 +990,7 @@ def build_models(
                     "state NOT IN ('finished','canceled') AND allow_multiple = 0"
                 ),
                 info={"geneva_dialect_specific": True},
-            ).ddl_if(dialect=("postgresql", "sqlite")),
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
         )
 
     # Unknown STI identities load as the base class (R-STI-02, BTR-18). Subclass
@@ -1012,7 +1020,9 @@ def build_models(
         __geneva__ = geneva
         __tablename__ = STEP_EXECUTIONS_TABLE
 
-        id: orm.Mapped[Any] = orm.mapped_column(key, primary_key=True, default=id_default)
+        id: orm.Mapped[Any] = orm.mapped_column(
+            key, primary_key=True, default=id_default
+        )
         workflow_id: orm.Mapped[Any] = orm.mapped_column(
             key,
             sa.ForeignKey(f"{WORKFLOWS_TABLE}.id", ondelete="CASCADE"),
@@ -1097,14 +1107,14 @@ def build_models(
                 postgresql_where=sa.text("state IN ('scheduled','in_progress')"),
                 sqlite_where=sa.text("state IN ('scheduled','in_progress')"),
                 info={"geneva_dialect_specific": True},
-            ).ddl_if(dialect=("postgresql", "sqlite")),
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
             sa.Index(
                 "index_geneva_drive_step_executions_in_progress_started_at",
                 "started_at",
                 postgresql_where=sa.text("state = 'in_progress'"),
                 sqlite_where=sa.text("state = 'in_progress'"),
                 info={"geneva_dialect_specific": True},
-            ).ddl_if(dialect=("postgresql", "sqlite")),
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
         )
 
     return Workflow, StepExecution

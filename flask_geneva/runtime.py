@@ -50,15 +50,14 @@ class GenevaState:
         Raises:
             GenevaConfigurationError: A ``GENEVA_*`` value is invalid.
         """
-        raw = tuple(
-            sorted(
-                (
-                    (k, id(v), repr(v))
-                    for k, v in self.app.config.items()
-                    if k.startswith(_CONFIG_KEYS_PREFIX)
-                ),
-            )
-        ) + (self.app.testing,)
+        raw = (
+            *sorted(
+                (k, id(v), repr(v))
+                for k, v in self.app.config.items()
+                if k.startswith(_CONFIG_KEYS_PREFIX)
+            ),
+            self.app.testing,
+        )
         if raw != self._config_key or self._config is None:
             with self._lock:
                 self._config = config_from_mapping(

@@ -1,4 +1,4 @@
-"""Tagged logging: ``[tag] [tag] message`` through a :class:`logging.LoggerAdapter` (R-LOG)."""
+"""Tagged logging: ``[tag] [tag] message`` via a ``logging.LoggerAdapter`` (R-LOG)."""
 
 from __future__ import annotations
 

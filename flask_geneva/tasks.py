@@ -34,7 +34,6 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     if app is not None:
         setattr(celery, _APP_ATTRIBUTE, app)
 
-    @celery.task(name=dispatch.PERFORM_STEP_TASK, bind=True, ignore_result=True)
     def perform_step(task: Any, step_execution_id: Any) -> None:
         """Run one step execution by id (R-JOB-20..22)."""
         task_logger = TaggedLoggerAdapter(
@@ -43,6 +42,10 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
         )
         with _app_context(task.app):
             perform_step_execution(step_execution_id, logger=task_logger)
+
+    celery.task(name=dispatch.PERFORM_STEP_TASK, bind=True, ignore_result=True)(
+        perform_step
+    )
 
 
 class _NullContext:

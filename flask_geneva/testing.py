@@ -149,7 +149,8 @@ def perform_step_inline(workflow: Any, step_name: Any = None) -> Any:
     if step is None:
         available = ", ".join(workflow.steps.names)
         raise ValueError(
-            f"Step '{name}' is not defined in {workflow.type}. Available steps: {available}"
+            f"Step '{name}' is not defined in {workflow.type}. "
+            f"Available steps: {available}"
         )
     session = _session()
     store.lock_workflow(session, workflow.id)
@@ -222,7 +223,7 @@ def assert_cursor(workflow: Any, expected: Any) -> None:
 
 
 def assert_step_has_successor(workflow: Any, step_name: Any) -> None:
-    """Assert the latest completed execution of the step has a scheduled successor (R-TH-09)."""
+    """Assert the latest completed execution of the step has a successor (R-TH-09)."""
     execution_cls = workflow.__geneva__.StepExecution
     latest = (
         _session()

@@ -709,7 +709,7 @@ class _ResumableStepDecorator(_StepDecorator):
 
     _resumable = True
 
-    def __call__(  # type: ignore[override]  # adds the resumable-only keywords
+    def __call__(  # adds the resumable-only keywords
         self,
         func: Callable[..., Any] | None = None,
         /,
@@ -743,7 +743,7 @@ class _ResumableStepDecorator(_StepDecorator):
         }
         return self._apply(func, options, _caller_location(1))
 
-    def anonymous(  # type: ignore[override]  # adds the resumable-only keywords
+    def anonymous(  # adds the resumable-only keywords
         self,
         body: Callable[..., Any] | str | None,
         /,

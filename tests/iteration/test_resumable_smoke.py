@@ -38,7 +38,7 @@ def test_interrupted_chunks_chain_and_finish(user, geneva_jobs):
     assert workflow.state == "finished"
     assert PROCESSED == [0, 1, 2, 3, 4, 5, 6]
     walk = [e for e in workflow.execution_history if e.step_name == "walk"]
-    assert [e.outcome for e in walk][0] == "continued"
+    assert walk[0].outcome == "continued"
     assert walk[1].continues_from_id == walk[0].id
 
 
