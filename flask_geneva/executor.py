@@ -181,7 +181,7 @@ class _Run:
                 reporting.reset_error_context(self._error_context_token)
                 self._error_context_token = None
 
-    # -- loggers (R-EXE-01) --------------------------------------------------------------
+    # -- loggers (R-EXE-01) ------------------------------------------------------------
 
     def _install_loggers(self, workflow: Any, execution: Any) -> None:
         adapter = execution_logger(workflow, execution, self.base_logger)
@@ -196,9 +196,9 @@ class _Run:
             target.__dict__.pop("_geneva_logger", None)
         self._logger_targets.clear()
 
-    # -- phase 1 -------------------------------------------------------------------------
+    # -- phase 1 -----------------------------------------------------------------------
 
-    def _prepare(self) -> tuple[Any, Any] | None:
+    def _prepare(self) -> tuple[Any, Any, Any] | None:
         session = self.session
         now = clock.now()
         workflow, execution = store.lock_workflow_and_execution(
@@ -374,7 +374,7 @@ class _Run:
     def _prepare_failed(
         self, workflow: Any, execution: Any, step: Any, error: Exception
     ) -> None:
-        """R-EXE-30/31/32: record, fail the execution, apply the policy to the workflow."""
+        """Record, fail the execution, apply the policy (R-EXE-30..32)."""
         session = self.session
         now = clock.now()
         self.logger.error("prepare phase raised %s: %s", type(error).__name__, error)
@@ -440,7 +440,7 @@ class _Run:
     def _resolve(
         self, workflow: Any, execution: Any, step: Any, error: Exception, *, reason: str
     ) -> PolicyResult:
-        """Resolve and decide the policy for ``error``; record the decision (R-PDR-01)."""
+        """Resolve and decide the policy for ``error``; record it (R-PDR-01)."""
         definitions = type(workflow).__geneva_definitions__
         resolution = resolve_policy(
             step.exception_policy, definitions.exception_policies, error
@@ -539,7 +539,6 @@ class _Run:
         reason: str,
     ) -> None:
         """Apply a policy result to the execution and workflow (R-EXE-45)."""
-        session = self.session
         now = clock.now()
         action = result.action
         self.logger.info("exception policy: %s (wait=%s)", action, result.wait)
@@ -608,7 +607,7 @@ class _Run:
                 self.session, workflow, step, wait=wait, cancel_stray=cancel_stray
             )
 
-    # -- phase 2 ---------------------------------------------------------------------------
+    # -- phase 2 -----------------------------------------------------------------------
 
     def _run_body(self, workflow: Any, execution: Any, step: Any) -> _BodyResult:
         session = self.session
@@ -691,7 +690,7 @@ class _Run:
             return _BodyResult("exception", error=error)
         return _BodyResult("completed")
 
-    # -- phase 3 ---------------------------------------------------------------------------
+    # -- phase 3 -----------------------------------------------------------------------
 
     def _finalize(self, step: Any, body: _BodyResult) -> None:
         session = self.session
@@ -798,7 +797,6 @@ class _Run:
         self, workflow: Any, execution: Any, step: Any, signal: FlowControlSignal
     ) -> None:
         """Apply an in-step flow-control signal (R-FC-10..15)."""
-        session = self.session
         now = clock.now()
         action = signal.action
         wait = getattr(signal, "wait", None)
@@ -869,7 +867,7 @@ class _Run:
         else:  # pragma: no cover - every FlowControlSignal subclass is handled above
             raise AssertionError(f"unknown flow control action {action!r}")
 
-    # -- reporting (R-REP, R-EXE-43) ------------------------------------------------
+    # -- reporting (R-REP, R-EXE-43) ---------------------------------------------------
 
     def _drop_error(self, error: Exception | None) -> None:
         # R-EXE-43: the state changed under the step; report instead of dropping.
@@ -922,7 +920,7 @@ class _Run:
             },
         )
 
-    # -- signals (R-SIG) -------------------------------------------------------------
+    # -- signals (R-SIG) ---------------------------------------------------------------
 
     def _set_payload_base(self, workflow: Any, execution: Any, step: Any) -> None:
         self._workflow_cls = type(workflow)
@@ -959,9 +957,7 @@ class _Run:
             fields["wait"] = result.interrupt.wait
         self._emit(signals.step, timing, **fields)
 
-    def _emit_finalize(
-        self, states: tuple[str, str], error: Exception | None
-    ) -> None:
+    def _emit_finalize(self, states: tuple[str, str], error: Exception | None) -> None:
         """Send ``finalize`` with the states as stored (R-SIG-04)."""
         now = clock.now()
         fields: dict[str, Any] = {"workflow_state": states[0], "step_state": states[1]}

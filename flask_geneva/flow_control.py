@@ -119,7 +119,8 @@ def reattempt(workflow: Any, *, wait: Any = None, rewind: bool = False) -> NoRet
     delay = _wait(wait)
     if not _in_step(workflow, "reattempt"):
         raise InvalidStateError(
-            f"reattempt() can only be called from within a step (workflow {workflow.id})"
+            "reattempt() can only be called from within a step "
+            f"(workflow {workflow.id})"
         )
     workflow.logger.info("flow control: reattempt wait=%s rewind=%s", delay, rewind)
     raise ReattemptSignal(delay, bool(rewind))

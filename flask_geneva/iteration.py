@@ -284,7 +284,7 @@ class IterableStep:
     def iterate_over_batches(
         self, query: sa.Select[Any], *, batch_size: int, cursor_column: str = "id"
     ) -> Iterator[Batch]:
-        """Yield one :class:`Batch` per ``batch_size`` rows; checkpoint each (R-IT-23)."""
+        """Yield a :class:`Batch` per ``batch_size`` rows; checkpoint each (R-IT-23)."""
         entity_cls, pk = self._entity_and_pk(query)
         batch: list[Any] = []
         for entity in self._keyset_rows(query, cursor_column, batch_size):
@@ -356,8 +356,7 @@ class IterableStep:
             )
             if not rows:
                 return
-            for row in rows:
-                yield row
+            yield from rows
             last = rows[-1]
             position = (
                 getattr(last, cursor_column)

@@ -24,7 +24,7 @@ _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 
 
 def current_error_context() -> dict[str, Any]:
-    """Return ``{"geneva_drive": {...}}`` during an executor call, else ``{}`` (R-REP-10).
+    """Return ``{"geneva_drive": {...}}`` in an executor call, else ``{}`` (R-REP-10).
 
     The inner dict has ``workflow_id``, ``workflow_class``, ``step_execution_id``,
     ``step_name``, ``hero_type`` and ``hero_id``; keys whose value is None are left out.

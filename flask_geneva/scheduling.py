@@ -155,7 +155,7 @@ def create_step_execution(
     cursor: Any = None,
     cancel_stray: bool = True,
 ) -> Any:
-    """Insert a scheduled execution of ``step`` and arrange its publication (R-SCH-01..05).
+    """Insert a scheduled execution of ``step``; arrange its publication (R-SCH-01..05).
 
     Cancels the workflow's other ``scheduled`` executions first (R-SCH-03), sets
     ``next_step_name``, folds job-option waits into ``scheduled_for`` (R-JOB-09)

@@ -34,7 +34,7 @@ finalize = namespace.signal("finalize.geneva_drive")
 
 
 def send_safely(signal: Signal, sender: Any, payload: dict[str, Any]) -> None:
-    """Send ``payload`` to every receiver of ``signal``; isolate receiver errors (R-SIG-06).
+    """Send ``payload`` to each receiver of ``signal``, isolating errors (R-SIG-06).
 
     Args:
         signal: One of :data:`precondition`, :data:`step`, :data:`finalize`.
@@ -50,6 +50,6 @@ def send_safely(signal: Signal, sender: Any, payload: dict[str, Any]) -> None:
             _log.warning(
                 "receiver %r of signal %s raised %r; ignored",
                 receiver,
-                signal.name,
+                getattr(signal, "name", signal),
                 error,
             )

@@ -452,7 +452,6 @@ def _geneva_from_session(session: orm.Session) -> Any:
     return current_app.extensions["geneva"].geneva
 
 
-@contextlib.contextmanager
 def commit_keeping_state(session: orm.Session) -> None:
     """Commit without expiring loaded instances.
 
@@ -467,6 +466,7 @@ def commit_keeping_state(session: orm.Session) -> None:
         session.expire_on_commit = previous
 
 
+@contextlib.contextmanager
 def savepoint(session: orm.Session) -> Iterator[Any]:
     """A SAVEPOINT around a block; rolled back (and re-raised) on error."""
     with session.begin_nested() as nested:

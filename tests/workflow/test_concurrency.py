@@ -20,7 +20,9 @@ class ConcurrencyCountingWorkflow(geneva.Workflow):
     def count(self):
         # Increment in SQL so that a second run would show up as 2.
         db.session.execute(
-            sa.update(User).where(User.id == self.hero_id).values(counter=User.counter + 1)
+            sa.update(User)
+            .where(User.id == self.hero_id)
+            .values(counter=User.counter + 1)
         )
 
     @step
