@@ -26,8 +26,8 @@ def _lock_from_another_connection(engine: sa.Engine, workflow_id: int) -> None:
             else:
                 nowait = " NOWAIT" if dialect_name() in ("postgresql", "mysql") else ""
                 connection.exec_driver_sql(
-                    "SELECT id FROM geneva_drive_workflows WHERE id = %s FOR UPDATE%s"
-                    % (int(workflow_id), nowait)
+                    "SELECT id FROM geneva_drive_workflows "
+                    f"WHERE id = {int(workflow_id)} FOR UPDATE{nowait}"
                 )
             connection.rollback()
         OBSERVED["locked"] = False
