@@ -595,7 +595,7 @@ class _StepDecorator:
 
     def _apply(
         self,
-        func: Callable[..., Any] | None,
+        func: object,
         options: dict[str, Any],
         location: tuple[str, int],
     ) -> Any:
