@@ -43,11 +43,13 @@ from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
 from flask_geneva.reporting import current_error_context
 from flask_geneva.store import reset_column_caches
+from flask_geneva.tasks import beat_schedule
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "Action",
+    "beat_schedule",
     "CancelSignal",
     "CursorSerializationError",
     "CursorTooLargeError",

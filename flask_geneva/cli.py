@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 from flask import current_app
 from flask.cli import AppGroup
+from flask.cli import with_appcontext
 
 __all__ = ["geneva_group"]
 
@@ -66,3 +67,17 @@ def install_command(directory: str | None, key_type: str) -> None:
         f"Wrote {len(result.written)} revision(s). "
         "Run `flask db upgrade` to apply them."
     )
+
+
+@geneva_group.command("dispatch")
+@with_appcontext
+def dispatch_command() -> None:
+    """Publish deferred executions that are due soon (R-DSP-02).
+
+    Steps that wait longer than GENEVA_MAX_BROKER_DELAY are kept out of the
+    broker; run this (or the `flask_geneva.dispatch_due` beat task) periodically.
+    """
+    from flask_geneva import dispatcher
+
+    count = dispatcher.dispatch_due()
+    click.echo(f"dispatched {count} step execution(s)")

@@ -253,6 +253,7 @@ class _Run:
             if step is None:
                 message = (
                     f"Step '{execution.step_name}' is not defined in {workflow.type}"
+                    + scheduling.unregistered_type_hint(workflow)
                 )
                 execution.error_message = message
                 store.set_execution_state(

@@ -178,6 +178,16 @@ class Geneva:
         """
         return dispatch.inline_enqueue()
 
+    def dispatch_due(self) -> int:
+        """Publish deferred executions that came due (R-DSP-02); needs an app context.
+
+        Returns:
+            The number of executions published.
+        """
+        from flask_geneva import dispatcher
+
+        return dispatcher.dispatch_due()
+
     @property
     def session(self) -> orm.Session:
         """The current ``Session`` of the host's scoped ``db.session``."""
@@ -206,10 +216,16 @@ class Geneva:
         if identity is None:
             self.session.flush()
             identity = sa.inspect(hero).identity
-        if identity is None or len(identity) != 1:
+        if identity is None:
             raise TypeError(
-                f"hero {hero!r} must have a single-column primary key; "
-                "add it to the session and flush first"
+                f"hero {hero!r} has no primary key yet: add it to the session "
+                "(db.session.add(hero)) and flush or commit before creating its "
+                "workflow"
+            )
+        if len(identity) != 1:
+            raise TypeError(
+                f"hero {hero!r} must have a single-column primary key, "
+                f"got {len(identity)} columns"
             )
         return hero_type_of(mapper.class_), identity[0]
 

@@ -319,6 +319,8 @@ def skip(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     Raises:
         SkipSignal: Inside a step.
         InvalidStateError: The state is not ready or paused.
+        StepNotDefinedError: The current step is no longer defined in the class
+            (or the class itself is gone); nothing changes.
     """
     if _in_step(workflow, "skip"):
         raise SkipSignal()
@@ -332,6 +334,11 @@ def skip(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
             raise _refuse("skip", locked.state)
         from_state = locked.state
         now = clock.now()
+        reference = locked.current_step_name or locked.next_step_name
+        if reference is not None and reference not in locked.steps:
+            # Skipping past a step the code no longer has would silently finish
+            # the workflow (or skip steps that still exist): refuse, as resume does.
+            raise scheduling.step_not_defined(locked, reference)
         if from_state == WorkflowState.READY:
             for execution in store.lock_active_executions(session, locked.id):
                 if execution.state == StepExecutionState.SCHEDULED:

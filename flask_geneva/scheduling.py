@@ -60,6 +60,11 @@ def create_workflow(
             insert is rolled back (to a savepoint) and nothing is published.
         TypeError: ``allow_multiple`` is not a bool.
     """
+    if "__geneva_type__" not in workflow_cls.__dict__:
+        raise TypeError(
+            f"create() must be called on a workflow class declared with "
+            f"`class MyWorkflow(geneva.Workflow)`, not on {workflow_cls.__name__}"
+        )
     if not isinstance(allow_multiple, bool):
         raise TypeError(f"allow_multiple must be True or False, got {allow_multiple!r}")
     workflow = workflow_cls()
@@ -70,8 +75,10 @@ def create_workflow(
         # Validated and stored before the first step is scheduled (R-WF-15).
         workflow.step_job_options = step_job_options
 
-    if not allow_multiple and _ongoing_duplicate_exists(session, workflow):
-        raise DuplicateWorkflowError(DUPLICATE_MESSAGE)
+    if not allow_multiple:
+        existing_id = _ongoing_duplicate(session, workflow)
+        if existing_id is not None:
+            raise _duplicate_error(workflow, existing_id)
 
     try:
         with session.begin_nested():
@@ -81,7 +88,7 @@ def create_workflow(
             session.flush()
     except sa_exc.IntegrityError as error:
         if _is_unique_ongoing_violation(error):
-            raise DuplicateWorkflowError(DUPLICATE_MESSAGE) from error
+            raise _duplicate_error(workflow, None) from error
         raise
     if commit:
         session.commit()
@@ -105,7 +112,7 @@ def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
     create_step_execution(session, workflow, first, wait=first.wait)
 
 
-def _ongoing_duplicate_exists(session: orm.Session, workflow: Any) -> bool:
+def _ongoing_duplicate(session: orm.Session, workflow: Any) -> Any:
     # Mirrors the unique index; NULL heroes compare equal here (R-UNQ-06).
     cls = workflow.__geneva__.Workflow
     hero_type, hero_id = workflow.hero_type, workflow.hero_id
@@ -121,7 +128,16 @@ def _ongoing_duplicate_exists(session: orm.Session, workflow: Any) -> bool:
         .limit(1)
     )
     with session.no_autoflush:
-        return session.scalar(query) is not None
+        return session.scalar(query)
+
+
+def _duplicate_error(workflow: Any, existing_id: Any) -> DuplicateWorkflowError:
+    # The spec's sentence first (R-UNQ-02), then what clashed with what.
+    found = f" (workflow {existing_id})" if existing_id is not None else ""
+    return DuplicateWorkflowError(
+        f"{DUPLICATE_MESSAGE}: {workflow.__geneva_type__} for hero "
+        f"{workflow.hero_type}#{workflow.hero_id}{found}"
+    )
 
 
 def _is_unique_ongoing_violation(error: sa_exc.IntegrityError) -> bool:
@@ -361,11 +377,22 @@ def enqueue_scheduled_execution(
     _request(session, execution, _prepare_publication(execution, options, clock.now()))
 
 
+def unregistered_type_hint(workflow: Any) -> str:
+    """A hint when the row's ``type`` has no registered class, else ``""``."""
+    if workflow.__geneva__.workflow_classes.get(workflow.type) is not None:
+        return ""
+    return (
+        f" (no workflow class is registered for type {workflow.type!r}: it was "
+        "renamed or removed; keep old rows working with a stable __geneva_type__)"
+    )
+
+
 def step_not_defined(workflow: Any, name: str | None) -> StepNotDefinedError:
     """Build the :class:`StepNotDefinedError` for a missing step ``name`` (R-EXE-24)."""
     defined = ", ".join(workflow.steps.names) or "(none)"
     error = StepNotDefinedError(
-        f"Step '{name}' is not defined in {workflow.type}; defined steps: {defined}",
+        f"Step '{name}' is not defined in {workflow.type}; defined steps: {defined}"
+        + unregistered_type_hint(workflow),
         workflow_id=workflow.id,
         step_name=name,
     )

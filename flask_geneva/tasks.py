@@ -17,7 +17,7 @@ from flask import has_app_context
 from flask_geneva import dispatch
 from flask_geneva.tagged_logging import TaggedLoggerAdapter
 
-__all__ = ["perform_step_execution", "register_tasks"]
+__all__ = ["beat_schedule", "perform_step_execution", "register_tasks"]
 
 _log = logging.getLogger("flask_geneva")
 _APP_ATTRIBUTE = "_flask_geneva_app"
@@ -45,6 +45,17 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
 
     celery.task(name=dispatch.PERFORM_STEP_TASK, bind=True, ignore_result=True)(
         perform_step
+    )
+
+    def dispatch_due(task: Any) -> int:
+        """Publish deferred executions that came within the broker horizon (R-DSP-02)."""
+        from flask_geneva import dispatcher
+
+        with _app_context(task.app):
+            return dispatcher.dispatch_due()
+
+    celery.task(name=dispatch.DISPATCH_DUE_TASK, bind=True, ignore_result=True)(
+        dispatch_due
     )
 
 
@@ -106,3 +117,25 @@ def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> Non
         )
         return
     Executor.execute(step_execution_id, logger=logger)
+
+
+def beat_schedule(*, dispatch_interval_seconds: float = 60.0) -> dict[str, Any]:
+    """Celery beat entries for flask_geneva's periodic tasks.
+
+    Merge into your beat schedule: ``celery.conf.beat_schedule.update(
+    flask_geneva.beat_schedule())``. Without the dispatcher, steps that wait
+    longer than ``GENEVA_MAX_BROKER_DELAY`` are never published (R-DSP-01/02).
+
+    Args:
+        dispatch_interval_seconds: How often ``dispatch_due`` runs; keep it equal
+            to ``GENEVA_DISPATCH_INTERVAL`` (default 60 s).
+
+    Returns:
+        ``{entry name: {"task": name, "schedule": seconds}}``.
+    """
+    return {
+        "flask-geneva-dispatch-due": {
+            "task": dispatch.DISPATCH_DUE_TASK,
+            "schedule": float(dispatch_interval_seconds),
+        },
+    }

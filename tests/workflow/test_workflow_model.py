@@ -185,7 +185,7 @@ def test_duplicate_rejected_by_the_database_index_leaves_nothing(
     """
     ModelThreeSteps.create(hero=user)
     geneva_jobs.clear()
-    monkeypatch.setattr(scheduling, "_ongoing_duplicate_exists", lambda *a: False)
+    monkeypatch.setattr(scheduling, "_ongoing_duplicate", lambda *a: None)
     other = make_user("bystander@example.com")
     other.counter = 5  # pending change of the caller, must survive the failed insert
     with pytest.raises(DuplicateWorkflowError, match="An ongoing workflow"):
