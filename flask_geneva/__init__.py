@@ -49,7 +49,6 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "Action",
-    "beat_schedule",
     "CancelSignal",
     "CursorSerializationError",
     "CursorTooLargeError",
@@ -78,6 +77,7 @@ __all__ = [
     "StepNotDefinedError",
     "SuspendSignal",
     "WorkflowState",
+    "beat_schedule",
     "cancel_if",
     "current_error_context",
     "inline_enqueue",

@@ -48,7 +48,7 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     )
 
     def dispatch_due(task: Any) -> int:
-        """Publish deferred executions that came within the broker horizon (R-DSP-02)."""
+        """Publish deferred executions now within the broker horizon (R-DSP-02)."""
         from flask_geneva import dispatcher
 
         with _app_context(task.app):
