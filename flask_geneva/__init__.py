@@ -44,6 +44,7 @@ from flask_geneva.policies import on_exception
 from flask_geneva.reporting import current_error_context
 from flask_geneva.store import reset_column_caches
 from flask_geneva.tasks import beat_schedule
+from flask_geneva.tasks import celery_defaults
 
 __version__ = "0.1.0.dev0"
 
@@ -79,6 +80,7 @@ __all__ = [
     "WorkflowState",
     "beat_schedule",
     "cancel_if",
+    "celery_defaults",
     "current_error_context",
     "inline_enqueue",
     "on_exception",

@@ -17,7 +17,12 @@ from flask import has_app_context
 from flask_geneva import dispatch
 from flask_geneva.tagged_logging import TaggedLoggerAdapter
 
-__all__ = ["beat_schedule", "perform_step_execution", "register_tasks"]
+__all__ = [
+    "beat_schedule",
+    "celery_defaults",
+    "perform_step_execution",
+    "register_tasks",
+]
 
 _log = logging.getLogger("flask_geneva")
 _APP_ATTRIBUTE = "_flask_geneva_app"
@@ -138,4 +143,41 @@ def beat_schedule(*, dispatch_interval_seconds: float = 60.0) -> dict[str, Any]:
             "task": dispatch.DISPATCH_DUE_TASK,
             "schedule": float(dispatch_interval_seconds),
         },
+    }
+
+
+def celery_defaults(*, visibility_timeout_seconds: int = 3600) -> dict[str, Any]:
+    """Celery settings recommended for flask_geneva workers.
+
+    ``celery.conf.update(flask_geneva.celery_defaults())``:
+
+    - ``task_acks_late`` and ``task_reject_on_worker_lost``: a task whose worker
+      dies is delivered again instead of being lost; duplicates are harmless
+      (R-EXE-11), and a step killed mid-body stays ``in_progress`` for
+      housekeeping to recover.
+    - ``worker_prefetch_multiplier=1``: a worker holds one message at a time.
+    - ``broker_transport_options.visibility_timeout`` (Redis, SQS): must stay above
+      ``GENEVA_MAX_BROKER_DELAY`` and above your longest step (R-DSP-06).
+
+    Args:
+        visibility_timeout_seconds: Redis/SQS visibility timeout in seconds.
+
+    Raises:
+        ValueError: ``visibility_timeout_seconds`` is not a positive int.
+    """
+    if (
+        isinstance(visibility_timeout_seconds, bool)
+        or not isinstance(visibility_timeout_seconds, int)
+        or visibility_timeout_seconds < 1
+    ):
+        raise ValueError(
+            "visibility_timeout_seconds must be a positive int, "
+            f"got {visibility_timeout_seconds!r}"
+        )
+    return {
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {"visibility_timeout": visibility_timeout_seconds},
     }

@@ -111,3 +111,29 @@ class TasksNoOptions(geneva.Workflow):
     @step
     def only(self):
         pass
+
+
+def test_celery_defaults_recommend_late_acks_and_prefetch_one():
+    """celery_defaults() returns the documented worker settings (R-DSP-06, R-JOB-22)."""
+    from flask_geneva import celery_defaults
+
+    settings = celery_defaults(visibility_timeout_seconds=7200)
+    assert settings["task_acks_late"] is True
+    assert settings["task_reject_on_worker_lost"] is True
+    assert settings["worker_prefetch_multiplier"] == 1
+    assert settings["broker_transport_options"] == {"visibility_timeout": 7200}
+    with pytest.raises(ValueError, match="positive int, got 0"):
+        celery_defaults(visibility_timeout_seconds=0)
+
+
+def test_beat_schedule_runs_the_dispatcher():
+    """beat_schedule() has the dispatch_due entry at the given interval (R-DSP-02)."""
+    from flask_geneva import beat_schedule
+
+    schedule = beat_schedule(dispatch_interval_seconds=30)
+    assert schedule == {
+        "flask-geneva-dispatch-due": {
+            "task": "flask_geneva.dispatch_due",
+            "schedule": 30.0,
+        }
+    }
