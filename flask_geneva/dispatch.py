@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import dataclasses
 import logging
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "TaskBackend",
     "inline_enqueue",
     "request_publication",
+    "run_eager_queue",
 ]
 
 logger = logging.getLogger("flask_geneva")
@@ -88,6 +90,10 @@ class CeleryBackend:
         self.celery_app = celery_app
 
     def publish(self, publication: Publication) -> None:
+        if self.celery_app.conf.task_always_eager:
+            # R-TH-21: never run a task inside the commit that published it.
+            _eager.queue.append((self.celery_app, publication))
+            return
         options: dict[str, Any] = {"task_id": publication.task_id}
         if publication.queue is not None:
             options["queue"] = publication.queue
@@ -100,6 +106,45 @@ class CeleryBackend:
             args=[_jsonable_id(publication.step_execution_id)],
             **options,
         )
+
+
+class _EagerQueue(threading.local):
+    def __init__(self) -> None:
+        self.queue: list[tuple[Any, Publication]] = []
+        self.draining = False
+
+
+_eager = _EagerQueue()
+
+
+def run_eager_queue() -> int:
+    """Run tasks published under Celery eager mode, iteratively (R-TH-21).
+
+    Only with ``GENEVA_ALLOW_EAGER = True``: eager publications are queued (per
+    thread) instead of running inside the commit that sent them, and run here one
+    after the other, including those they publish in turn; a nested call while
+    draining returns at once (no recursion). flask_geneva calls it after its own
+    commits (workflow creation, executor runs, flow control); call it yourself after
+    committing a transaction you own.
+
+    Returns:
+        The number of tasks run.
+    """
+    if _eager.draining:
+        return 0
+    _eager.draining = True
+    ran = 0
+    try:
+        while _eager.queue:
+            celery_app, publication = _eager.queue.pop(0)
+            celery_app.tasks[publication.task_name].apply(
+                args=[_jsonable_id(publication.step_execution_id)],
+                task_id=publication.task_id,
+            )
+            ran += 1
+    finally:
+        _eager.draining = False
+    return ran
 
 
 class RecordingBackend:

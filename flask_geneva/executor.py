@@ -28,6 +28,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import dispatch
 from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import signals
@@ -133,7 +134,10 @@ class Executor:
             interruptible=interruptible,
             max_iterations=max_iterations,
         )
-        run.execute()
+        try:
+            run.execute()
+        finally:
+            dispatch.run_eager_queue()
 
 
 class _Run:

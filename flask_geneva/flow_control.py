@@ -21,6 +21,7 @@ from typing import NoReturn
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import dispatch
 from flask_geneva import scheduling
 from flask_geneva import store
 from flask_geneva.durations import coerce_duration
@@ -217,6 +218,7 @@ def _jsonable(value: Any) -> Any:
 def _finish_external(session: orm.Session, commit: bool) -> None:
     if commit:
         session.commit()
+        dispatch.run_eager_queue()
     else:
         session.flush()
 

@@ -92,6 +92,7 @@ def create_workflow(
         raise
     if commit:
         session.commit()
+        dispatch.run_eager_queue()
     return workflow
 
 
