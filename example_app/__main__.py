@@ -9,6 +9,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,16 +27,30 @@ def main(argv: list[str] | None = None) -> int:
         default=0.00001,
         help="multiply every wait by this (default 0.00001: 2 days -> 1.7 s)",
     )
+    demo.add_argument(
+        "--subscribers",
+        type=int,
+        default=20_000,
+        help="newsletter subscribers to seed (default 20000)",
+    )
     demo.add_argument("--database-url", default=None, help="default: a new SQLite file")
     demo.add_argument(
         "--timeout", type=float, default=600, help="seconds before giving up"
     )
     args = parser.parse_args(argv)
     os.environ["EXAMPLE_TIME_SCALE"] = str(args.time_scale)
-    return run_demo(args.users, args.database_url, args.timeout)
+    return run_demo(
+        args.users, args.database_url, args.timeout, subscriber_count=args.subscribers
+    )
 
 
-def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
+def run_demo(
+    user_count: int,
+    database_url: str | None,
+    timeout: float,
+    *,
+    subscriber_count: int = 20_000,
+) -> int:
     import logging
 
     import sqlalchemy as sa
@@ -55,9 +70,12 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="geneva-example-"))
     url = database_url or f"sqlite:///{workdir / 'example.sqlite3'}"
     app = create_app(url, broker_url="memory://")
+    from example_app.models import Campaign
     from example_app.models import Export
+    from example_app.models import Subscriber
     from example_app.models import User
     from example_app.workflows import ExportReview
+    from example_app.workflows import NewsletterCampaign
     from example_app.workflows import Onboarding
     from example_app.workflows import Payment
 
@@ -71,7 +89,18 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
         db.session.commit()
         exports = [Export(user_id=u.id) for u in users[: max(1, user_count // 20)]]
         db.session.add_all(exports)
+        if subscriber_count > 0:
+            db.session.execute(
+                sa.insert(Subscriber),
+                [
+                    {"email": f"reader{i}@example.com", "issues_received": 0}
+                    for i in range(subscriber_count)
+                ],
+            )
+        campaign = Campaign(subject="Geneva News #1")
+        db.session.add(campaign)
         db.session.commit()
+        campaign_id = campaign.id
 
     started = time.monotonic()
     with start_worker(
@@ -83,6 +112,9 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
                 Payment.create(hero=user, commit=False)
             for export in db.session.scalars(sa.select(Export)):
                 ExportReview.create(hero=export, commit=False)
+            NewsletterCampaign.create(
+                hero=db.session.get(Campaign, campaign_id), commit=False
+            )
             db.session.commit()
             total = db.session.scalar(sa.select(sa.func.count(geneva.Workflow.id)))
             print(
@@ -144,8 +176,46 @@ def run_demo(user_count: int, database_url: str | None, timeout: float) -> int:
     for workflow_type, state, count in rows:
         print(f"  {workflow_type:<14} {state:<10} {count}")
     print(f"  payment attempts reattempted after gateway timeouts: {reattempts}")
+    _print_campaign(app, campaign_id)
     print("every workflow settled")
     return 0
+
+
+def _print_campaign(app: Any, campaign_id: int) -> None:
+    """Print the campaign's ``deliver`` chain: one line per execution."""
+    import sqlalchemy as sa
+
+    from example_app import db
+    from example_app.models import Campaign
+    from example_app.models import Subscriber
+    from example_app.workflows import NewsletterCampaign
+
+    with app.app_context():
+        campaign = db.session.get(Campaign, campaign_id)
+        workflow = db.session.scalars(NewsletterCampaign.for_hero(campaign)).one()
+        chain = [e for e in workflow.execution_history if e.step_name == "deliver"]
+        reached = db.session.scalar(
+            sa.select(sa.func.count(Subscriber.id)).where(
+                Subscriber.issues_received == 1
+            )
+        )
+        total = db.session.scalar(sa.select(sa.func.count(Subscriber.id)))
+        print(
+            f"newsletter campaign {campaign.id} ({workflow.state}): "
+            f"{reached} of {total} subscribers mailed once, "
+            f"rate-limited {campaign.throttled} times, "
+            f"{len(chain)} executions of 'deliver':"
+        )
+        for execution in chain:
+            interrupt = execution.read_metadata("interrupt") or {}
+            parent = execution.continues_from_id
+            print(
+                f"  #{execution.id} "
+                + (f"continues #{parent} " if parent is not None else "first ")
+                + f"{execution.outcome:<10} cursor={execution.cursor_value!r} "
+                f"{interrupt.get('reason') or ''}"
+            )
+        db.session.remove()
 
 
 if __name__ == "__main__":

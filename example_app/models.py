@@ -1,4 +1,4 @@
-"""The example app's own tables: the heroes of its workflows."""
+"""The example app's own tables: the heroes of its workflows and their data."""
 
 from __future__ import annotations
 
@@ -31,3 +31,27 @@ class Export(db.Model):  # type: ignore[name-defined, misc]
     rows: orm.Mapped[int] = orm.mapped_column(default=0)
     approved: orm.Mapped[bool] = orm.mapped_column(default=False)
     delivered: orm.Mapped[bool] = orm.mapped_column(default=False)
+
+
+class Campaign(db.Model):  # type: ignore[name-defined, misc]
+    """A newsletter issue mailed to every subscriber; hero of the campaign workflow."""
+
+    __tablename__ = "example_campaigns"
+
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    subject: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    mails_sent: orm.Mapped[int] = orm.mapped_column(default=0)
+    #: Mails sent in the mail provider's current rate-limit window.
+    window_sent: orm.Mapped[int] = orm.mapped_column(default=0)
+    #: How often the provider's rate limit made the campaign wait.
+    throttled: orm.Mapped[int] = orm.mapped_column(default=0)
+
+
+class Subscriber(db.Model):  # type: ignore[name-defined, misc]
+    """A newsletter subscriber; the campaign's resumable step walks these rows."""
+
+    __tablename__ = "example_subscribers"
+
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    email: orm.Mapped[str] = orm.mapped_column(sa.String(255), unique=True)
+    issues_received: orm.Mapped[int] = orm.mapped_column(default=0)

@@ -33,8 +33,11 @@ from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
 from flask_geneva.executor import Executor
 from flask_geneva.extension import Geneva
+from flask_geneva.housekeeping import run_housekeeping
 from flask_geneva.iteration import request_exit
 from flask_geneva.iteration import request_worker_exit
+from flask_geneva.metrics import PrometheusMetrics
+from flask_geneva.metrics import StatsdMetrics
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
@@ -68,8 +71,10 @@ __all__ = [
     "Outcome",
     "PauseSignal",
     "PreconditionError",
+    "PrometheusMetrics",
     "ReattemptSignal",
     "SkipSignal",
+    "StatsdMetrics",
     "StepConfigurationError",
     "StepExecutionError",
     "StepExecutionState",
@@ -88,5 +93,6 @@ __all__ = [
     "request_worker_exit",
     "reset_column_caches",
     "resumable_step",
+    "run_housekeeping",
     "step",
 ]

@@ -20,7 +20,14 @@ from typing import Any
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import GenevaConfigurationError
 
-__all__ = ["DEFAULTS", "GenevaConfig", "config_from_mapping", "import_string"]
+__all__ = [
+    "DEFAULTS",
+    "AdminConfig",
+    "GenevaConfig",
+    "admin_config_from_mapping",
+    "config_from_mapping",
+    "import_string",
+]
 
 #: Sentinel default of ``GENEVA_ENQUEUE_AFTER_COMMIT``: ``not app.testing`` (R-TXN-01).
 NOT_TESTING = "not app.testing"
@@ -45,6 +52,12 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_TASK_BACKEND": "celery",
     "GENEVA_ALLOW_EAGER": False,
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": True,
+    "GENEVA_ADMIN_ENABLED": False,
+    "GENEVA_ADMIN_URL": "/geneva",
+    "GENEVA_ADMIN_ACCESS": None,
+    "GENEVA_ADMIN_CAN_ACT": None,
+    "GENEVA_ADMIN_ACTOR": None,
+    "GENEVA_ADMIN_PAUSED_RATIO_WARN": 0.05,
 }
 
 _TASK_BACKENDS = ("celery", "recording")
@@ -73,6 +86,62 @@ class GenevaConfig:
     task_backend: str
     allow_eager: bool
     sqlite_begin_immediate: bool
+    admin: AdminConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class AdminConfig:
+    """Validated ``GENEVA_ADMIN_*`` settings of the admin UI (R-ADM-01..04, R-ADM-10).
+
+    Attributes:
+        enabled: Mount a dedicated Flask-Admin at ``url`` from ``init_app``.
+        url: URL prefix of the dedicated admin, starting with ``/``.
+        access: ``() -> bool`` deciding access per request, or None (denied outside
+            debug/testing).
+        can_act: ``() -> bool`` deciding whether buttons act, or None (= ``access``).
+        actor: ``() -> str | None`` naming the operator, or None (default lookup).
+        paused_ratio_warn: Paused ratio (0..1) above which the overview warns.
+    """
+
+    enabled: bool
+    url: str
+    access: Callable[[], bool] | None
+    can_act: Callable[[], bool] | None
+    actor: Callable[[], str | None] | None
+    paused_ratio_warn: float
+
+
+def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
+    """Validate the ``GENEVA_ADMIN_*`` keys of ``merged`` (defaults applied).
+
+    Raises:
+        GenevaConfigurationError: A value is invalid; names the key, the value and
+            what is allowed.
+    """
+    url = merged["GENEVA_ADMIN_URL"]
+    if not isinstance(url, str) or not url.startswith("/") or url == "/":
+        raise GenevaConfigurationError(
+            "GENEVA_ADMIN_URL must be a str starting with '/' (not '/' itself), "
+            f"got {url!r}"
+        )
+    ratio = merged["GENEVA_ADMIN_PAUSED_RATIO_WARN"]
+    if (
+        isinstance(ratio, bool)
+        or not isinstance(ratio, int | float)
+        or not 0 <= ratio <= 1
+    ):
+        raise GenevaConfigurationError(
+            "GENEVA_ADMIN_PAUSED_RATIO_WARN must be a number from 0 to 1, "
+            f"got {ratio!r}"
+        )
+    return AdminConfig(
+        enabled=_bool(merged, "GENEVA_ADMIN_ENABLED"),
+        url=url.rstrip("/"),
+        access=_callable_or_none(merged, "GENEVA_ADMIN_ACCESS"),
+        can_act=_callable_or_none(merged, "GENEVA_ADMIN_CAN_ACT"),
+        actor=_callable_or_none(merged, "GENEVA_ADMIN_ACTOR"),
+        paused_ratio_warn=float(ratio),
+    )
 
 
 def import_string(value: Any, *, setting: str) -> Any:
@@ -222,4 +291,5 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
         task_backend=_choice(merged, "GENEVA_TASK_BACKEND", _TASK_BACKENDS),
         allow_eager=_bool(merged, "GENEVA_ALLOW_EAGER"),
         sqlite_begin_immediate=_bool(merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
+        admin=admin_config_from_mapping(merged),
     )

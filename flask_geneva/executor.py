@@ -164,6 +164,7 @@ class _Run:
         self._workflow_cls: Any = None
         self._payload_base: dict[str, Any] = {}
         self._passed_timing: dict[str, Any] = {}
+        self._finalize_started: tuple[Any, float] | None = None
         self.iterable_step: Any = None
 
     # -- driver ------------------------------------------------------------------------
@@ -445,13 +446,19 @@ class _Run:
     def _resolve(
         self, workflow: Any, execution: Any, step: Any, error: Exception, *, reason: str
     ) -> PolicyResult:
-        """Resolve and decide the policy for ``error``; record it (R-PDR-01)."""
+        """Resolve and decide the policy for ``error``; record it (R-PDR-01).
+
+        Runs inside the caller's locked transaction: the decision record is written
+        with the state change it explains (R-PDR-06). ``reason`` is the phase
+        (``"exception_policy"``, ``"precondition"`` or ``"prepare"``).
+        """
         definitions = type(workflow).__geneva_definitions__
         resolution = resolve_policy(
             step.exception_policy, definitions.exception_policies, error
         )
         policy = resolution.policy
         count = consecutive_reattempts(self.session, workflow, step.name)
+        handler_error: str | None = None
         if policy.is_declarative:
             result = decide(resolution, count)
             if result.terminal:
@@ -462,7 +469,7 @@ class _Run:
                     result.action,
                 )
         else:
-            result = self._run_handler(workflow, policy, error)
+            result, handler_error = self._run_handler(workflow, policy, error)
         self._record_decision(
             execution,
             result,
@@ -474,6 +481,7 @@ class _Run:
             count=count,
             cap=resolution.cap,
             handler=policy.handler_name,
+            handler_error=handler_error,
         )
         return result
 
@@ -486,52 +494,97 @@ class _Run:
         count: int,
         cap: int | None,
         handler: str | None,
+        handler_error: str | None = None,
     ) -> None:
+        """Write the ``policy_decision`` metadata record (R-PDR-01/02/06).
+
+        ``reported`` anticipates the reporter call made after the commit: it is
+        true iff a reporter is configured and the report mode asks for one
+        (R-REP-01); a failing reporter later adds ``report_error``. A crashed
+        imperative handler adds ``handler_error`` (R-POL-12).
+        """
         reporter = current_state().config.error_reporter
-        execution.write_metadata(
-            "policy_decision",
-            {
-                **where,
-                "action": result.action,
-                "wait_seconds": result.wait.total_seconds()
-                if result.wait is not None
-                else None,
-                "terminal": result.terminal,
-                "consecutive_reattempts": count,
-                "max_reattempts": cap,
-                "report": result.report,
-                "reported": bool(should_report(result) and reporter is not None),
-                "handler": handler,
-            },
-        )
+        record: dict[str, Any] = {
+            **where,
+            "action": result.action,
+            "wait_seconds": result.wait.total_seconds()
+            if result.wait is not None
+            else None,
+            "terminal": result.terminal,
+            "consecutive_reattempts": count,
+            "max_reattempts": cap,
+            "report": result.report,
+            "reported": bool(should_report(result) and reporter is not None),
+            "handler": handler,
+        }
+        if handler_error is not None:
+            record["handler_error"] = handler_error
+        execution.write_metadata("policy_decision", record)
 
     def _run_handler(
         self, workflow: Any, policy: Any, error: Exception
-    ) -> PolicyResult:
-        """Run an imperative handler in the in-step context (R-POL-11/12)."""
+    ) -> tuple[PolicyResult, str | None]:
+        """Run an imperative handler in the in-step context (R-POL-11/12).
+
+        The handler runs in a savepoint of the open locked transaction. Its writes
+        are kept when it returns or raises a flow-control signal; when it raises
+        an ``Exception`` they are rolled back (a failed statement would otherwise
+        abort the whole transaction on PostgreSQL), the result is ``pause`` with
+        report ``always``, and its exception is queued for the reporter with the
+        step's error as context (R-POL-12).
+
+        Returns:
+            The policy result, and ``"<class>: <message>"`` of the handler's own
+            exception (None when it did not raise one).
+        """
+        savepoint = self.session.begin_nested()
         try:
             with step_context(workflow.id, "body"):
                 policy.invoke_handler(workflow, error)
         except FlowControlSignal as signal:
+            if savepoint.is_active:
+                savepoint.commit()
             action = signal.action
             if action == "suspend":
                 action = "pause"
             wait = signal.wait if isinstance(signal, ReattemptSignal) else None
-            return PolicyResult(
-                action=action, wait=wait, terminal=False, report=policy.report
+            return (
+                PolicyResult(
+                    action=action, wait=wait, terminal=False, report=policy.report
+                ),
+                None,
             )
         except Exception as handler_error:  # noqa: BLE001 - R-POL-12: pause and report
+            # Also when a failed flush deactivated it; not if the handler ended the
+            # whole transaction itself.
+            if savepoint is self.session.get_nested_transaction():
+                savepoint.rollback()
             self.logger.error(
-                "exception handler raised %s: %s",
+                "exception handler %s raised %s: %s",
+                policy.handler_name,
                 type(handler_error).__name__,
                 handler_error,
             )
-            self.reports.append((handler_error, {"step_error": repr(error)}, None))
-            return PolicyResult(
-                action="pause", wait=None, terminal=False, report="always"
+            self.reports.append(
+                (
+                    handler_error,
+                    {"handler": policy.handler_name, "step_error": repr(error)},
+                    None,
+                )
             )
-        return PolicyResult(
-            action="pause", wait=None, terminal=False, report=policy.report
+            return (
+                PolicyResult(
+                    action="pause", wait=None, terminal=False, report="always"
+                ),
+                f"{type(handler_error).__name__}: {handler_error}",
+            )
+        if savepoint.is_active:
+            savepoint.commit()
+        return (
+            PolicyResult(
+                action="pause", wait=None, terminal=False, report=policy.report
+            ),
+            None,
         )
 
     def _apply_policy(
@@ -699,6 +752,7 @@ class _Run:
 
     def _finalize(self, step: Any, body: _BodyResult) -> None:
         session = self.session
+        self._finalize_started = (clock.now(), time.monotonic())  # R-SIG-01 timing
         workflow, execution = store.lock_workflow_and_execution(
             session, self.execution_id
         )
@@ -744,6 +798,9 @@ class _Run:
                         now,
                         outcome=Outcome.CANCELED,
                     )
+                    if body.kind == "interrupted":
+                        # e.g. workflow_canceled: still say why it stopped (R-PDR-03)
+                        self._record_interrupt(execution, body)
                 store.commit_keeping_state(session)
                 self._emit_finalize((workflow.state, execution.state), None)
                 self._drop_error(error)
@@ -964,15 +1021,16 @@ class _Run:
 
     def _emit_finalize(self, states: tuple[str, str], error: Exception | None) -> None:
         """Send ``finalize`` with the states as stored (R-SIG-04)."""
-        now = clock.now()
         fields: dict[str, Any] = {"workflow_state": states[0], "step_state": states[1]}
         if error is not None:
             fields["exception"] = error
-        self._emit(
-            signals.finalize,
-            {"started_at": now, "finished_at": now, "duration": 0.0},
-            **fields,
-        )
+        started = self._finalize_started
+        if started is None:
+            now = clock.now()
+            timing = {"started_at": now, "finished_at": now, "duration": 0.0}
+        else:
+            timing = self._timing(*started)
+        self._emit(signals.finalize, timing, **fields)
 
 
 def _commit_if_pending(session: orm.Session) -> None:

@@ -77,6 +77,7 @@ class Geneva:
         self.db = db
         self.key_type = key_type
         self.celery = celery
+        self._last_app: Flask | None = None
         self.workflow_classes: dict[str, type[Any]] = {}
         self.reserved_names: frozenset[str] = frozenset()
         self._hero_classes: dict[str, type[Any]] = {}
@@ -88,7 +89,9 @@ class Geneva:
 
     # -- app wiring ---------------------------------------------------------------
 
-    def init_app(self, app: Flask, *, celery: Any = None) -> None:
+    def init_app(
+        self, app: Flask, *, celery: Any = None, admin: bool | None = None
+    ) -> None:
         """Register on ``app``: ``app.extensions["geneva"]``, config defaults, CLI.
 
         Call after ``db.init_app(app)``. On SQLite engines it installs the locking
@@ -99,6 +102,9 @@ class Geneva:
         Args:
             app: The Flask app.
             celery: Celery app for step tasks; overrides the constructor's.
+            admin: Mount a dedicated Flask-Admin with the Geneva views at
+                ``GENEVA_ADMIN_URL`` (R-ADM-01); None follows
+                ``GENEVA_ADMIN_ENABLED``.
 
         Raises:
             GenevaConfigurationError: Already registered on this app; ``db`` not
@@ -117,8 +123,12 @@ class Geneva:
 
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
-        state = GenevaState(self, app, celery=celery or self.celery)
+        # A Celery app the host's factory stored on the Flask app is used too.
+        celery = celery or self.celery or app.extensions.get("celery")
+        state = GenevaState(self, app, celery=celery)
         config = state.config  # validates every setting now (R-CFG-01)
+        # init_celery(celery) without app= binds the tasks to this app.
+        self._last_app = app
         if state.celery is not None:
             self.init_celery(state.celery, app=app)
         app.extensions["geneva"] = state
@@ -135,20 +145,37 @@ class Geneva:
         # `flask db migrate/check` must not see our dialect-specific objects.
         install.register_autogenerate_filter(app)
 
+        if admin if admin is not None else config.admin.enabled:
+            from flask_geneva.admin import init_standalone_admin
+
+            init_standalone_admin(app, self)
+
     def init_celery(self, celery: Any, *, app: Flask | None = None) -> None:
         """Register the flask_geneva tasks on ``celery`` (fixed names, R-JOB-20).
+
+        Works in either order with :meth:`init_app`, including the "Celery app
+        built in the Flask app factory" pattern: ``geneva.init_app(app)`` first,
+        then ``geneva.init_celery(celery)`` once the factory made ``celery``. A
+        task base class that pushes the app context itself is respected.
 
         Args:
             celery: A ``celery.Celery`` application.
             app: The Flask app whose context the tasks push when none is active;
-                defaults to the app registered through :meth:`init_app`.
+                defaults to the app most recently registered through
+                :meth:`init_app`.
 
         Raises:
             GenevaConfigurationError: ``task_always_eager`` is on and
-                ``GENEVA_ALLOW_EAGER`` is not (R-TH-21).
+                ``GENEVA_ALLOW_EAGER`` is not (R-TH-21); ``celery`` is None.
         """
         from flask_geneva import tasks
 
+        if celery is None:
+            raise GenevaConfigurationError(
+                "init_celery() needs a celery.Celery application, got None"
+            )
+        if app is None:
+            app = self._last_app
         if app is not None:
             allow_eager = bool(app.config.get("GENEVA_ALLOW_EAGER", False))
             backend = app.config.get("GENEVA_TASK_BACKEND", "celery")
@@ -187,6 +214,21 @@ class Geneva:
         from flask_geneva import dispatcher
 
         return dispatcher.dispatch_due()
+
+    def run_housekeeping(self) -> dict[str, int]:
+        """Run housekeeping now: cleanup, stuck recovery, gauges (R-HK-01).
+
+        Needs an app context. See :func:`flask_geneva.housekeeping.run_housekeeping`.
+
+        Returns:
+            ``{"workflows_cleaned_up", "step_executions_cleaned_up",
+            "stuck_in_progress_recovered", "stuck_scheduled_recovered"}`` counts.
+
+        .. versionadded:: 0.1
+        """
+        from flask_geneva import housekeeping
+
+        return housekeeping.run_housekeeping()
 
     @property
     def session(self) -> orm.Session:

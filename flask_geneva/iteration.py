@@ -47,23 +47,43 @@ _context_exit: contextvars.ContextVar[bool] = contextvars.ContextVar(
 def request_worker_exit() -> None:
     """Ask every resumable step in this process to stop at its next checkpoint.
 
-    Process-wide; the Celery ``worker_shutting_down`` signal sets it too (R-INT-03).
+    Sets a process-wide flag read by every interruptible checkpoint (R-INT-01c,
+    R-INT-03): the running executions complete ``continued`` and their successors
+    carry the cursor on. Safe to call from a signal handler or another thread;
+    :func:`flask_geneva.tasks.connect_worker_signals` calls it when Celery's
+    ``worker_shutting_down`` signal fires. The flag stays set until
+    :func:`clear_worker_exit`.
+
+    .. versionadded:: 0.6
     """
     _worker_exit.set()
 
 
 def clear_worker_exit() -> None:
-    """Forget a process-wide exit request (tests, or a worker that keeps running)."""
+    """Forget a process-wide exit request (tests, or a worker that keeps running).
+
+    .. versionadded:: 0.6
+    """
     _worker_exit.clear()
 
 
 def worker_exit_requested() -> bool:
-    """True once :func:`request_worker_exit` was called in this process."""
+    """Return True once :func:`request_worker_exit` was called in this process.
+
+    .. versionadded:: 0.6
+    """
     return _worker_exit.is_set()
 
 
 def request_exit() -> None:
-    """Ask the resumable step running in this context to stop at its next checkpoint."""
+    """Ask the resumable step running in this context to stop at its next checkpoint.
+
+    A per-context flag (a ``contextvars`` variable, R-INT-03): it affects only the
+    step running in the calling thread or task, e.g. a body that decides to yield
+    the worker. The executor clears it when the next resumable body starts.
+
+    .. versionadded:: 0.6
+    """
     _context_exit.set(True)
 
 
@@ -163,13 +183,20 @@ class IterableStep:
     def checkpoint(self) -> None:
         """Count an iteration, make the cursor durable, maybe interrupt (R-IT-04).
 
+        The cursor, the body's pending writes and the interruption check share one
+        transaction: the state of the workflow row is read after they are flushed
+        and before the commit, so a checkpoint costs a single commit (R-IT-10).
+
         Raises:
-            StepInterrupt: ``should_interrupt`` said so (R-INT-01).
-            InvalidStateError: Called inside a user-opened nested transaction.
+            StepInterrupt: One of the conditions of :meth:`should_interrupt` holds
+                (R-INT-01); the checkpoint is committed first.
+            InvalidStateError: Called inside a user-opened nested transaction
+                (``session.begin_nested()``); nothing is committed.
         """
+        self._check_not_nested()
         self.iterations += 1
+        reason = self._interrupt_reason(self.iterations)
         self._commit()
-        reason = self.should_interrupt(self.iterations)
         if reason is not None:
             self.interrupt_reason = reason
             raise StepInterrupt(None, reason)
@@ -177,10 +204,23 @@ class IterableStep:
     def skip_to(self, value: Any, *, wait: Any = None) -> None:
         """Set the cursor and end this execution; a successor continues after ``wait``.
 
-        Always interrupts, even when the executor is not interruptible (R-IT-05).
+        The cursor and the body's writes are committed (no iteration is counted),
+        then the step always interrupts, even when the executor is not
+        interruptible (R-IT-05): the execution completes ``continued`` and a
+        successor carrying the cursor is scheduled ``wait`` after now (R-RES-20).
+        Use it to wait for a rate limit or an external system.
+
+        Args:
+            value: The new cursor (see :func:`flask_geneva.cursors.serialize_cursor`).
+            wait: Delay before the successor is due: ``timedelta`` or seconds; None
+                for at once.
 
         Raises:
-            StepInterrupt: Always.
+            StepInterrupt: Always (after the commit).
+            ValueError: ``wait`` is negative or not a duration; nothing is stored.
+            CursorSerializationError: ``value`` has an unsupported type (R-CUR-03).
+            CursorTooLargeError: The serialized cursor exceeds
+                ``GENEVA_MAX_CURSOR_SIZE`` (R-CUR-10, R-CUR-11).
         """
         delay = coerce_duration(wait, name="wait")
         self._persist(value)
@@ -194,13 +234,16 @@ class IterableStep:
         self.advanced = True
         self._execution.cursor = stored
 
-    def _commit(self) -> None:
-        session = self._session
-        if session.in_nested_transaction():
+    def _check_not_nested(self) -> None:
+        if self._session.in_nested_transaction():
             raise InvalidStateError(
                 "checkpoint() cannot run inside a nested transaction (begin_nested); "
                 "end the savepoint before the checkpoint"
             )
+
+    def _commit(self) -> None:
+        self._check_not_nested()
+        session = self._session
         # Keep the body's objects loaded: they hold exactly what was just written.
         previous = session.expire_on_commit
         session.expire_on_commit = False
@@ -211,12 +254,25 @@ class IterableStep:
 
     # -- interruption (R-INT-01) -----------------------------------------------------
 
-    def should_interrupt(self, iterations: int) -> str | None:
-        """Return why the step should stop now, or None (R-INT-01).
+    def should_interrupt(self, iterations: int) -> bool:
+        """Return True if the step should stop at this checkpoint (R-INT-01).
 
-        Reasons in order: ``max_iterations``, ``max_runtime``, ``worker_shutdown``,
-        ``workflow_paused``/``workflow_canceled``. Always None when not interruptible.
+        Always False when the executor runs non-interruptibly (test helpers).
+        Otherwise True if, in this order: ``iterations`` reached ``max_iterations``
+        (the executor's override, else the step option); the body ran longer than
+        ``max_runtime``; a worker shutdown or :func:`request_exit` was requested
+        (R-INT-03); or the workflow row is ``paused`` or ``canceled`` in the
+        database (R-INT-04). The state is read with a separate column query and
+        the workflow instance the body uses is never refreshed (R-INT-05). The
+        query runs in the session's current transaction, which stays open.
+
+        Args:
+            iterations: Checkpoints taken in this execution (R-INT-02).
         """
+        return self._interrupt_reason(iterations) is not None
+
+    def _interrupt_reason(self, iterations: int) -> str | None:
+        """The first interruption reason that holds, or None (R-INT-01, R-PDR-03)."""
         if not self._interruptible:
             return None
         if self._max_iterations is not None and iterations >= self._max_iterations:
@@ -228,7 +284,7 @@ class IterableStep:
             return "max_runtime"
         if worker_exit_requested() or _context_exit.get():
             return "worker_shutdown"
-        # A separate column query: never refresh the workflow the body uses (R-INT-05).
+        # A column query: never refresh the workflow the body uses (R-INT-05).
         state = self._session.scalar(
             sa.select(self._workflow_cls.state).where(
                 self._workflow_cls.id == self._workflow_id
@@ -273,9 +329,33 @@ class IterableStep:
     ) -> Iterator[Any]:
         """Yield the query's entities in keyset order, checkpointing each (R-IT-21/22).
 
+        Rows are read ``batch_size`` at a time with keyset pagination (``WHERE
+        column > cursor ORDER BY column LIMIT batch_size``; the query's own
+        ``ORDER BY`` is replaced), starting after the stored cursor when resuming.
+        After the loop body finished with an entity, the cursor is set to its
+        ``cursor_column`` value and a checkpoint commits it with the body's writes.
         With a non-primary-key ``cursor_column`` the cursor is the pair
-        ``[value, primary key]`` and rows are ordered by both, so rows sharing a
-        value are never skipped or repeated.
+        ``[value, primary key]``, the predicate ``(column > v) OR (column = v AND
+        pk > id)`` and the order ``(column, pk)``, so rows sharing a value are
+        never skipped or repeated (R-IT-22). Rows inserted behind the cursor while
+        iterating are not visited.
+
+        Args:
+            query: A ``select()`` of one mapped entity with a single-column primary
+                key, e.g. ``select(User).where(User.active)``.
+            cursor_column: Attribute name to order and resume by; must not be NULL
+                in any selected row.
+            batch_size: Rows fetched per query, a positive int.
+
+        Yields:
+            The entities, in ``(cursor_column[, pk])`` order.
+
+        Raises:
+            TypeError: ``query`` does not select one mapped entity with a
+                single-column primary key.
+            ValueError: ``batch_size`` is not a positive int, or the entity has no
+                attribute ``cursor_column``.
+            StepInterrupt: A checkpoint decided to stop (R-INT-01).
         """
         for entity in self._keyset_rows(query, cursor_column, batch_size):
             yield entity
@@ -284,7 +364,29 @@ class IterableStep:
     def iterate_over_batches(
         self, query: sa.Select[Any], *, batch_size: int, cursor_column: str = "id"
     ) -> Iterator[Batch]:
-        """Yield a :class:`Batch` per ``batch_size`` rows; checkpoint each (R-IT-23)."""
+        """Yield a :class:`Batch` per ``batch_size`` rows; checkpoint each (R-IT-23).
+
+        Same keyset order and resumption as :meth:`iterate_over_records`. After the
+        loop body finished with a batch, the cursor is set to the cursor value of
+        the batch's last row and a checkpoint commits it with the body's writes
+        (for example a bulk ``update(Model).where(batch.where)``).
+
+        Args:
+            query: A ``select()`` of one mapped entity with a single-column primary
+                key.
+            batch_size: Rows per batch, a positive int.
+            cursor_column: Attribute name to order and resume by.
+
+        Yields:
+            :class:`Batch` objects; the last one may be smaller.
+
+        Raises:
+            TypeError: ``query`` does not select one mapped entity with a
+                single-column primary key.
+            ValueError: ``batch_size`` is not a positive int, or the entity has no
+                attribute ``cursor_column``.
+            StepInterrupt: A checkpoint decided to stop (R-INT-01).
+        """
         entity_cls, pk = self._entity_and_pk(query)
         batch: list[Any] = []
         for entity in self._keyset_rows(query, cursor_column, batch_size):
@@ -352,7 +454,9 @@ class IterableStep:
                     )
             order = (column,) if on_pk else (column, pk)
             rows = list(
-                self._session.scalars(statement.order_by(*order).limit(batch_size))
+                self._session.scalars(
+                    statement.order_by(None).order_by(*order).limit(batch_size)
+                )
             )
             if not rows:
                 return
@@ -384,9 +488,17 @@ def build_iterable_step(
     """Create the ``it`` object for an executor run (R-RES-03)."""
     _context_exit.set(False)
     stored = execution.cursor
+    cursor = deserialize_cursor(stored) if stored is not None else None
+    if execution.resuming:
+        run.logger.info(
+            "resuming step %r from cursor %r (continues execution %s)",
+            step.name,
+            cursor,
+            execution.continues_from_id,
+        )
     return IterableStep(
         name=step.name,
-        cursor=deserialize_cursor(stored) if stored is not None else None,
+        cursor=cursor,
         resumed=execution.resuming,
         session=run.session,
         execution=execution,

@@ -853,6 +853,46 @@ class StepExecutionMixin:
         return bool(self._columns().resumable) and self.continues_from_id is not None
 
     @property
+    def cursor_value(self) -> Any:
+        """The deserialized cursor, or None (R-SE-42, R-CUR-04).
+
+        None when the resumable columns are absent (R-DEG-02) or nothing is stored.
+        Assigning serializes the value (R-CUR-01..03), checks its size against
+        ``GENEVA_MAX_CURSOR_SIZE`` (R-CUR-10, R-CUR-11) and sets the ``cursor``
+        column in memory (persisted with the next commit); without the resumable
+        columns the assignment is a silent no-op. Each read returns a new object,
+        so mutate it and assign it back to store a change.
+
+        Raises:
+            CursorSerializationError: On assignment, a value of an unsupported
+                type (R-CUR-03).
+            CursorTooLargeError: On assignment, the serialized cursor exceeds
+                ``GENEVA_MAX_CURSOR_SIZE``; the stored cursor is unchanged.
+
+        .. versionadded:: 0.6
+        """
+        if not self._columns().resumable:
+            return None
+        stored = self.cursor
+        if stored is None or isinstance(stored, InvalidJSON):
+            return None
+        from flask_geneva.cursors import deserialize_cursor
+
+        return deserialize_cursor(stored)
+
+    @cursor_value.setter
+    def cursor_value(self, value: Any) -> None:
+        if not self._columns().resumable:
+            return
+        from flask_geneva.cursors import dump_cursor
+        from flask_geneva.runtime import current_state
+
+        max_size = current_state().config.max_cursor_size
+        self.cursor = (
+            dump_cursor(value, max_size=max_size) if value is not None else None
+        )
+
+    @property
     def continues_from(self) -> Any:
         """The predecessor execution, or None (R-SE-40)."""
         if not self._columns().resumable or self.continues_from_id is None:
@@ -957,7 +997,7 @@ def build_models(
             sa.Boolean, nullable=False, default=False, server_default=sa.false()
         )
         meta: orm.Mapped[Any] = orm.mapped_column(
-            "metadata", JSONDocument(), nullable=True, deferred=True
+            "metadata", JSONDocument().evaluates_none(), nullable=True, deferred=True
         )
         started_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
         transitioned_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
@@ -1046,22 +1086,25 @@ def build_models(
         skipped_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
         finished_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
         error_class_name: orm.Mapped[str | None] = orm.mapped_column(
-            sa.String(255), deferred=True
+            sa.String(255).evaluates_none(), deferred=True
         )
         error_message: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
         error_backtrace: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
         job_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
         meta: orm.Mapped[Any] = orm.mapped_column(
-            "metadata", JSONDocument(), nullable=True, deferred=True
+            "metadata", JSONDocument().evaluates_none(), nullable=True, deferred=True
         )
+        # evaluates_none(): an unset optional column is left out of the INSERT
+        # instead of being sent as NULL, so inserts work where it is absent
+        # (R-DM-32, R-DEG-01).
         cursor: orm.Mapped[Any] = orm.mapped_column(
             "cursor",
-            JSONDocument(sqlite_type_name="JSON"),
+            JSONDocument(sqlite_type_name="JSON").evaluates_none(),
             nullable=True,
             deferred=True,
         )
         continues_from_id: orm.Mapped[Any] = orm.mapped_column(
-            key, nullable=True, deferred=True
+            key.evaluates_none(), nullable=True, deferred=True
         )
         created_at: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False, default=lambda: now()

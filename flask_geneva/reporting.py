@@ -3,7 +3,10 @@
 ``GENEVA_ERROR_REPORTER`` is called as ``reporter(error, *, handled, context,
 source)``; ``context`` includes ``{"geneva_drive": {...}}`` with the ids of the
 workflow and step execution being executed (R-REP-10). A reporter that raises is
-logged and never breaks execution (R-REP-03).
+logged and never breaks execution (R-REP-03). The executor decides *when* to report
+(R-REP-01/02: after the state commit, per the policy's ``report`` mode); this module
+only builds the context and makes the call. Ready-made reporters live in
+:mod:`flask_geneva.reporters`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ def current_error_context() -> dict[str, Any]:
     """Return ``{"geneva_drive": {...}}`` in an executor call, else ``{}`` (R-REP-10).
 
     The inner dict has ``workflow_id``, ``workflow_class``, ``step_execution_id``,
-    ``step_name``, ``hero_type`` and ``hero_id``; keys whose value is None are left out.
+    ``step_name``, ``hero_type`` and ``hero_id``; keys whose value is None are left
+    out. Ids that are neither int nor str (UUIDs) are given as strings, so the
+    dict is JSON-serialisable. A new dict is returned on each call.
+
+    .. versionadded:: 0.1
     """
     value = _context.get()
     return {"geneva_drive": dict(value)} if value else {}
@@ -79,6 +86,8 @@ def report(
     Returns:
         None if the reporter succeeded (or none is set), else ``"<class>: <message>"``
         of the reporter's own exception, which is logged and swallowed (R-PDR-02).
+
+    .. versionadded:: 0.1
     """
     context = {**current_error_context(), **(extra or {})}
     if reporter is None:
@@ -94,7 +103,14 @@ def report(
 def logging_reporter(
     error: BaseException, *, handled: bool, context: dict[str, Any], source: str
 ) -> None:
-    """A ready ``GENEVA_ERROR_REPORTER`` that logs the error with its context."""
+    """A ready ``GENEVA_ERROR_REPORTER`` that logs the error with its context.
+
+    Logs one ERROR record on the ``flask_geneva`` logger with the error's
+    traceback; see :class:`flask_geneva.reporters.logging.LoggingReporter` for
+    another logger or level.
+
+    .. versionadded:: 0.1
+    """
     _log.error(
         "%s reported %s: %s (handled=%s) context=%r",
         source,

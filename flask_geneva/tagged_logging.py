@@ -1,53 +1,99 @@
-"""Tagged logging: ``[tag] [tag] message`` via a ``logging.LoggerAdapter`` (R-LOG)."""
+"""Tagged logging: ``[tag] [tag] message`` through a ``logging.LoggerAdapter`` (R-LOG).
+
+Every line the executor logs, and every line a step logs through ``self.logger``,
+carries the workflow tag and, during an executor call, the execution tag::
+
+    [task_id=8f] [Signup id=1 hero_type=User hero_id=7] [execution_id=9 step_name=a] ok
+
+Tags of an injected base adapter come first (R-LOG-03): a
+:class:`TaggedLoggerAdapter` passes its tags on, any other ``LoggerAdapter`` is
+wrapped, so its own ``process()`` (prefixes, ``extra``) still applies, outside ours.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import MutableMapping
 from typing import Any
 
-__all__ = ["TaggedLoggerAdapter", "execution_logger", "workflow_logger", "workflow_tag"]
+__all__ = [
+    "BASE_LOGGER_NAME",
+    "TaggedLoggerAdapter",
+    "as_tagged",
+    "execution_logger",
+    "execution_tag",
+    "workflow_logger",
+    "workflow_tag",
+]
 
-#: Default base logger (R-LOG-04).
+#: Name of the default base logger (R-LOG-04).
 BASE_LOGGER_NAME = "flask_geneva"
 
+_Target = logging.Logger | logging.LoggerAdapter[Any]
 
-class TaggedLoggerAdapter(logging.LoggerAdapter[logging.Logger]):
-    """Prefixes each message with its tags in square brackets, in order (R-LOG-03).
+
+class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
+    """A logger adapter prefixing each message with its tags in brackets (R-LOG-03).
+
+    ``adapter.info("sent")`` with tags ``("a", "b c")`` logs ``"[a] [b c] sent"``.
+    The adapter is immutable in practice: :meth:`tagged` returns a new one.
 
     Args:
-        logger: The underlying :class:`logging.Logger`.
-        tags: Tags, outermost first (e.g. a task id tag injected by the Celery task).
+        logger: The underlying :class:`logging.Logger`, or another adapter whose
+            processing then applies after ours (so its prefixes come first).
+        tags: Tags, outermost first (e.g. a task id tag injected by the Celery
+            task).
+
+    Attributes:
+        tags: The tags as a tuple of strings, in output order.
+
+    .. versionadded:: 0.1
     """
 
-    def __init__(self, logger: logging.Logger, tags: tuple[str, ...] = ()) -> None:
+    def __init__(self, logger: _Target, tags: tuple[str, ...] = ()) -> None:
         super().__init__(logger, {})
-        self.tags = tuple(tags)
+        self.tags = tuple(str(tag) for tag in tags)
 
-    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        """Prefix ``msg`` with ``[tag] `` for each tag, in order (R-LOG-03)."""
         prefix = "".join(f"[{tag}] " for tag in self.tags)
         return f"{prefix}{msg}", kwargs
 
     def tagged(self, *tags: str) -> TaggedLoggerAdapter:
-        """Return a new adapter with ``tags`` appended."""
+        """Return a new adapter with ``tags`` appended after the current ones."""
         return TaggedLoggerAdapter(self.logger, self.tags + tuple(tags))
 
 
 def as_tagged(base: Any) -> TaggedLoggerAdapter:
-    """Wrap a logger or adapter as a :class:`TaggedLoggerAdapter`, keeping its tags."""
+    """Return ``base`` as a :class:`TaggedLoggerAdapter`, keeping its tags (R-LOG-03).
+
+    Args:
+        base: None (the ``flask_geneva`` logger, R-LOG-04), a
+            :class:`logging.Logger`, a :class:`TaggedLoggerAdapter` (returned as
+            is), or any other :class:`logging.LoggerAdapter` (wrapped, so its
+            processing still applies and its prefixes come first).
+
+    Raises:
+        TypeError: ``base`` is none of these; the message names its type.
+
+    .. versionadded:: 0.1
+    """
     if isinstance(base, TaggedLoggerAdapter):
         return base
     if base is None:
         return TaggedLoggerAdapter(logging.getLogger(BASE_LOGGER_NAME))
-    if isinstance(base, logging.LoggerAdapter):
-        inner = base.logger
-        while isinstance(inner, logging.LoggerAdapter):
-            inner = inner.logger
-        return TaggedLoggerAdapter(inner)
-    return TaggedLoggerAdapter(base)
+    if isinstance(base, logging.Logger | logging.LoggerAdapter):
+        return TaggedLoggerAdapter(base)
+    raise TypeError(
+        f"logger must be None, a logging.Logger or a logging.LoggerAdapter, got "
+        f"{base!r} ({type(base).__name__})"
+    )
 
 
 def workflow_tag(workflow: Any) -> str:
-    """``"<Type> id=<id>"`` plus hero type and id when set (R-LOG-01)."""
+    """Return ``"<Type> id=<id>"``, plus hero type and id when set (R-LOG-01)."""
     tag = f"{workflow.type or type(workflow).__name__} id={workflow.id}"
     if workflow.hero_id not in (None, ""):
         tag += f" hero_type={workflow.hero_type} hero_id={workflow.hero_id}"
@@ -55,17 +101,28 @@ def workflow_tag(workflow: Any) -> str:
 
 
 def execution_tag(execution: Any) -> str:
-    """``"execution_id=<id> step_name=<name>"`` (R-LOG-02)."""
+    """Return ``"execution_id=<id> step_name=<name>"`` (R-LOG-02)."""
     return f"execution_id={execution.id} step_name={execution.step_name}"
 
 
 def workflow_logger(workflow: Any, base: Any = None) -> TaggedLoggerAdapter:
-    """The workflow-tagged logger (R-LOG-05 outside executor calls)."""
+    """Return the workflow-tagged logger (R-LOG-01, R-LOG-05 outside executor calls).
+
+    Args:
+        workflow: The workflow instance.
+        base: Base logger or adapter whose tags come first (see :func:`as_tagged`).
+    """
     return as_tagged(base).tagged(workflow_tag(workflow))
 
 
 def execution_logger(
     workflow: Any, execution: Any, base: Any = None
 ) -> TaggedLoggerAdapter:
-    """The workflow- and execution-tagged logger (R-LOG-02/05)."""
+    """Return the workflow- and execution-tagged logger (R-LOG-02, R-LOG-05).
+
+    Args:
+        workflow: The workflow instance.
+        execution: The step execution being run.
+        base: Base logger or adapter whose tags come first (see :func:`as_tagged`).
+    """
     return workflow_logger(workflow, base).tagged(execution_tag(execution))

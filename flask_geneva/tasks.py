@@ -8,6 +8,7 @@ messages. Step tasks have no Celery autoretry: retries are the workflow's busine
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -20,12 +21,67 @@ from flask_geneva.tagged_logging import TaggedLoggerAdapter
 __all__ = [
     "beat_schedule",
     "celery_defaults",
+    "connect_worker_signals",
     "perform_step_execution",
     "register_tasks",
+    "task_logger",
 ]
 
 _log = logging.getLogger("flask_geneva")
+#: Fixed name of the housekeeping task (R-HK-01, SPEC §15.7).
+HOUSEKEEPING_TASK = "flask_geneva.housekeeping"
 _APP_ATTRIBUTE = "_flask_geneva_app"
+_REGISTERED_ATTRIBUTE = "_flask_geneva_tasks_registered"
+#: Name of the Celery task logger injected into the executor (R-LOG-04).
+TASK_LOGGER_NAME = "flask_geneva.tasks"
+_SHUTDOWN_UID = "flask_geneva.request_worker_exit"
+_signals_lock = threading.Lock()
+_signals_connected = False
+
+
+def connect_worker_signals() -> None:
+    """Connect Celery's ``worker_shutting_down`` to the shutdown request (R-INT-03).
+
+    When a worker starts its warm shutdown, :func:`flask_geneva.iteration.
+    request_worker_exit` is called, so resumable steps running in that process stop
+    at their next checkpoint and continue in a successor. Connected once per
+    process (later calls do nothing). The request reaches the process that
+    receives the signal: with the ``solo`` and ``threads`` pools that is the one
+    running the steps; prefork children do not see it.
+    """
+    global _signals_connected
+    with _signals_lock:
+        if _signals_connected:
+            return
+        from celery.signals import worker_shutting_down
+
+        worker_shutting_down.connect(
+            _on_worker_shutting_down, weak=False, dispatch_uid=_SHUTDOWN_UID
+        )
+        _signals_connected = True
+
+
+def _on_worker_shutting_down(*args: Any, **kwargs: Any) -> None:
+    from flask_geneva.iteration import request_worker_exit
+
+    _log.info("Celery worker shutting down; asking running steps to stop")
+    request_worker_exit()
+
+
+def task_logger(task: Any) -> TaggedLoggerAdapter:
+    """The Celery task logger, tagged with the task id (R-LOG-03/04, R-JOB-21).
+
+    It is ``celery.utils.log.get_task_logger("flask_geneva.tasks")``: records go
+    through the worker's task log format; its tags come before the workflow and
+    execution tags.
+    """
+    from celery.utils.log import get_task_logger
+
+    request = getattr(task, "request", None)
+    return TaggedLoggerAdapter(
+        get_task_logger(TASK_LOGGER_NAME),
+        (f"task_id={getattr(request, 'id', None)}",),
+    )
 
 
 def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
@@ -38,19 +94,23 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     """
     if app is not None:
         setattr(celery, _APP_ATTRIBUTE, app)
+    connect_worker_signals()
+    if getattr(celery, _REGISTERED_ATTRIBUTE, False):
+        # Registering again would only re-create the same tasks; Celery warns
+        # (DuplicateTaskNameWarning) when a name gets a second callable.
+        return
+    setattr(celery, _REGISTERED_ATTRIBUTE, True)
 
     def perform_step(task: Any, step_execution_id: Any) -> None:
         """Run one step execution by id (R-JOB-20..22)."""
-        task_logger = TaggedLoggerAdapter(
-            logging.getLogger("flask_geneva.tasks"),
-            (f"task_id={getattr(task.request, 'id', None)}",),
-        )
         with _app_context(task.app):
-            perform_step_execution(step_execution_id, logger=task_logger)
+            perform_step_execution(step_execution_id, logger=task_logger(task))
 
-    celery.task(name=dispatch.PERFORM_STEP_TASK, bind=True, ignore_result=True)(
-        perform_step
-    )
+    # shared=False: a shared task would be added to every Celery app created
+    # later in the process, and registering it there again is a duplicate.
+    celery.task(
+        name=dispatch.PERFORM_STEP_TASK, bind=True, ignore_result=True, shared=False
+    )(perform_step)
 
     def dispatch_due(task: Any) -> int:
         """Publish deferred executions now within the broker horizon (R-DSP-02)."""
@@ -59,8 +119,19 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
         with _app_context(task.app):
             return dispatcher.dispatch_due()
 
-    celery.task(name=dispatch.DISPATCH_DUE_TASK, bind=True, ignore_result=True)(
-        dispatch_due
+    celery.task(
+        name=dispatch.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
+    )(dispatch_due)
+
+    def housekeeping(task: Any) -> dict[str, int]:
+        """Clean up, recover stuck executions, emit gauges (R-HK-01)."""
+        from flask_geneva import housekeeping as housekeeping_module
+
+        with _app_context(task.app):
+            return housekeeping_module.run_housekeeping()
+
+    celery.task(name=HOUSEKEEPING_TASK, bind=True, ignore_result=True, shared=False)(
+        housekeeping
     )
 
 
@@ -124,7 +195,11 @@ def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> Non
     Executor.execute(step_execution_id, logger=logger)
 
 
-def beat_schedule(*, dispatch_interval_seconds: float = 60.0) -> dict[str, Any]:
+def beat_schedule(
+    *,
+    dispatch_interval_seconds: float = 60.0,
+    housekeeping_interval_seconds: float = 1800.0,
+) -> dict[str, Any]:
     """Celery beat entries for flask_geneva's periodic tasks.
 
     Merge into your beat schedule: ``celery.conf.beat_schedule.update(
@@ -134,6 +209,8 @@ def beat_schedule(*, dispatch_interval_seconds: float = 60.0) -> dict[str, Any]:
     Args:
         dispatch_interval_seconds: How often ``dispatch_due`` runs; keep it equal
             to ``GENEVA_DISPATCH_INTERVAL`` (default 60 s).
+        housekeeping_interval_seconds: How often housekeeping runs (default
+            30 minutes, SPEC §11).
 
     Returns:
         ``{entry name: {"task": name, "schedule": seconds}}``.
@@ -142,6 +219,10 @@ def beat_schedule(*, dispatch_interval_seconds: float = 60.0) -> dict[str, Any]:
         "flask-geneva-dispatch-due": {
             "task": dispatch.DISPATCH_DUE_TASK,
             "schedule": float(dispatch_interval_seconds),
+        },
+        "flask-geneva-housekeeping": {
+            "task": HOUSEKEEPING_TASK,
+            "schedule": float(housekeeping_interval_seconds),
         },
     }
 

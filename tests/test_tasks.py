@@ -135,5 +135,9 @@ def test_beat_schedule_runs_the_dispatcher():
         "flask-geneva-dispatch-due": {
             "task": "flask_geneva.dispatch_due",
             "schedule": 30.0,
-        }
+        },
+        "flask-geneva-housekeeping": {
+            "task": "flask_geneva.housekeeping",
+            "schedule": 1800.0,
+        },
     }

@@ -1,0 +1,106 @@
+"""Turn stored records into display values for the admin templates (R-ADM-12, R-PDR).
+
+Pure functions: no Flask, no database. Every function accepts whatever JSON shape
+is stored (or garbage) and returns plain strings/dicts; the templates escape them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "CURSOR_PREVIEW_BYTES",
+    "describe_policy_decision",
+    "format_duration",
+    "pretty_json",
+]
+
+#: Cursor values longer than this are truncated with an expand control (R-ADM-12).
+CURSOR_PREVIEW_BYTES = 2048
+
+_SOURCES = {
+    "step": "step policy",
+    "step_list": "step policy",
+    "class_specific": "class-level policy",
+    "class_blanket": "class-level blanket policy",
+    "default": "default policy",
+}
+
+
+def _seconds(value: Any) -> str:
+    seconds = float(value)
+    if seconds.is_integer():
+        return f"{int(seconds)} s"
+    return f"{seconds:.3g} s"
+
+
+def describe_policy_decision(decision: Any) -> str:
+    """Write a policy decision record (R-PDR-01) as one sentence.
+
+    Example: ``"reattempt 3 of 5 in 30 s — class-level policy for TimeoutError —
+    not reported (terminal_only)"``. Unknown or malformed records give a sentence
+    that says so instead of raising.
+
+    Args:
+        decision: The stored ``"policy_decision"`` metadata value (any shape).
+
+    Returns:
+        The sentence (plain text, not escaped).
+    """
+    if not isinstance(decision, Mapping):
+        return f"unreadable policy decision: {decision!r}"
+    try:
+        action = str(decision.get("action") or "unknown action")
+        if action == "reattempt":
+            count = decision.get("consecutive_reattempts")
+            cap = decision.get("max_reattempts")
+            head = "reattempt"
+            if count is not None:
+                head += f" {int(count)}"
+                if cap is not None:
+                    head += f" of {int(cap)}"
+            wait = decision.get("wait_seconds")
+            head += f" in {_seconds(wait)}" if wait else " at once"
+        else:
+            head = action
+        if decision.get("terminal"):
+            head += " (terminal)"
+        source = decision.get("source")
+        where = _SOURCES.get(str(source), f"{source} policy")
+        index = decision.get("index")
+        if index is not None and source in ("step_list", "class_specific"):
+            where += f" #{int(index) + 1}"
+        matched_by = decision.get("matched_by")
+        if matched_by:
+            where += f" for {matched_by}"
+        handler = decision.get("handler")
+        if handler:
+            where += f", handled by {handler}"
+        report = decision.get("report")
+        if decision.get("reported"):
+            reported = f"reported ({report})" if report else "reported"
+        else:
+            reported = f"not reported ({report})" if report else "not reported"
+        if decision.get("report_error"):
+            reported += f"; the reporter failed: {decision['report_error']}"
+        return f"{head} — {where} — {reported}"
+    except (TypeError, ValueError) as error:
+        return f"unreadable policy decision ({error}): {dict(decision)!r}"
+
+
+def format_duration(start: datetime | None, end: datetime | None) -> str:
+    """Return ``end - start`` as ``"1.23 s"``, or ``""`` when either is missing."""
+    if start is None or end is None:
+        return ""
+    return _seconds(round((end - start).total_seconds(), 3))
+
+
+def pretty_json(value: Any) -> str:
+    """Indent a JSON value for display; non-JSON values fall back to ``repr``."""
+    try:
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,871 @@
+"""Flask-Admin views of the Geneva admin: overview, workflows, detail (SPEC §20).
+
+The pages only read (R-ADM-32): plain selects, no row locks, no writes. The one
+writing endpoint, ``POST <workflows>/<id>/action``, checks the CSRF token
+(R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03), then calls the workflow's own
+flow-control method with ``via="admin"`` and the actor (R-ADM-21, R-ADM-24).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from typing import Literal
+
+import sqlalchemy as sa
+from flask import Blueprint
+from flask import Response
+from flask import abort
+from flask import current_app
+from flask import flash
+from flask import redirect
+from flask import render_template
+from flask import request
+from flask import session as http_session
+from flask import url_for
+from flask_admin import BaseView
+from flask_admin import expose
+from flask_admin.form import SecureForm
+from wtforms import HiddenField
+
+from flask_geneva import clock
+from flask_geneva import store
+from flask_geneva.admin import presenters
+from flask_geneva.exceptions import GenevaError
+from flask_geneva.models import InvalidJSON
+from flask_geneva.models import WorkflowState
+from flask_geneva.runtime import current_state
+
+__all__ = ["OverviewView", "StepExecutionsView", "WorkflowsView", "asset_dir"]
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PAGE_SIZE = 50
+#: Executions shown on a detail page (the newest ones when there are more).
+MAX_TIMELINE_ROWS = 1000
+_SORTS = ("id", "created_at", "transitioned_at")
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'self'"
+)
+
+
+def asset_dir(name: Literal["templates", "static"]) -> Path:
+    """Return the installed asset folder, or the checkout's top-level one.
+
+    Raises:
+        RuntimeError: Neither ``flask_geneva/<name>`` nor ``<repo>/<name>`` exists.
+    """
+    for candidate in (_PACKAGE_DIR / name, _PACKAGE_DIR.parent / name):
+        if (candidate / "geneva").is_dir():
+            return candidate
+    raise RuntimeError(f"flask_geneva {name}/ folder not found next to {_PACKAGE_DIR}")
+
+
+# -- access (R-ADM-02..04) ------------------------------------------------------------
+
+
+def _admin_config() -> Any:
+    return current_state().config.admin
+
+
+def access_is_open_by_default() -> bool:
+    """True when access is granted only because debug/testing is on (R-ADM-02)."""
+    return _admin_config().access is None and bool(
+        current_app.debug or current_app.testing
+    )
+
+
+def has_access() -> bool:
+    """Evaluate ``GENEVA_ADMIN_ACCESS`` for this request (R-ADM-02)."""
+    access = _admin_config().access
+    if access is None:
+        return bool(current_app.debug or current_app.testing)
+    return bool(access())
+
+
+def can_act() -> bool:
+    """Evaluate ``GENEVA_ADMIN_CAN_ACT`` (default: access) per request (R-ADM-03)."""
+    check = _admin_config().can_act
+    if check is None:
+        return has_access()
+    return has_access() and bool(check())
+
+
+def current_actor() -> str | None:
+    """The operator recorded with an action (R-ADM-04).
+
+    ``GENEVA_ADMIN_ACTOR()`` when set; else the Flask-Login user id when a user is
+    logged in; else the HTTP basic-auth user name; else None.
+    """
+    actor = _admin_config().actor
+    if actor is not None:
+        value = actor()
+        return None if value is None else str(value)
+    try:
+        from flask_login import current_user
+    except ImportError:
+        current_user = None
+    if current_user is not None and getattr(current_user, "is_authenticated", False):
+        get_id = getattr(current_user, "get_id", None)
+        if callable(get_id):
+            return str(get_id())
+    auth = request.authorization
+    if auth is not None and auth.username:
+        return str(auth.username)
+    return None
+
+
+class _ActionForm(SecureForm):
+    """The CSRF-protected form of every button (R-ADM-05)."""
+
+    action = HiddenField()
+    confirm = HiddenField()
+
+
+# -- shared view plumbing -------------------------------------------------------------
+
+
+class _GenevaView(BaseView):
+    """Access, CSP header, templates and assets shared by the Geneva views."""
+
+    def __init__(self, geneva: Any, **kwargs: Any) -> None:
+        self.geneva = geneva
+        self.overview_endpoint = "geneva"
+        self.workflows_endpoint = "geneva_workflows"
+        self.executions_endpoint = "geneva_step_executions"
+        super().__init__(**kwargs)
+
+    def create_blueprint(self, admin: Any) -> Blueprint:
+        blueprint: Blueprint = super().create_blueprint(admin)
+        # Our templates and static files ride on a nested blueprint so that a host
+        # template folder still wins (Flask searches the app's folder first).
+        assets = Blueprint(
+            "assets",
+            __name__,
+            template_folder=str(asset_dir("templates")),
+            static_folder=str(asset_dir("static")),
+            static_url_path="/static",
+        )
+        blueprint.register_blueprint(assets, url_prefix="/_geneva")
+        blueprint.after_request(_content_security_policy)
+        return blueprint
+
+    def is_accessible(self) -> bool:
+        return has_access()
+
+    def inaccessible_callback(self, name: Any, **kwargs: Any) -> Any:
+        # Standalone page: nothing from the admin (menus, counts) may leak.
+        return Response(render_template("geneva/admin/forbidden.html"), status=403)
+
+    def render(self, template: str, **kwargs: Any) -> str:
+        kwargs.setdefault("geneva_open_by_default", access_is_open_by_default())
+        kwargs.setdefault("geneva_can_act", can_act())
+        kwargs.setdefault("geneva_css_url", self.asset_url("geneva/geneva.css"))
+        kwargs.setdefault("overview_endpoint", self.overview_endpoint)
+        kwargs.setdefault("workflows_endpoint", self.workflows_endpoint)
+        kwargs.setdefault("executions_endpoint", self.executions_endpoint)
+        kwargs.setdefault("fmt_time", format_time)
+        return str(super().render(template, **kwargs))
+
+    def asset_url(self, filename: str) -> str:
+        """URL of a file under ``static/`` (e.g. ``geneva/geneva.css``)."""
+        return url_for(f"{self.endpoint}.assets.static", filename=filename)
+
+    @property
+    def session(self) -> Any:
+        return self.geneva.session
+
+    def _columns(self) -> Any:
+        return store.optional_columns(self.session)
+
+
+def _content_security_policy(response: Response) -> Response:
+    # R-ADM-06: no inline scripts; a host that sets its own policy keeps it.
+    response.headers.setdefault("Content-Security-Policy", _CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
+
+
+# -- overview (R-ADM-10) --------------------------------------------------------------
+
+
+class OverviewView(_GenevaView):
+    """Class-by-state counts, paused ratios, stuck/overdue counts, latest failures."""
+
+    @expose("/")
+    def index(self) -> str:
+        session = self.session
+        workflow_cls = self.geneva.Workflow
+        execution_cls = self.geneva.StepExecution
+        config = current_state().config
+        rows = session.execute(
+            sa.select(workflow_cls.type, workflow_cls.state, sa.func.count())
+            .group_by(workflow_cls.type, workflow_cls.state)
+            .order_by(workflow_cls.type)
+        ).all()
+        states = [state.value for state in WorkflowState]
+        counts: dict[str, dict[str, int]] = {}
+        for type_name, state, count in rows:
+            counts.setdefault(str(type_name), {})[str(state)] = int(count)
+        classes = []
+        for type_name, by_state in counts.items():
+            total = sum(by_state.values())
+            ratio = by_state.get("paused", 0) / total if total else 0.0
+            classes.append(
+                {
+                    "type": type_name,
+                    "known": type_name in self.geneva.workflow_classes,
+                    "counts": by_state,
+                    "total": total,
+                    "paused_ratio": ratio,
+                    "warn": ratio > config.admin.paused_ratio_warn,
+                }
+            )
+        now = clock.now()
+        stuck = session.scalar(
+            sa.select(sa.func.count())
+            .select_from(execution_cls)
+            .where(execution_cls.state == "in_progress")
+            .where(execution_cls.started_at < now - config.stuck_in_progress_threshold)
+        )
+        overdue = session.scalar(
+            sa.select(sa.func.count())
+            .select_from(execution_cls)
+            .where(execution_cls.state == "scheduled")
+            .where(execution_cls.scheduled_for < now - config.stuck_scheduled_threshold)
+        )
+        failures = session.execute(
+            sa.select(execution_cls, workflow_cls.type)
+            .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
+            .where(execution_cls.state == "failed")
+            .options(*store.undefer_options(session, None, execution_cls))
+            .order_by(execution_cls.failed_at.desc(), execution_cls.id.desc())
+            .limit(20)
+        ).all()
+        return self.render(
+            "geneva/admin/overview.html",
+            states=states,
+            classes=classes,
+            stuck_count=int(stuck or 0),
+            overdue_count=int(overdue or 0),
+            failures=[
+                {
+                    "execution": execution,
+                    "type": type_name,
+                    "error_class": _error_class(execution, self._columns()),
+                    "first_line": (execution.error_message or "").split("\n", 1)[0],
+                }
+                for execution, type_name in failures
+            ],
+        )
+
+
+def _error_class(execution: Any, columns: Any) -> str:
+    if columns.error_class_name and execution.error_class_name:
+        return str(execution.error_class_name)
+    meta = _metadata(execution, columns)[0]
+    info = meta.get("exception")
+    if isinstance(info, dict) and info.get("class"):
+        return str(info["class"])
+    return ""
+
+
+def _metadata(row: Any, has_column: Any) -> tuple[dict[str, Any], str | None]:
+    """Return ``(metadata dict, problem marker or None)`` of a row (R-ADM-31)."""
+    present = has_column if isinstance(has_column, bool) else True
+    if not isinstance(has_column, bool):
+        present = bool(
+            has_column.step_execution_metadata
+            if hasattr(row, "step_name")
+            else has_column.workflow_metadata
+        )
+    if not present:
+        return {}, None
+    value = row.meta
+    if value is None:
+        return {}, None
+    if isinstance(value, InvalidJSON):
+        return {}, "unparsable metadata"
+    if not isinstance(value, dict):
+        return {}, f"metadata is not an object ({type(value).__name__})"
+    return value, None
+
+
+# -- workflows (R-ADM-11, R-ADM-12, R-ADM-20..24) -----------------------------------
+
+_ACTIONS = {
+    "pause": "Pause",
+    "resume": "Resume",
+    "resume_rewind": "Resume from the beginning",
+    "cancel": "Cancel",
+    "skip": "Skip current step",
+}
+_DESTRUCTIVE = ("cancel", "skip", "resume_rewind")
+_ALLOWED_FROM = {
+    "pause": ("ready", "performing"),
+    "resume": ("paused",),
+    "resume_rewind": ("paused",),
+    "cancel": ("ready", "paused", "performing"),
+    "skip": ("ready", "paused"),
+}
+
+
+@dataclasses.dataclass
+class _Button:
+    action: str
+    label: str
+    enabled: bool
+    reason: str
+    destructive: bool
+
+
+class WorkflowsView(_GenevaView):
+    """The workflows list, a workflow's detail page and its buttons."""
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _parse_key(self, raw: str | None) -> Any:
+        """Parse an id from the URL/query string; None if it is not a valid key."""
+        if raw is None:
+            return None
+        raw = raw.strip()
+        if self.geneva.key_type == "uuid":
+            try:
+                return uuid.UUID(raw)
+            except ValueError:
+                return None
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+            return None
+        return int(raw)
+
+    def _load(self, workflow_id: Any) -> Any:
+        session = self.session
+        workflow_cls = self.geneva.Workflow
+        return session.scalars(
+            sa.select(workflow_cls)
+            .where(workflow_cls.id == workflow_id)
+            .options(*store.undefer_options(session, workflow_cls, None))
+            # Show the stored truth even if this session saw the row earlier.
+            .execution_options(populate_existing=True)
+        ).one_or_none()
+
+    # -- list -------------------------------------------------------------------------
+
+    @expose("/")
+    def index(self) -> str:
+        args = request.args
+        workflow_cls = self.geneva.Workflow
+        query = sa.select(workflow_cls)
+        notes: list[str] = []
+        filters: dict[str, str] = {}
+        for name, column in (
+            ("type", workflow_cls.type),
+            ("state", workflow_cls.state),
+            ("hero_type", workflow_cls.hero_type),
+        ):
+            value = args.get(name, "").strip()
+            if not value:
+                continue
+            filters[name] = value
+            if "\x00" in value:  # PostgreSQL text cannot hold NUL
+                notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
+            else:
+                query = query.where(column == value[:255])
+        hero_id = args.get("hero_id", "").strip()
+        if hero_id:
+            filters["hero_id"] = hero_id
+            key = self._parse_key(hero_id)
+            if key is None:
+                notes.append(f"ignored hero_id filter {hero_id!r}: not a valid id")
+            else:
+                query = query.where(workflow_cls.hero_id == key)
+        search = args.get("q", "").strip()
+        if search:
+            filters["q"] = search
+            key = self._parse_key(search)
+            if key is None:
+                notes.append(f"ignored search {search!r}: not a workflow or hero id")
+            else:
+                query = query.where(
+                    sa.or_(workflow_cls.id == key, workflow_cls.hero_id == key)
+                )
+        sort = args.get("sort", "id")
+        if sort not in _SORTS:
+            sort = "id"
+        direction = args.get("dir", "desc")
+        if direction not in ("asc", "desc"):
+            direction = "desc"
+        column = getattr(workflow_cls, sort)
+        order = column.asc() if direction == "asc" else column.desc()
+        tie = workflow_cls.id.asc() if direction == "asc" else workflow_cls.id.desc()
+        ordering = (order,) if sort == "id" else (order, tie)
+        page = args.get("page", "1")
+        valid_page = page.isascii() and page.isdigit() and 0 < len(page) < 7
+        page_number = int(page) if valid_page else 1
+        page_number = max(page_number, 1)
+        # One row more than a page tells whether a next page exists: no COUNT(*).
+        rows = list(
+            self.session.scalars(
+                query.order_by(*ordering)
+                .limit(PAGE_SIZE + 1)
+                .offset((page_number - 1) * PAGE_SIZE)
+            )
+        )
+        has_next = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        return self.render(
+            "geneva/admin/workflows.html",
+            workflows=[self._summary(row) for row in rows],
+            filters=filters,
+            notes=notes,
+            sort=sort,
+            direction=direction,
+            page=page_number,
+            has_next=has_next,
+            states=[state.value for state in WorkflowState],
+            known_types=sorted(self.geneva.workflow_classes),
+            bulk_actions=_BULK_ACTIONS,
+            action_form=_ActionForm(),
+        )
+
+    def _summary(self, workflow: Any) -> dict[str, Any]:
+        return {
+            "id": workflow.id,
+            "type": workflow.type,
+            "known": workflow.type in self.geneva.workflow_classes,
+            "hero": _hero_reference(workflow),
+            "state": workflow.state,
+            "step": workflow.current_step_name or workflow.next_step_name or "",
+            "created_at": workflow.created_at,
+            "transitioned_at": workflow.transitioned_at,
+        }
+
+    # -- detail -----------------------------------------------------------------------
+
+    @expose("/<workflow_id>")
+    def detail(self, workflow_id: str) -> Any:
+        key = self._parse_key(workflow_id)
+        workflow = self._load(key) if key is not None else None
+        if workflow is None:
+            abort(404)
+        return self._render_detail(workflow)
+
+    def _render_detail(self, workflow: Any) -> str:
+        session = self.session
+        columns = self._columns()
+        execution_cls = self.geneva.StepExecution
+        executions = list(
+            session.scalars(
+                sa.select(execution_cls)
+                .where(execution_cls.workflow_id == workflow.id)
+                .options(*store.undefer_options(session, None, execution_cls))
+                .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
+                .limit(MAX_TIMELINE_ROWS + 1)
+                .execution_options(populate_existing=True)
+            )
+        )
+        truncated = len(executions) > MAX_TIMELINE_ROWS
+        executions = list(reversed(executions[:MAX_TIMELINE_ROWS]))
+        known = workflow.type in self.geneva.workflow_classes
+        steps = type(workflow).step_collection() if known else None
+        timeline = [self._execution_row(e, steps, columns) for e in executions]
+        meta, meta_problem = _metadata(workflow, columns)
+        actions = meta.get("operator_actions")
+        operator_actions = (
+            [a for a in actions if isinstance(a, dict)]
+            if isinstance(actions, list)
+            else []
+        )
+        return self.render(
+            "geneva/admin/workflow_detail.html",
+            workflow=workflow,
+            known=known,
+            hero=_hero_reference(workflow),
+            hero_label=self._hero_label(workflow),
+            job_options=_job_options(workflow, meta),
+            plan=self._plan(workflow, steps, executions),
+            timeline=timeline,
+            truncated=truncated,
+            chains=_chains(timeline),
+            operator_actions=list(reversed(operator_actions)),
+            metadata_problem=meta_problem,
+            buttons=self._buttons(workflow, steps, executions, columns),
+            action_form=_ActionForm(),
+        )
+
+    def _hero_label(self, workflow: Any) -> tuple[str, str]:
+        """``(label, marker)``: the hero's ``str()`` or a marker (R-ADM-31)."""
+        if workflow.hero_type is None or workflow.hero_id is None:
+            return "", "no hero"
+        try:
+            hero = workflow.hero
+        except GenevaError as error:
+            return "", f"hero type cannot be resolved: {error}"
+        if hero is None:
+            return "", "hero not found (deleted?)"
+        return str(hero), ""
+
+    def _execution_row(
+        self, execution: Any, steps: Any, columns: Any
+    ) -> dict[str, Any]:
+        meta, problem = _metadata(execution, columns)
+        decision = meta.get("policy_decision")
+        exception = meta.get("exception")
+        cursor_text = None
+        cursor_truncated = False
+        if columns.resumable and execution.cursor is not None:
+            cursor_text = presenters.pretty_json(execution.cursor)
+            if isinstance(execution.cursor, InvalidJSON):
+                cursor_text = str(execution.cursor)
+                problem = problem or "unparsable cursor"
+            cursor_truncated = (
+                len(cursor_text.encode()) > presenters.CURSOR_PREVIEW_BYTES
+            )
+        end = execution.finished_at or execution.completed_at or execution.failed_at
+        backtrace = execution.error_backtrace
+        if not backtrace and isinstance(exception, dict):
+            lines = exception.get("backtrace")
+            if isinstance(lines, list):
+                backtrace = "\n".join(str(line) for line in lines)
+        interrupt = meta.get("interrupt")
+        return {
+            "execution": execution,
+            "id": execution.id,
+            "step_defined": steps is not None and execution.step_name in steps,
+            "overdue": execution.is_overdue,
+            "duration": presenters.format_duration(execution.started_at, end),
+            "error_class": _error_class(execution, columns),
+            "backtrace": backtrace or "",
+            "policy_sentence": presenters.describe_policy_decision(decision)
+            if decision is not None
+            else "",
+            "flow_control": meta.get("flow_control"),
+            "interrupt": interrupt if isinstance(interrupt, dict) else None,
+            "precondition": meta.get("precondition"),
+            "cursor": cursor_text,
+            "cursor_preview": (
+                cursor_text[: presenters.CURSOR_PREVIEW_BYTES] if cursor_text else None
+            ),
+            "cursor_truncated": cursor_truncated,
+            "continues_from_id": execution.continues_from_id
+            if columns.resumable
+            else None,
+            "metadata_problem": problem,
+        }
+
+    def _plan(
+        self, workflow: Any, steps: Any, executions: list[Any]
+    ) -> list[dict[str, Any]]:
+        latest: dict[str, Any] = {}
+        for execution in executions:
+            latest[execution.step_name] = execution
+        reference = workflow.current_step_name or workflow.next_step_name
+        plan: list[dict[str, Any]] = []
+        markers = {"completed": "done", "skipped": "skipped", "failed": "failed"}
+        for definition in steps or ():
+            execution = latest.get(definition.name)
+            if definition.name == reference and workflow.state not in (
+                "finished",
+                "canceled",
+            ):
+                marker = "current"
+            elif execution is not None:
+                marker = markers.get(execution.state, execution.state)
+            else:
+                marker = "upcoming"
+            plan.append(
+                {
+                    "name": definition.name,
+                    "wait": definition.wait,
+                    "condition": definition.skip_condition_description() or "",
+                    "policy": repr(definition.exception_policy)
+                    if definition.exception_policy is not None
+                    else "",
+                    "resumable": definition.is_resumable,
+                    "marker": marker,
+                }
+            )
+        defined = {entry["name"] for entry in plan}
+        for name in latest:
+            if name not in defined:
+                plan.append(
+                    {
+                        "name": name,
+                        "wait": None,
+                        "condition": "",
+                        "policy": "",
+                        "resumable": False,
+                        "marker": "no longer defined",
+                    }
+                )
+        return plan
+
+    def _buttons(
+        self, workflow: Any, steps: Any, executions: list[Any], columns: Any
+    ) -> list[_Button]:
+        acting = can_act()
+        buttons = []
+        for action, label in _ACTIONS.items():
+            allowed = workflow.state in _ALLOWED_FROM[action]
+            reason = "" if allowed else f"not possible: workflow is {workflow.state}"
+            if allowed and action == "resume_rewind":
+                allowed, reason = _rewind_possible(workflow, steps, executions, columns)
+            if allowed and not acting:
+                allowed = False
+                reason = "read-only: GENEVA_ADMIN_CAN_ACT does not allow you to act"
+            buttons.append(
+                _Button(action, label, allowed, reason, action in _DESTRUCTIVE)
+            )
+        return buttons
+
+    # -- actions (R-ADM-05, R-ADM-20..24) ----------------------------------------------
+
+    @expose("/<workflow_id>/action", methods=("POST",))
+    def action(self, workflow_id: str) -> Any:
+        form = _ActionForm(request.form)
+        # SessionCSRF needs the secret it stored in the session; without it (a
+        # forged or stale request) the token cannot be valid.
+        if "csrf" not in http_session or not form.validate():
+            abort(400, description="missing or invalid CSRF token")
+        action = form.action.data
+        if action not in _ACTIONS:
+            abort(400, description=f"unknown action {action!r}")
+        if not can_act():
+            abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+        key = self._parse_key(workflow_id)
+        workflow = self._load(key) if key is not None else None
+        if workflow is None:
+            abort(404)
+        label = _ACTIONS[action]
+        if action in _DESTRUCTIVE and form.confirm.data != "yes":
+            return self.render(
+                "geneva/admin/confirm.html",
+                workflow=workflow,
+                action=action,
+                label=label,
+                action_form=_ActionForm(),
+            )
+        self.session.commit()  # end the reading transaction before locking
+        try:
+            _act(workflow, action)
+        except GenevaError as error:
+            self.session.rollback()
+            flash(f"Workflow {workflow_id}: {label} refused: {error}", "error")
+        else:
+            state = self._load(key).state
+            flash(
+                f"Workflow {workflow_id}: {label} done; state is now {state}",
+                "success",
+            )
+        return redirect(
+            url_for(f"{self.endpoint}.detail", workflow_id=workflow_id), code=303
+        )
+
+    @expose("/bulk", methods=("POST",))
+    def bulk(self) -> Any:
+        """Pause, resume or cancel the checked rows, one transaction each (R-ADM-23)."""
+        form = _ActionForm(request.form)
+        if "csrf" not in http_session or not form.validate():
+            abort(400, description="missing or invalid CSRF token")
+        action = form.action.data
+        if action not in _BULK_ACTIONS:
+            abort(400, description=f"unknown bulk action {action!r}")
+        if not can_act():
+            abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+        keys = []
+        for raw in request.form.getlist("ids")[:MAX_BULK_IDS]:
+            key = self._parse_key(raw)
+            if key is not None and key not in keys:
+                keys.append(key)
+        label = _BULK_ACTIONS[action]
+        if not keys:
+            flash(f"{label}: no workflows were checked", "error")
+            return redirect(url_for(f"{self.endpoint}.index"), code=303)
+        if action == "cancel" and form.confirm.data != "yes":
+            return self.render(
+                "geneva/admin/bulk_confirm.html",
+                action=action,
+                label=label,
+                ids=keys,
+                action_form=_ActionForm(),
+            )
+        self.session.commit()  # end the reading transaction before locking
+        done: list[Any] = []
+        refused: list[tuple[Any, str]] = []
+        for key in keys:
+            workflow = self._load(key)
+            if workflow is None:
+                self.session.rollback()
+                refused.append((key, f"workflow {key} no longer exists"))
+                continue
+            try:
+                _act(workflow, action)  # commits its own transaction
+            except GenevaError as error:
+                self.session.rollback()
+                refused.append((key, str(error)))
+            else:
+                done.append(key)
+        return self.render(
+            "geneva/admin/bulk_result.html",
+            label=label,
+            done=done,
+            refused=refused,
+        )
+
+
+_BULK_ACTIONS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel"}
+#: Most workflows one bulk request acts on (the checked rows of one page).
+MAX_BULK_IDS = 500
+
+
+def _act(workflow: Any, action: str) -> None:
+    """Call the workflow's own flow-control method for ``action`` (R-ADM-21)."""
+    actor = current_actor()
+    if action == "pause":
+        workflow.pause(actor=actor, via="admin")
+    elif action == "resume":
+        workflow.resume(actor=actor, via="admin")
+    elif action == "resume_rewind":
+        workflow.resume(rewind=True, actor=actor, via="admin")
+    elif action == "cancel":
+        workflow.cancel(actor=actor, via="admin")
+    else:
+        workflow.skip(actor=actor, via="admin")
+
+
+class StepExecutionsView(_GenevaView):
+    """The step executions list with overdue/stuck filters (R-ADM-13)."""
+
+    @expose("/")
+    def index(self) -> str:
+        args = request.args
+        session = self.session
+        columns = self._columns()
+        execution_cls = self.geneva.StepExecution
+        workflow_cls = self.geneva.Workflow
+        config = current_state().config
+        query = sa.select(execution_cls, workflow_cls.type).join(
+            workflow_cls, workflow_cls.id == execution_cls.workflow_id
+        )
+        filters: dict[str, str] = {}
+        notes: list[str] = []
+        simple = [
+            ("state", execution_cls.state),
+            ("step_name", execution_cls.step_name),
+            ("type", workflow_cls.type),
+        ]
+        if columns.error_class_name:
+            simple.append(("error_class", execution_cls.error_class_name))
+        for name, column in simple:
+            value = args.get(name, "").strip()
+            if not value:
+                continue
+            filters[name] = value
+            if "\x00" in value:  # PostgreSQL text cannot hold NUL
+                notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
+            else:
+                query = query.where(column == value[:255])
+        now = clock.now()
+        flag = args.get("only", "")
+        if flag == "overdue":
+            filters["only"] = flag
+            query = query.where(execution_cls.state == "scheduled").where(
+                execution_cls.scheduled_for < now
+            )
+        elif flag == "stuck":
+            filters["only"] = flag
+            query = query.where(execution_cls.state == "in_progress").where(
+                execution_cls.started_at < now - config.stuck_in_progress_threshold
+            )
+        elif flag == "has_cursor" and columns.resumable:
+            filters["only"] = flag
+            query = query.where(execution_cls.cursor.is_not(None))
+        page = args.get("page", "1")
+        valid_page = page.isascii() and page.isdigit() and 0 < len(page) < 7
+        page_number = max(int(page) if valid_page else 1, 1)
+        rows = session.execute(
+            query.options(*store.undefer_options(session, None, execution_cls))
+            .order_by(execution_cls.id.desc())
+            .limit(PAGE_SIZE + 1)
+            .offset((page_number - 1) * PAGE_SIZE)
+        ).all()
+        has_next = len(rows) > PAGE_SIZE
+        return self.render(
+            "geneva/admin/step_executions.html",
+            executions=[
+                {
+                    "execution": execution,
+                    "type": type_name,
+                    "error_class": _error_class(execution, columns),
+                    "overdue": execution.is_overdue,
+                }
+                for execution, type_name in rows[:PAGE_SIZE]
+            ],
+            filters=filters,
+            notes=notes,
+            page=page_number,
+            has_next=has_next,
+        )
+
+
+def _rewind_possible(
+    workflow: Any, steps: Any, executions: list[Any], columns: Any
+) -> tuple[bool, str]:
+    if not columns.resumable:
+        return False, "the database has no cursor column"
+    name = workflow.next_step_name or workflow.current_step_name
+    definition = steps.named(name) if steps is not None and name else None
+    if definition is None or not definition.is_resumable:
+        return False, "the next step is not resumable"
+    for execution in reversed(executions):
+        if execution.step_name == name:
+            if execution.cursor in (None, "", [], {}):
+                return False, "the resumable step has no stored cursor"
+            return True, ""
+    return False, "the resumable step has no stored cursor"
+
+
+def _hero_reference(workflow: Any) -> str:
+    if workflow.hero_type is None and workflow.hero_id is None:
+        return ""
+    return f"{workflow.hero_type}#{workflow.hero_id}"
+
+
+def _job_options(workflow: Any, meta: dict[str, Any]) -> str:
+    options = meta.get("step_job_options")
+    return presenters.pretty_json(options) if options else ""
+
+
+def _chains(timeline: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Group rows linked by ``continues_from_id`` into chains of 2+ (R-ADM-12)."""
+    by_id = {row["id"]: row for row in timeline}
+    successors: dict[Any, dict[str, Any]] = {}
+    for row in timeline:
+        parent = row["continues_from_id"]
+        if parent is not None and parent in by_id:
+            successors[parent] = row
+    chains = []
+    for row in timeline:
+        parent = row["continues_from_id"]
+        if parent is not None and parent in by_id:
+            continue  # not a head
+        chain = [row]
+        seen = {row["id"]}
+        while chain[-1]["id"] in successors:
+            nxt = successors[chain[-1]["id"]]
+            if nxt["id"] in seen:
+                break
+            seen.add(nxt["id"])
+            chain.append(nxt)
+        if len(chain) > 1 or row["cursor"] is not None:
+            chains.append(chain)
+    return chains
+
+
+def format_time(value: datetime | None) -> str:
+    """ISO-like UTC timestamp for tables, or ``""``."""
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value is not None else ""

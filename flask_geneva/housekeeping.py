@@ -1,0 +1,510 @@
+"""Housekeeping: delete old workflows, recover stuck executions, emit gauges (SPEC §11).
+
+A run (:func:`run_housekeeping`) does, in order (R-HK-01):
+
+1. **cleanup** (R-HK-10..13): finished/canceled workflows older than
+   ``GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER`` are deleted in batches, executions
+   first. Each batch is one bounded ``DELETE … WHERE id IN (SELECT id FROM (SELECT …
+   LIMIT n) AS batch)``; MySQL refuses ``LIMIT`` directly inside ``IN (…)``, hence
+   the derived table, and the limit is a literal integer.
+2. **stuck in-progress recovery** and 3. **stuck scheduled recovery**
+   (R-HK-20..27): candidates are read in batches ordered by the filter column and
+   id, each batch continuing after the last row of the previous one, so a row whose
+   recovery raises is considered once and the run always ends (R-HK-21). Every row
+   is recovered in its own transaction that locks the workflow, then the execution
+   (SPEC §7 order), and re-checks both states under the locks.
+4. **gauges** (R-MET-01..06): one grouped query, emitted through ``GENEVA_METRICS``.
+
+Per-row errors are logged, passed to ``GENEVA_ERROR_REPORTER`` and never abort the
+run (R-HK-22).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva import clock
+from flask_geneva import reporting
+from flask_geneva import scheduling
+from flask_geneva import store
+from flask_geneva.config import GenevaConfig
+from flask_geneva.models import TERMINAL_WORKFLOW_STATES
+from flask_geneva.models import Outcome
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+from flask_geneva.runtime import current_state
+
+__all__ = [
+    "SUMMARY_KEYS",
+    "cleanup",
+    "count_workflows_by_type_and_state",
+    "emit_gauges",
+    "recover_stuck_in_progress",
+    "recover_stuck_scheduled",
+    "run_housekeeping",
+]
+
+_log = logging.getLogger("flask_geneva.housekeeping")
+
+#: Keys of the dict :func:`run_housekeeping` returns (R-HK-01), always all present.
+SUMMARY_KEYS = (
+    "workflows_cleaned_up",
+    "step_executions_cleaned_up",
+    "stuck_in_progress_recovered",
+    "stuck_scheduled_recovered",
+)
+
+
+def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
+    """Run one housekeeping pass: cleanup, recovery, gauges (R-HK-01).
+
+    Commits the session's open transaction first, then works in short transactions
+    of its own (one per deleted batch and one per recovered row), so concurrent
+    workers are blocked only briefly. Safe to run concurrently with workers; two
+    concurrent runs do not recover the same row twice (states are re-checked under
+    the row locks). Needs an app context; settings are read at call time (R-CFG-02).
+
+    Args:
+        session: Session to use; default the extension's ``db.session``.
+
+    Returns:
+        ``{"workflows_cleaned_up", "step_executions_cleaned_up",
+        "stuck_in_progress_recovered", "stuck_scheduled_recovered"}``: row counts
+        (ints), every key always present.
+
+    Raises:
+        GenevaConfigurationError: A ``GENEVA_*`` setting is invalid.
+
+    .. versionadded:: 0.1
+    """
+    state = current_state()
+    config = state.config
+    session = session if session is not None else state.geneva.session
+    if session.in_transaction():
+        session.commit()
+    summary = dict.fromkeys(SUMMARY_KEYS, 0)
+    workflows, executions = cleanup(session, config=config)
+    summary["workflows_cleaned_up"] = workflows
+    summary["step_executions_cleaned_up"] = executions
+    summary["stuck_in_progress_recovered"] = recover_stuck_in_progress(
+        session, config=config
+    )
+    summary["stuck_scheduled_recovered"] = recover_stuck_scheduled(
+        session, config=config
+    )
+    emit_gauges(session, config=config)
+    _log.info(
+        "Completed: %s", ", ".join(f"{key}={value}" for key, value in summary.items())
+    )
+    return summary
+
+
+# -- cleanup (R-HK-10..13) ------------------------------------------------------------
+
+
+def cleanup(session: orm.Session, *, config: GenevaConfig) -> tuple[int, int]:
+    """Delete finished/canceled workflows older than the retention (R-HK-10..13).
+
+    Eligible: state ``finished`` or ``canceled`` and ``transitioned_at`` before now
+    minus ``GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER`` (computed once, R-HK-02).
+    Ongoing workflows (paused ones too) and rows with NULL ``transitioned_at`` are
+    kept. Pass 1 deletes their executions, pass 2 the workflows, each in batches of
+    ``GENEVA_HOUSEKEEPING_BATCH_SIZE`` rows, one committed ``DELETE`` per batch.
+
+    Returns:
+        ``(workflows deleted, step executions deleted)``; ``(0, 0)`` when the
+        retention is None (cleanup disabled).
+    """
+    retention = config.delete_completed_workflows_after
+    if retention is None:
+        _log.info("cleanup disabled (GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER is None)")
+        return 0, 0
+    geneva = current_state().geneva
+    workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
+    cutoff = clock.now() - retention
+    batch_size = config.housekeeping_batch_size
+    eligible = (
+        workflow_cls.state.in_(TERMINAL_WORKFLOW_STATES),
+        workflow_cls.transitioned_at < cutoff,
+    )
+    execution_ids = (
+        sa.select(execution_cls.id)
+        .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
+        .where(*eligible)
+    )
+    executions = _delete_in_batches(
+        session, execution_cls, execution_ids, batch_size=batch_size
+    )
+    workflow_ids = sa.select(workflow_cls.id).where(*eligible)
+    workflows = _delete_in_batches(
+        session, workflow_cls, workflow_ids, batch_size=batch_size
+    )
+    return workflows, executions
+
+
+def _delete_in_batches(
+    session: orm.Session, model: Any, ids: sa.Select[Any], *, batch_size: int
+) -> int:
+    # Table-level DELETE: no ORM cascade or polymorphic filter is wanted here.
+    table = model.__table__
+    # A literal LIMIT inside a derived table: MySQL rejects LIMIT directly in an
+    # IN (...) subquery and some drivers do not bind LIMIT parameters (R-HK-12).
+    batch = ids.limit(sa.literal_column(str(int(batch_size)), sa.Integer)).subquery(
+        "batch"
+    )
+    statement = sa.delete(table).where(
+        table.c.id.in_(sa.select(batch.c.id).scalar_subquery())
+    )
+    total = 0
+    while True:
+        store.write_transaction(session)
+        result = session.execute(
+            statement, execution_options={"synchronize_session": False}
+        )
+        deleted = int(result.rowcount or 0)  # type: ignore[attr-defined]
+        session.commit()
+        total += deleted
+        if deleted < batch_size:
+            return total
+
+
+# -- stuck execution recovery (R-HK-20..27) ------------------------------------------
+
+
+def recover_stuck_in_progress(
+    session: orm.Session, *, config: GenevaConfig, action: str | None = None
+) -> int:
+    """Recover ``in_progress`` executions started before the threshold (R-HK-20).
+
+    Candidates have ``started_at`` earlier than now minus
+    ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD`` (computed once); they are read oldest
+    first through the partial index of R-DM-12. See :func:`_recover_row` for what
+    happens to each.
+
+    Args:
+        session: The session to use.
+        config: The validated settings.
+        action: Overrides ``GENEVA_STUCK_RECOVERY_ACTION`` (``"reattempt"`` or
+            ``"cancel"``); any other value fails every row (R-HK-26).
+
+    Returns:
+        The number of executions recovered.
+    """
+    execution_cls = current_state().geneva.StepExecution
+    cutoff = clock.now() - config.stuck_in_progress_threshold
+    candidates = _candidates(
+        session,
+        column=execution_cls.started_at,
+        criteria=(
+            execution_cls.state == _inline(StepExecutionState.IN_PROGRESS),
+            execution_cls.started_at < cutoff,
+        ),
+        batch_size=config.housekeeping_batch_size,
+    )
+    return _recover_all(
+        session,
+        candidates,
+        expected=StepExecutionState.IN_PROGRESS,
+        action=action or config.stuck_recovery_action,
+        reporter=config.error_reporter,
+    )
+
+
+def recover_stuck_scheduled(
+    session: orm.Session, *, config: GenevaConfig, action: str | None = None
+) -> int:
+    """Recover ``scheduled`` executions overdue by more than the threshold (R-HK-20).
+
+    Candidates have ``scheduled_for`` earlier than now minus
+    ``GENEVA_STUCK_SCHEDULED_THRESHOLD`` (computed once), oldest first. Executions
+    of paused workflows are excluded: they are preserved for ``resume()``
+    (R-HK-27, R-EXT-01). Executions due in the future or within the threshold are
+    never touched.
+
+    Args:
+        session: The session to use.
+        config: The validated settings.
+        action: Overrides ``GENEVA_STUCK_RECOVERY_ACTION``.
+
+    Returns:
+        The number of executions recovered.
+    """
+    geneva = current_state().geneva
+    workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
+    cutoff = clock.now() - config.stuck_scheduled_threshold
+    not_paused = (
+        sa.select(workflow_cls.id)
+        .where(workflow_cls.id == execution_cls.workflow_id)
+        .where(workflow_cls.state == WorkflowState.PAUSED)
+        .exists()
+    )
+    candidates = _candidates(
+        session,
+        column=execution_cls.scheduled_for,
+        criteria=(
+            execution_cls.state == _inline(StepExecutionState.SCHEDULED),
+            execution_cls.scheduled_for < cutoff,
+            ~not_paused,
+        ),
+        batch_size=config.housekeeping_batch_size,
+    )
+    return _recover_all(
+        session,
+        candidates,
+        expected=StepExecutionState.SCHEDULED,
+        action=action or config.stuck_recovery_action,
+        reporter=config.error_reporter,
+    )
+
+
+def _inline(state: StepExecutionState) -> Any:
+    """The state as an SQL literal, not a bound parameter.
+
+    A partial index (``WHERE state = 'in_progress'``, R-DM-12) is only usable when
+    the planner sees the value: SQLite never matches a parameter against an index
+    predicate, and PostgreSQL's generic plans for prepared statements do not either.
+    """
+    return sa.literal(state.value, literal_execute=True)
+
+
+def _candidates(
+    session: orm.Session,
+    *,
+    column: Any,
+    criteria: tuple[Any, ...],
+    batch_size: int,
+) -> Iterator[tuple[Any, Any]]:
+    """Yield ``(execution id, workflow id)`` in ``(column, id)`` order, in batches.
+
+    Keyset pagination: each batch starts after the last ``(column, id)`` of the
+    previous one, so every row is yielded at most once even when its recovery
+    failed or left it unchanged (R-HK-21). ``column >= last`` stays a plain range
+    condition an index on ``column`` can serve; the tie-break is a filter.
+    """
+    execution_cls = current_state().geneva.StepExecution
+    last: tuple[datetime, Any] | None = None
+    while True:
+        query = (
+            sa.select(execution_cls.id, execution_cls.workflow_id, column)
+            .where(*criteria)
+            .order_by(column, execution_cls.id)
+            .limit(batch_size)
+        )
+        if last is not None:
+            last_value, last_id = last
+            query = query.where(column >= last_value).where(
+                sa.or_(column > last_value, execution_cls.id > last_id)
+            )
+        rows = session.execute(query).all()
+        # End the read transaction: on SQLite it holds the write lock (BTR-13).
+        session.rollback()
+        if not rows:
+            return
+        for execution_id, workflow_id, _ in rows:
+            yield execution_id, workflow_id
+        last = (rows[-1][2], rows[-1][0])
+
+
+def _recover_all(
+    session: orm.Session,
+    candidates: Iterator[tuple[Any, Any]],
+    *,
+    expected: StepExecutionState,
+    action: str,
+    reporter: Any,
+) -> int:
+    recovered = 0
+    for execution_id, workflow_id in candidates:
+        try:
+            if _recover_row(
+                session, execution_id, workflow_id, expected=expected, action=action
+            ):
+                recovered += 1
+            session.commit()
+        except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
+            session.rollback()
+            _log.error(
+                "Failed to recover step execution %s: %s: %s",
+                execution_id,
+                type(error).__name__,
+                error,
+                exc_info=error,
+            )
+            reporting.report(
+                reporter,
+                error,
+                extra={
+                    "geneva_drive": {
+                        "workflow_id": _jsonable(workflow_id),
+                        "step_execution_id": _jsonable(execution_id),
+                        "housekeeping": f"stuck_{expected.value}",
+                    }
+                },
+            )
+    return recovered
+
+
+def _recover_row(
+    session: orm.Session,
+    execution_id: Any,
+    workflow_id: Any,
+    *,
+    expected: StepExecutionState,
+    action: str,
+) -> bool:
+    """Recover one execution under the workflow and execution locks (R-HK-23..27).
+
+    Returns:
+        True if the execution was recovered (counted), False if it was left alone:
+        gone, no longer in ``expected`` state, or a scheduled execution of a paused
+        workflow (R-HK-27).
+
+    Raises:
+        ValueError: ``action`` is neither ``"reattempt"`` nor ``"cancel"`` (R-HK-26).
+        StepNotDefinedError: Reattempt of a step no longer defined in the class.
+    """
+    if action not in ("reattempt", "cancel"):
+        raise ValueError(
+            f"Unknown stuck_recovery_action {action!r}; allowed: 'reattempt', 'cancel'"
+        )
+    workflow = store.lock_workflow(session, workflow_id)
+    execution = store.lock_execution(session, execution_id)
+    if workflow is None or execution is None or execution.state != expected:
+        return False
+    now = clock.now()
+    if workflow.state == WorkflowState.PAUSED:
+        if expected == StepExecutionState.SCHEDULED:
+            return False  # preserved for resume(), R-HK-27
+        store.set_execution_state(
+            execution, StepExecutionState.COMPLETED, now, outcome=Outcome.RECOVERED
+        )
+        workflow.current_step_name = None
+        workflow.logger.warning(
+            "recovered stuck execution %s of a paused workflow; nothing scheduled",
+            execution.id,
+        )
+        return True
+    if workflow.state in TERMINAL_WORKFLOW_STATES:
+        store.set_execution_state(
+            execution, StepExecutionState.CANCELED, now, outcome=Outcome.CANCELED
+        )
+        workflow.logger.warning(
+            "canceled stuck execution %s of a %s workflow", execution.id, workflow.state
+        )
+        return True
+    if action == "cancel":
+        store.set_execution_state(
+            execution, StepExecutionState.CANCELED, now, outcome=Outcome.RECOVERED
+        )
+        store.set_workflow_state(
+            workflow,
+            WorkflowState.CANCELED,
+            now,
+            validate=False,
+            current_step_name=None,
+        )
+        workflow.logger.warning(
+            "stuck %s execution %s recovered: workflow canceled",
+            expected.value,
+            execution.id,
+        )
+        return True
+    step = workflow.steps.named(execution.step_name)
+    if step is None:
+        # Checked before any change so the row stays as it was (R-HK-22).
+        raise scheduling.step_not_defined(workflow, execution.step_name)
+    store.set_execution_state(
+        execution, StepExecutionState.COMPLETED, now, outcome=Outcome.RECOVERED
+    )
+    store.set_workflow_state(
+        workflow, WorkflowState.READY, now, validate=False, current_step_name=None
+    )
+    # The recovered row must leave the one-active index before the new one enters.
+    session.flush()
+    if step.is_resumable and store.optional_columns(session).resumable:
+        created = scheduling.create_successor_execution(session, workflow, execution)
+    else:
+        created = scheduling.create_step_execution(session, workflow, step, wait=None)
+    workflow.logger.warning(
+        "stuck %s execution %s recovered: step %r rescheduled as execution %s",
+        expected.value,
+        execution.id,
+        step.name,
+        created.id,
+    )
+    return True
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, int | str) else str(value)
+
+
+# -- gauges (R-MET-01..06) ---------------------------------------------------------
+
+
+def count_workflows_by_type_and_state(
+    session: orm.Session,
+) -> dict[str, dict[str, int]]:
+    """Count workflows per type and state with one grouped query (R-MET-01).
+
+    Returns:
+        ``{type: {state: count}}`` for every type present, with all five workflow
+        states, zero-filled (R-MET-05). Also ends the read transaction.
+    """
+    workflow_cls = current_state().geneva.Workflow
+    table = workflow_cls.__table__
+    rows = session.execute(
+        sa.select(table.c.type, table.c.state, sa.func.count()).group_by(
+            table.c.type, table.c.state
+        )
+    ).all()
+    session.rollback()
+    counts: dict[str, dict[str, int]] = {}
+    for workflow_type, state, count in rows:
+        per_state = counts.setdefault(
+            str(workflow_type), {s.value: 0 for s in WorkflowState}
+        )
+        per_state[str(state)] = per_state.get(str(state), 0) + int(count)
+    return counts
+
+
+def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
+    """Emit the workflow gauges through ``GENEVA_METRICS`` (R-MET-01..06).
+
+    For every state ``s``: ``geneva_drive.<s>`` without tags (total) and with
+    ``{"workflow": <type>}`` per type present; per type also
+    ``geneva_drive.paused_ratio`` (paused / all states of that type, 0.0..1.0).
+    States without rows are 0 (R-MET-05). Nothing is queried when
+    ``GENEVA_METRICS`` is None. A hook that raises is logged and the remaining
+    gauges are still sent (R-MET-06).
+    """
+    metrics = config.metrics
+    if metrics is None:
+        return
+    counts = count_workflows_by_type_and_state(session)
+    totals = {s.value: 0 for s in WorkflowState}
+    for per_state in counts.values():
+        for state, count in per_state.items():
+            totals[state] = totals.get(state, 0) + count
+    for state, count in totals.items():
+        _gauge(metrics, f"geneva_drive.{state}", count, None)
+    for workflow_type, per_state in sorted(counts.items()):
+        tags = {"workflow": workflow_type}
+        for state, count in per_state.items():
+            _gauge(metrics, f"geneva_drive.{state}", count, tags)
+        total = sum(per_state.values())
+        ratio = per_state.get(WorkflowState.PAUSED.value, 0) / total if total else 0.0
+        _gauge(metrics, "geneva_drive.paused_ratio", ratio, tags)
+
+
+def _gauge(metrics: Any, name: str, value: float, tags: dict[str, str] | None) -> None:
+    try:
+        metrics.gauge(name, value, tags)
+    except Exception as error:  # noqa: BLE001 - R-MET-06: a metrics hook never breaks housekeeping
+        _log.warning("metrics hook raised %r for gauge %s; ignored", error, name)

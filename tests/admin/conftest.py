@@ -1,0 +1,40 @@
+"""Fixtures of the admin tests: the basic app with the standalone admin mounted."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from jinja2 import StrictUndefined
+
+from tests.admin import workflows  # noqa: F401 - registers the workflow classes
+
+ADMIN_CONFIG = {"SECRET_KEY": "admin-tests", "GENEVA_ADMIN_ENABLED": True}
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    """Mount the standalone admin at /geneva (R-ADM-01)."""
+    return dict(ADMIN_CONFIG)
+
+
+@pytest.fixture(autouse=True)
+def _strict_templates(app: Any) -> None:
+    # A template that touches an undefined name fails the test instead of
+    # rendering an empty string (STYLE §8).
+    app.jinja_env.undefined = StrictUndefined
+
+
+def csrf_token(client: Any, url: str) -> str:
+    """GET ``url`` and return the CSRF token of its first form."""
+    page = client.get(url)
+    assert page.status_code == 200, page.data[:500]
+    match = re.search(rb'name="csrf_token" type="hidden" value="([^"]+)"', page.data)
+    if match is None:
+        match = re.search(
+            rb'id="csrf_token" name="csrf_token" type="hidden" value="([^"]+)"',
+            page.data,
+        )
+    assert match is not None, "no CSRF token on the page"
+    return match.group(1).decode()

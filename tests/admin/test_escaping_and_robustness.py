@@ -1,0 +1,155 @@
+"""Stored text renders escaped; odd rows render with markers, never a 500 (R-ADM-06, R-ADM-31)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from tests.admin.support import detail_url
+from tests.admin.support import failed_workflow
+from tests.admin.support import paused_resumable_workflow
+from tests.admin.support import ready_workflow
+from tests.apps.basic import User
+from tests.apps.basic import db
+from tests.workflow.support import execution_rows
+from tests.workflow.support import external_writer
+from tests.workflow.support import update_execution
+from tests.workflow.support import update_workflow
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def test_error_message_with_script_renders_as_text(client):
+    """An error message containing <script> is escaped in the timeline (R-ADM-06)."""
+    workflow = failed_workflow()
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert "<script>alert(" not in text
+    assert "&lt;script&gt;alert(&#39;boom&#39;)&lt;/script&gt;" in text
+
+
+def test_cursor_value_with_script_renders_as_text(client):
+    """A cursor value containing <script> is escaped in the chain view (R-ADM-06, R-ADM-12)."""
+    workflow = paused_resumable_workflow()
+    first = execution_rows(workflow.id)[0]
+    update_execution(first["id"], cursor={"position": SCRIPT})
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert SCRIPT not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_hero_label_with_script_renders_as_text(client):
+    """A hero type and hero label containing <script> are escaped (R-ADM-06, R-ADM-31)."""
+    workflow = ready_workflow()
+    update_workflow(workflow.id, hero_type=SCRIPT)
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert SCRIPT not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;#" in text
+    assert "hero type cannot be resolved" in text
+    listing = client.get("/geneva/workflows/").get_data(as_text=True)
+    assert SCRIPT not in listing
+
+
+def test_step_name_with_script_renders_as_text(client):
+    """A stored step name containing <script> is escaped and marked as undefined (R-ADM-06, R-ADM-31)."""
+    workflow = ready_workflow()
+    update_execution(execution_rows(workflow.id)[0]["id"], step_name=SCRIPT)
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert SCRIPT not in text
+    assert "no longer defined" in text
+
+
+def test_workflow_of_a_removed_class_renders_with_a_marker(client):
+    """A row whose class is gone renders with a marker on the detail, list and overview pages (R-ADM-31)."""
+    workflow_id = ready_workflow().id
+    update_workflow(workflow_id, type="RemovedWorkflowClass")
+    db.session.expunge_all()  # the test shares the request's session (pytest-flask)
+    for url in (detail_url(workflow_id), "/geneva/workflows/", "/geneva/"):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert "class no longer defined" in page.get_data(as_text=True)
+
+
+def test_deleted_hero_renders_with_a_marker(client):
+    """A workflow whose hero row was deleted shows 'hero not found' (R-ADM-31)."""
+    workflow = ready_workflow()
+    hero_id = workflow.hero_id
+    with external_writer() as connection:
+        connection.execute(
+            sa.delete(User.__table__).where(User.__table__.c.id == hero_id)
+        )
+    page = client.get(detail_url(workflow.id))
+    assert page.status_code == 200
+    assert "hero not found" in page.get_data(as_text=True)
+
+
+def test_metadata_of_the_wrong_shape_renders_with_a_marker(client):
+    """Metadata that is JSON but not an object renders a marker, not a 500 (R-ADM-31)."""
+    workflow = failed_workflow()
+    update_execution(
+        execution_rows(workflow.id)[0]["id"], metadata=["not", "an", "object"]
+    )
+    update_workflow(workflow.id, metadata="a string")
+    page = client.get(detail_url(workflow.id))
+    assert page.status_code == 200
+    text = page.get_data(as_text=True)
+    assert "metadata is not an object (list)" in text
+    assert "metadata is not an object (str)" in text
+
+
+@pytest.mark.backends("sqlite", "mysql")  # jsonb cannot hold unparsable text
+def test_unparsable_metadata_renders_with_a_marker(client):
+    """Metadata text that does not parse as JSON renders 'unparsable metadata' (R-ADM-31)."""
+    workflow = failed_workflow()
+    execution_id = execution_rows(workflow.id)[0]["id"]
+    with external_writer() as connection:
+        connection.execute(
+            sa.text(
+                "UPDATE geneva_drive_step_executions SET metadata = :raw WHERE id = :id"
+            ),
+            {"raw": "{not json", "id": execution_id},
+        )
+    page = client.get(detail_url(workflow.id))
+    assert page.status_code == 200
+    assert "unparsable metadata" in page.get_data(as_text=True)
+
+
+def test_unknown_or_garbage_ids_are_404_not_500(client):
+    """Detail URLs with unknown or malformed ids answer 404 (R-ADM-31)."""
+    for raw in ("999999", "abc", "-1", "1e9", "9" * 40):
+        assert client.get(f"/geneva/workflows/{raw}").status_code == 404, raw
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    params=st.dictionaries(
+        st.sampled_from(
+            ["type", "state", "hero_type", "hero_id", "q", "sort", "dir", "page"]
+        ),
+        st.text(max_size=30),
+        max_size=8,
+    )
+)
+def test_random_list_filters_never_give_a_500(client, params):
+    """Random filter/sort/page query strings on the list URLs never produce a 500 (R-ADM-31)."""
+    for url in ("/geneva/", "/geneva/workflows/", "/geneva/step-executions/"):
+        response = client.get(url, query_string=params)
+        assert response.status_code == 200, (url, params)
+
+
+def test_nul_bytes_and_non_ascii_digits_in_filters_are_ignored_with_a_note(client):
+    """NUL bytes and digits like '²' in filters are ignored with a note, never a 500 (R-ADM-31)."""
+    for params in ({"type": "\x00"}, {"page": "²"}, {"hero_id": "²"}, {"q": "١٢"}):
+        response = client.get("/geneva/workflows/", query_string=params)
+        assert response.status_code == 200, params
+    text = client.get("/geneva/workflows/", query_string={"type": "a\x00b"}).get_data(
+        as_text=True
+    )
+    assert "contains a NUL byte" in text

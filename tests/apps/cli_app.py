@@ -1,0 +1,47 @@
+"""An app for ``flask --app tests.apps.cli_app geneva ...`` subprocess tests.
+
+The database comes from ``GENEVA_TEST_CLI_DATABASE_URL`` (the test's SQLite file
+or server database), else ``GENEVA_TEST_DATABASE_URL``. Task publications are
+recorded, not sent, so the flow-control commands need no broker.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from flask import Flask
+
+from flask_geneva import resumable_step
+from flask_geneva import step
+from tests.apps import basic
+
+
+def create_app() -> Flask:
+    """The app factory ``flask --app tests.apps.cli_app`` calls."""
+    url = os.environ.get("GENEVA_TEST_CLI_DATABASE_URL") or os.environ.get(
+        "GENEVA_TEST_DATABASE_URL", ""
+    )
+    if not url:
+        raise RuntimeError(
+            "set GENEVA_TEST_CLI_DATABASE_URL (or GENEVA_TEST_DATABASE_URL) to the "
+            "database the CLI should use"
+        )
+    return basic.create_app(url)
+
+
+class CliOnboarding(basic.geneva.Workflow):
+    """Two steps and a resumable one; used by tests/test_cli.py."""
+
+    @step
+    def welcome(self):
+        pass
+
+    @step(wait=timedelta(hours=1))
+    def follow_up(self):
+        pass
+
+    @resumable_step
+    def sweep(self, it):
+        for _ in it.iterate_over(range(3)):
+            pass

@@ -1,0 +1,96 @@
+"""Browser fixtures: the admin app on a real server thread and headless Chromium.
+
+Debian's Chromium (``/usr/bin/chromium``) is driven by the ``playwright`` package;
+``playwright install`` is never used. Locally the suite is skipped when either is
+missing; with ``CI=true`` a missing browser is an error (STYLE §8).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jinja2 import StrictUndefined
+from werkzeug.serving import make_server
+
+from tests.admin import workflows  # noqa: F401 - registers the workflow classes
+from tests.admin.conftest import ADMIN_CONFIG
+from tests.conftest import IN_CI
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / ".ci" / "artifacts"
+
+
+def _missing() -> str | None:
+    if not os.path.exists(CHROMIUM):
+        return f"{CHROMIUM} is missing (apt-get install -y chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is missing (pip install playwright)"
+    return None
+
+
+@pytest.fixture
+def app_config() -> dict[str, Any]:
+    """The standalone admin at /geneva (R-ADM-01)."""
+    return dict(ADMIN_CONFIG)
+
+
+@pytest.fixture
+def live_url(app: Any) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 from a server thread; yield its base URL."""
+    app.jinja_env.undefined = StrictUndefined
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=30)
+        server.server_close()
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    """A headless Chromium page; records dialogs (an injected script would open one).
+
+    Skipped locally when Chromium or playwright is missing; an error under CI=true.
+    """
+    reason = _missing()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"browser tests must run in CI: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
+        try:
+            context = browser.new_context()
+            tab = context.new_page()
+            dialogs: list[str] = []
+            tab.on(
+                "dialog",
+                lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()),
+            )
+            tab.geneva_dialogs = dialogs
+            yield tab
+            context.close()
+        finally:
+            browser.close()

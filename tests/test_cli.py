@@ -1,0 +1,229 @@
+"""The operator CLI, run as ``flask --app tests.apps.cli_app geneva ...`` subprocesses.
+
+Covers R-CLI-01/02, R-MIG-10 and the operator action record of R-PDR-05.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from flask_geneva import clock
+from flask_geneva.testing import speedrun_workflow
+from tests import conftest
+from tests.apps.basic import db
+from tests.apps.cli_app import CliOnboarding
+from tests.workflow.support import execution_rows
+from tests.workflow.support import make_user
+from tests.workflow.support import update_execution
+from tests.workflow.support import workflow_row
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+COMMANDS = (
+    "housekeeping",
+    "status",
+    "list",
+    "show",
+    "pause",
+    "resume",
+    "cancel",
+    "skip",
+)
+
+
+@pytest.fixture
+def geneva_cli(app, tmp_path):
+    """Run ``flask geneva ARGS`` against the test's database; returns the result."""
+    url = conftest.DATABASE_URL or f"sqlite:///{tmp_path / 'test.sqlite3'}"
+
+    def run(*args, actor="alice"):
+        # The subprocess needs the rows committed and (on SQLite) the lock free.
+        db.session.commit()
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO_ROOT),
+            "GENEVA_TEST_CLI_DATABASE_URL": url,
+            "GENEVA_ACTOR": actor,
+            "PYTHONWARNINGS": "ignore",
+        }
+        env.pop("FLASK_APP", None)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "flask",
+                "--app",
+                "tests.apps.cli_app",
+                "geneva",
+                *args,
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    return run
+
+
+def _one_line_error(result, fragment):
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert fragment in lines[0]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(geneva_cli, command):
+    """Every operator command documents itself under --help (R-CLI-01)."""
+    result = geneva_cli(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "Usage:" in result.stdout
+    assert len(result.stdout.splitlines()) > 3
+    if command == "resume":
+        assert "--rewind" in result.stdout
+
+
+def test_housekeeping_prints_the_summary(geneva_cli, user):
+    """`flask geneva housekeeping` runs a pass and prints every summary key (R-MIG-10)."""
+    workflow = CliOnboarding.create(hero=user)
+    execution_id = workflow.current_execution.id
+    update_execution(execution_id, scheduled_for=clock.now() - timedelta(hours=2))
+    result = geneva_cli("housekeeping")
+    assert result.returncode == 0, result.stderr
+    assert "stuck_scheduled_recovered: 1" in result.stdout
+    assert "workflows_cleaned_up: 0" in result.stdout
+    assert [r["outcome"] for r in execution_rows(workflow.id)] == ["recovered", None]
+
+
+def test_status_json_counts_per_class_and_state(geneva_cli):
+    """`status --json` gives per-class state counts, paused ratio and stuck counts
+    (R-CLI-01, R-MET-01).
+    """
+    CliOnboarding.create(hero=make_user("a@example.com"))
+    paused = CliOnboarding.create(hero=make_user("b@example.com"))
+    paused.pause()
+    result = geneva_cli("status", "--json")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["workflows"]["CliOnboarding"] == {
+        "ready": 1,
+        "performing": 0,
+        "paused": 1,
+        "finished": 0,
+        "canceled": 0,
+    }
+    assert status["paused_ratio"]["CliOnboarding"] == 0.5
+    assert status["totals"]["ready"] == 1
+    assert status["stuck_in_progress"] == 0
+    assert status["overdue_scheduled"] == 0
+    table = geneva_cli("status")
+    assert table.returncode == 0
+    assert "CliOnboarding" in table.stdout
+    assert "0.500" in table.stdout
+
+
+def test_list_filters_by_state_class_and_hero(geneva_cli):
+    """`list` filters by --state, --class and --hero TYPE:ID (R-CLI-01)."""
+    first_hero = make_user("one@example.com")
+    first = CliOnboarding.create(hero=first_hero)
+    second = CliOnboarding.create(hero=make_user("two@example.com"))
+    second.pause()
+    paused = geneva_cli("list", "--state", "paused")
+    assert paused.returncode == 0, paused.stderr
+    lines = paused.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[1].split()[0] == str(second.id)
+    by_hero = geneva_cli(
+        "list", "--class", "CliOnboarding", "--hero", f"User:{first_hero.id}"
+    )
+    assert [line.split()[0] for line in by_hero.stdout.splitlines()[1:]] == [
+        str(first.id)
+    ]
+    _one_line_error(geneva_cli("list", "--state", "sleeping"), "unknown state")
+    _one_line_error(geneva_cli("list", "--hero", "User"), "TYPE:ID")
+
+
+def test_show_prints_plan_and_timeline(geneva_cli, user, geneva_jobs):
+    """`show ID` prints the header, the step plan and the execution timeline (R-CLI-01)."""
+    workflow = CliOnboarding.create(hero=user)
+    speedrun_workflow(workflow)
+    result = geneva_cli("show", str(workflow.id))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"Workflow {workflow.id} (CliOnboarding)" in out
+    assert "1. welcome: done" in out
+    assert "2. follow_up: done" in out
+    assert "3. sweep: done  (resumable)" in out
+    assert "Timeline:" in out
+    assert out.count("completed/success") == 3
+
+
+def test_show_refuses_bad_and_unknown_ids_in_one_line(geneva_cli):
+    """Bad or unknown ids give a one-line error and exit status 1 (R-CLI-01)."""
+    _one_line_error(geneva_cli("show", "abc"), "invalid workflow id 'abc'")
+    _one_line_error(geneva_cli("show", "987654"), "workflow 987654 not found")
+
+
+def test_pause_records_the_operator_and_refuses_per_id(geneva_cli):
+    """Each id is handled on its own: refused ids print the InvalidStateError message,
+    the others are paused with an operator record via "cli"; exit status 1
+    (R-CLI-02, R-PDR-05).
+    """
+    ready = CliOnboarding.create(hero=make_user("r@example.com"))
+    finished = CliOnboarding.create(hero=make_user("f@example.com"))
+    finished.cancel()
+    result = geneva_cli("pause", str(finished.id), "nope", str(ready.id), "987654")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    errors = result.stderr.splitlines()
+    assert len(errors) == 3
+    assert "Cannot pause a canceled workflow" in errors[0]
+    assert "invalid workflow id 'nope'" in errors[1]
+    assert "workflow 987654 not found" in errors[2]
+    row = workflow_row(ready.id)
+    assert row["state"] == "paused"
+    [record] = row["metadata"]["operator_actions"]
+    assert record["action"] == "pause"
+    assert record["via"] == "cli"
+    assert record["actor"] == "alice"
+    assert (record["from_state"], record["to_state"]) == ("ready", "paused")
+    assert workflow_row(finished.id)["state"] == "canceled"
+
+
+def test_resume_cancel_and_skip_succeed_with_exit_status_zero(geneva_cli):
+    """resume [--rewind], cancel and skip apply the R-EXT operations and exit 0
+    (R-CLI-01/02).
+    """
+    to_resume = CliOnboarding.create(hero=make_user("res@example.com"))
+    to_resume.pause()
+    to_cancel = CliOnboarding.create(hero=make_user("can@example.com"))
+    to_skip = CliOnboarding.create(hero=make_user("skip@example.com"))
+    resumed = geneva_cli("resume", "--rewind", str(to_resume.id), actor="bob")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "state is ready" in resumed.stdout
+    row = workflow_row(to_resume.id)
+    assert row["state"] == "ready"
+    actions = row["metadata"]["operator_actions"]
+    assert [(a["action"], a["actor"]) for a in actions] == [
+        ("pause", None),
+        ("resume_rewind", "bob"),
+    ]
+    assert geneva_cli("cancel", str(to_cancel.id)).returncode == 0
+    assert workflow_row(to_cancel.id)["state"] == "canceled"
+    assert geneva_cli("skip", str(to_skip.id)).returncode == 0
+    assert [(r["step_name"], r["state"]) for r in execution_rows(to_skip.id)] == [
+        ("welcome", "skipped"),
+        ("follow_up", "scheduled"),
+    ]
+    refused = geneva_cli("resume", str(to_cancel.id))
+    _one_line_error(refused, "Cannot resume a canceled workflow")

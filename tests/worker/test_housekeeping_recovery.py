@@ -1,0 +1,136 @@
+"""A worker killed in the middle of a step is recovered by housekeeping (R-HK-20/24).
+
+The worker imports this module (``--include``) to know the blocking workflow; the
+step waits for a flag file, so the test can SIGKILL the worker while the execution
+is ``in_progress`` and its body has not finished.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import redis
+import sqlalchemy as sa
+
+from flask_geneva import clock
+from flask_geneva import step
+from tests.apps import basic
+from tests.worker.conftest import prepare_database
+from tests.worker.conftest import wait_for
+
+FLAG_DIR_VARIABLE = "GENEVA_TEST_HK_FLAG_DIR"
+
+
+class HkWorkerBlocking(basic.geneva.Workflow):
+    """Its first step blocks until the test writes the ``release`` flag."""
+
+    @step
+    def blocking(self):
+        flags = Path(os.environ[FLAG_DIR_VARIABLE])
+        (flags / f"started-{self.current_execution.id}").touch()
+        deadline = time.monotonic() + 120
+        while not (flags / "release").exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the test never released the blocking step")
+            time.sleep(0.05)
+        self.hero.counter += 1
+
+    @step
+    def after(self):
+        self.hero.counter += 10
+
+
+class HkWorkerIdle(basic.geneva.Workflow):
+    """A bystander whose only step is due tomorrow."""
+
+    @step(wait=timedelta(days=1))
+    def tomorrow(self):
+        self.hero.counter += 100
+
+
+def _executions(workflow_id):
+    execution_cls = basic.geneva.StepExecution
+    rows = basic.db.session.execute(
+        sa.select(
+            execution_cls.id,
+            execution_cls.step_name,
+            execution_cls.state,
+            execution_cls.outcome,
+            execution_cls.started_at,
+        )
+        .where(execution_cls.workflow_id == workflow_id)
+        .order_by(execution_cls.created_at, execution_cls.id)
+    ).all()
+    basic.db.session.rollback()
+    return rows
+
+
+def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
+    start_worker, broker_url, worker_database_url, tmp_path, monkeypatch
+):
+    """After SIGKILL mid-step and the in-progress threshold, housekeeping recovers the
+    execution, a new worker finishes the workflow, and nothing else is touched
+    (R-HK-20, R-HK-24, R-EXE-35).
+    """
+    redis.Redis.from_url(broker_url).flushdb()
+    monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
+    from tests.apps import worker_app
+
+    app, _ = worker_app.build_app(worker_database_url, broker_url)
+    app.config["GENEVA_STUCK_IN_PROGRESS_THRESHOLD"] = timedelta(seconds=1)
+    prepare_database(app)
+    with app.app_context():
+        hero = basic.User(email="killed@example.com")
+        bystander_hero = basic.User(email="bystander@example.com")
+        basic.db.session.add_all([hero, bystander_hero])
+        basic.db.session.commit()
+        workflow_id = HkWorkerBlocking.create(hero=hero).id
+        bystander_id = HkWorkerIdle.create(hero=bystander_hero).id
+        hero_id, bystander_hero_id = hero.id, bystander_hero.id
+        bystander_before = _executions(bystander_id)
+        basic.db.session.remove()
+
+    include = ("--include", "tests.worker.test_housekeeping_recovery")
+    first_worker = start_worker(*include)
+    started = wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    first_worker.kill()
+    first_worker.wait(timeout=30)
+
+    with app.app_context():
+        [(stuck_id, _, state, _, started_at)] = _executions(workflow_id)
+        assert state == "in_progress"
+        assert started[0].name == f"started-{stuck_id}"
+        wait_for(lambda: clock.now() - started_at > timedelta(seconds=1), timeout=10)
+        summary = basic.geneva.run_housekeeping()
+        basic.db.session.remove()
+    assert summary["stuck_in_progress_recovered"] == 1
+    assert summary["stuck_scheduled_recovered"] == 0
+
+    (tmp_path / "release").touch()
+    start_worker(*include)
+
+    def finished():
+        with app.app_context():
+            state = basic.db.session.scalar(
+                sa.select(basic.geneva.Workflow.state).where(
+                    basic.geneva.Workflow.id == workflow_id
+                )
+            )
+            basic.db.session.remove()
+            return state == "finished"
+
+    wait_for(finished, timeout=60)
+    with app.app_context():
+        rows = _executions(workflow_id)
+        assert [(r.step_name, r.state, r.outcome) for r in rows] == [
+            ("blocking", "completed", "recovered"),
+            ("blocking", "completed", "success"),
+            ("after", "completed", "success"),
+        ]
+        assert rows[0].id == stuck_id
+        assert basic.db.session.get(basic.User, hero_id).counter == 11
+        assert _executions(bystander_id) == bystander_before
+        assert basic.db.session.get(basic.User, bystander_hero_id).counter == 0
