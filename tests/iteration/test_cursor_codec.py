@@ -422,8 +422,11 @@ def test_encoded_size_is_compact_utf8_json():
 
 def test_cursor_exactly_at_the_limit_passes():
     """A cursor whose encoding is exactly max_size bytes passes the check (R-CUR-10)."""
-    serialized = serialize_cursor({"ids": list(range(50))})
-    check_cursor_size(serialized, encoded_size(serialized))
+    value = {"ids": list(range(50))}
+    serialized = serialize_cursor(value)
+    limit = encoded_size(serialized)
+    assert check_cursor_size(serialized, limit) is None
+    assert dump_cursor(value, max_size=limit) == serialized
 
 
 def test_cursor_one_byte_over_the_limit_fails_with_guidance():

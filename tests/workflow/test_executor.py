@@ -9,6 +9,7 @@ from datetime import datetime
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from flask_geneva import Executor
 from flask_geneva import HeroTypeNotFoundError
@@ -277,9 +278,12 @@ def test_in_progress_execution_is_not_run_twice(user):
     assert hero_counter(user.id) == 0
 
 
-def test_missing_execution_is_a_no_op(app):
-    """An unknown execution id returns without error (R-EXE-11, R-JOB-20)."""
-    Executor.execute(987654)
+def test_missing_execution_is_a_no_op(app, caplog):
+    """An unknown execution id logs a warning, writes nothing and returns (R-EXE-11, R-JOB-20)."""
+    caplog.set_level("WARNING", logger="flask_geneva")
+    assert Executor.execute(987654) is None
+    assert any("987654" in r.getMessage() for r in caplog.records)
+    assert db.session.scalar(sa.select(sa.func.count(geneva.StepExecution.id))) == 0
 
 
 @pytest.mark.parametrize("state", ["paused", "finished", "canceled"])
