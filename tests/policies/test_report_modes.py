@@ -287,3 +287,24 @@ def test_error_context_during_and_after_an_executor_call(user):
         }
     ]
     assert current_error_context() == {}
+
+
+@pytest.mark.parametrize("workflow_cls", [ReportAlways, ReportNever])
+def test_celery_task_state_is_failure_with_the_original_exception(
+    app, user, reporter, workflow_cls
+):
+    """The registered Celery task ends FAILURE with the step's own exception, whatever `report` says (R-REP-04, R-JOB-22)."""
+    from celery import Celery
+
+    celery = Celery("report-modes")
+    geneva.init_celery(celery, app=app)
+    workflow = workflow_cls.create(hero=user)
+    db.session.refresh(workflow)
+    execution_id = workflow.current_execution.id
+    db.session.commit()
+    result = celery.tasks["flask_geneva.perform_step"].apply(args=[execution_id])
+    db.session.rollback()
+    assert result.state == "FAILURE"
+    assert type(result.result) is Fatal
+    rows = execution_rows(workflow.id)
+    assert (rows[0]["state"], rows[0]["outcome"]) == ("completed", "reattempted")
