@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva.dsl.collect import collect_definitions
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies import HANDLER_MARK
 from flask_geneva.policies import Action
@@ -14,24 +13,7 @@ from flask_geneva.policies import ExceptionHandlerDecorator
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
 from flask_geneva.policies import resolve_policy
-
-
-class Workflow:
-    """Plain stand-in for ``geneva.Workflow`` that collects DSL declarations."""
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        parent = next(
-            (
-                base.__dict__["__geneva_definitions__"]
-                for base in cls.__mro__[1:]
-                if "__geneva_definitions__" in base.__dict__
-            ),
-            None,
-        )
-        cls.__geneva_definitions__ = collect_definitions(
-            cls, parent=parent, type_name=cls.__name__, reserved_names=frozenset()
-        )
+from tests.dsl.base import Workflow
 
 
 class RateLimited(Exception):

@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from flask_geneva.dsl.collect import collect_definitions
 from flask_geneva.dsl.conditions import cancel_if
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.dsl.conditions import evaluate_condition
 from flask_geneva.exceptions import StepConfigurationError
-
-
-class Workflow:
-    """Plain stand-in for ``geneva.Workflow`` that collects DSL declarations."""
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        parent = next(
-            (
-                base.__dict__["__geneva_definitions__"]
-                for base in cls.__mro__[1:]
-                if "__geneva_definitions__" in base.__dict__
-            ),
-            None,
-        )
-        cls.__geneva_definitions__ = collect_definitions(
-            cls, parent=parent, type_name=cls.__name__, reserved_names=frozenset()
-        )
+from tests.dsl.base import Workflow
 
 
 def conditions_of(cls):

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva.dsl.collect import collect_definitions
 from flask_geneva.dsl.steps import STEP_MARK
 from flask_geneva.dsl.steps import StepSpec
 from flask_geneva.dsl.steps import resumable_step
@@ -17,26 +16,15 @@ from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import resolve_policy
+from tests.dsl.base import Workflow as BaseWorkflow
 
 RESERVED = frozenset({"pause", "cancel", "skip", "steps", "hero", "logger"})
 
 
-class Workflow:
-    """Plain stand-in for ``geneva.Workflow`` that collects DSL declarations."""
+class Workflow(BaseWorkflow):
+    """The stand-in base with the real reserved names (R-DEF-18)."""
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        parent = next(
-            (
-                base.__dict__["__geneva_definitions__"]
-                for base in cls.__mro__[1:]
-                if "__geneva_definitions__" in base.__dict__
-            ),
-            None,
-        )
-        cls.__geneva_definitions__ = collect_definitions(
-            cls, parent=parent, type_name=cls.__name__, reserved_names=RESERVED
-        )
+    reserved_names = RESERVED
 
 
 def steps_of(cls):
