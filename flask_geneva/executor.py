@@ -674,7 +674,8 @@ class _Run:
         # here, before the body, could not be upgraded to a write once another
         # connection committed meanwhile (e.g. an operator pausing the workflow),
         # so the body's own writes would fail to commit.
-        _end_transaction_keeping_state(session)
+        if session.in_transaction():
+            store.commit_keeping_state(session)
         self._install_loggers(workflow, execution)
         result = _BodyResult("completed")
         started_at, started = clock.now(), time.monotonic()
@@ -1041,18 +1042,6 @@ def _commit_if_pending(session: orm.Session) -> None:
     """
     if session.in_transaction() or session.new or session.dirty or session.deleted:
         session.commit()
-
-
-def _end_transaction_keeping_state(session: orm.Session) -> None:
-    """Commit the (read-only) transaction without expiring the loaded instances."""
-    if not session.in_transaction():
-        return
-    previous = session.expire_on_commit
-    session.expire_on_commit = False
-    try:
-        session.commit()
-    finally:
-        session.expire_on_commit = previous
 
 
 def consecutive_reattempts(session: orm.Session, workflow: Any, step_name: str) -> int:
