@@ -74,7 +74,7 @@ def geneva_cli(app, tmp_path):
     return run
 
 
-def _one_line_error(result, fragment):
+def assert_one_line_error(result, fragment):
     assert result.returncode == 1, result
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -149,8 +149,8 @@ def test_list_filters_by_state_class_and_hero(geneva_cli):
     assert [line.split()[0] for line in by_hero.stdout.splitlines()[1:]] == [
         str(first.id)
     ]
-    _one_line_error(geneva_cli("list", "--state", "sleeping"), "unknown state")
-    _one_line_error(geneva_cli("list", "--hero", "User"), "TYPE:ID")
+    assert_one_line_error(geneva_cli("list", "--state", "sleeping"), "unknown state")
+    assert_one_line_error(geneva_cli("list", "--hero", "User"), "TYPE:ID")
 
 
 def test_show_prints_plan_and_timeline(geneva_cli, user, geneva_jobs):
@@ -170,8 +170,8 @@ def test_show_prints_plan_and_timeline(geneva_cli, user, geneva_jobs):
 
 def test_show_refuses_bad_and_unknown_ids_in_one_line(geneva_cli):
     """Bad or unknown ids give a one-line error and exit status 1 (R-CLI-01)."""
-    _one_line_error(geneva_cli("show", "abc"), "invalid workflow id 'abc'")
-    _one_line_error(geneva_cli("show", "987654"), "workflow 987654 not found")
+    assert_one_line_error(geneva_cli("show", "abc"), "invalid workflow id 'abc'")
+    assert_one_line_error(geneva_cli("show", "987654"), "workflow 987654 not found")
 
 
 def test_pause_records_the_operator_and_refuses_per_id(geneva_cli):
@@ -226,4 +226,4 @@ def test_resume_cancel_and_skip_succeed_with_exit_status_zero(geneva_cli):
         ("follow_up", "scheduled"),
     ]
     refused = geneva_cli("resume", str(to_cancel.id))
-    _one_line_error(refused, "Cannot resume a canceled workflow")
+    assert_one_line_error(refused, "Cannot resume a canceled workflow")
