@@ -602,15 +602,7 @@ class _Run:
         self.logger.info("exception policy: %s (wait=%s)", action, result.wait)
         if action == "reattempt":
             store.record_exception_metadata(execution, error)
-            execution.write_metadata("reattempt_reason", reason)
-            store.set_execution_state(
-                execution,
-                StepExecutionState.COMPLETED,
-                now,
-                outcome=Outcome.REATTEMPTED,
-            )
-            store.set_workflow_state(workflow, WorkflowState.READY, now)
-            self._create_reattempt(workflow, execution, step, result.wait)
+            self._reattempt(workflow, execution, step, reason, result.wait, now)
         elif action == "cancel":
             store.record_error(execution, error)
             store.set_execution_state(
@@ -649,6 +641,23 @@ class _Run:
         scheduling.schedule_next_step(
             self.session, workflow, after=step.name, cancel_stray=not self._finalizing
         )
+
+    def _reattempt(
+        self,
+        workflow: Any,
+        execution: Any,
+        step: Any,
+        reason: str,
+        wait: timedelta | None,
+        now: Any,
+    ) -> None:
+        """End ``execution`` as reattempted; schedule the step again (R-EXE-45)."""
+        execution.write_metadata("reattempt_reason", reason)
+        store.set_execution_state(
+            execution, StepExecutionState.COMPLETED, now, outcome=Outcome.REATTEMPTED
+        )
+        store.set_workflow_state(workflow, WorkflowState.READY, now)
+        self._create_reattempt(workflow, execution, step, wait)
 
     def _create_reattempt(
         self, workflow: Any, execution: Any, step: Any, wait: timedelta | None
@@ -903,15 +912,7 @@ class _Run:
             assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
             if resumable and signal.rewind:
                 execution.cursor = None
-            execution.write_metadata("reattempt_reason", "flow_control")
-            store.set_execution_state(
-                execution,
-                StepExecutionState.COMPLETED,
-                now,
-                outcome=Outcome.REATTEMPTED,
-            )
-            store.set_workflow_state(workflow, WorkflowState.READY, now)
-            self._create_reattempt(workflow, execution, step, signal.wait)
+            self._reattempt(workflow, execution, step, "flow_control", signal.wait, now)
         elif action == "finish":
             store.set_execution_state(
                 execution, StepExecutionState.COMPLETED, now, outcome=Outcome.SUCCESS
