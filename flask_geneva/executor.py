@@ -100,6 +100,8 @@ class Executor:
         logger: Any = None,
         interruptible: bool = True,
         max_iterations: int | None = None,
+        lookup_attempts: int = 1,
+        lookup_delay_seconds: float = 0.0,
     ) -> None:
         """Run the step execution ``execution_or_id`` (an instance or its id).
 
@@ -115,6 +117,12 @@ class Executor:
             interruptible: False makes resumable steps ignore interruption checks
                 (test helpers, R-INT-01).
             max_iterations: Overrides a resumable step's ``max_iterations``.
+            lookup_attempts: How many times phase 1 tries to find and lock the
+                execution before giving up with a warning (R-JOB-20: a worker can
+                receive a task before the row is committed). The lookup is the
+                phase-1 lock itself, so a found row costs no extra statement.
+            lookup_delay_seconds: Seconds slept between two lookup attempts (none
+                after the last).
 
         Raises:
             Exception: The step body's (or condition's) exception, after its policy
@@ -133,6 +141,8 @@ class Executor:
             base_logger=logger,
             interruptible=interruptible,
             max_iterations=max_iterations,
+            lookup_attempts=lookup_attempts,
+            lookup_delay_seconds=lookup_delay_seconds,
         )
         try:
             run.execute()
@@ -149,8 +159,12 @@ class _Run:
         base_logger: Any,
         interruptible: bool,
         max_iterations: int | None,
+        lookup_attempts: int = 1,
+        lookup_delay_seconds: float = 0.0,
     ) -> None:
         self.session = session
+        self.lookup_attempts = max(int(lookup_attempts), 1)
+        self.lookup_delay_seconds = lookup_delay_seconds
         self.execution_id = execution_id
         self.base_logger = base_logger
         self.interruptible = interruptible
@@ -205,16 +219,10 @@ class _Run:
 
     def _prepare(self) -> tuple[Any, Any, Any] | None:
         session = self.session
-        now = clock.now()
-        workflow, execution = store.lock_workflow_and_execution(
-            session, self.execution_id
-        )
+        workflow, execution = self._lock_with_lookup_retries()
         if execution is None:
-            _log.warning(
-                "step execution %s not found, nothing to do", self.execution_id
-            )
-            session.rollback()
             return None
+        now = clock.now()
         self._install_loggers(workflow, execution)
         if self._error_context_token is None:
             self._error_context_token = reporting.set_error_context(workflow, execution)
@@ -310,6 +318,31 @@ class _Run:
         store.commit_keeping_state(session)
         self._emit(signals.precondition, self._passed_timing, outcome="passed")
         return workflow, execution, step
+
+    def _lock_with_lookup_retries(self) -> tuple[Any, Any]:
+        """Lock (workflow, execution), retrying a missing row (R-EXE-10, R-JOB-20).
+
+        Returns ``(None, None)`` after logging a warning when the execution is
+        still missing after ``lookup_attempts`` tries (or the id is None).
+        """
+        session = self.session
+        attempts = self.lookup_attempts if self.execution_id is not None else 0
+        for attempt in range(attempts):
+            workflow, execution = store.lock_workflow_and_execution(
+                session, self.execution_id
+            )
+            if execution is not None:
+                return workflow, execution
+            # End the transaction so that the next attempt sees new commits.
+            session.rollback()
+            if attempt + 1 < attempts:
+                time.sleep(self.lookup_delay_seconds)
+        (self.base_logger or _log).warning(
+            "step execution %r not found after %d attempt(s); nothing to do",
+            self.execution_id,
+            attempts,
+        )
+        return None, None
 
     def _preconditions(self, workflow: Any, execution: Any, step: Any) -> bool:
         """Evaluate cancel conditions and skip_if; return True if they ended it.

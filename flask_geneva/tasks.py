@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from flask import Flask
@@ -156,12 +155,13 @@ def _app_context(celery: Any) -> Any:
 
 
 def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> None:
-    """Look up the execution (with retries) and run the executor (R-JOB-20/21).
+    """Find the execution (with retries) and run the executor (R-JOB-20/21).
 
-    The lookup is retried ``GENEVA_FIND_ATTEMPTS`` times with ``GENEVA_FIND_DELAY``
-    seconds between attempts, because with ``inline_enqueue()`` a worker can see the
-    task before the row is committed. A missing execution (or None) logs a warning
-    and returns. Needs an app context.
+    The execution is looked up by the executor's first locking statement, tried
+    ``GENEVA_FIND_ATTEMPTS`` times with ``GENEVA_FIND_DELAY`` seconds between
+    attempts, because with ``inline_enqueue()`` a worker can see the task before
+    the row is committed. A missing execution (or None) logs a warning and
+    returns. Needs an app context.
 
     Raises:
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
@@ -169,30 +169,13 @@ def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> Non
     from flask_geneva.executor import Executor
     from flask_geneva.runtime import current_state
 
-    state = current_state()
-    config = state.config
-    session = state.geneva.session
-    execution_cls = state.geneva.StepExecution
-    found = None
-    if step_execution_id is not None:
-        for attempt in range(config.find_attempts):
-            found = session.get(
-                execution_cls, step_execution_id, populate_existing=True
-            )
-            # End the read transaction so the next attempt sees new commits.
-            session.rollback()
-            if found is not None:
-                break
-            if attempt + 1 < config.find_attempts:
-                time.sleep(config.find_delay_seconds)
-    if found is None:
-        (logger or _log).warning(
-            "step execution %r not found after %d attempts; nothing to do",
-            step_execution_id,
-            config.find_attempts,
-        )
-        return
-    Executor.execute(step_execution_id, logger=logger)
+    config = current_state().config
+    Executor.execute(
+        step_execution_id,
+        logger=logger,
+        lookup_attempts=config.find_attempts,
+        lookup_delay_seconds=config.find_delay_seconds,
+    )
 
 
 def beat_schedule(

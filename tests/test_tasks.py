@@ -58,7 +58,7 @@ def test_lookup_is_retried_find_attempts_times(app, monkeypatch):
     app.config["GENEVA_FIND_ATTEMPTS"] = 3
     app.config["GENEVA_FIND_DELAY"] = 0.25
     sleeps: list[float] = []
-    monkeypatch.setattr("flask_geneva.tasks.time.sleep", sleeps.append)
+    monkeypatch.setattr("flask_geneva.executor.time.sleep", sleeps.append)
     perform_step_execution(424242)
     assert sleeps == [0.25, 0.25]
 
