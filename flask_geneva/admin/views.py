@@ -228,17 +228,23 @@ class OverviewView(_GenevaView):
                 }
             )
         now = clock.now()
+        # The list filters of the links use the same criteria (R-ADM-10, R-HK-20).
         stuck = session.scalar(
             sa.select(sa.func.count())
             .select_from(execution_cls)
-            .where(execution_cls.state == "in_progress")
-            .where(execution_cls.started_at < now - config.stuck_in_progress_threshold)
+            .where(*executions.flag_criteria("stuck", execution_cls, config, now))
         )
         overdue = session.scalar(
             sa.select(sa.func.count())
             .select_from(execution_cls)
-            .where(execution_cls.state == "scheduled")
-            .where(execution_cls.scheduled_for < now - config.stuck_scheduled_threshold)
+            .where(
+                *executions.flag_criteria("stuck_scheduled", execution_cls, config, now)
+            )
+        )
+        failed_count = executions.capped_count(
+            session,
+            sa.select(execution_cls.id).where(execution_cls.state == "failed"),
+            executions.FAILED_COUNT_CAP,
         )
         failures = session.execute(
             sa.select(execution_cls, workflow_cls.type)
@@ -254,6 +260,8 @@ class OverviewView(_GenevaView):
             classes=classes,
             stuck_count=int(stuck or 0),
             overdue_count=int(overdue or 0),
+            failed_count=failed_count,
+            failed_count_cap=executions.FAILED_COUNT_CAP,
             failures=[
                 {
                     "execution": execution,
