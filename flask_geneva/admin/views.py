@@ -33,9 +33,11 @@ from wtforms import HiddenField
 
 from flask_geneva import clock
 from flask_geneva import store
+from flask_geneva.admin import executions
 from flask_geneva.admin import presenters
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.models import InvalidJSON
+from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.runtime import current_state
 
@@ -226,17 +228,23 @@ class OverviewView(_GenevaView):
                 }
             )
         now = clock.now()
+        # The list filters of the links use the same criteria (R-ADM-10, R-HK-20).
         stuck = session.scalar(
             sa.select(sa.func.count())
             .select_from(execution_cls)
-            .where(execution_cls.state == "in_progress")
-            .where(execution_cls.started_at < now - config.stuck_in_progress_threshold)
+            .where(*executions.flag_criteria("stuck", execution_cls, config, now))
         )
         overdue = session.scalar(
             sa.select(sa.func.count())
             .select_from(execution_cls)
-            .where(execution_cls.state == "scheduled")
-            .where(execution_cls.scheduled_for < now - config.stuck_scheduled_threshold)
+            .where(
+                *executions.flag_criteria("stuck_scheduled", execution_cls, config, now)
+            )
+        )
+        failed_count = executions.capped_count(
+            session,
+            sa.select(execution_cls.id).where(execution_cls.state == "failed"),
+            executions.FAILED_COUNT_CAP,
         )
         failures = session.execute(
             sa.select(execution_cls, workflow_cls.type)
@@ -252,6 +260,8 @@ class OverviewView(_GenevaView):
             classes=classes,
             stuck_count=int(stuck or 0),
             overdue_count=int(overdue or 0),
+            failed_count=failed_count,
+            failed_count_cap=executions.FAILED_COUNT_CAP,
             failures=[
                 {
                     "execution": execution,
@@ -738,11 +748,10 @@ def _act(workflow: Any, action: str) -> None:
 
 
 class StepExecutionsView(_GenevaView):
-    """The step executions list with overdue/stuck filters (R-ADM-13)."""
+    """The step executions list (R-ADM-13) and an execution's detail page (R-ADM-14)."""
 
     @expose("/")
     def index(self) -> str:
-        args = request.args
         session = self.session
         columns = self._columns()
         execution_cls = self.geneva.StepExecution
@@ -751,42 +760,19 @@ class StepExecutionsView(_GenevaView):
         query = sa.select(execution_cls, workflow_cls.type).join(
             workflow_cls, workflow_cls.id == execution_cls.workflow_id
         )
-        filters: dict[str, str] = {}
-        notes: list[str] = []
-        simple = [
-            ("state", execution_cls.state),
-            ("step_name", execution_cls.step_name),
-            ("type", workflow_cls.type),
-        ]
-        if columns.error_class_name:
-            simple.append(("error_class", execution_cls.error_class_name))
-        for name, column in simple:
-            value = args.get(name, "").strip()
-            if not value:
-                continue
-            filters[name] = value
-            if "\x00" in value:  # PostgreSQL text cannot hold NUL
-                notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
-            else:
-                query = query.where(column == value[:255])
-        now = clock.now()
-        flag = args.get("only", "")
-        if flag == "overdue":
-            filters["only"] = flag
-            query = query.where(execution_cls.state == "scheduled").where(
-                execution_cls.scheduled_for < now
-            )
-        elif flag == "stuck":
-            filters["only"] = flag
-            query = query.where(execution_cls.state == "in_progress").where(
-                execution_cls.started_at < now - config.stuck_in_progress_threshold
-            )
-        elif flag == "has_cursor" and columns.resumable:
-            filters["only"] = flag
-            query = query.where(execution_cls.cursor.is_not(None))
-        page = args.get("page", "1")
+        query, filters, notes = executions.filter_executions(
+            query,
+            request.args,
+            execution_cls=execution_cls,
+            workflow_cls=workflow_cls,
+            columns=columns,
+            config=config,
+            now=clock.now(),
+        )
+        page = request.args.get("page", "1")
         valid_page = page.isascii() and page.isdigit() and 0 < len(page) < 7
         page_number = max(int(page) if valid_page else 1, 1)
+        # One row more than a page tells whether a next page exists: no COUNT(*).
         rows = session.execute(
             query.options(*store.undefer_options(session, None, execution_cls))
             .order_by(execution_cls.id.desc())
@@ -809,6 +795,38 @@ class StepExecutionsView(_GenevaView):
             notes=notes,
             page=page_number,
             has_next=has_next,
+            states=[state.value for state in StepExecutionState],
+            known_types=sorted(self.geneva.workflow_classes),
+            flags=executions.LIST_FLAGS,
+        )
+
+    @expose("/<execution_id>")
+    def detail(self, execution_id: str) -> str:
+        """All stored columns of one execution and its neighbours (R-ADM-14)."""
+        key = executions.parse_key(execution_id, self.geneva.key_type)
+        if key is None:
+            abort(404)
+        session = self.session
+        execution, raw_cursor = executions.load_execution(
+            session, self.geneva.StepExecution, key
+        )
+        if execution is None:
+            abort(404)
+        columns = self._columns()
+        meta, problem = _metadata(execution, columns)
+        return self.render(
+            "geneva/admin/step_execution_detail.html",
+            **executions.execution_detail(
+                session,
+                self.geneva,
+                execution,
+                meta=meta,
+                metadata_problem=problem,
+                error_class=_error_class(execution, columns),
+                raw_cursor=raw_cursor,
+                config=current_state().config,
+                now=clock.now(),
+            ),
         )
 
 

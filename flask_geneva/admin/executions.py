@@ -1,0 +1,599 @@
+"""Step executions in the admin: list filters and the detail page (R-ADM-13, R-ADM-14).
+
+The overview (R-ADM-10) counts stuck and overdue executions with the same
+criteria the list filters by (:func:`flag_criteria`), so every number links to a
+list that shows exactly the rows counted.
+
+Everything here only reads (R-ADM-32): plain selects, no row locks. Stored values
+of any shape come back as plain strings with a marker instead of raising
+(R-ADM-31); the templates escape them (R-ADM-06).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva import store
+from flask_geneva.admin import presenters
+from flask_geneva.models import InvalidJSON
+from flask_geneva.models import StepExecutionState
+
+__all__ = [
+    "FAILED_COUNT_CAP",
+    "LIST_FLAGS",
+    "ColumnValue",
+    "ExecutionLink",
+    "capped_count",
+    "execution_detail",
+    "filter_executions",
+    "flag_criteria",
+    "load_execution",
+    "parse_key",
+    "truncate_utf8",
+]
+
+#: The ``only=`` flags of the executions list, with their labels (R-ADM-13, R-ADM-10).
+LIST_FLAGS: dict[str, str] = {
+    "overdue": "overdue (scheduled, scheduled_for has passed)",
+    "stuck_scheduled": "overdue beyond the housekeeping threshold",
+    "stuck": "stuck in progress (beyond the housekeeping threshold)",
+    "has_cursor": "has a cursor",
+}
+
+#: The overview counts failed executions up to this many, then shows "N+" (R-ADM-30).
+FAILED_COUNT_CAP = 10_000
+
+#: Longest id accepted from a URL: bigint keys have at most 19 digits.
+_MAX_KEY_DIGITS = 18
+
+
+def parse_key(raw: str | None, key_type: str) -> Any:
+    """Parse a primary key from a URL or query string.
+
+    Args:
+        raw: The text given, or None.
+        key_type: ``"bigint"`` or ``"uuid"`` (``Geneva.key_type``).
+
+    Returns:
+        The key (``int`` or ``uuid.UUID``), or None when ``raw`` is not a valid key
+        of that type (negative, non-ASCII digits, too long, garbage).
+    """
+    if raw is None:
+        return None
+    raw = raw.strip()
+    if key_type == "uuid":
+        try:
+            return uuid.UUID(raw)
+        except ValueError:
+            return None
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > _MAX_KEY_DIGITS:
+        return None
+    return int(raw)
+
+
+def truncate_utf8(text: str, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``limit`` UTF-8 bytes without splitting a character.
+
+    Returns:
+        ``(text, truncated)``: the (possibly shortened) text and whether it was cut.
+    """
+    encoded = text.encode("utf-8", errors="replace")
+    if len(encoded) <= limit:
+        return text, False
+    return encoded[:limit].decode("utf-8", errors="ignore"), True
+
+
+# -- list filters (R-ADM-13, R-ADM-10) -------------------------------------------
+
+
+def flag_criteria(
+    flag: str, execution_cls: Any, config: Any, now: datetime
+) -> list[Any]:
+    """The WHERE criteria of an ``only=`` flag of the executions list.
+
+    ``overdue``: scheduled and ``scheduled_for`` before now (R-ADM-13).
+    ``stuck_scheduled``: scheduled and ``scheduled_for`` before now minus
+    ``GENEVA_STUCK_SCHEDULED_THRESHOLD`` (R-HK-20; the overview's overdue count).
+    ``stuck``: in progress and ``started_at`` before now minus
+    ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD`` (R-HK-20, R-ADM-13).
+    ``has_cursor``: a stored cursor (needs the ``cursor`` column).
+
+    Args:
+        flag: One of :data:`LIST_FLAGS`.
+        execution_cls: The ``StepExecution`` model.
+        config: The validated ``GenevaConfig`` (thresholds).
+        now: The reference time (aware UTC).
+
+    Returns:
+        The criteria, to pass to ``Select.where(*criteria)``.
+
+    Raises:
+        ValueError: ``flag`` is not one of :data:`LIST_FLAGS`; the message lists them.
+    """
+    scheduled = StepExecutionState.SCHEDULED.value
+    if flag == "overdue":
+        return [execution_cls.state == scheduled, execution_cls.scheduled_for < now]
+    if flag == "stuck_scheduled":
+        return [
+            execution_cls.state == scheduled,
+            execution_cls.scheduled_for < now - config.stuck_scheduled_threshold,
+        ]
+    if flag == "stuck":
+        return [
+            execution_cls.state == StepExecutionState.IN_PROGRESS.value,
+            execution_cls.started_at < now - config.stuck_in_progress_threshold,
+        ]
+    if flag == "has_cursor":
+        return [execution_cls.cursor.is_not(None)]
+    raise ValueError(
+        f"unknown executions list flag {flag!r}; allowed: {', '.join(LIST_FLAGS)}"
+    )
+
+
+def filter_executions(
+    query: sa.Select[Any],
+    args: Mapping[str, str],
+    *,
+    execution_cls: Any,
+    workflow_cls: Any,
+    columns: store.OptionalColumns,
+    config: Any,
+    now: datetime,
+) -> tuple[sa.Select[Any], dict[str, str], list[str]]:
+    """Apply the executions list's query-string filters to ``query`` (R-ADM-13).
+
+    Filters: ``state``, ``step_name``, ``type`` (workflow class), ``error_class``
+    (needs the ``error_class_name`` column), ``only`` (one of :data:`LIST_FLAGS`).
+    A value that cannot be applied is ignored with a note, never an error
+    (R-ADM-31).
+
+    Args:
+        query: A select over ``execution_cls`` joined to ``workflow_cls``.
+        args: The request's query string.
+        execution_cls: The ``StepExecution`` model.
+        workflow_cls: The ``Workflow`` model.
+        columns: The optional columns present (R-DM-30).
+        config: The validated ``GenevaConfig``.
+        now: The reference time (aware UTC).
+
+    Returns:
+        ``(query, filters, notes)``: the filtered select, the filters kept (to
+        refill the form and carry into pagination links) and notes to show.
+    """
+    filters: dict[str, str] = {}
+    notes: list[str] = []
+    simple = (
+        ("state", execution_cls.state),
+        ("step_name", execution_cls.step_name),
+        ("type", workflow_cls.type),
+        ("error_class", execution_cls.error_class_name),
+    )
+    for name, column in simple:
+        value = args.get(name, "").strip()
+        if not value:
+            continue
+        filters[name] = value
+        if "\x00" in value:  # PostgreSQL text cannot hold NUL
+            notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
+        elif name == "error_class" and not columns.error_class_name:
+            notes.append(
+                f"ignored error_class filter {value!r}: this database has no "
+                "error_class_name column"
+            )
+        else:
+            query = query.where(column == value[:255])
+            if name == "error_class":
+                # Reattempted executions keep their error in metadata only
+                # (R-SE-21); matching JSON would scan every row (R-ADM-30).
+                notes.append(
+                    "the error class filter matches the error_class_name column, "
+                    "which failed executions have; reattempted executions keep "
+                    "their error in metadata only and are not matched"
+                )
+    flag = args.get("only", "").strip()
+    if flag:
+        filters["only"] = flag
+        if flag not in LIST_FLAGS:
+            allowed = ", ".join(LIST_FLAGS)
+            notes.append(f"ignored only={flag!r}: allowed values are {allowed}")
+        elif flag == "has_cursor" and not columns.cursor:
+            notes.append(
+                "ignored only='has_cursor': this database has no cursor column"
+            )
+        else:
+            query = query.where(*flag_criteria(flag, execution_cls, config, now))
+    return query, filters, notes
+
+
+def capped_count(session: orm.Session, query: sa.Select[Any], cap: int) -> int:
+    """Count the rows of ``query``, reading at most ``cap + 1`` of them (R-ADM-30).
+
+    Returns:
+        The row count, or ``cap + 1`` when there are more than ``cap`` rows.
+    """
+    limited = query.limit(cap + 1).subquery()
+    return int(session.scalar(sa.select(sa.func.count()).select_from(limited)) or 0)
+
+
+# -- detail page (R-ADM-14) ---------------------------------------------------------
+
+
+def load_execution(session: orm.Session, execution_cls: Any, key: Any) -> Any:
+    """Load one execution with every optional column this database has (R-DM-32).
+
+    Returns:
+        ``(execution, raw_cursor)``: the row or None when there is none with this
+        key, and the stored cursor text when it does not parse as JSON (then the
+        ``cursor`` attribute is left unloaded; only SQLite's JSON column raises
+        on such text), else None.
+    """
+    query = sa.select(execution_cls).where(execution_cls.id == key)
+    # Show the stored truth even if this session saw the row earlier.
+    query = query.execution_options(populate_existing=True)
+    try:
+        return (
+            session.scalars(
+                query.options(*store.undefer_options(session, None, execution_cls))
+            ).one_or_none(),
+            None,
+        )
+    except ValueError:  # json.JSONDecodeError from the cursor column
+        pass
+    columns = store.optional_columns(session)
+    options = []
+    if columns.step_execution_metadata:
+        options.append(orm.undefer(execution_cls.meta))
+    if columns.error_class_name:
+        options.append(orm.undefer(execution_cls.error_class_name))
+    if columns.continues_from_id:
+        options.append(orm.undefer(execution_cls.continues_from_id))
+    execution = session.scalars(query.options(*options)).one_or_none()
+    raw = session.scalar(
+        sa.select(sa.cast(execution_cls.__table__.c.cursor, sa.Text)).where(
+            execution_cls.id == key
+        )
+    )
+    return execution, InvalidJSON(raw or "")
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnValue:
+    """One stored column of the execution as shown on the detail page.
+
+    Attributes:
+        name: The column name in the database.
+        kind: ``"null"``, ``"time"``, ``"text"``, ``"section"`` (shown in its own
+            section, ``text`` is a summary and ``anchor`` the section id) or
+            ``"absent"`` (the optional column does not exist in this database).
+        text: The display text (plain, escaped by the template).
+        anchor: The id of the section showing the value, or ``""``.
+    """
+
+    name: str
+    kind: str
+    text: str = ""
+    anchor: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionLink:
+    """A link to another execution: its id, step name and state."""
+
+    id: Any
+    step_name: str
+    state: str
+
+
+_OPTIONAL = {
+    "meta": "step_execution_metadata",
+    "error_class_name": "error_class_name",
+    "cursor": "cursor",
+    "continues_from_id": "continues_from_id",
+}
+#: Longest scalar JSON value shown inline in the columns table.
+_INLINE_CHARS = 60
+_SECTIONS = {
+    "meta": "metadata",
+    "cursor": "cursor",
+    "error_message": "error",
+    "error_backtrace": "backtrace",
+}
+
+
+def _column_values(
+    execution: Any, columns: store.OptionalColumns, raw_cursor: str | None
+) -> list[ColumnValue]:
+    values = []
+    for prop in sa.inspect(type(execution)).column_attrs:
+        name = prop.columns[0].name
+        flag = _OPTIONAL.get(prop.key)
+        if flag is not None and not getattr(columns, flag):
+            values.append(ColumnValue(name, "absent", "not in this database"))
+            continue
+        if prop.key == "cursor" and raw_cursor is not None:
+            values.append(ColumnValue(name, "section", "unparsable", "cursor"))
+            continue
+        value = getattr(execution, prop.key)
+        if value is None:
+            values.append(ColumnValue(name, "null", "NULL"))
+        elif prop.key in _SECTIONS:
+            values.append(
+                ColumnValue(
+                    name, "section", _summary(prop.key, value), _SECTIONS[prop.key]
+                )
+            )
+        elif isinstance(value, datetime):
+            values.append(ColumnValue(name, "time", _format_time(value)))
+        else:
+            values.append(ColumnValue(name, "text", str(value)))
+    return values
+
+
+def _summary(key: str, value: Any) -> str:
+    """A short text for a column shown in its own section."""
+    if isinstance(value, InvalidJSON):
+        return f"unparsable ({len(value)} characters)"
+    if key in ("error_message", "error_backtrace"):
+        lines = str(value).count("\n") + 1
+        return f"{lines} line{'s' if lines != 1 else ''}"
+    if isinstance(value, dict):
+        return f"object with {len(value)} key{'s' if len(value) != 1 else ''}"
+    if isinstance(value, list):
+        return f"array of {len(value)}"
+    compact = presenters.pretty_json(value)
+    return compact if len(compact) <= _INLINE_CHARS else f"{compact[:_INLINE_CHARS]}…"
+
+
+def _format_time(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+def _link(row: Any) -> ExecutionLink:
+    return ExecutionLink(row.id, str(row.step_name), str(row.state))
+
+
+def _neighbours(
+    session: orm.Session, execution_cls: Any, execution: Any
+) -> tuple[ExecutionLink | None, ExecutionLink | None]:
+    """The previous and next execution of the workflow in timeline order.
+
+    The workflow detail page orders by ``(created_at, id)``; so does this.
+    """
+    cls = execution_cls
+    picked = sa.select(cls.id, cls.step_name, cls.state).where(
+        cls.workflow_id == execution.workflow_id
+    )
+    created, key = execution.created_at, execution.id
+    before = session.execute(
+        picked.where(
+            sa.or_(
+                cls.created_at < created,
+                sa.and_(cls.created_at == created, cls.id < key),
+            )
+        )
+        .order_by(cls.created_at.desc(), cls.id.desc())
+        .limit(1)
+    ).first()
+    after = session.execute(
+        picked.where(
+            sa.or_(
+                cls.created_at > created,
+                sa.and_(cls.created_at == created, cls.id > key),
+            )
+        )
+        .order_by(cls.created_at.asc(), cls.id.asc())
+        .limit(1)
+    ).first()
+    return (
+        _link(before) if before is not None else None,
+        _link(after) if after is not None else None,
+    )
+
+
+def _chain_links(
+    session: orm.Session,
+    execution_cls: Any,
+    execution: Any,
+    columns: store.OptionalColumns,
+) -> tuple[Any, ExecutionLink | None, list[ExecutionLink]]:
+    """``(predecessor id, predecessor link or None if missing, successors)``."""
+    if not columns.continues_from_id:
+        return None, None, []
+    cls = execution_cls
+    picked = sa.select(cls.id, cls.step_name, cls.state)
+    predecessor_id = execution.continues_from_id
+    predecessor = None
+    if predecessor_id is not None:
+        row = session.execute(picked.where(cls.id == predecessor_id)).first()
+        predecessor = _link(row) if row is not None else None
+    successors = [
+        _link(row)
+        for row in session.execute(
+            picked.where(cls.continues_from_id == execution.id).order_by(cls.id)
+        )
+    ]
+    return predecessor_id, predecessor, successors
+
+
+def _cursor_display(
+    execution: Any, columns: store.OptionalColumns, raw_cursor: str | None
+) -> dict[str, Any] | None:
+    """The cursor section: pretty JSON cut at 2 KB, or None when there is none."""
+    if raw_cursor is not None:
+        value: Any = raw_cursor
+    elif not columns.cursor:
+        return None
+    else:
+        value = execution.cursor
+    if value is None:
+        return None
+    problem = ""
+    if isinstance(value, InvalidJSON):
+        text = str(value)
+        problem = "unparsable cursor: the stored text is shown as it is"
+    else:
+        text = presenters.pretty_json(value)
+    preview, truncated = truncate_utf8(text, presenters.CURSOR_PREVIEW_BYTES)
+    return {
+        "text": text,
+        "preview": preview,
+        "truncated": truncated,
+        "size": len(text.encode("utf-8", errors="replace")),
+        "problem": problem,
+    }
+
+
+def _metadata_display(execution: Any, columns: store.OptionalColumns) -> str | None:
+    """The stored metadata as pretty JSON (raw text when unparsable), or None."""
+    if not columns.step_execution_metadata or execution.meta is None:
+        return None
+    value = execution.meta
+    if isinstance(value, InvalidJSON):
+        return str(value)
+    return presenters.pretty_json(value)
+
+
+def _backtrace(execution: Any, meta: Mapping[str, Any]) -> str:
+    if execution.error_backtrace:
+        return str(execution.error_backtrace)
+    exception = meta.get("exception")
+    if isinstance(exception, Mapping):
+        lines = exception.get("backtrace")
+        if isinstance(lines, list):
+            return "\n".join(str(line) for line in lines)
+        if isinstance(lines, str):
+            return lines
+    return ""
+
+
+def _error_message(execution: Any, meta: Mapping[str, Any]) -> str:
+    if execution.error_message:
+        return str(execution.error_message)
+    exception = meta.get("exception")
+    if isinstance(exception, Mapping) and exception.get("message"):
+        return str(exception["message"])
+    return ""
+
+
+def _workflow_summary(
+    session: orm.Session, geneva: Any, execution: Any
+) -> dict[str, Any]:
+    workflow_cls = geneva.Workflow
+    row = session.execute(
+        sa.select(workflow_cls.type, workflow_cls.state).where(
+            workflow_cls.id == execution.workflow_id
+        )
+    ).first()
+    if row is None:
+        return {
+            "id": execution.workflow_id,
+            "found": False,
+            "type": "",
+            "state": "",
+            "known": False,
+            "step": None,
+        }
+    type_name = str(row.type)
+    workflow_class = geneva.workflow_classes.get(type_name)
+    step = None
+    if workflow_class is not None:
+        step = workflow_class.step_collection().named(execution.step_name)
+    return {
+        "id": execution.workflow_id,
+        "found": True,
+        "type": type_name,
+        "state": str(row.state),
+        "known": workflow_class is not None,
+        "step": step,
+    }
+
+
+def execution_detail(
+    session: orm.Session,
+    geneva: Any,
+    execution: Any,
+    *,
+    meta: Mapping[str, Any],
+    metadata_problem: str | None,
+    error_class: str,
+    raw_cursor: str | None,
+    config: Any,
+    now: datetime,
+) -> dict[str, Any]:
+    """Collect what the execution detail page shows (R-ADM-14, R-ADM-31).
+
+    Args:
+        session: The session to read with (no locks, no writes).
+        geneva: The ``Geneva`` extension (models, workflow classes).
+        execution: The loaded ``StepExecution`` (see :func:`load_execution`).
+        meta: The execution's metadata as a dict (``{}`` when absent or broken).
+        metadata_problem: The marker text when the metadata is broken, else None.
+        error_class: The recorded error class name, or ``""``.
+        raw_cursor: The unparsable cursor text from :func:`load_execution`, or None.
+        config: The validated ``GenevaConfig`` (stuck threshold).
+        now: The reference time (aware UTC).
+
+    Returns:
+        The template context: ``execution``, ``workflow`` (id, found, type, state,
+        known, step), ``columns`` (:class:`ColumnValue` list), ``metadata_text``,
+        ``metadata_problem``, ``cursor`` (text, preview, truncated, size,
+        problem or None), ``cursor_preview_bytes``, ``error_class``,
+        ``error_message``, ``backtrace``,
+        ``policy_sentence``, ``flow_control``, ``interrupt``, ``precondition``,
+        ``reattempt_reason``, ``overdue``, ``stuck``, ``duration``,
+        ``predecessor_id``, ``predecessor``, ``successors``, ``previous``, ``next``.
+    """
+    columns = store.optional_columns(session)
+    execution_cls = type(execution)
+    decision = meta.get("policy_decision")
+    interrupt = meta.get("interrupt")
+    flow_control = meta.get("flow_control")
+    precondition = meta.get("precondition")
+    reattempt_reason = meta.get("reattempt_reason")
+    end = execution.finished_at or execution.completed_at or execution.failed_at
+    stuck = (
+        execution.state == StepExecutionState.IN_PROGRESS.value
+        and execution.started_at is not None
+        and execution.started_at < now - config.stuck_in_progress_threshold
+    )
+    previous, following = _neighbours(session, execution_cls, execution)
+    predecessor_id, predecessor, successors = _chain_links(
+        session, execution_cls, execution, columns
+    )
+    return {
+        "execution": execution,
+        "workflow": _workflow_summary(session, geneva, execution),
+        "columns": _column_values(execution, columns, raw_cursor),
+        "metadata_text": _metadata_display(execution, columns),
+        "metadata_problem": metadata_problem,
+        "cursor": _cursor_display(execution, columns, raw_cursor),
+        "cursor_preview_bytes": presenters.CURSOR_PREVIEW_BYTES,
+        "error_class": error_class,
+        "error_message": _error_message(execution, meta),
+        "backtrace": _backtrace(execution, meta),
+        "policy_sentence": presenters.describe_policy_decision(decision)
+        if decision is not None
+        else "",
+        "flow_control": flow_control if isinstance(flow_control, Mapping) else None,
+        "interrupt": interrupt if isinstance(interrupt, Mapping) else None,
+        "precondition": precondition if isinstance(precondition, Mapping) else None,
+        "reattempt_reason": reattempt_reason
+        if isinstance(reattempt_reason, str)
+        else "",
+        "overdue": execution.state == StepExecutionState.SCHEDULED.value
+        and execution.scheduled_for < now,
+        "stuck": stuck,
+        "duration": presenters.format_duration(execution.started_at, end),
+        "predecessor_id": predecessor_id,
+        "predecessor": predecessor,
+        "successors": successors,
+        "previous": previous,
+        "next": following,
+    }
