@@ -34,6 +34,7 @@ from wtforms import HiddenField
 from flask_geneva import clock
 from flask_geneva import store
 from flask_geneva.admin import presenters
+from flask_geneva.admin import timeline_chart
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import WorkflowState
@@ -491,6 +492,10 @@ class WorkflowsView(_GenevaView):
             timeline=timeline,
             truncated=truncated,
             chains=_chains(timeline),
+            chart=timeline_chart.layout(
+                executions,
+                error_classes={row["id"]: row["error_class"] for row in timeline},
+            ),
             operator_actions=list(reversed(operator_actions)),
             metadata_problem=meta_problem,
             buttons=self._buttons(workflow, steps, executions, columns),
