@@ -35,6 +35,7 @@ from flask_geneva import clock
 from flask_geneva import store
 from flask_geneva.admin import executions
 from flask_geneva.admin import presenters
+from flask_geneva.admin import timeline_chart
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import StepExecutionState
@@ -501,6 +502,10 @@ class WorkflowsView(_GenevaView):
             timeline=timeline,
             truncated=truncated,
             chains=_chains(timeline),
+            chart=timeline_chart.layout(
+                executions,
+                error_classes={row["id"]: row["error_class"] for row in timeline},
+            ),
             operator_actions=list(reversed(operator_actions)),
             metadata_problem=meta_problem,
             buttons=self._buttons(workflow, steps, executions, columns),
