@@ -33,6 +33,7 @@ from wtforms import HiddenField
 
 from flask_geneva import clock
 from flask_geneva import store
+from flask_geneva.admin import filters
 from flask_geneva.admin import presenters
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.models import InvalidJSON
@@ -355,47 +356,31 @@ class WorkflowsView(_GenevaView):
 
     # -- list -------------------------------------------------------------------------
 
+    def _filters(self, args: Any) -> filters.WorkflowFilters:
+        """Validate the list filters of a query string or bulk form (R-ADM-11)."""
+        columns = self._columns()
+        return filters.parse_workflow_filters(
+            args,
+            workflow_cls=self.geneva.Workflow,
+            execution_cls=self.geneva.StepExecution,
+            parse_key=self._parse_key,
+            has_error_class_column=columns.error_class_name,
+            now=clock.now(),
+        )
+
     @expose("/")
     def index(self) -> str:
         args = request.args
+        session = self.session
         workflow_cls = self.geneva.Workflow
-        query = sa.select(workflow_cls)
-        notes: list[str] = []
-        filters: dict[str, str] = {}
-        for name, column in (
-            ("type", workflow_cls.type),
-            ("state", workflow_cls.state),
-            ("hero_type", workflow_cls.hero_type),
-        ):
-            value = args.get(name, "").strip()
-            if not value:
-                continue
-            filters[name] = value
-            if "\x00" in value:  # PostgreSQL text cannot hold NUL
-                notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
-            else:
-                query = query.where(column == value[:255])
-        hero_id = args.get("hero_id", "").strip()
-        if hero_id:
-            filters["hero_id"] = hero_id
-            key = self._parse_key(hero_id)
-            if key is None:
-                notes.append(f"ignored hero_id filter {hero_id!r}: not a valid id")
-            else:
-                query = query.where(workflow_cls.hero_id == key)
-        search = args.get("q", "").strip()
-        if search:
-            filters["q"] = search
-            key = self._parse_key(search)
-            if key is None:
-                notes.append(f"ignored search {search!r}: not a workflow or hero id")
-            else:
-                query = query.where(
-                    sa.or_(workflow_cls.id == key, workflow_cls.hero_id == key)
-                )
-        sort = args.get("sort", "id")
+        columns = self._columns()
+        matching = self._filters(args)
+        query = sa.select(workflow_cls).where(*matching.conditions)
+        # Newest first by default: the id for sequential keys, else created_at.
+        default_sort = "created_at" if self.geneva.key_type == "uuid" else "id"
+        sort = args.get("sort", default_sort)
         if sort not in _SORTS:
-            sort = "id"
+            sort = default_sort
         direction = args.get("dir", "desc")
         if direction not in ("asc", "desc"):
             direction = "desc"
@@ -409,7 +394,7 @@ class WorkflowsView(_GenevaView):
         page_number = max(page_number, 1)
         # One row more than a page tells whether a next page exists: no COUNT(*).
         rows = list(
-            self.session.scalars(
+            session.scalars(
                 query.order_by(*ordering)
                 .limit(PAGE_SIZE + 1)
                 .offset((page_number - 1) * PAGE_SIZE)
@@ -417,11 +402,24 @@ class WorkflowsView(_GenevaView):
         )
         has_next = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
+        # One query for the page's latest errors, one capped count (R-ADM-30).
+        errors = filters.latest_error_classes(
+            session,
+            self.geneva.StepExecution,
+            [row.id for row in rows],
+            has_error_class_column=columns.error_class_name,
+            has_metadata_column=columns.step_execution_metadata,
+        )
+        hero_urls = filters.hero_admin_urls(rows)
+        count, more = filters.capped_count(session, workflow_cls, matching)
         return self.render(
             "geneva/admin/workflows.html",
-            workflows=[self._summary(row) for row in rows],
-            filters=filters,
-            notes=notes,
+            workflows=[self._summary(row, errors, hero_urls) for row in rows],
+            filters=matching.params,
+            filtered=matching.is_active,
+            notes=matching.notes,
+            match_count=count,
+            match_label=filters.format_count(count, more),
             sort=sort,
             direction=direction,
             page=page_number,
@@ -432,16 +430,20 @@ class WorkflowsView(_GenevaView):
             action_form=_ActionForm(),
         )
 
-    def _summary(self, workflow: Any) -> dict[str, Any]:
+    def _summary(
+        self, workflow: Any, errors: dict[Any, str], hero_urls: dict[Any, str]
+    ) -> dict[str, Any]:
         return {
             "id": workflow.id,
             "type": workflow.type,
             "known": workflow.type in self.geneva.workflow_classes,
             "hero": _hero_reference(workflow),
+            "hero_url": hero_urls.get((workflow.hero_type, str(workflow.hero_id))),
             "state": workflow.state,
             "step": workflow.current_step_name or workflow.next_step_name or "",
             "created_at": workflow.created_at,
             "transitioned_at": workflow.transitioned_at,
+            "error_class": errors.get(workflow.id),
         }
 
     # -- detail -----------------------------------------------------------------------
