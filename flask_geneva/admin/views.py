@@ -669,7 +669,12 @@ class WorkflowsView(_GenevaView):
 
     @expose("/bulk", methods=("POST",))
     def bulk(self) -> Any:
-        """Pause, resume or cancel the checked rows, one transaction each (R-ADM-23)."""
+        """Pause, resume or cancel the checked rows or all matching (R-ADM-23).
+
+        ``scope=all`` acts on every workflow matching the filter fields of the form
+        (the list's filters, re-validated here); otherwise on the checked ``ids``.
+        Each workflow is its own transaction.
+        """
         form = _ActionForm(request.form)
         if "csrf" not in http_session or not form.validate():
             abort(400, description="missing or invalid CSRF token")
@@ -678,6 +683,8 @@ class WorkflowsView(_GenevaView):
             abort(400, description=f"unknown bulk action {action!r}")
         if not can_act():
             abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+        if request.form.get("scope") == "all":
+            return self._bulk_all(action, confirmed=form.confirm.data == "yes")
         keys = []
         for raw in request.form.getlist("ids")[:MAX_BULK_IDS]:
             key = self._parse_key(raw)
@@ -696,32 +703,100 @@ class WorkflowsView(_GenevaView):
                 action_form=_ActionForm(),
             )
         self.session.commit()  # end the reading transaction before locking
-        done: list[Any] = []
+        done = 0
         refused: list[tuple[Any, str]] = []
         for key in keys:
-            workflow = self._load(key)
-            if workflow is None:
-                self.session.rollback()
-                refused.append((key, f"workflow {key} no longer exists"))
-                continue
-            try:
-                _act(workflow, action)  # commits its own transaction
-            except GenevaError as error:
-                self.session.rollback()
-                refused.append((key, str(error)))
+            reason = self._act_on(key, action)
+            if reason is None:
+                done += 1
             else:
-                done.append(key)
+                refused.append((key, reason))
         return self.render(
             "geneva/admin/bulk_result.html",
             label=label,
-            done=done,
+            done_count=done,
             refused=refused,
+            refused_count=len(refused),
+            filters={},
         )
+
+    def _bulk_all(self, action: str, *, confirmed: bool) -> Any:
+        """Confirm, then act on every workflow matching the form's filters (R-ADM-23).
+
+        The filters are validated by the same code as the list. The matching ids are
+        read in keyset batches of ``GENEVA_HOUSEKEEPING_BATCH_SIZE``; the reading
+        transaction ends before each batch is acted on.
+        """
+        label = _BULK_ACTIONS[action]
+        matching = self._filters(request.form)
+        workflow_cls = self.geneva.Workflow
+        config = current_state().config
+        if not confirmed:
+            count, more = filters.capped_count(self.session, workflow_cls, matching)
+            return self.render(
+                "geneva/admin/bulk_all_confirm.html",
+                action=action,
+                label=label,
+                match_count=count,
+                match_label=filters.format_count(count, more),
+                capped=more,
+                cap=filters.COUNT_CAP,
+                batch_size=config.housekeeping_batch_size,
+                filters=matching.params,
+                filtered=matching.is_active,
+                descriptions=matching.descriptions,
+                notes=matching.notes,
+                action_form=_ActionForm(),
+            )
+        done = 0
+        refused: list[tuple[Any, str]] = []
+        refused_count = 0
+        batches = filters.matching_id_batches(
+            self.session,
+            workflow_cls,
+            matching,
+            batch_size=config.housekeeping_batch_size,
+            created_until=clock.now(),
+        )
+        for keys in batches:
+            self.session.commit()  # end the reading transaction before locking
+            for key in keys:
+                reason = self._act_on(key, action)
+                if reason is None:
+                    done += 1
+                    continue
+                refused_count += 1
+                if len(refused) < MAX_LISTED_REFUSALS:
+                    refused.append((key, reason))
+        self.session.commit()
+        return self.render(
+            "geneva/admin/bulk_result.html",
+            label=f"{label} all matching",
+            done_count=done,
+            refused=refused,
+            refused_count=refused_count,
+            filters=matching.params,
+        )
+
+    def _act_on(self, key: Any, action: str) -> str | None:
+        """Act on one workflow in its own transaction; the refusal reason or None."""
+        workflow = self._load(key)
+        if workflow is None:
+            self.session.rollback()
+            return f"workflow {key} no longer exists"
+        try:
+            _act(workflow, action)  # commits its own transaction
+        except GenevaError as error:
+            self.session.rollback()
+            return str(error)
+        return None
 
 
 _BULK_ACTIONS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel"}
 #: Most workflows one bulk request acts on (the checked rows of one page).
 MAX_BULK_IDS = 500
+#: Refusals listed on a bulk result page; the rest are only counted.
+MAX_LISTED_REFUSALS = 1000
 
 
 def _act(workflow: Any, action: str) -> None:

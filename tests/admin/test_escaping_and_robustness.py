@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from tests.admin.conftest import csrf_token
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
@@ -19,6 +20,7 @@ from tests.workflow.support import execution_rows
 from tests.workflow.support import external_writer
 from tests.workflow.support import update_execution
 from tests.workflow.support import update_workflow
+from tests.workflow.support import workflow_row
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -164,3 +166,41 @@ def test_random_list_filters_never_give_a_500(client, params):
     for url in ("/geneva/", "/geneva/workflows/", "/geneva/step-executions/"):
         response = client.get(url, query_string=params)
         assert response.status_code == 200, (url, params)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    params=st.dictionaries(
+        st.sampled_from(_LIST_PARAMS), _PARAM_VALUES, max_size=len(_LIST_PARAMS)
+    ),
+    action=st.sampled_from(["pause", "resume", "cancel"]),
+)
+def test_random_filters_on_the_bulk_all_confirmation_never_give_a_500(
+    client, params, action
+):
+    """Random filter fields in an "all matching" bulk POST give a confirmation page, never a 500, and change nothing (R-ADM-23, R-ADM-31)."""
+    workflow_id = ready_workflow().id
+    token = csrf_token(client, "/geneva/workflows/")
+    response = client.post(
+        "/geneva/workflows/bulk",
+        data={**params, "csrf_token": token, "action": action, "scope": "all"},
+    )
+    assert response.status_code == 200, params
+    text = response.get_data(as_text=True)
+    assert "data-geneva-confirm" in text or "no workflows match" in text
+    assert workflow_row(workflow_id)["state"] == "ready"
+
+
+def test_nul_bytes_and_non_ascii_digits_in_filters_are_ignored_with_a_note(client):
+    """NUL bytes and digits like '²' in filters are ignored with a note, never a 500 (R-ADM-31)."""
+    for params in ({"type": "\x00"}, {"page": "²"}, {"hero_id": "²"}, {"q": "١٢"}):
+        response = client.get("/geneva/workflows/", query_string=params)
+        assert response.status_code == 200, params
+    text = client.get("/geneva/workflows/", query_string={"type": "a\x00b"}).get_data(
+        as_text=True
+    )
+    assert "contains a NUL byte" in text

@@ -304,7 +304,7 @@ def test_bad_values_of_every_filter_give_a_note_not_a_500(client):
 
 
 def test_filter_values_are_escaped_in_inputs_links_and_hidden_fields(client):
-    """Filter values echoed into the filter inputs and links are escaped (R-ADM-06)."""
+    """Filter values echoed into inputs, links and the bulk form's hidden fields are escaped (R-ADM-06)."""
     ready_workflow()
     script = '"><script>alert(1)</script>'
     escaped = "&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -314,3 +314,9 @@ def test_filter_values_are_escaped_in_inputs_links_and_hidden_fields(client):
         f'name="hero_type" class="form-control form-control-sm mr-1" placeholder="hero type" aria-label="hero type" value="{escaped}"'
         in text
     )
+    # q and hero_id are ignored (not ids), so one workflow matches and the
+    # "all matching" form repeats them as hidden fields.
+    text = page_text(client, q=script, hero_id=script)
+    assert "<script>alert(1)" not in text
+    assert f'<input type="hidden" name="q" value="{escaped}">' in text
+    assert f'<input type="hidden" name="hero_id" value="{escaped}">' in text
