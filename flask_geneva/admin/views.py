@@ -34,6 +34,7 @@ from wtforms import HiddenField
 from flask_geneva import clock
 from flask_geneva import store
 from flask_geneva.admin import executions
+from flask_geneva.admin import filters
 from flask_geneva.admin import presenters
 from flask_geneva.admin import timeline_chart
 from flask_geneva.exceptions import GenevaError
@@ -366,47 +367,31 @@ class WorkflowsView(_GenevaView):
 
     # -- list -------------------------------------------------------------------------
 
+    def _filters(self, args: Any) -> filters.WorkflowFilters:
+        """Validate the list filters of a query string or bulk form (R-ADM-11)."""
+        columns = self._columns()
+        return filters.parse_workflow_filters(
+            args,
+            workflow_cls=self.geneva.Workflow,
+            execution_cls=self.geneva.StepExecution,
+            parse_key=self._parse_key,
+            has_error_class_column=columns.error_class_name,
+            now=clock.now(),
+        )
+
     @expose("/")
     def index(self) -> str:
         args = request.args
+        session = self.session
         workflow_cls = self.geneva.Workflow
-        query = sa.select(workflow_cls)
-        notes: list[str] = []
-        filters: dict[str, str] = {}
-        for name, column in (
-            ("type", workflow_cls.type),
-            ("state", workflow_cls.state),
-            ("hero_type", workflow_cls.hero_type),
-        ):
-            value = args.get(name, "").strip()
-            if not value:
-                continue
-            filters[name] = value
-            if "\x00" in value:  # PostgreSQL text cannot hold NUL
-                notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
-            else:
-                query = query.where(column == value[:255])
-        hero_id = args.get("hero_id", "").strip()
-        if hero_id:
-            filters["hero_id"] = hero_id
-            key = self._parse_key(hero_id)
-            if key is None:
-                notes.append(f"ignored hero_id filter {hero_id!r}: not a valid id")
-            else:
-                query = query.where(workflow_cls.hero_id == key)
-        search = args.get("q", "").strip()
-        if search:
-            filters["q"] = search
-            key = self._parse_key(search)
-            if key is None:
-                notes.append(f"ignored search {search!r}: not a workflow or hero id")
-            else:
-                query = query.where(
-                    sa.or_(workflow_cls.id == key, workflow_cls.hero_id == key)
-                )
-        sort = args.get("sort", "id")
+        columns = self._columns()
+        matching = self._filters(args)
+        query = sa.select(workflow_cls).where(*matching.conditions)
+        # Newest first by default: the id for sequential keys, else created_at.
+        default_sort = "created_at" if self.geneva.key_type == "uuid" else "id"
+        sort = args.get("sort", default_sort)
         if sort not in _SORTS:
-            sort = "id"
+            sort = default_sort
         direction = args.get("dir", "desc")
         if direction not in ("asc", "desc"):
             direction = "desc"
@@ -420,7 +405,7 @@ class WorkflowsView(_GenevaView):
         page_number = max(page_number, 1)
         # One row more than a page tells whether a next page exists: no COUNT(*).
         rows = list(
-            self.session.scalars(
+            session.scalars(
                 query.order_by(*ordering)
                 .limit(PAGE_SIZE + 1)
                 .offset((page_number - 1) * PAGE_SIZE)
@@ -428,11 +413,24 @@ class WorkflowsView(_GenevaView):
         )
         has_next = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
+        # One query for the page's latest errors, one capped count (R-ADM-30).
+        errors = filters.latest_error_classes(
+            session,
+            self.geneva.StepExecution,
+            [row.id for row in rows],
+            has_error_class_column=columns.error_class_name,
+            has_metadata_column=columns.step_execution_metadata,
+        )
+        hero_urls = filters.hero_admin_urls(rows)
+        count, more = filters.capped_count(session, workflow_cls, matching)
         return self.render(
             "geneva/admin/workflows.html",
-            workflows=[self._summary(row) for row in rows],
-            filters=filters,
-            notes=notes,
+            workflows=[self._summary(row, errors, hero_urls) for row in rows],
+            filters=matching.params,
+            filtered=matching.is_active,
+            notes=matching.notes,
+            match_count=count,
+            match_label=filters.format_count(count, more),
             sort=sort,
             direction=direction,
             page=page_number,
@@ -443,16 +441,20 @@ class WorkflowsView(_GenevaView):
             action_form=_ActionForm(),
         )
 
-    def _summary(self, workflow: Any) -> dict[str, Any]:
+    def _summary(
+        self, workflow: Any, errors: dict[Any, str], hero_urls: dict[Any, str]
+    ) -> dict[str, Any]:
         return {
             "id": workflow.id,
             "type": workflow.type,
             "known": workflow.type in self.geneva.workflow_classes,
             "hero": _hero_reference(workflow),
+            "hero_url": hero_urls.get((workflow.hero_type, str(workflow.hero_id))),
             "state": workflow.state,
             "step": workflow.current_step_name or workflow.next_step_name or "",
             "created_at": workflow.created_at,
             "transitioned_at": workflow.transitioned_at,
+            "error_class": errors.get(workflow.id),
         }
 
     # -- detail -----------------------------------------------------------------------
@@ -682,7 +684,12 @@ class WorkflowsView(_GenevaView):
 
     @expose("/bulk", methods=("POST",))
     def bulk(self) -> Any:
-        """Pause, resume or cancel the checked rows, one transaction each (R-ADM-23)."""
+        """Pause, resume or cancel the checked rows or all matching (R-ADM-23).
+
+        ``scope=all`` acts on every workflow matching the filter fields of the form
+        (the list's filters, re-validated here); otherwise on the checked ``ids``.
+        Each workflow is its own transaction.
+        """
         form = _ActionForm(request.form)
         if "csrf" not in http_session or not form.validate():
             abort(400, description="missing or invalid CSRF token")
@@ -691,6 +698,8 @@ class WorkflowsView(_GenevaView):
             abort(400, description=f"unknown bulk action {action!r}")
         if not can_act():
             abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+        if request.form.get("scope") == "all":
+            return self._bulk_all(action, confirmed=form.confirm.data == "yes")
         keys = []
         for raw in request.form.getlist("ids")[:MAX_BULK_IDS]:
             key = self._parse_key(raw)
@@ -709,32 +718,100 @@ class WorkflowsView(_GenevaView):
                 action_form=_ActionForm(),
             )
         self.session.commit()  # end the reading transaction before locking
-        done: list[Any] = []
+        done = 0
         refused: list[tuple[Any, str]] = []
         for key in keys:
-            workflow = self._load(key)
-            if workflow is None:
-                self.session.rollback()
-                refused.append((key, f"workflow {key} no longer exists"))
-                continue
-            try:
-                _act(workflow, action)  # commits its own transaction
-            except GenevaError as error:
-                self.session.rollback()
-                refused.append((key, str(error)))
+            reason = self._act_on(key, action)
+            if reason is None:
+                done += 1
             else:
-                done.append(key)
+                refused.append((key, reason))
         return self.render(
             "geneva/admin/bulk_result.html",
             label=label,
-            done=done,
+            done_count=done,
             refused=refused,
+            refused_count=len(refused),
+            filters={},
         )
+
+    def _bulk_all(self, action: str, *, confirmed: bool) -> Any:
+        """Confirm, then act on every workflow matching the form's filters (R-ADM-23).
+
+        The filters are validated by the same code as the list. The matching ids are
+        read in keyset batches of ``GENEVA_HOUSEKEEPING_BATCH_SIZE``; the reading
+        transaction ends before each batch is acted on.
+        """
+        label = _BULK_ACTIONS[action]
+        matching = self._filters(request.form)
+        workflow_cls = self.geneva.Workflow
+        config = current_state().config
+        if not confirmed:
+            count, more = filters.capped_count(self.session, workflow_cls, matching)
+            return self.render(
+                "geneva/admin/bulk_all_confirm.html",
+                action=action,
+                label=label,
+                match_count=count,
+                match_label=filters.format_count(count, more),
+                capped=more,
+                cap=filters.COUNT_CAP,
+                batch_size=config.housekeeping_batch_size,
+                filters=matching.params,
+                filtered=matching.is_active,
+                descriptions=matching.descriptions,
+                notes=matching.notes,
+                action_form=_ActionForm(),
+            )
+        done = 0
+        refused: list[tuple[Any, str]] = []
+        refused_count = 0
+        batches = filters.matching_id_batches(
+            self.session,
+            workflow_cls,
+            matching,
+            batch_size=config.housekeeping_batch_size,
+            created_until=clock.now(),
+        )
+        for keys in batches:
+            self.session.commit()  # end the reading transaction before locking
+            for key in keys:
+                reason = self._act_on(key, action)
+                if reason is None:
+                    done += 1
+                    continue
+                refused_count += 1
+                if len(refused) < MAX_LISTED_REFUSALS:
+                    refused.append((key, reason))
+        self.session.commit()
+        return self.render(
+            "geneva/admin/bulk_result.html",
+            label=f"{label} all matching",
+            done_count=done,
+            refused=refused,
+            refused_count=refused_count,
+            filters=matching.params,
+        )
+
+    def _act_on(self, key: Any, action: str) -> str | None:
+        """Act on one workflow in its own transaction; the refusal reason or None."""
+        workflow = self._load(key)
+        if workflow is None:
+            self.session.rollback()
+            return f"workflow {key} no longer exists"
+        try:
+            _act(workflow, action)  # commits its own transaction
+        except GenevaError as error:
+            self.session.rollback()
+            return str(error)
+        return None
 
 
 _BULK_ACTIONS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel"}
 #: Most workflows one bulk request acts on (the checked rows of one page).
 MAX_BULK_IDS = 500
+#: Refusals listed on a bulk result page; the rest are only counted.
+MAX_LISTED_REFUSALS = 1000
 
 
 def _act(workflow: Any, action: str) -> None:

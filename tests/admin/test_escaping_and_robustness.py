@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from tests.admin.conftest import csrf_token
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
@@ -19,6 +20,7 @@ from tests.workflow.support import execution_rows
 from tests.workflow.support import external_writer
 from tests.workflow.support import update_execution
 from tests.workflow.support import update_workflow
+from tests.workflow.support import workflow_row
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -123,6 +125,32 @@ def test_unknown_or_garbage_ids_are_404_not_500(client):
         assert client.get(f"/geneva/workflows/{raw}").status_code == 404, raw
 
 
+_LIST_PARAMS = [
+    "type",
+    "state",
+    "hero_type",
+    "hero_id",
+    "created_from",
+    "created_to",
+    "error_class",
+    "overdue",
+    "q",
+    "sort",
+    "dir",
+    "page",
+    "only",
+    "step_name",
+]
+# Text plus values close to valid ones (dates, ids, flags), so validation is reached.
+_PARAM_VALUES = st.one_of(
+    st.text(max_size=30),
+    st.dates().map(str),
+    st.datetimes().map(lambda value: value.isoformat()),
+    st.integers(min_value=-(10**20), max_value=10**20).map(str),
+    st.sampled_from(["1", "0", "on", "paused", "AdminTwoStep", "RuntimeError"]),
+)
+
+
 @settings(
     max_examples=60,
     deadline=None,
@@ -130,18 +158,41 @@ def test_unknown_or_garbage_ids_are_404_not_500(client):
 )
 @given(
     params=st.dictionaries(
-        st.sampled_from(
-            ["type", "state", "hero_type", "hero_id", "q", "sort", "dir", "page"]
-        ),
-        st.text(max_size=30),
-        max_size=8,
+        st.sampled_from(_LIST_PARAMS), _PARAM_VALUES, max_size=len(_LIST_PARAMS)
     )
 )
 def test_random_list_filters_never_give_a_500(client, params):
-    """Random filter/sort/page query strings on the list URLs never produce a 500 (R-ADM-31)."""
+    """Random filter/sort/page query strings on the list URLs never produce a 500 (R-ADM-11, R-ADM-13, R-ADM-31)."""
     for url in ("/geneva/", "/geneva/workflows/", "/geneva/step-executions/"):
         response = client.get(url, query_string=params)
         assert response.status_code == 200, (url, params)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    params=st.dictionaries(
+        st.sampled_from(_LIST_PARAMS), _PARAM_VALUES, max_size=len(_LIST_PARAMS)
+    ),
+    action=st.sampled_from(["pause", "resume", "cancel"]),
+)
+def test_random_filters_on_the_bulk_all_confirmation_never_give_a_500(
+    client, params, action
+):
+    """Random filter fields in an "all matching" bulk POST give a confirmation page, never a 500, and change nothing (R-ADM-23, R-ADM-31)."""
+    workflow_id = ready_workflow().id
+    token = csrf_token(client, "/geneva/workflows/")
+    response = client.post(
+        "/geneva/workflows/bulk",
+        data={**params, "csrf_token": token, "action": action, "scope": "all"},
+    )
+    assert response.status_code == 200, params
+    text = response.get_data(as_text=True)
+    assert "data-geneva-confirm" in text or "no workflows match" in text
+    assert workflow_row(workflow_id)["state"] == "ready"
 
 
 def test_nul_bytes_and_non_ascii_digits_in_filters_are_ignored_with_a_note(client):

@@ -1,0 +1,449 @@
+"""Query building of the workflows list and its "all matching" bulk action.
+
+The list page (R-ADM-11) and the bulk action on every workflow matching the current
+filter (R-ADM-23) share :func:`parse_workflow_filters`, so a POST re-validates the
+filters exactly as the list did. Counts are capped instead of running an unbounded
+``COUNT(*)`` (R-ADM-30), and the bulk action walks the matching ids with keyset
+pagination over ``id`` (never ``OFFSET``: rows leave a state filter while we act).
+
+Everything here only reads (R-ADM-32).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from datetime import UTC
+from datetime import date
+from datetime import datetime
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from flask import current_app
+from sqlalchemy import orm
+
+from flask_geneva.extension import hero_type_of
+from flask_geneva.models import InvalidJSON
+from flask_geneva.models import WorkflowState
+
+__all__ = [
+    "COUNT_CAP",
+    "FILTER_NAMES",
+    "WorkflowFilters",
+    "capped_count",
+    "format_count",
+    "hero_admin_urls",
+    "latest_error_classes",
+    "matching_id_batches",
+    "parse_workflow_filters",
+]
+
+#: Counts stop here: more matching rows show as "10,000+" (R-ADM-30).
+COUNT_CAP = 10_000
+#: The query-string (and bulk form) parameters that filter the workflows list.
+FILTER_NAMES = (
+    "type",
+    "state",
+    "hero_type",
+    "hero_id",
+    "created_from",
+    "created_to",
+    "error_class",
+    "overdue",
+    "q",
+)
+#: What the created range accepts, quoted in the note of an ignored value.
+DATE_FORMAT_HELP = "YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS] (UTC unless an offset is given)"
+_MAX_TEXT = 255  # the filtered text columns are VARCHAR(255)
+_FLAG_ON = ("1", "on", "yes", "true")
+_FLAG_OFF = ("0", "off", "no", "false")
+# MariaDB DATETIME holds years 1000..9999; one day is added to an end date.
+_FIRST_YEAR, _LAST_YEAR = 1000, 9998
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowFilters:
+    """The validated filters of one workflows-list request (R-ADM-11).
+
+    Attributes:
+        params: Every filter parameter given (stripped, non-empty), in
+            :data:`FILTER_NAMES` order, accepted or not: the list repeats them in
+            its inputs and links, the bulk form carries them as hidden fields.
+        notes: One sentence per ignored value, naming the value and what is
+            accepted (plain text; templates escape it).
+        conditions: SQL conditions on the workflow class of the accepted values.
+        descriptions: One human line per accepted filter, e.g. ``"state = paused"``.
+    """
+
+    params: dict[str, str]
+    notes: list[str]
+    conditions: list[Any]
+    descriptions: list[str]
+
+    @property
+    def is_active(self) -> bool:
+        """True when at least one accepted filter narrows the list."""
+        return bool(self.conditions)
+
+
+def parse_workflow_filters(
+    args: Mapping[str, str],
+    *,
+    workflow_cls: Any,
+    execution_cls: Any,
+    parse_key: Callable[[str], Any],
+    has_error_class_column: bool,
+    now: datetime,
+) -> WorkflowFilters:
+    """Validate the list filters of ``args`` into SQL conditions (R-ADM-11).
+
+    Invalid values (a NUL byte, text longer than the column, an unknown state, an
+    id that is not a key, a date that does not parse) are ignored with a note; they
+    never raise. Filters: ``type`` (class), ``state``, ``hero_type``, ``hero_id``,
+    ``created_from`` / ``created_to`` (dates or datetimes in UTC; a date as the end
+    includes that whole day), ``error_class`` (the class of the workflow's latest
+    recorded error), ``overdue`` (has a scheduled execution with ``scheduled_for``
+    before ``now``) and ``q`` (a workflow id or hero id).
+
+    Args:
+        args: The query string of a GET or the form of a POST (other keys ignored).
+        workflow_cls: The Workflow model.
+        execution_cls: The StepExecution model.
+        parse_key: Turns id text into a key, or None when it is not a valid key.
+        has_error_class_column: The executions table has ``error_class_name``.
+        now: Aware UTC time of the request, for the ``overdue`` filter.
+
+    Returns:
+        The accepted conditions, the notes and the given parameters.
+    """
+    params: dict[str, str] = {}
+    for name in FILTER_NAMES:
+        raw = args.get(name, "")
+        given = raw.strip() if isinstance(raw, str) else ""
+        if given:
+            params[name] = given
+    notes: list[str] = []
+    conditions: list[Any] = []
+    descriptions: list[str] = []
+
+    def text(name: str, label: str) -> str | None:
+        value = params.get(name)
+        if value is None:
+            return None
+        if "\x00" in value:  # PostgreSQL text cannot hold NUL
+            notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
+            return None
+        if len(value) > _MAX_TEXT:
+            notes.append(
+                f"ignored {name} filter {value[:40]!r}…: longer than {_MAX_TEXT} "
+                "characters"
+            )
+            return None
+        descriptions.append(f"{label} = {value}")
+        return value
+
+    value = text("type", "class")
+    if value is not None:
+        conditions.append(workflow_cls.type == value)
+    state = params.get("state")
+    allowed = [member.value for member in WorkflowState]
+    if state is not None and state not in allowed:
+        notes.append(f"ignored state filter {state!r}: not one of {', '.join(allowed)}")
+    elif state is not None:
+        descriptions.append(f"state = {state}")
+        conditions.append(workflow_cls.state == state)
+    value = text("hero_type", "hero type")
+    if value is not None:
+        conditions.append(workflow_cls.hero_type == value)
+    hero_id = params.get("hero_id")
+    if hero_id is not None:
+        key = parse_key(hero_id)
+        if key is None:
+            notes.append(f"ignored hero_id filter {hero_id!r}: not a valid id")
+        else:
+            descriptions.append(f"hero id = {key}")
+            conditions.append(workflow_cls.hero_id == key)
+    start = _instant(params, "created_from", notes, end=False)
+    if start is not None:
+        descriptions.append(f"created at or after {_utc_text(start)}")
+        conditions.append(workflow_cls.created_at >= start)
+    end = _instant(params, "created_to", notes, end=True)
+    if end is not None:
+        if _is_date(params["created_to"]):
+            descriptions.append(f"created before {_utc_text(end)}")
+            conditions.append(workflow_cls.created_at < end)
+        else:
+            descriptions.append(f"created at or before {_utc_text(end)}")
+            conditions.append(workflow_cls.created_at <= end)
+    error_class = params.get("error_class")
+    if error_class is not None and not has_error_class_column:
+        notes.append(
+            f"ignored error_class filter {error_class!r}: the step executions table "
+            "has no error_class_name column"
+        )
+    else:
+        value = text("error_class", "latest error class")
+        if value is not None:
+            latest = _latest_error(execution_cls).where(
+                execution_cls.workflow_id == workflow_cls.id,
+                execution_cls.error_class_name == value,
+            )
+            conditions.append(sa.exists(latest))
+    flag = params.get("overdue")
+    if flag is not None and flag.lower() in _FLAG_ON:
+        descriptions.append("has an overdue execution")
+        conditions.append(
+            sa.exists(
+                sa.select(execution_cls.id).where(
+                    execution_cls.workflow_id == workflow_cls.id,
+                    execution_cls.state == "scheduled",
+                    execution_cls.scheduled_for < now,
+                )
+            )
+        )
+    elif flag is not None and flag.lower() not in _FLAG_OFF:
+        notes.append(f"ignored overdue filter {flag!r}: use 1 (on) or 0 (off)")
+    search = params.get("q")
+    if search is not None:
+        key = parse_key(search)
+        if key is None:
+            notes.append(f"ignored search {search!r}: not a workflow or hero id")
+        else:
+            descriptions.append(f"workflow id or hero id = {key}")
+            conditions.append(
+                sa.or_(workflow_cls.id == key, workflow_cls.hero_id == key)
+            )
+    return WorkflowFilters(params, notes, conditions, descriptions)
+
+
+def _is_date(raw: str) -> bool:
+    try:
+        date.fromisoformat(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _instant(
+    params: dict[str, str], name: str, notes: list[str], *, end: bool
+) -> datetime | None:
+    """Parse a created-range bound; a date as the end means the next midnight."""
+    raw = params.get(name)
+    if raw is None:
+        return None
+    try:
+        if _is_date(raw):
+            day = date.fromisoformat(raw)
+            value = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        else:
+            value = datetime.fromisoformat(raw)
+            value = (
+                value.replace(tzinfo=UTC)
+                if value.tzinfo is None
+                else value.astimezone(UTC)
+            )
+    except (ValueError, OverflowError):
+        notes.append(
+            f"ignored {name} {raw!r}: not a date or datetime; use {DATE_FORMAT_HELP}"
+        )
+        return None
+    if not _FIRST_YEAR <= value.year <= _LAST_YEAR:
+        notes.append(
+            f"ignored {name} {raw!r}: the year must be from {_FIRST_YEAR} to "
+            f"{_LAST_YEAR}; use {DATE_FORMAT_HELP}"
+        )
+        return None
+    if end and _is_date(raw):
+        value += timedelta(days=1)
+    return value
+
+
+def _utc_text(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _latest_error(execution_cls: Any) -> sa.Select[Any]:
+    """Select executions with a recorded error and no later one of their workflow.
+
+    "Recorded error" means ``error_message`` is set (R-SE-20); "later" orders by
+    ``created_at`` then ``id``, so exactly one execution per workflow qualifies.
+    """
+    later = orm.aliased(execution_cls)
+    newer = sa.exists().where(
+        later.workflow_id == execution_cls.workflow_id,
+        later.error_message.is_not(None),
+        sa.or_(
+            later.created_at > execution_cls.created_at,
+            sa.and_(
+                later.created_at == execution_cls.created_at,
+                later.id > execution_cls.id,
+            ),
+        ),
+    )
+    return sa.select(execution_cls.id).where(
+        execution_cls.error_message.is_not(None), ~newer
+    )
+
+
+def latest_error_classes(
+    session: orm.Session,
+    execution_cls: Any,
+    workflow_ids: Sequence[Any],
+    *,
+    has_error_class_column: bool,
+    has_metadata_column: bool,
+) -> dict[Any, str]:
+    """Return ``{workflow id: class of its latest recorded error}`` in one query.
+
+    Workflows without a recorded error are absent. The class comes from
+    ``error_class_name`` or, without that column, from the ``"exception"``
+    metadata (R-SE-20); an error with no class maps to ``""``.
+
+    Args:
+        session: The admin's session (read only).
+        execution_cls: The StepExecution model.
+        workflow_ids: The ids of one list page.
+        has_error_class_column: The executions table has ``error_class_name``.
+        has_metadata_column: The executions table has ``metadata``.
+    """
+    if not workflow_ids:
+        return {}
+    if has_error_class_column:
+        source = execution_cls.error_class_name
+    elif has_metadata_column:
+        source = execution_cls.meta
+    else:
+        source = sa.null()
+    latest = _latest_error(execution_cls).with_only_columns(
+        execution_cls.workflow_id, source
+    )
+    rows = session.execute(
+        latest.where(execution_cls.workflow_id.in_(list(workflow_ids)))
+    ).all()
+    return {workflow_id: _class_text(value) for workflow_id, value in rows}
+
+
+def _class_text(value: Any) -> str:
+    if value is None or isinstance(value, InvalidJSON):
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        info = value.get("exception")
+        if isinstance(info, dict) and info.get("class"):
+            return str(info["class"])
+    return ""
+
+
+def capped_count(
+    session: orm.Session, workflow_cls: Any, filters: WorkflowFilters
+) -> tuple[int, bool]:
+    """Count matching workflows, stopping after :data:`COUNT_CAP` (R-ADM-30).
+
+    Returns:
+        ``(count, more)``: the count, at most ``COUNT_CAP``, and whether more
+        workflows match than that.
+    """
+    matching = (
+        sa.select(workflow_cls.id).where(*filters.conditions).limit(COUNT_CAP + 1)
+    )
+    total = int(
+        session.scalar(sa.select(sa.func.count()).select_from(matching.subquery())) or 0
+    )
+    return min(total, COUNT_CAP), total > COUNT_CAP
+
+
+def format_count(count: int, more: bool) -> str:
+    """``"1,234"``, or ``"10,000+"`` for a capped count (R-ADM-30)."""
+    return f"{count:,}+" if more else f"{count:,}"
+
+
+def matching_id_batches(
+    session: orm.Session,
+    workflow_cls: Any,
+    filters: WorkflowFilters,
+    *,
+    batch_size: int,
+    created_until: datetime,
+) -> Iterator[list[Any]]:
+    """Yield the ids of matching workflows, ``batch_size`` at a time (R-ADM-23).
+
+    Keyset pagination: each batch is ``WHERE <filters> AND id > <last id> ORDER BY
+    id LIMIT batch_size``, so workflows that stop matching while the caller acts
+    on earlier batches (a state filter) shift nothing. Workflows created after
+    ``created_until`` are left out, so a busy system cannot keep the walk going.
+    Each batch is read when the caller asks for it; the caller ends the reading
+    transaction before acting.
+
+    Args:
+        session: The admin's session.
+        workflow_cls: The Workflow model.
+        filters: The validated filters.
+        batch_size: Ids per batch, ``GENEVA_HOUSEKEEPING_BATCH_SIZE``.
+        created_until: Aware UTC instant the action was confirmed.
+    """
+    base = (
+        sa.select(workflow_cls.id)
+        .where(*filters.conditions)
+        .where(workflow_cls.created_at <= created_until)
+        .order_by(workflow_cls.id)
+        .limit(batch_size)
+    )
+    last: Any = None
+    while True:
+        query = base if last is None else base.where(workflow_cls.id > last)
+        ids = list(session.scalars(query))
+        if not ids:
+            return
+        yield ids
+        if len(ids) < batch_size:
+            return
+        last = ids[-1]
+
+
+def hero_admin_urls(rows: Sequence[Any]) -> dict[tuple[str, str], str]:
+    """Map ``(hero_type, str(hero_id))`` of ``rows`` to the hero's admin page URL.
+
+    The app's Flask-Admin instances are searched for an accessible ``ModelView``
+    whose model's hero type (``__geneva_hero_type__`` or base class name) is the
+    row's ``hero_type``; it links to its details view when enabled, else its edit
+    view. Heroes without such a view are absent (R-ADM-11).
+
+    Args:
+        rows: Workflows (anything with ``hero_type`` and ``hero_id``).
+    """
+    wanted = {
+        row.hero_type
+        for row in rows
+        if row.hero_type is not None and row.hero_id is not None
+    }
+    if not wanted:
+        return {}
+    views: dict[str, tuple[Any, str]] = {}
+    for admin in current_app.extensions.get("admin", []):
+        for view in getattr(admin, "_views", []):
+            model = getattr(view, "model", None)
+            if model is None or sa.inspect(model, raiseerr=False) is None:
+                continue
+            if getattr(view, "can_view_details", False):
+                target = "details_view"
+            elif getattr(view, "can_edit", False):
+                target = "edit_view"
+            else:
+                continue
+            hero_type = hero_type_of(model)
+            if hero_type in wanted and hero_type not in views and view.is_accessible():
+                views[hero_type] = (view, target)
+    urls: dict[tuple[str, str], str] = {}
+    for row in rows:
+        found = views.get(row.hero_type) if row.hero_id is not None else None
+        if found is not None:
+            view, target = found
+            urls[(row.hero_type, str(row.hero_id))] = view.get_url(
+                f"{view.endpoint}.{target}", id=row.hero_id
+            )
+    return urls

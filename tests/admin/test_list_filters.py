@@ -1,0 +1,322 @@
+"""Filters, search, sort, columns and capped count of the workflows list (R-ADM-11, R-ADM-30, R-ADM-31)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from flask_admin import Admin
+from flask_admin.contrib.sqla import ModelView
+
+from flask_geneva.admin import filters
+from flask_geneva.testing import perform_next_step
+from tests.admin.support import failed_workflow
+from tests.admin.support import new_user
+from tests.admin.support import paused_workflow
+from tests.admin.support import ready_workflow
+from tests.admin.workflows import AdminFailing
+from tests.apps.basic import User
+from tests.apps.basic import db
+from tests.workflow.support import execution_rows
+from tests.workflow.support import update_execution
+from tests.workflow.support import update_workflow
+
+LIST = "/geneva/workflows/"
+
+
+def listed(client, **params) -> list[str]:
+    """The workflow ids on the list page for ``params``, in page order."""
+    response = client.get(LIST, query_string=params)
+    assert response.status_code == 200, params
+    return re.findall(
+        r'<tr data-workflow-id="([^"]+)"', response.get_data(as_text=True)
+    )
+
+
+def page_text(client, **params) -> str:
+    response = client.get(LIST, query_string=params)
+    assert response.status_code == 200, params
+    return response.get_data(as_text=True)
+
+
+def ids(*workflows) -> list[str]:
+    return [str(w.id) for w in workflows]
+
+
+@contextlib.contextmanager
+def recorded_statements():
+    """Collect the SQL statements the app sends while the block runs."""
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    sa.event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", record)
+
+
+def test_class_filter_keeps_only_that_class(client):
+    """The class filter keeps workflows of that class only (R-ADM-11)."""
+    two_step = ready_workflow()
+    failing = failed_workflow()
+    assert listed(client, type="AdminFailing") == ids(failing)
+    assert listed(client, type="AdminTwoStep") == ids(two_step)
+    assert listed(client, type="NoSuchClass") == []
+
+
+def test_state_filter_and_unknown_state_note(client):
+    """The state filter narrows; an unknown state is ignored with a note naming it (R-ADM-11, R-ADM-31)."""
+    ready = ready_workflow()
+    paused = paused_workflow()
+    assert listed(client, state="paused") == ids(paused)
+    assert listed(client, state="ready") == ids(ready)
+    text = page_text(client, state="sleeping")
+    assert "ignored state filter &#39;sleeping&#39;: not one of ready" in text
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(paused, ready)
+
+
+def test_hero_type_and_hero_id_filters(client):
+    """hero_type and hero_id narrow to the hero's workflows; a bad hero id gives a note (R-ADM-11)."""
+    first = ready_workflow()
+    second = ready_workflow()
+    update_workflow(second.id, hero_type="Account")
+    assert listed(client, hero_type="User") == ids(first)
+    assert listed(client, hero_type="Account") == ids(second)
+    assert listed(client, hero_id=str(first.hero_id)) == ids(first)
+    assert listed(client, hero_type="Account", hero_id=str(first.hero_id)) == []
+    text = page_text(client, hero_id="12abc")
+    assert "ignored hero_id filter &#39;12abc&#39;: not a valid id" in text
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(second, first)
+
+
+def test_search_matches_workflow_id_or_hero_id(client):
+    """The search box finds a workflow by its own id or by its hero id (R-ADM-11)."""
+    first = ready_workflow()
+    second = ready_workflow()
+    assert str(first.id) in listed(client, q=str(first.id))
+    assert str(second.id) not in listed(client, q=str(first.id))
+    update_workflow(second.id, hero_id=987654)
+    assert listed(client, q="987654") == ids(second)
+    assert "ignored search &#39;abc&#39;" in page_text(client, q="abc")
+
+
+def _created(workflow, at: datetime) -> None:
+    update_workflow(workflow.id, created_at=at)
+
+
+def test_created_range_with_dates_and_datetimes(client):
+    """created_from/created_to take UTC dates (the end date includes its whole day) or datetimes (R-ADM-11)."""
+    old = ready_workflow()
+    mid = ready_workflow()
+    late = ready_workflow()
+    _created(old, datetime(2024, 1, 1, 12, 0, tzinfo=UTC))
+    _created(mid, datetime(2024, 2, 10, 23, 30, tzinfo=UTC))
+    _created(late, datetime(2024, 3, 5, 8, 0, tzinfo=UTC))
+    assert listed(client, created_from="2024-02-01") == ids(late, mid)
+    assert listed(client, created_to="2024-02-10") == ids(mid, old)
+    assert listed(client, created_to="2024-02-09") == ids(old)
+    assert listed(client, created_from="2024-02-10", created_to="2024-02-10") == ids(
+        mid
+    )
+    assert listed(client, created_from="2024-02-10T23:30:00") == ids(late, mid)
+    assert listed(client, created_from="2024-02-10T23:30:01") == ids(late)
+    assert listed(client, created_to="2024-02-10 23:29") == ids(old)
+    # An explicit offset is converted to UTC: 00:15+01:00 is 23:15 UTC.
+    assert listed(client, created_from="2024-02-11T00:15:00+01:00") == ids(late, mid)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("created_from", "yesterday"),
+        ("created_to", "2024-13-01"),
+        ("created_from", "2024-02-30"),
+        ("created_to", "0999-01-01"),
+        ("created_from", "9999-12-31"),
+        ("created_to", "2024-01-01T25:00"),
+    ],
+)
+def test_invalid_created_bound_is_ignored_with_a_note_naming_the_format(
+    client, name, value
+):
+    """An invalid created bound is ignored with a note naming the value and the accepted format, never a 500 (R-ADM-11, R-ADM-31)."""
+    workflow = ready_workflow()
+    text = page_text(client, **{name: value})
+    assert f"ignored {name} &#39;{value}&#39;" in text
+    assert "use YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]" in text
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(workflow)
+
+
+def test_latest_error_class_column_and_filter_use_the_latest_error(client):
+    """The latest error class shows per row and filters on the newest recorded error only (R-ADM-11)."""
+    failing = failed_workflow()
+    clean = ready_workflow()
+    # A second failure: the workflow's latest error is the new one.
+    failing.resume()
+    with pytest.raises(RuntimeError):
+        perform_next_step(failing)
+    first, second = execution_rows(failing.id)[:2]
+    assert second["error_class_name"] == "RuntimeError"
+    update_execution(first["id"], error_class_name="OldError")
+    text = page_text(client)
+    row = re.search(rf'<tr data-workflow-id="{failing.id}">.*?</tr>', text, re.S).group(
+        0
+    )
+    assert '<td class="geneva-error-class">RuntimeError</td>' in row
+    row = re.search(rf'<tr data-workflow-id="{clean.id}">.*?</tr>', text, re.S).group(0)
+    assert '<td class="geneva-error-class"></td>' in row
+    assert listed(client, error_class="RuntimeError") == ids(failing)
+    assert listed(client, error_class="OldError") == []
+    update_execution(second["id"], error_class_name="NewError")
+    assert listed(client, error_class="NewError") == ids(failing)
+
+
+def test_latest_error_class_costs_one_query_per_page_not_per_row(client):
+    """The latest error classes of a page are read in one query, whatever the number of rows (R-ADM-11, R-ADM-30)."""
+
+    def statements_for_page() -> int:
+        db.session.remove()
+        with recorded_statements() as statements:
+            page_text(client)
+        return len(statements)
+
+    failing = AdminFailing.create(hero=new_user("a@example.com"))
+    with pytest.raises(RuntimeError):
+        perform_next_step(failing)
+    one = statements_for_page()
+    for number in range(4):
+        more = AdminFailing.create(hero=new_user(f"f{number}@example.com"))
+        with pytest.raises(RuntimeError):
+            perform_next_step(more)
+    assert statements_for_page() == one
+    assert (
+        page_text(client).count('<td class="geneva-error-class">RuntimeError</td>') == 5
+    )
+
+
+def test_overdue_filter_keeps_workflows_with_a_past_due_scheduled_execution(client):
+    """'has overdue execution' keeps workflows whose scheduled execution is past due (R-ADM-11)."""
+    due = ready_workflow()
+    later = ready_workflow()
+    done = failed_workflow()  # its execution failed: nothing scheduled
+    update_execution(
+        execution_rows(due.id)[0]["id"],
+        scheduled_for=datetime.now(UTC) - timedelta(minutes=5),
+    )
+    update_execution(
+        execution_rows(later.id)[0]["id"],
+        scheduled_for=datetime.now(UTC) + timedelta(days=1),
+    )
+    assert listed(client, overdue="1") == ids(due)
+    assert listed(client, overdue="0") == ids(done, later, due)
+    assert "ignored overdue filter &#39;maybe&#39;" in page_text(
+        client, overdue="maybe"
+    )
+
+
+def test_filters_combine_and_are_kept_in_sort_and_pager_links(client):
+    """Filters combine with AND and survive sorting and paging links (R-ADM-11)."""
+    ready_workflow()
+    paused = paused_workflow()
+    failed_workflow()
+    assert listed(client, type="AdminTwoStep", state="paused") == ids(paused)
+    text = page_text(client, type="AdminTwoStep", state="paused")
+    assert (
+        'href="/geneva/workflows/?sort=created_at&amp;dir=desc&amp;type=AdminTwoStep&amp;state=paused"'
+        in text
+    )
+
+
+def test_sorting_by_each_column_and_newest_first_by_default(client):
+    """Sort by id, created_at or transitioned_at in both directions; the default is newest first (R-ADM-11)."""
+    first = ready_workflow()
+    second = ready_workflow()
+    third = ready_workflow()
+    _created(first, datetime(2024, 5, 1, tzinfo=UTC))
+    _created(second, datetime(2024, 3, 1, tzinfo=UTC))
+    _created(third, datetime(2024, 4, 1, tzinfo=UTC))
+    update_workflow(first.id, transitioned_at=datetime(2024, 6, 3, tzinfo=UTC))
+    update_workflow(second.id, transitioned_at=datetime(2024, 6, 1, tzinfo=UTC))
+    update_workflow(third.id, transitioned_at=datetime(2024, 6, 2, tzinfo=UTC))
+    assert listed(client) == ids(third, second, first)
+    assert listed(client, sort="id", dir="asc") == ids(first, second, third)
+    assert listed(client, sort="created_at") == ids(first, third, second)
+    assert listed(client, sort="created_at", dir="asc") == ids(second, third, first)
+    assert listed(client, sort="transitioned_at", dir="asc") == ids(
+        second, third, first
+    )
+    assert listed(client, sort="hero_id") == ids(third, second, first)
+
+
+def test_hero_links_to_the_hosts_model_view_when_there_is_one(app, client):
+    """The hero cell links to the host's Flask-Admin view of the hero model, and is plain text without one (R-ADM-11)."""
+    host = Admin(app, name="Host admin", url="/admin", endpoint="admin")
+    host.add_view(ModelView(User, db, endpoint="users"))
+    linked = ready_workflow()
+    plain = ready_workflow()
+    update_workflow(plain.id, hero_type="Account")  # no model, no view
+    text = page_text(client)
+    assert (
+        f'<td class="geneva-hero"><a href="/admin/users/edit/?id={linked.hero_id}">'
+        f"User#{linked.hero_id}</a></td>"
+    ) in text
+    assert f'<td class="geneva-hero">Account#{plain.hero_id}</td>' in text
+    assert client.get(f"/admin/users/edit/?id={linked.hero_id}").status_code == 200
+
+
+def test_counts_are_capped_and_never_unbounded(client, monkeypatch):
+    """The match count stops at the cap ("N+") and every COUNT runs over a LIMITed subquery (R-ADM-30)."""
+    for _ in range(4):
+        ready_workflow()
+    assert "4 workflows match (no filter: all workflows)." in page_text(client)
+    assert "0 workflows match." in page_text(client, state="paused")
+    monkeypatch.setattr(filters, "COUNT_CAP", 3)
+    db.session.remove()
+    with recorded_statements() as statements:
+        text = page_text(client)
+    assert "3+ workflows match (no filter: all workflows)." in text
+    counts = [s for s in statements if "count(" in s.lower()]
+    assert counts
+    assert all("LIMIT" in s.upper() for s in counts), counts
+
+
+def test_bad_values_of_every_filter_give_a_note_not_a_500(client):
+    """NUL bytes, over-long text and garbage in each filter are ignored with a note (R-ADM-11, R-ADM-31)."""
+    ready_workflow()
+    for params in (
+        {"type": "a\x00b"},
+        {"hero_type": "x" * 300},
+        {"error_class": "\x00"},
+        {"hero_id": "-1"},
+        {"created_from": "\x00"},
+        {"q": "9" * 40},
+    ):
+        text = page_text(client, **params)
+        assert "ignored" in text, params
+
+
+def test_filter_values_are_escaped_in_inputs_links_and_hidden_fields(client):
+    """Filter values echoed into inputs, links and the bulk form's hidden fields are escaped (R-ADM-06)."""
+    ready_workflow()
+    script = '"><script>alert(1)</script>'
+    escaped = "&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"
+    text = page_text(client, hero_type=script, error_class=script)
+    assert "<script>alert(1)" not in text
+    assert (
+        f'name="hero_type" class="form-control form-control-sm mr-1" placeholder="hero type" aria-label="hero type" value="{escaped}"'
+        in text
+    )
+    # q and hero_id are ignored (not ids), so one workflow matches and the
+    # "all matching" form repeats them as hidden fields.
+    text = page_text(client, q=script, hero_id=script)
+    assert "<script>alert(1)" not in text
+    assert f'<input type="hidden" name="q" value="{escaped}">' in text
+    assert f'<input type="hidden" name="hero_id" value="{escaped}">' in text
