@@ -136,12 +136,28 @@ class InvalidJSON(str):
     __slots__ = ()
 
 
+class _SQLiteJSONText(sa.Text):
+    """Text that SQLite DDL names ``JSON``; values pass through as strings.
+
+    Declaring the column ``JSON`` keeps the schema the install migration writes
+    (and ``flask db check`` clean), while decoding stays in
+    :class:`JSONDocument`, which turns unparsable text into :class:`InvalidJSON`
+    instead of raising while a row loads (R-ADM-31).
+    """
+
+    __visit_name__ = "JSON"
+
+
 class JSONDocument(sa.types.TypeDecorator[Any]):
     """JSON stored as ``jsonb`` on PostgreSQL, ``LONGTEXT`` on MySQL/MariaDB, else TEXT.
 
     On text columns the value is encoded with :func:`json.dumps` in Python (BTR-14);
     text that does not parse comes back as :class:`InvalidJSON`. Python ``None`` is
     stored as SQL NULL.
+
+    Args:
+        sqlite_type_name: ``"TEXT"`` or ``"JSON"``: the column's declared type on
+            SQLite. Either way the value is stored as JSON text and decoded here.
     """
 
     impl = sa.Text
@@ -157,22 +173,18 @@ class JSONDocument(sa.types.TypeDecorator[Any]):
         if dialect.name in ("mysql", "mariadb"):
             return dialect.type_descriptor(mysql.LONGTEXT())
         if dialect.name == "sqlite" and self.sqlite_type_name == "JSON":
-            return dialect.type_descriptor(sa.JSON(none_as_null=True))
+            return dialect.type_descriptor(_SQLiteJSONText())
         return dialect.type_descriptor(sa.Text())
 
     def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
         if value is None or dialect.name == "postgresql":
-            return value
-        if dialect.name == "sqlite" and self.sqlite_type_name == "JSON":
             return value
         return json.dumps(value, separators=(",", ":"))
 
     def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
         if value is None or not isinstance(value, str | bytes):
             return value
-        if dialect.name == "postgresql" or (
-            dialect.name == "sqlite" and self.sqlite_type_name == "JSON"
-        ):
+        if dialect.name == "postgresql":
             return value
         try:
             return json.loads(value)

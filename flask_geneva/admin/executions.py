@@ -228,39 +228,19 @@ def capped_count(session: orm.Session, query: sa.Select[Any], cap: int) -> int:
 def load_execution(session: orm.Session, execution_cls: Any, key: Any) -> Any:
     """Load one execution with every optional column this database has (R-DM-32).
 
+    A cursor or metadata text that does not parse loads as
+    :class:`~flask_geneva.models.InvalidJSON` (R-ADM-31).
+
     Returns:
-        ``(execution, raw_cursor)``: the row or None when there is none with this
-        key, and the stored cursor text when it does not parse as JSON (then the
-        ``cursor`` attribute is left unloaded; only SQLite's JSON column raises
-        on such text), else None.
+        The execution, or None when there is none with this key.
     """
-    query = sa.select(execution_cls).where(execution_cls.id == key)
-    # Show the stored truth even if this session saw the row earlier.
-    query = query.execution_options(populate_existing=True)
-    try:
-        return (
-            session.scalars(
-                query.options(*store.undefer_options(session, None, execution_cls))
-            ).one_or_none(),
-            None,
-        )
-    except ValueError:  # json.JSONDecodeError from the cursor column
-        pass
-    columns = store.optional_columns(session)
-    options = []
-    if columns.step_execution_metadata:
-        options.append(orm.undefer(execution_cls.meta))
-    if columns.error_class_name:
-        options.append(orm.undefer(execution_cls.error_class_name))
-    if columns.continues_from_id:
-        options.append(orm.undefer(execution_cls.continues_from_id))
-    execution = session.scalars(query.options(*options)).one_or_none()
-    raw = session.scalar(
-        sa.select(sa.cast(execution_cls.__table__.c.cursor, sa.Text)).where(
-            execution_cls.id == key
-        )
-    )
-    return execution, InvalidJSON(raw or "")
+    return session.scalars(
+        sa.select(execution_cls)
+        .where(execution_cls.id == key)
+        .options(*store.undefer_options(session, None, execution_cls))
+        # Show the stored truth even if this session saw the row earlier.
+        .execution_options(populate_existing=True)
+    ).one_or_none()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,9 +287,7 @@ _SECTIONS = {
 }
 
 
-def _column_values(
-    execution: Any, columns: store.OptionalColumns, raw_cursor: str | None
-) -> list[ColumnValue]:
+def _column_values(execution: Any, columns: store.OptionalColumns) -> list[ColumnValue]:
     values = []
     for prop in sa.inspect(type(execution)).column_attrs:
         name = prop.columns[0].name
@@ -317,10 +295,10 @@ def _column_values(
         if flag is not None and not getattr(columns, flag):
             values.append(ColumnValue(name, "absent", "not in this database"))
             continue
-        if prop.key == "cursor" and raw_cursor is not None:
+        value = getattr(execution, prop.key)
+        if prop.key == "cursor" and isinstance(value, InvalidJSON):
             values.append(ColumnValue(name, "section", "unparsable", "cursor"))
             continue
-        value = getattr(execution, prop.key)
         if value is None:
             values.append(ColumnValue(name, "null", "NULL"))
         elif prop.key in _SECTIONS:
@@ -423,15 +401,12 @@ def _chain_links(
 
 
 def _cursor_display(
-    execution: Any, columns: store.OptionalColumns, raw_cursor: str | None
+    execution: Any, columns: store.OptionalColumns
 ) -> dict[str, Any] | None:
     """The cursor section: pretty JSON cut at 2 KB, or None when there is none."""
-    if raw_cursor is not None:
-        value: Any = raw_cursor
-    elif not columns.cursor:
+    if not columns.cursor:
         return None
-    else:
-        value = execution.cursor
+    value = execution.cursor
     if value is None:
         return None
     problem = ""
@@ -523,7 +498,6 @@ def execution_detail(
     meta: Mapping[str, Any],
     metadata_problem: str | None,
     error_class: str,
-    raw_cursor: str | None,
     config: Any,
     now: datetime,
 ) -> dict[str, Any]:
@@ -536,7 +510,6 @@ def execution_detail(
         meta: The execution's metadata as a dict (``{}`` when absent or broken).
         metadata_problem: The marker text when the metadata is broken, else None.
         error_class: The recorded error class name, or ``""``.
-        raw_cursor: The unparsable cursor text from :func:`load_execution`, or None.
         config: The validated ``GenevaConfig`` (stuck threshold).
         now: The reference time (aware UTC).
 
@@ -570,10 +543,10 @@ def execution_detail(
     return {
         "execution": execution,
         "workflow": _workflow_summary(session, geneva, execution),
-        "columns": _column_values(execution, columns, raw_cursor),
+        "columns": _column_values(execution, columns),
         "metadata_text": _metadata_display(execution, columns),
         "metadata_problem": metadata_problem,
-        "cursor": _cursor_display(execution, columns, raw_cursor),
+        "cursor": _cursor_display(execution, columns),
         "cursor_preview_bytes": presenters.CURSOR_PREVIEW_BYTES,
         "error_class": error_class,
         "error_message": _error_message(execution, meta),

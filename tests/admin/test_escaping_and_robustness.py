@@ -119,6 +119,30 @@ def test_unparsable_metadata_renders_with_a_marker(client):
     assert "unparsable metadata" in page.get_data(as_text=True)
 
 
+@pytest.mark.backends("sqlite", "mysql")  # jsonb cannot hold unparsable text
+def test_unparsable_cursor_renders_with_a_marker(client):
+    """Cursor text that does not parse renders raw with a marker on both pages (R-ADM-31)."""
+    workflow = failed_workflow()
+    execution_id = execution_rows(workflow.id)[0]["id"]
+    with external_writer() as connection:
+        column = connection.dialect.identifier_preparer.quote("cursor")  # reserved
+        connection.execute(
+            sa.text(
+                f"UPDATE geneva_drive_step_executions SET {column} = :raw "
+                "WHERE id = :id"
+            ),
+            {"raw": "{broken <cursor", "id": execution_id},
+        )
+    page = client.get(detail_url(workflow.id))
+    assert page.status_code == 200
+    text = page.get_data(as_text=True)
+    assert "unparsable cursor" in text
+    assert "{broken &lt;cursor" in text
+    detail = client.get(f"/geneva/step-executions/{execution_id}")
+    assert detail.status_code == 200
+    assert "{broken &lt;cursor" in detail.get_data(as_text=True)
+
+
 def test_unknown_or_garbage_ids_are_404_not_500(client):
     """Detail URLs with unknown or malformed ids answer 404 (R-ADM-31)."""
     for raw in ("999999", "abc", "-1", "1e9", "9" * 40):
