@@ -1,9 +1,10 @@
-"""Flask-Admin views of the Geneva admin: overview, workflows, detail (SPEC §20).
+"""Flask-Admin views of the Geneva admin: overview, lists, detail pages (SPEC §20).
 
-The pages only read (R-ADM-32): plain selects, no row locks, no writes. The one
-writing endpoint, ``POST <workflows>/<id>/action``, checks the CSRF token
-(R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03), then calls the workflow's own
-flow-control method with ``via="admin"`` and the actor (R-ADM-21, R-ADM-24).
+The pages only read (R-ADM-32): plain selects, no row locks, no writes. The two
+writing endpoints, ``POST <workflows>/<id>/action`` and ``POST <workflows>/bulk``,
+check the CSRF token (R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03), then
+call each workflow's own flow-control method, one transaction per workflow, with
+``via="admin"`` and the actor (R-ADM-21, R-ADM-23, R-ADM-24).
 """
 
 from __future__ import annotations
@@ -252,8 +253,12 @@ class OverviewView(_GenevaView):
             sa.select(execution_cls, workflow_cls.type)
             .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
             .where(execution_cls.state == "failed")
+            # finished_at equals failed_at on a failed row (R-SE-02) and is
+            # indexed: the newest failures are read off the index's end instead
+            # of sorting every failed row (R-ADM-30).
+            .where(execution_cls.finished_at.is_not(None))
             .options(*store.undefer_options(session, None, execution_cls))
-            .order_by(execution_cls.failed_at.desc(), execution_cls.id.desc())
+            .order_by(execution_cls.finished_at.desc(), execution_cls.id.desc())
             .limit(20)
         ).all()
         return self.render(
@@ -889,9 +894,7 @@ class StepExecutionsView(_GenevaView):
         if key is None:
             abort(404)
         session = self.session
-        execution, raw_cursor = executions.load_execution(
-            session, self.geneva.StepExecution, key
-        )
+        execution = executions.load_execution(session, self.geneva.StepExecution, key)
         if execution is None:
             abort(404)
         columns = self._columns()
@@ -905,7 +908,6 @@ class StepExecutionsView(_GenevaView):
                 meta=meta,
                 metadata_problem=problem,
                 error_class=_error_class(execution, columns),
-                raw_cursor=raw_cursor,
                 config=current_state().config,
                 now=clock.now(),
             ),
