@@ -11,6 +11,7 @@ operation. Invalid values raise
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ __all__ = [
     "admin_config_from_mapping",
     "config_from_mapping",
     "import_string",
+    "unknown_setting_messages",
 ]
 
 #: Sentinel default of ``GENEVA_ENQUEUE_AFTER_COMMIT``: ``not app.testing`` (R-TXN-01).
@@ -165,9 +167,13 @@ def import_string(value: Any, *, setting: str) -> Any:
         ) from exc
 
 
-def _duration(mapping: Mapping[str, Any], key: str, *, allow_none: bool) -> Any:
+def _duration(
+    mapping: Mapping[str, Any], key: str, *, allow_none: bool, positive: bool = False
+) -> Any:
     try:
-        return coerce_duration(mapping[key], name=key, allow_none=allow_none)
+        return coerce_duration(
+            mapping[key], name=key, allow_none=allow_none, positive=positive
+        )
     except (TypeError, ValueError) as exc:
         raise GenevaConfigurationError(str(exc)) from exc
 
@@ -207,6 +213,27 @@ def _callable_or_none(mapping: Mapping[str, Any], key: str) -> Any:
             f"got {value!r} ({type(value).__name__})"
         )
     return value
+
+
+def unknown_setting_messages(mapping: Mapping[str, Any]) -> list[str]:
+    """Describe each ``GENEVA_*`` key of ``mapping`` that is not a known setting.
+
+    A misspelt setting (``GENEVA_FIND_ATEMPTS``) would otherwise be ignored in
+    silence while its default applies. ``init_app`` logs each message as a
+    warning.
+
+    Returns:
+        One message per unknown key, naming the closest known setting when there
+        is one; ``[]`` when every key is known.
+    """
+    messages = []
+    for key in mapping:
+        if not key.startswith("GENEVA_") or key in DEFAULTS:
+            continue
+        close = difflib.get_close_matches(key, DEFAULTS, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        messages.append(f"unknown flask_geneva setting {key}{hint}")
+    return messages
 
 
 def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaConfig:
@@ -267,10 +294,13 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
             merged, "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER", allow_none=True
         ),
         stuck_in_progress_threshold=_duration(
-            merged, "GENEVA_STUCK_IN_PROGRESS_THRESHOLD", allow_none=False
+            merged,
+            "GENEVA_STUCK_IN_PROGRESS_THRESHOLD",
+            allow_none=False,
+            positive=True,
         ),
         stuck_scheduled_threshold=_duration(
-            merged, "GENEVA_STUCK_SCHEDULED_THRESHOLD", allow_none=False
+            merged, "GENEVA_STUCK_SCHEDULED_THRESHOLD", allow_none=False, positive=True
         ),
         housekeeping_batch_size=_positive_int(merged, "GENEVA_HOUSEKEEPING_BATCH_SIZE"),
         stuck_recovery_action=_choice(
@@ -284,7 +314,7 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
         priority_mapper=_callable_or_none(merged, "GENEVA_PRIORITY_MAPPER"),
         max_broker_delay=_duration(merged, "GENEVA_MAX_BROKER_DELAY", allow_none=False),
         dispatch_interval=_duration(
-            merged, "GENEVA_DISPATCH_INTERVAL", allow_none=False
+            merged, "GENEVA_DISPATCH_INTERVAL", allow_none=False, positive=True
         ),
         find_attempts=_positive_int(merged, "GENEVA_FIND_ATTEMPTS"),
         find_delay_seconds=float(find_delay),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from flask_geneva.models import build_models
 from flask_geneva.runtime import GenevaState
 from flask_geneva.runtime import current_state
 
+_log = logging.getLogger("flask_geneva")
 __all__ = ["Geneva"]
 
 _KEY_TYPES = ("bigint", "uuid")
@@ -120,7 +122,10 @@ class Geneva:
                 "call db.init_app(app) before geneva.init_app(app)"
             )
         from flask_geneva.config import DEFAULTS
+        from flask_geneva.config import unknown_setting_messages
 
+        for message in unknown_setting_messages(app.config):
+            _log.warning("%s", message)
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
         # A Celery app the host's factory stored on the Flask app is used too.

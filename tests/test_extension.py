@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -64,7 +65,10 @@ def test_unknown_key_type_is_rejected():
             "GENEVA_HOUSEKEEPING_BATCH_SIZE must be a positive int, got 0",
         ),
         ("GENEVA_HOUSEKEEPING_BATCH_SIZE", True, "positive int, got True"),
-        ("GENEVA_STUCK_IN_PROGRESS_THRESHOLD", -5, "must be non-negative, got -5"),
+        ("GENEVA_STUCK_IN_PROGRESS_THRESHOLD", -5, "must be positive, got -5"),
+        ("GENEVA_STUCK_SCHEDULED_THRESHOLD", 0, "must be positive, got 0"),
+        ("GENEVA_DISPATCH_INTERVAL", 0, "GENEVA_DISPATCH_INTERVAL must be positive"),
+        ("GENEVA_MAX_BROKER_DELAY", -1, "must be non-negative, got -1"),
         (
             "GENEVA_STUCK_IN_PROGRESS_THRESHOLD",
             "1h",
@@ -89,6 +93,23 @@ def test_invalid_settings_name_the_key_and_value(key, value, message):
     with pytest.raises(GenevaConfigurationError) as raised:
         config_from_mapping({key: value}, testing=False)
     assert message in str(raised.value)
+
+
+def test_unknown_settings_are_logged_with_the_closest_known_name(tmp_path, caplog):
+    """A misspelt GENEVA_* key is named in a warning at init_app, with a suggestion."""
+    caplog.set_level(logging.WARNING, logger="flask_geneva")
+    basic.create_app(
+        f"sqlite:///{tmp_path / 'typo.sqlite3'}",
+        GENEVA_FIND_ATEMPTS=3,
+        GENEVA_QQQ=1,
+    )
+    messages = [record.getMessage() for record in caplog.records]
+    assert (
+        "unknown flask_geneva setting GENEVA_FIND_ATEMPTS; "
+        "did you mean GENEVA_FIND_ATTEMPTS?" in messages
+    )
+    assert "unknown flask_geneva setting GENEVA_QQQ" in messages
+    assert not any("GENEVA_FIND_DELAY" in message for message in messages)
 
 
 def test_durations_accept_timedelta_and_seconds():
