@@ -10,7 +10,6 @@ call each workflow's own flow-control method, one transaction per workflow, with
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -347,17 +346,7 @@ class WorkflowsView(_GenevaView):
 
     def _parse_key(self, raw: str | None) -> Any:
         """Parse an id from the URL/query string; None if it is not a valid key."""
-        if raw is None:
-            return None
-        raw = raw.strip()
-        if self.geneva.key_type == "uuid":
-            try:
-                return uuid.UUID(raw)
-            except ValueError:
-                return None
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-            return None
-        return int(raw)
+        return executions.parse_key(raw, self.geneva.key_type)
 
     def _load(self, workflow_id: Any) -> Any:
         session = self.session
