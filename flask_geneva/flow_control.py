@@ -172,6 +172,8 @@ def _check_via(via: str) -> None:
 
 
 def _refuse(action: str, state: str) -> InvalidStateError:
+    # The message is the spec's exact wording (R-EXT-01..04, R-EXT-20); the states
+    # each operation is allowed from are in the docstrings.
     preposition = "on " if action == "skip" else ""
     article = "an" if state[:1] in "aeiou" else "a"
     return InvalidStateError(f"Cannot {action} {preposition}{article} {state} workflow")
@@ -311,16 +313,30 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         raise
 
 
-def skip(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
+def skip(
+    workflow: Any,
+    *,
+    actor: str | None,
+    via: str,
+    commit: bool,
+    expected_step: str | None = None,
+) -> None:
     """Skip the current step: a signal in a step, else R-EXT-04 under the row lock.
 
     From ``ready`` the scheduled execution becomes skipped/``skipped``; from
     ``paused`` the workflow becomes ``ready``. Then the next step is scheduled, or
     the workflow finishes after the last one (R-EXT-05).
 
+    Args:
+        expected_step: When given, skip only if the current step (``current_step_name``
+            or else ``next_step_name``) is still this one. A button pressed twice
+            (or a stale page) then cannot skip a second step: the admin passes the
+            step it showed.
+
     Raises:
         SkipSignal: Inside a step.
-        InvalidStateError: The state is not ready or paused.
+        InvalidStateError: The state is not ready or paused, or the current step is
+            not ``expected_step`` any more.
         StepNotDefinedError: The current step is no longer defined in the class
             (or the class itself is gone); nothing changes.
     """
@@ -337,6 +353,11 @@ def skip(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         from_state = locked.state
         now = clock.now()
         reference = locked.current_step_name or locked.next_step_name
+        if expected_step is not None and reference != expected_step:
+            raise InvalidStateError(
+                f"Cannot skip step {expected_step!r}: the current step of workflow "
+                f"{locked.id} is now {reference!r} (it ran or was skipped meanwhile)"
+            )
         if reference is not None and reference not in locked.steps:
             # Skipping past a step the code no longer has would silently finish
             # the workflow (or skip steps that still exist): refuse, as resume does.

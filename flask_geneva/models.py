@@ -635,16 +635,29 @@ class WorkflowMixin:
         flow_control.pause(self, actor=actor, via=via, commit=commit)
 
     def skip(
-        self, *, actor: str | None = None, via: str = "api", commit: bool = True
+        self,
+        *,
+        actor: str | None = None,
+        via: str = "api",
+        commit: bool = True,
+        expected_step: str | None = None,
     ) -> None:
         """Skip the current step: in a step raise ``SkipSignal``, else R-EXT-04.
 
+        Args:
+            expected_step: Skip only if the current step is still this step name
+                (a guard against skipping twice from a stale page or a double
+                click); None skips whatever step is current (R-EXT-05).
+
         Raises:
-            InvalidStateError: Outside a step, the state is not ready or paused.
+            InvalidStateError: Outside a step, the state is not ready or paused, or
+                the current step is not ``expected_step``.
         """
         from flask_geneva import flow_control
 
-        flow_control.skip(self, actor=actor, via=via, commit=commit)
+        flow_control.skip(
+            self, actor=actor, via=via, commit=commit, expected_step=expected_step
+        )
 
     def resume(
         self,

@@ -128,6 +128,9 @@ class _ActionForm(SecureForm):
 
     action = HiddenField()
     confirm = HiddenField()
+    #: The step the page showed as current: Skip acts only if it still is, so a
+    #: second click (or a stale page) cannot skip the next step too (R-ADM-21).
+    step = HiddenField()
 
 
 # -- shared view plumbing -------------------------------------------------------------
@@ -652,17 +655,19 @@ class WorkflowsView(_GenevaView):
         if workflow is None:
             abort(404)
         label = _ACTIONS[action]
+        step = (form.step.data or "").strip() or None
         if action in _DESTRUCTIVE and form.confirm.data != "yes":
             return self.render(
                 "geneva/admin/confirm.html",
                 workflow=workflow,
                 action=action,
                 label=label,
+                step=step or "",
                 action_form=_ActionForm(),
             )
         self.session.commit()  # end the reading transaction before locking
         try:
-            _act(workflow, action)
+            _act(workflow, action, expected_step=step)
         except GenevaError as error:
             self.session.rollback()
             flash(f"Workflow {workflow_id}: {label} refused: {error}", "error")
@@ -808,8 +813,12 @@ MAX_BULK_IDS = 500
 MAX_LISTED_REFUSALS = 1000
 
 
-def _act(workflow: Any, action: str) -> None:
-    """Call the workflow's own flow-control method for ``action`` (R-ADM-21)."""
+def _act(workflow: Any, action: str, *, expected_step: str | None = None) -> None:
+    """Call the workflow's own flow-control method for ``action`` (R-ADM-21).
+
+    ``expected_step`` (the step the operator saw) guards Skip: it is refused when
+    the current step changed since the page was rendered.
+    """
     actor = current_actor()
     if action == "pause":
         workflow.pause(actor=actor, via="admin")
@@ -820,7 +829,7 @@ def _act(workflow: Any, action: str) -> None:
     elif action == "cancel":
         workflow.cancel(actor=actor, via="admin")
     else:
-        workflow.skip(actor=actor, via="admin")
+        workflow.skip(actor=actor, via="admin", expected_step=expected_step)
 
 
 class StepExecutionsView(_GenevaView):

@@ -16,12 +16,14 @@ from tests.workflow.support import update_workflow
 from tests.workflow.support import workflow_row
 
 
-def press(client, workflow_id, action, *, confirm=False, token=None):
+def press(client, workflow_id, action, *, confirm=False, token=None, step=None):
     """Press a button: POST with the page's CSRF token, follow the redirect."""
     token = token or csrf_token(client, detail_url(workflow_id))
     data = {"csrf_token": token, "action": action}
     if confirm:
         data["confirm"] = "yes"
+    if step is not None:
+        data["step"] = step
     return client.post(action_url(workflow_id), data=data, follow_redirects=True)
 
 
@@ -102,6 +104,28 @@ def test_confirmed_skip_moves_to_the_next_step(client):
     row = workflow_row(workflow.id)
     assert row["state"] == "ready"
     assert row["next_step_name"] == "second"
+
+
+def test_skip_pressed_twice_skips_one_step_only(client):
+    """The Skip form names the step shown; a second press is refused, not a second skip (R-ADM-21, R-EXT-04)."""
+    workflow = paused_workflow()
+    page = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert '<input type="hidden" name="step" value="first">' in page
+    confirm = press(client, workflow.id, "skip", step="first")
+    assert '<input type="hidden" name="step" value="first">' in confirm.get_data(
+        as_text=True
+    )
+    assert "The step to skip is first." in confirm.get_data(as_text=True)
+    first = press(client, workflow.id, "skip", confirm=True, step="first")
+    assert "state is now ready" in first.get_data(as_text=True)
+    second = press(client, workflow.id, "skip", confirm=True, step="first")
+    assert second.status_code == 200
+    assert (
+        "Skip current step refused: Cannot skip step &#39;first&#39;"
+        in second.get_data(as_text=True)
+    )
+    row = workflow_row(workflow.id)
+    assert (row["state"], row["next_step_name"]) == ("ready", "second")
 
 
 def test_buttons_not_allowed_in_the_state_are_disabled_with_the_reason(client):

@@ -423,6 +423,22 @@ def test_external_skip_is_rejected_on_terminal_workflows(user, state):
         workflow.skip()
 
 
+def test_external_skip_with_expected_step_skips_only_that_step(user):
+    """skip(expected_step=...) refuses once the current step moved on (R-EXT-04/05)."""
+    workflow = FlowThreeSteps.create(hero=user)
+    workflow.skip(expected_step="one")
+    assert workflow.next_step_name == "two"
+    with pytest.raises(
+        InvalidStateError,
+        match=r"^Cannot skip step 'one': the current step of workflow \d+ is now 'two'",
+    ):
+        workflow.skip(expected_step="one")
+    db.session.expire_all()
+    assert (workflow.state, workflow.next_step_name) == ("ready", "two")
+    workflow.skip()  # without the guard, repeated skips walk on (R-EXT-05)
+    assert workflow.next_step_name == "three"
+
+
 @pytest.mark.parametrize("method", ["reattempt", "finish", "suspend"])
 def test_in_step_only_operations_fail_outside_a_step(user, method):
     """reattempt/finish/suspend outside a step raise InvalidStateError (R-EXT-06)."""
