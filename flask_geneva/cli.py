@@ -127,7 +127,7 @@ def status_command(as_json: bool) -> None:
 @click.option("--hero", default=None, metavar="TYPE:ID", help="Only this hero.")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=100_000),
     default=50,
     show_default=True,
     help="At most this many workflows, newest first.",
@@ -291,22 +291,21 @@ def _actor() -> str | None:
 
 
 def _parse_key(raw: str, *, what: str) -> Any:
-    """Parse a primary key given on the command line for the configured key type."""
-    import uuid
+    """Parse a primary key given on the command line for the configured key type.
 
-    if _geneva().key_type == "uuid":
-        try:
-            return uuid.UUID(raw)
-        except ValueError:
-            raise click.ClickException(
-                f"invalid {what} {raw!r}: expected a UUID"
-            ) from None
-    try:
-        return int(raw)
-    except ValueError:
+    Raises:
+        click.ClickException: ``raw`` is not a valid key; the message names the
+            value and what is accepted.
+    """
+    from flask_geneva import keys
+
+    key_type = _geneva().key_type
+    key = keys.parse_key(raw, key_type)
+    if key is None:
         raise click.ClickException(
-            f"invalid {what} {raw!r}: expected an integer"
-        ) from None
+            f"invalid {what} {raw!r}: expected {keys.describe_key_type(key_type)}"
+        )
+    return key
 
 
 def _one_line(text: str) -> str:

@@ -174,6 +174,28 @@ def test_show_refuses_bad_and_unknown_ids_in_one_line(geneva_cli):
     assert_one_line_error(geneva_cli("show", "987654"), "workflow 987654 not found")
 
 
+def test_ids_beyond_64_bits_are_refused_and_the_rest_processed(geneva_cli):
+    """Ids past 2**63 - 1 are invalid ids, not a crash; later ids still run (R-CLI-01/02)."""
+    huge = str(2**63)
+    assert_one_line_error(
+        geneva_cli("show", "99999999999999999999999"),
+        "invalid workflow id '99999999999999999999999': expected an integer from 1",
+    )
+    assert_one_line_error(
+        geneva_cli("list", "--hero", f"User:{huge}"), f"invalid hero id '{huge}'"
+    )
+    workflow = CliOnboarding.create(hero=make_user("h@example.com"))
+    result = geneva_cli("pause", huge, str(workflow.id))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"workflow {huge}: pause refused: invalid workflow id" in result.stderr
+    assert workflow_row(workflow.id)["state"] == "paused"
+    too_many = geneva_cli("list", "--limit", "99999999999999999999")
+    assert too_many.returncode == 2
+    assert "Traceback" not in too_many.stderr
+    assert "1<=x<=100000" in too_many.stderr
+
+
 def test_pause_records_the_operator_and_refuses_per_id(geneva_cli):
     """Each id is handled on its own: refused ids print the InvalidStateError message,
     the others are paused with an operator record via "cli"; exit status 1

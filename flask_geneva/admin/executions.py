@@ -12,7 +12,6 @@ of any shape come back as plain strings with a marker instead of raising
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import keys
 from flask_geneva import store
 from flask_geneva.admin import presenters
 from flask_geneva.models import InvalidJSON
@@ -50,32 +50,14 @@ LIST_FLAGS: dict[str, str] = {
 #: The overview counts failed executions up to this many, then shows "N+" (R-ADM-30).
 FAILED_COUNT_CAP = 10_000
 
-#: Longest id accepted from a URL: bigint keys have at most 19 digits.
-_MAX_KEY_DIGITS = 18
-
 
 def parse_key(raw: str | None, key_type: str) -> Any:
-    """Parse a primary key from a URL or query string.
-
-    Args:
-        raw: The text given, or None.
-        key_type: ``"bigint"`` or ``"uuid"`` (``Geneva.key_type``).
+    """Parse a primary key from a URL or query string (see :func:`keys.parse_key`).
 
     Returns:
-        The key (``int`` or ``uuid.UUID``), or None when ``raw`` is not a valid key
-        of that type (negative, non-ASCII digits, too long, garbage).
+        The key, or None when ``raw`` is not a valid key of ``key_type``.
     """
-    if raw is None:
-        return None
-    raw = raw.strip()
-    if key_type == "uuid":
-        try:
-            return uuid.UUID(raw)
-        except ValueError:
-            return None
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > _MAX_KEY_DIGITS:
-        return None
-    return int(raw)
+    return keys.parse_key(raw, key_type)
 
 
 def truncate_utf8(text: str, limit: int) -> tuple[str, bool]:
