@@ -5,7 +5,12 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-__all__ = ["coerce_duration"]
+__all__ = ["MAX_DURATION", "coerce_duration"]
+
+#: The longest duration accepted anywhere (waits, thresholds, retention): 100
+#: years. Far longer values cannot be added to a date (``datetime`` ends in year
+#: 9999) and would fail only when a step ends, leaving it stuck ``in_progress``.
+MAX_DURATION = timedelta(days=36500)
 
 
 def coerce_duration(
@@ -21,8 +26,8 @@ def coerce_duration(
         positive: Require a value strictly greater than zero.
 
     Raises:
-        ValueError: The value is negative (or zero with ``positive``), not finite, or
-            None where not allowed.
+        ValueError: The value is negative (or zero with ``positive``), longer than
+            :data:`MAX_DURATION`, not finite, or None where not allowed.
         TypeError: The value is neither a ``timedelta`` nor a number (bools are
             rejected too).
     """
@@ -37,7 +42,15 @@ def coerce_duration(
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{name} must be a finite duration, got {value!r}")
-    delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    try:
+        delta = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    except OverflowError:
+        delta = timedelta.max
+    if delta > MAX_DURATION:
+        raise ValueError(
+            f"{name} must be at most {MAX_DURATION.days} days (100 years), "
+            f"got {value!r}"
+        )
     if delta < timedelta(0) or (positive and delta == timedelta(0)):
         qualifier = "positive" if positive else "non-negative"
         raise ValueError(f"{name} must be {qualifier}, got {value!r}")

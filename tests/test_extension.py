@@ -70,6 +70,11 @@ def test_unknown_key_type_is_rejected():
         ("GENEVA_DISPATCH_INTERVAL", 0, "GENEVA_DISPATCH_INTERVAL must be positive"),
         ("GENEVA_MAX_BROKER_DELAY", -1, "must be non-negative, got -1"),
         (
+            "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER",
+            10**12,
+            "must be at most 36500 days (100 years), got 1000000000000",
+        ),
+        (
             "GENEVA_STUCK_IN_PROGRESS_THRESHOLD",
             "1h",
             "must be a timedelta or a number of seconds, got '1h'",

@@ -376,7 +376,7 @@ def _make_spec(
     except (TypeError, ValueError) as exc:
         raise StepConfigurationError(
             f"{label}: invalid wait value {wait!r}: must be non-negative (a timedelta "
-            f"or a number of seconds) or None"
+            f"or a number of seconds, at most 100 years) or None"
         ) from exc
     skip_if = _validate_condition("skip_if", options["skip_if"], label)
     run_if = _validate_condition("run_if", options["run_if"], label)

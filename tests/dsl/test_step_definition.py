@@ -236,9 +236,11 @@ def test_wait_accepts_durations_and_zero(wait, expected):
     assert single_step(wait=wait).wait == expected
 
 
-@pytest.mark.parametrize("wait", [-1, timedelta(seconds=-1), "soon", True])
+@pytest.mark.parametrize(
+    "wait", [-1, timedelta(seconds=-1), "soon", True, 10**12, timedelta(days=36501)]
+)
 def test_wait_rejects_negative_and_non_durations(wait):
-    """Negative or non-duration waits are rejected (R-DEF-04)."""
+    """Negative, non-duration or date-overflowing (> 100 years) waits are rejected (R-DEF-04)."""
     with pytest.raises(StepConfigurationError, match="invalid wait value") as excinfo:
         single_step(wait=wait)
     assert "must be non-negative" in str(excinfo.value)
