@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
+from flask_geneva import on_exception
 from flask_geneva import resumable_step
+from flask_geneva import step
+from flask_geneva.admin.presenters import describe_policy_decision
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import new_user
 from tests.apps.basic import db
@@ -35,6 +38,22 @@ class BrowserPager(geneva.Workflow):
         after = it.cursor["after"] if it.cursor else 0
         if after < 30:
             it.set({"after": after + 10})  # the first checkpoint interrupts
+
+
+class BrowserTimeout(Exception):
+    """Raised by :class:`BrowserFlaky`; the class policy matches it."""
+
+
+class BrowserFlaky(geneva.Workflow):
+    """A step that always times out: reattempted twice 30 s apart, then paused."""
+
+    exception_policies = [
+        on_exception(BrowserTimeout, action="reattempt", wait=30, max_reattempts=2)
+    ]
+
+    @step
+    def call_partner_api(self):
+        raise BrowserTimeout("the partner API timed out after 10 s")
 
 
 def _pager_chain() -> tuple[Any, list[Any]]:
@@ -112,4 +131,58 @@ def test_continues_from_links_walk_the_chain_both_ways(live_url, page):
     page.click(".geneva-workflow-link a")
     page.wait_for_url(f"**/geneva/workflows/{workflow_id}")
     assert page.locator("ol.geneva-chain > li").count() == 4
+    assert page.geneva_dialogs == []
+
+
+#: The sentences of the three decisions, as describe_policy_decision writes them.
+FLAKY_SENTENCES = [
+    f"reattempt 0 of 2 in 30 s — class-level policy #1 for {__name__}.BrowserTimeout"
+    " — not reported (always)",
+    f"reattempt 1 of 2 in 30 s — class-level policy #1 for {__name__}.BrowserTimeout"
+    " — not reported (always)",
+    f"pause (terminal) — class-level policy #1 for {__name__}.BrowserTimeout"
+    " — not reported (always)",
+]
+
+
+def test_policy_sentence_shows_and_backtrace_opens_on_click(live_url, page):
+    """Each failed execution shows its policy decision as a sentence; the backtrace is collapsed until clicked (R-ADM-12, R-PDR-01)."""
+    workflow = BrowserFlaky.create(hero=new_user("flaky@example.com"))
+    workflow_id = workflow.id
+    for _ in range(3):
+        with pytest.raises(BrowserTimeout):
+            perform_next_step(workflow)
+    db.session.remove()  # close the test session's transaction (SQLite write lock)
+    rows = execution_rows(workflow_id)
+    assert [(row["state"], row["outcome"]) for row in rows] == [
+        ("completed", "reattempted"),
+        ("completed", "reattempted"),
+        ("failed", "failed"),
+    ]
+    decisions = [row["metadata"]["policy_decision"] for row in rows]
+    assert [describe_policy_decision(d) for d in decisions] == FLAKY_SENTENCES
+
+    page.goto(f"{live_url}/geneva/workflows/{workflow_id}")
+    assert page.inner_text(".geneva-state") == "paused"
+    for row, sentence in zip(rows, FLAKY_SENTENCES, strict=True):
+        cell = page.locator(f'.geneva-timeline tr[data-execution-id="{row["id"]}"]')
+        assert cell.locator(".geneva-policy").inner_text() == f"Policy: {sentence}"
+        error = cell.locator(".geneva-error").inner_text()
+        assert error.startswith(f"{__name__}.BrowserTimeout")
+
+    last = page.locator(f'.geneva-timeline tr[data-execution-id="{rows[2]["id"]}"]')
+    assert "the partner API timed out after 10 s" in (
+        last.locator(".geneva-error").inner_text()
+    )
+    assert page.locator("details.geneva-backtrace").count() == 3
+    assert page.locator("details.geneva-backtrace[open]").count() == 0
+    backtrace = last.locator("details.geneva-backtrace")
+    assert not backtrace.locator("pre").is_visible()
+    backtrace.locator("summary").click()
+    assert backtrace.locator("pre").is_visible()
+    assert backtrace.get_attribute("open") is not None
+    assert "in call_partner_api" in backtrace.locator("pre").inner_text()
+    assert "raise BrowserTimeout(" in backtrace.locator("pre").inner_text()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "workflow_detail_failed.png"), full_page=True)
     assert page.geneva_dialogs == []
