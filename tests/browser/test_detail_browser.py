@@ -17,6 +17,7 @@ from flask_geneva import step
 from flask_geneva.admin.presenters import describe_policy_decision
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import new_user
+from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.browser.conftest import ARTIFACTS
@@ -54,6 +55,25 @@ class BrowserFlaky(geneva.Workflow):
     @step
     def call_partner_api(self):
         raise BrowserTimeout("the partner API timed out after 10 s")
+
+
+SCRIPT = "<script>alert(1)</script>"
+ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
+IMG = "<img src=x onerror=alert(2)>"
+ESCAPED_IMG = "&lt;img src=x onerror=alert(2)&gt;"
+#: Each stored value carries both payloads.
+HOSTILE_EMAIL = f"{SCRIPT}{IMG}@example.com"
+HOSTILE_CURSOR = {"after": SCRIPT, "next": IMG}
+HOSTILE_MESSAGE = f"row {SCRIPT} rejected: {IMG}"
+
+
+class BrowserHostile(geneva.Workflow):
+    """Stores hostile text in its cursor, then fails with a hostile message."""
+
+    @resumable_step
+    def ingest(self, it):
+        it.set(HOSTILE_CURSOR)
+        raise RuntimeError(HOSTILE_MESSAGE)
 
 
 def _pager_chain() -> tuple[Any, list[Any]]:
@@ -186,3 +206,55 @@ def test_policy_sentence_shows_and_backtrace_opens_on_click(live_url, page):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "workflow_detail_failed.png"), full_page=True)
     assert page.geneva_dialogs == []
+
+
+def _assert_escaped(page: Any, *visible: str) -> None:
+    """No payload became an element or ran; ``visible`` texts show as text."""
+    assert page.geneva_dialogs == []
+    assert page.locator("img[onerror]").count() == 0
+    scripts = "[...document.scripts].filter(s => s.textContent.includes('alert('))"
+    assert page.evaluate(f"{scripts}.length") == 0
+    body = page.inner_text("body")
+    for text in visible:
+        assert text in body
+    content = page.content()
+    assert SCRIPT not in content
+    if visible:
+        assert ESCAPED_SCRIPT in content
+        assert ESCAPED_IMG in content
+
+
+def test_hostile_cursor_hero_label_and_error_render_as_text(
+    live_url, page_without_csp, monkeypatch
+):
+    """A cursor, a hero label and an error message holding <script> and <img onerror> show as text on every page; nothing runs, even with the CSP ignored (R-ADM-06, R-ADM-12, R-ADM-14)."""
+    # The hero label is the hero's str() (R-ADM-12); let it be the stored email.
+    monkeypatch.setattr(User, "__str__", lambda user: user.email)
+    workflow = BrowserHostile.create(hero=new_user(HOSTILE_EMAIL))
+    with pytest.raises(RuntimeError):
+        perform_next_step(workflow)
+    workflow_id = workflow.id
+    db.session.remove()  # close the test session's transaction (SQLite write lock)
+    (row,) = execution_rows(workflow_id)
+    assert row["cursor"] == HOSTILE_CURSOR
+    assert row["error_message"] == HOSTILE_MESSAGE
+    page = page_without_csp
+    cursor_text = json.dumps(HOSTILE_CURSOR, indent=2, sort_keys=True)
+
+    page.goto(f"{live_url}/geneva/workflows/{workflow_id}")
+    _assert_escaped(page, HOSTILE_EMAIL, cursor_text, HOSTILE_MESSAGE)
+    assert HOSTILE_EMAIL in page.inner_text(".geneva-hero")
+    assert page.inner_text("ol.geneva-chain pre.geneva-cursor") == cursor_text
+    assert HOSTILE_MESSAGE in page.inner_text(".geneva-timeline .geneva-error")
+
+    page.goto(f"{live_url}/geneva/step-executions/{row['id']}")
+    _assert_escaped(page, cursor_text, HOSTILE_MESSAGE)
+    assert page.inner_text("pre.geneva-cursor") == cursor_text
+    assert page.inner_text("pre.geneva-error-message") == HOSTILE_MESSAGE
+
+    page.goto(f"{live_url}/geneva/")
+    _assert_escaped(page, HOSTILE_MESSAGE)
+
+    page.goto(f"{live_url}/geneva/workflows/")
+    assert page.locator(f'tr[data-workflow-id="{workflow_id}"]').count() == 1
+    _assert_escaped(page)
