@@ -64,12 +64,8 @@ def live_url(app: Any) -> Iterator[str]:
         server.server_close()
 
 
-@pytest.fixture
-def page() -> Iterator[Any]:
-    """A headless Chromium page; records dialogs (an injected script would open one).
-
-    Skipped locally when Chromium or playwright is missing; an error under CI=true.
-    """
+def _pages(*, bypass_csp: bool) -> Iterator[Any]:
+    """Yield a headless Chromium page that records dialogs; skip or fail if missing."""
     reason = _missing()
     if reason is not None:
         if IN_CI:
@@ -82,7 +78,7 @@ def page() -> Iterator[Any]:
             executable_path=CHROMIUM, args=CHROMIUM_ARGS
         )
         try:
-            context = browser.new_context()
+            context = browser.new_context(bypass_csp=bypass_csp)
             tab = context.new_page()
             dialogs: list[str] = []
             tab.on(
@@ -94,3 +90,23 @@ def page() -> Iterator[Any]:
             context.close()
         finally:
             browser.close()
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    """A headless Chromium page; records dialogs (an injected script would open one).
+
+    Skipped locally when Chromium or playwright is missing; an error under CI=true.
+    """
+    yield from _pages(bypass_csp=False)
+
+
+@pytest.fixture
+def page_without_csp() -> Iterator[Any]:
+    """Like ``page``, but the browser ignores the Content-Security-Policy header.
+
+    Our CSP already blocks inline scripts and handlers (R-ADM-06), so an unescaped
+    ``<script>`` would not open a dialog on ``page``; here it would. Escaping tests
+    use this page so that "no dialog fired" checks the escaping, not the CSP.
+    """
+    yield from _pages(bypass_csp=True)
