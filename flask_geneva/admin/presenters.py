@@ -59,7 +59,9 @@ def describe_policy_decision(decision: Any) -> str:
             cap = decision.get("max_reattempts")
             head = "reattempt"
             if count is not None:
-                head += f" {int(count)}"
+                # The count is of the reattempts before this one (R-CNT-01): the
+                # reattempt this decision schedules is number count + 1.
+                head += f" {int(count) + 1}"
                 if cap is not None:
                     head += f" of {int(cap)}"
             wait = decision.get("wait_seconds")

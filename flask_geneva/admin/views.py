@@ -546,9 +546,14 @@ class WorkflowsView(_GenevaView):
             if isinstance(lines, list):
                 backtrace = "\n".join(str(line) for line in lines)
         interrupt = meta.get("interrupt")
+        message = execution.error_message
+        if not message and isinstance(exception, dict) and exception.get("message"):
+            # A reattempted execution keeps its error in metadata only (R-SE-21).
+            message = str(exception["message"])
         return {
             "execution": execution,
             "id": execution.id,
+            "error_message": message or "",
             "step_defined": steps is not None and execution.step_name in steps,
             "overdue": execution.is_overdue,
             "duration": presenters.format_duration(execution.started_at, end),
@@ -596,9 +601,7 @@ class WorkflowsView(_GenevaView):
                     "name": definition.name,
                     "wait": definition.wait,
                     "condition": definition.skip_condition_description() or "",
-                    "policy": repr(definition.exception_policy)
-                    if definition.exception_policy is not None
-                    else "",
+                    "policy": _policy_summary(workflow, definition),
                     "resumable": definition.is_resumable,
                     "marker": marker,
                 }
@@ -927,6 +930,19 @@ def _rewind_possible(
                 return False, "the resumable step has no stored cursor"
             return True, ""
     return False, "the resumable step has no stored cursor"
+
+
+def _policy_summary(workflow: Any, definition: Any) -> str:
+    """The step plan's policy column (R-ADM-12): the step's own policy, else the
+    class-level ones that apply to it (R-POL-40), else the default (pause)."""
+    if definition.exception_policy is not None:
+        return repr(definition.exception_policy)
+    definitions = getattr(type(workflow), "__geneva_definitions__", None)
+    class_policies = getattr(definitions, "exception_policies", ())
+    if class_policies:
+        listed = "; ".join(repr(policy) for policy in class_policies)
+        return f"class-level: {listed}"
+    return "default: pause"
 
 
 def _hero_reference(workflow: Any) -> str:

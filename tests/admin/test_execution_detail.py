@@ -116,7 +116,7 @@ def test_reattempted_execution_shows_the_reattempt_sentence_and_next_execution(c
     text = page_text(client, first["id"])
     decision = first["metadata"]["policy_decision"]
     sentence = describe_policy_decision(decision)
-    assert "reattempt 0 of 2 in 30 s" in sentence
+    assert "reattempt 1 of 2 in 30 s" in sentence
     assert html.escape(sentence) in text
     assert "Reattempt reason: exception_policy" in text
     assert SCRIPT not in text

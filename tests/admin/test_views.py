@@ -88,7 +88,10 @@ def test_resumable_chain_shows_each_cursor(client):
     text = client.get(detail_url(workflow.id)).get_data(as_text=True)
     chain = re.search(r'<ol class="geneva-chain">(.*?)</ol>', text, re.S).group(1)
     assert f'data-execution-id="{rows[0]["id"]}"' in chain
-    assert f"continues {rows[0]['id']}" in chain
+    assert (
+        f'continues <a href="/geneva/step-executions/{rows[0]["id"]}">'
+        f"{rows[0]['id']}</a>" in chain
+    )
     assert "interrupted: max_iterations, 2 iterations" in chain
     assert '<pre class="geneva-cursor">' in chain
 
@@ -125,7 +128,7 @@ def test_policy_sentence_for_a_reattempt_decision():
             "action": "reattempt",
             "wait_seconds": 30.0,
             "terminal": False,
-            "consecutive_reattempts": 3,
+            "consecutive_reattempts": 2,  # two before: this is the third
             "max_reattempts": 5,
             "report": "terminal_only",
             "reported": False,
@@ -176,3 +179,30 @@ def test_step_executions_list_overdue_filter(client):
     assert re.findall(r'data-execution-id="([^"]+)"', text) == [
         str(execution_rows(due.id)[0]["id"])
     ]
+
+
+def test_reattempted_execution_shows_its_error_message_from_metadata(client):
+    """A reattempted row keeps its error in metadata only; the timeline still shows the message (R-SE-21, R-ADM-12)."""
+    from tests.admin.execution_support import flaky_workflow
+
+    workflow = flaky_workflow()
+    [first, _second] = execution_rows(workflow.id)
+    assert first["error_message"] is None  # only the metadata has it
+    page = client.get(f"/geneva/workflows/{workflow.id}").get_data(as_text=True)
+    row = page.split(f'data-execution-id="{first["id"]}"', 1)[1].split("</tr>", 1)[0]
+    error = row.split('<div class="geneva-error">', 1)[1].split("</div>", 1)[0]
+    assert "</strong> the API timed out &lt;script&gt;" in error
+
+
+def test_step_plan_names_the_policy_that_applies_to_each_step(client):
+    """Without a step-level policy the plan shows the class-level ones, else the default (R-ADM-12, R-POL-40)."""
+    from tests.admin.execution_support import flaky_workflow
+    from tests.admin.support import failed_workflow
+
+    flaky = client.get(f"/geneva/workflows/{flaky_workflow().id}")
+    plan = flaky.get_data(as_text=True).split("geneva-plan", 1)[1].split("</table>")[0]
+    assert "class-level: " in plan
+    assert "ExecDetailTimeout" in plan
+    failed = client.get(f"/geneva/workflows/{failed_workflow().id}")
+    plan = failed.get_data(as_text=True).split("geneva-plan", 1)[1].split("</table>")[0]
+    assert "default: pause" in plan
