@@ -32,7 +32,7 @@ geneva_group = AppGroup("geneva", help="flask_geneva: durable workflows.")
     default="auto",
     show_default=True,
     help="Primary/foreign key type of the tables; 'auto' detects it from the "
-    "existing tables (R-DM-20).",
+    "existing tables.",  # R-DM-20
 )
 def install_command(directory: str | None, key_type: str) -> None:
     """Write the flask_geneva schema revisions into the migrations directory.
@@ -76,12 +76,14 @@ def install_command(directory: str | None, key_type: str) -> None:
 
 @geneva_group.command("housekeeping")
 def housekeeping_command() -> None:
-    """Run housekeeping now and print its summary (R-MIG-10, R-HK-01).
+    """Run housekeeping now and print its summary.
 
     Deletes finished/canceled workflows older than
     GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER, recovers stuck executions and emits
     the gauges. Schedule the `flask_geneva.housekeeping` beat task (every 30 min)
     to run it periodically.
+    \f
+    Spec: R-MIG-10, R-HK-01.
     """
     from flask_geneva import housekeeping
 
@@ -97,7 +99,9 @@ def status_command(as_json: bool) -> None:
 
     Stuck in-progress and overdue scheduled executions use the housekeeping
     thresholds GENEVA_STUCK_IN_PROGRESS_THRESHOLD and
-    GENEVA_STUCK_SCHEDULED_THRESHOLD (R-HK-20).
+    GENEVA_STUCK_SCHEDULED_THRESHOLD.
+    \f
+    Spec: R-ADM-10 counts, R-HK-20 thresholds.
     """
     import json
 
@@ -208,28 +212,28 @@ def _flow_control_command(action: str, help_text: str) -> None:
             "--rewind",
             is_flag=True,
             help="Restart a resumable step's iteration from the beginning "
-            "(the cursor is cleared, R-EXT-26).",
+            "(the cursor is cleared).",  # R-EXT-26
         )(command)
 
 
 _flow_control_command(
     "pause",
-    "Pause workflows (R-EXT-01/02). Each ID is processed in its own transaction; "
+    "Pause workflows. Each ID is processed in its own transaction; "
     "exit status 1 if any was refused or not found.",
 )
 _flow_control_command(
     "resume",
-    "Resume paused workflows (R-EXT-20..26). Each ID is processed in its own "
+    "Resume paused workflows. Each ID is processed in its own "
     "transaction; exit status 1 if any was refused or not found.",
 )
 _flow_control_command(
     "cancel",
-    "Cancel workflows (R-EXT-03). Each ID is processed in its own transaction; "
+    "Cancel workflows. Each ID is processed in its own transaction; "
     "exit status 1 if any was refused or not found.",
 )
 _flow_control_command(
     "skip",
-    "Skip the current step of workflows (R-EXT-04). Each ID is processed in its "
+    "Skip the current step of workflows. Each ID is processed in its "
     "own transaction; exit status 1 if any was refused or not found.",
 )
 
@@ -447,10 +451,12 @@ def _describe_workflow(workflow: Any) -> list[str]:
 @geneva_group.command("dispatch")
 @with_appcontext
 def dispatch_command() -> None:
-    """Publish deferred executions that are due soon (R-DSP-02).
+    """Publish deferred executions that are due soon.
 
     Steps that wait longer than GENEVA_MAX_BROKER_DELAY are kept out of the
     broker; run this (or the `flask_geneva.dispatch_due` beat task) periodically.
+    \f
+    Spec: R-DSP-02.
     """
     from flask_geneva import dispatcher
 
@@ -463,7 +469,7 @@ def dispatch_command() -> None:
     "--beat",
     is_flag=True,
     help="Also run Celery beat in this process with flask_geneva's schedule "
-    "(the dispatcher of long waits, R-DSP-02).",
+    "(the dispatcher of long waits).",
 )
 @click.option(
     "-Q",
@@ -509,7 +515,7 @@ def worker_command(
     loglevel: str,
     schedule: str | None,
 ) -> None:
-    """Start a Celery worker for the app's Celery application (R-CLI-03).
+    """Start a Celery worker for the app's Celery application.
 
     A convenience over `celery -A ... worker [-B]`: the worker consumes the
     flask_geneva queues and, with --beat, runs the dispatch schedule of

@@ -157,6 +157,11 @@ def import_string(value: Any, *, setting: str) -> Any:
     module_name, sep, attr = value.partition(":")
     if not sep:
         module_name, _, attr = value.rpartition(".")
+    if not module_name or not attr:
+        raise GenevaConfigurationError(
+            f"{setting} must be a callable/object or an import path such as "
+            f"'package.module:name', got {value!r}"
+        )
     try:
         module = importlib.import_module(module_name)
         return getattr(module, attr)

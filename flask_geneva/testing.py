@@ -205,7 +205,20 @@ def assert_step_executed(
 
 
 def assert_workflow_state(workflow: Any, expected: Any) -> None:
-    """Refresh and assert the workflow state (R-TH-07)."""
+    """Refresh and assert the workflow state (R-TH-07).
+
+    Raises:
+        ValueError: ``expected`` is not a workflow state (a typo would otherwise
+            make the assertion fail for the wrong reason, or never).
+        AssertionError: The state differs.
+    """
+    from flask_geneva.models import WorkflowState
+
+    states = [state.value for state in WorkflowState]
+    if str(expected) not in states:
+        raise ValueError(
+            f"{expected!r} is not a workflow state; expected one of {', '.join(states)}"
+        )
     _refresh(workflow)
     if workflow.state != str(expected):
         raise AssertionError(

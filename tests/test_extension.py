@@ -88,6 +88,11 @@ def test_unknown_key_type_is_rejected():
         ),
         ("GENEVA_ENQUEUE_AFTER_COMMIT", "yes", "must be True or False, got 'yes'"),
         ("GENEVA_ERROR_REPORTER", "no.such.module:reporter", "could not import"),
+        (
+            "GENEVA_ERROR_REPORTER",
+            "x",
+            "an import path such as 'package.module:name', got 'x'",
+        ),
         ("GENEVA_METRICS", object(), "gauge(name, value, tags)"),
         ("GENEVA_MAX_CURSOR_SIZE", -1, "positive int"),
         ("GENEVA_FIND_DELAY", -0.5, "non-negative number of seconds"),

@@ -204,6 +204,8 @@ def test_assert_workflow_state(user):
         AssertionError, match=r"^Expected workflow to be finished, but was ready$"
     ):
         assert_workflow_state(workflow, "finished")
+    with pytest.raises(ValueError, match=r"^'finshed' is not a workflow state"):
+        assert_workflow_state(workflow, "finshed")
 
 
 # -- perform_step_inline (R-TH-04) -----------------------------------------------------
