@@ -133,6 +133,11 @@ def run_demo(
                         ).all()
                     )
                 )
+                steps_done = db.session.scalar(
+                    sa.select(sa.func.count(geneva.StepExecution.id)).where(
+                        geneva.StepExecution.finished_at.is_not(None)
+                    )
+                )
                 # The "operator": approve paused exports and resume them.
                 for workflow in db.session.scalars(
                     ExportReview.with_state("paused").limit(50)
@@ -145,7 +150,7 @@ def run_demo(
             now = time.monotonic()
             if now - last_print >= 1.0:
                 print(
-                    f"[{now - started:6.1f}s] "
+                    f"[{now - started:6.1f}s] steps done={steps_done} workflows: "
                     + " ".join(f"{state}={counts[state]}" for state in sorted(counts))
                 )
                 last_print = now
@@ -173,8 +178,9 @@ def run_demo(
         )
     print()
     print(f"summary after {elapsed:.1f}s ({executions} step executions):")
+    width = max((len(str(workflow_type)) for workflow_type, _, _ in rows), default=0)
     for workflow_type, state, count in rows:
-        print(f"  {workflow_type:<14} {state:<10} {count}")
+        print(f"  {workflow_type:<{width}}  {state:<10} {count}")
     print(f"  payment attempts reattempted after gateway timeouts: {reattempts}")
     _print_campaign(app, campaign_id)
     print("every workflow settled")
@@ -204,7 +210,7 @@ def _print_campaign(app: Any, campaign_id: int) -> None:
             f"newsletter campaign {campaign.id} ({workflow.state}): "
             f"{reached} of {total} subscribers mailed once, "
             f"rate-limited {campaign.throttled} times, "
-            f"{len(chain)} executions of 'deliver':"
+            f"{len(chain)} execution{'' if len(chain) == 1 else 's'} of 'deliver':"
         )
         for execution in chain:
             interrupt = execution.read_metadata("interrupt") or {}
@@ -212,8 +218,8 @@ def _print_campaign(app: Any, campaign_id: int) -> None:
             print(
                 f"  #{execution.id} "
                 + (f"continues #{parent} " if parent is not None else "first ")
-                + f"{execution.outcome:<10} cursor={execution.cursor_value!r} "
-                f"{interrupt.get('reason') or ''}"
+                + f"{execution.outcome:<10} cursor={execution.cursor_value!r}"
+                + (f" {interrupt['reason']}" if interrupt.get("reason") else "")
             )
         db.session.remove()
 
