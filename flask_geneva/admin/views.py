@@ -676,6 +676,15 @@ class WorkflowsView(_GenevaView):
             url_for(f"{self.endpoint}.detail", workflow_id=workflow_id), code=303
         )
 
+    @expose("/bulk", methods=("GET",))
+    def bulk_get(self) -> Any:
+        """Answer a GET of the bulk URL with 405 and ``Allow: POST`` (R-ADM-05).
+
+        Without this rule the GET would fall through to ``/<workflow_id>`` and get
+        a misleading 404 for a workflow called "bulk".
+        """
+        abort(405, valid_methods=["POST"])
+
     @expose("/bulk", methods=("POST",))
     def bulk(self) -> Any:
         """Pause, resume or cancel the checked rows or all matching (R-ADM-23).

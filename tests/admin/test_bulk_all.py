@@ -237,8 +237,8 @@ def test_bulk_all_without_csrf_token_is_400_and_changes_nothing(client):
     assert {workflow_row(w.id)["state"] for w in workflows} == {"paused"}
 
 
-def test_get_on_the_bulk_url_changes_nothing(client):
-    """GET never changes state: a GET of the bulk URL with bulk parameters is no action (R-ADM-05)."""
+def test_get_on_the_bulk_url_is_405_and_changes_nothing(client):
+    """GET never changes state: a GET of the bulk URL with bulk parameters is 405 Method Not Allowed, Allow: POST (R-ADM-05)."""
     workflows = [paused_workflow() for _ in range(2)]
     token = csrf_token(client, LIST)
     response = client.get(
@@ -250,7 +250,8 @@ def test_get_on_the_bulk_url_changes_nothing(client):
             "confirm": "yes",
         },
     )
-    assert response.status_code in (404, 405)  # /<workflow_id> takes the GET
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "POST"
     assert {workflow_row(w.id)["state"] for w in workflows} == {"paused"}
 
 
