@@ -174,6 +174,33 @@ def test_no_filter_means_all_workflows_and_the_confirmation_says_so(client):
     assert {workflow_row(w.id)["state"] for w in workflows} == {"paused"}
 
 
+def test_one_matching_workflow_is_worded_in_the_singular(client):
+    """The list button, the confirmation and its button say "1 workflow", with and without a filter (R-ADM-23)."""
+    paused_workflow()
+    text = client.get(LIST, query_string={"state": "paused"}).get_data(as_text=True)
+    assert 'data-geneva-bulk-all="resume">Resume 1 matching workflow&hellip;' in text
+    text = client.get(LIST).get_data(as_text=True)
+    assert 'data-geneva-bulk-all="resume">Resume 1 workflow&hellip;' in text
+    token = csrf_token(client, LIST)
+    text = post_all(client, token, "resume", confirm=False, state="paused")
+    assert heading(text) == "Resume 1 workflow matching the filter?"
+    assert ">Yes, resume 1 matching workflow</button>" in text
+    text = post_all(client, token, "cancel", confirm=False)
+    assert heading(text) == "Cancel 1 workflow (no filter)?"
+    assert ">Yes, cancel 1 workflow</button>" in text
+    assert "1 workflows" not in text
+
+
+def test_one_listed_refusal_is_worded_in_the_singular(client, monkeypatch):
+    """With one refusal listed and one more counted, the result page uses the singular (R-ADM-23)."""
+    monkeypatch.setattr(views, "MAX_LISTED_REFUSALS", 1)
+    for _ in range(2):
+        ready_workflow()
+    token = csrf_token(client, LIST)
+    text = post_all(client, token, "resume", confirm=True)
+    assert "The first refusal is listed; 1 more is not." in text
+
+
 def test_confirmation_count_is_capped(client, monkeypatch):
     """The confirmation's N is a capped count ("2+"), and all matching are still processed (R-ADM-30, R-ADM-23)."""
     monkeypatch.setattr(filters, "COUNT_CAP", 2)
@@ -195,7 +222,7 @@ def test_filters_are_revalidated_on_the_post(client):
     text = post_all(
         client, token, "resume", confirm=False, state="paused", hero_id="abc"
     )
-    assert heading(text) == "Resume all 1 workflows matching the filter?"
+    assert heading(text) == "Resume 1 workflow matching the filter?"
     assert "ignored hero_id filter &#39;abc&#39;: not a valid id" in text
     assert '<input type="hidden" name="hero_id" value="abc">' in text
     # Query-string filters do not count: only the form's fields do.
