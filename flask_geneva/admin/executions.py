@@ -149,10 +149,11 @@ def filter_executions(
 ) -> tuple[sa.Select[Any], dict[str, str], list[str]]:
     """Apply the executions list's query-string filters to ``query`` (R-ADM-13).
 
-    Filters: ``state``, ``step_name``, ``type`` (workflow class), ``error_class``
-    (needs the ``error_class_name`` column), ``only`` (one of :data:`LIST_FLAGS`).
-    A value that cannot be applied is ignored with a note, never an error
-    (R-ADM-31).
+    Filters: ``state`` (one of the execution states), ``step_name``, ``type``
+    (workflow class, also one no longer in the code), ``error_class`` (needs the
+    ``error_class_name`` column), ``only`` (one of :data:`LIST_FLAGS`). A value
+    that cannot be applied is ignored with a note naming it and what is accepted,
+    never an error (R-ADM-13, R-ADM-31).
 
     Args:
         query: A select over ``execution_cls`` joined to ``workflow_cls``.
@@ -169,6 +170,7 @@ def filter_executions(
     """
     filters: dict[str, str] = {}
     notes: list[str] = []
+    states = [state.value for state in StepExecutionState]
     simple = (
         ("state", execution_cls.state),
         ("step_name", execution_cls.step_name),
@@ -182,6 +184,10 @@ def filter_executions(
         filters[name] = value
         if "\x00" in value:  # PostgreSQL text cannot hold NUL
             notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
+        elif name == "state" and value not in states:
+            notes.append(
+                f"ignored state filter {value!r}: not one of {', '.join(states)}"
+            )
         elif name == "error_class" and not columns.error_class_name:
             notes.append(
                 f"ignored error_class filter {value!r}: this database has no "

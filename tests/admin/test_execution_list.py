@@ -150,10 +150,34 @@ def test_the_form_keeps_the_filter_values(client):
         '<option value="stuck_scheduled" selected>'
         "overdue beyond the housekeeping threshold</option>"
     ) in text
-    # Values the selects do not offer are kept as an extra selected option.
-    text = get(client, state="weird", type="RemovedClass")
-    assert '<option value="weird" selected>weird</option>' in text
+    # A class no longer in the code is still a valid filter: kept as an option.
+    text = get(client, type="RemovedClass")
     assert '<option value="RemovedClass" selected>RemovedClass</option>' in text
+
+
+def test_unknown_state_is_ignored_with_a_note_and_no_invented_option(client):
+    """An unknown state is ignored with a note naming it and the states allowed; the dropdown offers no such option (R-ADM-13, R-ADM-31)."""
+    rows = execution_rows(failed_workflow().id) + execution_rows(ready_workflow().id)
+    text = get(client, state="bogus")
+    assert (
+        "ignored state filter &#39;bogus&#39;: not one of scheduled, in_progress, "
+        "completed, failed, canceled, skipped"
+    ) in text
+    assert listed_ids(text) == ids(rows)
+    assert 'value="bogus"' not in text
+    state_select = re.search(
+        r'<select id="geneva-filter-state".*?</select>', text, re.S
+    ).group(0)
+    assert re.findall(r'<option value="([^"]*)"', state_select) == [
+        "",
+        "scheduled",
+        "in_progress",
+        "completed",
+        "failed",
+        "canceled",
+        "skipped",
+    ]
+    assert "selected" not in state_select
 
 
 def test_pagination_keeps_the_filters(client, monkeypatch):
