@@ -137,6 +137,10 @@ def flag_criteria(
     )
 
 
+#: Longest text filter value: the filtered columns are VARCHAR(255).
+_MAX_TEXT = 255
+
+
 def filter_executions(
     query: sa.Select[Any],
     args: Mapping[str, str],
@@ -165,8 +169,9 @@ def filter_executions(
         now: The reference time (aware UTC).
 
     Returns:
-        ``(query, filters, notes)``: the filtered select, the filters kept (to
-        refill the form and carry into pagination links) and notes to show.
+        ``(query, filters, notes)``: the filtered select, the accepted filters
+        (to refill the form and carry into pagination links; an ignored value is
+        never echoed back into the form) and the notes to show.
     """
     filters: dict[str, str] = {}
     notes: list[str] = []
@@ -181,9 +186,13 @@ def filter_executions(
         value = args.get(name, "").strip()
         if not value:
             continue
-        filters[name] = value
         if "\x00" in value:  # PostgreSQL text cannot hold NUL
             notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
+        elif len(value) > _MAX_TEXT:
+            notes.append(
+                f"ignored {name} filter {value[:40]!r}…: longer than {_MAX_TEXT} "
+                "characters"
+            )
         elif name == "state" and value not in states:
             notes.append(
                 f"ignored state filter {value!r}: not one of {', '.join(states)}"
@@ -194,7 +203,8 @@ def filter_executions(
                 "error_class_name column"
             )
         else:
-            query = query.where(column == value[:255])
+            filters[name] = value
+            query = query.where(column == value)
             if name == "error_class":
                 # Reattempted executions keep their error in metadata only
                 # (R-SE-21); matching JSON would scan every row (R-ADM-30).
@@ -205,7 +215,6 @@ def filter_executions(
                 )
     flag = args.get("only", "").strip()
     if flag:
-        filters["only"] = flag
         if flag not in LIST_FLAGS:
             allowed = ", ".join(LIST_FLAGS)
             notes.append(f"ignored only={flag!r}: allowed values are {allowed}")
@@ -214,6 +223,7 @@ def filter_executions(
                 "ignored only='has_cursor': this database has no cursor column"
             )
         else:
+            filters["only"] = flag
             query = query.where(*flag_criteria(flag, execution_cls, config, now))
     return query, filters, notes
 

@@ -6,6 +6,7 @@ import html
 import re
 from datetime import timedelta
 
+import pytest
 from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings
@@ -211,6 +212,39 @@ def test_unknown_flags_and_nul_bytes_are_ignored_with_a_note(client):
     text = get(client, step_name="wa\x00lk")
     assert "contains a NUL byte" in text
     assert listed_ids(text) == ids(rows)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("state", "\x00"),
+        ("state", "bogus"),
+        ("step_name", "wa\x00lk"),
+        ("step_name", "s" * 300),
+        ("type", "\x00"),
+        ("type", "T" * 300),
+        ("error_class", "Boom\x00"),
+        ("error_class", "E" * 300),
+        ("only", "\x00"),
+        ("only", "bogus"),
+    ],
+)
+def test_an_ignored_value_is_not_echoed_into_the_form_or_the_pager(
+    client, monkeypatch, name, value
+):
+    """An ignored filter value (NUL byte, over-long, unknown) gets a note but is not put back into any form field or pager link (R-ADM-13, R-ADM-06, R-ADM-31)."""
+    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    rows = execution_rows(failed_workflow().id) + execution_rows(ready_workflow().id)
+    text = get(client, **{name: value})
+    assert "ignored" in text
+    assert listed_ids(text) == ids(rows)[:1]
+    assert "\x00" not in text
+    form = re.search(r'<form method="get".*?</form>', text, re.S).group(0)
+    assert value not in form
+    assert " selected" not in form
+    assert re.findall(r'<input [^>]*value="([^"]*)"', form) == ["", ""]
+    following = re.search(r'<a rel="next" href="([^"]+)">', text).group(1)
+    assert html.unescape(following) == f"{LIST}?page=2"
 
 
 @settings(
