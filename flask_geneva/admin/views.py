@@ -741,7 +741,10 @@ class WorkflowsView(_GenevaView):
     def _bulk_all(self, action: str, *, confirmed: bool) -> Any:
         """Confirm, then act on every workflow matching the form's filters (R-ADM-23).
 
-        The filters are validated by the same code as the list. The matching ids are
+        The filters are validated by the same code as the list. When any value was
+        ignored, neither the confirmation nor the confirmed POST acts: the page
+        shows the notes and says that nothing was changed (acting would reach
+        more workflows than the operator's filter asked for). The matching ids are
         read in keyset batches of ``GENEVA_HOUSEKEEPING_BATCH_SIZE``; the reading
         transaction ends before each batch is acted on.
         """
@@ -749,6 +752,15 @@ class WorkflowsView(_GenevaView):
         matching = self._filters(request.form)
         workflow_cls = self.geneva.Workflow
         config = current_state().config
+        if matching.notes:
+            return self.render(
+                "geneva/admin/bulk_all_confirm.html",
+                action=action,
+                label=label,
+                refused=True,
+                filters=matching.params,
+                notes=matching.notes,
+            )
         if not confirmed:
             count, more = filters.capped_count(self.session, workflow_cls, matching)
             return self.render(
@@ -763,7 +775,8 @@ class WorkflowsView(_GenevaView):
                 filters=matching.params,
                 filtered=matching.is_active,
                 descriptions=matching.descriptions,
-                notes=matching.notes,
+                refused=False,
+                notes=[],
                 action_form=_ActionForm(),
             )
         done = 0

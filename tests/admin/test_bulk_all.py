@@ -215,16 +215,16 @@ def test_confirmation_count_is_capped(client, monkeypatch):
 
 
 def test_filters_are_revalidated_on_the_post(client):
-    """The POST validates its filter fields like the list: an invalid one is ignored with a note on the confirmation (R-ADM-23, R-ADM-11)."""
+    """The POST validates its filter fields like the list: an invalid one refuses the action with its note (R-ADM-23, R-ADM-11)."""
     paused = paused_workflow()
     ready = ready_workflow()
     token = csrf_token(client, LIST)
     text = post_all(
         client, token, "resume", confirm=False, state="paused", hero_id="abc"
     )
-    assert heading(text) == "Resume 1 workflow matching the filter?"
+    assert heading(text) == "Resume all matching: nothing was changed"
     assert "ignored hero_id filter &#39;abc&#39;: not a valid id" in text
-    assert '<input type="hidden" name="hero_id" value="abc">' in text
+    assert "data-geneva-confirm" not in text
     # Query-string filters do not count: only the form's fields do.
     response = client.post(
         f"{BULK}?state=ready",
@@ -241,6 +241,58 @@ def test_filters_are_revalidated_on_the_post(client):
     )
     assert workflow_row(paused.id)["state"] == "ready"
     assert workflow_row(ready.id)["state"] == "ready"
+
+
+@pytest.mark.parametrize(
+    "ignored",
+    [
+        {"state": "bogus"},
+        {"created_from": "yesterday"},
+        {"created_to": "2024-02-30"},
+        {"q": "\x00"},
+        {"q": "abc"},
+        {"type": "\x00"},
+        {"hero_type": "h" * 300},
+        {"hero_id": "-1"},
+        {"error_class": "Boom\x00"},
+        {"overdue": "maybe"},
+    ],
+)
+@pytest.mark.parametrize("confirm", [False, True])
+def test_an_ignored_filter_value_refuses_all_matching_and_changes_nothing(
+    client, ignored, confirm
+):
+    """With any ignored filter value, neither the confirmation nor the confirmed POST acts: the page shows the note and says nothing was changed (R-ADM-23, R-ADM-11)."""
+    workflows = [ready_workflow() for _ in range(2)] + [paused_workflow()]
+    before = states()
+    token = csrf_token(client, LIST)
+    text = post_all(client, token, "cancel", confirm=confirm, **ignored)
+    assert heading(text) == "Cancel all matching: nothing was changed"
+    assert "Some filter values were ignored (below)" in text
+    assert "nothing was done" in text
+    assert '<div class="alert alert-warning geneva-note">ignored ' in text
+    assert "data-geneva-confirm" not in text
+    assert 'name="confirm"' not in text
+    assert "\x00" not in text
+    assert states() == before
+    assert {workflow_row(w.id)["state"] for w in workflows} == {"ready", "paused"}
+
+
+def test_an_ignored_value_next_to_valid_filters_still_refuses(client):
+    """A valid filter beside an ignored value does not make the action go ahead: POST scope=all, state=paused, created_from=bogus with confirm changes nothing (R-ADM-23)."""
+    paused = paused_workflow()
+    token = csrf_token(client, LIST)
+    text = post_all(
+        client,
+        token,
+        "resume",
+        confirm=True,
+        state="paused",
+        created_from="bogus",
+    )
+    assert heading(text) == "Resume all matching: nothing was changed"
+    assert "ignored created_from &#39;bogus&#39;" in text
+    assert workflow_row(paused.id)["state"] == "paused"
 
 
 def test_nothing_matching_says_so_and_offers_no_confirm_button(client):
