@@ -70,9 +70,10 @@ class WorkflowFilters:
     """The validated filters of one workflows-list request (R-ADM-11).
 
     Attributes:
-        params: Every filter parameter given (stripped, non-empty), in
-            :data:`FILTER_NAMES` order, accepted or not: the list repeats them in
-            its inputs and links, the bulk form carries them as hidden fields.
+        params: The accepted filter parameters (stripped, non-empty), in
+            :data:`FILTER_NAMES` order: the list repeats them in its inputs and
+            links, the bulk form carries them as hidden fields. An ignored value
+            is left out, so it is never echoed back into a form field.
         notes: One sentence per ignored value, naming the value and what is
             accepted (plain text; templates escape it).
         conditions: SQL conditions on the workflow class of the accepted values.
@@ -118,7 +119,7 @@ def parse_workflow_filters(
         now: Aware UTC time of the request, for the ``overdue`` filter.
 
     Returns:
-        The accepted conditions, the notes and the given parameters.
+        The accepted conditions and parameters, and the notes.
     """
     params: dict[str, str] = {}
     for name in FILTER_NAMES:
@@ -126,6 +127,7 @@ def parse_workflow_filters(
         given = raw.strip() if isinstance(raw, str) else ""
         if given:
             params[name] = given
+    accepted: set[str] = set()
     notes: list[str] = []
     conditions: list[Any] = []
     descriptions: list[str] = []
@@ -143,6 +145,7 @@ def parse_workflow_filters(
                 "characters"
             )
             return None
+        accepted.add(name)
         descriptions.append(f"{label} = {value}")
         return value
 
@@ -154,6 +157,7 @@ def parse_workflow_filters(
     if state is not None and state not in allowed:
         notes.append(f"ignored state filter {state!r}: not one of {', '.join(allowed)}")
     elif state is not None:
+        accepted.add("state")
         descriptions.append(f"state = {state}")
         conditions.append(workflow_cls.state == state)
     value = text("hero_type", "hero type")
@@ -165,14 +169,17 @@ def parse_workflow_filters(
         if key is None:
             notes.append(f"ignored hero_id filter {hero_id!r}: not a valid id")
         else:
+            accepted.add("hero_id")
             descriptions.append(f"hero id = {key}")
             conditions.append(workflow_cls.hero_id == key)
     start = _instant(params, "created_from", notes, end=False)
     if start is not None:
+        accepted.add("created_from")
         descriptions.append(f"created at or after {_utc_text(start)}")
         conditions.append(workflow_cls.created_at >= start)
     end = _instant(params, "created_to", notes, end=True)
     if end is not None:
+        accepted.add("created_to")
         if _is_date(params["created_to"]):
             descriptions.append(f"created before {_utc_text(end)}")
             conditions.append(workflow_cls.created_at < end)
@@ -192,6 +199,8 @@ def parse_workflow_filters(
                 workflow_cls.id.in_(_latest_error_class_is(execution_cls, value))
             )
     flag = params.get("overdue")
+    if flag is not None and flag.lower() in _FLAG_ON + _FLAG_OFF:
+        accepted.add("overdue")
     if flag is not None and flag.lower() in _FLAG_ON:
         descriptions.append("has an overdue execution")
         conditions.append(
@@ -211,11 +220,13 @@ def parse_workflow_filters(
         if key is None:
             notes.append(f"ignored search {search!r}: not a workflow or hero id")
         else:
+            accepted.add("q")
             descriptions.append(f"workflow id or hero id = {key}")
             conditions.append(
                 sa.or_(workflow_cls.id == key, workflow_cls.hero_id == key)
             )
-    return WorkflowFilters(params, notes, conditions, descriptions)
+    kept = {name: value for name, value in params.items() if name in accepted}
+    return WorkflowFilters(kept, notes, conditions, descriptions)
 
 
 def _is_date(raw: str) -> bool:

@@ -423,6 +423,8 @@ class WorkflowsView(_GenevaView):
             filters=matching.params,
             filtered=matching.is_active,
             notes=matching.notes,
+            # The all-matching form would drop the ignored values (R-ADM-23).
+            filters_ignored=bool(matching.notes),
             match_count=count,
             match_label=filters.format_count(count, more),
             sort=sort,

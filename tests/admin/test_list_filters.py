@@ -305,7 +305,7 @@ def test_bad_values_of_every_filter_give_a_note_not_a_500(client):
 
 def test_filter_values_are_escaped_in_inputs_links_and_hidden_fields(client):
     """Filter values echoed into inputs, links and the bulk form's hidden fields are escaped (R-ADM-06)."""
-    ready_workflow()
+    workflow = ready_workflow()
     script = '"><script>alert(1)</script>'
     escaped = "&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"
     text = page_text(client, hero_type=script, error_class=script)
@@ -314,9 +314,76 @@ def test_filter_values_are_escaped_in_inputs_links_and_hidden_fields(client):
         f'name="hero_type" class="form-control form-control-sm mr-1" placeholder="hero type" aria-label="hero type" value="{escaped}"'
         in text
     )
-    # q and hero_id are ignored (not ids), so one workflow matches and the
-    # "all matching" form repeats them as hidden fields.
+    # A hero type that matches, so the "all matching" form repeats it as a
+    # hidden field.
+    update_workflow(workflow.id, hero_type=script)
+    text = page_text(client, hero_type=script)
+    assert "<script>alert(1)" not in text
+    assert "1 workflow matches." in text
+    assert f'<input type="hidden" name="hero_type" value="{escaped}">' in text
+    # Ignored values (q and hero_id are not ids) are escaped in their notes and
+    # not echoed into any field.
     text = page_text(client, q=script, hero_id=script)
     assert "<script>alert(1)" not in text
-    assert f'<input type="hidden" name="q" value="{escaped}">' in text
-    assert f'<input type="hidden" name="hero_id" value="{escaped}">' in text
+    assert "ignored search &#39;&#34;&gt;&lt;script&gt;" in text
+    assert f'value="{escaped}"' not in text
+
+
+_FILTER_FORM = re.compile(
+    r'<form method="get" class="form-inline geneva-filters".*?</form>', re.S
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("type", "\x00"),
+        ("type", "t" * 300),
+        ("state", "\x00"),
+        ("state", "bogus"),
+        ("hero_type", "User\x00"),
+        ("hero_type", "h" * 300),
+        ("hero_id", "\x00"),
+        ("hero_id", "abc"),
+        ("created_from", "\x00"),
+        ("created_from", "yesterday"),
+        ("created_to", "2024-02-30\x00"),
+        ("created_to", "0999-01-01"),
+        ("error_class", "\x00"),
+        ("error_class", "E" * 300),
+        ("overdue", "\x00"),
+        ("overdue", "maybe"),
+        ("q", "\x00"),
+        ("q", "abc"),
+    ],
+)
+def test_an_ignored_value_is_not_echoed_into_any_form_field_or_link(
+    client, name, value
+):
+    """An ignored filter value gets a note but is not put back into the filter form, the bulk forms or the sort and pager links (R-ADM-11, R-ADM-06, R-ADM-31)."""
+    workflow = ready_workflow()
+    text = page_text(client, **{name: value})
+    assert re.search(r'<div class="alert alert-info geneva-note">ignored ', text)
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(workflow)
+    assert "\x00" not in text
+    form = _FILTER_FORM.search(text).group(0)
+    assert value not in form
+    assert "selected" not in form
+    assert "checked" not in form
+    inputs = dict(re.findall(r'<input [^>]*name="(\w+)"[^>]*value="([^"]*)"', form))
+    assert inputs == {
+        "hero_type": "",
+        "hero_id": "",
+        "created_from": "",
+        "created_to": "",
+        "error_class": "",
+        "overdue": "1",
+        "q": "",
+    }
+    assert '<input type="hidden" name="' + name not in text
+    links = [href for href in re.findall(r'href="([^"]+)"', text) if "?" in href]
+    assert links
+    assert all(f"{name}=" not in href for href in links), links
+    # The "all matching" action would drop the ignored value: not offered.
+    assert "data-geneva-bulk-all" not in text
+    assert "is not offered while a filter value is ignored" in text
