@@ -423,6 +423,7 @@ class WorkflowsView(_GenevaView):
             filters=matching.params,
             filtered=matching.is_active,
             notes=matching.notes,
+            caveats=matching.caveats,
             # The all-matching form would drop the ignored values (R-ADM-23).
             filters_ignored=bool(matching.notes),
             match_count=count,
@@ -778,7 +779,7 @@ class WorkflowsView(_GenevaView):
                 filtered=matching.is_active,
                 descriptions=matching.descriptions,
                 refused=False,
-                notes=[],
+                caveats=matching.caveats,
                 action_form=_ActionForm(),
             )
         done = 0

@@ -295,6 +295,24 @@ def test_an_ignored_value_next_to_valid_filters_still_refuses(client):
     assert workflow_row(paused.id)["state"] == "paused"
 
 
+def test_error_class_filter_shows_its_caveat_and_still_acts(client):
+    """Filtering by error class shows what it does not match (R-SE-21) on the confirmation, and the action goes ahead (R-ADM-23, R-ADM-11)."""
+    failed = failed_workflow()  # paused by the default policy
+    other = paused_workflow()
+    token = csrf_token(client, LIST)
+    text = post_all(client, token, "resume", confirm=False, error_class="RuntimeError")
+    assert heading(text) == "Resume 1 workflow matching the filter?"
+    assert (
+        "<li>latest error class = RuntimeError or &lt;module&gt;.RuntimeError</li>"
+        in text
+    )
+    assert "reattempted executions keep their error in metadata only" in text
+    text = post_all(client, token, "resume", confirm=True, error_class="RuntimeError")
+    assert heading(text) == "Resume all matching: 1 succeeded, 0 refused"
+    assert workflow_row(failed.id)["state"] == "ready"
+    assert workflow_row(other.id)["state"] == "paused"
+
+
 def test_nothing_matching_says_so_and_offers_no_confirm_button(client):
     """With no matching workflow the confirmation says so and has nothing to confirm (R-ADM-23)."""
     ready_workflow()

@@ -179,6 +179,66 @@ def test_latest_error_class_column_and_filter_use_the_latest_error(client):
     assert listed(client, error_class="NewError") == ids(failing)
 
 
+def _failed_with_error_class(number: int, class_name: str):
+    """An AdminFailing whose failed execution has ``class_name`` as error class."""
+    workflow = AdminFailing.create(hero=new_user(f"class{number}@example.com"))
+    with pytest.raises(RuntimeError):
+        perform_next_step(workflow)
+    update_execution(execution_rows(workflow.id)[0]["id"], error_class_name=class_name)
+    return workflow
+
+
+def test_error_class_filter_matches_the_stored_name_or_a_bare_class_name(client):
+    """The error class filter matches the module-qualified name as stored; a name without a dot also matches that class in any module, with LIKE wildcards taken literally (R-ADM-11, R-SE-20)."""
+    gateway = _failed_with_error_class(1, "example_app.workflows.GatewayTimeout")
+    other = _failed_with_error_class(2, "other.module.GatewayTimeout")
+    builtin = _failed_with_error_class(3, "TimeoutError")
+    underscore = _failed_with_error_class(4, "app.Bad_Error")
+    lookalike = _failed_with_error_class(5, "app.BadXError")
+    assert listed(client, error_class="example_app.workflows.GatewayTimeout") == ids(
+        gateway
+    )
+    assert listed(client, error_class="GatewayTimeout") == ids(other, gateway)
+    assert listed(client, error_class="workflows.GatewayTimeout") == []
+    assert listed(client, error_class="Timeout") == []
+    assert listed(client, error_class="TimeoutError") == ids(builtin)
+    assert listed(client, error_class="Bad_Error") == ids(underscore)
+    assert listed(client, error_class="BadXError") == ids(lookalike)
+    assert listed(client, error_class="Bad%") == []
+    assert listed(client, error_class="%") == []
+    assert listed(client, error_class="_") == []
+
+
+def test_error_class_filter_explains_what_it_matches(client):
+    """The error class input says it matches the module-qualified name as stored, and using it notes that reattempted executions' errors are not matched (R-ADM-11, R-SE-21)."""
+    failed_workflow()
+    text = page_text(client)
+    field = re.search(r'<input name="error_class"[^>]*>', text).group(0)
+    assert 'placeholder="latest error class (module.Class)"' in field
+    assert "example_app.workflows.GatewayTimeout" in field
+    assert "TimeoutError" in field
+    assert 'aria-describedby="geneva-error-class-help"' in field
+    help_text = re.search(
+        r'<p class="geneva-filter-help" id="geneva-error-class-help">(.*?)</p>',
+        text,
+        re.S,
+    ).group(1)
+    assert "<code>example_app.workflows.GatewayTimeout</code>" in help_text
+    assert "unqualified for builtins (e.g. <code>TimeoutError</code>)" in help_text
+    caveat = (
+        "reattempted executions keep their error in metadata only and are not matched"
+    )
+    assert caveat not in text
+    text = page_text(client, error_class="RuntimeError")
+    assert (
+        f'<div class="alert alert-info geneva-caveat">{filters.ERROR_CLASS_CAVEAT}</div>'
+        in text
+    )
+    assert caveat in text
+    # A caveat is not an ignored value: the "all matching" action is offered.
+    assert 'data-geneva-bulk-all="resume"' in text
+
+
 def test_latest_error_class_costs_one_query_per_page_not_per_row(client):
     """The latest error classes of a page are read in one query, whatever the number of rows (R-ADM-11, R-ADM-30)."""
 
