@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import store
+from flask_geneva.admin import filters as workflow_filters
 from flask_geneva.admin import presenters
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import StepExecutionState
@@ -155,9 +156,10 @@ def filter_executions(
 
     Filters: ``state`` (one of the execution states), ``step_name``, ``type``
     (workflow class, also one no longer in the code), ``error_class`` (needs the
-    ``error_class_name`` column), ``only`` (one of :data:`LIST_FLAGS`). A value
-    that cannot be applied is ignored with a note naming it and what is accepted,
-    never an error (R-ADM-13, R-ADM-31).
+    ``error_class_name`` column; see :func:`filters.error_class_matches`),
+    ``only`` (one of :data:`LIST_FLAGS`). A value that cannot be applied is
+    ignored with a note naming it and what is accepted, never an error
+    (R-ADM-13, R-ADM-31).
 
     Args:
         query: A select over ``execution_cls`` joined to ``workflow_cls``.
@@ -204,15 +206,13 @@ def filter_executions(
             )
         else:
             filters[name] = value
-            query = query.where(column == value)
             if name == "error_class":
+                query = query.where(workflow_filters.error_class_matches(column, value))
                 # Reattempted executions keep their error in metadata only
                 # (R-SE-21); matching JSON would scan every row (R-ADM-30).
-                notes.append(
-                    "the error class filter matches the error_class_name column, "
-                    "which failed executions have; reattempted executions keep "
-                    "their error in metadata only and are not matched"
-                )
+                notes.append(workflow_filters.ERROR_CLASS_CAVEAT)
+            else:
+                query = query.where(column == value)
     flag = args.get("only", "").strip()
     if flag:
         if flag not in LIST_FLAGS:

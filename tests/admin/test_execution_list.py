@@ -95,11 +95,31 @@ def test_filters_by_state_step_class_and_error_class(client):
     assert "tests.admin.execution_support.ExecDetailTimeout" in listing
     text = get(client, error_class="tests.admin.execution_support.ExecDetailTimeout")
     assert "reattempted executions keep their error in metadata only" in text
+    assert listed_ids(text) == []
     # Filters combine.
     assert listed_ids(get(client, type="ExecDetailFlaky", state="completed")) == ids(
         flaky_rows[:1]
     )
     assert listed_ids(get(client, type="AdminTwoStep", state="failed")) == []
+
+
+def test_error_class_filter_matches_a_bare_class_name_in_any_module(client):
+    """A name with a dot must equal the stored error class; one without also matches that class in any module, LIKE wildcards taken literally (R-ADM-13, R-SE-20)."""
+    first = execution_rows(failed_workflow().id)[0]
+    update_execution(
+        first["id"], error_class_name="example_app.workflows.Gateway_Timeout"
+    )
+    assert listed_ids(get(client, error_class="Gateway_Timeout")) == ids([first])
+    assert listed_ids(
+        get(client, error_class="example_app.workflows.Gateway_Timeout")
+    ) == ids([first])
+    assert listed_ids(get(client, error_class="workflows.Gateway_Timeout")) == []
+    assert listed_ids(get(client, error_class="Gateway%")) == []
+    assert listed_ids(get(client, error_class="GatewayXTimeout")) == []
+    text = get(client)
+    assert "example_app.workflows.GatewayTimeout" in re.search(
+        r'<input id="geneva-filter-error"[^>]*>', text
+    ).group(0)
 
 
 def test_overdue_stuck_and_housekeeping_overdue_flags(client):
@@ -146,7 +166,8 @@ def test_the_form_keeps_the_filter_values(client):
     assert '<option value="failed" selected>failed</option>' in text
     assert f'placeholder="step name" value="{ESCAPED_SCRIPT}"' in text
     assert '<option value="AdminFailing" selected>AdminFailing</option>' in text
-    assert 'placeholder="error class" value="Boom"' in text
+    assert 'placeholder="error class (module.Class)"' in text
+    assert 'value="Boom"' in text
     assert (
         '<option value="stuck_scheduled" selected>'
         "overdue beyond the housekeeping threshold</option>"
