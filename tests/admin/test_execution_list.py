@@ -268,6 +268,37 @@ def test_an_ignored_value_is_not_echoed_into_the_form_or_the_pager(
     assert html.unescape(following) == f"{LIST}?page=2"
 
 
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("9999999999999", "&#39;9999999999999&#39;"),
+        ("0", "&#39;0&#39;"),
+        ("-3", "&#39;-3&#39;"),
+        ("x", "&#39;x&#39;"),
+        ("\x00", "&#39;\\x00&#39;"),
+    ],
+)
+def test_an_invalid_page_shows_page_one_with_a_note(client, raw, shown):
+    """A page that is not a whole number from 1 to 999999 shows page 1 with a note naming it (R-ADM-13, R-ADM-31)."""
+    rows = execution_rows(ready_workflow().id)
+    text = get(client, page=raw)
+    assert f"ignored page {shown}: use a whole number from 1 to 999999" in text
+    assert listed_ids(text) == ids(rows)
+    assert "<span>page 1</span>" in text
+
+
+def test_a_page_past_the_end_says_so_and_links_the_first_page(client):
+    """A page after the last one says the list ends before it and links page 1 with the filters (R-ADM-13)."""
+    ready_workflow()
+    text = get(client, page="999999", state="scheduled")
+    assert "page 999999 is past the end of the list: it has no rows" in text
+    assert (
+        '<a rel="first" href="/geneva/step-executions/?state=scheduled">'
+        "&larr; first page</a>"
+    ) in text
+    assert 'rel="prev"' not in text
+
+
 @settings(
     max_examples=60,
     deadline=None,

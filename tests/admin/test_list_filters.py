@@ -447,3 +447,55 @@ def test_an_ignored_value_is_not_echoed_into_any_form_field_or_link(
     # The "all matching" action would drop the ignored value: not offered.
     assert "data-geneva-bulk-all" not in text
     assert "is not offered while a filter value is ignored" in text
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("9999999999999", "&#39;9999999999999&#39;"),
+        ("1000000", "&#39;1000000&#39;"),
+        ("0", "&#39;0&#39;"),
+        ("-1", "&#39;-1&#39;"),
+        ("two", "&#39;two&#39;"),
+        ("²", "&#39;²&#39;"),
+        ("\x00", "&#39;\\x00&#39;"),
+        ("9" * 5000, "&#39;" + "9" * 40 + "&#39;…"),
+    ],
+)
+def test_an_invalid_page_shows_page_one_with_a_note(client, raw, shown):
+    """A page that is not a whole number from 1 to 999999 shows page 1 with a note naming it; never a 500 (R-ADM-11, R-ADM-31)."""
+    workflow = ready_workflow()
+    text = page_text(client, page=raw)
+    assert f"ignored page {shown}: use a whole number from 1 to 999999</div>" in text
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(workflow)
+    assert "<span>page 1</span>" in text
+    # Only filter values stop the "all matching" action.
+    assert 'data-geneva-bulk-all="resume"' in text
+
+
+def test_a_page_past_the_end_says_so_and_links_the_first_page(client):
+    """A page after the last one says the list ends before it and links page 1 (R-ADM-11)."""
+    ready_workflow()
+    text = page_text(client, page="999999", state="ready")
+    assert "page 999999 is past the end of the list: it has no rows" in text
+    assert "No workflows match." in text
+    assert (
+        '<a rel="first" href="/geneva/workflows/?sort=id&amp;dir=desc&amp;state=ready">'
+        "&larr; first page</a>"
+    ) in text
+    assert "past the end" not in page_text(client, page="1")
+
+
+def test_an_unknown_sort_or_direction_is_ignored_with_a_note(client):
+    """sort and dir values the list does not know are ignored with a note naming the value and the allowed ones (R-ADM-11, R-ADM-31)."""
+    first = ready_workflow()
+    second = ready_workflow()
+    text = page_text(client, dir="sideways", sort="hero_id")
+    assert "ignored dir &#39;sideways&#39;: use asc or desc" in text
+    assert (
+        "ignored sort &#39;hero_id&#39;: use id, created_at or transitioned_at" in text
+    )
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(second, first)
+    assert "sideways" not in re.sub(r'<div class="alert[^>]*>.*?</div>', "", text)
+    assert "ignored" not in page_text(client, dir="asc", sort="created_at")
+    assert "ignored" not in page_text(client, dir="", sort="", page="")
