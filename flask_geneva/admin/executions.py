@@ -21,6 +21,7 @@ from sqlalchemy import orm
 
 from flask_geneva import keys
 from flask_geneva import store
+from flask_geneva.admin import filters as workflow_filters
 from flask_geneva.admin import presenters
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import StepExecutionState
@@ -119,6 +120,10 @@ def flag_criteria(
     )
 
 
+#: Longest text filter value: the filtered columns are VARCHAR(255).
+_MAX_TEXT = 255
+
+
 def filter_executions(
     query: sa.Select[Any],
     args: Mapping[str, str],
@@ -131,10 +136,12 @@ def filter_executions(
 ) -> tuple[sa.Select[Any], dict[str, str], list[str]]:
     """Apply the executions list's query-string filters to ``query`` (R-ADM-13).
 
-    Filters: ``state``, ``step_name``, ``type`` (workflow class), ``error_class``
-    (needs the ``error_class_name`` column), ``only`` (one of :data:`LIST_FLAGS`).
-    A value that cannot be applied is ignored with a note, never an error
-    (R-ADM-31).
+    Filters: ``state`` (one of the execution states), ``step_name``, ``type``
+    (workflow class, also one no longer in the code), ``error_class`` (needs the
+    ``error_class_name`` column; see :func:`filters.error_class_matches`),
+    ``only`` (one of :data:`LIST_FLAGS`). A value that cannot be applied is
+    ignored with a note naming it and what is accepted, never an error
+    (R-ADM-13, R-ADM-31).
 
     Args:
         query: A select over ``execution_cls`` joined to ``workflow_cls``.
@@ -146,11 +153,13 @@ def filter_executions(
         now: The reference time (aware UTC).
 
     Returns:
-        ``(query, filters, notes)``: the filtered select, the filters kept (to
-        refill the form and carry into pagination links) and notes to show.
+        ``(query, filters, notes)``: the filtered select, the accepted filters
+        (to refill the form and carry into pagination links; an ignored value is
+        never echoed back into the form) and the notes to show.
     """
     filters: dict[str, str] = {}
     notes: list[str] = []
+    states = [state.value for state in StepExecutionState]
     simple = (
         ("state", execution_cls.state),
         ("step_name", execution_cls.step_name),
@@ -161,27 +170,33 @@ def filter_executions(
         value = args.get(name, "").strip()
         if not value:
             continue
-        filters[name] = value
         if "\x00" in value:  # PostgreSQL text cannot hold NUL
             notes.append(f"ignored {name} filter {value!r}: contains a NUL byte")
+        elif len(value) > _MAX_TEXT:
+            notes.append(
+                f"ignored {name} filter {value[:40]!r}…: longer than {_MAX_TEXT} "
+                "characters"
+            )
+        elif name == "state" and value not in states:
+            notes.append(
+                f"ignored state filter {value!r}: not one of {', '.join(states)}"
+            )
         elif name == "error_class" and not columns.error_class_name:
             notes.append(
                 f"ignored error_class filter {value!r}: this database has no "
                 "error_class_name column"
             )
         else:
-            query = query.where(column == value[:255])
+            filters[name] = value
             if name == "error_class":
+                query = query.where(workflow_filters.error_class_matches(column, value))
                 # Reattempted executions keep their error in metadata only
                 # (R-SE-21); matching JSON would scan every row (R-ADM-30).
-                notes.append(
-                    "the error class filter matches the error_class_name column, "
-                    "which failed executions have; reattempted executions keep "
-                    "their error in metadata only and are not matched"
-                )
+                notes.append(workflow_filters.ERROR_CLASS_CAVEAT)
+            else:
+                query = query.where(column == value)
     flag = args.get("only", "").strip()
     if flag:
-        filters["only"] = flag
         if flag not in LIST_FLAGS:
             allowed = ", ".join(LIST_FLAGS)
             notes.append(f"ignored only={flag!r}: allowed values are {allowed}")
@@ -190,6 +205,7 @@ def filter_executions(
                 "ignored only='has_cursor': this database has no cursor column"
             )
         else:
+            filters["only"] = flag
             query = query.where(*flag_criteria(flag, execution_cls, config, now))
     return query, filters, notes
 

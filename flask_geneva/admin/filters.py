@@ -32,9 +32,11 @@ from flask_geneva.models import WorkflowState
 
 __all__ = [
     "COUNT_CAP",
+    "ERROR_CLASS_CAVEAT",
     "FILTER_NAMES",
     "WorkflowFilters",
     "capped_count",
+    "error_class_matches",
     "format_count",
     "hero_admin_urls",
     "latest_error_classes",
@@ -56,6 +58,12 @@ FILTER_NAMES = (
     "overdue",
     "q",
 )
+#: Shown whenever an error class filter is applied (R-SE-21).
+ERROR_CLASS_CAVEAT = (
+    "the error class filter matches the error_class_name column, which failed "
+    "and skipped executions have; reattempted executions keep their error in "
+    "metadata only and are not matched"
+)
 #: What the created range accepts, quoted in the note of an ignored value.
 DATE_FORMAT_HELP = "YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS] (UTC unless an offset is given)"
 _MAX_TEXT = 255  # the filtered text columns are VARCHAR(255)
@@ -70,19 +78,24 @@ class WorkflowFilters:
     """The validated filters of one workflows-list request (R-ADM-11).
 
     Attributes:
-        params: Every filter parameter given (stripped, non-empty), in
-            :data:`FILTER_NAMES` order, accepted or not: the list repeats them in
-            its inputs and links, the bulk form carries them as hidden fields.
+        params: The accepted filter parameters (stripped, non-empty), in
+            :data:`FILTER_NAMES` order: the list repeats them in its inputs and
+            links, the bulk form carries them as hidden fields. An ignored value
+            is left out, so it is never echoed back into a form field.
         notes: One sentence per ignored value, naming the value and what is
-            accepted (plain text; templates escape it).
+            accepted (plain text; templates escape it). Any note stops the
+            "all matching" bulk action (R-ADM-23).
         conditions: SQL conditions on the workflow class of the accepted values.
         descriptions: One human line per accepted filter, e.g. ``"state = paused"``.
+        caveats: Sentences on what an accepted filter does not match, e.g. the
+            errors of reattempted executions (R-SE-21); shown, never blocking.
     """
 
     params: dict[str, str]
     notes: list[str]
     conditions: list[Any]
     descriptions: list[str]
+    caveats: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def is_active(self) -> bool:
@@ -106,8 +119,9 @@ def parse_workflow_filters(
     never raise. Filters: ``type`` (class), ``state``, ``hero_type``, ``hero_id``,
     ``created_from`` / ``created_to`` (dates or datetimes in UTC; a date as the end
     includes that whole day), ``error_class`` (the class of the workflow's latest
-    recorded error), ``overdue`` (has a scheduled execution with ``scheduled_for``
-    before ``now``) and ``q`` (a workflow id or hero id).
+    recorded error, see :func:`error_class_matches`), ``overdue`` (has a
+    scheduled execution with ``scheduled_for`` before ``now``) and ``q`` (a
+    workflow id or hero id).
 
     Args:
         args: The query string of a GET or the form of a POST (other keys ignored).
@@ -118,7 +132,7 @@ def parse_workflow_filters(
         now: Aware UTC time of the request, for the ``overdue`` filter.
 
     Returns:
-        The accepted conditions, the notes and the given parameters.
+        The accepted conditions and parameters, and the notes.
     """
     params: dict[str, str] = {}
     for name in FILTER_NAMES:
@@ -126,9 +140,11 @@ def parse_workflow_filters(
         given = raw.strip() if isinstance(raw, str) else ""
         if given:
             params[name] = given
+    accepted: set[str] = set()
     notes: list[str] = []
     conditions: list[Any] = []
     descriptions: list[str] = []
+    caveats: list[str] = []
 
     def text(name: str, label: str) -> str | None:
         value = params.get(name)
@@ -143,6 +159,7 @@ def parse_workflow_filters(
                 "characters"
             )
             return None
+        accepted.add(name)
         descriptions.append(f"{label} = {value}")
         return value
 
@@ -154,6 +171,7 @@ def parse_workflow_filters(
     if state is not None and state not in allowed:
         notes.append(f"ignored state filter {state!r}: not one of {', '.join(allowed)}")
     elif state is not None:
+        accepted.add("state")
         descriptions.append(f"state = {state}")
         conditions.append(workflow_cls.state == state)
     value = text("hero_type", "hero type")
@@ -165,14 +183,17 @@ def parse_workflow_filters(
         if key is None:
             notes.append(f"ignored hero_id filter {hero_id!r}: not a valid id")
         else:
+            accepted.add("hero_id")
             descriptions.append(f"hero id = {key}")
             conditions.append(workflow_cls.hero_id == key)
     start = _instant(params, "created_from", notes, end=False)
     if start is not None:
+        accepted.add("created_from")
         descriptions.append(f"created at or after {_utc_text(start)}")
         conditions.append(workflow_cls.created_at >= start)
     end = _instant(params, "created_to", notes, end=True)
     if end is not None:
+        accepted.add("created_to")
         if _is_date(params["created_to"]):
             descriptions.append(f"created before {_utc_text(end)}")
             conditions.append(workflow_cls.created_at < end)
@@ -188,10 +209,15 @@ def parse_workflow_filters(
     else:
         value = text("error_class", "latest error class")
         if value is not None:
+            if "." not in value:
+                descriptions[-1] += f" or <module>.{value}"
             conditions.append(
                 workflow_cls.id.in_(_latest_error_class_is(execution_cls, value))
             )
+            caveats.append(ERROR_CLASS_CAVEAT)
     flag = params.get("overdue")
+    if flag is not None and flag.lower() in _FLAG_ON + _FLAG_OFF:
+        accepted.add("overdue")
     if flag is not None and flag.lower() in _FLAG_ON:
         descriptions.append("has an overdue execution")
         conditions.append(
@@ -211,11 +237,13 @@ def parse_workflow_filters(
         if key is None:
             notes.append(f"ignored search {search!r}: not a workflow or hero id")
         else:
+            accepted.add("q")
             descriptions.append(f"workflow id or hero id = {key}")
             conditions.append(
                 sa.or_(workflow_cls.id == key, workflow_cls.hero_id == key)
             )
-    return WorkflowFilters(params, notes, conditions, descriptions)
+    kept = {name: value for name, value in params.items() if name in accepted}
+    return WorkflowFilters(kept, notes, conditions, descriptions, caveats)
 
 
 def _is_date(raw: str) -> bool:
@@ -324,7 +352,29 @@ def _latest_error_class_is(execution_cls: Any, class_name: str) -> sa.Select[Any
         .subquery()
     )
     return sa.select(ranked.c.workflow_id).where(
-        ranked.c.recency == 1, ranked.c.error_class_name == class_name
+        ranked.c.recency == 1,
+        error_class_matches(ranked.c.error_class_name, class_name),
+    )
+
+
+def error_class_matches(column: Any, class_name: str) -> Any:
+    """The condition "``column`` holds the error class ``class_name``" (R-SE-20).
+
+    Stored class names are module-qualified unless builtin
+    (``example_app.workflows.GatewayTimeout``, ``TimeoutError``). A name with a
+    dot must equal the stored one. A bare name also matches that class in any
+    module: ``column = name OR column LIKE '%.' || name``, with ``%``, ``_`` and
+    the escape character of ``name`` escaped. LIKE ignores ASCII case on SQLite
+    (and on MariaDB, whose default collation also makes ``=`` ignore it).
+
+    Args:
+        column: The ``error_class_name`` column (or a subquery's column of it).
+        class_name: The filter value: no NUL byte, at most 255 characters.
+    """
+    if "." in class_name:
+        return column == class_name
+    return sa.or_(
+        column == class_name, column.endswith(f".{class_name}", autoescape=True)
     )
 
 

@@ -47,6 +47,8 @@ __all__ = ["OverviewView", "StepExecutionsView", "WorkflowsView", "asset_dir"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 PAGE_SIZE = 50
+#: Highest list page accepted; a larger ``page`` is ignored with a note.
+MAX_PAGE = 999_999
 #: Executions shown on a detail page (the newest ones when there are more).
 MAX_TIMELINE_ROWS = 1000
 _SORTS = ("id", "created_at", "transitioned_at")
@@ -386,20 +388,14 @@ class WorkflowsView(_GenevaView):
         query = sa.select(workflow_cls).where(*matching.conditions)
         # Newest first by default: the id for sequential keys, else created_at.
         default_sort = "created_at" if self.geneva.key_type == "uuid" else "id"
-        sort = args.get("sort", default_sort)
-        if sort not in _SORTS:
-            sort = default_sort
-        direction = args.get("dir", "desc")
-        if direction not in ("asc", "desc"):
-            direction = "desc"
+        notes = list(matching.notes)
+        sort = _choice(args, "sort", _SORTS, default_sort, notes)
+        direction = _choice(args, "dir", ("asc", "desc"), "desc", notes)
         column = getattr(workflow_cls, sort)
         order = column.asc() if direction == "asc" else column.desc()
         tie = workflow_cls.id.asc() if direction == "asc" else workflow_cls.id.desc()
         ordering = (order,) if sort == "id" else (order, tie)
-        page = args.get("page", "1")
-        valid_page = page.isascii() and page.isdigit() and 0 < len(page) < 7
-        page_number = int(page) if valid_page else 1
-        page_number = max(page_number, 1)
+        page_number = _page_number(args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
         rows = list(
             session.scalars(
@@ -410,6 +406,7 @@ class WorkflowsView(_GenevaView):
         )
         has_next = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
+        _note_past_the_end(page_number, bool(rows), notes)
         # One query for the page's latest errors, one capped count (R-ADM-30).
         errors = filters.latest_error_classes(
             session,
@@ -425,7 +422,10 @@ class WorkflowsView(_GenevaView):
             workflows=[self._summary(row, errors, hero_urls) for row in rows],
             filters=matching.params,
             filtered=matching.is_active,
-            notes=matching.notes,
+            notes=notes,
+            caveats=matching.caveats,
+            # The all-matching form would drop the ignored values (R-ADM-23).
+            filters_ignored=bool(matching.notes),
             match_count=count,
             match_label=filters.format_count(count, more),
             sort=sort,
@@ -684,6 +684,15 @@ class WorkflowsView(_GenevaView):
             url_for(f"{self.endpoint}.detail", workflow_id=workflow_id), code=303
         )
 
+    @expose("/bulk", methods=("GET",))
+    def bulk_get(self) -> Any:
+        """Answer a GET of the bulk URL with 405 and ``Allow: POST`` (R-ADM-05).
+
+        Without this rule the GET would fall through to ``/<workflow_id>`` and get
+        a misleading 404 for a workflow called "bulk".
+        """
+        abort(405, valid_methods=["POST"])
+
     @expose("/bulk", methods=("POST",))
     def bulk(self) -> Any:
         """Pause, resume or cancel the checked rows or all matching (R-ADM-23).
@@ -740,7 +749,10 @@ class WorkflowsView(_GenevaView):
     def _bulk_all(self, action: str, *, confirmed: bool) -> Any:
         """Confirm, then act on every workflow matching the form's filters (R-ADM-23).
 
-        The filters are validated by the same code as the list. The matching ids are
+        The filters are validated by the same code as the list. When any value was
+        ignored, neither the confirmation nor the confirmed POST acts: the page
+        shows the notes and says that nothing was changed (acting would reach
+        more workflows than the operator's filter asked for). The matching ids are
         read in keyset batches of ``GENEVA_HOUSEKEEPING_BATCH_SIZE``; the reading
         transaction ends before each batch is acted on.
         """
@@ -748,6 +760,15 @@ class WorkflowsView(_GenevaView):
         matching = self._filters(request.form)
         workflow_cls = self.geneva.Workflow
         config = current_state().config
+        if matching.notes:
+            return self.render(
+                "geneva/admin/bulk_all_confirm.html",
+                action=action,
+                label=label,
+                refused=True,
+                filters=matching.params,
+                notes=matching.notes,
+            )
         if not confirmed:
             count, more = filters.capped_count(self.session, workflow_cls, matching)
             return self.render(
@@ -762,7 +783,8 @@ class WorkflowsView(_GenevaView):
                 filters=matching.params,
                 filtered=matching.is_active,
                 descriptions=matching.descriptions,
-                notes=matching.notes,
+                refused=False,
+                caveats=matching.caveats,
                 action_form=_ActionForm(),
             )
         done = 0
@@ -857,9 +879,7 @@ class StepExecutionsView(_GenevaView):
             config=config,
             now=clock.now(),
         )
-        page = request.args.get("page", "1")
-        valid_page = page.isascii() and page.isdigit() and 0 < len(page) < 7
-        page_number = max(int(page) if valid_page else 1, 1)
+        page_number = _page_number(request.args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
         rows = session.execute(
             query.options(*store.undefer_options(session, None, execution_cls))
@@ -868,6 +888,7 @@ class StepExecutionsView(_GenevaView):
             .offset((page_number - 1) * PAGE_SIZE)
         ).all()
         has_next = len(rows) > PAGE_SIZE
+        _note_past_the_end(page_number, bool(rows), notes)
         return self.render(
             "geneva/admin/step_executions.html",
             executions=[
@@ -913,6 +934,57 @@ class StepExecutionsView(_GenevaView):
                 now=clock.now(),
             ),
         )
+
+
+def _choice(
+    args: Any, name: str, allowed: tuple[str, ...], default: str, notes: list[str]
+) -> str:
+    """The value of a list's ``sort`` or ``dir`` parameter, or ``default``.
+
+    An empty value means the default; any other value not in ``allowed`` is
+    ignored with a note naming it and the allowed ones (R-ADM-11, R-ADM-31).
+    """
+    raw = args.get(name, "")
+    value = raw.strip() if isinstance(raw, str) else ""
+    if not value:
+        return default
+    if value not in allowed:
+        choices = f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+        notes.append(f"ignored {name} {_quoted(value)}: use {choices}")
+        return default
+    return value
+
+
+def _page_number(args: Any, notes: list[str]) -> int:
+    """The list page asked for: 1 unless ``page`` is a whole number up to MAX_PAGE.
+
+    Anything else (0, a negative or non-ASCII number, text, a number past
+    :data:`MAX_PAGE`) shows page 1 with a note naming the value (R-ADM-31).
+    """
+    raw = args.get("page", "")
+    value = raw.strip() if isinstance(raw, str) else ""
+    if not value:
+        return 1
+    # The length check comes first: int() refuses texts of 4,300+ digits.
+    if value.isascii() and value.isdigit() and len(value) <= len(str(MAX_PAGE)):
+        number = int(value)
+        if 1 <= number <= MAX_PAGE:
+            return number
+    notes.append(
+        f"ignored page {_quoted(value)}: use a whole number from 1 to {MAX_PAGE}"
+    )
+    return 1
+
+
+def _note_past_the_end(page_number: int, has_rows: bool, notes: list[str]) -> None:
+    """Say so when a page after the first has no rows: the list ends before it."""
+    if page_number > 1 and not has_rows:
+        notes.append(f"page {page_number} is past the end of the list: it has no rows")
+
+
+def _quoted(value: str) -> str:
+    """``repr`` of a query-string value for a note, cut after 40 characters."""
+    return f"{value[:40]!r}…" if len(value) > 40 else repr(value)
 
 
 def _rewind_possible(

@@ -72,3 +72,18 @@ def test_bulk_without_csrf_token_is_400_and_changes_nothing(client):
     response = client.post(BULK, data={"action": "resume", "ids": [workflow.id]})
     assert response.status_code == 400
     assert workflow_row(workflow.id)["state"] == "paused"
+
+
+def test_bulk_cancel_of_one_workflow_says_workflow_not_workflows(client):
+    """The confirmation of a bulk cancel of one checked row says "1 workflow" (R-ADM-23, R-ADM-22)."""
+    workflow = ready_workflow()
+    token = csrf_token(client, LIST)
+    page = client.post(
+        BULK, data={"csrf_token": token, "action": "cancel", "ids": [workflow.id]}
+    )
+    text = page.get_data(as_text=True)
+    assert "<h2>Cancel 1 workflow?</h2>" in text
+    assert f"<p>Workflow: {workflow.id}. This cannot be undone.</p>" in text
+    assert ">Yes, cancel 1 workflow</button>" in text
+    assert "1 workflows" not in text
+    assert workflow_row(workflow.id)["state"] == "ready"

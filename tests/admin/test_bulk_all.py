@@ -174,6 +174,33 @@ def test_no_filter_means_all_workflows_and_the_confirmation_says_so(client):
     assert {workflow_row(w.id)["state"] for w in workflows} == {"paused"}
 
 
+def test_one_matching_workflow_is_worded_in_the_singular(client):
+    """The list button, the confirmation and its button say "1 workflow", with and without a filter (R-ADM-23)."""
+    paused_workflow()
+    text = client.get(LIST, query_string={"state": "paused"}).get_data(as_text=True)
+    assert 'data-geneva-bulk-all="resume">Resume 1 matching workflow&hellip;' in text
+    text = client.get(LIST).get_data(as_text=True)
+    assert 'data-geneva-bulk-all="resume">Resume 1 workflow&hellip;' in text
+    token = csrf_token(client, LIST)
+    text = post_all(client, token, "resume", confirm=False, state="paused")
+    assert heading(text) == "Resume 1 workflow matching the filter?"
+    assert ">Yes, resume 1 matching workflow</button>" in text
+    text = post_all(client, token, "cancel", confirm=False)
+    assert heading(text) == "Cancel 1 workflow (no filter)?"
+    assert ">Yes, cancel 1 workflow</button>" in text
+    assert "1 workflows" not in text
+
+
+def test_one_listed_refusal_is_worded_in_the_singular(client, monkeypatch):
+    """With one refusal listed and one more counted, the result page uses the singular (R-ADM-23)."""
+    monkeypatch.setattr(views, "MAX_LISTED_REFUSALS", 1)
+    for _ in range(2):
+        ready_workflow()
+    token = csrf_token(client, LIST)
+    text = post_all(client, token, "resume", confirm=True)
+    assert "The first refusal is listed; 1 more is not." in text
+
+
 def test_confirmation_count_is_capped(client, monkeypatch):
     """The confirmation's N is a capped count ("2+"), and all matching are still processed (R-ADM-30, R-ADM-23)."""
     monkeypatch.setattr(filters, "COUNT_CAP", 2)
@@ -188,16 +215,16 @@ def test_confirmation_count_is_capped(client, monkeypatch):
 
 
 def test_filters_are_revalidated_on_the_post(client):
-    """The POST validates its filter fields like the list: an invalid one is ignored with a note on the confirmation (R-ADM-23, R-ADM-11)."""
+    """The POST validates its filter fields like the list: an invalid one refuses the action with its note (R-ADM-23, R-ADM-11)."""
     paused = paused_workflow()
     ready = ready_workflow()
     token = csrf_token(client, LIST)
     text = post_all(
         client, token, "resume", confirm=False, state="paused", hero_id="abc"
     )
-    assert heading(text) == "Resume all 1 workflows matching the filter?"
+    assert heading(text) == "Resume all matching: nothing was changed"
     assert "ignored hero_id filter &#39;abc&#39;: not a valid id" in text
-    assert '<input type="hidden" name="hero_id" value="abc">' in text
+    assert "data-geneva-confirm" not in text
     # Query-string filters do not count: only the form's fields do.
     response = client.post(
         f"{BULK}?state=ready",
@@ -214,6 +241,76 @@ def test_filters_are_revalidated_on_the_post(client):
     )
     assert workflow_row(paused.id)["state"] == "ready"
     assert workflow_row(ready.id)["state"] == "ready"
+
+
+@pytest.mark.parametrize(
+    "ignored",
+    [
+        {"state": "bogus"},
+        {"created_from": "yesterday"},
+        {"created_to": "2024-02-30"},
+        {"q": "\x00"},
+        {"q": "abc"},
+        {"type": "\x00"},
+        {"hero_type": "h" * 300},
+        {"hero_id": "-1"},
+        {"error_class": "Boom\x00"},
+        {"overdue": "maybe"},
+    ],
+)
+@pytest.mark.parametrize("confirm", [False, True])
+def test_an_ignored_filter_value_refuses_all_matching_and_changes_nothing(
+    client, ignored, confirm
+):
+    """With any ignored filter value, neither the confirmation nor the confirmed POST acts: the page shows the note and says nothing was changed (R-ADM-23, R-ADM-11)."""
+    workflows = [ready_workflow() for _ in range(2)] + [paused_workflow()]
+    before = states()
+    token = csrf_token(client, LIST)
+    text = post_all(client, token, "cancel", confirm=confirm, **ignored)
+    assert heading(text) == "Cancel all matching: nothing was changed"
+    assert "Some filter values were ignored (below)" in text
+    assert "nothing was done" in text
+    assert '<div class="alert alert-warning geneva-note">ignored ' in text
+    assert "data-geneva-confirm" not in text
+    assert 'name="confirm"' not in text
+    assert "\x00" not in text
+    assert states() == before
+    assert {workflow_row(w.id)["state"] for w in workflows} == {"ready", "paused"}
+
+
+def test_an_ignored_value_next_to_valid_filters_still_refuses(client):
+    """A valid filter beside an ignored value does not make the action go ahead: POST scope=all, state=paused, created_from=bogus with confirm changes nothing (R-ADM-23)."""
+    paused = paused_workflow()
+    token = csrf_token(client, LIST)
+    text = post_all(
+        client,
+        token,
+        "resume",
+        confirm=True,
+        state="paused",
+        created_from="bogus",
+    )
+    assert heading(text) == "Resume all matching: nothing was changed"
+    assert "ignored created_from &#39;bogus&#39;" in text
+    assert workflow_row(paused.id)["state"] == "paused"
+
+
+def test_error_class_filter_shows_its_caveat_and_still_acts(client):
+    """Filtering by error class shows what it does not match (R-SE-21) on the confirmation, and the action goes ahead (R-ADM-23, R-ADM-11)."""
+    failed = failed_workflow()  # paused by the default policy
+    other = paused_workflow()
+    token = csrf_token(client, LIST)
+    text = post_all(client, token, "resume", confirm=False, error_class="RuntimeError")
+    assert heading(text) == "Resume 1 workflow matching the filter?"
+    assert (
+        "<li>latest error class = RuntimeError or &lt;module&gt;.RuntimeError</li>"
+        in text
+    )
+    assert "reattempted executions keep their error in metadata only" in text
+    text = post_all(client, token, "resume", confirm=True, error_class="RuntimeError")
+    assert heading(text) == "Resume all matching: 1 succeeded, 0 refused"
+    assert workflow_row(failed.id)["state"] == "ready"
+    assert workflow_row(other.id)["state"] == "paused"
 
 
 def test_nothing_matching_says_so_and_offers_no_confirm_button(client):
@@ -237,8 +334,8 @@ def test_bulk_all_without_csrf_token_is_400_and_changes_nothing(client):
     assert {workflow_row(w.id)["state"] for w in workflows} == {"paused"}
 
 
-def test_get_on_the_bulk_url_changes_nothing(client):
-    """GET never changes state: a GET of the bulk URL with bulk parameters is no action (R-ADM-05)."""
+def test_get_on_the_bulk_url_is_405_and_changes_nothing(client):
+    """GET never changes state: a GET of the bulk URL with bulk parameters is 405 Method Not Allowed, Allow: POST (R-ADM-05)."""
     workflows = [paused_workflow() for _ in range(2)]
     token = csrf_token(client, LIST)
     response = client.get(
@@ -250,7 +347,8 @@ def test_get_on_the_bulk_url_changes_nothing(client):
             "confirm": "yes",
         },
     )
-    assert response.status_code in (404, 405)  # /<workflow_id> takes the GET
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "POST"
     assert {workflow_row(w.id)["state"] for w in workflows} == {"paused"}
 
 

@@ -94,7 +94,7 @@ def test_confirmed_cancel_cancels_and_records_the_action(client):
         "paused",
         "canceled",
     )
-    assert "<td>cancel</td><td>None</td><td>admin</td>" in page.get_data(as_text=True)
+    assert "<td>cancel</td><td>—</td><td>admin</td>" in page.get_data(as_text=True)
 
 
 def test_confirmed_skip_moves_to_the_next_step(client):

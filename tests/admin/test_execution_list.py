@@ -6,6 +6,7 @@ import html
 import re
 from datetime import timedelta
 
+import pytest
 from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings
@@ -94,11 +95,31 @@ def test_filters_by_state_step_class_and_error_class(client):
     assert "tests.admin.execution_support.ExecDetailTimeout" in listing
     text = get(client, error_class="tests.admin.execution_support.ExecDetailTimeout")
     assert "reattempted executions keep their error in metadata only" in text
+    assert listed_ids(text) == []
     # Filters combine.
     assert listed_ids(get(client, type="ExecDetailFlaky", state="completed")) == ids(
         flaky_rows[:1]
     )
     assert listed_ids(get(client, type="AdminTwoStep", state="failed")) == []
+
+
+def test_error_class_filter_matches_a_bare_class_name_in_any_module(client):
+    """A name with a dot must equal the stored error class; one without also matches that class in any module, LIKE wildcards taken literally (R-ADM-13, R-SE-20)."""
+    first = execution_rows(failed_workflow().id)[0]
+    update_execution(
+        first["id"], error_class_name="example_app.workflows.Gateway_Timeout"
+    )
+    assert listed_ids(get(client, error_class="Gateway_Timeout")) == ids([first])
+    assert listed_ids(
+        get(client, error_class="example_app.workflows.Gateway_Timeout")
+    ) == ids([first])
+    assert listed_ids(get(client, error_class="workflows.Gateway_Timeout")) == []
+    assert listed_ids(get(client, error_class="Gateway%")) == []
+    assert listed_ids(get(client, error_class="GatewayXTimeout")) == []
+    text = get(client)
+    assert "example_app.workflows.GatewayTimeout" in re.search(
+        r'<input id="geneva-filter-error"[^>]*>', text
+    ).group(0)
 
 
 def test_overdue_stuck_and_housekeeping_overdue_flags(client):
@@ -145,15 +166,40 @@ def test_the_form_keeps_the_filter_values(client):
     assert '<option value="failed" selected>failed</option>' in text
     assert f'placeholder="step name" value="{ESCAPED_SCRIPT}"' in text
     assert '<option value="AdminFailing" selected>AdminFailing</option>' in text
-    assert 'placeholder="error class" value="Boom"' in text
+    assert 'placeholder="error class (module.Class)"' in text
+    assert 'value="Boom"' in text
     assert (
         '<option value="stuck_scheduled" selected>'
         "overdue beyond the housekeeping threshold</option>"
     ) in text
-    # Values the selects do not offer are kept as an extra selected option.
-    text = get(client, state="weird", type="RemovedClass")
-    assert '<option value="weird" selected>weird</option>' in text
+    # A class no longer in the code is still a valid filter: kept as an option.
+    text = get(client, type="RemovedClass")
     assert '<option value="RemovedClass" selected>RemovedClass</option>' in text
+
+
+def test_unknown_state_is_ignored_with_a_note_and_no_invented_option(client):
+    """An unknown state is ignored with a note naming it and the states allowed; the dropdown offers no such option (R-ADM-13, R-ADM-31)."""
+    rows = execution_rows(failed_workflow().id) + execution_rows(ready_workflow().id)
+    text = get(client, state="bogus")
+    assert (
+        "ignored state filter &#39;bogus&#39;: not one of scheduled, in_progress, "
+        "completed, failed, canceled, skipped"
+    ) in text
+    assert listed_ids(text) == ids(rows)
+    assert 'value="bogus"' not in text
+    state_select = re.search(
+        r'<select id="geneva-filter-state".*?</select>', text, re.S
+    ).group(0)
+    assert re.findall(r'<option value="([^"]*)"', state_select) == [
+        "",
+        "scheduled",
+        "in_progress",
+        "completed",
+        "failed",
+        "canceled",
+        "skipped",
+    ]
+    assert "selected" not in state_select
 
 
 def test_pagination_keeps_the_filters(client, monkeypatch):
@@ -187,6 +233,70 @@ def test_unknown_flags_and_nul_bytes_are_ignored_with_a_note(client):
     text = get(client, step_name="wa\x00lk")
     assert "contains a NUL byte" in text
     assert listed_ids(text) == ids(rows)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("state", "\x00"),
+        ("state", "bogus"),
+        ("step_name", "wa\x00lk"),
+        ("step_name", "s" * 300),
+        ("type", "\x00"),
+        ("type", "T" * 300),
+        ("error_class", "Boom\x00"),
+        ("error_class", "E" * 300),
+        ("only", "\x00"),
+        ("only", "bogus"),
+    ],
+)
+def test_an_ignored_value_is_not_echoed_into_the_form_or_the_pager(
+    client, monkeypatch, name, value
+):
+    """An ignored filter value (NUL byte, over-long, unknown) gets a note but is not put back into any form field or pager link (R-ADM-13, R-ADM-06, R-ADM-31)."""
+    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    rows = execution_rows(failed_workflow().id) + execution_rows(ready_workflow().id)
+    text = get(client, **{name: value})
+    assert "ignored" in text
+    assert listed_ids(text) == ids(rows)[:1]
+    assert "\x00" not in text
+    form = re.search(r'<form method="get".*?</form>', text, re.S).group(0)
+    assert value not in form
+    assert " selected" not in form
+    assert re.findall(r'<input [^>]*value="([^"]*)"', form) == ["", ""]
+    following = re.search(r'<a rel="next" href="([^"]+)">', text).group(1)
+    assert html.unescape(following) == f"{LIST}?page=2"
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("9999999999999", "&#39;9999999999999&#39;"),
+        ("0", "&#39;0&#39;"),
+        ("-3", "&#39;-3&#39;"),
+        ("x", "&#39;x&#39;"),
+        ("\x00", "&#39;\\x00&#39;"),
+    ],
+)
+def test_an_invalid_page_shows_page_one_with_a_note(client, raw, shown):
+    """A page that is not a whole number from 1 to 999999 shows page 1 with a note naming it (R-ADM-13, R-ADM-31)."""
+    rows = execution_rows(ready_workflow().id)
+    text = get(client, page=raw)
+    assert f"ignored page {shown}: use a whole number from 1 to 999999" in text
+    assert listed_ids(text) == ids(rows)
+    assert "<span>page 1</span>" in text
+
+
+def test_a_page_past_the_end_says_so_and_links_the_first_page(client):
+    """A page after the last one says the list ends before it and links page 1 with the filters (R-ADM-13)."""
+    ready_workflow()
+    text = get(client, page="999999", state="scheduled")
+    assert "page 999999 is past the end of the list: it has no rows" in text
+    assert (
+        '<a rel="first" href="/geneva/step-executions/?state=scheduled">'
+        "&larr; first page</a>"
+    ) in text
+    assert 'rel="prev"' not in text
 
 
 @settings(

@@ -179,6 +179,66 @@ def test_latest_error_class_column_and_filter_use_the_latest_error(client):
     assert listed(client, error_class="NewError") == ids(failing)
 
 
+def _failed_with_error_class(number: int, class_name: str):
+    """An AdminFailing whose failed execution has ``class_name`` as error class."""
+    workflow = AdminFailing.create(hero=new_user(f"class{number}@example.com"))
+    with pytest.raises(RuntimeError):
+        perform_next_step(workflow)
+    update_execution(execution_rows(workflow.id)[0]["id"], error_class_name=class_name)
+    return workflow
+
+
+def test_error_class_filter_matches_the_stored_name_or_a_bare_class_name(client):
+    """The error class filter matches the module-qualified name as stored; a name without a dot also matches that class in any module, with LIKE wildcards taken literally (R-ADM-11, R-SE-20)."""
+    gateway = _failed_with_error_class(1, "example_app.workflows.GatewayTimeout")
+    other = _failed_with_error_class(2, "other.module.GatewayTimeout")
+    builtin = _failed_with_error_class(3, "TimeoutError")
+    underscore = _failed_with_error_class(4, "app.Bad_Error")
+    lookalike = _failed_with_error_class(5, "app.BadXError")
+    assert listed(client, error_class="example_app.workflows.GatewayTimeout") == ids(
+        gateway
+    )
+    assert listed(client, error_class="GatewayTimeout") == ids(other, gateway)
+    assert listed(client, error_class="workflows.GatewayTimeout") == []
+    assert listed(client, error_class="Timeout") == []
+    assert listed(client, error_class="TimeoutError") == ids(builtin)
+    assert listed(client, error_class="Bad_Error") == ids(underscore)
+    assert listed(client, error_class="BadXError") == ids(lookalike)
+    assert listed(client, error_class="Bad%") == []
+    assert listed(client, error_class="%") == []
+    assert listed(client, error_class="_") == []
+
+
+def test_error_class_filter_explains_what_it_matches(client):
+    """The error class input says it matches the module-qualified name as stored, and using it notes that reattempted executions' errors are not matched (R-ADM-11, R-SE-21)."""
+    failed_workflow()
+    text = page_text(client)
+    field = re.search(r'<input name="error_class"[^>]*>', text).group(0)
+    assert 'placeholder="latest error class (module.Class)"' in field
+    assert "example_app.workflows.GatewayTimeout" in field
+    assert "TimeoutError" in field
+    assert 'aria-describedby="geneva-error-class-help"' in field
+    help_text = re.search(
+        r'<p class="geneva-filter-help" id="geneva-error-class-help">(.*?)</p>',
+        text,
+        re.S,
+    ).group(1)
+    assert "<code>example_app.workflows.GatewayTimeout</code>" in help_text
+    assert "unqualified for builtins (e.g. <code>TimeoutError</code>)" in help_text
+    caveat = (
+        "reattempted executions keep their error in metadata only and are not matched"
+    )
+    assert caveat not in text
+    text = page_text(client, error_class="RuntimeError")
+    assert (
+        f'<div class="alert alert-info geneva-caveat">{filters.ERROR_CLASS_CAVEAT}</div>'
+        in text
+    )
+    assert caveat in text
+    # A caveat is not an ignored value: the "all matching" action is offered.
+    assert 'data-geneva-bulk-all="resume"' in text
+
+
 def test_latest_error_class_costs_one_query_per_page_not_per_row(client):
     """The latest error classes of a page are read in one query, whatever the number of rows (R-ADM-11, R-ADM-30)."""
 
@@ -305,7 +365,7 @@ def test_bad_values_of_every_filter_give_a_note_not_a_500(client):
 
 def test_filter_values_are_escaped_in_inputs_links_and_hidden_fields(client):
     """Filter values echoed into inputs, links and the bulk form's hidden fields are escaped (R-ADM-06)."""
-    ready_workflow()
+    workflow = ready_workflow()
     script = '"><script>alert(1)</script>'
     escaped = "&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"
     text = page_text(client, hero_type=script, error_class=script)
@@ -314,9 +374,128 @@ def test_filter_values_are_escaped_in_inputs_links_and_hidden_fields(client):
         f'name="hero_type" class="form-control form-control-sm mr-1" placeholder="hero type" aria-label="hero type" value="{escaped}"'
         in text
     )
-    # q and hero_id are ignored (not ids), so one workflow matches and the
-    # "all matching" form repeats them as hidden fields.
+    # A hero type that matches, so the "all matching" form repeats it as a
+    # hidden field.
+    update_workflow(workflow.id, hero_type=script)
+    text = page_text(client, hero_type=script)
+    assert "<script>alert(1)" not in text
+    assert "1 workflow matches." in text
+    assert f'<input type="hidden" name="hero_type" value="{escaped}">' in text
+    # Ignored values (q and hero_id are not ids) are escaped in their notes and
+    # not echoed into any field.
     text = page_text(client, q=script, hero_id=script)
     assert "<script>alert(1)" not in text
-    assert f'<input type="hidden" name="q" value="{escaped}">' in text
-    assert f'<input type="hidden" name="hero_id" value="{escaped}">' in text
+    assert "ignored search &#39;&#34;&gt;&lt;script&gt;" in text
+    assert f'value="{escaped}"' not in text
+
+
+_FILTER_FORM = re.compile(
+    r'<form method="get" class="form-inline geneva-filters".*?</form>', re.S
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("type", "\x00"),
+        ("type", "t" * 300),
+        ("state", "\x00"),
+        ("state", "bogus"),
+        ("hero_type", "User\x00"),
+        ("hero_type", "h" * 300),
+        ("hero_id", "\x00"),
+        ("hero_id", "abc"),
+        ("created_from", "\x00"),
+        ("created_from", "yesterday"),
+        ("created_to", "2024-02-30\x00"),
+        ("created_to", "0999-01-01"),
+        ("error_class", "\x00"),
+        ("error_class", "E" * 300),
+        ("overdue", "\x00"),
+        ("overdue", "maybe"),
+        ("q", "\x00"),
+        ("q", "abc"),
+    ],
+)
+def test_an_ignored_value_is_not_echoed_into_any_form_field_or_link(
+    client, name, value
+):
+    """An ignored filter value gets a note but is not put back into the filter form, the bulk forms or the sort and pager links (R-ADM-11, R-ADM-06, R-ADM-31)."""
+    workflow = ready_workflow()
+    text = page_text(client, **{name: value})
+    assert re.search(r'<div class="alert alert-info geneva-note">ignored ', text)
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(workflow)
+    assert "\x00" not in text
+    form = _FILTER_FORM.search(text).group(0)
+    assert value not in form
+    assert "selected" not in form
+    assert "checked" not in form
+    inputs = dict(re.findall(r'<input [^>]*name="(\w+)"[^>]*value="([^"]*)"', form))
+    assert inputs == {
+        "hero_type": "",
+        "hero_id": "",
+        "created_from": "",
+        "created_to": "",
+        "error_class": "",
+        "overdue": "1",
+        "q": "",
+    }
+    assert '<input type="hidden" name="' + name not in text
+    links = [href for href in re.findall(r'href="([^"]+)"', text) if "?" in href]
+    assert links
+    assert all(f"{name}=" not in href for href in links), links
+    # The "all matching" action would drop the ignored value: not offered.
+    assert "data-geneva-bulk-all" not in text
+    assert "is not offered while a filter value is ignored" in text
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("9999999999999", "&#39;9999999999999&#39;"),
+        ("1000000", "&#39;1000000&#39;"),
+        ("0", "&#39;0&#39;"),
+        ("-1", "&#39;-1&#39;"),
+        ("two", "&#39;two&#39;"),
+        ("²", "&#39;²&#39;"),
+        ("\x00", "&#39;\\x00&#39;"),
+        ("9" * 5000, "&#39;" + "9" * 40 + "&#39;…"),
+    ],
+)
+def test_an_invalid_page_shows_page_one_with_a_note(client, raw, shown):
+    """A page that is not a whole number from 1 to 999999 shows page 1 with a note naming it; never a 500 (R-ADM-11, R-ADM-31)."""
+    workflow = ready_workflow()
+    text = page_text(client, page=raw)
+    assert f"ignored page {shown}: use a whole number from 1 to 999999</div>" in text
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(workflow)
+    assert "<span>page 1</span>" in text
+    # Only filter values stop the "all matching" action.
+    assert 'data-geneva-bulk-all="resume"' in text
+
+
+def test_a_page_past_the_end_says_so_and_links_the_first_page(client):
+    """A page after the last one says the list ends before it and links page 1 (R-ADM-11)."""
+    ready_workflow()
+    text = page_text(client, page="999999", state="ready")
+    assert "page 999999 is past the end of the list: it has no rows" in text
+    assert "No workflows match." in text
+    assert (
+        '<a rel="first" href="/geneva/workflows/?sort=id&amp;dir=desc&amp;state=ready">'
+        "&larr; first page</a>"
+    ) in text
+    assert "past the end" not in page_text(client, page="1")
+
+
+def test_an_unknown_sort_or_direction_is_ignored_with_a_note(client):
+    """sort and dir values the list does not know are ignored with a note naming the value and the allowed ones (R-ADM-11, R-ADM-31)."""
+    first = ready_workflow()
+    second = ready_workflow()
+    text = page_text(client, dir="sideways", sort="hero_id")
+    assert "ignored dir &#39;sideways&#39;: use asc or desc" in text
+    assert (
+        "ignored sort &#39;hero_id&#39;: use id, created_at or transitioned_at" in text
+    )
+    assert re.findall(r'<tr data-workflow-id="([^"]+)"', text) == ids(second, first)
+    assert "sideways" not in re.sub(r'<div class="alert[^>]*>.*?</div>', "", text)
+    assert "ignored" not in page_text(client, dir="asc", sort="created_at")
+    assert "ignored" not in page_text(client, dir="", sort="", page="")

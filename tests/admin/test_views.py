@@ -73,12 +73,30 @@ def test_detail_shows_plan_timeline_and_policy_sentence(client):
 
 
 def test_detail_shows_the_operator_actions_log(client):
-    """Operator actions appear newest first with actor and via (R-ADM-12, R-PDR-05)."""
+    """Operator actions appear newest first with actor and via; a null actor shows a dash (R-ADM-12, R-PDR-05)."""
     workflow = paused_workflow()
     workflow.resume(actor="bob", via="cli")
     text = client.get(detail_url(workflow.id)).get_data(as_text=True)
-    rows = re.findall(r"<td>(pause|resume)</td><td>(\w+)</td><td>(\w+)</td>", text)
-    assert rows == [("resume", "bob", "cli"), ("pause", "None", "api")]
+    rows = re.findall(r"<td>(pause|resume)</td><td>([^<]+)</td><td>(\w+)</td>", text)
+    assert rows == [("resume", "bob", "cli"), ("pause", "—", "api")]
+
+
+def test_operator_action_without_an_execution_shows_a_dash_not_none(client):
+    """An operator action whose execution_id is null shows "—" in the Execution column, never "None" (R-ADM-12, R-PDR-05)."""
+    workflow = paused_workflow()
+    entries = workflow_row(workflow.id)["metadata"]["operator_actions"]
+    assert entries[-1]["execution_id"] is None
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    table = re.search(
+        r'<table class="table table-sm geneva-operator-actions">(.*?)</table>',
+        text,
+        re.S,
+    ).group(1)
+    cells = re.findall(
+        r"<td>([^<]*)</td>", re.search(r"<tbody>(.*?)</tbody>", table, re.S).group(1)
+    )
+    assert cells[1:] == ["pause", "—", "api", "ready", "paused", "—"]
+    assert "None" not in table
 
 
 def test_resumable_chain_shows_each_cursor(client):
