@@ -112,12 +112,15 @@ def status_command(as_json: bool) -> None:
     from flask_geneva.models import WorkflowState
 
     states = [s.value for s in WorkflowState]
+    totals = overview["totals"]
+    # A state the code does not know (a row written by hand or by another
+    # version) gets its own column, so the totals still add up.
+    states += sorted(state for state in totals if state not in states)
     rows = [["class", *states, "paused_ratio"]]
     for name, counts in sorted(overview["workflows"].items()):
         ratio = overview["paused_ratio"][name]
-        rows.append([name, *(str(counts[s]) for s in states), f"{ratio:.3f}"])
-    totals = overview["totals"]
-    rows.append(["(all)", *(str(totals[s]) for s in states), ""])
+        rows.append([name, *(str(counts.get(s, 0)) for s in states), f"{ratio:.3f}"])
+    rows.append(["(all)", *(str(totals.get(s, 0)) for s in states), ""])
     _echo_table(rows)
     click.echo(f"stuck in_progress executions: {overview['stuck_in_progress']}")
     click.echo(f"overdue scheduled executions: {overview['overdue_scheduled']}")

@@ -132,6 +132,23 @@ def test_status_json_counts_per_class_and_state(geneva_cli):
     assert "0.500" in table.stdout
 
 
+def test_status_table_shows_a_state_the_code_does_not_know(geneva_cli):
+    """A row in a state outside the enum gets its own column; totals add up (R-CLI-01)."""
+    from tests.workflow.support import update_workflow
+
+    CliOnboarding.create(hero=make_user("a@example.com"))
+    odd = CliOnboarding.create(hero=make_user("b@example.com"))
+    update_workflow(odd.id, state="archived")
+    table = geneva_cli("status")
+    assert table.returncode == 0, table.stderr
+    header, *rows = table.stdout.splitlines()
+    columns = header.split()
+    assert columns[-2:] == ["archived", "paused_ratio"]
+    total = next(row.split() for row in rows if row.startswith("(all)"))
+    assert total[columns.index("archived")] == "1"
+    assert total[columns.index("ready")] == "1"
+
+
 def test_list_filters_by_state_class_and_hero(geneva_cli):
     """`list` filters by --state, --class and --hero TYPE:ID (R-CLI-01)."""
     first_hero = make_user("one@example.com")
