@@ -198,11 +198,13 @@ def write_transaction(session: orm.Session) -> None:
     With :func:`install_sqlite_locking` every SQLite transaction already does.
     On a SQLite engine without it, a no-op write statement takes the lock (SQLite
     takes it for any write statement, even one matching no row). Elsewhere the
-    row locks of :func:`lock_workflow` do the work and this only begins a
-    transaction.
+    row locks of :func:`lock_workflow` do the work and this does nothing (the
+    next statement begins the transaction).
     """
+    if session.get_bind().dialect.name != "sqlite":
+        return  # the next statement begins the transaction; row locks do the rest
     connection = session.connection()
-    if connection.dialect.name != "sqlite" or connection.info.get(_IMMEDIATE_FLAG):
+    if connection.info.get(_IMMEDIATE_FLAG):
         return
     connection.exec_driver_sql(
         f"UPDATE {WORKFLOWS_TABLE} SET id = id WHERE 1 = 0"  # noqa: S608 - constant
