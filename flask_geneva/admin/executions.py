@@ -19,7 +19,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import keys
 from flask_geneva import store
 from flask_geneva.admin import filters as workflow_filters
 from flask_geneva.admin import presenters
@@ -36,7 +35,6 @@ __all__ = [
     "filter_executions",
     "flag_criteria",
     "load_execution",
-    "parse_key",
     "truncate_utf8",
 ]
 
@@ -50,15 +48,6 @@ LIST_FLAGS: dict[str, str] = {
 
 #: The overview counts failed executions up to this many, then shows "N+" (R-ADM-30).
 FAILED_COUNT_CAP = 10_000
-
-
-def parse_key(raw: str | None, key_type: str) -> Any:
-    """Parse a primary key from a URL or query string (see :func:`keys.parse_key`).
-
-    Returns:
-        The key, or None when ``raw`` is not a valid key of ``key_type``.
-    """
-    return keys.parse_key(raw, key_type)
 
 
 def truncate_utf8(text: str, limit: int) -> tuple[str, bool]:

@@ -38,6 +38,7 @@ from flask_geneva.admin import filters
 from flask_geneva.admin import presenters
 from flask_geneva.admin import timeline_chart
 from flask_geneva.exceptions import GenevaError
+from flask_geneva.keys import parse_key
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
@@ -187,6 +188,10 @@ class _GenevaView(BaseView):
     @property
     def session(self) -> Any:
         return self.geneva.session
+
+    def _parse_key(self, raw: str | None) -> Any:
+        """Parse an id from the URL/query string; None if it is not a valid key."""
+        return parse_key(raw, self.geneva.key_type)
 
     def _columns(self) -> Any:
         return store.optional_columns(self.session)
@@ -348,10 +353,6 @@ class WorkflowsView(_GenevaView):
     """The workflows list, a workflow's detail page and its buttons."""
 
     # -- helpers ----------------------------------------------------------------------
-
-    def _parse_key(self, raw: str | None) -> Any:
-        """Parse an id from the URL/query string; None if it is not a valid key."""
-        return executions.parse_key(raw, self.geneva.key_type)
 
     def _load(self, workflow_id: Any) -> Any:
         session = self.session
@@ -912,7 +913,7 @@ class StepExecutionsView(_GenevaView):
     @expose("/<execution_id>")
     def detail(self, execution_id: str) -> str:
         """All stored columns of one execution and its neighbours (R-ADM-14)."""
-        key = executions.parse_key(execution_id, self.geneva.key_type)
+        key = self._parse_key(execution_id)
         if key is None:
             abort(404)
         session = self.session
