@@ -10,6 +10,7 @@ call each workflow's own flow-control method, one transaction per workflow, with
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -644,16 +645,7 @@ class WorkflowsView(_GenevaView):
 
     @expose("/<workflow_id>/action", methods=("POST",))
     def action(self, workflow_id: str) -> Any:
-        form = _ActionForm(request.form)
-        # SessionCSRF needs the secret it stored in the session; without it (a
-        # forged or stale request) the token cannot be valid.
-        if "csrf" not in http_session or not form.validate():
-            abort(400, description="missing or invalid CSRF token")
-        action = form.action.data
-        if action not in _ACTIONS:
-            abort(400, description=f"unknown action {action!r}")
-        if not can_act():
-            abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+        form, action = _validated_action_form(_ACTIONS, what="action")
         key = self._parse_key(workflow_id)
         workflow = self._load(key) if key is not None else None
         if workflow is None:
@@ -702,14 +694,7 @@ class WorkflowsView(_GenevaView):
         (the list's filters, re-validated here); otherwise on the checked ``ids``.
         Each workflow is its own transaction.
         """
-        form = _ActionForm(request.form)
-        if "csrf" not in http_session or not form.validate():
-            abort(400, description="missing or invalid CSRF token")
-        action = form.action.data
-        if action not in _BULK_ACTIONS:
-            abort(400, description=f"unknown bulk action {action!r}")
-        if not can_act():
-            abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+        form, action = _validated_action_form(_BULK_ACTIONS, what="bulk action")
         if request.form.get("scope") == "all":
             return self._bulk_all(action, confirmed=form.confirm.data == "yes")
         keys = []
@@ -837,6 +822,32 @@ _BULK_ACTIONS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel"}
 MAX_BULK_IDS = 500
 #: Refusals listed on a bulk result page; the rest are only counted.
 MAX_LISTED_REFUSALS = 1000
+
+
+def _validated_action_form(
+    allowed: Mapping[str, str], *, what: str
+) -> tuple[_ActionForm, str]:
+    """The POSTed action form, checked before any change (R-ADM-03, R-ADM-05).
+
+    Returns:
+        ``(form, action)``.
+
+    Raises:
+        werkzeug.exceptions.HTTPException: 400 for a missing or invalid CSRF token
+            or an action outside ``allowed`` (named with ``what``); 403 when
+            ``GENEVA_ADMIN_CAN_ACT`` refuses.
+    """
+    form = _ActionForm(request.form)
+    # SessionCSRF needs the secret it stored in the session; without it (a
+    # forged or stale request) the token cannot be valid.
+    if "csrf" not in http_session or not form.validate():
+        abort(400, description="missing or invalid CSRF token")
+    action = form.action.data
+    if action not in allowed:
+        abort(400, description=f"unknown {what} {action!r}")
+    if not can_act():
+        abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+    return form, str(action)
 
 
 def _act(workflow: Any, action: str, *, expected_step: str | None = None) -> None:
