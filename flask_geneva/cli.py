@@ -345,7 +345,6 @@ def _status_overview() -> dict[str, Any]:
 
     from flask_geneva import clock
     from flask_geneva import housekeeping
-    from flask_geneva.models import StepExecutionState
     from flask_geneva.models import WorkflowState
     from flask_geneva.runtime import current_state
 
@@ -365,14 +364,12 @@ def _status_overview() -> dict[str, Any]:
     stuck = session.scalar(
         sa.select(sa.func.count())
         .select_from(execution_table)
-        .where(execution_table.c.state == StepExecutionState.IN_PROGRESS.value)
-        .where(execution_table.c.started_at < now - config.stuck_in_progress_threshold)
+        .where(*housekeeping.stuck_in_progress_criteria(execution_table.c, config, now))
     )
     overdue = session.scalar(
         sa.select(sa.func.count())
         .select_from(execution_table)
-        .where(execution_table.c.state == StepExecutionState.SCHEDULED.value)
-        .where(execution_table.c.scheduled_for < now - config.stuck_scheduled_threshold)
+        .where(*housekeeping.stuck_scheduled_criteria(execution_table.c, config, now))
     )
     session.rollback()
     return {

@@ -48,6 +48,8 @@ __all__ = [
     "recover_stuck_in_progress",
     "recover_stuck_scheduled",
     "run_housekeeping",
+    "stuck_in_progress_criteria",
+    "stuck_scheduled_criteria",
 ]
 
 _log = logging.getLogger("flask_geneva.housekeeping")
@@ -177,6 +179,46 @@ def _delete_in_batches(
 # -- stuck execution recovery (R-HK-20..27) ------------------------------------------
 
 
+def stuck_in_progress_criteria(
+    execution: Any, config: GenevaConfig, now: datetime
+) -> list[Any]:
+    """WHERE criteria of a stuck ``in_progress`` execution (R-HK-20).
+
+    ``started_at`` earlier than ``now`` minus ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``.
+    Shared by recovery, ``flask geneva status`` and the admin, so they count the
+    same rows.
+
+    Args:
+        execution: The ``StepExecution`` model or its table's columns (``.c``).
+        config: The validated settings.
+        now: The reference time (aware UTC).
+    """
+    return [
+        execution.state == _inline(StepExecutionState.IN_PROGRESS),
+        execution.started_at < now - config.stuck_in_progress_threshold,
+    ]
+
+
+def stuck_scheduled_criteria(
+    execution: Any, config: GenevaConfig, now: datetime
+) -> list[Any]:
+    """WHERE criteria of a ``scheduled`` execution overdue beyond the threshold.
+
+    ``scheduled_for`` earlier than ``now`` minus ``GENEVA_STUCK_SCHEDULED_THRESHOLD``
+    (R-HK-20). Recovery adds that the workflow is not paused (R-HK-27); the counts
+    of ``flask geneva status`` and the admin overview do not.
+
+    Args:
+        execution: The ``StepExecution`` model or its table's columns (``.c``).
+        config: The validated settings.
+        now: The reference time (aware UTC).
+    """
+    return [
+        execution.state == _inline(StepExecutionState.SCHEDULED),
+        execution.scheduled_for < now - config.stuck_scheduled_threshold,
+    ]
+
+
 def recover_stuck_in_progress(
     session: orm.Session, *, config: GenevaConfig, action: str | None = None
 ) -> int:
@@ -197,14 +239,10 @@ def recover_stuck_in_progress(
         The number of executions recovered.
     """
     execution_cls = current_state().geneva.StepExecution
-    cutoff = clock.now() - config.stuck_in_progress_threshold
     candidates = _candidates(
         session,
         column=execution_cls.started_at,
-        criteria=(
-            execution_cls.state == _inline(StepExecutionState.IN_PROGRESS),
-            execution_cls.started_at < cutoff,
-        ),
+        criteria=tuple(stuck_in_progress_criteria(execution_cls, config, clock.now())),
         batch_size=config.housekeeping_batch_size,
     )
     return _recover_all(
@@ -237,7 +275,6 @@ def recover_stuck_scheduled(
     """
     geneva = current_state().geneva
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
-    cutoff = clock.now() - config.stuck_scheduled_threshold
     not_paused = (
         sa.select(workflow_cls.id)
         .where(workflow_cls.id == execution_cls.workflow_id)
@@ -248,8 +285,7 @@ def recover_stuck_scheduled(
         session,
         column=execution_cls.scheduled_for,
         criteria=(
-            execution_cls.state == _inline(StepExecutionState.SCHEDULED),
-            execution_cls.scheduled_for < cutoff,
+            *stuck_scheduled_criteria(execution_cls, config, clock.now()),
             ~not_paused,
         ),
         batch_size=config.housekeeping_batch_size,

@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import housekeeping
 from flask_geneva import store
 from flask_geneva.admin import filters as workflow_filters
 from flask_geneva.admin import presenters
@@ -93,15 +94,9 @@ def flag_criteria(
     if flag == "overdue":
         return [execution_cls.state == scheduled, execution_cls.scheduled_for < now]
     if flag == "stuck_scheduled":
-        return [
-            execution_cls.state == scheduled,
-            execution_cls.scheduled_for < now - config.stuck_scheduled_threshold,
-        ]
+        return housekeeping.stuck_scheduled_criteria(execution_cls, config, now)
     if flag == "stuck":
-        return [
-            execution_cls.state == StepExecutionState.IN_PROGRESS.value,
-            execution_cls.started_at < now - config.stuck_in_progress_threshold,
-        ]
+        return housekeeping.stuck_in_progress_criteria(execution_cls, config, now)
     if flag == "has_cursor":
         return [execution_cls.cursor.is_not(None)]
     raise ValueError(
