@@ -17,7 +17,13 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["current_error_context", "error_context", "logging_reporter", "report"]
+__all__ = [
+    "current_error_context",
+    "error_context",
+    "log_reported_error",
+    "logging_reporter",
+    "report",
+]
 
 _log = logging.getLogger("flask_geneva")
 
@@ -111,7 +117,34 @@ def logging_reporter(
 
     .. versionadded:: 0.1
     """
-    _log.error(
+    log_reported_error(
+        _log, logging.ERROR, error, handled=handled, context=context, source=source
+    )
+
+
+def log_reported_error(
+    logger: logging.Logger,
+    level: int,
+    error: BaseException,
+    *,
+    handled: bool,
+    context: dict[str, Any],
+    source: str,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Write the one log record of a reported error, with its traceback (R-REP-03).
+
+    Shared by :func:`logging_reporter` and
+    :class:`flask_geneva.reporters.logging.LoggingReporter`.
+
+    Args:
+        logger: Where to log.
+        level: A ``logging`` level number.
+        error, handled, context, source: As given to a reporter.
+        extra: ``extra`` attributes of the log record, if any.
+    """
+    logger.log(
+        level,
         "%s reported %s: %s (handled=%s) context=%r",
         source,
         type(error).__name__,
@@ -119,4 +152,5 @@ def logging_reporter(
         handled,
         context,
         exc_info=(type(error), error, error.__traceback__),
+        extra=extra,
     )

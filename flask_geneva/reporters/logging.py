@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from flask_geneva.reporting import log_reported_error
 from flask_geneva.reporting import logging_reporter
 
 __all__ = ["LoggingReporter", "logging_reporter"]
@@ -62,14 +63,12 @@ class LoggingReporter:
         source: str,
     ) -> None:
         """Log ``error`` with its context (the reporter signature of R-REP-03)."""
-        self.logger.log(
+        log_reported_error(
+            self.logger,
             self.level,
-            "%s reported %s: %s (handled=%s) context=%r",
-            source,
-            type(error).__name__,
             error,
-            handled,
-            context,
-            exc_info=(type(error), error, error.__traceback__),
+            handled=handled,
+            context=context,
+            source=source,
             extra={"geneva_context": context},
         )
