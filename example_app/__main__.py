@@ -7,7 +7,6 @@ import os
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +73,9 @@ def run_demo(
     from example_app.models import Export
     from example_app.models import Subscriber
     from example_app.models import User
+    from example_app.progress import approve_paused_exports
+    from example_app.progress import counts_by_type_and_state
+    from example_app.progress import workflow_state_counts
     from example_app.workflows import ExportReview
     from example_app.workflows import NewsletterCampaign
     from example_app.workflows import Onboarding
@@ -124,27 +126,14 @@ def run_demo(
         last_print = 0.0
         while True:
             with app.app_context():
-                counts = Counter(
-                    dict(
-                        db.session.execute(
-                            sa.select(geneva.Workflow.state, sa.func.count()).group_by(
-                                geneva.Workflow.state
-                            )
-                        ).all()
-                    )
-                )
+                counts = workflow_state_counts()
                 steps_done = db.session.scalar(
                     sa.select(sa.func.count(geneva.StepExecution.id)).where(
                         geneva.StepExecution.finished_at.is_not(None)
                     )
                 )
                 # The "operator": approve paused exports and resume them.
-                for workflow in db.session.scalars(
-                    ExportReview.with_state("paused").limit(50)
-                ).all():
-                    workflow.hero.approved = True
-                    db.session.commit()
-                    workflow.resume(actor="demo-operator")
+                approve_paused_exports("demo-operator")
                 db.session.remove()
             ongoing = counts["ready"] + counts["performing"]
             now = time.monotonic()
@@ -163,11 +152,7 @@ def run_demo(
 
     elapsed = time.monotonic() - started
     with app.app_context():
-        rows = db.session.execute(
-            sa.select(geneva.Workflow.type, geneva.Workflow.state, sa.func.count())
-            .group_by(geneva.Workflow.type, geneva.Workflow.state)
-            .order_by(geneva.Workflow.type, geneva.Workflow.state)
-        ).all()
+        rows = counts_by_type_and_state()
         executions = db.session.scalar(
             sa.select(sa.func.count(geneva.StepExecution.id))
         )

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from datetime import timedelta
 
 import click
@@ -28,7 +27,6 @@ import flask_geneva
 from example_app import celery
 from example_app import create_app
 from example_app import db
-from example_app import geneva
 
 app = create_app()
 app.config["GENEVA_MAX_BROKER_DELAY"] = timedelta(
@@ -81,25 +79,14 @@ def seed_command(users: int) -> None:
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds.")
 def progress_command(timeout: float) -> None:
     """Approve paused exports (the operator), print progress, then a summary."""
-    from example_app.workflows import ExportReview
+    from example_app.progress import approve_paused_exports
+    from example_app.progress import counts_by_type_and_state
+    from example_app.progress import workflow_state_counts
 
     started = time.monotonic()
     while True:
-        counts = Counter(
-            dict(
-                db.session.execute(
-                    sa.select(geneva.Workflow.state, sa.func.count()).group_by(
-                        geneva.Workflow.state
-                    )
-                ).all()
-            )
-        )
-        for workflow in db.session.scalars(
-            ExportReview.with_state("paused").limit(50)
-        ).all():
-            workflow.hero.approved = True
-            db.session.commit()
-            workflow.resume(actor="example-operator")
+        counts = workflow_state_counts()
+        approve_paused_exports("example-operator")
         db.session.remove()
         elapsed = time.monotonic() - started
         click.echo(
@@ -111,12 +98,7 @@ def progress_command(timeout: float) -> None:
         if elapsed > timeout:
             raise click.ClickException("timed out before every workflow settled")
         time.sleep(2)
-    rows = db.session.execute(
-        sa.select(geneva.Workflow.type, geneva.Workflow.state, sa.func.count())
-        .group_by(geneva.Workflow.type, geneva.Workflow.state)
-        .order_by(geneva.Workflow.type, geneva.Workflow.state)
-    ).all()
     click.echo("summary:")
-    for workflow_type, state, count in rows:
+    for workflow_type, state, count in counts_by_type_and_state():
         click.echo(f"  {workflow_type:<14} {state:<10} {count}")
     click.echo("every workflow settled")
