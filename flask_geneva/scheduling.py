@@ -212,10 +212,12 @@ def create_step_execution(
         execution.cursor = cursor
     workflow.next_step_name = step.name
     # The task id is chosen before the INSERT so job_id needs no second UPDATE.
-    publication = _prepare_publication(execution, options, now)
+    # Read once: the settings check behind current_state().config is per call.
+    state = current_state()
+    publication = _prepare_publication(execution, options, now, state)
     session.add(execution)
     session.flush()
-    _request(session, execution, publication)
+    _request(session, execution, publication, state)
     workflow.logger.debug(
         "scheduled step %r (execution %s) for %s",
         step.name,
@@ -226,10 +228,10 @@ def create_step_execution(
 
 
 def _prepare_publication(
-    execution: Any, options: Mapping[str, Any], now: datetime
+    execution: Any, options: Mapping[str, Any], now: datetime, state: Any
 ) -> dispatch.Publication | None:
     """Set ``job_id`` and return the publication to request, or None (R-DSP-01)."""
-    config = current_state().config
+    config = state.config
     eta = execution.scheduled_for if execution.scheduled_for > now else None
     if eta is not None and eta - now > config.max_broker_delay:
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
@@ -251,11 +253,13 @@ def _prepare_publication(
 
 
 def _request(
-    session: orm.Session, execution: Any, publication: dispatch.Publication | None
+    session: orm.Session,
+    execution: Any,
+    publication: dispatch.Publication | None,
+    state: Any,
 ) -> None:
     if publication is None:
         return
-    state = current_state()
     dispatch.request_publication(
         session,
         dataclasses.replace(publication, step_execution_id=execution.id),
@@ -375,7 +379,9 @@ def enqueue_scheduled_execution(
     """
     step = workflow.steps.named(execution.step_name)
     options = workflow.job_options_for(step) if step is not None else {}
-    _request(session, execution, _prepare_publication(execution, options, clock.now()))
+    state = current_state()
+    publication = _prepare_publication(execution, options, clock.now(), state)
+    _request(session, execution, publication, state)
 
 
 def unregistered_type_hint(workflow: Any) -> str:
