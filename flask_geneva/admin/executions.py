@@ -36,6 +36,8 @@ __all__ = [
     "filter_executions",
     "flag_criteria",
     "load_execution",
+    "recorded_backtrace",
+    "recorded_error_message",
     "truncate_utf8",
 ]
 
@@ -417,7 +419,8 @@ def _metadata_display(execution: Any, columns: store.OptionalColumns) -> str | N
     return presenters.pretty_json(value)
 
 
-def _backtrace(execution: Any, meta: Mapping[str, Any]) -> str:
+def recorded_backtrace(execution: Any, meta: Mapping[str, Any]) -> str:
+    """The error backtrace: the column, else the metadata copy (R-SE-20/21), or ""."""
     if execution.error_backtrace:
         return str(execution.error_backtrace)
     exception = meta.get("exception")
@@ -430,7 +433,8 @@ def _backtrace(execution: Any, meta: Mapping[str, Any]) -> str:
     return ""
 
 
-def _error_message(execution: Any, meta: Mapping[str, Any]) -> str:
+def recorded_error_message(execution: Any, meta: Mapping[str, Any]) -> str:
+    """The error message: the column, else the metadata copy (R-SE-21), or ""."""
     if execution.error_message:
         return str(execution.error_message)
     exception = meta.get("exception")
@@ -531,8 +535,8 @@ def execution_detail(
         "cursor": _cursor_display(execution, columns),
         "cursor_preview_bytes": presenters.CURSOR_PREVIEW_BYTES,
         "error_class": error_class,
-        "error_message": _error_message(execution, meta),
-        "backtrace": _backtrace(execution, meta),
+        "error_message": recorded_error_message(execution, meta),
+        "backtrace": recorded_backtrace(execution, meta),
         "policy_sentence": presenters.describe_policy_decision(decision)
         if decision is not None
         else "",

@@ -530,7 +530,6 @@ class WorkflowsView(_GenevaView):
     ) -> dict[str, Any]:
         meta, problem = _metadata(execution, columns)
         decision = meta.get("policy_decision")
-        exception = meta.get("exception")
         cursor_text = None
         cursor_truncated = False
         if columns.resumable and execution.cursor is not None:
@@ -542,25 +541,17 @@ class WorkflowsView(_GenevaView):
                 len(cursor_text.encode()) > presenters.CURSOR_PREVIEW_BYTES
             )
         end = execution.finished_at or execution.completed_at or execution.failed_at
-        backtrace = execution.error_backtrace
-        if not backtrace and isinstance(exception, dict):
-            lines = exception.get("backtrace")
-            if isinstance(lines, list):
-                backtrace = "\n".join(str(line) for line in lines)
         interrupt = meta.get("interrupt")
-        message = execution.error_message
-        if not message and isinstance(exception, dict) and exception.get("message"):
-            # A reattempted execution keeps its error in metadata only (R-SE-21).
-            message = str(exception["message"])
         return {
             "execution": execution,
             "id": execution.id,
-            "error_message": message or "",
+            # A reattempted execution keeps its error in metadata only (R-SE-21).
+            "error_message": executions.recorded_error_message(execution, meta),
             "step_defined": steps is not None and execution.step_name in steps,
             "overdue": execution.is_overdue,
             "duration": presenters.format_duration(execution.started_at, end),
             "error_class": _error_class(execution, columns),
-            "backtrace": backtrace or "",
+            "backtrace": executions.recorded_backtrace(execution, meta),
             "policy_sentence": presenters.describe_policy_decision(decision)
             if decision is not None
             else "",
