@@ -32,6 +32,7 @@ __all__ = [
     "ColumnValue",
     "ExecutionLink",
     "capped_count",
+    "cursor_display",
     "execution_detail",
     "filter_executions",
     "flag_criteria",
@@ -388,11 +389,20 @@ def _cursor_display(
     execution: Any, columns: store.OptionalColumns
 ) -> dict[str, Any] | None:
     """The cursor section: pretty JSON cut at 2 KB, or None when there is none."""
-    if not columns.cursor:
+    if not columns.cursor or execution.cursor is None:
         return None
-    value = execution.cursor
-    if value is None:
-        return None
+    return cursor_display(execution.cursor)
+
+
+def cursor_display(value: Any) -> dict[str, Any]:
+    """A stored cursor (R-ADM-12/14) as ``text``, ``preview``, ``truncated``,
+    ``size`` (bytes) and ``problem``.
+
+    ``text`` is pretty JSON, or the raw text of an unparsable cursor (then
+    ``problem`` says so, R-ADM-31); ``preview`` is cut at
+    ``presenters.CURSOR_PREVIEW_BYTES`` UTF-8 bytes without splitting a
+    character.
+    """
     problem = ""
     if isinstance(value, InvalidJSON):
         text = str(value)

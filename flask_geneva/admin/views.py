@@ -530,16 +530,11 @@ class WorkflowsView(_GenevaView):
     ) -> dict[str, Any]:
         meta, problem = _metadata(execution, columns)
         decision = meta.get("policy_decision")
-        cursor_text = None
-        cursor_truncated = False
+        cursor = None
         if columns.resumable and execution.cursor is not None:
-            cursor_text = presenters.pretty_json(execution.cursor)
-            if isinstance(execution.cursor, InvalidJSON):
-                cursor_text = str(execution.cursor)
+            cursor = executions.cursor_display(execution.cursor)
+            if cursor["problem"]:
                 problem = problem or "unparsable cursor"
-            cursor_truncated = (
-                len(cursor_text.encode()) > presenters.CURSOR_PREVIEW_BYTES
-            )
         end = execution.finished_at or execution.completed_at or execution.failed_at
         interrupt = meta.get("interrupt")
         return {
@@ -558,11 +553,9 @@ class WorkflowsView(_GenevaView):
             "flow_control": meta.get("flow_control"),
             "interrupt": interrupt if isinstance(interrupt, dict) else None,
             "precondition": meta.get("precondition"),
-            "cursor": cursor_text,
-            "cursor_preview": (
-                cursor_text[: presenters.CURSOR_PREVIEW_BYTES] if cursor_text else None
-            ),
-            "cursor_truncated": cursor_truncated,
+            "cursor": cursor["text"] if cursor else None,
+            "cursor_preview": cursor["preview"] if cursor else None,
+            "cursor_truncated": cursor["truncated"] if cursor else False,
             "continues_from_id": execution.continues_from_id
             if columns.resumable
             else None,
