@@ -6,7 +6,10 @@ it through :func:`current_state`, which needs an active Flask app context.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from flask import Flask
@@ -22,6 +25,10 @@ from flask_geneva.exceptions import GenevaConfigurationError
 __all__ = ["GenevaState", "current_state"]
 
 _CONFIG_KEYS_PREFIX = "GENEVA_"
+#: (state, config) fixed for the operation in progress; see GenevaState.pinned_config.
+_pinned: contextvars.ContextVar[tuple[Any, GenevaConfig] | None] = (
+    contextvars.ContextVar("flask_geneva_pinned_config", default=None)
+)
 
 
 class GenevaState:
@@ -42,14 +49,21 @@ class GenevaState:
         self._lock = threading.Lock()
         self._config_key: tuple[Any, ...] | None = None
         self._config: GenevaConfig | None = None
+        self._celery_backend: CeleryBackend | None = None
 
     @property
     def config(self) -> GenevaConfig:
         """The validated settings, re-read when ``app.config`` changed (R-CFG-02).
 
+        Inside :meth:`pinned_config` the settings read when the block began are
+        returned without checking ``app.config`` again.
+
         Raises:
             GenevaConfigurationError: A ``GENEVA_*`` value is invalid.
         """
+        pinned = _pinned.get()
+        if pinned is not None and pinned[0] is self:
+            return pinned[1]
         raw = (
             *sorted(
                 (k, id(v), repr(v))
@@ -66,6 +80,29 @@ class GenevaState:
                 self._config_key = raw
         return self._config
 
+    @contextlib.contextmanager
+    def pinned_config(self) -> Iterator[GenevaConfig]:
+        """Read the settings once and use them for the whole block (R-CFG-02).
+
+        One operation (a step run, say) then sees one set of settings, and the
+        change check over ``app.config`` runs once instead of at every read. A
+        change made inside the block takes effect for the next operation. Nested
+        blocks keep the outer block's settings.
+
+        Yields:
+            The :class:`~flask_geneva.config.GenevaConfig` in force.
+        """
+        pinned = _pinned.get()
+        if pinned is not None and pinned[0] is self:
+            yield pinned[1]
+            return
+        config = self.config
+        token = _pinned.set((self, config))
+        try:
+            yield config
+        finally:
+            _pinned.reset(token)
+
     @property
     def backend(self) -> TaskBackend:
         """The task backend selected by ``GENEVA_TASK_BACKEND``."""
@@ -75,8 +112,11 @@ class GenevaState:
         if celery is None:
             from celery import current_app as current_celery
 
-            celery = current_celery
-        return CeleryBackend(celery)
+            celery = current_celery._get_current_object()
+        cached = self._celery_backend
+        if cached is None or cached.celery_app is not celery:
+            cached = self._celery_backend = CeleryBackend(celery)
+        return cached
 
 
 def current_state() -> GenevaState:

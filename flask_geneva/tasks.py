@@ -169,13 +169,13 @@ def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> Non
     from flask_geneva.executor import Executor
     from flask_geneva.runtime import current_state
 
-    config = current_state().config
-    Executor.execute(
-        step_execution_id,
-        logger=logger,
-        lookup_attempts=config.find_attempts,
-        lookup_delay_seconds=config.find_delay_seconds,
-    )
+    with current_state().pinned_config() as config:
+        Executor.execute(
+            step_execution_id,
+            logger=logger,
+            lookup_attempts=config.find_attempts,
+            lookup_delay_seconds=config.find_delay_seconds,
+        )
 
 
 def beat_schedule(

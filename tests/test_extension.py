@@ -151,6 +151,37 @@ def test_settings_are_read_at_use_time(app):
     assert state.config.max_cursor_size is None
 
 
+def test_a_step_run_reads_the_settings_once(app):
+    """Inside one operation the settings stay put; the next one sees the change.
+
+    R-CFG-02 says a change takes effect for the next operation; the executor pins
+    the settings for one step run (``GenevaState.pinned_config``).
+    """
+    state = app.extensions["geneva"]
+    with state.pinned_config() as pinned:
+        assert pinned.max_cursor_size == 131072
+        app.config["GENEVA_MAX_CURSOR_SIZE"] = None
+        assert state.config.max_cursor_size == 131072
+        with state.pinned_config() as nested:
+            assert nested is pinned
+    assert state.config.max_cursor_size is None
+
+
+def test_the_celery_backend_is_built_once_per_celery_app(tmp_path):
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+    app = _bare_app(tmp_path, GENEVA_TASK_BACKEND="celery")
+    db.init_app(app)
+    geneva.init_app(app, celery=Celery("backend-cache"))
+    state = app.extensions["geneva"]
+    with app.app_context():
+        first = state.backend
+        assert state.backend is first
+        state.celery = Celery("another")
+        assert state.backend is not first
+        assert state.backend.celery_app is state.celery
+
+
 def test_eager_celery_is_refused(tmp_path):
     """Celery eager mode with the celery backend is refused at init (R-TH-21)."""
     db = SQLAlchemy()
