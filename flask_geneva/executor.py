@@ -145,7 +145,8 @@ class Executor:
             lookup_delay_seconds=lookup_delay_seconds,
         )
         try:
-            run.execute()
+            with state.pinned_config():
+                run.execute()
         finally:
             dispatch.run_eager_queue()
 
@@ -171,6 +172,8 @@ class _Run:
         self.max_iterations = max_iterations
         self.logger: Any = _log
         self._logger_targets: list[Any] = []
+        #: The (workflow, execution) the current ``self.logger`` is tagged for.
+        self._logger_for: tuple[Any, Any] | None = None
         # (error, extra context, execution id whose policy record gets report_error)
         self.reports: list[tuple[BaseException, dict[str, Any], Any]] = []
         self._finalizing = False
@@ -203,8 +206,15 @@ class _Run:
     # -- loggers (R-EXE-01) ------------------------------------------------------------
 
     def _install_loggers(self, workflow: Any, execution: Any) -> None:
-        adapter = execution_logger(workflow, execution, self.base_logger)
-        self.logger = adapter
+        # Phases 1 and 3 hand back the same instances (the lock re-reads into
+        # them), so the tagged adapter is built once per run.
+        tagged_for = self._logger_for
+        if tagged_for is None or not (
+            tagged_for[0] is workflow and tagged_for[1] is execution
+        ):
+            self.logger = execution_logger(workflow, execution, self.base_logger)
+            self._logger_for = (workflow, execution)
+        adapter = self.logger
         for target in (workflow, execution):
             if target not in self._logger_targets:
                 self._logger_targets.append(target)
