@@ -66,6 +66,14 @@ _cache: dict[tuple[Any, ...], Any] = {}
 _cache_lock = threading.Lock()
 
 
+def actual_session(session: orm.Session | orm.scoped_session[Any]) -> orm.Session:
+    """The :class:`~sqlalchemy.orm.Session` behind ``session`` (or a scoped one)."""
+    if isinstance(session, orm.scoped_session):
+        resolved: orm.Session = session()
+        return resolved
+    return session
+
+
 def clear_caches() -> None:
     """Forget built statements and column lists (after a schema change)."""
     with _cache_lock:
@@ -106,7 +114,7 @@ def materialize_allowed(session: orm.Session, mappers: Any) -> bool:
     False when load/refresh listeners (e.g. a ``@reconstructor``) or session
     attach events are listened to.
     """
-    dispatch = session.dispatch
+    dispatch = actual_session(session).dispatch
     for name in _ATTACH_EVENTS:
         if getattr(dispatch, name):
             return False
@@ -133,6 +141,7 @@ def materialize(
         keys: Attribute keys, primary key first (see :func:`column_keys`).
         values: The row's values in the order of ``keys``.
     """
+    session = actual_session(session)
     identity = mapper.identity_key_from_primary_key((values[0],))
     instance = session.identity_map.get(identity)
     if instance is None:
@@ -183,7 +192,7 @@ def _column_changes(state: Any) -> dict[str, Any] | None:
     return changes
 
 
-def flush(session: orm.Session, geneva: Any) -> None:
+def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
     """Flush pending changes; geneva's own row updates go out as Core UPDATEs.
 
     Step executions are written before workflows (the ORM's order). On
@@ -199,6 +208,7 @@ def flush(session: orm.Session, geneva: Any) -> None:
         sqlalchemy.orm.exc.StaleDataError: An UPDATE matched no row (the row was
             deleted), as the ORM flush raises.
     """
+    session = actual_session(session)
     if session.new or session.deleted:
         session.flush()
         return
@@ -331,6 +341,7 @@ def insert_step_execution(
         execution: A new (transient) step execution.
         absent: Attribute keys of optional columns missing from the database.
     """
+    session = actual_session(session)
     flush(session, geneva)
     state = sa.inspect(execution)
     mapper = state.mapper

@@ -20,6 +20,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import core_rows
 from flask_geneva import dispatch
 from flask_geneva import store
 from flask_geneva.durations import coerce_duration
@@ -215,8 +216,12 @@ def create_step_execution(
     # Read once: the settings check behind current_state().config is per call.
     state = current_state()
     publication = _prepare_publication(execution, options, now, state)
-    session.add(execution)
-    session.flush()
+    core_rows.insert_step_execution(
+        session,
+        workflow.__geneva__,
+        execution,
+        store.absent_execution_columns(store.optional_columns(session)),
+    )
     _request(session, execution, publication, state)
     workflow.logger.debug(
         "scheduled step %r (execution %s) for %s",

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import orm
 
+from flask_geneva import core_rows
 from flask_geneva.exceptions import InvalidStateTransition
 from flask_geneva.models import STEP_EXECUTIONS_TABLE
 from flask_geneva.models import WORKFLOWS_TABLE
@@ -76,6 +77,7 @@ def reset_column_caches() -> None:
     with _column_cache_lock:
         _column_cache.clear()
         _statement_cache.clear()
+    core_rows.clear_caches()
 
 
 def optional_columns(session: orm.Session) -> OptionalColumns:
@@ -192,18 +194,23 @@ def install_sqlite_locking(engine: sa.Engine, *, busy_timeout_ms: int = 30000) -
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def write_transaction(session: orm.Session) -> None:
+def write_transaction(
+    session: orm.Session, connection: sa.Connection | None = None
+) -> None:
     """Begin (if needed) a transaction that holds the write lock before it reads.
 
     With :func:`install_sqlite_locking` every SQLite transaction already does.
     On a SQLite engine without it, a no-op write statement takes the lock (SQLite
     takes it for any write statement, even one matching no row). Elsewhere the
     row locks of :func:`lock_workflow` do the work and this does nothing (the
-    next statement begins the transaction).
+    next statement begins the transaction). ``connection``, when given, is the
+    session's connection (saves looking the bind up again).
     """
-    if session.get_bind().dialect.name != "sqlite":
+    dialect = (connection or session.get_bind()).dialect.name
+    if dialect != "sqlite":
         return  # the next statement begins the transaction; row locks do the rest
-    connection = session.connection()
+    if connection is None:
+        connection = session.connection()
     if connection.info.get(_IMMEDIATE_FLAG):
         return
     connection.exec_driver_sql(
@@ -257,45 +264,178 @@ def lock_workflow_and_execution(
     locks rows in whatever join order the optimizer picks, the workflow is found
     and locked by one statement and the execution by a second.
 
+    Both rows are re-read from the database: the session's instances (new ones,
+    or those it already holds, overwritten) carry exactly the locked rows. The
+    reads are Core statements turned into instances by
+    :func:`flask_geneva.core_rows.materialize`, or an ORM load where that must
+    not stand in (load listeners, a subclass with columns of its own).
+
     Returns:
         ``(workflow, execution)``; ``(None, None)`` when the execution row is gone.
     """
     geneva = _geneva_from_session(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
-    write_transaction(session)
-    dialect = session.get_bind().dialect.name
-    if dialect in _JOINED_LOCK_DIALECTS:
-        key = ("lock", workflow_cls, execution_cls, optional_columns(session))
-        statement = _statement_cache.get(key)
-        if statement is None:
-            # Built once: construction and cache-key generation are a measurable
-            # share of a step's CPU time (bench/end_to_end.py).
-            statement = (
-                sa.select(workflow_cls, execution_cls)
-                .select_from(workflow_cls)
-                .join(execution_cls, execution_cls.workflow_id == workflow_cls.id)
-                .where(execution_cls.id == sa.bindparam("step_execution_id"))
-                .options(*undefer_options(session, workflow_cls, execution_cls))
-                .with_for_update()
-                .execution_options(populate_existing=True)
-            )
-            _statement_cache[key] = statement
-        row = session.execute(
-            statement, {"step_execution_id": step_execution_id}
+    connection = session.connection()
+    write_transaction(session, connection)
+    workflow_keys, workflow_columns, execution_keys, execution_columns = _lock_columns(
+        session, workflow_cls, execution_cls
+    )
+    params = {"step_execution_id": step_execution_id}
+    workflow_values: Any
+    execution_values: Any
+    if connection.dialect.name in _JOINED_LOCK_DIALECTS:
+        row = connection.execute(
+            _cached_statement(
+                ("lock-pair", workflow_columns, execution_columns),
+                lambda: _joined_lock_statement(
+                    workflow_cls, execution_cls, workflow_columns, execution_columns
+                ),
+            ),
+            params,
         ).one_or_none()
         if row is None:
             return None, None
-        return row[0], row[1]
-    # FOR UPDATE locks only the rows of the outer table: the workflow is locked
-    # here and the execution second, as SPEC §7 orders.
+        workflow_values = row[: len(workflow_keys)]
+        execution_values = row[len(workflow_keys) :]
+    else:
+        # FOR UPDATE locks only the rows of the outer table: the workflow is
+        # locked here and the execution second, as SPEC §7 orders.
+        workflow_values = connection.execute(
+            _cached_statement(
+                ("lock-owner", workflow_columns, execution_cls),
+                lambda: _owner_lock_statement(
+                    workflow_cls, execution_cls, workflow_columns
+                ),
+            ),
+            params,
+        ).one_or_none()
+        if workflow_values is None:
+            return None, None
+        execution_values = connection.execute(
+            _cached_statement(
+                ("lock-execution", execution_columns),
+                lambda: _execution_lock_statement(execution_cls, execution_columns),
+            ),
+            params,
+        ).one_or_none()
+        if execution_values is None:
+            return None, None
+    workflow_mapper = _mapper_for_type(
+        workflow_cls, workflow_values[workflow_keys.index("type")]
+    )
+    execution_mapper = sa.inspect(execution_cls)
+    if (
+        workflow_mapper is None
+        # A subclass with columns of its own: the base columns do not fill it.
+        or len(workflow_mapper.column_attrs)
+        != len(workflow_keys) + (0 if "meta" in workflow_keys else 1)
+        or not core_rows.materialize_allowed(
+            session, (workflow_mapper, execution_mapper)
+        )
+    ):
+        # The rows are locked already; the ORM reads them again.
+        return _orm_lock_pair(session, workflow_cls, execution_cls, step_execution_id)
+    return (
+        core_rows.materialize(session, workflow_mapper, workflow_keys, workflow_values),
+        core_rows.materialize(
+            session, execution_mapper, execution_keys, execution_values
+        ),
+    )
+
+
+def _mapper_for_type(workflow_cls: Any, type_name: Any) -> Any:
+    """The mapper a workflow row of ``type_name`` loads as (R-STI-02), or None."""
+    try:
+        return sa.inspect(workflow_cls).polymorphic_map[type_name]
+    except KeyError:
+        return None
+
+
+def _cached_statement(key: tuple[Any, ...], build: Any) -> Any:
+    statement = _statement_cache.get(key)
+    if statement is None:
+        # Built once: construction and cache-key generation are a measurable
+        # share of a step's CPU time (bench/end_to_end.py).
+        statement = _statement_cache[key] = build()
+    return statement
+
+
+def _lock_columns(
+    session: orm.Session, workflow_cls: Any, execution_cls: Any
+) -> tuple[tuple[str, ...], Any, tuple[str, ...], Any]:
+    columns = optional_columns(session)
+    workflow_keys, workflow_columns = core_rows.column_keys(
+        workflow_cls, frozenset() if columns.workflow_metadata else frozenset({"meta"})
+    )
+    execution_keys, execution_columns = core_rows.column_keys(
+        execution_cls, absent_execution_columns(columns)
+    )
+    return workflow_keys, workflow_columns, execution_keys, execution_columns
+
+
+def absent_execution_columns(columns: OptionalColumns) -> frozenset[str]:
+    """Attribute keys of the step-execution optional columns that do not exist."""
+    absent = set()
+    if not columns.step_execution_metadata:
+        absent.add("meta")
+    if not columns.error_class_name:
+        absent.add("error_class_name")
+    if not columns.cursor:
+        absent.add("cursor")
+    if not columns.continues_from_id:
+        absent.add("continues_from_id")
+    return frozenset(absent)
+
+
+def _joined_lock_statement(
+    workflow_cls: Any, execution_cls: Any, workflow_columns: Any, execution_columns: Any
+) -> Any:
+    workflows = sa.inspect(workflow_cls).local_table
+    executions = sa.inspect(execution_cls).local_table
+    return (
+        sa.select(*workflow_columns, *execution_columns)
+        .select_from(
+            workflows.join(executions, executions.c.workflow_id == workflows.c.id)
+        )
+        .where(executions.c.id == sa.bindparam("step_execution_id"))
+        .with_for_update()
+    )
+
+
+def _owner_lock_statement(
+    workflow_cls: Any, execution_cls: Any, workflow_columns: Any
+) -> Any:
+    workflows = sa.inspect(workflow_cls).local_table
+    executions = sa.inspect(execution_cls).local_table
     owner = (
+        sa.select(executions.c.workflow_id)
+        .where(executions.c.id == sa.bindparam("step_execution_id"))
+        .scalar_subquery()
+    )
+    return sa.select(*workflow_columns).where(workflows.c.id == owner).with_for_update()
+
+
+def _execution_lock_statement(execution_cls: Any, execution_columns: Any) -> Any:
+    executions = sa.inspect(execution_cls).local_table
+    return (
+        sa.select(*execution_columns)
+        .where(executions.c.id == sa.bindparam("step_execution_id"))
+        .with_for_update()
+    )
+
+
+def _orm_lock_pair(
+    session: orm.Session, workflow_cls: Any, execution_cls: Any, step_execution_id: Any
+) -> tuple[Any, Any]:
+    """The ORM load of both rows (populate_existing), for the fallback cases."""
+    execution_owner = (
         sa.select(execution_cls.workflow_id)
         .where(execution_cls.id == step_execution_id)
         .scalar_subquery()
     )
     workflow = session.scalars(
         sa.select(workflow_cls)
-        .where(workflow_cls.id == owner)
+        .where(workflow_cls.id == execution_owner)
         .options(*undefer_options(session, workflow_cls, None))
         .with_for_update()
         .execution_options(populate_existing=True)
@@ -511,6 +651,7 @@ def commit_keeping_state(session: orm.Session) -> None:
     previous = session.expire_on_commit
     session.expire_on_commit = False
     try:
+        core_rows.flush(session, _geneva_from_session(session))
         session.commit()
     finally:
         session.expire_on_commit = previous

@@ -1,0 +1,341 @@
+"""The executor's Core reads and writes leave rows and session as the ORM would.
+
+``flask_geneva.core_rows`` replaces the ORM load, flush and insert on the step
+hot path (SPEC §7 phases; locks R-EXE-10, one active execution R-DM-09). These
+tests pin what must not change: the stored rows, the instances' state in the
+session, the rollback behaviour, and the fall back to the ORM whenever someone
+listens to ORM events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import orm
+from sqlalchemy.orm.exc import StaleDataError
+
+from flask_geneva import Executor
+from flask_geneva import core_rows
+from flask_geneva import scheduling
+from flask_geneva import step
+from flask_geneva import store
+from flask_geneva.models import StepExecutionState
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.workflow.support import execution_row
+from tests.workflow.support import execution_rows
+from tests.workflow.support import external_writer
+from tests.workflow.support import hero_counter
+from tests.workflow.support import update_execution
+from tests.workflow.support import workflow_row
+
+
+class CoreRowsTwoSteps(geneva.Workflow):
+    @step
+    def first(self):
+        pass
+
+    @step
+    def second(self):
+        pass
+
+
+@contextlib.contextmanager
+def recorded_statements() -> Iterator[list[str]]:
+    """SQL statements the engine sends inside the block."""
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    sa.event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", record)
+
+
+@contextlib.contextmanager
+def listening(target, name: str, calls: list[str]) -> Iterator[None]:
+    """Listen to ORM event ``name`` on ``target`` inside the block."""
+
+    def listener(*args, **kwargs):
+        calls.append(name)
+
+    sa.event.listen(target, name, listener)
+    try:
+        yield
+    finally:
+        sa.event.remove(target, name, listener)
+
+
+def _writes(statements: list[str]) -> list[str]:
+    return [
+        s.split()[0].upper()
+        for s in statements
+        if s.split()[0].upper() in {"UPDATE", "INSERT", "WITH", "DELETE"}
+    ]
+
+
+def test_a_step_run_stores_its_rows_and_leaves_clean_persistent_instances(
+    app, user, geneva_jobs
+):
+    """After a step the rows hold the new states and the instances hold the rows."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    first = workflow.current_execution
+    Executor.execute(first.id)
+
+    session = db.session()
+    assert not session.dirty
+    assert not session.new
+    stored = execution_rows(workflow.id)
+    assert [(row["step_name"], row["state"]) for row in stored] == [
+        ("first", "completed"),
+        ("second", "scheduled"),
+    ]
+    stored_workflow = workflow_row(workflow.id)
+    assert stored_workflow["state"] == "ready"
+    assert stored_workflow["next_step_name"] == "second"
+    assert stored_workflow["current_step_name"] is None
+    # updated_at moved with each write, as its onupdate would have set it
+    assert stored[0]["updated_at"] >= stored[0]["started_at"]
+
+    successor = session.scalars(
+        sa.select(geneva.StepExecution).where(
+            geneva.StepExecution.step_name == "second"
+        )
+    ).one()
+    state = sa.inspect(successor)
+    assert state.persistent
+    assert not state.modified
+    with recorded_statements() as statements:
+        # Every column is loaded: reading them sends no SQL.
+        seen = {
+            "state": successor.state,
+            "job_id": successor.job_id,
+            "scheduled_for": successor.scheduled_for,
+            "created_at": successor.created_at,
+            "started_at": successor.started_at,
+            "error_message": successor.error_message,
+        }
+    assert statements == []
+    row = execution_row(successor.id)
+    assert seen == {key: row[key] for key in seen}
+    assert geneva_jobs.enqueued[-1].step_execution_id == successor.id
+    assert geneva_jobs.enqueued[-1].task_id == row["job_id"]
+
+
+@pytest.mark.backends("postgresql")
+def test_postgresql_sends_each_pair_of_updates_as_one_statement(app, user):
+    """Claim: lock + one UPDATE statement; finalize: lock + one + the INSERT."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    db.session.remove()
+    with recorded_statements() as statements:
+        Executor.execute(execution_id)
+    assert _writes(statements) == ["WITH", "WITH", "INSERT"]
+    assert sum("FOR UPDATE" in s.upper() for s in statements) == 2
+
+
+@pytest.mark.backends("sqlite", "mysql")
+def test_other_databases_send_one_update_per_row(app, user):
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    db.session.remove()
+    with recorded_statements() as statements:
+        Executor.execute(execution_id)
+    assert _writes(statements) == ["UPDATE", "UPDATE", "UPDATE", "UPDATE", "INSERT"]
+
+
+def test_an_update_listener_gets_the_orm_flush(app, user):
+    """With a before_update listener the ORM flushes, so the listener fires."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    calls: list[str] = []
+    with (
+        listening(geneva.StepExecution, "before_update", calls),
+        listening(geneva.StepExecution, "before_insert", calls),
+    ):
+        Executor.execute(execution_id)
+    # claim, finalize (both UPDATE the execution), the successor's INSERT
+    assert calls.count("before_update") == 2
+    assert calls.count("before_insert") == 1
+    assert [row["state"] for row in execution_rows(workflow.id)] == [
+        "completed",
+        "scheduled",
+    ]
+
+
+def test_a_session_flush_listener_gets_the_orm_flush(app, user):
+    """Flask-SQLAlchemy's modification tracking listens like this (before_flush)."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    calls: list[str] = []
+    with listening(orm.Session, "before_flush", calls):
+        Executor.execute(execution_id)
+    assert len(calls) >= 2
+    assert [row["state"] for row in execution_rows(workflow.id)] == [
+        "completed",
+        "scheduled",
+    ]
+
+
+def test_a_load_listener_gets_an_orm_load(app, user):
+    """A load listener (e.g. an @orm.reconstructor) sees the lock's ORM load."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    db.session.remove()
+    calls: list[str] = []
+    with listening(geneva.StepExecution, "load", calls):
+        session = db.session()
+        locked_workflow, execution = store.lock_workflow_and_execution(
+            session, execution_id
+        )
+        session.rollback()
+    assert calls == ["load"]
+    assert execution.id == execution_id
+    assert locked_workflow.id == workflow.id
+
+
+def test_the_lock_overwrites_unflushed_changes_like_populate_existing(app, user):
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution = workflow.current_execution
+    session = db.session()
+    session.commit()
+    execution.state = "in_progress"
+    workflow.state = "paused"
+    with session.no_autoflush:
+        locked_workflow, locked_execution = store.lock_workflow_and_execution(
+            session, execution.id
+        )
+    assert locked_execution is execution
+    assert locked_workflow is workflow
+    assert execution.state == "scheduled"
+    assert workflow.state == "ready"
+    assert not sa.inspect(execution).modified
+    assert not sa.inspect(workflow).modified
+    session.rollback()
+
+
+def test_a_scoped_session_is_accepted(app, user):
+    """``db.session`` (a scoped session) works wherever a session does."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    db.session.commit()
+    locked_workflow, execution = store.lock_workflow_and_execution(
+        db.session, execution_id
+    )
+    assert (locked_workflow.id, execution.id) == (workflow.id, execution_id)
+    execution.error_message = "via the scoped session"
+    core_rows.flush(db.session, geneva)
+    db.session.commit()
+    assert execution_row(execution_id)["error_message"] == "via the scoped session"
+
+
+def test_the_lock_reads_changes_made_by_another_connection(app, user):
+    """Instances the session holds get the locked row's current values."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution = workflow.current_execution
+    session = db.session()
+    session.commit()
+    assert execution.error_message is None
+    update_execution(execution.id, error_message="set elsewhere")
+    _, locked = store.lock_workflow_and_execution(session, execution.id)
+    assert locked is execution
+    assert execution.error_message == "set elsewhere"
+    session.rollback()
+
+
+def test_an_unknown_workflow_type_locks_as_the_base_class(app, user):
+    """R-STI-02 holds on the Core path too: the row loads as ``geneva.Workflow``."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    db.session.remove()
+    table = geneva.Workflow.__table__
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.update(table).where(table.c.id == workflow.id).values(type="Gone")
+        )
+    session = db.session()
+    locked_workflow, _ = store.lock_workflow_and_execution(session, execution_id)
+    assert type(locked_workflow) is geneva.Workflow
+    assert locked_workflow.type == "Gone"
+    session.rollback()
+
+
+def test_a_rolled_back_insert_leaves_no_instance_behind(app, user):
+    """As after an ORM flush: a rollback expunges the inserted execution."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution = workflow.current_execution
+    session = db.session()
+    session.commit()
+    locked_workflow, locked_execution = store.lock_workflow_and_execution(
+        session, execution.id
+    )
+    store.set_execution_state(
+        locked_execution, StepExecutionState.COMPLETED, locked_execution.created_at
+    )
+    new = scheduling.create_step_execution(
+        session,
+        locked_workflow,
+        locked_workflow.steps.named("second"),
+        wait=None,
+        cancel_stray=False,
+    )
+    assert sa.inspect(new).persistent
+    new_id = new.id
+    session.rollback()
+    assert sa.inspect(new).transient
+    assert execution_row(new_id) is None
+    assert [row["state"] for row in execution_rows(workflow.id)] == ["scheduled"]
+
+
+def test_an_update_of_a_deleted_row_raises_stale_data(app, user):
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution = workflow.current_execution
+    session = db.session()
+    assert execution.state == "scheduled"
+    assert workflow.next_step_name == "first"
+    execution_id = execution.id
+    table = geneva.StepExecution.__table__
+    with external_writer() as connection:  # commits the session first
+        connection.execute(sa.delete(table).where(table.c.id == execution_id))
+    execution.error_message = "too late"
+    workflow.next_step_name = "second"  # a pair: one statement on PostgreSQL
+    with pytest.raises(StaleDataError, match="0 were matched"):
+        core_rows.flush(session, geneva)
+    session.rollback()
+
+
+def test_setting_a_column_back_to_its_value_writes_nothing(app, user):
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    session = db.session()
+    session.commit()
+    stored_before = workflow_row(workflow.id)["updated_at"]
+    original = workflow.current_step_name
+    workflow.current_step_name = "first"
+    workflow.current_step_name = original
+    with recorded_statements() as statements:
+        core_rows.flush(session, geneva)
+    assert _writes(statements) == []
+    assert not session.dirty
+    session.commit()
+    assert workflow_row(workflow.id)["updated_at"] == stored_before
+
+
+def test_other_pending_objects_go_through_the_orm_flush(app, user):
+    """A hero changed in the same transaction is flushed too (by the ORM)."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    session = db.session()
+    session.commit()
+    workflow.next_step_name = "second"
+    user.counter = 41
+    user_id = user.id
+    core_rows.flush(session, geneva)
+    assert not session.dirty
+    session.commit()
+    assert workflow_row(workflow.id)["next_step_name"] == "second"
+    assert hero_counter(user_id) == 41
