@@ -195,9 +195,10 @@ def _column_changes(state: Any) -> dict[str, Any] | None:
 def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
     """Flush pending changes; geneva's own row updates go out as Core UPDATEs.
 
-    Step executions are written before workflows (the ORM's order). On
-    PostgreSQL an execution and a workflow change go out as one statement (a
-    data-modifying CTE), one round trip instead of two. ``updated_at`` is set as
+    Step executions are written before workflows (the ORM's order). An
+    execution and a workflow change go out as one statement on PostgreSQL (a
+    data-modifying CTE) and on MySQL/MariaDB (a multiple-table UPDATE): one
+    round trip instead of two. ``updated_at`` is set as
     its ``onupdate`` would. Anything else falls back to :meth:`Session.flush`.
 
     Args:
@@ -237,8 +238,16 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
         for _, changes in writes:
             changes.setdefault("updated_at", now)
         connection = session.connection()
-        if len(writes) == 2 and connection.dialect.name == "postgresql":
+        dialect = connection.dialect.name
+        if len(writes) == 2 and dialect == "postgresql":
             _update_pair(connection, writes)
+        elif (
+            len(writes) == 2
+            and dialect in ("mysql", "mariadb")
+            # an execution and its own workflow (the executor's pair)
+            and writes[0][0].dict.get("workflow_id") == writes[1][0].key[1][0]
+        ):
+            _update_pair_multi_table(connection, writes)
         else:
             for state, changes in writes:
                 statement = _update_statement(
@@ -272,6 +281,50 @@ def _update_pair(connection: sa.Connection, writes: list[tuple[Any, Any]]) -> No
     # number of rows the first one matched.
     _check_updated(first, row[0] if row is not None else 0)
     _check_updated(second, 1 if row is not None else 0)
+
+
+def _update_pair_multi_table(
+    connection: sa.Connection, writes: list[tuple[Any, Any]]
+) -> None:
+    """An execution's and its workflow's UPDATE as one MySQL/MariaDB statement.
+
+    A multiple-table UPDATE joined on ``workflow_id``. Both rows are locked
+    already (the executor's lock, SPEC §7), so the order in which InnoDB writes
+    them does not matter. The dialect counts matched rows, so anything but 2
+    means a row is gone.
+    """
+    (first, first_changes), (second, second_changes) = writes
+    first_table, second_table = first.mapper.local_table, second.mapper.local_table
+    key = (
+        "update-pair-multi-table",
+        first_table,
+        tuple(sorted(first_changes)),
+        second_table,
+        tuple(sorted(second_changes)),
+    )
+    statement = _cache.get(key)
+    if statement is None:
+        values: dict[Any, Any] = {
+            first_table.c[name]: sa.bindparam(f"a_{name}") for name in first_changes
+        }
+        values.update(
+            {second_table.c[name]: sa.bindparam(f"b_{name}") for name in second_changes}
+        )
+        statement = _cache[key] = (
+            sa.update(first_table)
+            .values(values)
+            .where(first_table.c.id == sa.bindparam("a_pk"))
+            .where(second_table.c.id == sa.bindparam("b_pk"))
+            .where(first_table.c.workflow_id == second_table.c.id)
+        )
+    params = {f"a_{name}": value for name, value in first_changes.items()}
+    params.update({f"b_{name}": value for name, value in second_changes.items()})
+    params["a_pk"] = first.key[1][0]
+    params["b_pk"] = second.key[1][0]
+    matched = connection.execute(statement, params).rowcount
+    if matched != 2:
+        # A multiple-table UPDATE matches nothing when either row is gone.
+        _check_updated(first, 0)
 
 
 def _check_updated(state: Any, count: int) -> None:
