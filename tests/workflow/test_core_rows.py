@@ -10,6 +10,7 @@ listens to ORM events.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -19,10 +20,12 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from flask_geneva import Executor
 from flask_geneva import core_rows
+from flask_geneva import reset_column_caches
 from flask_geneva import scheduling
 from flask_geneva import step
 from flask_geneva import store
 from flask_geneva.models import StepExecutionState
+from tests.apps import uuid_app
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.conftest import dialect_name
@@ -343,3 +346,31 @@ def test_other_pending_objects_go_through_the_orm_flush(app, user):
     session.commit()
     assert workflow_row(workflow.id)["next_step_name"] == "second"
     assert hero_counter(user_id) == 41
+
+
+def test_uuid_keys_are_generated_for_inserted_executions(tmp_path):
+    """With ``key_type="uuid"`` the Core INSERT evaluates the uuid4 default (R-DM-21)."""
+    app = uuid_app.create_app(f"sqlite:///{tmp_path / 'uuid.sqlite3'}")
+    with app.app_context():
+        uuid_app.db.create_all()
+        reset_column_caches()
+        workflow = uuid_app.UuidTwoSteps.create()
+        first_id = workflow.current_execution.id
+        Executor.execute(first_id)
+        session = uuid_app.db.session()
+        executions = session.scalars(
+            sa.select(uuid_app.geneva.StepExecution).order_by(
+                uuid_app.geneva.StepExecution.created_at
+            )
+        ).all()
+        assert [e.state for e in executions] == ["completed", "scheduled"]
+        assert all(isinstance(e.id, uuid.UUID) for e in executions)
+        assert len({e.id for e in executions}) == 2
+        assert executions[1].workflow_id == workflow.id
+        Executor.execute(executions[1].id)
+        session.expire_all()
+        assert uuid_app.db.session.get(uuid_app.geneva.Workflow, workflow.id).state == (
+            "finished"
+        )
+        uuid_app.db.session.remove()
+        uuid_app.db.engine.dispose()

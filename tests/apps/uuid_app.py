@@ -1,0 +1,42 @@
+"""A second app whose geneva tables use UUID keys (R-DM-20..22), always on SQLite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+
+from flask_geneva import Geneva
+from flask_geneva import step
+
+db = SQLAlchemy()
+geneva = Geneva(db, key_type="uuid")
+
+
+class UuidTwoSteps(geneva.Workflow):
+    """Two no-op steps; no hero needed."""
+
+    may_proceed_without_hero = True
+
+    @step
+    def first(self):
+        pass
+
+    @step
+    def second(self):
+        pass
+
+
+def create_app(database_url: str, **config: Any) -> Flask:
+    """An app bound to ``database_url`` with the UUID-keyed models."""
+    app = Flask(__name__)
+    app.config.update(
+        TESTING=True,
+        SQLALCHEMY_DATABASE_URI=database_url,
+        GENEVA_TASK_BACKEND="recording",
+        **config,
+    )
+    db.init_app(app)
+    geneva.init_app(app)
+    return app
