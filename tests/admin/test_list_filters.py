@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
 
 import pytest
-import sqlalchemy as sa
 from flask_admin import Admin
 from flask_admin.contrib.sqla import ModelView
 
@@ -22,6 +20,7 @@ from tests.admin.support import ready_workflow
 from tests.admin.workflows import AdminFailing
 from tests.apps.basic import User
 from tests.apps.basic import db
+from tests.statements import recorded_statements
 from tests.workflow.support import execution_rows
 from tests.workflow.support import update_execution
 from tests.workflow.support import update_workflow
@@ -46,21 +45,6 @@ def page_text(client, **params) -> str:
 
 def ids(*workflows) -> list[str]:
     return [str(w.id) for w in workflows]
-
-
-@contextlib.contextmanager
-def recorded_statements():
-    """Collect the SQL statements the app sends while the block runs."""
-    statements: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        statements.append(statement)
-
-    sa.event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(db.engine, "before_cursor_execute", record)
 
 
 def test_class_filter_keeps_only_that_class(client):

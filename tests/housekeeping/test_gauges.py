@@ -5,18 +5,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-import sqlalchemy as sa
 
 from flask_geneva import PrometheusMetrics
 from flask_geneva import StatsdMetrics
 from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
-from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0
 from tests.housekeeping.support import RecordingMetrics
 from tests.housekeeping.support import make_in_progress
+from tests.statements import recorded_statements
 from tests.workflow.support import make_user
 
 STATES = ("ready", "performing", "paused", "finished", "canceled")
@@ -84,17 +83,9 @@ def test_gauges_reflect_recovery_and_use_one_grouped_query(app, geneva_jobs, met
         workflow = HkGaugeAlpha.create(hero=make_user("s@example.com"))
         make_in_progress(workflow, T0)
         frozen.advance(timedelta(hours=2))
-        statements: list[str] = []
-
-        def record(conn, cursor, statement, parameters, context, executemany):
-            if "GROUP BY" in statement.upper():
-                statements.append(statement)
-
-        sa.event.listen(db.engine, "before_cursor_execute", record)
-        try:
+        with recorded_statements() as sent:
             run_housekeeping()
-        finally:
-            sa.event.remove(db.engine, "before_cursor_execute", record)
+        statements = [s for s in sent if "GROUP BY" in s.upper()]
     assert metrics.value("geneva_drive.canceled", "HkGaugeAlpha") == 1
     assert metrics.value("geneva_drive.performing") == 0
     assert len(statements) == 1

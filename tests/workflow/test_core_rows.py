@@ -29,6 +29,7 @@ from tests.apps import uuid_app
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.conftest import dialect_name
+from tests.statements import recorded_statements
 from tests.workflow.support import execution_row
 from tests.workflow.support import execution_rows
 from tests.workflow.support import external_writer
@@ -45,21 +46,6 @@ class CoreRowsTwoSteps(geneva.Workflow):
     @step
     def second(self):
         pass
-
-
-@contextlib.contextmanager
-def recorded_statements() -> Iterator[list[str]]:
-    """SQL statements the engine sends inside the block."""
-    statements: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        statements.append(statement)
-
-    sa.event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(db.engine, "before_cursor_execute", record)
 
 
 @contextlib.contextmanager
