@@ -195,11 +195,11 @@ def _column_changes(state: Any) -> dict[str, Any] | None:
 def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
     """Flush pending changes; geneva's own row updates go out as Core UPDATEs.
 
-    Step executions are written before workflows (the ORM's order). An
-    execution and a workflow change go out as one statement on PostgreSQL (a
-    data-modifying CTE) and on MySQL/MariaDB (a multiple-table UPDATE): one
-    round trip instead of two. ``updated_at`` is set as
-    its ``onupdate`` would. Anything else falls back to :meth:`Session.flush`.
+    Step executions are written before workflows, each table in primary-key
+    order (the ORM's order). An execution's and its workflow's change go out as
+    one statement on PostgreSQL (a data-modifying CTE) and on MySQL/MariaDB (a
+    multiple-table UPDATE): one round trip instead of two. ``updated_at`` is set
+    as its ``onupdate`` would. Anything else falls back to :meth:`Session.flush`.
 
     Args:
         session: The session to flush.
@@ -219,14 +219,17 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
     execution_cls, workflow_cls = geneva.StepExecution, geneva.Workflow
     planned: list[tuple[Any, dict[str, Any]]] = []
     for owner in (execution_cls, workflow_cls):
-        for instance in dirty:
-            if isinstance(instance, owner):
-                state = sa.inspect(instance)
-                changes = _column_changes(state)
-                if changes is None:
-                    session.flush()
-                    return
-                planned.append((state, changes))
+        # Primary-key order within a table, as the unit of work sorts them.
+        for instance in sorted(
+            (instance for instance in dirty if isinstance(instance, owner)),
+            key=lambda instance: sa.inspect(instance).key[1],
+        ):
+            state = sa.inspect(instance)
+            changes = _column_changes(state)
+            if changes is None:
+                session.flush()
+                return
+            planned.append((state, changes))
     if len(planned) != len(dirty) or _flush_events_listened(
         session, {state.mapper for state, _ in planned}
     ):
@@ -239,14 +242,16 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
             changes.setdefault("updated_at", now)
         connection = session.connection()
         dialect = connection.dialect.name
-        if len(writes) == 2 and dialect == "postgresql":
-            _update_pair(connection, writes)
-        elif (
+        # The executor's pair: one execution and its own workflow.
+        pair = (
             len(writes) == 2
-            and dialect in ("mysql", "mariadb")
-            # an execution and its own workflow (the executor's pair)
+            and writes[0][0].mapper.local_table is execution_cls.__table__
+            and writes[1][0].mapper.local_table is workflow_cls.__table__
             and writes[0][0].dict.get("workflow_id") == writes[1][0].key[1][0]
-        ):
+        )
+        if pair and dialect == "postgresql":
+            _update_pair(connection, writes)
+        elif pair and dialect in ("mysql", "mariadb"):
             _update_pair_multi_table(connection, writes)
         else:
             for state, changes in writes:
@@ -264,7 +269,12 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
 
 
 def _update_pair(connection: sa.Connection, writes: list[tuple[Any, Any]]) -> None:
-    """Two UPDATEs in one PostgreSQL statement: the first in a CTE, in order."""
+    """An execution's and its workflow's UPDATE as one PostgreSQL statement.
+
+    The execution's UPDATE is a data-modifying CTE. PostgreSQL does not define
+    which of the two rows it writes first; nothing depends on it: they are in
+    different tables, and the caller holds both row locks (SPEC §7).
+    """
     (first, first_changes), (second, second_changes) = writes
     statement = _paired_update_statement(
         first.mapper.local_table,
