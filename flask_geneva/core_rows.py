@@ -18,10 +18,12 @@ sees: listeners on flush, mapper, load or persistence events (Flask-SQLAlchemy's
 modification tracking, a ``@reconstructor``), other pending objects, or changes
 that are not plain column assignments.
 
-Three private SQLAlchemy calls are used, each in one helper here:
+Four private SQLAlchemy calls are used, each in one helper here:
 ``InstanceState._commit_all`` (what a flush or load does to a written or read
-instance), ``Session._register_persistent`` (what a flush does to an inserted
-one) and ``Mapper.class_manager.new_instance`` (what a load does to build one).
+instance), ``Session._register_altered`` (how a flush tells the transaction,
+so that a rollback expires the instance), ``Session._register_persistent``
+(what a flush does to an inserted one) and ``Mapper.class_manager.new_instance``
+(what a load does to build one).
 ``tests/workflow/test_core_rows.py`` checks the session state they produce, so a
 SQLAlchemy release that changes them fails there first.
 """
@@ -49,6 +51,8 @@ __all__ = [
 _FLUSH_EVENTS = ("before_flush", "after_flush", "after_flush_postexec")
 #: Session events whose listeners expect an ORM load or flush to attach instances.
 _ATTACH_EVENTS = (
+    "before_attach",
+    "after_attach",
     "loaded_as_persistent",
     "detached_to_persistent",
     "pending_to_persistent",
@@ -151,15 +155,34 @@ def materialize(
         session.add(instance)
         return instance
     state = sa.inspect(instance)
-    state.dict.update(zip(keys, values, strict=True))
+    values_by_key = state.dict
+    values_by_key.update(zip(keys, values, strict=True))
+    # populate_existing resets loaded relationships: the next access loads them
+    # again (a many-to-one from the identity map, without SQL).
+    for key in _relationship_keys(mapper):
+        values_by_key.pop(key, None)
     _mark_clean(session, state)
     return instance
+
+
+def _relationship_keys(mapper: Any) -> tuple[str, ...]:
+    key = ("relationships", mapper)
+    cached = _cache.get(key)
+    if cached is None:
+        cached = _cache[key] = tuple(mapper.relationships.keys())
+    return cached
 
 
 # -- writing -------------------------------------------------------------------------
 
 
 def _flush_events_listened(session: orm.Session, mappers: Any) -> bool:
+    """Whether anything a flush would do for ``mappers`` is not done here.
+
+    True with listeners on flush, mapper or ``refresh_flush`` events, or when a
+    table has a column updated by ``onupdate``/``server_onupdate`` other than
+    ``updated_at`` (its new value would have to be read back).
+    """
     dispatch = session.dispatch
     for name in _FLUSH_EVENTS:
         if getattr(dispatch, name):
@@ -169,7 +192,23 @@ def _flush_events_listened(session: orm.Session, mappers: Any) -> bool:
         for name in _MAPPER_FLUSH_EVENTS:
             if getattr(mapper_dispatch, name):
                 return True
+        if mapper.class_manager.dispatch.refresh_flush:
+            return True
+        if _has_other_onupdate(mapper.local_table):
+            return True
     return False
+
+
+def _has_other_onupdate(table: sa.Table) -> bool:
+    key = ("other-onupdate", table)
+    cached = _cache.get(key)
+    if cached is None:
+        cached = _cache[key] = any(
+            (column.onupdate is not None or column.server_onupdate is not None)
+            and column.name != "updated_at"
+            for column in table.columns
+        )
+    return bool(cached)
 
 
 def _column_changes(state: Any) -> dict[str, Any] | None:
@@ -264,6 +303,7 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
                 _check_updated(state, result.rowcount)
         for state, changes in writes:
             state.dict["updated_at"] = changes["updated_at"]
+        _register_written(session, [state for state, _ in writes])
     for state, _ in planned:
         _mark_clean(session, state)
 
@@ -460,6 +500,15 @@ def insert_step_execution(
 def _mark_clean(session: orm.Session, state: Any) -> None:
     """Mark every loaded attribute committed, as a flush or load leaves it."""
     state._commit_all(state.dict, session.identity_map)
+
+
+def _register_written(session: orm.Session, states: list[Any]) -> None:
+    """Tell the transaction these instances were written, as a flush does.
+
+    A rollback (of the transaction or of a savepoint) then expires them, so they
+    do not keep values the database no longer has.
+    """
+    session._register_altered(states)
 
 
 def _register_inserted(session: orm.Session, state: Any) -> None:

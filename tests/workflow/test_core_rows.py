@@ -25,6 +25,7 @@ from flask_geneva import scheduling
 from flask_geneva import step
 from flask_geneva import store
 from flask_geneva.models import StepExecutionState
+from tests.apps import extra_column_app
 from tests.apps import uuid_app
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -360,3 +361,100 @@ def test_uuid_keys_are_generated_for_inserted_executions(tmp_path):
         )
         uuid_app.db.session.remove()
         uuid_app.db.engine.dispose()
+
+
+def test_a_rolled_back_savepoint_expires_what_the_core_flush_wrote(app, user):
+    """As after an ORM flush, a savepoint rollback leaves no stale values behind."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow_id = workflow.id
+    session = db.session()
+    session.commit()
+    assert workflow.next_step_name == "first"
+    savepoint = session.begin_nested()
+    workflow.next_step_name = "second"
+    core_rows.flush(session, geneva)
+    savepoint.rollback()
+    assert workflow.next_step_name == "first"
+    session.commit()
+    assert workflow_row(workflow_id)["next_step_name"] == "first"
+
+
+def test_two_changed_executions_are_written_one_by_one(app, user):
+    """Only an execution and its own workflow share a statement."""
+    first = CoreRowsTwoSteps.create(hero=user, allow_multiple=True)
+    second = CoreRowsTwoSteps.create(hero=user, allow_multiple=True)
+    executions = [first.current_execution, second.current_execution]
+    ids = [execution.id for execution in executions]
+    session = db.session()
+    session.commit()
+    for execution in executions:
+        execution.error_message = f"note {execution.id}"
+    core_rows.flush(session, geneva)
+    session.commit()
+    assert [execution_row(i)["error_message"] for i in ids] == [
+        f"note {i}" for i in ids
+    ]
+
+
+def test_an_attach_listener_gets_an_orm_load(app, user):
+    """A fresh lock attaches no instance behind an attach listener's back."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    db.session.remove()
+    calls: list[str] = []
+    with listening(orm.Session, "after_attach", calls):
+        session = db.session()
+        store.lock_workflow_and_execution(session, execution_id)
+        session.rollback()
+    # The ORM load attaches without the attach events, as before the Core path.
+    assert calls == []
+
+
+def test_a_refresh_flush_listener_gets_the_orm_flush(app, user):
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    calls: list[str] = []
+    with listening(geneva.StepExecution, "refresh_flush", calls):
+        Executor.execute(execution_id)
+    assert calls  # the ORM flush refreshed updated_at/created_at on the rows
+
+
+def test_the_lock_resets_a_loaded_relationship_like_populate_existing(app, user):
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution = workflow.current_execution
+    session = db.session()
+    session.commit()
+    assert execution.workflow is workflow
+    session.expunge(workflow)
+    locked_workflow, locked_execution = store.lock_workflow_and_execution(
+        session, execution.id
+    )
+    assert locked_execution is execution
+    assert locked_workflow is not workflow
+    assert execution.workflow is locked_workflow
+    session.rollback()
+
+
+def test_a_column_with_its_own_onupdate_reads_back_what_was_stored(tmp_path):
+    """A subclass column updated by ``onupdate`` is written and read back by the ORM."""
+    app = extra_column_app.create_app(f"sqlite:///{tmp_path / 'extra.sqlite3'}")
+    with app.app_context():
+        extra_column_app.db.create_all()
+        reset_column_caches()
+        workflow = extra_column_app.TouchedWorkflow.create()
+        workflow_id = workflow.id
+        session = extra_column_app.db.session()
+        workflow.next_step_name = "second"
+        core_rows.flush(session, extra_column_app.geneva)
+        in_memory = workflow.touches  # before the commit expires anything
+        session.commit()
+        table = extra_column_app.geneva.Workflow.__table__
+        with extra_column_app.db.engine.connect() as connection:
+            stored = connection.scalar(
+                sa.select(table.c.touches).where(table.c.id == workflow_id)
+            )
+        assert stored is not None
+        assert stored > 0
+        assert in_memory == stored
+        extra_column_app.db.session.remove()
+        extra_column_app.db.engine.dispose()

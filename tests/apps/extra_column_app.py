@@ -1,0 +1,49 @@
+"""An app whose workflow subclass adds a column with ``onupdate`` (SQLite only)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import orm
+
+from flask_geneva import Geneva
+from flask_geneva import step
+
+db = SQLAlchemy()
+geneva = Geneva(db)
+_touch_numbers = itertools.count(1)
+
+
+class TouchedWorkflow(geneva.Workflow):
+    """Counts its row updates in a column of its own (single-table inheritance)."""
+
+    may_proceed_without_hero = True
+    touches: orm.Mapped[int | None] = orm.mapped_column(
+        sa.Integer, nullable=True, default=0, onupdate=lambda: next(_touch_numbers)
+    )
+
+    @step
+    def first(self):
+        pass
+
+    @step
+    def second(self):
+        pass
+
+
+def create_app(database_url: str, **config: Any) -> Flask:
+    """An app bound to ``database_url`` with these models."""
+    app = Flask(__name__)
+    app.config.update(
+        TESTING=True,
+        SQLALCHEMY_DATABASE_URI=database_url,
+        GENEVA_TASK_BACKEND="recording",
+        **config,
+    )
+    db.init_app(app)
+    geneva.init_app(app)
+    return app
