@@ -58,3 +58,40 @@ def test_resume_all_paused_from_the_filtered_list(live_url, page):
     assert page.geneva_dialogs == []
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "bulk_all_result.png"), full_page=True)
+
+
+def test_all_matching_is_not_offered_while_a_filter_value_is_ignored(live_url, page):
+    """An ignored filter value (hero id "abc") hides the all-matching buttons (R-ADM-23)."""
+    paused_workflow()
+    db.session.remove()
+
+    page.goto(f"{live_url}/geneva/workflows/?state=paused&hero_id=abc")
+    page.wait_for_selector(".geneva-note")
+    assert "ignored hero_id filter 'abc'" in page.inner_text(".geneva-note")
+    assert page.locator(".geneva-bulk-all-off").count() == 1
+    assert page.locator("button[data-geneva-bulk-all]").count() == 0
+
+
+def test_a_tampered_all_matching_form_changes_nothing(live_url, page):
+    """A form whose filter value no longer validates gets the refusal page; no row changes (R-ADM-23)."""
+    paused_ids = [paused_workflow().id for _ in range(3)]
+    db.session.remove()
+
+    page.goto(f"{live_url}/geneva/workflows/?state=paused")
+    page.wait_for_selector('button[data-geneva-bulk-all="resume"]')
+    # As a stale or edited page would send it: a state the list does not know.
+    page.evaluate(
+        """() => {
+            const form = document.querySelector("form.geneva-bulk-all");
+            form.querySelector('input[name="state"]').value = "sleeping";
+        }"""
+    )
+    page.click('button[data-geneva-bulk-all="resume"]')
+    page.wait_for_selector(".geneva-bulk-all-refused")
+    assert page.inner_text("h2") == "Resume all matching: nothing was changed"
+    assert "ignored state filter 'sleeping'" in page.inner_text(".geneva-note")
+    assert page.locator("button[data-geneva-confirm]").count() == 0
+    assert {workflow_row(i)["state"] for i in paused_ids} == {"paused"}
+    assert page.geneva_dialogs == []
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "bulk_all_refused.png"), full_page=True)
