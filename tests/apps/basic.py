@@ -31,6 +31,13 @@ class User(db.Model):  # type: ignore[name-defined, misc]
 
 def create_app(database_url: str, **config: Any) -> Flask:
     """Build a test app bound to ``database_url``; ``config`` overrides settings."""
+    return create_app_for(db, geneva, database_url, **config)
+
+
+def create_app_for(
+    database: SQLAlchemy, extension: Geneva, database_url: str, **config: Any
+) -> Flask:
+    """A test app for ``database`` and ``extension``, recording its publications."""
     app = Flask(__name__)
     app.config.update(
         TESTING=True,
@@ -38,6 +45,6 @@ def create_app(database_url: str, **config: Any) -> Flask:
         GENEVA_TASK_BACKEND="recording",
     )
     app.config.update(config)
-    db.init_app(app)
-    geneva.init_app(app)
+    database.init_app(app)
+    extension.init_app(app)
     return app

@@ -12,6 +12,7 @@ from sqlalchemy import orm
 
 from flask_geneva import Geneva
 from flask_geneva import step
+from tests.apps.basic import create_app_for
 
 db = SQLAlchemy()
 geneva = Geneva(db)
@@ -37,13 +38,4 @@ class TouchedWorkflow(geneva.Workflow):
 
 def create_app(database_url: str, **config: Any) -> Flask:
     """An app bound to ``database_url`` with these models."""
-    app = Flask(__name__)
-    app.config.update(
-        TESTING=True,
-        SQLALCHEMY_DATABASE_URI=database_url,
-        GENEVA_TASK_BACKEND="recording",
-        **config,
-    )
-    db.init_app(app)
-    geneva.init_app(app)
-    return app
+    return create_app_for(db, geneva, database_url, **config)
