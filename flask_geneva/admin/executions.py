@@ -433,13 +433,11 @@ def recorded_backtrace(execution: Any, meta: Mapping[str, Any]) -> str:
     """The error backtrace: the column, else the metadata copy (R-SE-20/21), or ""."""
     if execution.error_backtrace:
         return str(execution.error_backtrace)
-    exception = meta.get("exception")
-    if isinstance(exception, Mapping):
-        lines = exception.get("backtrace")
-        if isinstance(lines, list):
-            return "\n".join(str(line) for line in lines)
-        if isinstance(lines, str):
-            return lines
+    lines = presenters.recorded_exception(meta).get("backtrace")
+    if isinstance(lines, list):
+        return "\n".join(str(line) for line in lines)
+    if isinstance(lines, str):
+        return lines
     return ""
 
 
@@ -447,10 +445,7 @@ def recorded_error_message(execution: Any, meta: Mapping[str, Any]) -> str:
     """The error message: the column, else the metadata copy (R-SE-21), or ""."""
     if execution.error_message:
         return str(execution.error_message)
-    exception = meta.get("exception")
-    if isinstance(exception, Mapping) and exception.get("message"):
-        return str(exception["message"])
-    return ""
+    return str(presenters.recorded_exception(meta).get("message") or "")
 
 
 def _workflow_summary(

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy import orm
 
+from flask_geneva.admin.presenters import recorded_exception
 from flask_geneva.extension import hero_type_of
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import WorkflowState
@@ -421,11 +422,7 @@ def _class_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    if isinstance(value, dict):
-        info = value.get("exception")
-        if isinstance(info, dict) and info.get("class"):
-            return str(info["class"])
-    return ""
+    return str(recorded_exception(value).get("class") or "")
 
 
 def capped_count(

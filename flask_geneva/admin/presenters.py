@@ -100,6 +100,16 @@ def format_duration(start: datetime | None, end: datetime | None) -> str:
     return _seconds(round((end - start).total_seconds(), 3))
 
 
+def recorded_exception(meta: Any) -> Mapping[str, Any]:
+    """The ``"exception"`` entry of an execution's metadata (R-SE-20/21), or ``{}``.
+
+    Holds ``class``, ``message`` and ``backtrace`` when the executor recorded an
+    error; anything else (no metadata, unparsable metadata) reads as empty.
+    """
+    exception = meta.get("exception") if isinstance(meta, Mapping) else None
+    return exception if isinstance(exception, Mapping) else {}
+
+
 def pretty_json(value: Any) -> str:
     """Indent a JSON value for display; non-JSON values fall back to ``repr``."""
     try:

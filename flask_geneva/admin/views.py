@@ -295,10 +295,7 @@ def _error_class(execution: Any, columns: Any) -> str:
     if columns.error_class_name and execution.error_class_name:
         return str(execution.error_class_name)
     meta = _metadata(execution, columns)[0]
-    info = meta.get("exception")
-    if isinstance(info, dict) and info.get("class"):
-        return str(info["class"])
-    return ""
+    return str(presenters.recorded_exception(meta).get("class") or "")
 
 
 def _metadata(row: Any, has_column: Any) -> tuple[dict[str, Any], str | None]:
