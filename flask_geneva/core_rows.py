@@ -259,11 +259,10 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
     planned: list[tuple[Any, dict[str, Any]]] = []
     for owner in (execution_cls, workflow_cls):
         # Primary-key order within a table, as the unit of work sorts them.
-        for instance in sorted(
-            (instance for instance in dirty if isinstance(instance, owner)),
-            key=lambda instance: sa.inspect(instance).key[1],
+        for state in sorted(
+            (sa.inspect(instance) for instance in dirty if isinstance(instance, owner)),
+            key=lambda state: state.key[1],
         ):
-            state = sa.inspect(instance)
             changes = _column_changes(state)
             if changes is None:
                 session.flush()
