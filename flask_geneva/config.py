@@ -20,6 +20,7 @@ from typing import Any
 
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import GenevaConfigurationError
+from flask_geneva.task_failures import RERAISE_MODES
 
 __all__ = [
     "DEFAULTS",
@@ -53,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_FIND_DELAY": 0.1,
     "GENEVA_TASK_BACKEND": "celery",
     "GENEVA_ALLOW_EAGER": False,
+    "GENEVA_TASK_RERAISE": "unhandled",
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": True,
     "GENEVA_ADMIN_ENABLED": False,
     "GENEVA_ADMIN_URL": "/geneva",
@@ -87,6 +89,9 @@ class GenevaConfig:
     find_delay_seconds: float
     task_backend: str
     allow_eager: bool
+    #: When the step task re-raises a handled exception (R-EXE-50 amended):
+    #: ``"unhandled"`` or ``"always"``; see :mod:`flask_geneva.task_failures`.
+    task_reraise: str
     sqlite_begin_immediate: bool
     admin: AdminConfig
 
@@ -325,6 +330,7 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
         find_delay_seconds=float(find_delay),
         task_backend=_choice(merged, "GENEVA_TASK_BACKEND", _TASK_BACKENDS),
         allow_eager=_bool(merged, "GENEVA_ALLOW_EAGER"),
+        task_reraise=_choice(merged, "GENEVA_TASK_RERAISE", RERAISE_MODES),
         sqlite_begin_immediate=_bool(merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
         admin=admin_config_from_mapping(merged),
     )

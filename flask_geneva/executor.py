@@ -9,7 +9,8 @@ Three phases, each with its own transaction:
 2. **run** (no locks): hooks and body; the body's writes are committed (or rolled
    back after an exception) before finalization (R-EXE-33..39).
 3. **finalize** (locked): the outcome is applied, the next execution is created,
-   and after the commit a policy-handled exception is re-raised (R-EXE-40..51).
+   and after the commit a policy-handled exception is re-raised as ``reraise``
+   says (R-EXE-40..51, :mod:`flask_geneva.task_failures`).
 
 This module imports neither Celery nor Flask-Admin; it needs a Flask app context
 for the session and settings.
@@ -33,6 +34,7 @@ from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import signals
 from flask_geneva import store
+from flask_geneva import task_failures
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.exceptions import FlowControlSignal
@@ -84,9 +86,10 @@ class _BodyResult:
 class _AlreadyHandled(BaseException):
     """Carries a condition exception whose policy is already applied (R-EXE-24)."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, result: PolicyResult) -> None:
         super().__init__(error)
         self.error = error
+        self.result = result
 
 
 class Executor:
@@ -102,6 +105,7 @@ class Executor:
         max_iterations: int | None = None,
         lookup_attempts: int = 1,
         lookup_delay_seconds: float = 0.0,
+        reraise: str = task_failures.RERAISE_ALWAYS,
     ) -> None:
         """Run the step execution ``execution_or_id`` (an instance or its id).
 
@@ -123,15 +127,23 @@ class Executor:
                 phase-1 lock itself, so a found row costs no extra statement.
             lookup_delay_seconds: Seconds slept between two lookup attempts (none
                 after the last).
+            reraise: Which policy-handled exceptions are re-raised after the
+                commit (R-EXE-50 amended): ``"always"`` (the default here, so
+                direct callers and the test helpers see every step exception) or
+                ``"unhandled"`` (only those ending in a pause, a cancel or a
+                terminal result; the Celery task passes ``GENEVA_TASK_RERAISE``).
 
         Raises:
-            Exception: The step body's (or condition's) exception, after its policy
-                was applied and committed (R-EXE-24, R-EXE-50).
+            Exception: The step body's (or condition's or prepare phase's)
+                exception, after its policy was applied and committed, when
+                ``reraise`` asks for it (R-EXE-24, R-EXE-30, R-EXE-50).
+            ValueError: ``reraise`` is not ``"always"`` or ``"unhandled"``.
             StepNotDefinedError: The execution's step is not defined in the class
                 (R-EXE-14); the workflow is paused.
             StepConfigurationError: A resumable step without the resumable columns
                 (R-EXE-15); the workflow is paused.
         """
+        task_failures.validate_reraise_mode(reraise)
         state = current_state()
         session: orm.Session = state.geneva.session
         execution_id = getattr(execution_or_id, "id", execution_or_id)
@@ -143,6 +155,7 @@ class Executor:
             max_iterations=max_iterations,
             lookup_attempts=lookup_attempts,
             lookup_delay_seconds=lookup_delay_seconds,
+            reraise=reraise,
         )
         try:
             with state.pinned_config():
@@ -162,8 +175,10 @@ class _Run:
         max_iterations: int | None,
         lookup_attempts: int = 1,
         lookup_delay_seconds: float = 0.0,
+        reraise: str = task_failures.RERAISE_ALWAYS,
     ) -> None:
         self.session = session
+        self.reraise = reraise
         self.lookup_attempts = max(int(lookup_attempts), 1)
         self.lookup_delay_seconds = lookup_delay_seconds
         self.execution_id = execution_id
@@ -313,13 +328,17 @@ class _Run:
                 workflow.current_step_name = step.name
         except _AlreadyHandled as handled:
             # R-EXE-24: the condition's exception, after its policy was committed.
-            raise handled.error from None
+            if task_failures.should_reraise(self.reraise, handled.result):
+                raise handled.error from None
+            return None
         except sa_exc.SQLAlchemyError:
             session.rollback()
             raise
         except Exception as error:
-            self._prepare_failed(workflow, execution, step, error)
-            raise
+            result = self._prepare_failed(workflow, execution, step, error)
+            if task_failures.should_reraise(self.reraise, result):
+                raise
+            return None
         if raise_after_commit is not None:
             session.commit()
             raise raise_after_commit
@@ -375,7 +394,7 @@ class _Run:
                 if condition is None:
                     skip = step.should_skip(workflow)
         except Exception as error:
-            self.logger.error("condition raised %s: %s", type(error).__name__, error)
+            # Logged with the policy decision by _apply_policy (R-LOG-06).
             timing = self._timing(started_at, started)
             result = self._resolve(
                 workflow, execution, step, error, reason="precondition"
@@ -386,7 +405,7 @@ class _Run:
                 signals.precondition, timing, outcome="exception", exception=error
             )
             self._report_pending()
-            raise _AlreadyHandled(error) from error
+            raise _AlreadyHandled(error, result) from error
         timing = self._timing(started_at, started)
         if condition is not None:
             self.logger.info(
@@ -422,11 +441,14 @@ class _Run:
 
     def _prepare_failed(
         self, workflow: Any, execution: Any, step: Any, error: Exception
-    ) -> None:
-        """Record, fail the execution, apply the policy (R-EXE-30..32)."""
+    ) -> PolicyResult:
+        """Record, fail the execution, apply the policy (R-EXE-30..32).
+
+        Returns:
+            The applied policy result, for the re-raise decision (R-EXE-50).
+        """
         session = self.session
         now = clock.now()
-        self.logger.error("prepare phase raised %s: %s", type(error).__name__, error)
         try:
             store.record_error(execution, error)
             store.set_execution_state(
@@ -454,6 +476,7 @@ class _Run:
                     cap=None,
                     handler=None,
                 )
+            self._log_captured(error, result, "prepare phase raised")
             action = result.action
             if action == "reattempt":
                 execution.write_metadata("reattempt_reason", "prepare")
@@ -483,6 +506,7 @@ class _Run:
             session.rollback()
             raise
         self._report_pending()
+        return result
 
     # -- policies (R-EXE-23/45, R-POL) -------------------------------------------------
 
@@ -642,7 +666,11 @@ class _Run:
         """Apply a policy result to the execution and workflow (R-EXE-45)."""
         now = clock.now()
         action = result.action
-        self.logger.info("exception policy: %s (wait=%s)", action, result.wait)
+        self._log_captured(
+            error,
+            result,
+            "condition raised" if reason == "precondition" else "encountered",
+        )
         if action == "reattempt":
             store.record_exception_metadata(execution, error)
             self._reattempt(workflow, execution, step, reason, result.wait, now)
@@ -674,6 +702,24 @@ class _Run:
             store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
         if should_report(result):
             self.reports.append((error, {}, execution.id))
+
+    def _log_captured(self, error: Exception, result: PolicyResult, what: str) -> None:
+        """Log a captured exception with its policy decision (R-LOG-06 amended).
+
+        WARNING when the policy handled it (the workflow goes on by itself),
+        ERROR when it ends in a pause, a cancel or a terminal result
+        (:func:`flask_geneva.task_failures.log_level`).
+        """
+        self.logger.log(
+            task_failures.log_level(result),
+            "%s %s: %s; exception policy: %s (wait=%s%s)",
+            what,
+            type(error).__name__,
+            error,
+            result.action,
+            result.wait,
+            ", terminal" if result.terminal else "",
+        )
 
     def _schedule_next(self, workflow: Any, step: Any) -> None:
         """Schedule the step after ``step`` (R-SCH-06) from prepare or finalize."""
@@ -797,7 +843,8 @@ class _Run:
         except StepInterrupt as interrupt:
             return _BodyResult("interrupted", interrupt=interrupt)
         except Exception as error:  # noqa: BLE001 - R-EXE-35: captured for the policy
-            self.logger.error("encountered %s: %s", type(error).__name__, error)
+            # Logged once its policy is decided (_log_captured) or, if the state
+            # changed under the step, when it is dropped (_drop_error).
             return _BodyResult("exception", error=error)
         return _BodyResult("completed")
 
@@ -818,6 +865,7 @@ class _Run:
         self._install_loggers(workflow, execution)
         now = clock.now()
         error = body.error
+        result: PolicyResult | None = None
         try:
             if execution.state != StepExecutionState.IN_PROGRESS:
                 self.logger.warning(
@@ -895,7 +943,7 @@ class _Run:
             raise
         self._emit_finalize((workflow.state, execution.state), error)
         self._report_pending()
-        if error is not None:
+        if error is not None and task_failures.should_reraise(self.reraise, result):
             raise error
 
     def _continue(self, workflow: Any, execution: Any, wait: timedelta | None) -> None:
@@ -979,6 +1027,12 @@ class _Run:
     def _drop_error(self, error: Exception | None) -> None:
         # R-EXE-43: the state changed under the step; report instead of dropping.
         if error is not None:
+            self.logger.warning(
+                "encountered %s: %s; not re-raised, the state changed during "
+                "the step (R-EXE-43)",
+                type(error).__name__,
+                error,
+            )
             self.reports.append((error, {"dropped": True}, None))
         self._report_pending()
 

@@ -163,6 +163,11 @@ def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> Non
     the row is committed. A missing execution (or None) logs a warning and
     returns. Needs an app context.
 
+    ``GENEVA_TASK_RERAISE`` decides which policy-handled exceptions fail the task
+    (R-EXE-50 amended): with ``"unhandled"`` (the default) a reattempt, skip or
+    finish the policy chose returns normally, so Celery counts a success;
+    ``"always"`` re-raises every one.
+
     Raises:
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
     """
@@ -175,6 +180,7 @@ def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> Non
             logger=logger,
             lookup_attempts=config.find_attempts,
             lookup_delay_seconds=config.find_delay_seconds,
+            reraise=config.task_reraise,
         )
 
 

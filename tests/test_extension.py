@@ -82,6 +82,11 @@ def test_unknown_key_type_is_rejected():
         ("GENEVA_STUCK_RECOVERY_ACTION", "retry", "'reattempt', 'cancel', got 'retry'"),
         ("GENEVA_TASK_BACKEND", "rq", "'celery', 'recording', got 'rq'"),
         (
+            "GENEVA_TASK_RERAISE",
+            "never",
+            "GENEVA_TASK_RERAISE must be one of 'unhandled', 'always', got 'never'",
+        ),
+        (
             "GENEVA_DEFAULT_QUEUE",
             42,
             "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, got 42",

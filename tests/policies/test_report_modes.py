@@ -1,4 +1,10 @@
-"""When the error reporter is called, what it sees, and that tasks still fail (SPEC §9.6)."""
+"""When the error reporter is called, what it sees, and when tasks fail (SPEC §9.6).
+
+Reporting and failing the task are independent (R-REP-04): the report mode only
+decides the reporter call; ``GENEVA_TASK_RERAISE`` decides whether the task
+re-raises (R-EXE-50 amended). With the default ``"unhandled"`` a handled
+reattempt returns normally and a terminal result raises; ``"always"`` raises both.
+"""
 
 from __future__ import annotations
 
@@ -143,11 +149,19 @@ def reporter(app):
     return recorder
 
 
-def _run_task(workflow):
-    """Run the current execution through the task function; return the error."""
+def _run_task(workflow, *, raises=True):
+    """Run the current execution through the task function; return the error.
+
+    ``raises=False`` asserts that the task function returns normally (a handled
+    reattempt under the default ``GENEVA_TASK_RERAISE="unhandled"``).
+    """
     db.session.refresh(workflow)
     execution_id = workflow.current_execution.id
     db.session.commit()
+    if not raises:
+        perform_step_execution(execution_id)
+        db.session.rollback()
+        return None
     with pytest.raises(Fatal) as caught:
         perform_step_execution(execution_id)
     db.session.rollback()
@@ -158,7 +172,7 @@ def test_always_reports_every_failure_after_the_commit(user, reporter):
     """report='always' reports reattempts and the terminal failure, each after its commit (R-REP-01/02, R-REP-10)."""
     workflow = ReportAlways.create(hero=user)
     first_id = workflow.current_execution.id
-    _run_task(workflow)
+    _run_task(workflow, raises=False)
     _run_task(workflow)
     assert [call["error"] for call in reporter.calls] == ["always", "always"]
     first, second = reporter.calls
@@ -182,7 +196,7 @@ def test_always_reports_every_failure_after_the_commit(user, reporter):
 def test_never_reports_nothing_even_when_terminal(user, reporter):
     """report='never' suppresses reattempt and terminal reports (R-REP-01)."""
     workflow = ReportNever.create(hero=user)
-    _run_task(workflow)
+    _run_task(workflow, raises=False)
     _run_task(workflow)
     assert reporter.calls == []
     assert workflow_row(workflow.id)["state"] == "canceled"
@@ -195,7 +209,7 @@ def test_never_reports_nothing_even_when_terminal(user, reporter):
 def test_terminal_only_reports_just_the_terminal_failure(user, reporter):
     """report='terminal_only' skips the reattempt and reports the terminal cancel after its commit (R-REP-01/02)."""
     workflow = ReportTerminalOnly.create(hero=user)
-    _run_task(workflow)
+    _run_task(workflow, raises=False)
     assert reporter.calls == []
     _run_task(workflow)
     assert [call["error"] for call in reporter.calls] == ["terminal only"]
@@ -242,15 +256,16 @@ def test_reporter_by_import_path(app, user):
         "tests.policies.test_report_modes:module_reporter"
     )
     workflow = ReportAlways.create(hero=user)
-    _run_task(workflow)
+    _run_task(workflow, raises=False)
     assert [str(error) for error in calls_by_path] == ["always"]
 
 
 @pytest.mark.parametrize(
     "workflow_cls", [ReportAlways, ReportNever, ReportTerminalOnly]
 )
-def test_task_fails_with_the_original_exception(user, reporter, workflow_cls):
-    """Whatever the report mode, the step task function raises the step's own exception (R-REP-04, R-EXE-50)."""
+def test_task_fails_with_the_original_exception(app, user, reporter, workflow_cls):
+    """With GENEVA_TASK_RERAISE='always', whatever the report mode, the step task function raises the step's own exception, also for a reattempt (R-REP-04, R-EXE-50 amended)."""
+    app.config["GENEVA_TASK_RERAISE"] = "always"
     workflow = workflow_cls.create(hero=user)
     error = _run_task(workflow)
     assert type(error) is Fatal
@@ -258,8 +273,36 @@ def test_task_fails_with_the_original_exception(user, reporter, workflow_cls):
     assert (rows[0]["state"], rows[0]["outcome"]) == ("completed", "reattempted")
 
 
+@pytest.mark.parametrize(
+    "workflow_cls", [ReportAlways, ReportNever, ReportTerminalOnly]
+)
+def test_task_succeeds_on_a_handled_reattempt_by_default(user, reporter, workflow_cls):
+    """By default, whatever the report mode, a reattempt the policy chose does not fail the task; the terminal result raises the step's own exception (R-REP-04, R-EXE-50 amended)."""
+    workflow = workflow_cls.create(hero=user)
+    assert _run_task(workflow, raises=False) is None
+    rows = execution_rows(workflow.id)
+    assert [(r["state"], r["outcome"]) for r in rows] == [
+        ("completed", "reattempted"),
+        ("scheduled", None),
+    ]
+    assert rows[0]["metadata"]["policy_decision"]["action"] == "reattempt"
+    error = _run_task(workflow)
+    assert type(error) is Fatal
+    assert execution_rows(workflow.id)[1]["metadata"]["policy_decision"]["terminal"]
+
+
 def test_drained_task_failure_is_the_original_exception(user, reporter, geneva_jobs):
-    """A worker running the published task sees the step's exception as the task failure (R-REP-04, R-TH-20)."""
+    """A worker running the published task sees the step's exception as the task failure once the reattempts end; the handled reattempt is no failure (R-REP-04, R-TH-20, R-EXE-50 amended)."""
+    workflow = ReportTerminalOnly.create(hero=user)
+    geneva_jobs.drain()
+    assert [type(error) for _, error in geneva_jobs.failures] == [Fatal]
+    assert [call["error"] for call in reporter.calls] == ["terminal only"]
+    assert workflow_row(workflow.id)["state"] == "canceled"
+
+
+def test_drained_task_failures_with_reraise_always(app, user, reporter, geneva_jobs):
+    """With GENEVA_TASK_RERAISE='always' the handled reattempt fails its task too (R-REP-04, R-TH-20, R-EXE-50 amended)."""
+    app.config["GENEVA_TASK_RERAISE"] = "always"
     workflow = ReportTerminalOnly.create(hero=user)
     geneva_jobs.drain()
     assert [type(error) for _, error in geneva_jobs.failures] == [Fatal, Fatal]
@@ -293,9 +336,10 @@ def test_error_context_during_and_after_an_executor_call(user):
 def test_celery_task_state_is_failure_with_the_original_exception(
     app, user, reporter, workflow_cls
 ):
-    """The registered Celery task ends FAILURE with the step's own exception, whatever `report` says (R-REP-04, R-JOB-22)."""
+    """With GENEVA_TASK_RERAISE='always' the registered Celery task ends FAILURE with the step's own exception, whatever `report` says (R-REP-04, R-JOB-22, R-EXE-50 amended)."""
     from celery import Celery
 
+    app.config["GENEVA_TASK_RERAISE"] = "always"
     celery = Celery("report-modes")
     geneva.init_celery(celery, app=app)
     workflow = workflow_cls.create(hero=user)
@@ -308,3 +352,33 @@ def test_celery_task_state_is_failure_with_the_original_exception(
     assert type(result.result) is Fatal
     rows = execution_rows(workflow.id)
     assert (rows[0]["state"], rows[0]["outcome"]) == ("completed", "reattempted")
+
+
+@pytest.mark.parametrize(
+    ("workflow_cls", "terminal_outcome"),
+    [(ReportAlways, "failed"), (ReportNever, "canceled")],
+)
+def test_celery_task_state_by_default(
+    app, user, reporter, workflow_cls, terminal_outcome
+):
+    """By default the registered Celery task ends SUCCESS on a handled reattempt and FAILURE with the step's own exception on the terminal result (R-JOB-22, R-EXE-50 amended)."""
+    from celery import Celery
+
+    celery = Celery("report-modes-default")
+    geneva.init_celery(celery, app=app)
+    task = celery.tasks["flask_geneva.perform_step"]
+    workflow = workflow_cls.create(hero=user)
+    states = []
+    for _ in range(2):
+        db.session.refresh(workflow)
+        execution_id = workflow.current_execution.id
+        db.session.commit()
+        result = task.apply(args=[execution_id])
+        db.session.rollback()
+        states.append((result.state, type(result.result)))
+    assert states == [("SUCCESS", type(None)), ("FAILURE", Fatal)]
+    rows = execution_rows(workflow.id)
+    assert [(r["state"], r["outcome"]) for r in rows] == [
+        ("completed", "reattempted"),
+        ("failed", terminal_outcome),
+    ]
