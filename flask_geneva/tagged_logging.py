@@ -3,7 +3,7 @@
 Every line the executor logs, and every line a step logs through ``self.logger``,
 carries the workflow tag and, during an executor call, the execution tag::
 
-    [task_id=8f] [Signup id=1 hero_type=User hero_id=7] [execution_id=9 step_name=a] ok
+    [request=8f] [Signup id=1 hero_type=User hero_id=7] [execution_id=9 step_name=a] ok
 
 Tags of an injected base adapter come first (R-LOG-03): a
 :class:`TaggedLoggerAdapter` passes its tags on, any other ``LoggerAdapter`` is

@@ -68,19 +68,19 @@ def _on_worker_shutting_down(*args: Any, **kwargs: Any) -> None:
 
 
 def task_logger(task: Any) -> TaggedLoggerAdapter:
-    """The Celery task logger, tagged with the task id (R-LOG-03/04, R-JOB-21).
+    """The Celery task logger, without tags of its own (R-LOG-03/04, R-JOB-21).
 
     It is ``celery.utils.log.get_task_logger("flask_geneva.tasks")``: records go
-    through the worker's task log format; its tags come before the workflow and
-    execution tags.
+    through the worker's task log format, whose ``%(task_name)s[%(task_id)s]``
+    already names the task, so no ``[task_id=...]`` tag repeats it; the workflow
+    and execution tags follow.
+
+    Args:
+        task: The bound Celery task (unused: the log format names it).
     """
     from celery.utils.log import get_task_logger
 
-    request = getattr(task, "request", None)
-    return TaggedLoggerAdapter(
-        get_task_logger(TASK_LOGGER_NAME),
-        (f"task_id={getattr(request, 'id', None)}",),
-    )
+    return TaggedLoggerAdapter(get_task_logger(TASK_LOGGER_NAME))
 
 
 def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:

@@ -14,6 +14,7 @@ from datetime import timedelta
 from celery import Celery
 from flask import Flask
 
+from flask_geneva import ExceptionPolicy
 from flask_geneva import step
 from tests.apps import basic
 
@@ -59,3 +60,19 @@ class WorkerThreeSteps(basic.geneva.Workflow):
     @step
     def third(self):
         self.hero.counter += 100
+
+
+class WorkerFlakyError(Exception):
+    """The failure of WorkerHandledRetries."""
+
+
+class WorkerHandledRetries(basic.geneva.Workflow):
+    """A step that always fails: three handled reattempts, then a terminal pause."""
+
+    @step(
+        on_exception=ExceptionPolicy(
+            "reattempt", max_reattempts=3, report="terminal_only"
+        )
+    )
+    def flaky(self):
+        raise WorkerFlakyError("upstream timed out")

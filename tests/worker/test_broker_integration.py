@@ -329,7 +329,7 @@ def test_rabbitmq_worker_runs_three_step_workflow_to_finished(
 def test_factory_built_celery_app_runs_steps_with_the_task_logger(
     build, celery_process, broker_url, worker_database_url, tmp_path
 ):
-    """A Celery app made in the Flask factory and given to init_celery() runs steps; logs carry task, workflow and execution tags (R-JOB-21, R-LOG-03, R-LOG-04)."""
+    """A Celery app made in the Flask factory and given to init_celery() runs steps; log lines name the task once (Celery's task format), then the workflow and execution tags (R-JOB-21, R-LOG-03, R-LOG-04)."""
     redis.Redis.from_url(broker_url).flushdb()
     build(broker_url)  # schema and empty tables
     from tests.worker import factory_app
@@ -355,12 +355,13 @@ def test_factory_built_celery_app_runs_steps_with_the_task_logger(
     log = (tmp_path / "worker-0.log").read_text(errors="replace")
     for row in rows:
         tags = (
-            f"[task_id={row['job_id']}] "
+            f"flask_geneva.perform_step[{row['job_id']}]: "
             f"[FactoryTwoSteps id={workflow_id} hero_type=User hero_id={hero_id}] "
             f"[execution_id={row['id']} step_name={row['step_name']}] "
             "Finished step with outcome"
         )
         assert tags in log
+    assert "task_id=" not in log
 
 
 def test_worker_warm_shutdown_requests_exit_from_running_steps(
