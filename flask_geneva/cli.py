@@ -149,7 +149,23 @@ def list_command(
 
     geneva = _geneva()
     table = geneva.Workflow.__table__
-    query = sa.select(table).order_by(table.c.id.desc()).limit(limit)
+    # Only the printed columns: the table may lack the optional metadata column
+    # (R-DM-30..32), and select(table) would name every mapped column.
+    columns = (
+        "id",
+        "type",
+        "hero_type",
+        "hero_id",
+        "state",
+        "current_step_name",
+        "next_step_name",
+        "created_at",
+    )
+    query = (
+        sa.select(*(table.c[name] for name in columns))
+        .order_by(table.c.id.desc())
+        .limit(limit)
+    )
     if state is not None:
         allowed = [s.value for s in WorkflowState]
         if state not in allowed:

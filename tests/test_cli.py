@@ -266,3 +266,58 @@ def test_resume_cancel_and_skip_succeed_with_exit_status_zero(geneva_cli):
     ]
     refused = geneva_cli("resume", str(to_cancel.id))
     assert_one_line_error(refused, "Cannot resume a canceled workflow")
+
+def _drop_workflow_metadata_column():
+    """Drop the optional workflows.metadata column (R-DM-30) for this test."""
+    import sqlalchemy as sa
+
+    from flask_geneva import reset_column_caches
+
+    db.session.remove()
+    quote = db.engine.dialect.identifier_preparer.quote
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                f"ALTER TABLE {quote('geneva_drive_workflows')} "
+                f"DROP COLUMN {quote('metadata')}"
+            )
+        )
+    reset_column_caches()
+
+
+def test_commands_work_without_the_workflow_metadata_column(geneva_cli):
+    """list, show, status and pause work when the optional workflows.metadata column is missing (R-DM-30..34, R-CLI-01/02)."""
+    import sqlalchemy as sa
+
+    from flask_geneva import reset_column_caches
+
+    kept = CliOnboarding.create(hero=make_user("kept@example.com")).id
+    paused = CliOnboarding.create(hero=make_user("paused@example.com")).id
+    db.session.commit()
+    _drop_workflow_metadata_column()
+    try:
+        listed = geneva_cli("list")
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == [
+            str(paused),
+            str(kept),
+        ]
+        assert "ready" in listed.stdout
+        shown = geneva_cli("show", str(kept))
+        assert shown.returncode == 0, shown.stderr
+        assert f"Workflow {kept} (CliOnboarding)" in shown.stdout
+        status = geneva_cli("status")
+        assert status.returncode == 0, status.stderr
+        assert "CliOnboarding" in status.stdout
+        result = geneva_cli("pause", str(paused))
+        assert result.returncode == 0, result.stderr
+        state = db.session.execute(
+            sa.text("SELECT state FROM geneva_drive_workflows WHERE id = :id"),
+            {"id": paused},
+        ).scalar_one()
+        assert state == "paused"
+    finally:
+        db.session.remove()
+        conftest._server_schema_ready = False
+        reset_column_caches()
+
