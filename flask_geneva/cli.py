@@ -1,7 +1,11 @@
 """The ``flask geneva`` command group (SPEC §2.5, §15.7).
 
 ``flask geneva install`` writes the schema migrations into the host's Flask-Migrate
-directory (R-MIG-01..05). Errors are reported as one-line Click errors.
+directory (R-MIG-01..05). Errors are reported as one-line Click errors. Stored
+text (types, step names, error messages, actors) is printed with its control
+characters escaped (:mod:`flask_geneva.terminal_text`), so a stored escape
+sequence cannot drive the operator's terminal; ``status --json`` gets the same
+from JSON's own escaping.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 from flask.cli import with_appcontext
+
+from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["geneva_group"]
 
@@ -216,7 +222,7 @@ def show_command(workflow_id: str) -> None:
     if workflow is None:
         raise click.ClickException(f"workflow {workflow_id} not found")
     for line in _describe_workflow(workflow):
-        click.echo(line)
+        click.echo(escape_control_characters(line))
     session.rollback()
 
 
@@ -276,7 +282,11 @@ def _apply_to_each(action: str, workflow_ids: tuple[str, ...], *, rewind: bool) 
             else:
                 getattr(workflow, action)(actor=actor, via="cli")
             session.refresh(workflow)
-            click.echo(f"workflow {raw_id}: {action} done, state is {workflow.state}")
+            click.echo(
+                escape_control_characters(
+                    f"workflow {raw_id}: {action} done, state is {workflow.state}"
+                )
+            )
             session.rollback()
         except (GenevaError, click.ClickException) as error:
             session.rollback()
@@ -287,7 +297,10 @@ def _apply_to_each(action: str, workflow_ids: tuple[str, ...], *, rewind: bool) 
                 else str(error)
             )
             click.echo(
-                f"workflow {raw_id}: {action} refused: {_one_line(message)}", err=True
+                escape_control_characters(
+                    f"workflow {raw_id}: {action} refused: {_one_line(message)}"
+                ),
+                err=True,
             )
     if refused:
         raise click.exceptions.Exit(1)
@@ -348,6 +361,8 @@ def _hero_label(hero_type: Any, hero_id: Any) -> str:
 
 
 def _echo_table(rows: list[list[str]]) -> None:
+    # Cells hold stored text: escape control characters before measuring widths.
+    rows = [[escape_control_characters(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo(

@@ -267,6 +267,7 @@ def test_resume_cancel_and_skip_succeed_with_exit_status_zero(geneva_cli):
     refused = geneva_cli("resume", str(to_cancel.id))
     assert_one_line_error(refused, "Cannot resume a canceled workflow")
 
+
 def _drop_workflow_metadata_column():
     """Drop the optional workflows.metadata column (R-DM-30) for this test."""
     import sqlalchemy as sa
@@ -321,3 +322,33 @@ def test_commands_work_without_the_workflow_metadata_column(geneva_cli):
         conftest._server_schema_ready = False
         reset_column_caches()
 
+
+def test_stored_control_characters_are_escaped_in_every_listing(geneva_cli, user):
+    """Escape sequences in stored types, step names and error messages are printed as visible escapes by list, status and show, never sent to the terminal (R-CLI-01)."""
+    from tests.workflow.support import update_workflow
+
+    workflow = CliOnboarding.create(hero=user)
+    execution_id = workflow.current_execution.id
+    clear_screen = "\x1b[2J\x1b[Hall good\x07"
+    update_execution(execution_id, error_message=f"boom {clear_screen}")
+    update_workflow(workflow.id, next_step_name="welcome\x1b]0;retitled\x07")
+    odd = CliOnboarding.create(hero=make_user("odd@example.com"))
+    update_workflow(odd.id, type="Odd\x1b[31mRed\u202eTxt")
+
+    listed = geneva_cli("list")
+    status = geneva_cli("status")
+    shown = geneva_cli("show", str(workflow.id))
+    for result in (listed, status, shown):
+        assert result.returncode == 0, result.stderr
+        assert "\x1b" not in result.stdout
+        assert "\x07" not in result.stdout
+        assert "\u202e" not in result.stdout
+    assert "Odd\\x1b[31mRed\\u202eTxt" in listed.stdout
+    assert "welcome\\x1b]0;retitled\\x07" in listed.stdout
+    assert "Odd\\x1b[31mRed\\u202eTxt" in status.stdout
+    assert "error: boom \\x1b[2J\\x1b[Hall good\\x07" in shown.stdout
+    assert "next step:    welcome\\x1b]0;retitled\\x07" in shown.stdout
+    # Columns stay aligned: the escaped type is measured as printed.
+    header, *rows = listed.stdout.splitlines()
+    starts = {row.index(row.split()[1]) for row in rows}
+    assert starts == {header.index("class")}
