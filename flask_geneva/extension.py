@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from flask import Flask
 from sqlalchemy import orm
 
+from flask_geneva import broker_checks
 from flask_geneva import dispatch
 from flask_geneva import store
 from flask_geneva.exceptions import GenevaConfigurationError
@@ -99,7 +100,10 @@ class Geneva:
         Call after ``db.init_app(app)``. On SQLite engines it installs the locking
         setup of :func:`flask_geneva.store.install_sqlite_locking` (WAL, busy
         timeout, ``BEGIN IMMEDIATE`` for geneva writes) unless
-        ``GENEVA_SQLITE_BEGIN_IMMEDIATE`` is False.
+        ``GENEVA_SQLITE_BEGIN_IMMEDIATE`` is False. With a Celery app it logs a
+        warning when ``GENEVA_MAX_BROKER_DELAY`` is not below the broker's known
+        visibility timeout (R-DSP-06,
+        :func:`flask_geneva.broker_checks.warn_if_broker_delay_exceeds_visibility`).
 
         Args:
             app: The Flask app.
@@ -137,6 +141,10 @@ class Geneva:
         if state.celery is not None:
             self.init_celery(state.celery, app=app)
         app.extensions["geneva"] = state
+        if state.celery is not None:
+            broker_checks.warn_if_broker_delay_exceeds_visibility(
+                state.celery, config.max_broker_delay
+            )
 
         if config.sqlite_begin_immediate:
             with app.app_context():
@@ -161,7 +169,9 @@ class Geneva:
         Works in either order with :meth:`init_app`, including the "Celery app
         built in the Flask app factory" pattern: ``geneva.init_app(app)`` first,
         then ``geneva.init_celery(celery)`` once the factory made ``celery``. A
-        task base class that pushes the app context itself is respected.
+        task base class that pushes the app context itself is respected. Once
+        the app is registered, a ``GENEVA_MAX_BROKER_DELAY`` not below the
+        broker's known visibility timeout is logged as a warning (R-DSP-06).
 
         Args:
             celery: A ``celery.Celery`` application.
@@ -197,6 +207,9 @@ class Geneva:
                 )
             if "geneva" in app.extensions:
                 app.extensions["geneva"].celery = celery
+                broker_checks.warn_if_broker_delay_exceeds_visibility(
+                    celery, app.extensions["geneva"].config.max_broker_delay
+                )
         tasks.register_tasks(celery, geneva=self, app=app)
         self.celery = celery
 
