@@ -476,7 +476,8 @@ class _Run:
                     cap=None,
                     handler=None,
                 )
-            self._log_captured(error, result, "prepare phase raised")
+            what = "prepare phase raised"
+            task_failures.log_captured(self.logger, error, result, what)
             action = result.action
             if action == "reattempt":
                 execution.write_metadata("reattempt_reason", "prepare")
@@ -504,6 +505,7 @@ class _Run:
             session.commit()
         except BaseException:
             session.rollback()
+            task_failures.log_unrecorded(self.logger, error, "prepare phase raised")
             raise
         self._report_pending()
         return result
@@ -666,11 +668,8 @@ class _Run:
         """Apply a policy result to the execution and workflow (R-EXE-45)."""
         now = clock.now()
         action = result.action
-        self._log_captured(
-            error,
-            result,
-            "condition raised" if reason == "precondition" else "encountered",
-        )
+        what = "condition raised" if reason == "precondition" else "encountered"
+        task_failures.log_captured(self.logger, error, result, what)
         if action == "reattempt":
             store.record_exception_metadata(execution, error)
             self._reattempt(workflow, execution, step, reason, result.wait, now)
@@ -702,24 +701,6 @@ class _Run:
             store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
         if should_report(result):
             self.reports.append((error, {}, execution.id))
-
-    def _log_captured(self, error: Exception, result: PolicyResult, what: str) -> None:
-        """Log a captured exception with its policy decision (R-LOG-06 amended).
-
-        WARNING when the policy handled it (the workflow goes on by itself),
-        ERROR when it ends in a pause, a cancel or a terminal result
-        (:func:`flask_geneva.task_failures.log_level`).
-        """
-        self.logger.log(
-            task_failures.log_level(result),
-            "%s %s: %s; exception policy: %s (wait=%s%s)",
-            what,
-            type(error).__name__,
-            error,
-            result.action,
-            result.wait,
-            ", terminal" if result.terminal else "",
-        )
 
     def _schedule_next(self, workflow: Any, step: Any) -> None:
         """Schedule the step after ``step`` (R-SCH-06) from prepare or finalize."""
@@ -843,8 +824,8 @@ class _Run:
         except StepInterrupt as interrupt:
             return _BodyResult("interrupted", interrupt=interrupt)
         except Exception as error:  # noqa: BLE001 - R-EXE-35: captured for the policy
-            # Logged once its policy is decided (_log_captured) or, if the state
-            # changed under the step, when it is dropped (_drop_error).
+            # Logged with its policy decision (task_failures.log_captured) or, if
+            # the state changed under the step, when it is dropped (_drop_error).
             return _BodyResult("exception", error=error)
         return _BodyResult("completed")
 
@@ -940,6 +921,8 @@ class _Run:
             store.commit_keeping_state(session)
         except BaseException:
             session.rollback()
+            if error is not None:
+                task_failures.log_unrecorded(self.logger, error, "encountered")
             raise
         self._emit_finalize((workflow.state, execution.state), error)
         self._report_pending()

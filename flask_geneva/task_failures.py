@@ -26,6 +26,7 @@ This module is pure: no database, no Flask, no Celery.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from flask_geneva.policies import PolicyResult
 
@@ -34,7 +35,9 @@ __all__ = [
     "RERAISE_MODES",
     "RERAISE_UNHANDLED",
     "is_handled",
+    "log_captured",
     "log_level",
+    "log_unrecorded",
     "should_reraise",
     "validate_reraise_mode",
 ]
@@ -109,3 +112,50 @@ def validate_reraise_mode(mode: object, *, name: str = "reraise") -> str:
             f"{name} must be one of {', '.join(map(repr, RERAISE_MODES))}, got {mode!r}"
         )
     return str(mode)
+
+
+def log_captured(
+    logger: Any, error: BaseException, result: PolicyResult, what: str
+) -> None:
+    """Log a captured exception once, with its policy decision (R-LOG-06 amended).
+
+    ``"<what> <class>: <message>; exception policy: <action> (wait=<wait>)"``,
+    with ``", terminal"`` after the wait for a terminal result, at
+    :func:`log_level`.
+
+    Args:
+        logger: The executor's tagged logger (or any logger).
+        error: The captured exception.
+        result: The policy result applied to it.
+        what: How it was met: ``"encountered"`` (body), ``"condition raised"``,
+            ``"prepare phase raised"``.
+
+    .. versionadded:: 0.1
+    """
+    logger.log(
+        log_level(result),
+        "%s %s: %s; exception policy: %s (wait=%s%s)",
+        what,
+        type(error).__name__,
+        error,
+        result.action,
+        result.wait,
+        ", terminal" if result.terminal else "",
+    )
+
+
+def log_unrecorded(logger: Any, error: BaseException, what: str) -> None:
+    """Log at ERROR a captured exception whose outcome could not be committed.
+
+    The transaction applying its policy failed, so the exception was perhaps
+    never logged by :func:`log_captured`; it is named here before the error that
+    stopped the transaction propagates, so neither masks the other.
+
+    .. versionadded:: 0.1
+    """
+    logger.error(
+        "%s %s: %s; recording the outcome failed",
+        what,
+        type(error).__name__,
+        error,
+    )

@@ -143,3 +143,48 @@ def test_executor_rejects_an_unknown_reraise_mode(user):
     workflow = ReraiseSkip.create(hero=user)
     with pytest.raises(ValueError, match="'unhandled', 'always', got 'sometimes'"):
         Executor.execute(_current_id(workflow), reraise="sometimes")
+
+
+@pytest.mark.parametrize(
+    ("action", "terminal", "handled"),
+    [
+        ("reattempt", False, True),
+        ("skip", False, True),
+        ("finish", False, True),
+        ("pause", False, False),
+        ("cancel", False, False),
+        ("skip", True, False),
+        ("cancel", True, False),
+        ("pause", True, False),
+    ],
+)
+def test_handled_results_and_their_log_level(action, terminal, handled):
+    """Reattempt, skip and finish are handled unless terminal; handled ones log at WARNING (R-EXE-50, R-LOG-06 amended)."""
+    import logging
+
+    from flask_geneva import task_failures
+    from flask_geneva.policies import PolicyResult
+
+    result = PolicyResult(action=action, wait=None, terminal=terminal, report="always")
+    assert task_failures.is_handled(result) is handled
+    assert task_failures.should_reraise("unhandled", result) is not handled
+    assert task_failures.should_reraise("always", result) is True
+    assert task_failures.should_reraise("unhandled", None) is True
+    assert task_failures.log_level(result) == (
+        logging.WARNING if handled else logging.ERROR
+    )
+
+
+def test_an_unrecorded_exception_is_logged_before_the_error_that_stopped_it(caplog):
+    """When the outcome transaction fails, the step's exception is still logged at ERROR (R-LOG-06)."""
+    import logging
+
+    from flask_geneva import task_failures
+
+    caplog.set_level(logging.ERROR, logger="tests.reraise")
+    task_failures.log_unrecorded(
+        logging.getLogger("tests.reraise"), Handled("lost?"), "encountered"
+    )
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.ERROR, "encountered Handled: lost?; recording the outcome failed")
+    ]
