@@ -338,7 +338,8 @@ def test_stored_control_characters_are_escaped_in_every_listing(geneva_cli, user
     listed = geneva_cli("list")
     status = geneva_cli("status")
     shown = geneva_cli("show", str(workflow.id))
-    for result in (listed, status, shown):
+    as_json = geneva_cli("status", "--json")
+    for result in (listed, status, shown, as_json):
         assert result.returncode == 0, result.stderr
         assert "\x1b" not in result.stdout
         assert "\x07" not in result.stdout
@@ -347,6 +348,7 @@ def test_stored_control_characters_are_escaped_in_every_listing(geneva_cli, user
     assert "welcome\\x1b]0;retitled\\x07" in listed.stdout
     assert "Odd\\x1b[31mRed\\u202eTxt" in status.stdout
     assert "error: boom \\x1b[2J\\x1b[Hall good\\x07" in shown.stdout
+    assert "Odd\x1b[31mRed\u202eTxt" in json.loads(as_json.stdout)["workflows"]
     assert "next step:    welcome\\x1b]0;retitled\\x07" in shown.stdout
     # Columns stay aligned: the escaped type is measured as printed.
     header, *rows = listed.stdout.splitlines()
