@@ -25,15 +25,13 @@ from flask import flash
 from flask import redirect
 from flask import render_template
 from flask import request
-from flask import session as http_session
 from flask import url_for
 from flask_admin import BaseView
 from flask_admin import expose
-from flask_admin.form import SecureForm
-from wtforms import HiddenField
 
 from flask_geneva import clock
 from flask_geneva import store
+from flask_geneva.admin import csrf
 from flask_geneva.admin import executions
 from flask_geneva.admin import filters
 from flask_geneva.admin import presenters
@@ -125,16 +123,6 @@ def current_actor() -> str | None:
     if auth is not None and auth.username:
         return str(auth.username)
     return None
-
-
-class _ActionForm(SecureForm):
-    """The CSRF-protected form of every button (R-ADM-05)."""
-
-    action = HiddenField()
-    confirm = HiddenField()
-    #: The step the page showed as current: Skip acts only if it still is, so a
-    #: second click (or a stale page) cannot skip the next step too (R-ADM-21).
-    step = HiddenField()
 
 
 # -- shared view plumbing -------------------------------------------------------------
@@ -434,7 +422,7 @@ class WorkflowsView(_GenevaView):
             states=[state.value for state in WorkflowState],
             known_types=sorted(self.geneva.workflow_classes),
             bulk_actions=_BULK_ACTIONS,
-            action_form=_ActionForm(),
+            action_form=csrf.action_form(),
         )
 
     def _summary(
@@ -507,7 +495,7 @@ class WorkflowsView(_GenevaView):
             operator_actions=list(reversed(operator_actions)),
             metadata_problem=meta_problem,
             buttons=self._buttons(workflow, steps, executions, columns),
-            action_form=_ActionForm(),
+            action_form=csrf.action_form(),
         )
 
     def _hero_label(self, workflow: Any) -> tuple[str, str]:
@@ -640,7 +628,7 @@ class WorkflowsView(_GenevaView):
                 action=action,
                 label=label,
                 step=step or "",
-                action_form=_ActionForm(),
+                action_form=csrf.action_form(),
             )
         self.session.commit()  # end the reading transaction before locking
         try:
@@ -693,7 +681,7 @@ class WorkflowsView(_GenevaView):
                 action=action,
                 label=label,
                 ids=keys,
-                action_form=_ActionForm(),
+                action_form=csrf.action_form(),
             )
         self.session.commit()  # end the reading transaction before locking
         done = 0
@@ -752,7 +740,7 @@ class WorkflowsView(_GenevaView):
                 descriptions=matching.descriptions,
                 refused=False,
                 caveats=matching.caveats,
-                action_form=_ActionForm(),
+                action_form=csrf.action_form(),
             )
         done = 0
         refused: list[tuple[Any, str]] = []
@@ -805,9 +793,7 @@ MAX_BULK_IDS = 500
 MAX_LISTED_REFUSALS = 1000
 
 
-def _validated_action_form(
-    allowed: Mapping[str, str], *, what: str
-) -> tuple[_ActionForm, str]:
+def _validated_action_form(allowed: Mapping[str, str], *, what: str) -> tuple[Any, str]:
     """The POSTed action form, checked before any change (R-ADM-03, R-ADM-05).
 
     Returns:
@@ -818,10 +804,8 @@ def _validated_action_form(
             or an action outside ``allowed`` (named with ``what``); 403 when
             ``GENEVA_ADMIN_CAN_ACT`` refuses.
     """
-    form = _ActionForm(request.form)
-    # SessionCSRF needs the secret it stored in the session; without it (a
-    # forged or stale request) the token cannot be valid.
-    if "csrf" not in http_session or not form.validate():
+    form = csrf.submitted_action_form()
+    if form is None:
         abort(400, description="missing or invalid CSRF token")
     action = form.action.data
     if action not in allowed:
