@@ -6,7 +6,8 @@ A run (:func:`run_housekeeping`) does, in order (R-HK-01):
    ``GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER`` are deleted in batches, executions
    first. Each batch is one bounded ``DELETE … WHERE id IN (SELECT id FROM (SELECT …
    LIMIT n) AS batch)``; MySQL refuses ``LIMIT`` directly inside ``IN (…)``, hence
-   the derived table, and the limit is a literal integer.
+   the derived table, and the limit is a literal integer. A database advisory lock
+   lets one run at a time clean up (:mod:`flask_geneva.cleanup_lock`, R-HK-13).
 2. **stuck in-progress recovery** and 3. **stuck scheduled recovery**
    (R-HK-20..27): candidates are read in batches ordered by the filter column and
    id, each batch continuing after the last row of the previous one, so a row whose
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -33,6 +35,7 @@ from flask_geneva import clock
 from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import store
+from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import Outcome
@@ -70,7 +73,9 @@ def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
     of its own (one per deleted batch and one per recovered row), so concurrent
     workers are blocked only briefly. Safe to run concurrently with workers; two
     concurrent runs do not recover the same row twice (states are re-checked under
-    the row locks). Needs an app context; settings are read at call time (R-CFG-02).
+    the row locks), and only one of them cleans up at a time: the other skips its
+    cleanup, the one cleaning up deletes every eligible row (R-HK-13). Needs an
+    app context; settings are read at call time (R-CFG-02).
 
     Args:
         session: Session to use; default the extension's ``db.session``.
@@ -119,9 +124,15 @@ def cleanup(session: orm.Session, *, config: GenevaConfig) -> tuple[int, int]:
     kept. Pass 1 deletes their executions, pass 2 the workflows, each in batches of
     ``GENEVA_HOUSEKEEPING_BATCH_SIZE`` rows, one committed ``DELETE`` per batch.
 
+    One cleanup runs at a time per database (R-HK-13): it holds an advisory lock
+    (:func:`flask_geneva.cleanup_lock.cleanup_lock`; none on SQLite, whose single
+    writer already serialises the batches). A run that finds the lock taken skips
+    its cleanup and logs it: the holder deletes every eligible row, so neither run
+    ends early on a batch the other emptied, and no two DELETEs deadlock.
+
     Returns:
         ``(workflows deleted, step executions deleted)``; ``(0, 0)`` when the
-        retention is None (cleanup disabled).
+        retention is None (cleanup disabled) or another run is cleaning up.
     """
     retention = config.delete_completed_workflows_after
     if retention is None:
@@ -129,6 +140,22 @@ def cleanup(session: orm.Session, *, config: GenevaConfig) -> tuple[int, int]:
         return 0, 0
     geneva = current_state().geneva
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
+    with cleanup_lock(session, workflow_cls) as holding:
+        if not holding:
+            return 0, 0  # the run holding the lock deletes every eligible row
+        return _cleanup_eligible(
+            session, workflow_cls, execution_cls, retention, config=config
+        )
+
+
+def _cleanup_eligible(
+    session: orm.Session,
+    workflow_cls: Any,
+    execution_cls: Any,
+    retention: timedelta,
+    *,
+    config: GenevaConfig,
+) -> tuple[int, int]:
     cutoff = clock.now() - retention
     batch_size = config.housekeeping_batch_size
     eligible = (
