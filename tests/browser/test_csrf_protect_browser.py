@@ -67,3 +67,32 @@ def test_bulk_resume_of_checked_rows_acts_in_the_browser(live_url, page):
     page.wait_for_selector(".geneva-bulk-summary")
     assert "Resume: 2 succeeded, 0 refused" in page.inner_text(".geneva-bulk-summary")
     assert [workflow_row(i)["state"] for i in ids] == ["ready", "ready"]
+
+
+def test_bulk_cancel_of_checked_rows_and_its_confirmation_act_in_the_browser(
+    live_url, page
+):
+    """ "Cancel checked", then the bulk confirmation page's button, cancels both under either protection (R-ADM-05, R-ADM-22, R-ADM-23)."""
+    ids = _committed_ids(ready_workflow(), ready_workflow())
+    page.goto(f"{live_url}/geneva/workflows/")
+    for workflow_id in ids:
+        page.check(f'input[name="ids"][value="{workflow_id}"]')
+    page.click('button[data-geneva-bulk="cancel"]')
+    page.click('button[data-geneva-confirm="bulk-cancel"]')
+    page.wait_for_selector(".geneva-bulk-summary")
+    assert "Cancel: 2 succeeded, 0 refused" in page.inner_text(".geneva-bulk-summary")
+    assert [workflow_row(i)["state"] for i in ids] == ["canceled", "canceled"]
+
+
+def test_resume_all_matching_and_its_confirmation_act_in_the_browser(live_url, page):
+    """Filter to paused, "Resume all matching", confirm: every paused workflow is ready under either protection (R-ADM-05, R-ADM-11, R-ADM-23)."""
+    ids = _committed_ids(paused_workflow(), paused_workflow(), paused_workflow())
+    page.goto(f"{live_url}/geneva/workflows/?state=paused")
+    page.click('button[data-geneva-bulk-all="resume"]')
+    page.click('button[data-geneva-confirm="bulk-all-resume"]')
+    page.wait_for_selector(".geneva-bulk-summary")
+    assert (
+        page.inner_text(".geneva-bulk-summary")
+        == "Resume all matching: 3 succeeded, 0 refused"
+    )
+    assert [workflow_row(i)["state"] for i in ids] == ["ready"] * 3
