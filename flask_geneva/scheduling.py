@@ -23,6 +23,7 @@ from flask_geneva import clock
 from flask_geneva import core_rows
 from flask_geneva import dispatch
 from flask_geneva import store
+from flask_geneva import transactions
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import StepNotDefinedError
@@ -45,6 +46,11 @@ logger = logging.getLogger("flask_geneva")
 DUPLICATE_MESSAGE = "An ongoing workflow of this type already exists for this hero"
 
 
+#: Attempts of a ``create()`` whose own transaction the database aborted with a
+#: deadlock or serialization failure (issue 13).
+CREATE_ATTEMPTS = 3
+
+
 def create_workflow(
     session: orm.Session,
     workflow_cls: Any,
@@ -59,6 +65,10 @@ def create_workflow(
     Raises:
         DuplicateWorkflowError: From the model-level check or the unique index; the
             insert is rolled back (to a savepoint) and nothing is published.
+        sqlalchemy.exc.DBAPIError: The database aborted the transaction with a
+            deadlock or serialization failure, raised as itself: after
+            :data:`CREATE_ATTEMPTS` tries when the transaction was this call's
+            own, at once when it held the caller's work too.
         TypeError: ``allow_multiple`` is not a bool.
     """
     if "__geneva_type__" not in workflow_cls.__dict__:
@@ -68,6 +78,52 @@ def create_workflow(
         )
     if not isinstance(allow_multiple, bool):
         raise TypeError(f"allow_multiple must be True or False, got {allow_multiple!r}")
+    # A retry is safe only when the aborted transaction held nothing but this
+    # call's rows: none was open and nothing of the caller's waited to be flushed.
+    retry_safe = (
+        commit
+        and not session.in_transaction()
+        and not (session.new or session.deleted or session.dirty)
+    )
+    attempt = 1
+    while True:
+        workflow = _new_workflow(workflow_cls, hero, allow_multiple, step_job_options)
+        try:
+            _insert_workflow(session, workflow)
+        except sa_exc.SQLAlchemyError as error:
+            conflict = transactions.transaction_conflict(error)
+            if conflict is None:
+                raise
+            if conflict is not error or retry_safe:
+                # MySQL/MariaDB aborted the whole transaction and the savepoint
+                # with it: the session starts over, as the database did.
+                session.rollback()
+            if retry_safe and attempt < CREATE_ATTEMPTS:
+                attempt += 1
+                workflow.logger.info(
+                    "retrying create after %s (attempt %d of %d)",
+                    conflict.orig,
+                    attempt,
+                    CREATE_ATTEMPTS,
+                )
+                continue
+            if conflict is error:
+                raise
+            # Never reported as the failed ROLLBACK TO SAVEPOINT that hid it.
+            raise conflict from None
+        break
+    if commit:
+        session.commit()
+        dispatch.run_eager_queue()
+    return workflow
+
+
+def _new_workflow(
+    workflow_cls: Any,
+    hero: Any,
+    allow_multiple: bool,
+    step_job_options: Mapping[str, Any] | None,
+) -> Any:
     workflow = workflow_cls()
     workflow.hero = hero
     workflow.allow_multiple = allow_multiple
@@ -75,12 +131,14 @@ def create_workflow(
     if step_job_options:
         # Validated and stored before the first step is scheduled (R-WF-15).
         workflow.step_job_options = step_job_options
+    return workflow
 
-    if not allow_multiple:
+
+def _insert_workflow(session: orm.Session, workflow: Any) -> None:
+    if not workflow.allow_multiple:
         existing_id = _ongoing_duplicate(session, workflow)
         if existing_id is not None:
             raise _duplicate_error(workflow, existing_id)
-
     try:
         with session.begin_nested():
             session.add(workflow)
@@ -91,10 +149,6 @@ def create_workflow(
         if _is_unique_ongoing_violation(error):
             raise _duplicate_error(workflow, None) from error
         raise
-    if commit:
-        session.commit()
-        dispatch.run_eager_queue()
-    return workflow
 
 
 def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
@@ -111,7 +165,11 @@ def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
             next_step_name=None,
         )
         return
-    create_step_execution(session, workflow, first, wait=first.wait)
+    # A brand-new workflow has no executions to cancel (R-SCH-03). Skipping that
+    # UPDATE matters on MySQL/MariaDB: it found no row and so locked the gap at the
+    # end of the workflow_id index, where two concurrent creates then both waited
+    # to insert their first execution (an InnoDB deadlock, issue 13).
+    create_step_execution(session, workflow, first, wait=first.wait, cancel_stray=False)
 
 
 def _ongoing_duplicate(session: orm.Session, workflow: Any) -> Any:
@@ -187,6 +245,8 @@ def create_step_execution(
         cancel_stray: Cancel other ``scheduled`` executions first (R-SCH-03). The
             executor's finalize passes False: it holds the workflow's one active
             (``in_progress``) execution, so the unique index rules out any other.
+            So does creation: a brand-new workflow has no executions, and the
+            UPDATE would only take a gap lock on MySQL/MariaDB.
 
     Returns:
         The new (flushed) execution.
