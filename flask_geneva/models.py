@@ -328,7 +328,10 @@ class WorkflowMixin:
             step_job_options: Per-instance job options (``queue``, ``priority``,
                 ``wait``, ``wait_until``), validated (R-WF-15).
             commit: Commit the session at the end. With False the caller commits and
-                task publication waits for that commit (R-WF-14, R-TXN-02).
+                task publication waits for that commit (R-WF-14, R-TXN-02). Inside
+                a transaction the caller began explicitly (``with
+                db.session.begin():`` or ``begin_nested()``) nothing is committed
+                either way: the insert joins it and publishes after its commit.
 
         Returns:
             The new workflow, state ``ready`` (or ``finished`` without steps, R-WF-12).
@@ -337,6 +340,8 @@ class WorkflowMixin:
             DuplicateWorkflowError: An ongoing workflow of this class exists for the
                 hero (R-UNQ-02/03); no row is left and nothing is published.
             StepConfigurationError: ``step_job_options`` is invalid.
+            sqlalchemy.exc.DBAPIError: A deadlock or serialization failure, raised
+                as itself: retried first when the transaction was this call's own.
         """
         from flask_geneva import scheduling
 

@@ -62,6 +62,10 @@ def create_workflow(
 ) -> Any:
     """Insert a workflow and schedule its first step (R-WF-10..15, R-UNQ-01..06).
 
+    Inside a transaction the caller began explicitly (``with session.begin():``
+    or a savepoint) the insert joins it and nothing is committed, whatever
+    ``commit`` says: the publication waits for the caller's commit (R-TXN-02).
+
     Raises:
         DuplicateWorkflowError: From the model-level check or the unique index; the
             insert is rolled back (to a savepoint) and nothing is published.
@@ -78,6 +82,7 @@ def create_workflow(
         )
     if not isinstance(allow_multiple, bool):
         raise TypeError(f"allow_multiple must be True or False, got {allow_multiple!r}")
+    joined = transactions.caller_began_transaction(session)
     # A retry is safe only when the aborted transaction held nothing but this
     # call's rows: none was open and nothing of the caller's waited to be flushed.
     retry_safe = (
@@ -112,7 +117,7 @@ def create_workflow(
             # Never reported as the failed ROLLBACK TO SAVEPOINT that hid it.
             raise conflict from None
         break
-    if commit:
+    if commit and not joined:
         session.commit()
         dispatch.run_eager_queue()
     return workflow

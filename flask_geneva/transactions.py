@@ -1,7 +1,10 @@
-"""How geneva's writes meet the caller's transaction (R-WF-14, issue 13).
+"""How geneva's writes meet the caller's transaction (R-WF-14, R-TXN-02, issue 13).
 
-Answered with SQLAlchemy's public API only:
+Two questions, answered with SQLAlchemy's public API only:
 
+* Did the caller open the transaction explicitly (``with db.session.begin():`` or
+  a ``begin_nested()`` savepoint)? Then :meth:`Workflow.create` joins it instead of
+  committing, and its publications wait for the caller's commit (R-TXN-02).
 * Did the database abort the transaction because of a deadlock or a serialization
   failure? MySQL/MariaDB roll the whole transaction back on a deadlock, which takes
   every savepoint with it: the ``ROLLBACK TO SAVEPOINT`` that follows then fails with
@@ -15,8 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
 
 __all__ = [
+    "caller_began_transaction",
     "transaction_conflict",
 ]
 
@@ -26,6 +31,28 @@ __all__ = [
 _MYSQL_CONFLICT_CODES = frozenset({1213, 1020})
 #: SQLSTATE class 40 codes: serialization failure, deadlock detected.
 _CONFLICT_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+def caller_began_transaction(session: orm.Session) -> bool:
+    """Tell whether the caller explicitly opened the session's transaction.
+
+    True inside ``with session.begin():`` and inside a ``begin_nested()``
+    savepoint; False when no transaction is open or it was opened implicitly
+    (autobegin, e.g. by an earlier query).
+
+    Args:
+        session: The session geneva is about to write through.
+
+    Returns:
+        Whether geneva must join the open transaction and leave its commit to the
+        caller (R-WF-14).
+    """
+    root = session.get_transaction()
+    if root is None:
+        return False
+    if session.get_nested_transaction() is not None:
+        return True
+    return root.origin is orm.SessionTransactionOrigin.BEGIN
 
 
 def transaction_conflict(error: BaseException) -> sa_exc.DBAPIError | None:

@@ -9,6 +9,7 @@ has written many rows, so that InnoDB picks ``create()``'s transaction as the vi
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from datetime import UTC
@@ -111,8 +112,11 @@ def _run_in_thread(target: Any) -> tuple[threading.Thread, list[BaseException]]:
     return thread, errors
 
 
-def test_deadlock_in_callers_transaction_is_raised_as_itself(app, other_connection):
-    """A deadlock while create() joins the caller's work surfaces as the deadlock, not a savepoint error (issue 13.4)."""
+@pytest.mark.parametrize("explicit", [False, True], ids=["autobegun", "begin-block"])
+def test_deadlock_in_callers_transaction_is_raised_as_itself(
+    app, other_connection, explicit
+):
+    """A deadlock while create() shares the caller's transaction surfaces as the deadlock, not a savepoint error (issue 13.4)."""
     with app.app_context():
         hero, locked = User(email="hero@example.com"), User(email="lock@example.com")
         db.session.add_all([hero, locked])
@@ -126,14 +130,15 @@ def test_deadlock_in_callers_transaction_is_raised_as_itself(app, other_connecti
 
     def create_in_callers_transaction() -> None:
         with app.app_context():
-            # The caller's own work first: a row lock the other side will want.
-            db.session.execute(
-                sa.select(User.id).where(User.id == locked_id).with_for_update()
-            )
             try:
-                DeadlockCreateWorkflow.create(
-                    hero=db.session.get(User, hero_id), commit=False
-                )
+                with db.session.begin() if explicit else contextlib.nullcontext():
+                    # The caller's own work first: a row lock the other side wants.
+                    db.session.execute(
+                        sa.select(User.id).where(User.id == locked_id).with_for_update()
+                    )
+                    DeadlockCreateWorkflow.create(
+                        hero=db.session.get(User, hero_id), commit=False
+                    )
             except sa.exc.DBAPIError as error:
                 outcome["error"] = error
                 db.session.rollback()
