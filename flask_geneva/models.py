@@ -953,6 +953,77 @@ class StepExecutionMixin:
 
         return execution_logger(self.workflow, self)
 
+    # -- row helpers (R-SE-47); the work is in flask_geneva.step_execution_rows ----
+
+    def start(self) -> bool:
+        """Move this execution from ``scheduled`` to ``in_progress`` (R-SE-47).
+
+        Locks the workflow and execution rows, sets ``started_at`` and commits
+        (or joins a transaction the caller began explicitly). Runs no step.
+
+        Returns:
+            True if it was ``scheduled``; False, changing nothing, otherwise.
+
+        Raises:
+            InvalidStateError: The row no longer exists.
+        """
+        from flask_geneva import step_execution_rows
+
+        return step_execution_rows.start(self)
+
+    def mark_completed(self, outcome: str = "success") -> None:
+        """Mark this execution ``completed`` under the row lock and persist (R-SE-47).
+
+        Sets ``completed_at`` and ``finished_at``; no transition validation.
+
+        Raises:
+            ValueError: ``outcome`` is not an outcome name; lists the allowed ones.
+            InvalidStateError: The row no longer exists.
+        """
+        from flask_geneva import step_execution_rows
+
+        step_execution_rows.mark(self, StepExecutionState.COMPLETED, outcome)
+
+    def mark_failed(self, error: BaseException, outcome: str = "failed") -> None:
+        """Mark this execution ``failed`` and record ``error`` (R-SE-47, R-SE-20).
+
+        Sets ``failed_at`` and ``finished_at``, the error columns and the
+        ``"exception"`` metadata; no transition validation.
+
+        Raises:
+            ValueError: ``outcome`` is not an outcome name; lists the allowed ones.
+            InvalidStateError: The row no longer exists.
+        """
+        from flask_geneva import step_execution_rows
+
+        step_execution_rows.mark(self, StepExecutionState.FAILED, outcome, error=error)
+
+    def mark_skipped(self, outcome: str = "skipped") -> None:
+        """Mark this execution ``skipped`` under the row lock and persist (R-SE-47).
+
+        Sets ``skipped_at`` and ``finished_at``; no transition validation.
+
+        Raises:
+            ValueError: ``outcome`` is not an outcome name; lists the allowed ones.
+            InvalidStateError: The row no longer exists.
+        """
+        from flask_geneva import step_execution_rows
+
+        step_execution_rows.mark(self, StepExecutionState.SKIPPED, outcome)
+
+    def mark_canceled(self, outcome: str = "canceled") -> None:
+        """Mark this execution ``canceled`` under the row lock and persist (R-SE-47).
+
+        Sets ``canceled_at`` and ``finished_at``; no transition validation.
+
+        Raises:
+            ValueError: ``outcome`` is not an outcome name; lists the allowed ones.
+            InvalidStateError: The row no longer exists.
+        """
+        from flask_geneva import step_execution_rows
+
+        step_execution_rows.mark(self, StepExecutionState.CANCELED, outcome)
+
     def execute(
         self, *, interruptible: bool = True, max_iterations: int | None = None
     ) -> None:

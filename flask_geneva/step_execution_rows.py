@@ -1,0 +1,135 @@
+"""Row helpers of a step execution: start it or mark it by hand (R-SE-47).
+
+The gem's ``start!``, ``mark_completed!`` and friends, for users' own tests and
+tooling. Each helper locks the workflow row and then the execution row (SPEC §7
+order, so it never deadlocks with the executor), re-reads the execution, writes
+the state, its timestamp and ``finished_at`` (R-SE-02/03), and commits, unless
+the caller began the transaction explicitly (``with db.session.begin():``), which
+the helper then joins (as :meth:`Workflow.create` does). Only :func:`start`
+checks the state; the ``mark_*`` helpers perform no transition validation, as in
+the gem. The executor never calls them: they neither run a step nor schedule the
+next one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+from sqlalchemy.orm import exc as orm_exc
+
+from flask_geneva import clock
+from flask_geneva import store
+from flask_geneva import transactions
+from flask_geneva.exceptions import InvalidStateError
+from flask_geneva.models import Outcome
+from flask_geneva.models import StepExecutionState
+
+__all__ = ["mark", "start"]
+
+
+def start(execution: Any) -> bool:
+    """Move a ``scheduled`` execution to ``in_progress`` and set ``started_at``.
+
+    Args:
+        execution: A persistent step execution.
+
+    Returns:
+        True if it was ``scheduled`` (checked under the row lock) and is now
+        ``in_progress``; False, changing nothing, in any other state.
+
+    Raises:
+        InvalidStateError: The execution row no longer exists.
+    """
+    session = _session_of(execution)
+    locked = _lock(session, execution)
+    if locked.state != StepExecutionState.SCHEDULED:
+        _finish(session)  # ends the transaction and its locks; nothing changed
+        return False
+    store.set_execution_state(
+        locked, StepExecutionState.IN_PROGRESS, clock.now(), validate=False
+    )
+    _finish(session)
+    return True
+
+
+def mark(
+    execution: Any,
+    state: StepExecutionState,
+    outcome: Outcome | str,
+    *,
+    error: BaseException | None = None,
+) -> None:
+    """Put ``execution`` into the terminal ``state`` with ``outcome``.
+
+    Sets the state's timestamp and ``finished_at`` to the same now (R-SE-02/03)
+    and, with ``error``, records it (R-SE-20). No transition validation.
+
+    Args:
+        execution: A persistent step execution.
+        state: ``completed``, ``failed``, ``skipped`` or ``canceled``.
+        outcome: An outcome name (see :class:`~flask_geneva.Outcome`).
+        error: The exception to record (``mark_failed``), or None.
+
+    Raises:
+        ValueError: ``outcome`` is not an outcome; the message lists the allowed
+            ones.
+        InvalidStateError: The execution row no longer exists.
+    """
+    checked = _outcome(outcome)
+    session = _session_of(execution)
+    locked = _lock(session, execution)
+    store.set_execution_state(
+        locked, state, clock.now(), outcome=checked, validate=False
+    )
+    if error is not None:
+        store.record_error(locked, error)
+    _finish(session)
+
+
+def _outcome(value: Outcome | str) -> Outcome:
+    try:
+        return Outcome(value)
+    except ValueError:
+        allowed = ", ".join(repr(member.value) for member in Outcome)
+        raise ValueError(f"outcome must be one of {allowed}, got {value!r}") from None
+
+
+def _session_of(execution: Any) -> orm.Session:
+    session = orm.object_session(execution)
+    if session is None:
+        # Detached: the locking read loads the row into the extension's session.
+        session = execution.__geneva__.session
+    return session
+
+
+def _lock(session: orm.Session, execution: Any) -> Any:
+    identity = sa.inspect(execution).identity
+    if identity is None:
+        raise InvalidStateError(
+            f"{execution!r} was never saved: start() and mark_*() need a stored row"
+        )
+    execution_id = identity[0]
+    try:
+        workflow_id = execution.workflow_id  # may reload an expired instance
+    except orm_exc.ObjectDeletedError:
+        raise _gone(execution_id) from None
+    # Workflow first, then the execution (SPEC §7); both re-read from the database.
+    store.lock_workflow(session, workflow_id)
+    locked = store.lock_execution(session, execution_id)
+    if locked is None:
+        raise _gone(execution_id)
+    return locked
+
+
+def _gone(execution_id: Any) -> InvalidStateError:
+    return InvalidStateError(f"step execution {execution_id} no longer exists")
+
+
+def _finish(session: orm.Session) -> None:
+    if transactions.caller_began_transaction(session):
+        # The caller's block commits (or rolls back) the change with its own work.
+        session.flush()
+        return
+    store.commit_keeping_state(session)
