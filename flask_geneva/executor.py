@@ -35,6 +35,7 @@ from flask_geneva import scheduling
 from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva import task_failures
+from flask_geneva import transactions
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.exceptions import FlowControlSignal
@@ -627,7 +628,15 @@ class _Run:
             # Also when a failed flush deactivated it; not if the handler ended the
             # whole transaction itself.
             if savepoint is self.session.get_nested_transaction():
-                savepoint.rollback()
+                try:
+                    savepoint.rollback()
+                except sa_exc.DBAPIError:
+                    conflict = transactions.transaction_conflict(handler_error)
+                    if conflict is None:
+                        raise
+                    # MySQL/MariaDB aborted the whole locked transaction, the
+                    # savepoint with it: the deadlock propagates (R-EXE-51).
+                    raise conflict from None
             self.logger.error(
                 "exception handler %s raised %s: %s",
                 policy.handler_name,

@@ -10,7 +10,6 @@ has written many rows, so that InnoDB picks ``create()``'s transaction as the vi
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from datetime import UTC
 from datetime import datetime
@@ -23,13 +22,13 @@ from flask_geneva import step
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.workflow.innodb_locks import MYSQL_DEADLOCK
+from tests.workflow.innodb_locks import WAIT_SECONDS
+from tests.workflow.innodb_locks import heavy_transaction
+from tests.workflow.innodb_locks import run_in_thread
+from tests.workflow.innodb_locks import wait_until_blocked
 
 pytestmark = pytest.mark.backends("mysql")
-
-MYSQL_DEADLOCK = 1213
-#: Rows the other transaction writes first, so that it weighs more than create().
-HEAVY_ROWS = 200
-WAIT_SECONDS = 60
 
 
 class DeadlockCreateWorkflow(geneva.Workflow):
@@ -42,23 +41,9 @@ class DeadlockCreateWorkflow(geneva.Workflow):
 
 @pytest.fixture
 def other_connection(app: Any) -> Iterator[sa.Connection]:
-    """A second connection with an open transaction, rolled back at the end."""
-    with app.app_context():
-        connection = db.engine.connect()
-        transaction = connection.begin()
-        try:
-            yield connection
-        finally:
-            if transaction.is_active:
-                transaction.rollback()
-            connection.close()
-
-
-def _write_heavy(connection: sa.Connection) -> None:
-    connection.execute(
-        sa.insert(User.__table__),
-        [{"email": f"weight{index}@example.com"} for index in range(HEAVY_ROWS)],
-    )
+    """A second, heavier transaction (see tests/workflow/innodb_locks.py)."""
+    with heavy_transaction(app) as connection:
+        yield connection
 
 
 def _insert_same_hero_workflow(connection: sa.Connection, hero_id: int) -> None:
@@ -76,42 +61,6 @@ def _insert_same_hero_workflow(connection: sa.Connection, hero_id: int) -> None:
     )
 
 
-def _wait_until_blocked(app: Any, expected: int = 1) -> None:
-    """Poll InnoDB until a transaction on this test's database waits for a lock."""
-    query = sa.text(
-        "SELECT COUNT(*) FROM information_schema.INNODB_TRX t "
-        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
-        "WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
-    )
-    deadline = threading.Event()
-    timer = threading.Timer(WAIT_SECONDS, deadline.set)
-    timer.start()
-    try:
-        with app.app_context(), db.engine.connect() as probe:
-            while not deadline.is_set():
-                if probe.execute(query).scalar_one() >= expected:
-                    return
-                probe.rollback()
-                deadline.wait(0.02)
-    finally:
-        timer.cancel()
-    raise AssertionError("create() never waited for the other transaction's lock")
-
-
-def _run_in_thread(target: Any) -> tuple[threading.Thread, list[BaseException]]:
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            target()
-        except BaseException as error:  # noqa: BLE001 - handed to the test
-            errors.append(error)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, errors
-
-
 @pytest.mark.parametrize("explicit", [False, True], ids=["autobegun", "begin-block"])
 def test_deadlock_in_callers_transaction_is_raised_as_itself(
     app, other_connection, explicit
@@ -124,7 +73,6 @@ def test_deadlock_in_callers_transaction_is_raised_as_itself(
         hero_id, locked_id = hero.id, locked.id
         db.session.remove()
 
-    _write_heavy(other_connection)
     _insert_same_hero_workflow(other_connection, hero_id)
     outcome: dict[str, Any] = {}
 
@@ -146,8 +94,8 @@ def test_deadlock_in_callers_transaction_is_raised_as_itself(
                 outcome["after"] = db.session.scalar(sa.select(sa.literal(1)))
             db.session.remove()
 
-    thread, errors = _run_in_thread(create_in_callers_transaction)
-    _wait_until_blocked(app)
+    thread, errors = run_in_thread(create_in_callers_transaction)
+    wait_until_blocked(app)
     # Closes the cycle: InnoDB rolls back the lighter transaction, create()'s.
     other_connection.execute(
         sa.select(User.id).where(User.id == locked_id).with_for_update()
@@ -174,7 +122,6 @@ def test_deadlock_in_creates_own_transaction_is_retried(app, other_connection):
         hero_id = hero.id
         db.session.remove()
 
-    _write_heavy(other_connection)
     # A gap lock at the end of the workflow_id index: create()'s first execution
     # must wait for it.
     other_connection.execute(
@@ -194,8 +141,8 @@ def test_deadlock_in_creates_own_transaction_is_retried(app, other_connection):
             created["workflow_id"] = DeadlockCreateWorkflow.create(hero=hero).id
             db.session.remove()
 
-    thread, errors = _run_in_thread(create_alone)
-    _wait_until_blocked(app)
+    thread, errors = run_in_thread(create_alone)
+    wait_until_blocked(app)
     # Waits for create()'s unique key: a cycle, and create() is the victim.
     _insert_same_hero_workflow(other_connection, hero_id)
     other_connection.rollback()

@@ -1,0 +1,97 @@
+"""Helpers for MariaDB lock-cycle tests: a heavy second transaction, lock-wait polling.
+
+InnoDB resolves a deadlock by rolling back the transaction that has written less,
+so the second connection writes many rows first: the code under test is then the
+victim, deterministically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+
+from tests.apps.basic import User
+from tests.apps.basic import db
+
+#: Rows the other transaction writes first, so that it weighs more.
+HEAVY_ROWS = 200
+WAIT_SECONDS = 60
+MYSQL_DEADLOCK = 1213
+
+
+@contextlib.contextmanager
+def heavy_transaction(app: Any) -> Iterator[sa.Connection]:
+    """A second connection in a transaction that has written many rows.
+
+    Rolled back and closed at the end.
+    """
+    with app.app_context():
+        connection = db.engine.connect()
+        transaction = connection.begin()
+        try:
+            connection.execute(
+                sa.insert(User.__table__),
+                [
+                    {"email": f"weight{index}@example.com"}
+                    for index in range(HEAVY_ROWS)
+                ],
+            )
+            yield connection
+        finally:
+            if transaction.is_active:
+                transaction.rollback()
+            connection.close()
+
+
+def wait_until_blocked(app: Any) -> None:
+    """Poll InnoDB until a transaction on this test's database waits for a lock."""
+    query = sa.text(
+        "SELECT COUNT(*) FROM information_schema.INNODB_TRX t "
+        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+        "WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
+    )
+    deadline = threading.Event()
+    timer = threading.Timer(WAIT_SECONDS, deadline.set)
+    timer.start()
+    try:
+        with app.app_context(), db.engine.connect() as probe:
+            while not deadline.is_set():
+                if probe.execute(query).scalar_one() >= 1:
+                    return
+                probe.rollback()
+                # InnoDB refreshes INNODB_TRX only after 0.1 s without a read of
+                # it: polling faster would keep showing the first snapshot.
+                deadline.wait(0.25)
+            sessions = probe.execute(
+                sa.text(
+                    "SELECT ID, COMMAND, STATE, LEFT(INFO, 120) "
+                    "FROM information_schema.PROCESSLIST WHERE DB = DATABASE()"
+                )
+            ).all()
+    finally:
+        timer.cancel()
+    raise AssertionError(
+        f"the code under test never waited for the other lock; sessions: {sessions}"
+    )
+
+
+def run_in_thread(
+    target: Callable[[], None],
+) -> tuple[threading.Thread, list[BaseException]]:
+    """Start ``target`` in a thread; its exception, if any, lands in the list."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, errors
