@@ -165,7 +165,7 @@ class IterableStep:
             StepInterrupt: The step should stop here (R-INT-01).
         """
         self._persist(value)
-        self.checkpoint()
+        self._checkpoint()
 
     def advance(self) -> None:
         """Increment an ``int`` cursor by one and checkpoint (R-IT-03).
@@ -183,16 +183,29 @@ class IterableStep:
     def checkpoint(self) -> None:
         """Count an iteration, make the cursor durable, maybe interrupt (R-IT-04).
 
+        The cursor stored is the current value of :attr:`cursor`, however it was
+        changed: a value changed in place (``it.cursor["last_id"] = 7``) is
+        serialized and size-checked here like one given to :meth:`set` (R-IT-10).
         The cursor, the body's pending writes and the interruption check share one
         transaction: the state of the workflow row is read after they are flushed
-        and before the commit, so a checkpoint costs a single commit (R-IT-10).
+        and before the commit, so a checkpoint costs a single commit.
 
         Raises:
             StepInterrupt: One of the conditions of :meth:`should_interrupt` holds
                 (R-INT-01); the checkpoint is committed first.
             InvalidStateError: Called inside a user-opened nested transaction
                 (``session.begin_nested()``); nothing is committed.
+            CursorSerializationError: The cursor now holds an unsupported type
+                (R-CUR-03); nothing is stored.
+            CursorTooLargeError: The serialized cursor now exceeds
+                ``GENEVA_MAX_CURSOR_SIZE``; the stored cursor keeps its old value.
         """
+        self._check_not_nested()
+        self._persist_in_place_changes()
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Count an iteration, commit, maybe interrupt; the cursor is already set."""
         self._check_not_nested()
         self.iterations += 1
         reason = self._interrupt_reason(self.iterations)
@@ -233,6 +246,14 @@ class IterableStep:
         self._cursor = deserialize_cursor(stored)
         self.advanced = True
         self._execution.cursor = stored
+
+    def _persist_in_place_changes(self) -> None:
+        # The body may have changed the cursor object in place: compare what it
+        # serializes to with the stored column, and write only a real change.
+        stored = dump_cursor(self._cursor, max_size=self._max_cursor_size)
+        if stored != self._execution.cursor:
+            self.advanced = True
+            self._execution.cursor = stored
 
     def _check_not_nested(self) -> None:
         if self._session.in_nested_transaction():
