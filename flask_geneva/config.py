@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_PRIORITY_MAPPER": None,
     "GENEVA_MAX_BROKER_DELAY": timedelta(minutes=10),
     "GENEVA_DISPATCH_INTERVAL": timedelta(seconds=60),
+    "GENEVA_CLOCK_SKEW_TOLERANCE": timedelta(seconds=1),
     "GENEVA_FIND_ATTEMPTS": 5,
     "GENEVA_FIND_DELAY": 0.1,
     "GENEVA_TASK_BACKEND": "celery",
@@ -85,6 +86,7 @@ class GenevaConfig:
     priority_mapper: Callable[[int], int] | None
     max_broker_delay: timedelta
     dispatch_interval: timedelta
+    clock_skew_tolerance: timedelta
     find_attempts: int
     find_delay_seconds: float
     task_backend: str
@@ -325,6 +327,9 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
         max_broker_delay=_duration(merged, "GENEVA_MAX_BROKER_DELAY", allow_none=False),
         dispatch_interval=_duration(
             merged, "GENEVA_DISPATCH_INTERVAL", allow_none=False, positive=True
+        ),
+        clock_skew_tolerance=_duration(
+            merged, "GENEVA_CLOCK_SKEW_TOLERANCE", allow_none=False
         ),
         find_attempts=_positive_int(merged, "GENEVA_FIND_ATTEMPTS"),
         find_delay_seconds=float(find_delay),

@@ -3,9 +3,10 @@
 Three phases, each with its own transaction:
 
 1. **prepare** (locked): duplicate/stale deliveries end here without any change
-   (R-EXE-11); then workflow state, hero, step definition and conditions are
-   checked, and the execution moves to ``in_progress`` and is committed before any
-   user code of the body runs (R-EXE-10..24).
+   (R-EXE-11), early ones are left for their time (R-EXE-18); then workflow
+   state, hero, step definition and conditions are checked, and the execution
+   moves to ``in_progress`` and is committed before any user code of the body
+   runs (R-EXE-10..24).
 2. **run** (no locks): hooks and body; the body's writes are committed (or rolled
    back after an exception) before finalization (R-EXE-33..39).
 3. **finalize** (locked): the outcome is applied, the next execution is created,
@@ -30,6 +31,7 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import dispatch
+from flask_geneva import early_delivery
 from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import signals
@@ -107,6 +109,7 @@ class Executor:
         lookup_attempts: int = 1,
         lookup_delay_seconds: float = 0.0,
         reraise: str = task_failures.RERAISE_ALWAYS,
+        run_early: bool = False,
     ) -> None:
         """Run the step execution ``execution_or_id`` (an instance or its id).
 
@@ -133,6 +136,10 @@ class Executor:
                 direct callers and the test helpers see every step exception) or
                 ``"unhandled"`` (only those ending in a pause, a cancel or a
                 terminal result; the Celery task passes ``GENEVA_TASK_RERAISE``).
+            run_early: Run the execution even before its ``scheduled_for`` (the
+                test helpers, R-TH-01). By default an execution delivered more than
+                ``GENEVA_CLOCK_SKEW_TOLERANCE`` before its time does not run and is
+                published again for its time (R-EXE-18).
 
         Raises:
             Exception: The step body's (or condition's or prepare phase's)
@@ -157,6 +164,7 @@ class Executor:
             lookup_attempts=lookup_attempts,
             lookup_delay_seconds=lookup_delay_seconds,
             reraise=reraise,
+            run_early=run_early,
         )
         try:
             with state.pinned_config():
@@ -177,9 +185,11 @@ class _Run:
         lookup_attempts: int = 1,
         lookup_delay_seconds: float = 0.0,
         reraise: str = task_failures.RERAISE_ALWAYS,
+        run_early: bool = False,
     ) -> None:
         self.session = session
         self.reraise = reraise
+        self.run_early = run_early
         self.lookup_attempts = max(int(lookup_attempts), 1)
         self.lookup_delay_seconds = lookup_delay_seconds
         self.execution_id = execution_id
@@ -257,6 +267,18 @@ class _Run:
             # Duplicate, stale or already handled delivery: change nothing (R-EXE-11).
             self.logger.info("already %s, skipping duplicate job", execution.state)
             session.rollback()
+            return None
+
+        if not self.run_early and early_delivery.defer_early_delivery(
+            session,
+            workflow,
+            execution,
+            now=now,
+            tolerance=current_state().config.clock_skew_tolerance,
+            logger=self.logger,
+        ):
+            # Delivered before its time (R-EXE-18): published again, not run.
+            session.commit()
             return None
 
         if workflow.state not in _RUNNABLE_WORKFLOW_STATES:

@@ -154,19 +154,28 @@ def _app_context(celery: Any) -> Any:
     return app.app_context()
 
 
-def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> None:
+def perform_step_execution(
+    step_execution_id: Any, *, logger: Any = None, run_early: bool = False
+) -> None:
     """Find the execution (with retries) and run the executor (R-JOB-20/21).
 
     The execution is looked up by the executor's first locking statement, tried
     ``GENEVA_FIND_ATTEMPTS`` times with ``GENEVA_FIND_DELAY`` seconds between
     attempts, because with ``inline_enqueue()`` a worker can see the task before
     the row is committed. A missing execution (or None) logs a warning and
-    returns. Needs an app context.
+    returns. An execution delivered before its ``scheduled_for`` (beyond
+    ``GENEVA_CLOCK_SKEW_TOLERANCE``) does not run: it is published again for its
+    time (R-EXE-18). Needs an app context.
 
     ``GENEVA_TASK_RERAISE`` decides which policy-handled exceptions fail the task
     (R-EXE-50 amended): with ``"unhandled"`` (the default) a reattempt, skip or
     finish the policy chose returns normally, so Celery counts a success;
     ``"always"`` re-raises every one.
+
+    Args:
+        step_execution_id: The execution's primary key.
+        logger: Base logger for the executor (R-LOG-04); default ``flask_geneva``.
+        run_early: Run it even before its time (``drain(respect_eta=False)``).
 
     Raises:
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
@@ -181,6 +190,7 @@ def perform_step_execution(step_execution_id: Any, *, logger: Any = None) -> Non
             lookup_attempts=config.find_attempts,
             lookup_delay_seconds=config.find_delay_seconds,
             reraise=config.task_reraise,
+            run_early=run_early,
         )
 
 

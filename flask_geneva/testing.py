@@ -2,7 +2,10 @@
 
 Import the helpers in your tests; enable the ``geneva_jobs`` fixture with
 ``pytest_plugins = ["flask_geneva.pytest_plugin"]``. Every helper needs an app
-context and works with ``GENEVA_ENQUEUE_AFTER_COMMIT=False`` (R-TH-10).
+context and works with ``GENEVA_ENQUEUE_AFTER_COMMIT=False`` (R-TH-10). The
+helpers that run an execution run it even before its ``scheduled_for``: the early
+delivery guard of workers (R-EXE-18) does not apply to them, nor to
+``drain(respect_eta=False)``.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def speedrun_workflow(workflow: Any, max_iterations: int = 100) -> Any:
         execution = workflow.current_execution
         if execution is None:
             return workflow
-        Executor.execute(execution, interruptible=False)
+        Executor.execute(execution, interruptible=False, run_early=True)
     _refresh(workflow)
     if workflow.state not in _SETTLED and workflow.current_execution is not None:
         raise RuntimeError(
@@ -119,7 +122,7 @@ def speedrun_current_step(workflow: Any, max_executions: int = 100) -> Any:
                 f"speedrun_current_step: step '{step_name}' did not finish within "
                 f"max_executions={max_executions} executions"
             )
-        Executor.execute(execution, interruptible=False)
+        Executor.execute(execution, interruptible=False, run_early=True)
         runs += 1
 
 
@@ -129,7 +132,7 @@ def perform_next_step(workflow: Any) -> Any:
     execution = workflow.current_execution
     if execution is None:
         return None
-    Executor.execute(execution)
+    Executor.execute(execution, run_early=True)
     _refresh(workflow)
     return execution
 
@@ -165,7 +168,7 @@ def perform_step_inline(workflow: Any, step_name: Any = None) -> Any:
     )
     session.add(execution)
     session.commit()
-    Executor.execute(execution)
+    Executor.execute(execution, run_early=True)
     _refresh(workflow)
     _refresh(execution)
     return execution
@@ -181,7 +184,7 @@ def run_iterations(workflow: Any, count: int) -> Any:
     execution = workflow.current_execution
     if execution is None:
         raise RuntimeError("No current step execution to run")
-    Executor.execute(execution, max_iterations=count)
+    Executor.execute(execution, max_iterations=count, run_early=True)
     _refresh(workflow)
     return _refresh(execution)
 
@@ -319,7 +322,9 @@ class RecordingJobs:
                 raise RuntimeError(f"drain() ran limit={limit} tasks and more remain")
             ran += 1
             try:
-                perform_step_execution(publication.step_execution_id)
+                perform_step_execution(
+                    publication.step_execution_id, run_early=not respect_eta
+                )
             except Exception as error:  # noqa: BLE001 - a failing task fails only itself
                 _session().rollback()
                 self.failures.append((publication, error))

@@ -101,6 +101,9 @@ def test_unknown_key_type_is_rejected():
         ("GENEVA_METRICS", object(), "gauge(name, value, tags)"),
         ("GENEVA_MAX_CURSOR_SIZE", -1, "positive int"),
         ("GENEVA_FIND_DELAY", -0.5, "non-negative number of seconds"),
+        ("GENEVA_CLOCK_SKEW_TOLERANCE", -1, "GENEVA_CLOCK_SKEW_TOLERANCE"),
+        ("GENEVA_CLOCK_SKEW_TOLERANCE", None, "GENEVA_CLOCK_SKEW_TOLERANCE"),
+        ("GENEVA_CLOCK_SKEW_TOLERANCE", "soon", "GENEVA_CLOCK_SKEW_TOLERANCE"),
     ],
 )
 def test_invalid_settings_name_the_key_and_value(key, value, message):

@@ -99,13 +99,17 @@ def _fast_lookup(app):
 
 
 def run_recorded(geneva_jobs, limit=50):
-    """Run recorded publications FIFO like a worker; return every one that ran."""
+    """Run recorded publications FIFO like a worker; return every one that ran.
+
+    The clock is frozen, so each task runs as if the broker had held it until its
+    eta: ``run_early`` lets the executor run it before its time (R-EXE-18).
+    """
     ran = []
     while geneva_jobs.enqueued and len(ran) < limit:
         publication = geneva_jobs.enqueued.pop(0)
         ran.append(publication)
         try:
-            perform_step_execution(publication.step_execution_id)
+            perform_step_execution(publication.step_execution_id, run_early=True)
         except Exception:  # noqa: BLE001 - a failing task fails only itself
             db.session.rollback()
         db.session.remove()
