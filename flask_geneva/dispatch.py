@@ -32,6 +32,7 @@ __all__ = [
     "Publication",
     "RecordingBackend",
     "TaskBackend",
+    "holds_eta",
     "inline_enqueue",
     "request_publication",
     "run_eager_queue",
@@ -89,6 +90,11 @@ class CeleryBackend:
     def __init__(self, celery_app: Any) -> None:
         self.celery_app = celery_app
 
+    @property
+    def holds_eta(self) -> bool:
+        """False under Celery eager mode, which runs a task at once, eta or not."""
+        return not self.celery_app.conf.task_always_eager
+
     def publish(self, publication: Publication) -> None:
         if self.celery_app.conf.task_always_eager:
             # R-TH-21: never run a task inside the commit that published it.
@@ -145,6 +151,16 @@ def run_eager_queue() -> int:
     finally:
         _eager.draining = False
     return ran
+
+
+def holds_eta(backend: TaskBackend) -> bool:
+    """True if ``backend`` keeps a publication with an eta until that time.
+
+    A backend without a ``holds_eta`` attribute is taken to hold it. Celery's
+    eager mode does not (R-TH-21): scheduling then leaves a publication with a
+    future eta to the dispatcher instead (R-EXE-18, R-DSP-01).
+    """
+    return bool(getattr(backend, "holds_eta", True))
 
 
 class RecordingBackend:

@@ -300,10 +300,17 @@ def create_step_execution(
 def _prepare_publication(
     execution: Any, options: Mapping[str, Any], now: datetime, state: Any
 ) -> dispatch.Publication | None:
-    """Set ``job_id`` and return the publication to request, or None (R-DSP-01)."""
+    """Set ``job_id`` and return the publication to request, or None (R-DSP-01).
+
+    A future time is left to the dispatcher when it is more than
+    ``GENEVA_MAX_BROKER_DELAY`` ahead, or when the backend cannot hold a task
+    until its eta (Celery eager mode would run a waiting step at once, R-EXE-18).
+    """
     config = state.config
     eta = execution.scheduled_for if execution.scheduled_for > now else None
-    if eta is not None and eta - now > config.max_broker_delay:
+    if eta is not None and (
+        eta - now > config.max_broker_delay or not dispatch.holds_eta(state.backend)
+    ):
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
         execution.job_id = dispatch.DEFERRED_JOB_ID
         return None
