@@ -93,6 +93,10 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     """
     if app is not None:
         setattr(celery, _APP_ATTRIBUTE, app)
+        # Prefork children must not use the parent's pooled connections.
+        from flask_geneva import worker_processes
+
+        worker_processes.watch_app(app)
     connect_worker_signals()
     if getattr(celery, _REGISTERED_ATTRIBUTE, False):
         # Registering again would only re-create the same tasks; Celery warns

@@ -55,7 +55,9 @@ def start_worker(
     """Start ``celery worker`` subprocesses; all are stopped after the test."""
     processes: list[subprocess.Popen[bytes]] = []
 
-    def start(*extra: str) -> subprocess.Popen[bytes]:
+    def start(
+        *extra: str, app: str = "tests.apps.worker_app:celery"
+    ) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
             "GENEVA_TEST_BROKER_URL": broker_url,
@@ -70,7 +72,7 @@ def start_worker(
                     "-m",
                     "celery",
                     "-A",
-                    "tests.apps.worker_app:celery",
+                    app,
                     "worker",
                     "--pool=solo",
                     "--concurrency=1",
