@@ -114,8 +114,11 @@ class Geneva:
 
         Raises:
             GenevaConfigurationError: Already registered on this app; ``db`` not
-                initialised on it; an invalid ``GENEVA_*`` value (R-CFG-01); or Celery
-                eager mode without ``GENEVA_ALLOW_EAGER`` (R-TH-21).
+                initialised on it; an invalid ``GENEVA_*`` value (R-CFG-01); a
+                registered workflow class naming a method it lacks or whose method
+                has the wrong shape, all such problems listed in one message
+                (R-CFG-03); or Celery eager mode without ``GENEVA_ALLOW_EAGER``
+                (R-TH-21).
         """
         if "geneva" in app.extensions:
             raise GenevaConfigurationError(
@@ -135,7 +138,7 @@ class Geneva:
         # A Celery app the host's factory stored on the Flask app is used too.
         celery = celery or self.celery or app.extensions.get("celery")
         state = GenevaState(self, app, celery=celery)
-        config = state.config  # validates every setting now (R-CFG-01)
+        config = _validate_at_start(self, state)
         # init_celery(celery) without app= binds the tasks to this app.
         self._last_app = app
         if state.celery is not None:
@@ -362,6 +365,31 @@ class Geneva:
         state = current_state()
         with state.app.app_context():
             yield
+
+
+def _validate_at_start(geneva: Geneva, state: Any) -> Any:
+    """Validate the settings and every registered workflow class (R-CFG-01/03).
+
+    Returns the validated config; raises one ``GenevaConfigurationError`` listing
+    the invalid setting (if any) and every workflow class problem.
+    """
+    from flask_geneva.startup_checks import check_workflow_class
+    from flask_geneva.startup_checks import format_problems
+
+    problems = [
+        problem
+        for cls in geneva.workflow_classes.values()
+        for problem in check_workflow_class(cls)
+    ]
+    try:
+        config = state.config  # validates every setting now (R-CFG-01)
+    except GenevaConfigurationError as exc:
+        if not problems:
+            raise
+        raise GenevaConfigurationError(format_problems([str(exc), *problems])) from exc
+    if problems:
+        raise GenevaConfigurationError(format_problems(problems))
+    return config
 
 
 def hero_type_of(cls: type[Any]) -> str:

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from flask_geneva.dsl.conditions import CANCEL_CONDITION_MARK
+from flask_geneva.dsl.signatures import condition_problem
 from flask_geneva.dsl.steps import STEP_MARK
 from flask_geneva.dsl.steps import StepCollection
 from flask_geneva.dsl.steps import StepDefinition
@@ -206,6 +207,12 @@ class _Collector:
                     f"{self.type_name}.cancel_conditions: invalid method name "
                     f"{condition!r}; a string condition names a workflow method"
                 )
+            if callable(condition) and not isinstance(condition, type):
+                problem = condition_problem(condition, option="cancel condition")
+                if problem is not None:
+                    raise StepConfigurationError(
+                        f"{self.type_name}.cancel_conditions: {problem}"
+                    )
             self.conditions.append(condition)
 
     def _add_exception_policies(self, value: object) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 from typing import TypeVar
 
+from flask_geneva.dsl.signatures import condition_problem
 from flask_geneva.exceptions import StepConfigurationError
 
 __all__ = [
@@ -38,7 +39,8 @@ def cancel_if(func: _F) -> _F:
 
     Raises:
         StepConfigurationError: Applied to something that is not a plain function,
-            or called with arguments (``@cancel_if(...)``).
+            called with arguments (``@cancel_if(...)``), or applied to an async
+            function or one that cannot be called as ``(self)`` (R-DEF-19/20).
 
     .. versionadded:: 0.1
     """
@@ -48,6 +50,9 @@ def cancel_if(func: _F) -> _F:
             f"@cancel_if decorates a predicate method (self) -> bool and takes no "
             f"arguments; got {func!r}"
         )
+    problem = condition_problem(func, option="@cancel_if")
+    if problem is not None:
+        raise StepConfigurationError(problem)
     try:
         setattr(func, CANCEL_CONDITION_MARK, True)
     except AttributeError as exc:

@@ -24,6 +24,8 @@ from typing import overload
 
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_condition
+from flask_geneva.dsl.signatures import body_problem
+from flask_geneva.dsl.signatures import condition_problem
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.job_options import validate_job_options
@@ -262,6 +264,9 @@ def _validate_condition(option: str, value: object, label: str) -> object:
         if value.isidentifier():
             return value
     elif callable(value) and not isinstance(value, type):
+        problem = condition_problem(value, option=option)
+        if problem is not None:
+            raise StepConfigurationError(f"{label}: {problem}")
         return value
     raise StepConfigurationError(
         f"{label}: invalid {option} {value!r} ({type(value).__name__}): must be a "
@@ -370,6 +375,10 @@ def _make_spec(
         raise StepConfigurationError(
             f"{label}: requires either a body or a method name"
         )
+    if body is not None:
+        problem = body_problem(body, resumable=resumable)
+        if problem is not None:
+            raise StepConfigurationError(f"{label}: {problem}")
     wait = options["wait"]
     try:
         wait_delta = coerce_duration(wait, name="wait")
@@ -464,6 +473,9 @@ def _decorate(
         )
     raw_name = options.pop("name")
     name = func.__name__ if raw_name is None else str(raw_name)
+    problem = body_problem(func, resumable=resumable)
+    if problem is not None:
+        raise StepConfigurationError(f"{decorator} {_step_label(name)}: {problem}")
     spec = _make_spec(
         label=_step_label(name),
         name=name,

@@ -1,0 +1,124 @@
+"""Start-up checks of the registered workflow classes (R-CFG-03).
+
+Class definition already rejects what a decorator can see on its own (R-DEF-01..21).
+What needs the finished class, a method named by a string, is checked here when
+``init_app`` runs: a ``skip_if="no_such_method"`` or a body method that does not
+exist, an ``async def`` or wrongly shaped method behind a name, and a subclass
+override that changed a step method's shape. Every problem of every class is
+collected and reported in one
+:class:`~flask_geneva.exceptions.GenevaConfigurationError`,
+so a deployment fails at start-up instead of pausing workflows when the step runs.
+Pure code: no database.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import Any
+
+from flask_geneva.dsl.signatures import body_problem
+from flask_geneva.dsl.signatures import condition_problem
+from flask_geneva.exceptions import GenevaConfigurationError
+
+__all__ = ["check_workflow_class", "format_problems", "raise_for_problems"]
+
+_MISSING = object()
+
+
+def check_workflow_class(cls: type[Any]) -> list[str]:
+    """List the problems of one workflow class that only the whole class reveals.
+
+    Args:
+        cls: A subclass of ``geneva.Workflow`` (its ``__geneva_definitions__`` are
+            read).
+
+    Returns:
+        One sentence per problem, each starting with the class's stored type name;
+        ``[]`` when the class is sound.
+
+    .. versionadded:: 0.1
+    """
+    label = getattr(cls, "__geneva_type__", cls.__qualname__)
+    definitions = cls.__geneva_definitions__
+    problems: list[str] = []
+    for definition in definitions.steps.registered:
+        where = f"{label}: step {definition.name!r}"
+        if definition.method_name is not None:
+            problem = _method_problem(
+                cls, definition.method_name, resumable=definition.is_resumable
+            )
+            if problem is not None:
+                problems.append(f"{where}: {problem}")
+        for option in ("skip_if", "run_if"):
+            value = getattr(definition, option)
+            if isinstance(value, str):
+                problem = _named_condition_problem(cls, value, option=option)
+                if problem is not None:
+                    problems.append(f"{where}: {problem}")
+    for condition in definitions.cancel_conditions:
+        if isinstance(condition, str):
+            problem = _named_condition_problem(cls, condition, option="cancel_if")
+            if problem is not None:
+                problems.append(f"{label}: {problem}")
+    return problems
+
+
+def format_problems(problems: Iterable[str]) -> str:
+    """Join problems into one message, one numbered line each."""
+    items = list(problems)
+    lines = [f"{len(items)} problem(s) found when flask_geneva started:"]
+    lines.extend(f"  {index}. {text}" for index, text in enumerate(items, 1))
+    return "\n".join(lines)
+
+
+def raise_for_problems(workflow_classes: Iterable[type[Any]]) -> None:
+    """Raise one error listing every problem of ``workflow_classes`` (R-CFG-03).
+
+    Args:
+        workflow_classes: The registered workflow classes
+            (``geneva.workflow_classes.values()``).
+
+    Raises:
+        GenevaConfigurationError: At least one class has a problem; the message
+            lists all of them, one per line.
+
+    .. versionadded:: 0.1
+    """
+    problems = [
+        problem for cls in workflow_classes for problem in check_workflow_class(cls)
+    ]
+    if problems:
+        raise GenevaConfigurationError(format_problems(problems))
+
+
+def _lookup(cls: type[Any], name: str) -> tuple[Any, Any]:
+    """``(static attribute, attribute as the instance sees it)`` or ``_MISSING``."""
+    try:
+        static = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return _MISSING, _MISSING
+    return static, getattr(cls, name, _MISSING)
+
+
+def _method_problem(cls: type[Any], name: str, *, resumable: bool) -> str | None:
+    static, value = _lookup(cls, name)
+    if static is _MISSING:
+        return f"its body method {name!r} is not defined on {cls.__qualname__}"
+    if inspect.isfunction(static):
+        return body_problem(static, resumable=resumable)
+    if not callable(value):
+        return f"its body {name!r} is not a method ({type(value).__name__})"
+    return None
+
+
+def _named_condition_problem(cls: type[Any], name: str, *, option: str) -> str | None:
+    static, _ = _lookup(cls, name)
+    if static is _MISSING:
+        return (
+            f"{option}={name!r} names no attribute of {cls.__qualname__}; "
+            f"define a method {name}(self) or fix the name"
+        )
+    if inspect.isfunction(static):
+        return condition_problem(static, option=f"{option}={name!r}:")
+    return None

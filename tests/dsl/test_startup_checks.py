@@ -1,0 +1,250 @@
+"""Mistakes in workflow classes caught at class definition or init_app (R-DEF-19..21, R-CFG-03).
+
+Each test builds its own ``Geneva`` on its own ``SQLAlchemy``, so the broken classes
+it declares never reach the shared test app's registry.
+"""
+
+from __future__ import annotations
+
+import pytest
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+
+from flask_geneva import Geneva
+from flask_geneva import GenevaConfigurationError
+from flask_geneva import StepConfigurationError
+from flask_geneva import cancel_if
+from flask_geneva import resumable_step
+from flask_geneva import step
+
+
+@pytest.fixture
+def geneva():
+    return Geneva(SQLAlchemy())
+
+
+def _init(geneva, tmp_path, **config):
+    app = Flask(__name__)
+    app.config.update(
+        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'checks.sqlite3'}", **config
+    )
+    geneva.db.init_app(app)
+    geneva.init_app(app)
+    return app
+
+
+def test_async_step_body_is_refused_at_class_definition(geneva):
+    """`@step async def` raises StepConfigurationError naming the body, not 'success' unrun (R-DEF-19)."""
+    with pytest.raises(StepConfigurationError, match=r"'welcome'.*async function"):
+
+        class AsyncBody(geneva.Workflow):
+            @step
+            async def welcome(self):
+                return None
+
+
+def test_async_inline_body_and_async_condition_are_refused(geneva):
+    """An async inline body and an async skip_if callable are refused at definition (R-DEF-19)."""
+
+    async def body(workflow):
+        return None
+
+    async def condition(workflow):
+        return True
+
+    with pytest.raises(StepConfigurationError, match="async function"):
+        step.anonymous(body)
+    with pytest.raises(StepConfigurationError, match=r"skip_if .*async function"):
+
+        class AsyncCondition(geneva.Workflow):
+            @step(skip_if=condition)
+            def welcome(self):
+                return None
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [lambda: True, lambda workflow, extra: True],
+    ids=["no-argument", "two-arguments"],
+)
+def test_skip_if_callable_with_wrong_arity_is_refused(geneva, condition):
+    """A skip_if/run_if callable that cannot take (workflow) is refused at definition (R-DEF-20)."""
+    with pytest.raises(StepConfigurationError, match=r"skip_if .*\(R-DEF-20\)"):
+        step.anonymous(lambda workflow: None, skip_if=condition)
+    with pytest.raises(StepConfigurationError, match=r"run_if .*\(R-DEF-20\)"):
+        step.anonymous(lambda workflow: None, run_if=condition)
+
+
+def test_cancel_condition_with_wrong_arity_is_refused(geneva):
+    """@cancel_if on a (self, extra) method and a zero-argument cancel_conditions entry are refused (R-DEF-20)."""
+    with pytest.raises(StepConfigurationError, match=r"@cancel_if .*\(R-DEF-20\)"):
+
+        class DecoratedCondition(geneva.Workflow):
+            @cancel_if
+            def unsubscribed(self, reason):
+                return True
+
+    with pytest.raises(
+        StepConfigurationError, match=r"cancel_conditions: .*\(R-DEF-20\)"
+    ):
+
+        class ListedCondition(geneva.Workflow):
+            cancel_conditions = [lambda: True]
+
+
+def test_step_body_with_wrong_arity_is_refused(geneva):
+    """A @step method that needs an argument besides self is refused at definition (R-DEF-20)."""
+    with pytest.raises(StepConfigurationError, match=r"'welcome'.*\(R-DEF-20\)"):
+
+        class NeedsArgument(geneva.Workflow):
+            @step
+            def welcome(self, recipient):
+                return None
+
+
+def test_resumable_step_without_iterator_parameter_is_refused(geneva):
+    """@resumable_step on a method without the `it` parameter is refused at definition (R-DEF-21)."""
+    with pytest.raises(StepConfigurationError, match=r"'export'.*iterator.*R-DEF-21"):
+
+        class NoIterator(geneva.Workflow):
+            @resumable_step
+            def export(self):
+                return None
+
+    with pytest.raises(StepConfigurationError, match="R-DEF-21"):
+        resumable_step.anonymous(lambda workflow: None)
+
+
+def test_init_app_lists_every_missing_or_misshapen_method_name(geneva, tmp_path):
+    """init_app raises one GenevaConfigurationError listing every named method that is missing or misshapen (R-CFG-03)."""
+
+    class Drip(geneva.Workflow):
+        __geneva_type__ = "Drip"
+        cancel_conditions = ["no_such_cancel_method"]
+
+        @step(skip_if="no_such_method")
+        def welcome(self):
+            return None
+
+        steps_by_name = [step.anonymous("no_such_body", name="missing_body")]
+
+    class Export(geneva.Workflow):
+        __geneva_type__ = "Export"
+        chunks = [
+            step.anonymous("send", name="send"),
+            resumable_step.anonymous("copy_rows", name="copy"),
+        ]
+
+        async def send(self):
+            return None
+
+        def copy_rows(self):
+            return None
+
+    with pytest.raises(GenevaConfigurationError) as caught:
+        _init(geneva, tmp_path)
+    message = str(caught.value)
+    assert message.startswith("5 problem(s) found when flask_geneva started:")
+    assert (
+        "Drip: step 'welcome': skip_if='no_such_method' names no attribute" in message
+    )
+    assert "Drip: cancel_if='no_such_cancel_method' names no attribute" in message
+    assert (
+        "Drip: step 'missing_body': its body method 'no_such_body' is not defined"
+        in message
+    )
+    assert "Export: step 'send': body Export.send is an async function" in message
+    assert "Export: step 'copy': resumable body Export.copy_rows(self)" in message
+
+
+def test_subclass_override_that_drops_the_iterator_is_caught_at_init_app(
+    geneva, tmp_path
+):
+    """A subclass overriding a resumable step method without `it` fails init_app, not the run (R-CFG-03, R-DEF-21)."""
+
+    class Parent(geneva.Workflow):
+        @resumable_step
+        def export(self, it):
+            return None
+
+    class Child(Parent):
+        __geneva_type__ = "Child"
+
+        def export(self):
+            return None
+
+    with pytest.raises(GenevaConfigurationError, match=r"Child: step 'export'"):
+        _init(geneva, tmp_path)
+
+
+def test_setting_and_workflow_problems_come_in_one_error(geneva, tmp_path):
+    """An invalid setting and a workflow problem are listed together in one error (R-CFG-01, R-CFG-03)."""
+
+    class Drip(geneva.Workflow):
+        __geneva_type__ = "Drip"
+
+        @step(run_if="no_such_method")
+        def welcome(self):
+            return None
+
+    with pytest.raises(GenevaConfigurationError) as caught:
+        _init(geneva, tmp_path, GENEVA_FIND_ATTEMPTS=0)
+    message = str(caught.value)
+    assert "2 problem(s)" in message
+    assert "GENEVA_FIND_ATTEMPTS must be a positive int, got 0" in message
+    assert "Drip: step 'welcome': run_if='no_such_method'" in message
+
+
+def test_sound_classes_pass_init_app(geneva, tmp_path):
+    """Named conditions that are methods, properties, staticmethods or columns pass the checks (R-CFG-03)."""
+
+    class Sound(geneva.Workflow):
+        cancel_conditions = ["is_blocked", "allow_multiple"]
+
+        @property
+        def is_blocked(self):
+            return False
+
+        @staticmethod
+        def never():
+            return False
+
+        @step(skip_if="never")
+        def welcome(self):
+            return None
+
+        @resumable_step(run_if="ready_to_export")
+        def export(self, it, *rest):
+            return None
+
+        def ready_to_export(self):
+            return True
+
+        later = step.anonymous("welcome_again")
+
+        def welcome_again(self):
+            return None
+
+    app = _init(geneva, tmp_path)
+    assert app.extensions["geneva"].geneva is geneva
+
+
+def test_same_default_type_name_from_two_modules_is_refused(geneva):
+    """Two classes whose default type name (__qualname__) collides across modules are refused (R-STI-01)."""
+
+    def declare(module):
+        namespace = {
+            "__module__": module,
+            "__qualname__": "Onboarding",
+            "welcome": step(lambda self: None),
+        }
+        return type("Onboarding", (geneva.Workflow,), namespace)
+
+    first = declare("shop.workflows")
+    assert first.__geneva_type__ == "Onboarding"
+    with pytest.raises(
+        StepConfigurationError,
+        match=r"'Onboarding' of crm\.workflows\.Onboarding is already used by "
+        r"shop\.workflows\.Onboarding; set a distinct __geneva_type__",
+    ):
+        declare("crm.workflows")
