@@ -17,6 +17,8 @@ from flask import current_app
 from flask.cli import AppGroup
 from flask.cli import with_appcontext
 
+from flask_geneva.keys import format_hero
+from flask_geneva.keys import split_hero
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["geneva_group"]
@@ -137,7 +139,9 @@ def status_command(as_json: bool) -> None:
 @click.option(
     "--class", "class_name", default=None, help="Only this workflow type (class)."
 )
-@click.option("--hero", default=None, metavar="TYPE:ID", help="Only this hero.")
+@click.option(
+    "--hero", default=None, metavar="TYPE#ID", help="Only this hero, e.g. User#7."
+)
 @click.option(
     "--limit",
     type=click.IntRange(min=1, max=100_000),
@@ -182,11 +186,13 @@ def list_command(
     if class_name is not None:
         query = query.where(table.c.type == class_name)
     if hero is not None:
-        hero_type, sep, hero_id = hero.partition(":")
-        if not sep or not hero_type or not hero_id:
+        parts = split_hero(hero)
+        if parts is None:
             raise click.ClickException(
-                f"--hero must look like TYPE:ID (e.g. User:7), got {hero!r}"
+                f"--hero must look like TYPE#ID, as `flask geneva list` prints it "
+                f"(e.g. User#7), got {hero!r}"
             )
+        hero_type, hero_id = parts
         query = query.where(table.c.hero_type == hero_type).where(
             table.c.hero_id == _parse_key(hero_id, what="hero id")
         )
@@ -355,9 +361,7 @@ def _time(value: Any) -> str:
 
 
 def _hero_label(hero_type: Any, hero_id: Any) -> str:
-    if hero_type is None or hero_id is None:
-        return "-"
-    return f"{hero_type}#{hero_id}"
+    return format_hero(hero_type, hero_id)
 
 
 def _echo_table(rows: list[list[str]]) -> None:

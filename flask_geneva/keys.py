@@ -5,7 +5,18 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-__all__ = ["MAX_BIGINT_KEY", "describe_key_type", "parse_key"]
+__all__ = [
+    "HERO_SEPARATOR",
+    "MAX_BIGINT_KEY",
+    "describe_key_type",
+    "format_hero",
+    "parse_key",
+    "split_hero",
+]
+
+#: Separator of the one hero notation, ``Type#id`` (``User#17``), used by the CLI
+#: (input and output), the admin (columns and search) and log messages (R-ADM-11).
+HERO_SEPARATOR = "#"
 
 #: The largest ``bigint`` key (PostgreSQL, MySQL and SQLite integers are 64-bit).
 MAX_BIGINT_KEY = 2**63 - 1
@@ -43,3 +54,36 @@ def describe_key_type(key_type: str) -> str:
     if key_type == "uuid":
         return "a UUID"
     return f"an integer from 1 to {MAX_BIGINT_KEY}"
+
+
+def format_hero(hero_type: Any, hero_id: Any) -> str:
+    """Write a hero as ``Type#id`` (R-ADM-11); ``"-"`` when the workflow has none.
+
+    Args:
+        hero_type: The stored ``hero_type`` (the hero model's base class name).
+        hero_id: The stored ``hero_id``.
+
+    Returns:
+        ``f"{hero_type}#{hero_id}"``, the text :func:`split_hero` reads back.
+    """
+    if hero_type is None or hero_id is None:
+        return "-"
+    return f"{hero_type}{HERO_SEPARATOR}{hero_id}"
+
+
+def split_hero(raw: str) -> tuple[str, str] | None:
+    """Split a hero written ``Type#id`` into ``(type, id text)`` (R-ADM-11).
+
+    Args:
+        raw: The text given, for example ``"Order#357"`` (blanks around it and
+            around either part are ignored).
+
+    Returns:
+        The hero type and the id text (parse it with :func:`parse_key`), or None
+        when ``raw`` is not of that shape (no ``#``, or an empty part).
+    """
+    hero_type, sep, hero_id = raw.strip().partition(HERO_SEPARATOR)
+    hero_type, hero_id = hero_type.strip(), hero_id.strip()
+    if not sep or not hero_type or not hero_id:
+        return None
+    return hero_type, hero_id

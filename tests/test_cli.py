@@ -150,7 +150,7 @@ def test_status_table_shows_a_state_the_code_does_not_know(geneva_cli):
 
 
 def test_list_filters_by_state_class_and_hero(geneva_cli):
-    """`list` filters by --state, --class and --hero TYPE:ID (R-CLI-01)."""
+    """`list` filters by --state, --class and --hero TYPE#ID, the notation it prints (R-CLI-01, R-ADM-11)."""
     first_hero = make_user("one@example.com")
     first = CliOnboarding.create(hero=first_hero)
     second = CliOnboarding.create(hero=make_user("two@example.com"))
@@ -161,13 +161,21 @@ def test_list_filters_by_state_class_and_hero(geneva_cli):
     assert len(lines) == 2
     assert lines[1].split()[0] == str(second.id)
     by_hero = geneva_cli(
-        "list", "--class", "CliOnboarding", "--hero", f"User:{first_hero.id}"
+        "list", "--class", "CliOnboarding", "--hero", f"User#{first_hero.id}"
     )
-    assert [line.split()[0] for line in by_hero.stdout.splitlines()[1:]] == [
+    listed = [line.split() for line in by_hero.stdout.splitlines()[1:]]
+    assert [row[0] for row in listed] == [str(first.id)]
+    printed_hero = listed[0][2]
+    assert printed_hero == f"User#{first_hero.id}"
+    again = geneva_cli("list", "--hero", printed_hero)
+    assert [line.split()[0] for line in again.stdout.splitlines()[1:]] == [
         str(first.id)
     ]
     assert_one_line_error(geneva_cli("list", "--state", "sleeping"), "unknown state")
-    assert_one_line_error(geneva_cli("list", "--hero", "User"), "TYPE:ID")
+    assert_one_line_error(geneva_cli("list", "--hero", "User"), "TYPE#ID")
+    assert_one_line_error(
+        geneva_cli("list", "--hero", f"User:{first_hero.id}"), "(e.g. User#7)"
+    )
 
 
 def test_show_prints_plan_and_timeline(geneva_cli, user, geneva_jobs):
@@ -199,7 +207,7 @@ def test_ids_beyond_64_bits_are_refused_and_the_rest_processed(geneva_cli):
         "invalid workflow id '99999999999999999999999': expected an integer from 1",
     )
     assert_one_line_error(
-        geneva_cli("list", "--hero", f"User:{huge}"), f"invalid hero id '{huge}'"
+        geneva_cli("list", "--hero", f"User#{huge}"), f"invalid hero id '{huge}'"
     )
     workflow = CliOnboarding.create(hero=make_user("h@example.com"))
     result = geneva_cli("pause", huge, str(workflow.id))

@@ -28,6 +28,8 @@ from sqlalchemy import orm
 
 from flask_geneva.admin.presenters import recorded_exception
 from flask_geneva.extension import hero_type_of
+from flask_geneva.keys import format_hero
+from flask_geneva.keys import split_hero
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import WorkflowState
 
@@ -122,7 +124,7 @@ def parse_workflow_filters(
     includes that whole day), ``error_class`` (the class of the workflow's latest
     recorded error, see :func:`error_class_matches`), ``overdue`` (has a
     scheduled execution with ``scheduled_for`` before ``now``) and ``q`` (a
-    workflow id or hero id).
+    workflow id or hero id, or a hero written ``Type#id`` as the list shows it).
 
     Args:
         args: The query string of a GET or the form of a POST (other keys ignored).
@@ -233,10 +235,23 @@ def parse_workflow_filters(
     elif flag is not None and flag.lower() not in _FLAG_OFF:
         notes.append(f"ignored overdue filter {flag!r}: use 1 (on) or 0 (off)")
     search = params.get("q")
-    if search is not None:
+    hero = split_hero(search) if search is not None else None
+    if search is not None and hero is not None:
+        key = parse_key(hero[1])
+        if key is None:
+            notes.append(f"ignored search {search!r}: not a valid hero id")
+        else:
+            accepted.add("q")
+            descriptions.append(f"hero = {format_hero(hero[0], key)}")
+            conditions.append(workflow_cls.hero_type == hero[0])
+            conditions.append(workflow_cls.hero_id == key)
+    elif search is not None:
         key = parse_key(search)
         if key is None:
-            notes.append(f"ignored search {search!r}: not a workflow or hero id")
+            notes.append(
+                f"ignored search {search!r}: not a workflow id, hero id or "
+                f"hero (Type#id)"
+            )
         else:
             accepted.add("q")
             descriptions.append(f"workflow id or hero id = {key}")

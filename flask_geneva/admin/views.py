@@ -37,6 +37,7 @@ from flask_geneva.admin import filters
 from flask_geneva.admin import presenters
 from flask_geneva.admin import timeline_chart
 from flask_geneva.exceptions import GenevaError
+from flask_geneva.keys import format_hero
 from flask_geneva.keys import parse_key
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import StepExecutionState
@@ -997,7 +998,7 @@ def _policy_summary(workflow: Any, definition: Any) -> str:
 def _hero_reference(workflow: Any) -> str:
     if workflow.hero_type is None and workflow.hero_id is None:
         return ""
-    return f"{workflow.hero_type}#{workflow.hero_id}"
+    return format_hero(workflow.hero_type, workflow.hero_id)
 
 
 def _job_options(workflow: Any, meta: dict[str, Any]) -> str:

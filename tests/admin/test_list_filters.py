@@ -92,6 +92,20 @@ def test_search_matches_workflow_id_or_hero_id(client):
     assert "ignored search &#39;abc&#39;" in page_text(client, q="abc")
 
 
+def test_search_accepts_the_hero_notation_the_list_shows(client):
+    """The search box finds `User#17`, the hero as the list writes it; a bad id in it gives a note (R-ADM-11)."""
+    first = ready_workflow()
+    second = ready_workflow()
+    update_workflow(second.id, hero_type="Account", hero_id=first.hero_id)
+    shown = f"User#{first.hero_id}"
+    assert shown in page_text(client)
+    assert listed(client, q=shown) == ids(first)
+    assert listed(client, q=f" Account # {first.hero_id} ") == ids(second)
+    assert listed(client, q=f"Order#{first.hero_id}") == []
+    text = page_text(client, q="User#abc")
+    assert "ignored search &#39;User#abc&#39;: not a valid hero id" in text
+
+
 def _created(workflow, at: datetime) -> None:
     update_workflow(workflow.id, created_at=at)
 
