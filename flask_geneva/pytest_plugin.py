@@ -1,4 +1,9 @@
-"""Opt-in pytest plugin: ``pytest_plugins = ["flask_geneva.pytest_plugin"]`` (R-TH-20).
+"""The pytest plugin, registered by the package's ``pytest11`` entry point (R-TH-20).
+
+Installing flask_geneva makes pytest load it; a ``conftest.py`` that also lists
+``pytest_plugins = ["flask_geneva.pytest_plugin"]`` is harmless (the entry point is
+named after this module, so pytest sees it registered already). Disable it with
+``-p no:flask_geneva.pytest_plugin``.
 
 Provides the ``geneva_jobs`` fixture. It needs pytest-flask's ``app`` fixture (or
 any fixture named ``app`` returning the Flask app).
