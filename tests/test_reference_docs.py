@@ -1,0 +1,113 @@
+"""The documentation's generated reference matches the code (settings, CLI, spec rule ids).
+
+The docs build (``mkdocs build --strict`` in .ci/run) puts these texts into the
+pages; these tests check the texts themselves against ``DEFAULTS``, the Click
+group and the rule ids the code cites, so that neither can drift.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import click
+
+from flask_geneva.cli import geneva_group
+from flask_geneva.config import DEFAULTS
+from flask_geneva.config import SETTING_DESCRIPTIONS
+from flask_geneva.reference import cli_reference
+from flask_geneva.reference import format_default
+from flask_geneva.reference import settings_reference
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location(
+        "geneva_docs_hooks", DOCS / "hooks.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rendered(page: str) -> str:
+    source = (DOCS / page).read_text(encoding="utf-8")
+    return _hooks().on_page_markdown(source, page=None, config=None, files=None)
+
+
+def _cell(text: str) -> str:
+    """Text as a Markdown table cell holds it (one line, pipes escaped)."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def test_every_setting_has_a_meaning():
+    """Each key of DEFAULTS has a description and no description names an unknown key (R-CFG-01)."""
+    assert set(SETTING_DESCRIPTIONS) == set(DEFAULTS)
+    assert all(text.strip() for text in SETTING_DESCRIPTIONS.values())
+
+
+def test_settings_page_lists_every_setting_with_default_and_meaning():
+    """The built settings page has one row per GENEVA_* setting, in DEFAULTS order, with its default and meaning."""
+    page = _rendered("reference/settings.md")
+    rows = re.findall(r"^\| `(GENEVA_[A-Z_]+)` \| `([^`]*)` \| (.*) \|$", page, re.M)
+    assert [row[0] for row in rows] == list(DEFAULTS)
+    for key, default, meaning in rows:
+        assert default == format_default(DEFAULTS[key])
+        assert meaning == _cell(SETTING_DESCRIPTIONS[key])
+    assert "(not described yet)" not in settings_reference()
+
+
+def test_format_default_writes_durations_in_whole_units():
+    """Durations read as people write them; the testing sentinel as its rule (R-TXN-01)."""
+    assert format_default(DEFAULTS["GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER"]) == (
+        "30 days"
+    )
+    assert format_default(DEFAULTS["GENEVA_STUCK_IN_PROGRESS_THRESHOLD"]) == "1 hour"
+    assert format_default(DEFAULTS["GENEVA_DISPATCH_INTERVAL"]) == "1 minute"
+    assert format_default(DEFAULTS["GENEVA_ENQUEUE_AFTER_COMMIT"]) == (
+        "not app.testing"
+    )
+    assert format_default(DEFAULTS["GENEVA_TASK_BACKEND"]) == "'celery'"
+
+
+def test_cli_page_describes_every_command_and_option():
+    """The built CLI page has a section per `flask geneva` command with every option and its help (R-CLI-01)."""
+    page = _rendered("reference/cli.md")
+    sections = re.split(r"^### ", page, flags=re.M)[1:]
+    titles = [section.split("\n", 1)[0] for section in sections]
+    assert titles == [
+        f"`flask geneva {name}`" for name in sorted(geneva_group.commands)
+    ]
+    for name, section in zip(sorted(geneva_group.commands), sections, strict=True):
+        command = geneva_group.commands[name]
+        first_line = (command.help or "").strip().splitlines()[0]
+        assert first_line in section
+        for param in command.params:
+            if isinstance(param, click.Option):
+                for opt in param.opts:
+                    assert f"`{opt}`" in section, (name, opt)
+                if param.help:
+                    assert _cell(param.help) in section, (name, opt)
+            else:
+                assert param.human_readable_name in section, (name, param.name)
+    assert cli_reference() in page
+
+
+def test_every_rule_id_the_code_cites_is_defined_in_the_spec():
+    """Each R-... id cited in flask_geneva/ and tests/ is a rule of docs/spec.md, the spec of record."""
+    defined = set(
+        re.findall(r"^- (R-[A-Z]+-\d+)", (DOCS / "spec.md").read_text("utf-8"), re.M)
+    )
+    cited: dict[str, str] = {}
+    for folder in ("flask_geneva", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for rule in re.findall(r"R-[A-Z]+-\d+", path.read_text("utf-8")):
+                cited.setdefault(rule, str(path.relative_to(ROOT)))
+    missing = {rule: where for rule, where in cited.items() if rule not in defined}
+    assert len(cited) > 300
+    assert missing == {}
