@@ -19,6 +19,7 @@ from typing import Any
 
 from flask import Flask
 
+from flask_geneva.admin import dependency as _dependency  # noqa: F401  (first)
 from flask_geneva.admin.views import OverviewView
 from flask_geneva.admin.views import StepExecutionsView
 from flask_geneva.admin.views import WorkflowsView
