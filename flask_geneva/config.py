@@ -133,6 +133,11 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "Allow Celery's `task_always_eager`; publications then run after the "
         "outermost commit, one at a time (R-TH-21)."
     ),
+    "GENEVA_TASK_RERAISE": (
+        'When the Celery task re-raises a step\'s exception: `"unhandled"` when '
+        'the policy paused, canceled or gave up (or none handled it), `"always"` '
+        "for every policy-handled exception (R-EXE-50)."
+    ),
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": (
         "On SQLite engines, install WAL journaling, a busy timeout, foreign keys "
         "and `BEGIN IMMEDIATE` for geneva's writes; False leaves the engine alone."
