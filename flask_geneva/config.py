@@ -120,6 +120,10 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
     "GENEVA_DISPATCH_INTERVAL": (
         "How often the beat entry of `beat_schedule()` runs the dispatcher (R-DSP-02)."
     ),
+    "GENEVA_CLOCK_SKEW_TOLERANCE": (
+        "A step delivered earlier than this before its time does not run yet: "
+        "it is published again for its time (R-EXE-18)."
+    ),
     "GENEVA_FIND_ATTEMPTS": (
         "How many times a worker looks for a step execution row that is not "
         "visible yet before giving up (R-JOB-20)."
