@@ -52,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_MAX_BROKER_DELAY": timedelta(minutes=10),
     "GENEVA_DISPATCH_INTERVAL": timedelta(seconds=60),
     "GENEVA_CLOCK_SKEW_TOLERANCE": timedelta(seconds=1),
+    "GENEVA_PUBLISH_TIMEOUT": timedelta(seconds=5),
     "GENEVA_FIND_ATTEMPTS": 5,
     "GENEVA_FIND_DELAY": 0.1,
     "GENEVA_TASK_BACKEND": "celery",
@@ -193,6 +194,7 @@ class GenevaConfig:
     max_broker_delay: timedelta
     dispatch_interval: timedelta
     clock_skew_tolerance: timedelta
+    publish_timeout: timedelta
     find_attempts: int
     find_delay_seconds: float
     task_backend: str
@@ -436,6 +438,9 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
         ),
         clock_skew_tolerance=_duration(
             merged, "GENEVA_CLOCK_SKEW_TOLERANCE", allow_none=False
+        ),
+        publish_timeout=_duration(
+            merged, "GENEVA_PUBLISH_TIMEOUT", allow_none=False, positive=True
         ),
         find_attempts=_positive_int(merged, "GENEVA_FIND_ATTEMPTS"),
         find_delay_seconds=float(find_delay),

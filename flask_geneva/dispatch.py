@@ -18,6 +18,7 @@ import contextvars
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -49,6 +50,7 @@ HOUSEKEEPING_TASK = "flask_geneva.housekeeping"
 DEFERRED_JOB_ID = "geneva:deferred"
 
 _PENDING_KEY = "geneva_pending_publications"
+_FAILED_KEY = "geneva_failed_publications"
 _inline = contextvars.ContextVar("geneva_inline_enqueue", default=False)
 
 
@@ -81,14 +83,25 @@ class TaskBackend(Protocol):
 
 
 class CeleryBackend:
-    """Publishes through ``celery_app.send_task`` by task name.
+    """Publishes through ``celery_app.send_task`` by task name, bounded in time.
+
+    Each publication uses Celery's own publish retry (one reconnect and retry, so
+    a pooled connection the broker dropped is replaced) and passes
+    ``publish_timeout_seconds`` as kombu's publish timeout. How long one broker
+    operation may block comes from the Celery app's broker settings
+    (``broker_connection_timeout``, ``broker_transport_options`` ``socket_timeout``
+    and ``socket_connect_timeout``): :func:`flask_geneva.celery_defaults` sets them
+    so that a publication, retry included, stays within
+    ``GENEVA_PUBLISH_TIMEOUT``. A publication that took longer is logged.
 
     Args:
         celery_app: The host's Celery application.
+        publish_timeout_seconds: ``GENEVA_PUBLISH_TIMEOUT`` in seconds.
     """
 
-    def __init__(self, celery_app: Any) -> None:
+    def __init__(self, celery_app: Any, publish_timeout_seconds: float = 5.0) -> None:
         self.celery_app = celery_app
+        self.publish_timeout_seconds = publish_timeout_seconds
 
     @property
     def holds_eta(self) -> bool:
@@ -96,22 +109,59 @@ class CeleryBackend:
         return not self.celery_app.conf.task_always_eager
 
     def publish(self, publication: Publication) -> None:
+        """Send one publication.
+
+        Raises:
+            Exception: Whatever Celery/kombu raised (e.g.
+                ``kombu.exceptions.OperationalError``); the caller,
+                :func:`request_publication`, never lets it reach its own caller.
+        """
         if self.celery_app.conf.task_always_eager:
             # R-TH-21: never run a task inside the commit that published it.
             _eager.queue.append((self.celery_app, publication))
             return
-        options: dict[str, Any] = {"task_id": publication.task_id}
+        timeout = self.publish_timeout_seconds
+        options: dict[str, Any] = {
+            "task_id": publication.task_id,
+            "retry": True,
+            "retry_policy": _publish_retry_policy(timeout),
+            "timeout": timeout,
+            "confirm_timeout": timeout,
+        }
         if publication.queue is not None:
             options["queue"] = publication.queue
         if publication.priority is not None:
             options["priority"] = publication.priority
         if publication.eta is not None:
             options["eta"] = publication.eta
-        self.celery_app.send_task(
-            publication.task_name,
-            args=[_jsonable_id(publication.step_execution_id)],
-            **options,
-        )
+        started = time.monotonic()
+        try:
+            self.celery_app.send_task(
+                publication.task_name,
+                args=[_jsonable_id(publication.step_execution_id)],
+                **options,
+            )
+        finally:
+            elapsed = time.monotonic() - started
+            if elapsed > timeout:
+                logger.warning(
+                    "publishing %s took %.1fs, longer than GENEVA_PUBLISH_TIMEOUT "
+                    "(%.1fs): give the Celery app the broker timeouts of "
+                    "flask_geneva.celery_defaults()",
+                    publication.task_id,
+                    elapsed,
+                    timeout,
+                )
+
+
+def _publish_retry_policy(timeout_seconds: float) -> dict[str, float]:
+    """Celery's ``retry_policy`` for one publication: one quick reconnect and retry."""
+    return {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": min(0.2, timeout_seconds / 10),
+        "interval_max": min(0.2, timeout_seconds / 10),
+    }
 
 
 class _EagerQueue(threading.local):
@@ -215,7 +265,9 @@ def request_publication(
 ) -> None:
     """Publish now, or after the session's outermost commit when ``defer`` (R-TXN-02).
 
-    Publications requested while no transaction is open are sent at once. A deferred
+    Publications requested while no transaction is open are sent at once. Sending
+    never raises: a failed or timed-out publication is logged, counted and its
+    execution left for the dispatcher (:mod:`flask_geneva.outbox`). A deferred
     publication belongs to the innermost transaction open at request time: a
     savepoint that rolls back discards it, a savepoint that is released hands it to
     its parent, and only the root commit sends it (R-TXN-03).
@@ -224,7 +276,10 @@ def request_publication(
         pending: list[_Pending] = session.info.setdefault(_PENDING_KEY, [])
         pending.append(_Pending(_innermost_transaction(session), backend, publication))
         return
-    _send(backend, publication)
+    # Inside an open transaction (deferral off) a failure is recorded in it.
+    _publish_all(
+        session, [(backend, publication)], committed=not session.in_transaction()
+    )
 
 
 @dataclasses.dataclass
@@ -238,7 +293,8 @@ def _innermost_transaction(session: orm.Session) -> orm.SessionTransaction | Non
     return session.get_nested_transaction() or session.get_transaction()
 
 
-def _send(backend: TaskBackend, publication: Publication) -> None:
+def _send(backend: TaskBackend, publication: Publication) -> BaseException | None:
+    """Publish one publication; return the error instead of raising it (issue 14)."""
     logger.debug(
         "publishing %s(%s) task_id=%s queue=%s eta=%s",
         publication.task_name,
@@ -247,7 +303,47 @@ def _send(backend: TaskBackend, publication: Publication) -> None:
         publication.queue,
         publication.eta,
     )
-    backend.publish(publication)
+    try:
+        backend.publish(publication)
+    except Exception as error:  # noqa: BLE001 - the committed row is the outbox
+        return error
+    return None
+
+
+def _publish_all(
+    session: orm.Session,
+    entries: list[tuple[TaskBackend, Publication]],
+    *,
+    committed: bool,
+) -> None:
+    """Send ``entries`` in order; hand failures to :mod:`flask_geneva.outbox`.
+
+    Never raises: the rows are written, the message only wakes a worker. After the
+    first failure the remaining publications are not attempted (a hung broker would
+    block the caller once per message); they are left for the dispatcher with it.
+    """
+    failed: list[tuple[Publication, BaseException]] = []
+    for backend, publication in entries:
+        if failed:
+            failed.append((publication, failed[0][1]))
+            continue
+        error = _send(backend, publication)
+        if error is not None:
+            failed.append((publication, error))
+    if failed:
+        from flask_geneva import outbox
+
+        session.info[_FAILED_KEY] = session.info.get(_FAILED_KEY, 0) + len(failed)
+        outbox.publications_failed(session, failed, committed=committed)
+
+
+def take_failed_count(session: orm.Session) -> int:
+    """How many publications of ``session`` failed since the last call (and reset).
+
+    The dispatcher uses it to count what it really published and to end its pass
+    while the broker is unreachable (R-DSP-02).
+    """
+    return int(session.info.pop(_FAILED_KEY, 0))
 
 
 @event.listens_for(orm.Session, "after_commit")
@@ -264,9 +360,12 @@ def _after_commit(session: orm.Session) -> None:
                 entry.transaction = committed.parent
         return
     session.info.pop(_PENDING_KEY, None)
-    for entry in pending:
-        # Already after the commit: never defer a second time (R-TXN-06).
-        _send(entry.backend, entry.publication)
+    # Already after the commit: never defer a second time (R-TXN-06).
+    _publish_all(
+        session,
+        [(entry.backend, entry.publication) for entry in pending],
+        committed=True,
+    )
 
 
 @event.listens_for(orm.Session, "after_transaction_end")

@@ -45,13 +45,16 @@ def dispatch_due(session: orm.Session | None = None) -> int:
     never send the same row in one pass; SQLite serialises them with
     ``BEGIN IMMEDIATE``. Each row gets a real task id as ``job_id`` and its task is
     published after the batch commits, with eta ``max(scheduled_for, now)``. The
-    execution state is never changed (R-DSP-04). Needs an app context.
+    execution state is never changed (R-DSP-04). A publication that fails never
+    raises: its row gets ``"geneva:deferred"`` back, the rest of that batch is
+    not attempted and is deferred too, and the pass ends; the next run retries
+    them (the row is the outbox, issue 14). Needs an app context.
 
     Args:
         session: Session to use; default the extension's ``db.session``.
 
     Returns:
-        The number of executions published.
+        The number of executions published (failed publications not counted).
     """
     state = current_state()
     session = session if session is not None else state.geneva.session
@@ -85,12 +88,24 @@ def dispatch_due(session: orm.Session | None = None) -> int:
         if not executions:
             session.rollback()
             break
+        dispatch.take_failed_count(session)
         for execution in executions:
             scheduling.enqueue_scheduled_execution(
                 session, execution.workflow, execution
             )
         session.commit()
-        total += len(executions)
+        failed = dispatch.take_failed_count(session)
+        total += len(executions) - failed
+        if failed:
+            # The broker is unreachable: the failed rows are deferred again and
+            # the next run, one dispatch interval later, sends them (issue 14).
+            _log.warning(
+                "%d of %d step executions could not be published; the next "
+                "dispatch run retries them",
+                failed,
+                len(executions),
+            )
+            break
         if len(executions) < config.housekeeping_batch_size:
             break
     if total:

@@ -950,8 +950,8 @@ class _Run:
                     workflow, execution, step, result, error, "exception_policy"
                 )
             store.commit_keeping_state(session)
-        except BaseException:
-            session.rollback()
+        except BaseException as finalize_error:
+            store.rollback_after_error(session, finalize_error)
             if error is not None:
                 task_failures.log_unrecorded(self.logger, error, "encountered")
             raise

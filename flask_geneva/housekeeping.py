@@ -391,7 +391,7 @@ def _recover_all(
                 recovered += 1
             session.commit()
         except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
-            session.rollback()
+            store.rollback_after_error(session, error)
             _log.error(
                 "Failed to recover step execution %s: %s: %s",
                 execution_id,

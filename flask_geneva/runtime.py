@@ -113,9 +113,14 @@ class GenevaState:
             from celery import current_app as current_celery
 
             celery = current_celery._get_current_object()
+        timeout = self.config.publish_timeout.total_seconds()
         cached = self._celery_backend
-        if cached is None or cached.celery_app is not celery:
-            cached = self._celery_backend = CeleryBackend(celery)
+        if (
+            cached is None
+            or cached.celery_app is not celery
+            or cached.publish_timeout_seconds != timeout
+        ):
+            cached = self._celery_backend = CeleryBackend(celery, timeout)
         return cached
 
 

@@ -68,6 +68,8 @@ def test_unknown_key_type_is_rejected():
         ("GENEVA_STUCK_IN_PROGRESS_THRESHOLD", -5, "must be positive, got -5"),
         ("GENEVA_STUCK_SCHEDULED_THRESHOLD", 0, "must be positive, got 0"),
         ("GENEVA_DISPATCH_INTERVAL", 0, "GENEVA_DISPATCH_INTERVAL must be positive"),
+        ("GENEVA_PUBLISH_TIMEOUT", 0, "GENEVA_PUBLISH_TIMEOUT must be positive"),
+        ("GENEVA_PUBLISH_TIMEOUT", "5s", "must be a timedelta or a number of seconds"),
         ("GENEVA_MAX_BROKER_DELAY", -1, "must be non-negative, got -1"),
         (
             "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER",
