@@ -552,12 +552,15 @@ def worker_command(
 ) -> None:
     """Start a Celery worker for the app's Celery application.
 
-    A convenience over `celery -A ... worker [-B]`: the worker consumes the
+    A convenience over `celery -A ... worker [-B]` with
+    flask_geneva.celery_defaults() applied to every setting the Celery app leaves
+    at Celery's default: the worker consumes the
     flask_geneva queues and, with --beat, runs the dispatch schedule of
     flask_geneva.beat_schedule() in the same process. Run at most one --beat
     process per deployment.
     """
     from flask_geneva.runtime import current_state
+    from flask_geneva.tasks import apply_celery_defaults
     from flask_geneva.tasks import beat_schedule
 
     state = current_state()
@@ -568,6 +571,10 @@ def worker_command(
             "celery=celery) or call geneva.init_celery(celery)"
         )
     config = state.config
+    # As `celery -A ... worker` with celery_defaults() applied (issue 14).
+    apply_celery_defaults(
+        celery, publish_timeout_seconds=config.publish_timeout.total_seconds()
+    )
     selected = queues or ",".join(
         geneva_queues(state.geneva, config.default_queue, celery)
     )

@@ -18,6 +18,7 @@ from flask_geneva import dispatch
 from flask_geneva.tagged_logging import TaggedLoggerAdapter
 
 __all__ = [
+    "apply_celery_defaults",
     "beat_schedule",
     "celery_defaults",
     "connect_worker_signals",
@@ -230,8 +231,10 @@ def beat_schedule(
     }
 
 
-def celery_defaults(*, visibility_timeout_seconds: int = 3600) -> dict[str, Any]:
-    """Celery settings recommended for flask_geneva workers.
+def celery_defaults(
+    *, visibility_timeout_seconds: int = 3600, publish_timeout_seconds: float = 5.0
+) -> dict[str, Any]:
+    """Celery settings recommended for flask_geneva workers and publishers.
 
     ``celery.conf.update(flask_geneva.celery_defaults())``:
 
@@ -242,12 +245,28 @@ def celery_defaults(*, visibility_timeout_seconds: int = 3600) -> dict[str, Any]
     - ``worker_prefetch_multiplier=1``: a worker holds one message at a time.
     - ``broker_transport_options.visibility_timeout`` (Redis, SQS): must stay above
       ``GENEVA_MAX_BROKER_DELAY`` and above your longest step (R-DSP-06).
+    - Broker timeouts, a third of ``publish_timeout_seconds`` each:
+      ``broker_connection_timeout`` (AMQP connect) and
+      ``broker_transport_options`` ``socket_timeout`` / ``socket_connect_timeout``
+      (Redis), so a broker that hangs fails a publication instead of blocking
+      it; with the one reconnect-and-retry of each publication it stays within
+      ``publish_timeout_seconds``. Keep ``GENEVA_PUBLISH_TIMEOUT`` equal to it. A
+      publication that fails is left for the dispatcher (issue 14).
+
+    ``flask geneva worker`` applies these to any setting the Celery app does not
+    set itself (:func:`apply_celery_defaults`).
 
     Args:
         visibility_timeout_seconds: Redis/SQS visibility timeout in seconds.
+        publish_timeout_seconds: How long one publication may block, in seconds
+            (default 5, as ``GENEVA_PUBLISH_TIMEOUT``).
+
+    Returns:
+        Celery setting names and values.
 
     Raises:
-        ValueError: ``visibility_timeout_seconds`` is not a positive int.
+        ValueError: ``visibility_timeout_seconds`` is not a positive int, or
+            ``publish_timeout_seconds`` not a positive number.
     """
     if (
         isinstance(visibility_timeout_seconds, bool)
@@ -258,10 +277,48 @@ def celery_defaults(*, visibility_timeout_seconds: int = 3600) -> dict[str, Any]
             "visibility_timeout_seconds must be a positive int, "
             f"got {visibility_timeout_seconds!r}"
         )
+    if (
+        isinstance(publish_timeout_seconds, bool)
+        or not isinstance(publish_timeout_seconds, int | float)
+        or not publish_timeout_seconds > 0
+    ):
+        raise ValueError(
+            "publish_timeout_seconds must be a positive number of seconds, "
+            f"got {publish_timeout_seconds!r}"
+        )
+    broker_timeout = publish_timeout_seconds / 3
     return {
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "broker_connection_retry_on_startup": True,
-        "broker_transport_options": {"visibility_timeout": visibility_timeout_seconds},
+        "broker_connection_timeout": broker_timeout,
+        "broker_transport_options": {
+            "visibility_timeout": visibility_timeout_seconds,
+            "socket_timeout": broker_timeout,
+            "socket_connect_timeout": broker_timeout,
+        },
     }
+
+
+def apply_celery_defaults(celery: Any, **options: Any) -> None:
+    """Give ``celery`` the :func:`celery_defaults` it does not set itself.
+
+    A setting still at Celery's own default takes flask_geneva's value; one the
+    host set keeps its value. ``broker_transport_options`` is merged key by key,
+    the host's keys winning.
+
+    Args:
+        celery: A ``celery.Celery`` application.
+        **options: Passed to :func:`celery_defaults`.
+    """
+    from celery.app.defaults import DEFAULTS as CELERY_DEFAULTS
+
+    updates: dict[str, Any] = {}
+    for key, value in celery_defaults(**options).items():
+        current = celery.conf.get(key)
+        if key == "broker_transport_options":
+            updates[key] = {**value, **(current or {})}
+        elif current == CELERY_DEFAULTS.get(key):
+            updates[key] = value
+    celery.conf.update(updates)

@@ -121,9 +121,50 @@ def test_celery_defaults_recommend_late_acks_and_prefetch_one():
     assert settings["task_acks_late"] is True
     assert settings["task_reject_on_worker_lost"] is True
     assert settings["worker_prefetch_multiplier"] == 1
-    assert settings["broker_transport_options"] == {"visibility_timeout": 7200}
+    assert settings["broker_transport_options"] == {
+        "visibility_timeout": 7200,
+        "socket_timeout": 5.0 / 3,
+        "socket_connect_timeout": 5.0 / 3,
+    }
     with pytest.raises(ValueError, match="positive int, got 0"):
         celery_defaults(visibility_timeout_seconds=0)
+
+
+def test_celery_defaults_bound_broker_operations_by_the_publish_timeout():
+    """celery_defaults() gives the broker timeouts a third of the publish timeout each, so one publication with its retry stays within it (issue 14)."""
+    from flask_geneva import celery_defaults
+
+    settings = celery_defaults(publish_timeout_seconds=3)
+    assert settings["broker_connection_timeout"] == 1.0
+    assert settings["broker_transport_options"]["socket_timeout"] == 1.0
+    assert settings["broker_transport_options"]["socket_connect_timeout"] == 1.0
+    for wrong in (0, -1, "5", True):
+        with pytest.raises(
+            ValueError, match="publish_timeout_seconds must be a positive"
+        ):
+            celery_defaults(publish_timeout_seconds=wrong)
+
+
+def test_apply_celery_defaults_keeps_what_the_host_set():
+    """apply_celery_defaults() fills only settings left at Celery's default; the host's transport options win (issue 14)."""
+    from celery import Celery
+
+    from flask_geneva.tasks import apply_celery_defaults
+
+    celery = Celery("apply-defaults")
+    celery.conf.update(
+        worker_prefetch_multiplier=8,
+        broker_transport_options={"visibility_timeout": 99, "socket_timeout": 0.5},
+    )
+    apply_celery_defaults(celery, publish_timeout_seconds=6)
+    assert celery.conf.worker_prefetch_multiplier == 8
+    assert celery.conf.task_acks_late is True
+    assert celery.conf.broker_connection_timeout == 2.0
+    assert celery.conf.broker_transport_options == {
+        "visibility_timeout": 99,
+        "socket_timeout": 0.5,
+        "socket_connect_timeout": 2.0,
+    }
 
 
 def test_beat_schedule_runs_the_dispatcher():
