@@ -245,7 +245,7 @@ def celery_defaults(
     - ``worker_prefetch_multiplier=1``: a worker holds one message at a time.
     - ``broker_transport_options.visibility_timeout`` (Redis, SQS): must stay above
       ``GENEVA_MAX_BROKER_DELAY`` and above your longest step (R-DSP-06).
-    - Broker timeouts, a third of ``publish_timeout_seconds`` each:
+    - Broker timeouts, a quarter of ``publish_timeout_seconds`` each:
       ``broker_connection_timeout`` (AMQP connect) and
       ``broker_transport_options`` ``socket_timeout`` / ``socket_connect_timeout``
       (Redis), so a broker that hangs fails a publication instead of blocking
@@ -286,7 +286,7 @@ def celery_defaults(
             "publish_timeout_seconds must be a positive number of seconds, "
             f"got {publish_timeout_seconds!r}"
         )
-    broker_timeout = publish_timeout_seconds / 3
+    broker_timeout = publish_timeout_seconds / 4
     return {
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
