@@ -96,6 +96,7 @@ def build(database_url: str, broker_url: str) -> tuple[Any, Celery]:
     celery.conf.update(flask_geneva.celery_defaults(), broker_url=broker_url)
     app = basic.create_app(
         database_url,
+        celery=celery,
         TESTING=False,
         GENEVA_TASK_BACKEND="celery",
         GENEVA_ENQUEUE_AFTER_COMMIT=True,

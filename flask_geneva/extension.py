@@ -117,8 +117,11 @@ class Geneva:
                 initialised on it; an invalid ``GENEVA_*`` value (R-CFG-01); a
                 registered workflow class naming a method it lacks or whose method
                 has the wrong shape, all such problems listed in one message
-                (R-CFG-03); or Celery eager mode without ``GENEVA_ALLOW_EAGER``
-                (R-TH-21).
+                (R-CFG-03); Celery eager mode without ``GENEVA_ALLOW_EAGER``
+                (R-TH-21); no Celery app (neither ``celery=``, the constructor's,
+                one given to :meth:`init_celery` nor ``app.extensions["celery"]``)
+                while ``GENEVA_TASK_BACKEND`` is ``"celery"``; or the admin is
+                mounted without ``SECRET_KEY`` (issue 14).
         """
         if "geneva" in app.extensions:
             raise GenevaConfigurationError(
@@ -135,10 +138,25 @@ class Geneva:
             _log.warning("%s", message)
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
-        # A Celery app the host's factory stored on the Flask app is used too.
-        celery = celery or self.celery or app.extensions.get("celery")
+        # A Celery app the host's factory stored on this Flask app comes before
+        # the one the extension last saw (that may belong to another app).
+        celery = celery or app.extensions.get("celery") or self.celery
         state = GenevaState(self, app, celery=celery)
         config = _validate_at_start(self, state)
+        if celery is None and config.task_backend == "celery":
+            raise GenevaConfigurationError(
+                "no Celery app for flask_geneva's tasks: pass geneva.init_app(app, "
+                "celery=celery), store it in app.extensions['celery'] before "
+                "init_app, or call geneva.init_celery(celery, app=app) first; "
+                "tests without a broker set GENEVA_TASK_BACKEND='recording'"
+            )
+        mount_admin = admin if admin is not None else config.admin.enabled
+        if mount_admin and not app.config.get("SECRET_KEY"):
+            raise GenevaConfigurationError(
+                "the Geneva admin (GENEVA_ADMIN_ENABLED or admin=True) needs "
+                "app.config['SECRET_KEY'] for its sessions and CSRF tokens; set it "
+                "before geneva.init_app(app)"
+            )
         # init_celery(celery) without app= binds the tasks to this app.
         self._last_app = app
         if state.celery is not None:
@@ -161,7 +179,7 @@ class Geneva:
         # `flask db migrate/check` must not see our dialect-specific objects.
         install.register_autogenerate_filter(app)
 
-        if admin if admin is not None else config.admin.enabled:
+        if mount_admin:
             from flask_geneva.admin import init_standalone_admin
 
             init_standalone_admin(app, self)

@@ -105,14 +105,22 @@ class GenevaState:
 
     @property
     def backend(self) -> TaskBackend:
-        """The task backend selected by ``GENEVA_TASK_BACKEND``."""
+        """The task backend selected by ``GENEVA_TASK_BACKEND``.
+
+        Raises:
+            GenevaConfigurationError: The backend is ``"celery"`` and no Celery app
+                is configured (read before the commit that would publish).
+        """
         if self.config.task_backend == "recording":
             return self.recording_backend
         celery = self.celery
         if celery is None:
-            from celery import current_app as current_celery
-
-            celery = current_celery._get_current_object()
+            # Never whichever Celery app was created last (issue 14).
+            raise GenevaConfigurationError(
+                "GENEVA_TASK_BACKEND is 'celery' but no Celery app is configured: "
+                "pass geneva.init_app(app, celery=celery) or call "
+                "geneva.init_celery(celery, app=app)"
+            )
         timeout = self.config.publish_timeout.total_seconds()
         cached = self._celery_backend
         if (

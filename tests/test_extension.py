@@ -36,7 +36,7 @@ def test_init_app_twice_is_refused(tmp_path):
     """Registering the same extension twice on one app raises a clear error."""
     db = SQLAlchemy()
     geneva = Geneva(db)
-    app = _bare_app(tmp_path)
+    app = _bare_app(tmp_path, GENEVA_TASK_BACKEND="recording")
     db.init_app(app)
     geneva.init_app(app)
     with pytest.raises(GenevaConfigurationError, match="already registered"):
@@ -214,3 +214,58 @@ def test_eager_celery_allowed_when_opted_in(tmp_path):
     celery.conf.task_always_eager = True
     geneva.init_app(app, celery=celery)
     assert "flask_geneva.perform_step" in celery.tasks
+
+
+def test_init_app_without_a_celery_app_is_refused(tmp_path):
+    """With the celery backend, init_app without any Celery app raises a clear error instead of using Celery's current app later (issue 14)."""
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+    app = _bare_app(tmp_path)
+    db.init_app(app)
+    with pytest.raises(GenevaConfigurationError, match="no Celery app") as raised:
+        geneva.init_app(app)
+    assert "GENEVA_TASK_BACKEND='recording'" in str(raised.value)
+    assert "geneva" not in app.extensions
+
+
+def test_init_app_finds_the_celery_app_the_factory_stored(tmp_path):
+    """A Celery app in app.extensions['celery'] before init_app is the one used (issue 14)."""
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+    app = _bare_app(tmp_path)
+    db.init_app(app)
+    celery = Celery("factory-made")
+    app.extensions["celery"] = celery
+    geneva.init_app(app)
+    with app.app_context():
+        assert app.extensions["geneva"].backend.celery_app is celery
+
+
+def test_switching_to_the_celery_backend_without_a_celery_app_raises(tmp_path):
+    """The backend never falls back to Celery's current app: it raises before any commit (issue 14)."""
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+    app = _bare_app(tmp_path, GENEVA_TASK_BACKEND="recording")
+    db.init_app(app)
+    geneva.init_app(app)
+    app.config["GENEVA_TASK_BACKEND"] = "celery"
+    with app.app_context(), pytest.raises(GenevaConfigurationError, match="no Celery"):
+        app.extensions["geneva"].backend  # noqa: B018 - the property raises
+
+
+@pytest.mark.parametrize("mount", ["setting", "argument"])
+def test_admin_without_secret_key_is_refused_at_init_app(tmp_path, mount):
+    """Mounting the admin without SECRET_KEY raises at init_app, not a 500 on every list page (issue 14)."""
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+    config = {"GENEVA_TASK_BACKEND": "recording"}
+    if mount == "setting":
+        config["GENEVA_ADMIN_ENABLED"] = True
+    app = _bare_app(tmp_path, **config)
+    db.init_app(app)
+    with pytest.raises(GenevaConfigurationError, match="SECRET_KEY"):
+        geneva.init_app(app, admin=True if mount == "argument" else None)
+    assert "geneva" not in app.extensions
+    app.config["SECRET_KEY"] = "extension-tests"  # noqa: S105 - a test key
+    geneva.init_app(app, admin=True if mount == "argument" else None)
+    assert "admin" in app.extensions

@@ -29,13 +29,21 @@ class User(db.Model):  # type: ignore[name-defined, misc]
     counter: orm.Mapped[int] = orm.mapped_column(sa.Integer, default=0)
 
 
-def create_app(database_url: str, **config: Any) -> Flask:
-    """Build a test app bound to ``database_url``; ``config`` overrides settings."""
-    return create_app_for(db, geneva, database_url, **config)
+def create_app(database_url: str, *, celery: Any = None, **config: Any) -> Flask:
+    """Build a test app bound to ``database_url``; ``config`` overrides settings.
+
+    ``celery`` is passed to ``geneva.init_app`` (needed with the celery backend).
+    """
+    return create_app_for(db, geneva, database_url, celery=celery, **config)
 
 
 def create_app_for(
-    database: SQLAlchemy, extension: Geneva, database_url: str, **config: Any
+    database: SQLAlchemy,
+    extension: Geneva,
+    database_url: str,
+    *,
+    celery: Any = None,
+    **config: Any,
 ) -> Flask:
     """A test app for ``database`` and ``extension``, recording its publications."""
     app = Flask(__name__)
@@ -46,5 +54,5 @@ def create_app_for(
     )
     app.config.update(config)
     database.init_app(app)
-    extension.init_app(app)
+    extension.init_app(app, celery=celery)
     return app

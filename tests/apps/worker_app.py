@@ -30,7 +30,10 @@ def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
         broker_connection_retry_on_startup=True,
     )
     flask_app = basic.create_app(
-        database_url, GENEVA_TASK_BACKEND="celery", GENEVA_ENQUEUE_AFTER_COMMIT=True
+        database_url,
+        celery=celery_app,
+        GENEVA_TASK_BACKEND="celery",
+        GENEVA_ENQUEUE_AFTER_COMMIT=True,
     )
     basic.geneva.init_celery(celery_app, app=flask_app)
     flask_app.extensions["geneva"].celery = celery_app

@@ -1,9 +1,8 @@
 """The "Celery app built in the Flask app factory" pattern (Flask's Celery guide).
 
-The Flask app registers flask_geneva first, without Celery; the factory then builds
-a Celery app whose task base class pushes the app context, stores it in
-``app.extensions["celery"]`` and hands it to ``geneva.init_celery(celery)`` without
-``app=``. ``GENEVA_TEST_WORKER_DATABASE_URL`` and ``GENEVA_TEST_WORKER_BROKER``
+The factory builds a Celery app whose task base class pushes the app context and
+stores it in ``app.extensions["celery"]``; ``geneva.init_app(app)``, called after,
+finds it there (without a Celery app it refuses, issue 14). ``GENEVA_TEST_WORKER_DATABASE_URL`` and ``GENEVA_TEST_WORKER_BROKER``
 configure it; workers load ``tests.worker.factory_app:celery_app``.
 """
 
@@ -39,15 +38,18 @@ def celery_init_app(app: Flask, broker_url: str) -> Celery:
 
 
 def create_app(database_url: str, broker_url: str) -> Flask:
-    """The host's factory: geneva.init_app(app) first, Celery afterwards."""
-    app = basic.create_app(
-        database_url,
+    """The host's factory: the Celery app first, then geneva.init_app(app) finds it."""
+    app = Flask(__name__)
+    app.config.update(
+        TESTING=True,
+        SQLALCHEMY_DATABASE_URI=database_url,
         GENEVA_TASK_BACKEND="celery",
         GENEVA_ENQUEUE_AFTER_COMMIT=True,
         GENEVA_FIND_DELAY=0.05,
     )
-    celery = celery_init_app(app, broker_url)
-    basic.geneva.init_celery(celery)
+    celery_init_app(app, broker_url)
+    basic.db.init_app(app)
+    basic.geneva.init_app(app)
     return app
 
 

@@ -55,6 +55,7 @@ def build_app(
     celery_app.conf.update(settings)
     flask_app = basic.create_app(
         database_url,
+        celery=celery_app,
         GENEVA_TASK_BACKEND="celery",
         GENEVA_ENQUEUE_AFTER_COMMIT=True,
         GENEVA_DEFAULT_QUEUE=queue,

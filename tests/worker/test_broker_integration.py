@@ -329,7 +329,7 @@ def test_rabbitmq_worker_runs_three_step_workflow_to_finished(
 def test_factory_built_celery_app_runs_steps_with_the_task_logger(
     build, celery_process, broker_url, worker_database_url, tmp_path
 ):
-    """A Celery app made in the Flask factory and given to init_celery() runs steps; log lines name the task once (Celery's task format), then the workflow and execution tags (R-JOB-21, R-LOG-03, R-LOG-04)."""
+    """A Celery app made in the Flask factory, stored in app.extensions before init_app, runs steps; log lines name the task once (Celery's task format), then the workflow and execution tags (R-JOB-21, R-LOG-03, R-LOG-04)."""
     redis.Redis.from_url(broker_url).flushdb()
     build(broker_url)  # schema and empty tables
     from tests.worker import factory_app

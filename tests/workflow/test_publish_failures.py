@@ -48,7 +48,6 @@ def _unused_port() -> int:
 @pytest.fixture
 def app_config() -> dict[str, Any]:
     return {
-        "GENEVA_TASK_BACKEND": "celery",
         "GENEVA_ENQUEUE_AFTER_COMMIT": True,
         "GENEVA_PUBLISH_TIMEOUT": 3,
         "GENEVA_METRICS": GaugeRecorder(),
@@ -64,6 +63,7 @@ def unreachable_celery(app) -> Celery:
         broker_url=f"redis://127.0.0.1:{_unused_port()}/0",
     )
     app.extensions["geneva"].celery = celery
+    app.config["GENEVA_TASK_BACKEND"] = "celery"
     return celery
 
 
