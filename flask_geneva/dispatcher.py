@@ -23,6 +23,7 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import dispatch
+from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import store
 from flask_geneva.models import StepExecutionState
@@ -48,13 +49,16 @@ def dispatch_due(session: orm.Session | None = None) -> int:
     execution state is never changed (R-DSP-04). A publication that fails never
     raises: its row gets ``"geneva:deferred"`` back, the rest of that batch is
     not attempted and is deferred too, and the pass ends; the next run retries
-    them (the row is the outbox, issue 14). Needs an app context.
+    them (the row is the outbox, issue 14). A row whose publication cannot be
+    prepared (a raising ``GENEVA_PRIORITY_MAPPER``, say) is logged, reported and
+    left deferred; the others go on. Each pass considers a row at most once
+    (keyset order by ``scheduled_for``, id). Needs an app context.
 
     Args:
         session: Session to use; default the extension's ``db.session``.
 
     Returns:
-        The number of executions published (failed publications not counted).
+        The number of executions published (rows that failed not counted).
     """
     state = current_state()
     session = session if session is not None else state.geneva.session
@@ -66,6 +70,9 @@ def dispatch_due(session: orm.Session | None = None) -> int:
     # Under Celery eager mode a task runs when sent, so only due rows are sent.
     ahead = config.max_broker_delay if dispatch.holds_eta(state.backend) else None
     total = 0
+    # Keyset: each pass considers a row once, so rows that failed stay for the
+    # next run instead of being selected again and again (issue 14).
+    last: tuple[Any, Any] | None = None
     while True:
         horizon = clock.now() + ahead if ahead is not None else clock.now()
         store.write_transaction(session)
@@ -82,20 +89,29 @@ def dispatch_due(session: orm.Session | None = None) -> int:
             .limit(config.housekeeping_batch_size)
             .options(orm.contains_eager(execution_cls.workflow))
         )
+        if last is not None:
+            query = query.where(
+                execution_cls.scheduled_for >= last[0],
+                sa.or_(
+                    execution_cls.scheduled_for > last[0],
+                    execution_cls.id > last[1],
+                ),
+            )
         if session.get_bind().dialect.name != "sqlite":
             query = query.with_for_update(skip_locked=True, of=execution_cls)
         executions = list(session.scalars(query).unique())
         if not executions:
             session.rollback()
             break
+        last = (executions[-1].scheduled_for, executions[-1].id)
         dispatch.take_failed_count(session)
+        broken = 0
         for execution in executions:
-            scheduling.enqueue_scheduled_execution(
-                session, execution.workflow, execution
-            )
+            if not _enqueue_one(session, execution, config):
+                broken += 1
         session.commit()
         failed = dispatch.take_failed_count(session)
-        total += len(executions) - failed
+        total += len(executions) - broken - failed
         if failed:
             # The broker is unreachable: the failed rows are deferred again and
             # the next run, one dispatch interval later, sends them (issue 14).
@@ -113,6 +129,43 @@ def dispatch_due(session: orm.Session | None = None) -> int:
     # Under allowed eager mode the tasks were queued until now (R-TH-21).
     dispatch.run_eager_queue()
     return total
+
+
+def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
+    """Request one row's publication; a row that raises stays deferred (issue 14).
+
+    Returns:
+        False when preparing the publication raised (logged and reported); the
+        row keeps ``"geneva:deferred"`` and the rest of the batch goes on.
+    """
+    try:
+        scheduling.enqueue_scheduled_execution(session, execution.workflow, execution)
+    except Exception as error:  # noqa: BLE001 - one row never stops the dispatcher
+        execution.job_id = dispatch.DEFERRED_JOB_ID
+        _log.error(
+            "could not dispatch step execution %s: %s: %s",
+            execution.id,
+            type(error).__name__,
+            error,
+            exc_info=error,
+        )
+        reporting.report(
+            config.error_reporter,
+            error,
+            extra={
+                "geneva_drive": {
+                    "workflow_id": _jsonable(execution.workflow_id),
+                    "step_execution_id": _jsonable(execution.id),
+                    "dispatcher": "dispatch_due",
+                }
+            },
+        )
+        return False
+    return True
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, int | str) else str(value)
 
 
 def deferred_count(session: orm.Session) -> Any:

@@ -88,3 +88,50 @@ def test_dispatch_works_in_batches(app, user, geneva_jobs):
         frozen.advance(timedelta(days=2))
         assert dispatch_due() == 5
         assert len(geneva_jobs.enqueued) == 5
+
+
+class DispatcherUrgentLater(geneva.Workflow):
+    @step
+    def first(self):
+        pass
+
+    @step(wait=timedelta(days=2), job_options={"priority": 13})
+    def later(self):
+        pass
+
+
+def _refuse_thirteen(priority: int) -> int:
+    if priority == 13:
+        raise ValueError("priority 13 cannot be mapped")
+    return priority
+
+
+def test_a_row_that_raises_does_not_stop_the_dispatcher(app, user, geneva_jobs):
+    """A row whose publication cannot be prepared is reported and stays deferred; every other due row of the batch and the next batches is published and counted (issue 14)."""
+    from tests.apps.basic import User
+
+    reported: list[BaseException] = []
+    app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
+    app.config["GENEVA_PRIORITY_MAPPER"] = _refuse_thirteen
+    app.config["GENEVA_ERROR_REPORTER"] = lambda error, **_: reported.append(error)
+    with clock.frozen() as frozen:
+        heroes = [User(email=f"r{i}@example.com") for i in range(5)]
+        db.session.add_all(heroes)
+        db.session.commit()
+        broken = [DispatcherUrgentLater.create(hero=heroes[0])]
+        broken.append(DispatcherUrgentLater.create(hero=heroes[1]))
+        fine = [DispatcherLongWait.create(hero=hero) for hero in heroes[2:]]
+        geneva_jobs.drain()
+        geneva_jobs.clear()
+        frozen.advance(timedelta(days=2))
+        assert dispatch_due() == 3
+        assert len(reported) == 2
+        assert {p.step_execution_id for p in geneva_jobs.enqueued} == {
+            workflow.current_execution.id for workflow in fine
+        }
+        for workflow in broken:
+            db.session.refresh(workflow.current_execution)
+            assert workflow.current_execution.job_id == DEFERRED_JOB_ID
+        # The next run tries them again, once each.
+        assert dispatch_due() == 0
+        assert len(reported) == 4
