@@ -29,6 +29,7 @@ from sqlalchemy import orm
 
 __all__ = [
     "PERFORM_STEP_TASK",
+    "BrokerPaused",
     "CeleryBackend",
     "Publication",
     "RecordingBackend",
@@ -52,6 +53,7 @@ DEFERRED_JOB_ID = "geneva:deferred"
 _PENDING_KEY = "geneva_pending_publications"
 _FAILED_KEY = "geneva_failed_publications"
 _inline = contextvars.ContextVar("geneva_inline_enqueue", default=False)
+_ignore_pause = contextvars.ContextVar("geneva_ignore_broker_pause", default=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +96,13 @@ class CeleryBackend:
     so that a publication, retry included, stays within
     ``GENEVA_PUBLISH_TIMEOUT``. A publication that took longer is logged.
 
+    After a failed publication the broker is not tried again for
+    ``publish_timeout_seconds``: publications in that pause fail at once
+    (:class:`BrokerPaused`) and go to the dispatcher like any failure, so a run
+    that publishes row after row (housekeeping, say) is not blocked once per row
+    by a hung broker. The dispatcher tries the broker regardless
+    (:func:`trying_the_broker`): it is the retry, and stops at its first failure.
+
     Args:
         celery_app: The host's Celery application.
         publish_timeout_seconds: ``GENEVA_PUBLISH_TIMEOUT`` in seconds.
@@ -102,6 +111,7 @@ class CeleryBackend:
     def __init__(self, celery_app: Any, publish_timeout_seconds: float = 5.0) -> None:
         self.celery_app = celery_app
         self.publish_timeout_seconds = publish_timeout_seconds
+        self._paused_until = 0.0
 
     @property
     def holds_eta(self) -> bool:
@@ -112,6 +122,8 @@ class CeleryBackend:
         """Send one publication.
 
         Raises:
+            BrokerPaused: A publication failed less than
+                ``publish_timeout_seconds`` ago; the broker was not tried.
             Exception: Whatever Celery/kombu raised (e.g.
                 ``kombu.exceptions.OperationalError``); the caller,
                 :func:`request_publication`, never lets it reach its own caller.
@@ -135,12 +147,20 @@ class CeleryBackend:
         if publication.eta is not None:
             options["eta"] = publication.eta
         started = time.monotonic()
+        if started < self._paused_until and not _ignore_pause.get():
+            raise BrokerPaused(
+                f"not sent: a publication failed less than {timeout:g}s ago "
+                "(GENEVA_PUBLISH_TIMEOUT)"
+            )
         try:
             self.celery_app.send_task(
                 publication.task_name,
                 args=[_jsonable_id(publication.step_execution_id)],
                 **options,
             )
+        except Exception:
+            self._paused_until = time.monotonic() + timeout
+            raise
         finally:
             elapsed = time.monotonic() - started
             if elapsed > timeout:
@@ -152,6 +172,10 @@ class CeleryBackend:
                     elapsed,
                     timeout,
                 )
+
+
+class BrokerPaused(Exception):
+    """A publication not tried because the previous one failed moments ago."""
 
 
 def _publish_retry_policy(timeout_seconds: float) -> dict[str, float]:
@@ -253,6 +277,20 @@ def inline_enqueue() -> Iterator[None]:
         yield
     finally:
         _inline.reset(token)
+
+
+@contextlib.contextmanager
+def trying_the_broker() -> Iterator[None]:
+    """Publish inside the block even while a failure paused the backend.
+
+    For :func:`flask_geneva.dispatcher.dispatch_due`, which retries the
+    executions that failed and ends its pass at its own first failure.
+    """
+    token = _ignore_pause.set(True)
+    try:
+        yield
+    finally:
+        _ignore_pause.reset(token)
 
 
 def deferral_active(enqueue_after_commit: bool) -> bool:

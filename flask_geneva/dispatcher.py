@@ -15,6 +15,7 @@ consumer timeout (R-DSP-06).
 
 from __future__ import annotations
 
+from datetime import timedelta
 import logging
 from typing import Any
 
@@ -69,6 +70,27 @@ def dispatch_due(session: orm.Session | None = None) -> int:
         session.commit()
     # Under Celery eager mode a task runs when sent, so only due rows are sent.
     ahead = config.max_broker_delay if dispatch.holds_eta(state.backend) else None
+    with dispatch.trying_the_broker():
+        total = _dispatch_passes(session, config, workflow_cls, execution_cls, ahead)
+    if total:
+        _log.info("dispatched %d deferred step executions", total)
+    # Under allowed eager mode the tasks were queued until now (R-TH-21).
+    dispatch.run_eager_queue()
+    return total
+
+
+def _dispatch_passes(
+    session: orm.Session,
+    config: Any,
+    workflow_cls: Any,
+    execution_cls: Any,
+    ahead: timedelta | None,
+) -> int:
+    """The batches of one dispatch pass; returns how many were published.
+
+    ``ahead`` is how far beyond now a row may be due and still be sent (None: only
+    rows already due, as under eager mode).
+    """
     total = 0
     # Keyset: each pass considers a row once, so rows that failed stay for the
     # next run instead of being selected again and again (issue 14).
@@ -124,10 +146,6 @@ def dispatch_due(session: orm.Session | None = None) -> int:
             break
         if len(executions) < config.housekeeping_batch_size:
             break
-    if total:
-        _log.info("dispatched %d deferred step executions", total)
-    # Under allowed eager mode the tasks were queued until now (R-TH-21).
-    dispatch.run_eager_queue()
     return total
 
 

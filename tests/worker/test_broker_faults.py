@@ -317,10 +317,19 @@ def test_frozen_broker_create_returns_within_the_publish_timeout(
     frozen_ids = frozen["workflow_ids"]
     assert {r["job_id"] for r in _rows(app, frozen_ids)} == {"geneva:deferred"}
     started = time.monotonic()
-    assert _dispatch(app) == 0
+    assert _dispatch(app) == 0  # the dispatcher tries despite the pause
     dispatch_seconds = time.monotonic() - started
     assert dispatch_seconds < PUBLISH_TIMEOUT  # one failed try, not one per row
     assert {r["job_id"] for r in _rows(app, frozen_ids)} == {"geneva:deferred"}
+
+    _lose_messages(app, frozen_ids)
+    time.sleep(PUBLISH_TIMEOUT)  # past the pause: housekeeping tries the broker
+    started = time.monotonic()
+    with app.app_context():
+        summary = app.extensions["geneva"].geneva.run_housekeeping()
+    housekeeping_seconds = time.monotonic() - started
+    assert summary["stuck_scheduled_recovered"] == 3
+    assert housekeeping_seconds < PUBLISH_TIMEOUT  # not blocked once per row
 
     own_redis.thaw()
     assert _dispatch(app) == 3
@@ -331,33 +340,39 @@ def test_frozen_broker_create_returns_within_the_publish_timeout(
         f"broker frozen: create() exceptions 0 of 3; create() took "
         f"{', '.join(f'{d:.2f}s' for d in frozen['durations'])} "
         f"(GENEVA_PUBLISH_TIMEOUT {PUBLISH_TIMEOUT}s); dispatch_due while frozen "
-        f"{dispatch_seconds:.2f}s"
+        f"{dispatch_seconds:.2f}s; housekeeping recovering 3 rows while frozen "
+        f"{housekeeping_seconds:.2f}s, summary counted {summary['stuck_scheduled_recovered']}"
     )
+
+
+def _lose_messages(app: Any, workflow_ids: list[Any]) -> None:
+    """Make the workflows' scheduled rows overdue with task ids never sent."""
+    from flask_geneva import clock
+    from tests.apps import basic
+
+    table = basic.geneva.StepExecution.__table__
+    with app.app_context(), basic.db.engine.begin() as connection:
+        connection.execute(
+            sa.update(table)
+            .where(table.c.workflow_id.in_(workflow_ids))
+            .where(table.c.state == "scheduled")
+            .values(
+                job_id="lost-message",
+                scheduled_for=clock.now() - timedelta(hours=1),
+            )
+        )
 
 
 def test_housekeeping_counts_every_row_it_recovers_while_the_broker_is_down(
     own_redis, make_app, processes
 ):
     """Housekeeping recovers and counts every stuck scheduled row although each publication fails; the successors run once the broker is back (issue 14 point 3, R-HK-22)."""
-    from tests.apps import basic
     from tests.worker.geneva_worker_app import BrokerOrdinary
 
     app = make_app(own_redis.url)  # broker down
     created = _create_many(app, BrokerOrdinary, 12)
     workflow_ids = created["workflow_ids"]
-    table = basic.geneva.StepExecution.__table__
-    with app.app_context(), basic.db.engine.begin() as connection:
-        # Their messages were lost: overdue beyond the stuck-scheduled threshold.
-        from flask_geneva import clock
-
-        connection.execute(
-            sa.update(table)
-            .where(table.c.workflow_id.in_(workflow_ids))
-            .values(
-                job_id="lost-message",
-                scheduled_for=clock.now() - timedelta(hours=1),
-            )
-        )
+    _lose_messages(app, workflow_ids)  # overdue beyond the stuck threshold
     with app.app_context():
         summary = app.extensions["geneva"].geneva.run_housekeeping()
     assert summary["stuck_scheduled_recovered"] == 12
