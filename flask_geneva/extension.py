@@ -187,12 +187,14 @@ class Geneva:
     def init_celery(self, celery: Any, *, app: Flask | None = None) -> None:
         """Register the flask_geneva tasks on ``celery`` (fixed names, R-JOB-20).
 
-        Works in either order with :meth:`init_app`, including the "Celery app
-        built in the Flask app factory" pattern: ``geneva.init_app(app)`` first,
-        then ``geneva.init_celery(celery)`` once the factory made ``celery``. A
-        task base class that pushes the app context itself is respected. Once
-        the app is registered, a ``GENEVA_MAX_BROKER_DELAY`` not below the
-        broker's known visibility timeout is logged as a warning (R-DSP-06).
+        Called by :meth:`init_app` for the Celery app it finds. Called before
+        ``init_app`` with ``app=``, it gives that app its Celery app. Called after
+        ``init_app`` (the app then already has one, since ``init_app`` refuses to
+        register the celery backend without, issue 14), it replaces the app's
+        Celery app. A task base class that pushes the app context itself is
+        respected. Once the app is registered, a ``GENEVA_MAX_BROKER_DELAY`` not
+        below the broker's known visibility timeout is logged as a warning
+        (R-DSP-06).
 
         Args:
             celery: A ``celery.Celery`` application.
