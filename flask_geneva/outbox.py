@@ -27,9 +27,14 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import dispatch
-from flask_geneva import store
+from flask_geneva.models import StepExecutionState
 
-__all__ = ["PUBLISH_FAILURES_GAUGE", "publications_failed", "publish_failures"]
+__all__ = [
+    "PUBLISH_FAILURES_GAUGE",
+    "hand_back_to_dispatcher",
+    "publications_failed",
+    "publish_failures",
+]
 
 _log = logging.getLogger("flask_geneva")
 
@@ -112,15 +117,11 @@ def _hand_back(
         return
     marker = dispatch.DEFERRED_JOB_ID
     if not committed and session.in_transaction():
-        store.hand_back_to_dispatcher(
-            session, execution_cls, unpublished, marker=marker
-        )
+        hand_back_to_dispatcher(session, execution_cls, unpublished, marker=marker)
         return
     engine: sa.Engine = session.get_bind(mapper=sa.inspect(execution_cls))  # type: ignore[assignment]
     with engine.begin() as connection:
-        store.hand_back_to_dispatcher(
-            connection, execution_cls, unpublished, marker=marker
-        )
+        hand_back_to_dispatcher(connection, execution_cls, unpublished, marker=marker)
 
 
 def _current_state() -> Any:
@@ -145,3 +146,53 @@ def _emit_gauge(state: Any, total: int) -> None:
         _log.warning(
             "metrics hook raised %r for %s; ignored", error, PUBLISH_FAILURES_GAUGE
         )
+
+
+def hand_back_to_dispatcher(
+    target: orm.Session | sa.Connection,
+    execution_cls: Any,
+    unpublished: list[tuple[Any, str]],
+    *,
+    marker: str,
+) -> int:
+    """Set ``job_id = marker`` on executions whose publication failed (R-DSP-02).
+
+    Guarded: only a row still ``scheduled`` with the job id that failed changes,
+    so an execution a worker already claimed (the message got through after all)
+    or an operator changed is left alone.
+
+    Args:
+        target: The session whose open transaction inserted the rows (the update
+            joins it, and loaded instances are kept in step), or a connection in a
+            transaction of its own for rows that are already committed.
+        execution_cls: The ``StepExecution`` model.
+        unpublished: ``(execution id, task id)`` pairs.
+        marker: The dispatcher's ``job_id`` sentinel (``"geneva:deferred"``).
+
+    Returns:
+        How many rows changed.
+    """
+    changed = 0
+    for execution_id, task_id in unpublished:
+        statement = (
+            sa.update(execution_cls)
+            .where(execution_cls.id == execution_id)
+            .where(execution_cls.job_id == task_id)
+            .where(execution_cls.state == StepExecutionState.SCHEDULED)
+            .values(job_id=marker)
+        )
+        if isinstance(target, orm.Session):
+            result: Any = target.execute(statement)
+        else:
+            result = target.execute(
+                sa.update(execution_cls.__table__)
+                .where(execution_cls.__table__.c.id == execution_id)
+                .where(execution_cls.__table__.c.job_id == task_id)
+                .where(
+                    execution_cls.__table__.c.state
+                    == StepExecutionState.SCHEDULED.value
+                )
+                .values(job_id=marker)
+            )
+        changed += int(result.rowcount or 0)
+    return changed

@@ -36,7 +36,6 @@ from flask_geneva.models import WorkflowState
 
 __all__ = [
     "OptionalColumns",
-    "hand_back_to_dispatcher",
     "install_sqlite_locking",
     "lock_execution",
     "lock_workflow",
@@ -667,59 +666,6 @@ def savepoint(session: orm.Session) -> Iterator[Any]:
     """A SAVEPOINT around a block; rolled back (and re-raised) on error."""
     with session.begin_nested() as nested:
         yield nested
-
-
-# -- publication failures (issue 14) ---------------------------------------------------
-
-
-def hand_back_to_dispatcher(
-    target: orm.Session | sa.Connection,
-    execution_cls: Any,
-    unpublished: list[tuple[Any, str]],
-    *,
-    marker: str,
-) -> int:
-    """Set ``job_id = marker`` on executions whose publication failed (R-DSP-02).
-
-    Guarded: only a row still ``scheduled`` with the job id that failed changes,
-    so an execution a worker already claimed (the message got through after all)
-    or an operator changed is left alone.
-
-    Args:
-        target: The session whose open transaction inserted the rows (the update
-            joins it, and loaded instances are kept in step), or a connection in a
-            transaction of its own for rows that are already committed.
-        execution_cls: The ``StepExecution`` model.
-        unpublished: ``(execution id, task id)`` pairs.
-        marker: The dispatcher's ``job_id`` sentinel (``"geneva:deferred"``).
-
-    Returns:
-        How many rows changed.
-    """
-    changed = 0
-    for execution_id, task_id in unpublished:
-        statement = (
-            sa.update(execution_cls)
-            .where(execution_cls.id == execution_id)
-            .where(execution_cls.job_id == task_id)
-            .where(execution_cls.state == StepExecutionState.SCHEDULED)
-            .values(job_id=marker)
-        )
-        if isinstance(target, orm.Session):
-            result: Any = target.execute(statement)
-        else:
-            result = target.execute(
-                sa.update(execution_cls.__table__)
-                .where(execution_cls.__table__.c.id == execution_id)
-                .where(execution_cls.__table__.c.job_id == task_id)
-                .where(
-                    execution_cls.__table__.c.state
-                    == StepExecutionState.SCHEDULED.value
-                )
-                .values(job_id=marker)
-            )
-        changed += int(result.rowcount or 0)
-    return changed
 
 
 def rollback_after_error(session: orm.Session, error: BaseException) -> None:

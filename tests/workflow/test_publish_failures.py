@@ -188,3 +188,51 @@ def test_resume_returns_when_its_publication_fails(app, unreachable_celery):
     [execution] = _executions(workflow.id)
     assert execution["state"] == "scheduled"
     assert execution["job_id"] == DEFERRED_JOB_ID
+
+
+def test_housekeeping_goes_on_when_a_commit_hook_raises(
+    app, unreachable_celery, caplog
+):
+    """An error after a row's commit is logged as itself; the failing rollback never masks it or stops the run, and the committed row is counted (R-HK-22, issue 14 point 3)."""
+    from sqlalchemy import event
+
+    workflow_ids = [OutboxTwoSteps.create(hero=_new_hero()).id for _ in range(3)]
+    table = geneva.StepExecution.__table__
+    db.session.execute(
+        sa.update(table)
+        .where(table.c.workflow_id.in_(workflow_ids))
+        .values(scheduled_for=flask_geneva.clock.now() - timedelta(hours=1))
+    )
+    db.session.commit()
+    session = db.session()
+    inserted: list[int] = []
+    raised: list[int] = []
+
+    def note_insert(_session: Any, _context: Any) -> None:
+        inserted.append(1)
+
+    def fail_first_recovery_commit(_session: Any) -> None:
+        # Only a recovery inserts a row here; the first such commit fails.
+        if inserted and not raised:
+            raised.append(1)
+            raise RuntimeError("a host's after_commit hook failed")
+
+    event.listen(session, "after_flush", note_insert)
+    event.listen(session, "after_commit", fail_first_recovery_commit)
+    try:
+        summary = run_housekeeping(session)
+    finally:
+        event.remove(session, "after_commit", fail_first_recovery_commit)
+        event.remove(session, "after_flush", note_insert)
+    assert raised == [1]
+    # Every row was committed, the first one before its hook raised.
+    assert summary["stuck_scheduled_recovered"] == 3
+    failures = [
+        record
+        for record in caplog.records
+        if record.getMessage().startswith("Failed to recover step execution")
+    ]
+    assert [record.getMessage().split(": ", 1)[1] for record in failures] == [
+        "RuntimeError: a host's after_commit hook failed"
+    ]
+    assert db.session.scalar(sa.select(sa.func.count(User.id))) == 3
