@@ -131,6 +131,8 @@ def test_sigterm_mid_iteration_continues_in_a_successor_after_restart(
             )
         ).all()
         basic.db.session.remove()
+        for engine in basic.db.engines.values():
+            engine.dispose()  # no pooled connection outlives the test
     assert len(counters) == ROWS
     assert {counter for _, counter in counters} == {1}
     logged = [int(line) for line in log_path.read_text().splitlines()]

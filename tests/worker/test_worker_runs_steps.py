@@ -55,3 +55,6 @@ def test_worker_runs_three_step_workflow_to_finished(
         second = executions[1]
         assert second.started_at >= second.scheduled_for
         assert basic.db.session.get(basic.User, hero_id).counter == 111
+        basic.db.session.remove()
+        for engine in basic.db.engines.values():
+            engine.dispose()  # no pooled connection outlives the test
