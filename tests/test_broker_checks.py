@@ -25,7 +25,7 @@ def _celery(broker_url, **transport_options):
 
 
 def _start(tmp_path, celery, *, max_broker_delay, factory=False):
-    """init_app with celery=, or init_app then init_celery (the factory pattern)."""
+    """init_app with celery=, or init_celery replacing the app's Celery app later."""
     app = Flask(__name__)
     app.config.update(
         SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'checks.sqlite3'}",
@@ -35,7 +35,9 @@ def _start(tmp_path, celery, *, max_broker_delay, factory=False):
     db.init_app(app)
     geneva = Geneva(db)
     if factory:
-        geneva.init_app(app)
+        # init_app needs a Celery app (issue 14); one with Redis's default
+        # visibility timeout, replaced by init_celery afterwards.
+        geneva.init_app(app, celery=_celery("redis://127.0.0.1:1/0"))
         geneva.init_celery(celery)
     else:
         geneva.init_app(app, celery=celery)
