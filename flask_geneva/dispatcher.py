@@ -15,8 +15,8 @@ consumer timeout (R-DSP-06).
 
 from __future__ import annotations
 
-from datetime import timedelta
 import logging
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
