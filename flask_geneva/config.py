@@ -125,6 +125,11 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "A step delivered earlier than this before its time does not run yet: "
         "it is published again for its time (R-EXE-18)."
     ),
+    "GENEVA_PUBLISH_TIMEOUT": (
+        "Upper bound on one publication to the broker after a commit; a failed or "
+        "timed-out publication never raises: the row goes back to the dispatcher, "
+        "and the process leaves the broker alone for this long (R-DSP-07)."
+    ),
     "GENEVA_FIND_ATTEMPTS": (
         "How many times a worker looks for a step execution row that is not "
         "visible yet before giving up (R-JOB-20)."
