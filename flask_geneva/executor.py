@@ -32,6 +32,7 @@ from sqlalchemy import orm
 from flask_geneva import clock
 from flask_geneva import dispatch
 from flask_geneva import early_delivery
+from flask_geneva import operator_finalize
 from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import signals
@@ -890,30 +891,26 @@ class _Run:
                 self._drop_error(error)
                 return
             if workflow.state != WorkflowState.PERFORMING:
+                # An operator paused, canceled or finished the workflow while the
+                # body ran: record what the body did; their state wins (R-EXE-42).
                 self.logger.warning(
                     "workflow changed to %s during the step (R-EXE-42)", workflow.state
                 )
-                if (
-                    body.kind == "interrupted"
-                    and workflow.state == WorkflowState.PAUSED
-                ):
-                    store.set_execution_state(
-                        execution,
-                        StepExecutionState.COMPLETED,
-                        now,
-                        outcome=Outcome.WORKFLOW_PAUSED,
-                    )
-                    self._record_interrupt(execution, body)
-                else:
-                    store.set_execution_state(
-                        execution,
-                        StepExecutionState.CANCELED,
-                        now,
-                        outcome=Outcome.CANCELED,
-                    )
-                    if body.kind == "interrupted":
-                        # e.g. workflow_canceled: still say why it stopped (R-PDR-03)
-                        self._record_interrupt(execution, body)
+                if body.kind == "signal" and body.signal is not None:
+                    self._record_signal(execution, body.signal)
+                operator_finalize.finalize_under_operator_state(
+                    session,
+                    workflow,
+                    execution,
+                    step,
+                    kind=body.kind,
+                    signal=body.signal,
+                    error=error,
+                    record_interrupt=lambda reason: self._record_interrupt(
+                        execution, body, reason=reason
+                    ),
+                    now=now,
+                )
                 store.commit_keeping_state(session)
                 self._emit_finalize((workflow.state, execution.state), None)
                 self._drop_error(error)
@@ -976,15 +973,7 @@ class _Run:
         """Apply an in-step flow-control signal (R-FC-10..15)."""
         now = clock.now()
         action = signal.action
-        wait = getattr(signal, "wait", None)
-        execution.write_metadata(
-            "flow_control",
-            {
-                "action": action,
-                "wait_seconds": wait.total_seconds() if wait is not None else None,
-                "rewind": bool(getattr(signal, "rewind", False)),
-            },
-        )
+        self._record_signal(execution, signal)
         resumable = step.is_resumable
         if action == "cancel":
             store.set_execution_state(
@@ -1035,6 +1024,19 @@ class _Run:
             self._continue(workflow, execution, signal.wait)
         else:  # pragma: no cover - every FlowControlSignal subclass is handled above
             raise AssertionError(f"unknown flow control action {action!r}")
+
+    @staticmethod
+    def _record_signal(execution: Any, signal: FlowControlSignal) -> None:
+        """Write the ``flow_control`` record of R-PDR-03."""
+        wait = getattr(signal, "wait", None)
+        execution.write_metadata(
+            "flow_control",
+            {
+                "action": signal.action,
+                "wait_seconds": wait.total_seconds() if wait is not None else None,
+                "rewind": bool(getattr(signal, "rewind", False)),
+            },
+        )
 
     # -- reporting (R-REP, R-EXE-43) ---------------------------------------------------
 

@@ -398,11 +398,12 @@ def resume(
 
     Order: re-publish a preserved scheduled execution (R-EXT-21); else continue a
     resumable step from its cursor (R-EXT-22); else create a new execution of
-    ``next_step_name`` due now (R-EXT-23). ``rewind`` empties the cursor of a
-    resumable continuation (R-EXT-26).
+    ``next_step_name`` due now (R-EXT-23); with no next step (the last step
+    completed while paused, R-EXE-42) the workflow finishes. ``rewind`` empties the
+    cursor of a resumable continuation (R-EXT-26).
 
     Returns:
-        The execution that will run.
+        The execution that will run, or None when the workflow finished.
 
     Raises:
         InvalidStateError: Not paused ("Cannot resume a <state> workflow").
@@ -458,6 +459,12 @@ def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> A
             return successor
 
     name = workflow.next_step_name
+    if name is None and workflow.current_step_name is None:
+        # The last step completed while the workflow was paused (R-EXE-42a).
+        store.set_workflow_state(
+            workflow, WorkflowState.FINISHED, clock.now(), validate=False
+        )
+        return None
     step = workflow.steps.named(name) if name else None
     if step is None:
         raise scheduling.step_not_defined(workflow, name)

@@ -675,7 +675,9 @@ class WorkflowMixin:
         """Resume a paused workflow atomically (R-EXT-20..27).
 
         Returns:
-            The step execution that will run next (reused, successor or new).
+            The step execution that will run next (reused, successor or new),
+            or None when the last step completed while the workflow was paused
+            and resume finished it (R-EXE-42).
 
         Raises:
             InvalidStateError: The workflow is not paused (checked again under the

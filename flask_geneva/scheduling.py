@@ -235,6 +235,7 @@ def create_step_execution(
     continues_from: Any = None,
     cursor: Any = None,
     cancel_stray: bool = True,
+    publish: bool = True,
 ) -> Any:
     """Insert a scheduled execution of ``step``; arrange its publication (R-SCH-01..05).
 
@@ -252,6 +253,11 @@ def create_step_execution(
             (``in_progress``) execution, so the unique index rules out any other.
             So does creation: a brand-new workflow has no executions, and the
             UPDATE would only take a gap lock on MySQL/MariaDB.
+        publish: False preserves the execution for ``resume()`` without
+            publishing it: ``job_id`` is the dispatcher's deferred marker, which the
+            dispatcher leaves alone while the workflow is paused (R-DSP-03), and
+            ``resume()`` publishes it (R-EXT-21). The executor passes False when an
+            operator paused the workflow while the step ran (R-EXE-42).
 
     Returns:
         The new (flushed) execution.
@@ -280,7 +286,10 @@ def create_step_execution(
     # The task id is chosen before the INSERT so job_id needs no second UPDATE.
     # Read once: the settings check behind current_state().config is per call.
     state = current_state()
-    publication = _prepare_publication(execution, options, now, state)
+    if publish:
+        publication = _prepare_publication(execution, options, now, state)
+    else:
+        execution.job_id, publication = dispatch.DEFERRED_JOB_ID, None
     core_rows.insert_step_execution(
         session,
         workflow.__geneva__,
@@ -422,11 +431,13 @@ def create_successor_execution(
     wait: timedelta | int | float | None = None,
     clear_cursor: bool = False,
     cancel_stray: bool = True,
+    publish: bool = True,
 ) -> Any:
     """Create the execution that continues ``predecessor`` (R-SCH-08).
 
     The cursor is copied verbatim (no size check); ``clear_cursor`` starts the
-    successor empty (rewind, R-EXT-26 / R-FC-13).
+    successor empty (rewind, R-EXT-26 / R-FC-13). ``cancel_stray`` and ``publish``
+    are passed to :func:`create_step_execution`.
 
     Raises:
         StepNotDefinedError: The predecessor's step has no definition any more.
@@ -443,6 +454,7 @@ def create_successor_execution(
         continues_from=predecessor,
         cursor=cursor,
         cancel_stray=cancel_stray,
+        publish=publish,
     )
 
 

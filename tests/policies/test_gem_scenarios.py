@@ -358,12 +358,18 @@ def test_around_hook_exit_error_is_a_body_error(user, reports):
 
 
 def test_dropped_error_is_reported_despite_report_never(user, reports):
-    """An error dropped because the workflow changed mid-step is reported (handled, marked dropped) and not re-raised (R-EXE-43)."""
+    """An error dropped because the workflow changed mid-step is recorded failed/failed, reported (handled, marked dropped) and not re-raised (R-EXE-42 amended, R-EXE-43)."""
     workflow = GemDropped.create(hero=user)
     execution_id = workflow.current_execution.id
     db.session.commit()
     Executor.execute(execution_id)
-    assert execution_row(execution_id)["state"] == "canceled"
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"], row["error_message"]) == (
+        "failed",
+        "failed",
+        "nobody re-raises me",
+    )
+    assert workflow_row(workflow.id)["state"] == "canceled"
     assert "policy_decision" not in (execution_row(execution_id)["metadata"] or {})
     assert len(reports) == 1
     error, handled, context = reports[0]

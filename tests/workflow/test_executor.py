@@ -742,19 +742,34 @@ def test_execution_changed_externally_during_the_step(user, reports, raise_error
 def test_workflow_changed_externally_during_the_step(
     user, reports, new_state, raise_error
 ):
-    """If the workflow left performing meanwhile, the execution is canceled and the
-    error dropped (R-EXE-42, R-EXE-43).
+    """If the workflow left performing meanwhile, the execution records what the body
+    did (completed/success, or failed/failed with the error reported and not
+    re-raised) and the operator's state stays; only a paused workflow gets its next
+    step preserved, unpublished (R-EXE-42 amended, R-EXE-43).
     """
     ExecutorExternal.change = {"workflow": {"state": new_state}, "raise": raise_error}
     workflow = ExecutorExternal.create(hero=user)
     execution_id = _current_id(workflow)
     Executor.execute(execution_id)
     row = execution_row(execution_id)
-    assert (row["state"], row["outcome"]) == ("canceled", "canceled")
-    assert row["canceled_at"] == row["finished_at"]
+    if raise_error:
+        assert (row["state"], row["outcome"]) == ("failed", "failed")
+        assert row["error_message"] == "raised after the external change"
+        assert row["failed_at"] == row["finished_at"]
+    else:
+        assert (row["state"], row["outcome"]) == ("completed", "success")
+        assert row["completed_at"] == row["finished_at"]
     wf = workflow_row(workflow.id)
-    assert (wf["state"], wf["current_step_name"]) == (new_state, "work")
-    assert len(execution_rows(workflow.id)) == 1
+    assert (wf["state"], wf["current_step_name"]) == (new_state, None)
+    rows = execution_rows(workflow.id)
+    if new_state == "paused" and not raise_error:
+        assert [(r["step_name"], r["state"], r["job_id"]) for r in rows[1:]] == [
+            ("tail", "scheduled", "geneva:deferred")
+        ]
+        assert wf["next_step_name"] == "tail"
+    else:
+        assert len(rows) == 1
+        assert wf["next_step_name"] == "work"
     assert len(reports) == (1 if raise_error else 0)
 
 

@@ -451,34 +451,36 @@ def test_in_step_only_operations_fail_outside_a_step(user, method):
 
 
 def test_external_pause_of_a_performing_workflow(user):
-    """Pausing a performing workflow from outside pauses it; the executor then cancels
-    its execution (R-EXT-02, R-EXE-42).
+    """Pausing a performing workflow from outside pauses it; the executor records the
+    completed body and preserves the next step, so resume() never runs the finished
+    step again (R-EXT-02, R-EXE-42 amended).
     """
     FlowPerformingExternal.operation = "pause"
     workflow = FlowPerformingExternal.create(hero=user)
     execution_id = workflow.current_execution.id
     Executor.execute(execution_id)
     row = execution_row(execution_id)
-    assert (row["state"], row["outcome"]) == ("canceled", "canceled")
+    assert (row["state"], row["outcome"]) == ("completed", "success")
     wf = workflow_row(workflow.id)
-    assert (wf["state"], wf["next_step_name"]) == ("paused", "work")
+    assert (wf["state"], wf["next_step_name"]) == ("paused", "tail")
     assert wf["transitioned_at"] is not None
-    assert len(execution_rows(workflow.id)) == 1
+    assert len(execution_rows(workflow.id)) == 2
     assert hero_counter(user.id) == 1
     resumed = workflow.resume()
-    assert resumed.step_name == "work"
+    assert resumed.step_name == "tail"
 
 
 def test_external_cancel_of_a_performing_workflow(user):
-    """Canceling a performing workflow from outside cancels it; the executor cancels its
-    execution (R-EXT-03, R-EXE-42).
+    """Canceling a performing workflow from outside cancels it; the executor records the
+    completed body and schedules nothing (R-EXT-03, R-EXE-42 amended).
     """
     FlowPerformingExternal.operation = "cancel"
     workflow = FlowPerformingExternal.create(hero=user)
     execution_id = workflow.current_execution.id
     Executor.execute(execution_id)
     row = execution_row(execution_id)
-    assert (row["state"], row["outcome"]) == ("canceled", "canceled")
+    assert (row["state"], row["outcome"]) == ("completed", "success")
+    assert hero_counter(user.id) == 1
     assert workflow_row(workflow.id)["state"] == "canceled"
     assert len(execution_rows(workflow.id)) == 1
 
