@@ -43,7 +43,10 @@ __all__ = [
     "finish",
     "pause",
     "reattempt",
+    "refuse_while_running",
     "resume",
+    "running_execution",
+    "running_refusal",
     "skip",
     "step_context",
     "suspend",
@@ -225,6 +228,44 @@ def _finish_external(session: orm.Session, commit: bool) -> None:
         session.flush()
 
 
+def running_execution(session: orm.Session, workflow: Any) -> Any:
+    """Lock and return the workflow's ``in_progress`` execution, or None (R-EXT-26).
+
+    The caller holds the workflow lock, so no execution can start or end meanwhile
+    (the executor locks the workflow first too).
+    """
+    for execution in store.lock_active_executions(session, workflow.id):
+        if execution.state == StepExecutionState.IN_PROGRESS:
+            return execution
+    return None
+
+
+def running_refusal(workflow_id: Any, execution: Any, action: str) -> str:
+    """The message refusing ``action`` while ``execution`` runs (R-EXT-26)."""
+    return (
+        f"Cannot {action} workflow {workflow_id}: step execution {execution.id} "
+        f"(step '{execution.step_name}') is still in progress; wait for it to "
+        "finish, or recover it if its worker died (workflow.recover(), "
+        f"`flask geneva recover {workflow_id}`)"
+    )
+
+
+def _refuse_running(workflow: Any, execution: Any, action: str) -> InvalidStateError:
+    return InvalidStateError(running_refusal(workflow.id, execution, action))
+
+
+def refuse_while_running(session: orm.Session, workflow: Any, action: str) -> None:
+    """Refuse an operation that would create an execution while one runs (R-EXT-26).
+
+    Raises:
+        InvalidStateError: The workflow has an ``in_progress`` execution; the
+            message names it and suggests waiting or ``recover()`` (R-HK-28).
+    """
+    running = running_execution(session, workflow)
+    if running is not None:
+        raise _refuse_running(workflow, running, action)
+
+
 def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     """Pause ``workflow``: a signal in a step, else R-EXT-01/02 under the row lock.
 
@@ -335,8 +376,9 @@ def skip(
 
     Raises:
         SkipSignal: Inside a step.
-        InvalidStateError: The state is not ready or paused, or the current step is
-            not ``expected_step`` any more.
+        InvalidStateError: The state is not ready or paused, the current step is
+            not ``expected_step`` any more, or an execution is still in progress
+            (R-EXT-26; the message names it).
         StepNotDefinedError: The current step is no longer defined in the class
             (or the class itself is gone); nothing changes.
     """
@@ -358,6 +400,7 @@ def skip(
                 f"Cannot skip step {expected_step!r}: the current step of workflow "
                 f"{locked.id} is now {reference!r} (it ran or was skipped meanwhile)"
             )
+        refuse_while_running(session, locked, "skip")
         if reference is not None and reference not in locked.steps:
             # Skipping past a step the code no longer has would silently finish
             # the workflow (or skip steps that still exist): refuse, as resume does.
@@ -396,17 +439,22 @@ def resume(
 ) -> Any:
     """Resume a paused workflow in one locked transaction (R-EXT-20..27).
 
-    Order: re-publish a preserved scheduled execution (R-EXT-21); else continue a
-    resumable step from its cursor (R-EXT-22); else create a new execution of
-    ``next_step_name`` due now (R-EXT-23); with no next step (the last step
-    completed while paused, R-EXE-42) the workflow finishes. ``rewind`` empties the
-    cursor of a resumable continuation (R-EXT-26).
+    While an execution is still ``in_progress`` (the workflow was paused during
+    its step) resume withdraws the pause: the workflow is ``performing`` again and
+    the executor finalizes the step normally (R-EXT-26). Otherwise: re-publish a
+    preserved scheduled execution (R-EXT-21); else continue a resumable step from
+    its cursor (R-EXT-22); else create a new execution of ``next_step_name`` due
+    now (R-EXT-23); with no next step (the last step completed while paused,
+    R-EXE-42) the workflow finishes. ``rewind`` empties the cursor of a resumable
+    continuation (R-EXT-26).
 
     Returns:
-        The execution that will run, or None when the workflow finished.
+        The execution that will run (the running one when the pause was
+        withdrawn), or None when the workflow finished.
 
     Raises:
-        InvalidStateError: Not paused ("Cannot resume a <state> workflow").
+        InvalidStateError: Not paused ("Cannot resume a <state> workflow"), or
+            ``rewind`` while an execution is in progress (the message names it).
         StepNotDefinedError: ``next_step_name`` is not defined any more; nothing
             changes and the workflow stays paused (R-EXT-24).
     """
@@ -422,9 +470,17 @@ def resume(
         if locked.state != WorkflowState.PAUSED:
             raise _refuse("resume", locked.state)
         now = clock.now()
-        locked.state = WorkflowState.READY.value
+        running = running_execution(session, locked)
+        if running is not None and rewind:
+            raise _refuse_running(locked, running, "resume from the beginning")
         locked.transitioned_at = None
-        execution = _resume_execution(session, locked, rewind=rewind)
+        if running is not None:
+            # R-EXT-26: withdraw the pause; the executor finalizes normally.
+            locked.state = WorkflowState.PERFORMING.value
+            execution = running
+        else:
+            locked.state = WorkflowState.READY.value
+            execution = _resume_execution(session, locked, rewind=rewind)
         _record_operator_action(
             locked,
             action="resume_rewind" if rewind else "resume",
@@ -433,7 +489,9 @@ def resume(
             from_state=WorkflowState.PAUSED.value,
             execution=execution,
         )
-        locked.logger.info("resumed via %s at %s", via, now.isoformat())
+        locked.logger.info(
+            "resumed (now %s) via %s at %s", locked.state, via, now.isoformat()
+        )
         _finish_external(session, commit)
     except BaseException:
         session.rollback()

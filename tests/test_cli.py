@@ -362,3 +362,37 @@ def test_stored_control_characters_are_escaped_in_every_listing(geneva_cli, user
     header, *rows = listed.stdout.splitlines()
     starts = {row.index(row.split()[1]) for row in rows}
     assert starts == {header.index("class")}
+
+
+# -- operators and a running step (R-EXT-26, R-HK-28) -----------------------------------
+
+
+def _dead_worker_workflow(email, *, started_minutes_ago=5):
+    """A CliOnboarding whose first execution stays in_progress, as after a SIGKILL."""
+    from tests.housekeeping.support import make_in_progress
+
+    workflow = CliOnboarding.create(hero=make_user(email))
+    started_at = clock.now() - timedelta(minutes=started_minutes_ago)
+    return workflow, make_in_progress(workflow, started_at)
+
+
+def test_skip_of_a_running_step_is_refused_in_one_line_and_resume_withdraws_the_pause(
+    geneva_cli,
+):
+    """flask geneva skip/resume --rewind print the refusal naming the running execution
+    (no traceback, no unique-index violation); resume makes the workflow performing
+    again (R-EXT-26, R-CLI-02).
+    """
+    workflow, execution_id = _dead_worker_workflow("run@example.com")
+    workflow.pause()
+    skipped = geneva_cli("skip", str(workflow.id))
+    assert_one_line_error(
+        skipped, f"step execution {execution_id} (step 'welcome') is still in progress"
+    )
+    assert "IntegrityError" not in skipped.stderr
+    rewound = geneva_cli("resume", "--rewind", str(workflow.id))
+    assert_one_line_error(rewound, "Cannot resume from the beginning workflow")
+    resumed = geneva_cli("resume", str(workflow.id))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "state is performing" in resumed.stdout
+    assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]

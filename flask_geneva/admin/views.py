@@ -35,6 +35,7 @@ from flask_geneva.admin import csrf
 from flask_geneva.admin import executions
 from flask_geneva.admin import filters
 from flask_geneva.admin import presenters
+from flask_geneva.admin import running_step
 from flask_geneva.admin import timeline_chart
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.keys import format_hero
@@ -334,6 +335,8 @@ class _Button:
     enabled: bool
     reason: str
     destructive: bool
+    #: Said beside an enabled button (e.g. Pause on a performing workflow).
+    note: str = ""
 
 
 class WorkflowsView(_GenevaView):
@@ -609,6 +612,10 @@ class WorkflowsView(_GenevaView):
             buttons.append(
                 _Button(action, label, allowed, reason, action in _DESTRUCTIVE)
             )
+        running = running_step.in_progress_execution(
+            self.session, self.geneva.StepExecution, workflow.id
+        )
+        running_step.annotate_buttons(buttons, workflow, running)
         return buttons
 
     # -- actions (R-ADM-05, R-ADM-20..24) ----------------------------------------------

@@ -1,0 +1,121 @@
+"""The workflow page's buttons while a step is in progress (R-EXT-26, R-ADM-20/21/23)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from flask_geneva import clock
+from flask_geneva.testing import run_iterations
+from tests.admin.conftest import csrf_token
+from tests.admin.support import detail_url
+from tests.admin.support import new_user
+from tests.admin.support import paused_workflow
+from tests.admin.support import ready_workflow
+from tests.admin.test_buttons import press
+from tests.admin.workflows import AdminResumable
+from tests.housekeeping.support import make_in_progress
+from tests.workflow.support import execution_rows
+from tests.workflow.support import workflow_row
+
+LIST = "/geneva/workflows/"
+BULK = "/geneva/workflows/bulk"
+
+
+def running_workflow(*, paused=False, started_minutes_ago=5):
+    """A ready AdminTwoStep whose first execution is in_progress (maybe paused)."""
+    workflow = ready_workflow()
+    started_at = clock.now() - timedelta(minutes=started_minutes_ago)
+    execution_id = make_in_progress(workflow, started_at)
+    if paused:
+        workflow.pause()
+    return workflow, execution_id
+
+
+def _disabled_reason(text, action):
+    match = re.search(rf'disabled title="([^"]*)" data-geneva-action="{action}"', text)
+    return match.group(1) if match else None
+
+
+def test_pause_on_a_performing_workflow_says_the_step_finishes_first(client):
+    """The Pause button of a performing workflow says the running step will finish
+    first (R-EXT-02, R-EXE-42).
+    """
+    workflow, _ = running_workflow()
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert 'data-geneva-note="pause"' in text
+    assert "the running step will finish first" in text
+
+
+def test_skip_and_rewind_are_disabled_with_the_reason_while_a_step_runs(client):
+    """On a workflow paused during its step, Skip and Resume from the beginning are
+    disabled naming the running execution; Resume says it lets the step finish
+    (R-EXT-26, R-ADM-20).
+    """
+    workflow = AdminResumable.create(hero=new_user("walker@example.com"))
+    run_iterations(workflow, 2)  # the successor keeps a cursor: rewind would apply
+    execution_id = make_in_progress(workflow, clock.now() - timedelta(minutes=5))
+    workflow.pause()
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    expected = (
+        f"not possible while step execution {execution_id} (step &#39;walk&#39;) "
+        "is in progress"
+    )
+    assert expected in (_disabled_reason(text, "skip") or "")
+    assert expected in (_disabled_reason(text, "resume_rewind") or "")
+    assert 'data-geneva-note="resume"' in text
+
+
+def test_confirmed_skip_of_a_running_step_shows_the_refusal_not_a_500(client):
+    """A Skip posted from a stale page while the step runs is refused with the
+    InvalidStateError message and changes nothing (R-EXT-26, R-ADM-21).
+    """
+    workflow, execution_id = running_workflow(paused=True)
+    before = execution_rows(workflow.id)
+    page = press(client, workflow.id, "skip", confirm=True, step="first")
+    assert page.status_code == 200
+    assert (
+        f"Skip current step refused: Cannot skip workflow {workflow.id}: step "
+        f"execution {execution_id}"
+    ) in page.get_data(as_text=True)
+    assert execution_rows(workflow.id) == before
+    assert workflow_row(workflow.id)["state"] == "paused"
+
+
+def test_resume_button_withdraws_the_pause_of_a_running_step(client):
+    """Resume on a workflow paused during its step makes it performing again and
+    creates no execution (R-EXT-26, R-ADM-21).
+    """
+    workflow, _ = running_workflow(paused=True)
+    page = press(client, workflow.id, "resume")
+    assert page.status_code == 200
+    assert "Resume done; state is now performing" in page.get_data(as_text=True)
+    assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]
+
+
+def test_bulk_resume_with_a_running_step_never_fails_the_page(client):
+    """Bulk Resume of checked rows including a workflow paused during its step gives
+    the result page: that one is performing again, a ready one is listed as refused
+    (R-EXT-26, R-ADM-23).
+    """
+    running, _ = running_workflow(paused=True)
+    paused = paused_workflow()
+    ready = ready_workflow()
+    token = csrf_token(client, LIST)
+    page = client.post(
+        BULK,
+        data={
+            "csrf_token": token,
+            "action": "resume",
+            "ids": [running.id, paused.id, ready.id],
+        },
+    )
+    assert page.status_code == 200
+    text = page.get_data(as_text=True)
+    assert "Resume: 2 succeeded, 1 refused" in text
+    assert "Cannot resume a ready workflow" in text
+    assert [workflow_row(w.id)["state"] for w in (running, paused, ready)] == [
+        "performing",
+        "ready",
+        "ready",
+    ]
