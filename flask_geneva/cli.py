@@ -269,7 +269,28 @@ _flow_control_command(
 )
 
 
-def _apply_to_each(action: str, workflow_ids: tuple[str, ...], *, rewind: bool) -> None:
+@geneva_group.command("recover")
+@click.argument("workflow_ids", nargs=-1, required=True, metavar="ID...")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also recover an execution younger than GENEVA_RECOVER_GRACE (only when "
+    "you know its worker is gone).",
+)
+def recover_command(workflow_ids: tuple[str, ...], force: bool) -> None:
+    """Recover the in-progress step execution of workflows now (R-HK-28).
+
+    For an execution whose worker died: it is ended as housekeeping would end a
+    stuck one (GENEVA_STUCK_RECOVERY_ACTION), without waiting for the stuck
+    threshold. Each ID is processed in its own transaction; exit status 1 if any
+    was refused or not found.
+    """
+    _apply_to_each("recover", workflow_ids, rewind=False, force=force)
+
+
+def _apply_to_each(
+    action: str, workflow_ids: tuple[str, ...], *, rewind: bool, force: bool = False
+) -> None:
     """Run ``action`` on every id, each in its own transaction (R-CLI-02)."""
     from flask_geneva.exceptions import GenevaError
 
@@ -285,6 +306,8 @@ def _apply_to_each(action: str, workflow_ids: tuple[str, ...], *, rewind: bool) 
                 raise click.ClickException(f"workflow {raw_id} not found")
             if action == "resume":
                 workflow.resume(rewind=rewind, actor=actor, via="cli")
+            elif action == "recover":
+                workflow.recover(force=force, actor=actor, via="cli")
             else:
                 getattr(workflow, action)(actor=actor, via="cli")
             session.refresh(workflow)

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_STUCK_SCHEDULED_THRESHOLD": timedelta(minutes=15),
     "GENEVA_HOUSEKEEPING_BATCH_SIZE": 1000,
     "GENEVA_STUCK_RECOVERY_ACTION": "reattempt",
+    "GENEVA_RECOVER_GRACE": timedelta(seconds=60),
     "GENEVA_MAX_CURSOR_SIZE": 131072,
     "GENEVA_ENQUEUE_AFTER_COMMIT": NOT_TESTING,
     "GENEVA_DEFAULT_QUEUE": None,
@@ -190,6 +191,9 @@ class GenevaConfig:
     stuck_scheduled_threshold: timedelta
     housekeeping_batch_size: int
     stuck_recovery_action: str
+    #: ``workflow.recover()`` without ``force`` refuses an execution younger than
+    #: this (R-HK-28).
+    recover_grace: timedelta
     max_cursor_size: int | None
     enqueue_after_commit: bool
     default_queue: str | None
@@ -431,6 +435,7 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
         stuck_recovery_action=_choice(
             merged, "GENEVA_STUCK_RECOVERY_ACTION", _RECOVERY_ACTIONS
         ),
+        recover_grace=_duration(merged, "GENEVA_RECOVER_GRACE", allow_none=False),
         max_cursor_size=max_cursor_size,
         enqueue_after_commit=enqueue_after_commit,
         default_queue=default_queue,

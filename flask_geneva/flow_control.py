@@ -39,10 +39,14 @@ from flask_geneva.models import WorkflowState
 __all__ = [
     "StepContext",
     "cancel",
+    "check_via",
     "current_step_context",
     "finish",
+    "finish_external",
+    "lock_for_operator",
     "pause",
     "reattempt",
+    "record_operator_action",
     "refuse_while_running",
     "resume",
     "running_execution",
@@ -566,3 +570,11 @@ def _resumable_continuation(
             session, workflow, failed, clear_cursor=rewind
         )
     return None
+
+
+# Shared with the operator's recover() (operator_recovery, R-HK-28), which runs the
+# same locked, audited transaction as the operations above.
+check_via = _check_via
+lock_for_operator = _locked
+record_operator_action = _record_operator_action
+finish_external = _finish_external

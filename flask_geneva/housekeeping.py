@@ -48,6 +48,7 @@ __all__ = [
     "cleanup",
     "count_workflows_by_type_and_state",
     "emit_gauges",
+    "recover_locked_execution",
     "recover_stuck_in_progress",
     "recover_stuck_scheduled",
     "run_housekeeping",
@@ -440,6 +441,46 @@ def _recover_row(
     execution = store.lock_execution(session, execution_id)
     if workflow is None or execution is None or execution.state != expected:
         return False
+    return recover_locked_execution(session, workflow, execution, action=action)
+
+
+def recover_locked_execution(
+    session: orm.Session,
+    workflow: Any,
+    execution: Any,
+    *,
+    action: str,
+    ended_outcome: Outcome = Outcome.CANCELED,
+) -> bool:
+    """Recover one scheduled or in-progress execution whose rows are locked.
+
+    The shared core of housekeeping's recovery (R-HK-24..27) and of the operator's
+    ``workflow.recover()`` (R-HK-28). The caller holds the workflow lock, then the
+    execution lock, has checked the execution's state, and commits.
+
+    Args:
+        session: The session holding both locks.
+        workflow: The locked workflow.
+        execution: The locked execution, ``scheduled`` or ``in_progress``.
+        action: ``"reattempt"`` or ``"cancel"`` (R-HK-24/25).
+        ended_outcome: The outcome given to the execution of a finished or
+            canceled workflow: ``canceled`` for housekeeping (R-HK-27),
+            ``recovered`` for the operator (R-HK-28).
+
+    Returns:
+        True if the execution was recovered, False if it was left alone (a
+        scheduled execution of a paused workflow, R-HK-27).
+
+    Raises:
+        ValueError: ``action`` is neither ``"reattempt"`` nor ``"cancel"`` (R-HK-26).
+        StepNotDefinedError: Reattempt of a step no longer defined in the class;
+            nothing was changed.
+    """
+    if action not in ("reattempt", "cancel"):
+        raise ValueError(
+            f"Unknown stuck_recovery_action {action!r}; allowed: 'reattempt', 'cancel'"
+        )
+    expected = StepExecutionState(execution.state)
     now = clock.now()
     if workflow.state == WorkflowState.PAUSED:
         if expected == StepExecutionState.SCHEDULED:
@@ -455,7 +496,7 @@ def _recover_row(
         return True
     if workflow.state in TERMINAL_WORKFLOW_STATES:
         store.set_execution_state(
-            execution, StepExecutionState.CANCELED, now, outcome=Outcome.CANCELED
+            execution, StepExecutionState.CANCELED, now, outcome=ended_outcome
         )
         workflow.logger.warning(
             "canceled stuck execution %s of a %s workflow", execution.id, workflow.state

@@ -691,6 +691,45 @@ class WorkflowMixin:
             self, rewind=rewind, actor=actor, via=via, commit=commit
         )
 
+    def recover(
+        self,
+        execution_id: Any = None,
+        *,
+        force: bool = False,
+        actor: str | None = None,
+        via: str = "api",
+        commit: bool = True,
+    ) -> Any:
+        """Recover the in-progress execution now, as housekeeping would (R-HK-28).
+
+        For an execution whose worker died: applies R-HK-23..27 without waiting
+        for ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``; see
+        :func:`flask_geneva.operator_recovery.recover`.
+
+        Args:
+            execution_id: The execution expected to be in progress, or None.
+            force: Also recover an execution younger than ``GENEVA_RECOVER_GRACE``.
+
+        Returns:
+            The recovered step execution.
+
+        Raises:
+            InvalidStateError: Nothing is in progress (or not ``execution_id``),
+                or without ``force`` the execution is younger than the grace.
+
+        .. versionadded:: 0.2
+        """
+        from flask_geneva import operator_recovery
+
+        return operator_recovery.recover(
+            self,
+            execution_id=execution_id,
+            force=force,
+            actor=actor,
+            via=via,
+            commit=commit,
+        )
+
     def reattempt(
         self, *, wait: timedelta | int | float | None = None, rewind: bool = False
     ) -> NoReturn:

@@ -34,6 +34,7 @@ COMMANDS = (
     "resume",
     "cancel",
     "skip",
+    "recover",
 )
 
 
@@ -396,3 +397,31 @@ def test_skip_of_a_running_step_is_refused_in_one_line_and_resume_withdraws_the_
     assert resumed.returncode == 0, resumed.stderr
     assert "state is performing" in resumed.stdout
     assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]
+
+
+def test_recover_refuses_a_young_execution_and_recovers_it_with_force(geneva_cli):
+    """flask geneva recover refuses an execution within GENEVA_RECOVER_GRACE in one
+    line; with --force it recovers it, reschedules the step and records the operator
+    via "cli" (R-HK-28, R-CLI-02, R-PDR-05).
+    """
+    workflow, execution_id = _dead_worker_workflow(
+        "young@example.com", started_minutes_ago=0
+    )
+    refused = geneva_cli("recover", str(workflow.id))
+    assert_one_line_error(
+        refused, f"Cannot recover step execution {execution_id} of workflow"
+    )
+    assert "GENEVA_RECOVER_GRACE" in refused.stderr
+    forced = geneva_cli("recover", "--force", str(workflow.id), actor="carol")
+    assert forced.returncode == 0, forced.stderr
+    assert f"workflow {workflow.id}: recover done, state is ready" in forced.stdout
+    assert [(r["state"], r["outcome"]) for r in execution_rows(workflow.id)] == [
+        ("completed", "recovered"),
+        ("scheduled", None),
+    ]
+    [record] = workflow_row(workflow.id)["metadata"]["operator_actions"]
+    assert (record["action"], record["actor"], record["via"]) == (
+        "recover_forced",
+        "carol",
+        "cli",
+    )

@@ -36,6 +36,10 @@ class _ActionFields:
     #: The step the page showed as current: Skip acts only if it still is, so a
     #: second click (or a stale page) cannot skip the next step too (R-ADM-21).
     step = HiddenField()
+    #: Recover: the in-progress execution the operator confirmed, and "yes" to
+    #: recover it even within GENEVA_RECOVER_GRACE (R-HK-28).
+    execution = HiddenField()
+    force = HiddenField()
 
 
 class _SecureActionForm(_ActionFields, SecureForm):

@@ -15,9 +15,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import clock
 from flask_geneva.models import StepExecutionState
+from flask_geneva.runtime import current_state
 
-__all__ = ["PAUSE_NOTE", "annotate_buttons", "in_progress_execution"]
+__all__ = [
+    "PAUSE_NOTE",
+    "annotate_buttons",
+    "in_progress_execution",
+    "recovery_facts",
+]
 
 #: Shown beside Pause on a performing workflow (R-EXT-02, R-EXE-42).
 PAUSE_NOTE = (
@@ -52,6 +59,16 @@ def annotate_buttons(buttons: list[Any], workflow: Any, running: Any) -> None:
     for button in buttons:
         if not button.enabled:
             continue
+        if button.action == "recover":
+            if running is None:
+                button.enabled = False
+                button.reason = "no step execution is in progress"
+            else:
+                button.note = (
+                    f"for a step whose worker died: ends step execution {running.id} "
+                    "as housekeeping ends a stuck one"
+                )
+            continue
         if button.action == "pause" and workflow.state == "performing":
             button.note = PAUSE_NOTE
         if running is None:
@@ -68,3 +85,31 @@ def annotate_buttons(buttons: list[Any], workflow: Any, running: Any) -> None:
                 f"step execution {running.id} is still in progress: Resume lets it "
                 "finish as if the workflow had not been paused"
             )
+
+
+def recovery_facts(
+    session: orm.Session, execution_cls: Any, workflow: Any
+) -> dict[str, Any] | None:
+    """What the Recover confirmation shows (R-HK-28, R-ADM-22), or None.
+
+    Returns:
+        None when nothing is in progress, else ``{"execution", "age_seconds",
+        "grace_seconds", "within_grace", "action"}``: the in-progress execution,
+        its age and ``GENEVA_RECOVER_GRACE`` in whole seconds, whether it is still
+        within the grace (recovering then needs the force box), and
+        ``GENEVA_STUCK_RECOVERY_ACTION``.
+    """
+    running = in_progress_execution(session, execution_cls, workflow.id)
+    if running is None:
+        return None
+    config = current_state().config
+    started_at = running.started_at
+    age = (clock.now() - started_at).total_seconds() if started_at else 0.0
+    grace = config.recover_grace.total_seconds()
+    return {
+        "execution": running,
+        "age_seconds": int(age),
+        "grace_seconds": int(grace),
+        "within_grace": age < grace,
+        "action": config.stuck_recovery_action,
+    }

@@ -317,14 +317,17 @@ _ACTIONS = {
     "resume_rewind": "Resume from the beginning",
     "cancel": "Cancel",
     "skip": "Skip current step",
+    "recover": "Recover running step",
 }
-_DESTRUCTIVE = ("cancel", "skip", "resume_rewind")
+_DESTRUCTIVE = ("cancel", "skip", "resume_rewind", "recover")
 _ALLOWED_FROM = {
     "pause": ("ready", "performing"),
     "resume": ("paused",),
     "resume_rewind": ("paused",),
     "cancel": ("ready", "paused", "performing"),
     "skip": ("ready", "paused"),
+    # Any state: enabled only while an execution is in progress (R-HK-28).
+    "recover": ("ready", "performing", "paused", "finished", "canceled"),
 }
 
 
@@ -637,10 +640,21 @@ class WorkflowsView(_GenevaView):
                 label=label,
                 step=step or "",
                 action_form=csrf.action_form(),
+                recovery=running_step.recovery_facts(
+                    self.session, self.geneva.StepExecution, workflow
+                )
+                if action == "recover"
+                else None,
             )
         self.session.commit()  # end the reading transaction before locking
         try:
-            _act(workflow, action, expected_step=step)
+            _act(
+                workflow,
+                action,
+                expected_step=step,
+                execution_id=(form.execution.data or "").strip() or None,
+                force=form.force.data == "yes",
+            )
         except GenevaError as error:
             self.session.rollback()
             flash(f"Workflow {workflow_id}: {label} refused: {error}", "error")
@@ -823,13 +837,25 @@ def _validated_action_form(allowed: Mapping[str, str], *, what: str) -> tuple[An
     return form, str(action)
 
 
-def _act(workflow: Any, action: str, *, expected_step: str | None = None) -> None:
+def _act(
+    workflow: Any,
+    action: str,
+    *,
+    expected_step: str | None = None,
+    execution_id: str | None = None,
+    force: bool = False,
+) -> None:
     """Call the workflow's own flow-control method for ``action`` (R-ADM-21).
 
     ``expected_step`` (the step the operator saw) guards Skip: it is refused when
-    the current step changed since the page was rendered.
+    the current step changed since the page was rendered. ``execution_id`` does
+    the same for Recover, and ``force`` is its "within the grace" confirmation
+    (R-HK-28).
     """
     actor = current_actor()
+    if action == "recover":
+        workflow.recover(execution_id, force=force, actor=actor, via="admin")
+        return
     if action == "pause":
         workflow.pause(actor=actor, via="admin")
     elif action == "resume":

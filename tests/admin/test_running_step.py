@@ -119,3 +119,85 @@ def test_bulk_resume_with_a_running_step_never_fails_the_page(client):
         "ready",
         "ready",
     ]
+
+
+# -- Recover (R-HK-28, R-ADM-22, R-ADM-24) ----------------------------------------------
+
+
+def test_recover_is_disabled_without_a_running_step(client):
+    """Recover is offered only while an execution is in progress (R-HK-28, R-ADM-20)."""
+    workflow = ready_workflow()
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert _disabled_reason(text, "recover") == "no step execution is in progress"
+
+
+def test_recover_asks_for_confirmation_with_the_execution_and_its_age(client):
+    """Recover first shows a confirmation naming the execution, its age and what
+    recovery does; nothing changes yet (R-HK-28, R-ADM-22).
+    """
+    workflow, execution_id = running_workflow(started_minutes_ago=5)
+    text = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert 'data-geneva-note="recover"' in text
+    page = press(client, workflow.id, "recover")
+    text = page.get_data(as_text=True)
+    assert 'data-geneva-confirm="recover"' in text
+    assert f"Step execution {execution_id} (step first) has been in progress" in text
+    assert f'name="execution" value="{execution_id}"' in text
+    assert "data-geneva-force" not in text  # older than the grace
+    assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]
+
+
+def test_confirmed_recover_reschedules_the_step_and_records_the_operator(client):
+    """The confirmed Recover ends the execution completed/recovered, schedules the
+    step again and logs the action via "admin" (R-HK-28, R-ADM-24).
+    """
+    workflow, execution_id = running_workflow(started_minutes_ago=5)
+    token = csrf_token(client, detail_url(workflow.id))
+    page = client.post(
+        f"/geneva/workflows/{workflow.id}/action",
+        data={
+            "csrf_token": token,
+            "action": "recover",
+            "confirm": "yes",
+            "execution": str(execution_id),
+        },
+        follow_redirects=True,
+    )
+    assert page.status_code == 200
+    assert "Recover running step done; state is now ready" in page.get_data(
+        as_text=True
+    )
+    assert [(r["state"], r["outcome"]) for r in execution_rows(workflow.id)] == [
+        ("completed", "recovered"),
+        ("scheduled", None),
+    ]
+    [record] = workflow_row(workflow.id)["metadata"]["operator_actions"]
+    assert (record["action"], record["via"], record["execution_id"]) == (
+        "recover",
+        "admin",
+        execution_id,
+    )
+
+
+def test_recover_within_the_grace_needs_the_force_box(client):
+    """Within GENEVA_RECOVER_GRACE the confirmation offers the force box; without it
+    the refusal is flashed, with it the execution is recovered (R-HK-28, R-ADM-21).
+    """
+    workflow, execution_id = running_workflow(started_minutes_ago=0)
+    confirm = press(client, workflow.id, "recover").get_data(as_text=True)
+    assert "data-geneva-force" in confirm
+    token = csrf_token(client, detail_url(workflow.id))
+    data = {
+        "csrf_token": token,
+        "action": "recover",
+        "confirm": "yes",
+        "execution": str(execution_id),
+    }
+    url = f"/geneva/workflows/{workflow.id}/action"
+    refused = client.post(url, data=data, follow_redirects=True)
+    assert refused.status_code == 200
+    assert "less than GENEVA_RECOVER_GRACE" in refused.get_data(as_text=True)
+    assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]
+    forced = client.post(url, data={**data, "force": "yes"}, follow_redirects=True)
+    assert "Recover running step done" in forced.get_data(as_text=True)
+    assert execution_rows(workflow.id)[0]["outcome"] == "recovered"

@@ -1,0 +1,209 @@
+"""workflow.recover(): an operator recovers one in-progress execution now (R-HK-28).
+
+The executions are left ``in_progress`` as after a worker's SIGKILL
+(``make_in_progress``); the clock is frozen so ages are exact.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from flask_geneva import GenevaConfigurationError
+from flask_geneva import InvalidStateError
+from flask_geneva import clock
+from flask_geneva import resumable_step
+from flask_geneva import step
+from tests.apps.basic import geneva
+from tests.housekeeping.support import T0
+from tests.housekeeping.support import make_in_progress
+from tests.workflow.support import execution_rows
+from tests.workflow.support import update_execution
+from tests.workflow.support import workflow_row
+
+
+class RecoverTwoSteps(geneva.Workflow):
+    @step
+    def charge(self):
+        self.hero.counter += 100
+
+    @step
+    def receipt(self):
+        self.hero.counter += 1
+
+
+class RecoverResumable(geneva.Workflow):
+    @resumable_step
+    def sweep(self, it):
+        for _ in it.iterate_over(range(3)):
+            pass
+
+
+def _stuck(user, *, seconds_ago, cls=RecoverTwoSteps):
+    workflow = cls.create(hero=user)
+    return workflow, make_in_progress(workflow, T0 - timedelta(seconds=seconds_ago))
+
+
+def _states(workflow_id):
+    return [
+        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
+    ]
+
+
+def _operator_actions(workflow_id):
+    meta = workflow_row(workflow_id)["metadata"] or {}
+    return [
+        (a["action"], a["from_state"], a["to_state"], a["execution_id"], a["via"])
+        for a in meta.get("operator_actions", [])
+    ]
+
+
+def test_recover_refuses_an_execution_within_the_grace(user, geneva_jobs):
+    """Without force, an execution younger than GENEVA_RECOVER_GRACE (60 s) is refused
+    with its age, and nothing changes (R-HK-28).
+    """
+    with clock.frozen(T0):
+        workflow, execution_id = _stuck(user, seconds_ago=10)
+        with pytest.raises(
+            InvalidStateError,
+            match=(
+                rf"^Cannot recover step execution {execution_id} of workflow "
+                rf"{workflow.id}: it started 10 s ago, less than "
+                r"GENEVA_RECOVER_GRACE \(60 s\), so its worker may still be running"
+            ),
+        ):
+            workflow.recover()
+    assert _states(workflow.id) == [("charge", "in_progress", None)]
+    assert workflow_row(workflow.id)["state"] == "performing"
+    assert _operator_actions(workflow.id) == []
+
+
+def test_forced_recover_reattempts_the_step_now(user, geneva_jobs):
+    """With force the execution is completed/recovered and the step scheduled again
+    at once and published; the action is recorded (R-HK-28, R-HK-24, R-PDR-05).
+    """
+    with clock.frozen(T0):
+        workflow, execution_id = _stuck(user, seconds_ago=10)
+        geneva_jobs.clear()
+        recovered = workflow.recover(force=True, actor="ops")
+    assert recovered.id == execution_id
+    assert _states(workflow.id) == [
+        ("charge", "completed", "recovered"),
+        ("charge", "scheduled", None),
+    ]
+    retry = execution_rows(workflow.id)[1]
+    assert [p.step_execution_id for p in geneva_jobs.enqueued] == [retry["id"]]
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["current_step_name"], wf["next_step_name"]) == (
+        "ready",
+        None,
+        "charge",
+    )
+    assert _operator_actions(workflow.id) == [
+        ("recover_forced", "performing", "ready", execution_id, "api")
+    ]
+
+
+def test_recover_after_the_grace_needs_no_force(user, geneva_jobs):
+    """An execution older than the grace (still far below the stuck threshold) is
+    recovered without force (R-HK-28).
+    """
+    with clock.frozen(T0):
+        workflow, execution_id = _stuck(user, seconds_ago=61)
+        workflow.recover(execution_id)
+    assert _states(workflow.id)[0] == ("charge", "completed", "recovered")
+    assert _operator_actions(workflow.id)[0][0] == "recover"
+
+
+def test_recover_honours_the_grace_setting(app, user, geneva_jobs):
+    """GENEVA_RECOVER_GRACE sets the refusal window; a bad value is a configuration
+    error naming the key (R-HK-28, R-CFG-01).
+    """
+    app.config["GENEVA_RECOVER_GRACE"] = timedelta(seconds=5)
+    with clock.frozen(T0):
+        workflow, _ = _stuck(user, seconds_ago=10)
+        workflow.recover()
+    assert _states(workflow.id)[0][2] == "recovered"
+    app.config["GENEVA_RECOVER_GRACE"] = "soon"
+    with pytest.raises(GenevaConfigurationError, match="GENEVA_RECOVER_GRACE"):
+        workflow.recover()
+
+
+def test_recover_with_the_cancel_action_cancels_the_workflow(app, user, geneva_jobs):
+    """With GENEVA_STUCK_RECOVERY_ACTION = "cancel" the execution is canceled/recovered
+    and the workflow canceled (R-HK-28, R-HK-25).
+    """
+    app.config["GENEVA_STUCK_RECOVERY_ACTION"] = "cancel"
+    with clock.frozen(T0):
+        workflow, _ = _stuck(user, seconds_ago=120)
+        workflow.recover()
+    assert _states(workflow.id) == [("charge", "canceled", "recovered")]
+    assert workflow_row(workflow.id)["state"] == "canceled"
+
+
+def test_recover_of_a_canceled_workflow_ends_its_execution(user, geneva_jobs):
+    """cancel() leaves a dead worker's execution in_progress; recover() then sets it
+    canceled/recovered and schedules nothing (R-HK-28, R-HK-27).
+    """
+    with clock.frozen(T0):
+        workflow, execution_id = _stuck(user, seconds_ago=120)
+        workflow.cancel()
+        assert _states(workflow.id) == [("charge", "in_progress", None)]
+        workflow.recover()
+    assert _states(workflow.id) == [("charge", "canceled", "recovered")]
+    assert workflow_row(workflow.id)["state"] == "canceled"
+    assert _operator_actions(workflow.id)[-1] == (
+        "recover",
+        "canceled",
+        "canceled",
+        execution_id,
+        "api",
+    )
+
+
+def test_recover_of_a_paused_workflow_schedules_nothing_until_resume(user, geneva_jobs):
+    """On a paused workflow the execution is completed/recovered and nothing is
+    scheduled; resume() then retries the step (R-HK-28, R-HK-27, R-EXT-23).
+    """
+    with clock.frozen(T0):
+        workflow, _ = _stuck(user, seconds_ago=120)
+        workflow.pause()
+        workflow.recover()
+        assert _states(workflow.id) == [("charge", "completed", "recovered")]
+        assert workflow_row(workflow.id)["state"] == "paused"
+        assert workflow.resume().step_name == "charge"
+    assert _states(workflow.id)[1] == ("charge", "scheduled", None)
+
+
+def test_recover_of_a_resumable_step_keeps_its_cursor(user, geneva_jobs):
+    """A recovered resumable execution is continued by a successor with its stored
+    cursor (R-HK-28, R-HK-24).
+    """
+    with clock.frozen(T0):
+        workflow, execution_id = _stuck(user, seconds_ago=120, cls=RecoverResumable)
+        update_execution(execution_id, cursor=2)
+        workflow.recover()
+    first, successor = execution_rows(workflow.id)
+    assert (first["state"], first["outcome"]) == ("completed", "recovered")
+    assert (successor["continues_from_id"], successor["cursor"]) == (execution_id, 2)
+
+
+def test_recover_refuses_when_nothing_or_another_execution_runs(user, geneva_jobs):
+    """recover() refuses a workflow with nothing in progress, and an execution id that
+    is not the in-progress one (R-HK-28).
+    """
+    workflow = RecoverTwoSteps.create(hero=user)
+    with pytest.raises(
+        InvalidStateError,
+        match=rf"^Cannot recover workflow {workflow.id}: it has no step execution in",
+    ):
+        workflow.recover(force=True)
+    with clock.frozen(T0):
+        execution_id = make_in_progress(workflow, T0 - timedelta(minutes=5))
+        with pytest.raises(
+            InvalidStateError,
+            match=rf"^Cannot recover step execution {execution_id + 1}: it is not",
+        ):
+            workflow.recover(execution_id + 1, force=True)
+    assert _states(workflow.id) == [("charge", "in_progress", None)]
