@@ -201,3 +201,21 @@ def test_recover_within_the_grace_needs_the_force_box(client):
     forced = client.post(url, data={**data, "force": "yes"}, follow_redirects=True)
     assert "Recover running step done" in forced.get_data(as_text=True)
     assert execution_rows(workflow.id)[0]["outcome"] == "recovered"
+
+
+def test_execution_page_of_an_in_progress_execution_offers_recover(client):
+    """The page of an in-progress execution has a Recover button leading to the
+    workflow's Recover confirmation; other executions have none (R-HK-28, R-ADM-14).
+    """
+    workflow, execution_id = running_workflow()
+    text = client.get(f"/geneva/step-executions/{execution_id}").get_data(as_text=True)
+    assert 'data-geneva-action="recover"' in text
+    token = csrf_token(client, f"/geneva/step-executions/{execution_id}")
+    page = client.post(
+        f"/geneva/workflows/{workflow.id}/action",
+        data={"csrf_token": token, "action": "recover"},
+    )
+    assert 'data-geneva-confirm="recover"' in page.get_data(as_text=True)
+    done = ready_workflow()
+    other = client.get(f"/geneva/step-executions/{done.current_execution.id}")
+    assert 'data-geneva-action="recover"' not in other.get_data(as_text=True)
