@@ -591,26 +591,49 @@ class WorkflowMixin:
         session.commit()
 
     def schedule_next_step(self, *, wait: timedelta | int | float | None = None) -> Any:
-        """Schedule the step after the current one, or finish (R-SCH-06). Commits."""
+        """Schedule the step after the current one, or finish (R-SCH-06). Commits.
+
+        Raises:
+            InvalidStateError: An execution is still in progress (R-EXT-26).
+        """
         from flask_geneva import scheduling
 
         session = self._object_session()
-        execution = scheduling.schedule_next_step(session, self, wait=wait, lock=True)
+        self._lock_unless_running("schedule the next step of")
+        execution = scheduling.schedule_next_step(session, self, wait=wait)
         session.commit()
         return execution
 
     def reschedule_current_step(
         self, *, wait: timedelta | int | float | None = None
     ) -> Any:
-        """Create a new execution of the current step, exactly ``wait`` (R-SCH-07)."""
+        """Create a new execution of the current step, exactly ``wait`` (R-SCH-07).
+
+        Raises:
+            InvalidStateError: An execution is still in progress (R-EXT-26).
+            StepNotDefinedError: The current/next step has no definition.
+        """
         from flask_geneva import scheduling
 
         session = self._object_session()
-        execution = scheduling.reschedule_current_step(
-            session, self, wait=wait, lock=True
-        )
+        self._lock_unless_running("reschedule the current step of")
+        execution = scheduling.reschedule_current_step(session, self, wait=wait)
         session.commit()
         return execution
+
+    def _lock_unless_running(self, action: str) -> None:
+        # Lock the row, then refuse while an execution runs: a new one would
+        # violate the one-active-execution index (R-EXT-26, R-DM-11).
+        from flask_geneva import flow_control
+        from flask_geneva import store
+
+        session = self._object_session()
+        store.lock_workflow(session, self.id)
+        try:
+            flow_control.refuse_while_running(session, self, action)
+        except BaseException:
+            session.rollback()
+            raise
 
     # -- flow control (SPEC §8) ------------------------------------------------------
 

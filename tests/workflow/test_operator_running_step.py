@@ -169,3 +169,29 @@ def test_resume_after_a_dead_worker_withdraws_the_pause(user, geneva_jobs):
     assert (wf["state"], wf["current_step_name"]) == ("performing", "work")
     assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]
     assert geneva_jobs.enqueued == []
+
+
+@pytest.mark.parametrize(
+    ("method", "wording"),
+    [
+        ("schedule_next_step", "schedule the next step of"),
+        ("reschedule_current_step", "reschedule the current step of"),
+    ],
+)
+def test_scheduling_helpers_refuse_while_a_step_runs(
+    user, geneva_jobs, method, wording
+):
+    """Workflow.schedule_next_step()/reschedule_current_step() would create a second
+    active execution: they refuse with InvalidStateError, not an IntegrityError
+    (R-EXT-26, R-DM-11).
+    """
+    workflow = RunningStepOperator.create(hero=user)
+    execution_id = make_in_progress(workflow, clock.now())
+    before = execution_rows(workflow.id)
+    with pytest.raises(
+        InvalidStateError,
+        match=rf"^Cannot {wording} workflow {workflow.id}: step execution "
+        rf"{execution_id} \(step 'work'\) is still in progress",
+    ):
+        getattr(workflow, method)()
+    assert execution_rows(workflow.id) == before
