@@ -6,7 +6,10 @@ After a worker died (``kill -9``, an OOM kill, a lost machine) its execution sta
 operator apply the same recovery (R-HK-23..27, shared with housekeeping through
 :func:`flask_geneva.housekeeping.recover_locked_execution`) to one workflow now.
 Without ``force`` it refuses an execution younger than ``GENEVA_RECOVER_GRACE``,
-whose worker may well still be running the step.
+whose worker may well still be running the step. Step executions record no worker
+heartbeat, so that age is the only liveness evidence there is: an older execution
+whose worker is in fact alive is recovered too, and its step may then run twice
+(its late outcome is ignored, R-EXE-41).
 """
 
 from __future__ import annotations
