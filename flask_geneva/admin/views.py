@@ -944,7 +944,7 @@ class StepExecutionsView(_GenevaView):
                 config=current_state().config,
                 now=clock.now(),
             ),
-            action_form=_ActionForm(),  # Recover on an in-progress one (R-HK-28)
+            action_form=csrf.action_form(),  # Recover on an in-progress one (R-HK-28)
         )
 
 
