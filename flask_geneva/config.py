@@ -90,6 +90,11 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         'What recovery does with a stuck `in_progress` execution: `"reattempt"` '
         'or `"cancel"`.'
     ),
+    "GENEVA_RECOVER_GRACE": (
+        "`workflow.recover()` and `flask geneva recover` refuse, without force, "
+        "a step execution that started less than this ago: its worker may "
+        "still be running it (R-HK-28)."
+    ),
     "GENEVA_MAX_CURSOR_SIZE": (
         "Largest serialized cursor of a resumable step, in bytes; None disables "
         "the check (R-CUR-01)."
