@@ -30,6 +30,7 @@ __all__ = [
     "admin_config_from_mapping",
     "config_from_mapping",
     "import_string",
+    "setting_problems",
     "unknown_setting_messages",
 ]
 
@@ -373,29 +374,143 @@ def unknown_setting_messages(mapping: Mapping[str, Any]) -> list[str]:
 def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaConfig:
     """Validate the ``GENEVA_*`` keys of ``mapping`` into a :class:`GenevaConfig`.
 
+    Every setting is checked, so one error names every invalid value at once.
+
     Args:
         mapping: Usually ``app.config``; missing keys take :data:`DEFAULTS`.
         testing: ``app.testing``, for the default of ``GENEVA_ENQUEUE_AFTER_COMMIT``.
 
     Raises:
         GenevaConfigurationError: A value is invalid; the message names the key, the
-            value and what is allowed (R-CFG-01).
+            value and what is allowed (R-CFG-01), one numbered line per invalid
+            setting when there are several (R-CFG-03).
     """
+    config, problems = _validated(mapping, testing=testing)
+    if config is None:
+        raise GenevaConfigurationError(
+            problems[0]
+            if len(problems) == 1
+            else "\n".join(
+                [f"{len(problems)} invalid flask_geneva settings:"]
+                + [f"  {index}. {text}" for index, text in enumerate(problems, 1)]
+            )
+        )
+    return config
+
+
+def setting_problems(mapping: Mapping[str, Any], *, testing: bool) -> list[str]:
+    """Describe every invalid ``GENEVA_*`` value of ``mapping`` (R-CFG-01, R-CFG-03).
+
+    ``init_app`` lists these together with the workflow classes' problems in one
+    ``GenevaConfigurationError``.
+
+    Args:
+        mapping: Usually ``app.config``; missing keys take :data:`DEFAULTS`.
+        testing: ``app.testing``.
+
+    Returns:
+        One message per invalid setting, naming the key, the value and what is
+        allowed; ``[]`` when every setting is valid.
+    """
+    return _validated(mapping, testing=testing)[1]
+
+
+def _validated(
+    mapping: Mapping[str, Any], *, testing: bool
+) -> tuple[GenevaConfig | None, list[str]]:
+    """Validate every setting; the config (None if any is invalid) and the problems."""
     merged = {
         **DEFAULTS,
         **{k: v for k, v in mapping.items() if k.startswith("GENEVA_")},
     }
+    problems: list[str] = []
 
-    max_cursor_size = merged["GENEVA_MAX_CURSOR_SIZE"]
-    if max_cursor_size is not None:
-        max_cursor_size = _positive_int(merged, "GENEVA_MAX_CURSOR_SIZE")
+    def take(validate: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return validate(*args, **kwargs)
+        except GenevaConfigurationError as exc:
+            problems.append(str(exc))
+            return None
 
-    enqueue_after_commit = merged["GENEVA_ENQUEUE_AFTER_COMMIT"]
-    if enqueue_after_commit == NOT_TESTING:
-        enqueue_after_commit = not testing
-    else:
-        enqueue_after_commit = _bool(merged, "GENEVA_ENQUEUE_AFTER_COMMIT")
+    find_delay = take(_find_delay, merged)
+    fields = {
+        "delete_completed_workflows_after": take(
+            _duration,
+            merged,
+            "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER",
+            allow_none=True,
+        ),
+        "stuck_in_progress_threshold": take(
+            _duration,
+            merged,
+            "GENEVA_STUCK_IN_PROGRESS_THRESHOLD",
+            allow_none=False,
+            positive=True,
+        ),
+        "stuck_scheduled_threshold": take(
+            _duration,
+            merged,
+            "GENEVA_STUCK_SCHEDULED_THRESHOLD",
+            allow_none=False,
+            positive=True,
+        ),
+        "housekeeping_batch_size": take(
+            _positive_int, merged, "GENEVA_HOUSEKEEPING_BATCH_SIZE"
+        ),
+        "stuck_recovery_action": take(
+            _choice, merged, "GENEVA_STUCK_RECOVERY_ACTION", _RECOVERY_ACTIONS
+        ),
+        "recover_grace": take(
+            _duration, merged, "GENEVA_RECOVER_GRACE", allow_none=False
+        ),
+        "max_cursor_size": take(_max_cursor_size, merged),
+        "enqueue_after_commit": take(_enqueue_after_commit, merged, testing),
+        "default_queue": take(_default_queue, merged),
+        "error_reporter": take(_callable_or_none, merged, "GENEVA_ERROR_REPORTER"),
+        "metrics": take(_metrics, merged),
+        "priority_mapper": take(_callable_or_none, merged, "GENEVA_PRIORITY_MAPPER"),
+        "max_broker_delay": take(
+            _duration, merged, "GENEVA_MAX_BROKER_DELAY", allow_none=False
+        ),
+        "dispatch_interval": take(
+            _duration,
+            merged,
+            "GENEVA_DISPATCH_INTERVAL",
+            allow_none=False,
+            positive=True,
+        ),
+        "clock_skew_tolerance": take(
+            _duration, merged, "GENEVA_CLOCK_SKEW_TOLERANCE", allow_none=False
+        ),
+        "publish_timeout": take(
+            _duration, merged, "GENEVA_PUBLISH_TIMEOUT", allow_none=False, positive=True
+        ),
+        "find_attempts": take(_positive_int, merged, "GENEVA_FIND_ATTEMPTS"),
+        "find_delay_seconds": find_delay,
+        "task_backend": take(_choice, merged, "GENEVA_TASK_BACKEND", _TASK_BACKENDS),
+        "allow_eager": take(_bool, merged, "GENEVA_ALLOW_EAGER"),
+        "task_reraise": take(_choice, merged, "GENEVA_TASK_RERAISE", RERAISE_MODES),
+        "sqlite_begin_immediate": take(_bool, merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
+        "admin": take(admin_config_from_mapping, merged),
+    }
+    if problems:
+        return None, problems
+    return GenevaConfig(**fields), []
 
+
+def _max_cursor_size(merged: Mapping[str, Any]) -> int | None:
+    if merged["GENEVA_MAX_CURSOR_SIZE"] is None:
+        return None
+    return _positive_int(merged, "GENEVA_MAX_CURSOR_SIZE")
+
+
+def _enqueue_after_commit(merged: Mapping[str, Any], testing: bool) -> bool:
+    if merged["GENEVA_ENQUEUE_AFTER_COMMIT"] == NOT_TESTING:
+        return not testing
+    return _bool(merged, "GENEVA_ENQUEUE_AFTER_COMMIT")
+
+
+def _default_queue(merged: Mapping[str, Any]) -> str | None:
     default_queue = merged["GENEVA_DEFAULT_QUEUE"]
     if default_queue is not None and (
         not isinstance(default_queue, str) or not default_queue
@@ -404,14 +519,20 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
             "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, "
             f"got {default_queue!r} ({type(default_queue).__name__})"
         )
+    return default_queue
 
+
+def _metrics(merged: Mapping[str, Any]) -> Any:
     metrics = import_string(merged["GENEVA_METRICS"], setting="GENEVA_METRICS")
     if metrics is not None and not callable(getattr(metrics, "gauge", None)):
         raise GenevaConfigurationError(
             "GENEVA_METRICS must be None or an object with a "
             f"gauge(name, value, tags) method, got {metrics!r}"
         )
+    return metrics
 
+
+def _find_delay(merged: Mapping[str, Any]) -> float:
     find_delay = merged["GENEVA_FIND_DELAY"]
     if (
         isinstance(find_delay, bool)
@@ -422,46 +543,4 @@ def config_from_mapping(mapping: Mapping[str, Any], *, testing: bool) -> GenevaC
             "GENEVA_FIND_DELAY must be a non-negative number of seconds, "
             f"got {find_delay!r}"
         )
-
-    return GenevaConfig(
-        delete_completed_workflows_after=_duration(
-            merged, "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER", allow_none=True
-        ),
-        stuck_in_progress_threshold=_duration(
-            merged,
-            "GENEVA_STUCK_IN_PROGRESS_THRESHOLD",
-            allow_none=False,
-            positive=True,
-        ),
-        stuck_scheduled_threshold=_duration(
-            merged, "GENEVA_STUCK_SCHEDULED_THRESHOLD", allow_none=False, positive=True
-        ),
-        housekeeping_batch_size=_positive_int(merged, "GENEVA_HOUSEKEEPING_BATCH_SIZE"),
-        stuck_recovery_action=_choice(
-            merged, "GENEVA_STUCK_RECOVERY_ACTION", _RECOVERY_ACTIONS
-        ),
-        recover_grace=_duration(merged, "GENEVA_RECOVER_GRACE", allow_none=False),
-        max_cursor_size=max_cursor_size,
-        enqueue_after_commit=enqueue_after_commit,
-        default_queue=default_queue,
-        error_reporter=_callable_or_none(merged, "GENEVA_ERROR_REPORTER"),
-        metrics=metrics,
-        priority_mapper=_callable_or_none(merged, "GENEVA_PRIORITY_MAPPER"),
-        max_broker_delay=_duration(merged, "GENEVA_MAX_BROKER_DELAY", allow_none=False),
-        dispatch_interval=_duration(
-            merged, "GENEVA_DISPATCH_INTERVAL", allow_none=False, positive=True
-        ),
-        clock_skew_tolerance=_duration(
-            merged, "GENEVA_CLOCK_SKEW_TOLERANCE", allow_none=False
-        ),
-        publish_timeout=_duration(
-            merged, "GENEVA_PUBLISH_TIMEOUT", allow_none=False, positive=True
-        ),
-        find_attempts=_positive_int(merged, "GENEVA_FIND_ATTEMPTS"),
-        find_delay_seconds=float(find_delay),
-        task_backend=_choice(merged, "GENEVA_TASK_BACKEND", _TASK_BACKENDS),
-        allow_eager=_bool(merged, "GENEVA_ALLOW_EAGER"),
-        task_reraise=_choice(merged, "GENEVA_TASK_RERAISE", RERAISE_MODES),
-        sqlite_begin_immediate=_bool(merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
-        admin=admin_config_from_mapping(merged),
-    )
+    return float(find_delay)

@@ -391,25 +391,23 @@ def _validate_at_start(geneva: Geneva, state: Any) -> Any:
     """Validate the settings and every registered workflow class (R-CFG-01/03).
 
     Returns the validated config; raises one ``GenevaConfigurationError`` listing
-    the invalid setting (if any) and every workflow class problem.
+    every invalid setting and every workflow class problem.
     """
+    from flask_geneva.config import setting_problems
     from flask_geneva.startup_checks import check_workflow_class
     from flask_geneva.startup_checks import format_problems
 
-    problems = [
+    problems = setting_problems(state.app.config, testing=state.app.testing)
+    class_problems = [
         problem
         for cls in geneva.workflow_classes.values()
         for problem in check_workflow_class(cls)
     ]
-    try:
-        config = state.config  # validates every setting now (R-CFG-01)
-    except GenevaConfigurationError as exc:
-        if not problems:
-            raise
-        raise GenevaConfigurationError(format_problems([str(exc), *problems])) from exc
-    if problems:
-        raise GenevaConfigurationError(format_problems(problems))
-    return config
+    if len(problems) == 1 and not class_problems:
+        raise GenevaConfigurationError(problems[0])
+    if problems or class_problems:
+        raise GenevaConfigurationError(format_problems(problems + class_problems))
+    return state.config  # valid now; later reads re-validate (R-CFG-02)
 
 
 def hero_type_of(cls: type[Any]) -> str:

@@ -25,8 +25,11 @@ def geneva():
 
 def _init(geneva, tmp_path, **config):
     app = Flask(__name__)
+    # No broker here: the recording backend needs no Celery app (issue 14).
     app.config.update(
-        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'checks.sqlite3'}", **config
+        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'checks.sqlite3'}",
+        GENEVA_TASK_BACKEND="recording",
+        **config,
     )
     geneva.db.init_app(app)
     geneva.init_app(app)
@@ -193,6 +196,45 @@ def test_setting_and_workflow_problems_come_in_one_error(geneva, tmp_path):
     assert "2 problem(s)" in message
     assert "GENEVA_FIND_ATTEMPTS must be a positive int, got 0" in message
     assert "Drip: step 'welcome': run_if='no_such_method'" in message
+
+
+def test_every_invalid_setting_is_listed_with_the_workflow_problems(geneva, tmp_path):
+    """Several invalid settings and a workflow problem come in one error, each on its own line (R-CFG-01, R-CFG-03)."""
+
+    class Drip(geneva.Workflow):
+        __geneva_type__ = "Drip"
+
+        @step(run_if="no_such_method")
+        def welcome(self):
+            return None
+
+    with pytest.raises(GenevaConfigurationError) as caught:
+        _init(
+            geneva,
+            tmp_path,
+            GENEVA_FIND_ATTEMPTS=0,
+            GENEVA_TASK_RERAISE="sometimes",
+            GENEVA_DEFAULT_QUEUE="",
+        )
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "4 problem(s) found when flask_geneva started:"
+    assert any("GENEVA_FIND_ATTEMPTS must be a positive int, got 0" in x for x in lines)
+    assert any("GENEVA_TASK_RERAISE must be one of" in x for x in lines)
+    assert any("'sometimes'" in x for x in lines)
+    assert any("GENEVA_DEFAULT_QUEUE must be a non-empty str" in x for x in lines)
+    assert any("run_if='no_such_method'" in x for x in lines)
+
+
+def test_several_invalid_settings_read_later_are_listed_together(geneva, tmp_path):
+    """A config read after init_app names every invalid setting at once (R-CFG-01, R-CFG-02)."""
+    app = _init(geneva, tmp_path)
+    app.config.update(GENEVA_FIND_ATTEMPTS=0, GENEVA_ALLOW_EAGER="yes")
+    with pytest.raises(GenevaConfigurationError) as caught:
+        app.extensions["geneva"].config  # noqa: B018 - the read validates
+    message = str(caught.value)
+    assert message.startswith("2 invalid flask_geneva settings:")
+    assert "GENEVA_FIND_ATTEMPTS must be a positive int, got 0" in message
+    assert "GENEVA_ALLOW_EAGER must be True or False, got 'yes'" in message
 
 
 def test_sound_classes_pass_init_app(geneva, tmp_path):
