@@ -17,6 +17,7 @@ import pytest
 CONFTEST = """
 import pytest
 import sqlalchemy as sa
+from celery import Celery
 from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import orm
@@ -48,7 +49,8 @@ def app(tmp_path):
         TESTING=True, SQLALCHEMY_DATABASE_URI=f"sqlite:///{{tmp_path / 'user.db'}}"
     )
     db.init_app(app)
-    geneva.init_app(app)
+    # As in the README: the app has its Celery app; geneva_jobs records instead.
+    geneva.init_app(app, celery=Celery(__name__))
     with app.app_context():
         db.create_all()
     return app
