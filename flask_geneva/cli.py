@@ -283,15 +283,55 @@ def recover_command(workflow_ids: tuple[str, ...], force: bool) -> None:
     For an execution whose worker died: it is ended as housekeeping would end a
     stuck one (GENEVA_STUCK_RECOVERY_ACTION), without waiting for the stuck
     threshold. Each ID is processed in its own transaction; exit status 1 if any
-    was refused or not found.
+    was refused or not found. Only the execution that was in progress when the
+    command started is recovered: if it ended meanwhile (another operator's
+    recover, say) and the next step already runs, that one is left alone.
     """
-    _apply_to_each("recover", workflow_ids, rewind=False, force=force)
+    _apply_to_each(
+        "recover",
+        workflow_ids,
+        rewind=False,
+        force=force,
+        pinned_executions=_in_progress_executions(workflow_ids),
+    )
+
+
+def _in_progress_executions(workflow_ids: tuple[str, ...]) -> dict[str, Any]:
+    """The id of each workflow's in-progress execution now (absent: none or bad id)."""
+    import sqlalchemy as sa
+
+    from flask_geneva.models import StepExecutionState
+
+    geneva = _geneva()
+    execution_cls = geneva.StepExecution
+    pinned: dict[str, Any] = {}
+    for raw_id in workflow_ids:
+        try:
+            key = _parse_key(raw_id, what="workflow id")
+        except click.ClickException:
+            continue  # refused with its message when the id is processed
+        pinned[raw_id] = geneva.session.scalar(
+            sa.select(execution_cls.id)
+            .where(execution_cls.workflow_id == key)
+            .where(execution_cls.state == StepExecutionState.IN_PROGRESS)
+        )
+    geneva.session.rollback()
+    return pinned
 
 
 def _apply_to_each(
-    action: str, workflow_ids: tuple[str, ...], *, rewind: bool, force: bool = False
+    action: str,
+    workflow_ids: tuple[str, ...],
+    *,
+    rewind: bool,
+    force: bool = False,
+    pinned_executions: dict[str, Any] | None = None,
 ) -> None:
-    """Run ``action`` on every id, each in its own transaction (R-CLI-02)."""
+    """Run ``action`` on every id, each in its own transaction (R-CLI-02).
+
+    ``pinned_executions`` (recover only) maps an id to the execution that was in
+    progress when the command started; None there refuses the id.
+    """
     from flask_geneva.exceptions import GenevaError
 
     geneva = _geneva()
@@ -307,7 +347,15 @@ def _apply_to_each(
             if action == "resume":
                 workflow.resume(rewind=rewind, actor=actor, via="cli")
             elif action == "recover":
-                workflow.recover(force=force, actor=actor, via="cli")
+                pinned = (pinned_executions or {}).get(raw_id)
+                if pinned is None:
+                    raise click.ClickException(
+                        f"workflow {raw_id} had no step execution in progress "
+                        "when the command started"
+                    )
+                workflow.recover(
+                    execution_id=pinned, force=force, actor=actor, via="cli"
+                )
             else:
                 getattr(workflow, action)(actor=actor, via="cli")
             session.refresh(workflow)

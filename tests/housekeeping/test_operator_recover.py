@@ -9,6 +9,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy import orm
 
 from flask_geneva import GenevaConfigurationError
 from flask_geneva import InvalidStateError
@@ -19,6 +22,7 @@ from tests.apps.basic import geneva
 from tests.housekeeping.support import T0
 from tests.housekeeping.support import make_in_progress
 from tests.workflow.support import execution_rows
+from tests.workflow.support import executions_table
 from tests.workflow.support import update_execution
 from tests.workflow.support import workflow_row
 
@@ -207,3 +211,49 @@ def test_recover_refuses_when_nothing_or_another_execution_runs(user, geneva_job
         ):
             workflow.recover(execution_id + 1, force=True)
     assert _states(workflow.id) == [("charge", "in_progress", None)]
+
+
+def test_cli_recover_never_recovers_the_execution_that_started_meanwhile(
+    app, user, geneva_jobs
+):
+    """`flask geneva recover ID ID --force` recovers only the execution that was in
+    progress when the command started: after the first recovery a worker claims the
+    rescheduled step at once, and the repeated id is refused instead of ending that
+    live execution, whose body would then run twice (R-HK-28, R-CLI-02).
+    """
+    workflow, stuck_id = _stuck(user, seconds_ago=3600)
+    claimed: list = []
+
+    def worker_claims_the_next_execution(session):
+        if claimed:
+            return
+        # As a worker process would: its own connection, after the CLI's commit.
+        table = executions_table()
+        with geneva.db.engine.begin() as connection:
+            next_id = connection.scalar(
+                sa.select(table.c.id)
+                .where(table.c.workflow_id == workflow.id)
+                .where(table.c.state == "scheduled")
+            )
+            if next_id is not None:
+                claimed.append(next_id)
+                connection.execute(
+                    sa.update(table)
+                    .where(table.c.id == next_id)
+                    .values(state="in_progress", started_at=T0)
+                )
+
+    sa_event.listen(orm.Session, "after_commit", worker_claims_the_next_execution)
+    try:
+        result = app.test_cli_runner().invoke(
+            args=["geneva", "recover", "--force", str(workflow.id), str(workflow.id)]
+        )
+    finally:
+        sa_event.remove(orm.Session, "after_commit", worker_claims_the_next_execution)
+    assert len(claimed) == 1
+    assert result.exit_code == 1, result.output
+    assert f"workflow {workflow.id}: recover done" in result.output
+    assert f"workflow {workflow.id}: recover refused" in result.output
+    states = {r["id"]: (r["state"], r["outcome"]) for r in execution_rows(workflow.id)}
+    assert states[stuck_id] == ("completed", "recovered")
+    assert states[claimed[0]] == ("in_progress", None)
