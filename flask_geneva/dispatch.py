@@ -84,6 +84,39 @@ class TaskBackend(Protocol):
         """Send one publication. Called after commit unless deferral is off."""
 
 
+def bound_broker_timeouts(celery_app: Any, publish_timeout_seconds: float) -> None:
+    """Give ``celery_app`` the broker timeouts that bound a publication (R-DSP-07).
+
+    A Celery app without :func:`flask_geneva.celery_defaults` (the web process of
+    the README's quick start, say) would block a publication on a hung broker for
+    as long as the operating system keeps the socket open. Each timeout the host
+    left unset gets a quarter of ``publish_timeout_seconds``:
+    ``broker_connection_timeout`` while still at Celery's default, and
+    ``broker_transport_options`` ``socket_timeout`` / ``socket_connect_timeout``
+    (Redis) where the host's options lack them. Settings the host chose are kept.
+    Connections the app opened before keep their old timeouts.
+
+    Args:
+        celery_app: The host's Celery application.
+        publish_timeout_seconds: ``GENEVA_PUBLISH_TIMEOUT`` in seconds.
+    """
+    from celery.app.defaults import DEFAULTS as CELERY_DEFAULTS
+
+    broker_timeout = publish_timeout_seconds / 4
+    conf = celery_app.conf
+    updates: dict[str, Any] = {}
+    current = conf.get("broker_connection_timeout")
+    if current == CELERY_DEFAULTS.get("broker_connection_timeout"):
+        updates["broker_connection_timeout"] = broker_timeout
+    options = dict(conf.get("broker_transport_options") or {})
+    if not {"socket_timeout", "socket_connect_timeout"} <= options.keys():
+        options.setdefault("socket_timeout", broker_timeout)
+        options.setdefault("socket_connect_timeout", broker_timeout)
+        updates["broker_transport_options"] = options
+    if updates:
+        conf.update(updates)
+
+
 class CeleryBackend:
     """Publishes through ``celery_app.send_task`` by task name, bounded in time.
 
@@ -112,6 +145,7 @@ class CeleryBackend:
         self.celery_app = celery_app
         self.publish_timeout_seconds = publish_timeout_seconds
         self._paused_until = 0.0
+        bound_broker_timeouts(celery_app, publish_timeout_seconds)
 
     @property
     def holds_eta(self) -> bool:

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -343,6 +344,48 @@ def test_frozen_broker_create_returns_within_the_publish_timeout(
         f"{dispatch_seconds:.2f}s; housekeeping recovering 3 rows while frozen "
         f"{housekeeping_seconds:.2f}s, summary counted {summary['stuck_scheduled_recovered']}"
     )
+
+
+def test_frozen_broker_without_celery_defaults_does_not_block_create(
+    own_redis, make_app
+):
+    """A Celery app that was never given celery_defaults() (the web process of the
+    README's quick start) still gets create() back within GENEVA_PUBLISH_TIMEOUT
+    while the broker is frozen: flask_geneva gives it the broker timeouts the host
+    left unset, and keeps those the host chose (R-DSP-07, issue 14 point 2).
+    """
+    from celery.app.defaults import DEFAULTS as CELERY_DEFAULTS
+
+    from tests.worker.geneva_worker_app import BrokerOrdinary
+
+    own_redis.start()
+    app = make_app(own_redis.url)
+    celery = app.extensions["geneva"].celery
+    celery.conf.update(
+        broker_connection_timeout=CELERY_DEFAULTS["broker_connection_timeout"],
+        broker_transport_options={"visibility_timeout": 3600},
+    )
+    warm = _create_many(app, BrokerOrdinary, 1)  # builds the backend, connects
+    assert warm["raised"] == []
+
+    own_redis.freeze()
+    frozen: dict[str, Any] = {}
+    caller = threading.Thread(
+        target=lambda: frozen.update(_create_many(app, BrokerOrdinary, 2)),
+        daemon=True,
+    )
+    caller.start()
+    caller.join(timeout=4 * PUBLISH_TIMEOUT)
+    assert not caller.is_alive(), "create() blocked on the frozen broker"
+    assert frozen["raised"] == []
+    assert max(frozen["durations"]) < PUBLISH_TIMEOUT
+    assert {r["job_id"] for r in _rows(app, frozen["workflow_ids"])} == {
+        "geneva:deferred"
+    }
+    options = celery.conf.broker_transport_options
+    assert options["visibility_timeout"] == 3600  # the host's own key is kept
+    assert options["socket_timeout"] == PUBLISH_TIMEOUT / 4
+    assert celery.conf.broker_connection_timeout == PUBLISH_TIMEOUT / 4
 
 
 def _lose_messages(app: Any, workflow_ids: list[Any]) -> None:
