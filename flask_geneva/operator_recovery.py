@@ -19,6 +19,7 @@ from typing import Any
 from flask_geneva import clock
 from flask_geneva import flow_control
 from flask_geneva import housekeeping
+from flask_geneva import keys
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
@@ -68,11 +69,16 @@ def recover(
             ``GENEVA_RECOVER_GRACE`` ago (the message gives its age).
         StepNotDefinedError: Reattempt of a step no longer defined; nothing
             changes.
-        ValueError: ``via`` is not one of the allowed values.
+        TypeError: ``force`` is not a bool.
+        ValueError: ``via`` is not one of the allowed values, or
+            ``execution_id`` is not a valid execution id.
 
     .. versionadded:: 0.2
     """
     flow_control.check_via(via)
+    if not isinstance(force, bool):
+        raise TypeError(f"force must be True or False, got {force!r}")
+    execution_id = _execution_key(execution_id)
     context = flow_control.current_step_context()
     if context is not None and context.workflow_id == workflow.id:
         raise InvalidStateError(
@@ -143,3 +149,28 @@ def _seconds(value: Any) -> str:
     if value is None:
         return "an unknown time"
     return f"{value.total_seconds():.0f} s"
+
+
+def _execution_key(execution_id: Any) -> Any:
+    """``execution_id`` as a key of the configured type; None stays None.
+
+    Raises:
+        ValueError: Not a valid execution id (the message names the value and
+            what is accepted).
+    """
+    if execution_id is None:
+        return None
+    key_type = current_state().geneva.key_type
+    raw = None if isinstance(execution_id, bool | float) else str(execution_id)
+    key = keys.parse_key(raw, key_type)
+    if key is None:
+        accepted = (
+            "a UUID"
+            if key_type == "uuid"
+            else f"an integer from 1 to {keys.MAX_BIGINT_KEY}"
+        )
+        raise ValueError(
+            f"execution_id must be {accepted} (or None for the running "
+            f"execution), got {execution_id!r}"
+        )
+    return key

@@ -655,7 +655,9 @@ class WorkflowsView(_GenevaView):
                 execution_id=(form.execution.data or "").strip() or None,
                 force=form.force.data == "yes",
             )
-        except GenevaError as error:
+        except (GenevaError, ValueError) as error:
+            # ValueError: a tampered or stale form value (an execution id that is
+            # no id), refused like a lost race rather than answered with a 500.
             self.session.rollback()
             flash(f"Workflow {workflow_id}: {label} refused: {error}", "error")
         else:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+import pytest
+
 from flask_geneva import clock
 from flask_geneva.testing import run_iterations
 from tests.admin.conftest import csrf_token
@@ -219,3 +221,27 @@ def test_execution_page_of_an_in_progress_execution_offers_recover(client):
     done = ready_workflow()
     other = client.get(f"/geneva/step-executions/{done.current_execution.id}")
     assert 'data-geneva-action="recover"' not in other.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("posted", ["abc", "-1", "1.5", "\x00"])
+def test_recover_with_a_posted_execution_that_is_no_id_is_refused(client, posted):
+    """A tampered execution field gets a refusal naming the value, never a 500,
+    and the running execution is left alone (R-HK-28, R-ADM-24).
+    """
+    workflow, _execution_id = running_workflow(started_minutes_ago=5)
+    token = csrf_token(client, detail_url(workflow.id))
+    page = client.post(
+        f"/geneva/workflows/{workflow.id}/action",
+        data={
+            "csrf_token": token,
+            "action": "recover",
+            "confirm": "yes",
+            "execution": posted,
+        },
+        follow_redirects=True,
+    )
+    assert page.status_code == 200
+    text = page.get_data(as_text=True)
+    assert "Recover running step refused: execution_id must be an integer" in text
+    assert "\x00" not in text
+    assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]

@@ -257,3 +257,22 @@ def test_cli_recover_never_recovers_the_execution_that_started_meanwhile(
     states = {r["id"]: (r["state"], r["outcome"]) for r in execution_rows(workflow.id)}
     assert states[stuck_id] == ("completed", "recovered")
     assert states[claimed[0]] == ("in_progress", None)
+
+
+@pytest.mark.parametrize("execution_id", ["abc", -1, 0, 1.5, True, "9" * 30])
+def test_recover_names_an_execution_id_that_is_no_id(user, execution_id):
+    """recover(execution_id=...) with a value that is no execution id raises
+    ValueError naming it and what is accepted; nothing changes (R-HK-28).
+    """
+    workflow, _stuck_id = _stuck(user, seconds_ago=3600)
+    with pytest.raises(ValueError, match=r"execution_id must be an integer from 1"):
+        workflow.recover(execution_id=execution_id)
+    assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]
+
+
+def test_recover_refuses_a_force_that_is_not_a_bool(user):
+    """force="yes" is refused rather than taken as true (R-HK-28)."""
+    workflow, _stuck_id = _stuck(user, seconds_ago=3600)
+    with pytest.raises(TypeError, match=r"force must be True or False, got 'yes'"):
+        workflow.recover(force="yes")
+    assert [r["state"] for r in execution_rows(workflow.id)] == ["in_progress"]
