@@ -17,6 +17,8 @@ from flask_geneva import dispatch
 from flask_geneva import store
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
+from flask_geneva.heroes import hero_type_of
+from flask_geneva.integrations import load_integration
 from flask_geneva.models import build_models
 from flask_geneva.runtime import GenevaState
 from flask_geneva.runtime import current_state
@@ -180,9 +182,8 @@ class Geneva:
         install.register_autogenerate_filter(app)
 
         if mount_admin:
-            from flask_geneva.admin import init_standalone_admin
-
-            init_standalone_admin(app, self)
+            # The admin is a layer above the extension: found by entry point.
+            load_integration("admin")(app, self)
 
     def init_celery(self, celery: Any, *, app: Flask | None = None) -> None:
         """Register the flask_geneva tasks on ``celery`` (fixed names, R-JOB-20).
@@ -408,16 +409,6 @@ def _validate_at_start(geneva: Geneva, state: Any) -> Any:
     if problems or class_problems:
         raise GenevaConfigurationError(format_problems(problems + class_problems))
     return state.config  # valid now; later reads re-validate (R-CFG-02)
-
-
-def hero_type_of(cls: type[Any]) -> str:
-    """A model class's stored hero type: ``__geneva_hero_type__`` or base name."""
-    explicit = getattr(cls, "__geneva_hero_type__", None)
-    if explicit:
-        return str(explicit)
-    base = sa.inspect(cls).base_mapper.class_
-    explicit = getattr(base, "__geneva_hero_type__", None)
-    return str(explicit) if explicit else base.__name__
 
 
 def _reserved_names(workflow_cls: type[Any]) -> frozenset[str]:

@@ -21,8 +21,13 @@ from sqlalchemy import orm
 
 from flask_geneva import housekeeping
 from flask_geneva import store
-from flask_geneva.admin import filters as workflow_filters
-from flask_geneva.admin import presenters
+from flask_geneva.admin.filters import ERROR_CLASS_CAVEAT
+from flask_geneva.admin.filters import error_class_matches
+from flask_geneva.admin.presenters import CURSOR_PREVIEW_BYTES
+from flask_geneva.admin.presenters import describe_policy_decision
+from flask_geneva.admin.presenters import format_duration
+from flask_geneva.admin.presenters import pretty_json
+from flask_geneva.admin.presenters import recorded_exception
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import StepExecutionState
 
@@ -176,10 +181,10 @@ def filter_executions(
         else:
             filters[name] = value
             if name == "error_class":
-                query = query.where(workflow_filters.error_class_matches(column, value))
+                query = query.where(error_class_matches(column, value))
                 # Reattempted executions keep their error in metadata only
                 # (R-SE-21); matching JSON would scan every row (R-ADM-30).
-                notes.append(workflow_filters.ERROR_CLASS_CAVEAT)
+                notes.append(ERROR_CLASS_CAVEAT)
             else:
                 query = query.where(column == value)
     flag = args.get("only", "").strip()
@@ -310,7 +315,7 @@ def _summary(key: str, value: Any) -> str:
         return f"object with {len(value)} key{'s' if len(value) != 1 else ''}"
     if isinstance(value, list):
         return f"array of {len(value)}"
-    compact = presenters.pretty_json(value)
+    compact = pretty_json(value)
     return compact if len(compact) <= _INLINE_CHARS else f"{compact[:_INLINE_CHARS]}…"
 
 
@@ -408,8 +413,8 @@ def cursor_display(value: Any) -> dict[str, Any]:
         text = str(value)
         problem = "unparsable cursor: the stored text is shown as it is"
     else:
-        text = presenters.pretty_json(value)
-    preview, truncated = truncate_utf8(text, presenters.CURSOR_PREVIEW_BYTES)
+        text = pretty_json(value)
+    preview, truncated = truncate_utf8(text, CURSOR_PREVIEW_BYTES)
     return {
         "text": text,
         "preview": preview,
@@ -426,14 +431,14 @@ def _metadata_display(execution: Any, columns: store.OptionalColumns) -> str | N
     value = execution.meta
     if isinstance(value, InvalidJSON):
         return str(value)
-    return presenters.pretty_json(value)
+    return pretty_json(value)
 
 
 def recorded_backtrace(execution: Any, meta: Mapping[str, Any]) -> str:
     """The error backtrace: the column, else the metadata copy (R-SE-20/21), or ""."""
     if execution.error_backtrace:
         return str(execution.error_backtrace)
-    lines = presenters.recorded_exception(meta).get("backtrace")
+    lines = recorded_exception(meta).get("backtrace")
     if isinstance(lines, list):
         return "\n".join(str(line) for line in lines)
     if isinstance(lines, str):
@@ -445,7 +450,7 @@ def recorded_error_message(execution: Any, meta: Mapping[str, Any]) -> str:
     """The error message: the column, else the metadata copy (R-SE-21), or ""."""
     if execution.error_message:
         return str(execution.error_message)
-    return str(presenters.recorded_exception(meta).get("message") or "")
+    return str(recorded_exception(meta).get("message") or "")
 
 
 def _workflow_summary(
@@ -538,11 +543,11 @@ def execution_detail(
         "metadata_text": _metadata_display(execution, columns),
         "metadata_problem": metadata_problem,
         "cursor": _cursor_display(execution, columns),
-        "cursor_preview_bytes": presenters.CURSOR_PREVIEW_BYTES,
+        "cursor_preview_bytes": CURSOR_PREVIEW_BYTES,
         "error_class": error_class,
         "error_message": recorded_error_message(execution, meta),
         "backtrace": recorded_backtrace(execution, meta),
-        "policy_sentence": presenters.describe_policy_decision(decision)
+        "policy_sentence": describe_policy_decision(decision)
         if decision is not None
         else "",
         "flow_control": flow_control if isinstance(flow_control, Mapping) else None,
@@ -554,7 +559,7 @@ def execution_detail(
         "overdue": execution.state == StepExecutionState.SCHEDULED.value
         and execution.scheduled_for < now,
         "stuck": stuck,
-        "duration": presenters.format_duration(execution.started_at, end),
+        "duration": format_duration(execution.started_at, end),
         "predecessor_id": predecessor_id,
         "predecessor": predecessor,
         "successors": successors,

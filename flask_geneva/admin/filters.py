@@ -27,7 +27,7 @@ from flask import current_app
 from sqlalchemy import orm
 
 from flask_geneva.admin.presenters import recorded_exception
-from flask_geneva.extension import hero_type_of
+from flask_geneva.heroes import hero_type_of
 from flask_geneva.keys import format_hero
 from flask_geneva.keys import split_hero
 from flask_geneva.models import InvalidJSON

@@ -15,6 +15,7 @@ __all__ = [
     "CURSOR_PREVIEW_BYTES",
     "describe_policy_decision",
     "format_duration",
+    "format_time",
     "pretty_json",
 ]
 
@@ -98,6 +99,11 @@ def format_duration(start: datetime | None, end: datetime | None) -> str:
     if start is None or end is None:
         return ""
     return _seconds(round((end - start).total_seconds(), 3))
+
+
+def format_time(value: datetime | None) -> str:
+    """ISO-like UTC timestamp for tables, or ``""``."""
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value is not None else ""
 
 
 def recorded_exception(meta: Any) -> Mapping[str, Any]:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from flask_geneva.admin import bulk_actions
 from flask_geneva.admin import filters
-from flask_geneva.admin import views
+from flask_geneva.admin import list_params
 from tests.admin.conftest import ADMIN_CONFIG
 from tests.admin.conftest import csrf_token
 from tests.admin.support import failed_workflow
@@ -67,7 +68,7 @@ def test_resume_all_matching_acts_on_every_page_in_batches_and_on_no_other(clien
     text = client.get(LIST, query_string={"state": "paused", "type": "AdminTwoStep"})
     text = text.get_data(as_text=True)
     assert "120 workflows match." in text
-    assert len(re.findall(r'<tr data-workflow-id="', text)) == views.PAGE_SIZE
+    assert len(re.findall(r'<tr data-workflow-id="', text)) == list_params.PAGE_SIZE
     assert 'data-geneva-bulk-all="resume"' in text
     assert '<input type="hidden" name="state" value="paused">' in text
     token = csrf_token(client, LIST)
@@ -138,7 +139,7 @@ def test_refusals_are_listed_with_their_reason(client):
 
 def test_listed_refusals_are_capped_and_the_rest_counted(client, monkeypatch):
     """Past the cap, refusals are counted but not listed, and the page says how many more (R-ADM-23)."""
-    monkeypatch.setattr(views, "MAX_LISTED_REFUSALS", 2)
+    monkeypatch.setattr(bulk_actions, "MAX_LISTED_REFUSALS", 2)
     for _ in range(5):
         ready_workflow()
     token = csrf_token(client, LIST)
@@ -193,7 +194,7 @@ def test_one_matching_workflow_is_worded_in_the_singular(client):
 
 def test_one_listed_refusal_is_worded_in_the_singular(client, monkeypatch):
     """With one refusal listed and one more counted, the result page uses the singular (R-ADM-23)."""
-    monkeypatch.setattr(views, "MAX_LISTED_REFUSALS", 1)
+    monkeypatch.setattr(bulk_actions, "MAX_LISTED_REFUSALS", 1)
     for _ in range(2):
         ready_workflow()
     token = csrf_token(client, LIST)

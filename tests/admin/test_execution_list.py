@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from flask_geneva.admin import views
+from flask_geneva.admin import presenters
+from flask_geneva.admin import step_executions_view
 from tests.admin.execution_support import ESCAPED_SCRIPT
 from tests.admin.execution_support import SCRIPT
 from tests.admin.execution_support import detail_url
@@ -68,9 +69,9 @@ def test_columns_and_links(client):
     assert cells[2:4] == ["AdminFailing", "explode"]
     assert "geneva-badge--failed" in cells[4]
     assert "geneva-badge--failed" in cells[5]
-    assert cells[6] == views.format_time(row["scheduled_for"])
-    assert cells[7] == views.format_time(row["started_at"])
-    assert cells[8] == views.format_time(row["finished_at"])
+    assert cells[6] == presenters.format_time(row["scheduled_for"])
+    assert cells[7] == presenters.format_time(row["started_at"])
+    assert cells[8] == presenters.format_time(row["finished_at"])
     assert cells[9] == "RuntimeError"
 
 
@@ -204,7 +205,7 @@ def test_unknown_state_is_ignored_with_a_note_and_no_invented_option(client):
 
 def test_pagination_keeps_the_filters(client, monkeypatch):
     """The next/previous links carry the filters; every page holds only matching rows (R-ADM-13)."""
-    monkeypatch.setattr(views, "PAGE_SIZE", 2)
+    monkeypatch.setattr(step_executions_view, "PAGE_SIZE", 2)
     _, chain = finished_resumable_chain()
     failed_workflow()
     text = get(client, step_name="walk", only="has_cursor")
@@ -254,7 +255,7 @@ def test_an_ignored_value_is_not_echoed_into_the_form_or_the_pager(
     client, monkeypatch, name, value
 ):
     """An ignored filter value (NUL byte, over-long, unknown) gets a note but is not put back into any form field or pager link (R-ADM-13, R-ADM-06, R-ADM-31)."""
-    monkeypatch.setattr(views, "PAGE_SIZE", 1)
+    monkeypatch.setattr(step_executions_view, "PAGE_SIZE", 1)
     rows = execution_rows(failed_workflow().id) + execution_rows(ready_workflow().id)
     text = get(client, **{name: value})
     assert "ignored" in text

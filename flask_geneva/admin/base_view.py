@@ -1,0 +1,149 @@
+"""What every Geneva admin view shares: access, CSP header, templates, assets.
+
+:class:`GenevaView` is the Flask-Admin ``BaseView`` of the overview and the
+lists; :class:`WorkflowPages` adds what the workflow pages share (loading a
+workflow, validating the list filters).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from typing import Literal
+
+import sqlalchemy as sa
+from flask import Blueprint
+from flask import Response
+from flask import render_template
+from flask import url_for
+from flask_admin import BaseView
+
+from flask_geneva import clock
+from flask_geneva import store
+from flask_geneva.admin.access import access_is_open_by_default
+from flask_geneva.admin.access import can_act
+from flask_geneva.admin.access import has_access
+from flask_geneva.admin.filters import WorkflowFilters
+from flask_geneva.admin.filters import parse_workflow_filters
+from flask_geneva.admin.presenters import format_time
+from flask_geneva.keys import parse_key
+
+__all__ = ["GenevaView", "WorkflowPages", "asset_dir"]
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'self'"
+)
+
+
+def asset_dir(name: Literal["templates", "static"]) -> Path:
+    """Return the installed asset folder, or the checkout's top-level one.
+
+    Raises:
+        RuntimeError: Neither ``flask_geneva/<name>`` nor ``<repo>/<name>`` exists.
+    """
+    for candidate in (_PACKAGE_DIR / name, _PACKAGE_DIR.parent / name):
+        if (candidate / "geneva").is_dir():
+            return candidate
+    raise RuntimeError(f"flask_geneva {name}/ folder not found next to {_PACKAGE_DIR}")
+
+
+class GenevaView(BaseView):
+    """Access, CSP header, templates and assets shared by the Geneva views.
+
+    Args:
+        geneva: The :class:`~flask_geneva.Geneva` extension whose rows are shown.
+        **kwargs: ``flask_admin.BaseView`` arguments (name, endpoint, url, ...).
+    """
+
+    def __init__(self, geneva: Any, **kwargs: Any) -> None:
+        self.geneva = geneva
+        self.overview_endpoint = "geneva"
+        self.workflows_endpoint = "geneva_workflows"
+        self.executions_endpoint = "geneva_step_executions"
+        super().__init__(**kwargs)
+
+    def create_blueprint(self, admin: Any) -> Blueprint:
+        blueprint: Blueprint = super().create_blueprint(admin)
+        # Our templates and static files ride on a nested blueprint so that a host
+        # template folder still wins (Flask searches the app's folder first).
+        assets = Blueprint(
+            "assets",
+            __name__,
+            template_folder=str(asset_dir("templates")),
+            static_folder=str(asset_dir("static")),
+            static_url_path="/static",
+        )
+        blueprint.register_blueprint(assets, url_prefix="/_geneva")
+        blueprint.after_request(_content_security_policy)
+        return blueprint
+
+    def is_accessible(self) -> bool:
+        return has_access()
+
+    def inaccessible_callback(self, name: Any, **kwargs: Any) -> Any:
+        # Standalone page: nothing from the admin (menus, counts) may leak.
+        return Response(render_template("geneva/admin/forbidden.html"), status=403)
+
+    def render(self, template: str, **kwargs: Any) -> str:
+        kwargs.setdefault("geneva_open_by_default", access_is_open_by_default())
+        kwargs.setdefault("geneva_can_act", can_act())
+        kwargs.setdefault("geneva_css_url", self.asset_url("geneva/geneva.css"))
+        kwargs.setdefault("overview_endpoint", self.overview_endpoint)
+        kwargs.setdefault("workflows_endpoint", self.workflows_endpoint)
+        kwargs.setdefault("executions_endpoint", self.executions_endpoint)
+        kwargs.setdefault("fmt_time", format_time)
+        return str(super().render(template, **kwargs))
+
+    def asset_url(self, filename: str) -> str:
+        """URL of a file under ``static/`` (e.g. ``geneva/geneva.css``)."""
+        return url_for(f"{self.endpoint}.assets.static", filename=filename)
+
+    @property
+    def session(self) -> Any:
+        """The current session of the host's ``db.session``."""
+        return self.geneva.session
+
+    def _parse_key(self, raw: str | None) -> Any:
+        """Parse an id from the URL/query string; None if it is not a valid key."""
+        return parse_key(raw, self.geneva.key_type)
+
+    def _columns(self) -> Any:
+        return store.optional_columns(self.session)
+
+
+def _content_security_policy(response: Response) -> Response:
+    # R-ADM-06: no inline scripts; a host that sets its own policy keeps it.
+    response.headers.setdefault("Content-Security-Policy", _CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
+
+
+class WorkflowPages(GenevaView):
+    """Base of the workflow pages' parts (list, detail, actions, bulk actions)."""
+
+    def _load(self, workflow_id: Any) -> Any:
+        """The workflow with this id as stored now, or None."""
+        session = self.session
+        workflow_cls = self.geneva.Workflow
+        return session.scalars(
+            sa.select(workflow_cls)
+            .where(workflow_cls.id == workflow_id)
+            .options(*store.undefer_options(session, workflow_cls, None))
+            # Show the stored truth even if this session saw the row earlier.
+            .execution_options(populate_existing=True)
+        ).one_or_none()
+
+    def _filters(self, args: Any) -> WorkflowFilters:
+        """Validate the list filters of a query string or bulk form (R-ADM-11)."""
+        columns = self._columns()
+        return parse_workflow_filters(
+            args,
+            workflow_cls=self.geneva.Workflow,
+            execution_cls=self.geneva.StepExecution,
+            parse_key=self._parse_key,
+            has_error_class_column=columns.error_class_name,
+            now=clock.now(),
+        )

@@ -1,0 +1,111 @@
+"""The step executions list (R-ADM-13) and an execution's detail page (R-ADM-14).
+
+Only reads (R-ADM-32); the filtering and the detail's content live in
+:mod:`flask_geneva.admin.executions`.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from flask import abort
+from flask import request
+from flask_admin import expose
+
+from flask_geneva import clock
+from flask_geneva import store
+from flask_geneva.admin.base_view import GenevaView
+from flask_geneva.admin.csrf import action_form
+from flask_geneva.admin.executions import LIST_FLAGS
+from flask_geneva.admin.executions import execution_detail
+from flask_geneva.admin.executions import filter_executions
+from flask_geneva.admin.executions import load_execution
+from flask_geneva.admin.list_params import PAGE_SIZE
+from flask_geneva.admin.list_params import note_past_the_end
+from flask_geneva.admin.list_params import page_number
+from flask_geneva.admin.row_display import error_class_of
+from flask_geneva.admin.row_display import metadata_of
+from flask_geneva.models import StepExecutionState
+from flask_geneva.runtime import current_state
+
+__all__ = ["StepExecutionsView"]
+
+
+class StepExecutionsView(GenevaView):
+    """The step executions list (R-ADM-13) and an execution's detail page (R-ADM-14)."""
+
+    @expose("/")
+    def index(self) -> str:
+        """Render the filtered, paged list, newest first (R-ADM-13)."""
+        session = self.session
+        columns = self._columns()
+        execution_cls = self.geneva.StepExecution
+        workflow_cls = self.geneva.Workflow
+        config = current_state().config
+        query = sa.select(execution_cls, workflow_cls.type).join(
+            workflow_cls, workflow_cls.id == execution_cls.workflow_id
+        )
+        query, filters, notes = filter_executions(
+            query,
+            request.args,
+            execution_cls=execution_cls,
+            workflow_cls=workflow_cls,
+            columns=columns,
+            config=config,
+            now=clock.now(),
+        )
+        page = page_number(request.args, notes)
+        # One row more than a page tells whether a next page exists: no COUNT(*).
+        rows = session.execute(
+            query.options(*store.undefer_options(session, None, execution_cls))
+            .order_by(execution_cls.id.desc())
+            .limit(PAGE_SIZE + 1)
+            .offset((page - 1) * PAGE_SIZE)
+        ).all()
+        has_next = len(rows) > PAGE_SIZE
+        note_past_the_end(page, bool(rows), notes)
+        return self.render(
+            "geneva/admin/step_executions.html",
+            executions=[
+                {
+                    "execution": execution,
+                    "type": type_name,
+                    "error_class": error_class_of(execution, columns),
+                    "overdue": execution.is_overdue,
+                }
+                for execution, type_name in rows[:PAGE_SIZE]
+            ],
+            filters=filters,
+            notes=notes,
+            page=page,
+            has_next=has_next,
+            states=[state.value for state in StepExecutionState],
+            known_types=sorted(self.geneva.workflow_classes),
+            flags=LIST_FLAGS,
+        )
+
+    @expose("/<execution_id>")
+    def detail(self, execution_id: str) -> str:
+        """All stored columns of one execution and its neighbours (R-ADM-14)."""
+        key = self._parse_key(execution_id)
+        if key is None:
+            abort(404)
+        session = self.session
+        execution = load_execution(session, self.geneva.StepExecution, key)
+        if execution is None:
+            abort(404)
+        columns = self._columns()
+        meta, problem = metadata_of(execution, columns)
+        return self.render(
+            "geneva/admin/step_execution_detail.html",
+            **execution_detail(
+                session,
+                self.geneva,
+                execution,
+                meta=meta,
+                metadata_problem=problem,
+                error_class=error_class_of(execution, columns),
+                config=current_state().config,
+                now=clock.now(),
+            ),
+            action_form=action_form(),  # Recover on an in-progress one (R-HK-28)
+        )

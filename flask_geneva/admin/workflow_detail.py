@@ -1,0 +1,231 @@
+"""A workflow's page (R-ADM-12): step plan, executions, chains, chart, buttons.
+
+Only reads (R-ADM-32); the buttons post to
+:class:`~flask_geneva.admin.flow_control_actions.WorkflowActions`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import abort
+from flask_admin import expose
+
+from flask_geneva import store
+from flask_geneva.admin.base_view import WorkflowPages
+from flask_geneva.admin.csrf import action_form
+from flask_geneva.admin.executions import cursor_display
+from flask_geneva.admin.executions import recorded_backtrace
+from flask_geneva.admin.executions import recorded_error_message
+from flask_geneva.admin.flow_control_actions import workflow_buttons
+from flask_geneva.admin.presenters import describe_policy_decision
+from flask_geneva.admin.presenters import format_duration
+from flask_geneva.admin.presenters import pretty_json
+from flask_geneva.admin.row_display import error_class_of
+from flask_geneva.admin.row_display import hero_reference_of
+from flask_geneva.admin.row_display import metadata_of
+from flask_geneva.admin.timeline_chart import layout
+from flask_geneva.exceptions import GenevaError
+
+__all__ = ["MAX_TIMELINE_ROWS", "WorkflowDetailPage"]
+
+#: Executions shown on a detail page (the newest ones when there are more).
+MAX_TIMELINE_ROWS = 1000
+
+
+class WorkflowDetailPage(WorkflowPages):
+    """A workflow's page, ``GET <workflows>/<id>`` (R-ADM-12)."""
+
+    @expose("/<workflow_id>")
+    def detail(self, workflow_id: str) -> Any:
+        """Render the workflow's page, or 404 for an id that is none or unknown."""
+        key = self._parse_key(workflow_id)
+        workflow = self._load(key) if key is not None else None
+        if workflow is None:
+            abort(404)
+        return self._render_detail(workflow)
+
+    def _render_detail(self, workflow: Any) -> str:
+        session = self.session
+        columns = self._columns()
+        execution_cls = self.geneva.StepExecution
+        executions = list(
+            session.scalars(
+                sa.select(execution_cls)
+                .where(execution_cls.workflow_id == workflow.id)
+                .options(*store.undefer_options(session, None, execution_cls))
+                .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
+                .limit(MAX_TIMELINE_ROWS + 1)
+                .execution_options(populate_existing=True)
+            )
+        )
+        truncated = len(executions) > MAX_TIMELINE_ROWS
+        executions = list(reversed(executions[:MAX_TIMELINE_ROWS]))
+        known = workflow.type in self.geneva.workflow_classes
+        steps = type(workflow).step_collection() if known else None
+        timeline = [_execution_row(e, steps, columns) for e in executions]
+        meta, meta_problem = metadata_of(workflow, columns)
+        actions = meta.get("operator_actions")
+        operator_actions = (
+            [a for a in actions if isinstance(a, dict)]
+            if isinstance(actions, list)
+            else []
+        )
+        return self.render(
+            "geneva/admin/workflow_detail.html",
+            workflow=workflow,
+            known=known,
+            hero=hero_reference_of(workflow),
+            hero_label=_hero_label(workflow),
+            job_options=_job_options(meta),
+            plan=_plan(workflow, steps, executions),
+            timeline=timeline,
+            truncated=truncated,
+            chains=_chains(timeline),
+            chart=layout(
+                executions,
+                error_classes={row["id"]: row["error_class"] for row in timeline},
+            ),
+            operator_actions=list(reversed(operator_actions)),
+            metadata_problem=meta_problem,
+            buttons=workflow_buttons(
+                session, execution_cls, workflow, steps, executions, columns
+            ),
+            action_form=action_form(),
+        )
+
+
+def _hero_label(workflow: Any) -> tuple[str, str]:
+    """``(label, marker)``: the hero's ``str()`` or a marker (R-ADM-31)."""
+    if workflow.hero_type is None or workflow.hero_id is None:
+        return "", "no hero"
+    try:
+        hero = workflow.hero
+    except GenevaError as error:
+        return "", f"hero type cannot be resolved: {error}"
+    if hero is None:
+        return "", "hero not found (deleted?)"
+    return str(hero), ""
+
+
+def _execution_row(execution: Any, steps: Any, columns: Any) -> dict[str, Any]:
+    meta, problem = metadata_of(execution, columns)
+    decision = meta.get("policy_decision")
+    cursor = None
+    if columns.resumable and execution.cursor is not None:
+        cursor = cursor_display(execution.cursor)
+        if cursor["problem"]:
+            problem = problem or "unparsable cursor"
+    end = execution.finished_at or execution.completed_at or execution.failed_at
+    interrupt = meta.get("interrupt")
+    return {
+        "execution": execution,
+        "id": execution.id,
+        # A reattempted execution keeps its error in metadata only (R-SE-21).
+        "error_message": recorded_error_message(execution, meta),
+        "step_defined": steps is not None and execution.step_name in steps,
+        "overdue": execution.is_overdue,
+        "duration": format_duration(execution.started_at, end),
+        "error_class": error_class_of(execution, columns),
+        "backtrace": recorded_backtrace(execution, meta),
+        "policy_sentence": describe_policy_decision(decision)
+        if decision is not None
+        else "",
+        "flow_control": meta.get("flow_control"),
+        "interrupt": interrupt if isinstance(interrupt, dict) else None,
+        "precondition": meta.get("precondition"),
+        "cursor": cursor["text"] if cursor else None,
+        "cursor_preview": cursor["preview"] if cursor else None,
+        "cursor_truncated": cursor["truncated"] if cursor else False,
+        "continues_from_id": execution.continues_from_id if columns.resumable else None,
+        "metadata_problem": problem,
+    }
+
+
+def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, Any]]:
+    latest: dict[str, Any] = {}
+    for execution in executions:
+        latest[execution.step_name] = execution
+    reference = workflow.current_step_name or workflow.next_step_name
+    plan: list[dict[str, Any]] = []
+    markers = {"completed": "done", "skipped": "skipped", "failed": "failed"}
+    for definition in steps or ():
+        execution = latest.get(definition.name)
+        if definition.name == reference and workflow.state not in (
+            "finished",
+            "canceled",
+        ):
+            marker = "current"
+        elif execution is not None:
+            marker = markers.get(execution.state, execution.state)
+        else:
+            marker = "upcoming"
+        plan.append(
+            {
+                "name": definition.name,
+                "wait": definition.wait,
+                "condition": definition.skip_condition_description() or "",
+                "policy": _policy_summary(workflow, definition),
+                "resumable": definition.is_resumable,
+                "marker": marker,
+            }
+        )
+    defined = {entry["name"] for entry in plan}
+    for name in latest:
+        if name not in defined:
+            plan.append(
+                {
+                    "name": name,
+                    "wait": None,
+                    "condition": "",
+                    "policy": "",
+                    "resumable": False,
+                    "marker": "no longer defined",
+                }
+            )
+    return plan
+
+
+def _policy_summary(workflow: Any, definition: Any) -> str:
+    """The step plan's policy column (R-ADM-12): the step's own policy, else the
+    class-level ones that apply to it (R-POL-40), else the default (pause)."""
+    if definition.exception_policy is not None:
+        return repr(definition.exception_policy)
+    definitions = getattr(type(workflow), "__geneva_definitions__", None)
+    class_policies = getattr(definitions, "exception_policies", ())
+    if class_policies:
+        listed = "; ".join(repr(policy) for policy in class_policies)
+        return f"class-level: {listed}"
+    return "default: pause"
+
+
+def _job_options(meta: dict[str, Any]) -> str:
+    options = meta.get("step_job_options")
+    return pretty_json(options) if options else ""
+
+
+def _chains(timeline: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Group rows linked by ``continues_from_id`` into chains of 2+ (R-ADM-12)."""
+    by_id = {row["id"]: row for row in timeline}
+    successors: dict[Any, dict[str, Any]] = {}
+    for row in timeline:
+        parent = row["continues_from_id"]
+        if parent is not None and parent in by_id:
+            successors[parent] = row
+    chains = []
+    for row in timeline:
+        parent = row["continues_from_id"]
+        if parent is not None and parent in by_id:
+            continue  # not a head
+        chain = [row]
+        seen = {row["id"]}
+        while chain[-1]["id"] in successors:
+            nxt = successors[chain[-1]["id"]]
+            if nxt["id"] in seen:
+                break
+            seen.add(nxt["id"])
+            chain.append(nxt)
+        if len(chain) > 1 or row["cursor"] is not None:
+            chains.append(chain)
+    return chains

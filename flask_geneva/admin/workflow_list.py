@@ -1,0 +1,113 @@
+"""The workflows list page (R-ADM-11): filters, sorting, paging, latest errors.
+
+Only reads (R-ADM-32): one page of rows plus one, one query for the page's latest
+errors and one capped count (R-ADM-30).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import request
+from flask_admin import expose
+
+from flask_geneva.admin.base_view import WorkflowPages
+from flask_geneva.admin.bulk_actions import BULK_ACTIONS
+from flask_geneva.admin.csrf import action_form
+from flask_geneva.admin.filters import capped_count
+from flask_geneva.admin.filters import format_count
+from flask_geneva.admin.filters import hero_admin_urls
+from flask_geneva.admin.filters import latest_error_classes
+from flask_geneva.admin.list_params import PAGE_SIZE
+from flask_geneva.admin.list_params import choice
+from flask_geneva.admin.list_params import note_past_the_end
+from flask_geneva.admin.list_params import page_number
+from flask_geneva.admin.row_display import hero_reference_of
+from flask_geneva.models import WorkflowState
+
+__all__ = ["SORTS", "WorkflowListPage"]
+
+#: Columns the list sorts by.
+SORTS = ("id", "created_at", "transitioned_at")
+
+
+class WorkflowListPage(WorkflowPages):
+    """The workflows list, ``GET <workflows>/`` (R-ADM-11)."""
+
+    @expose("/")
+    def index(self) -> str:
+        """Render one page of the filtered, sorted list."""
+        args = request.args
+        session = self.session
+        workflow_cls = self.geneva.Workflow
+        columns = self._columns()
+        matching = self._filters(args)
+        query = sa.select(workflow_cls).where(*matching.conditions)
+        # Newest first by default: the id for sequential keys, else created_at.
+        default_sort = "created_at" if self.geneva.key_type == "uuid" else "id"
+        notes = list(matching.notes)
+        sort = choice(args, "sort", SORTS, default_sort, notes)
+        direction = choice(args, "dir", ("asc", "desc"), "desc", notes)
+        column = getattr(workflow_cls, sort)
+        order = column.asc() if direction == "asc" else column.desc()
+        tie = workflow_cls.id.asc() if direction == "asc" else workflow_cls.id.desc()
+        ordering = (order,) if sort == "id" else (order, tie)
+        page = page_number(args, notes)
+        # One row more than a page tells whether a next page exists: no COUNT(*).
+        rows = list(
+            session.scalars(
+                query.order_by(*ordering)
+                .limit(PAGE_SIZE + 1)
+                .offset((page - 1) * PAGE_SIZE)
+            )
+        )
+        has_next = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        note_past_the_end(page, bool(rows), notes)
+        # One query for the page's latest errors, one capped count (R-ADM-30).
+        errors = latest_error_classes(
+            session,
+            self.geneva.StepExecution,
+            [row.id for row in rows],
+            has_error_class_column=columns.error_class_name,
+            has_metadata_column=columns.step_execution_metadata,
+        )
+        hero_urls = hero_admin_urls(rows)
+        count, more = capped_count(session, workflow_cls, matching)
+        return self.render(
+            "geneva/admin/workflows.html",
+            workflows=[self._summary(row, errors, hero_urls) for row in rows],
+            filters=matching.params,
+            filtered=matching.is_active,
+            notes=notes,
+            caveats=matching.caveats,
+            # The all-matching form would drop the ignored values (R-ADM-23).
+            filters_ignored=bool(matching.notes),
+            match_count=count,
+            match_label=format_count(count, more),
+            sort=sort,
+            direction=direction,
+            page=page,
+            has_next=has_next,
+            states=[state.value for state in WorkflowState],
+            known_types=sorted(self.geneva.workflow_classes),
+            bulk_actions=BULK_ACTIONS,
+            action_form=action_form(),
+        )
+
+    def _summary(
+        self, workflow: Any, errors: dict[Any, str], hero_urls: dict[Any, str]
+    ) -> dict[str, Any]:
+        return {
+            "id": workflow.id,
+            "type": workflow.type,
+            "known": workflow.type in self.geneva.workflow_classes,
+            "hero": hero_reference_of(workflow),
+            "hero_url": hero_urls.get((workflow.hero_type, str(workflow.hero_id))),
+            "state": workflow.state,
+            "step": workflow.current_step_name or workflow.next_step_name or "",
+            "created_at": workflow.created_at,
+            "transitioned_at": workflow.transitioned_at,
+            "error_class": errors.get(workflow.id),
+        }

@@ -1,0 +1,35 @@
+"""The stored name of a hero model class, ``workflow.hero_type`` (R-HERO).
+
+A lower layer than the extension and the admin: both ask it which name a mapped
+class is stored under, and neither imports the other for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+__all__ = ["hero_type_of"]
+
+
+def hero_type_of(cls: type[Any]) -> str:
+    """Return the hero type stored for instances of a mapped class (R-HERO-01).
+
+    Args:
+        cls: A mapped model class (or a subclass of one).
+
+    Returns:
+        ``__geneva_hero_type__`` of the class when set, else that of its base
+        mapper's class, else the base mapper class's name (single-table subclasses
+        share their base's name).
+
+    Raises:
+        sqlalchemy.exc.NoInspectionAvailable: ``cls`` is not mapped.
+    """
+    explicit = getattr(cls, "__geneva_hero_type__", None)
+    if explicit:
+        return str(explicit)
+    base = sa.inspect(cls).base_mapper.class_
+    explicit = getattr(base, "__geneva_hero_type__", None)
+    return str(explicit) if explicit else base.__name__
