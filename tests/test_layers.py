@@ -1,10 +1,16 @@
-"""Layering (STYLE §3): the executor loads neither Celery nor Flask-Admin."""
+"""Layering (STYLE §3): the executor loads neither Celery nor Flask-Admin; the admin
+sits above the extension, in no import cycle (issue 15)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from tests.import_graph import import_cycles
+from tests.import_graph import import_graph
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,3 +30,81 @@ def test_executor_imports_neither_celery_nor_flask_admin():
         check=True,
     )
     assert result.stdout.strip() == ""
+
+
+PACKAGE = REPO / "flask_geneva"
+
+
+def _is_admin(module: str) -> bool:
+    return module == "flask_geneva.admin" or module.startswith("flask_geneva.admin.")
+
+
+def test_the_admin_is_in_no_import_cycle():
+    """No import cycle (function-level imports included) involves flask_geneva.admin or a submodule (issue 15)."""
+    cycles = import_cycles(import_graph(PACKAGE))
+    assert [cycle for cycle in cycles if any(map(_is_admin, cycle))] == []
+
+
+def test_only_the_admin_imports_the_admin():
+    """No module outside flask_geneva.admin imports it, not even inside a function: the extension finds it by entry point (issue 15, R-ADM-01)."""
+    graph = import_graph(PACKAGE)
+    offenders = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if not _is_admin(module)
+        for target in targets
+        if _is_admin(target)
+    )
+    assert offenders == []
+
+
+def test_the_extension_mounts_the_admin_through_its_entry_point():
+    """The `admin` integration entry point is flask_geneva.admin.init_standalone_admin (R-ADM-01)."""
+    from flask_geneva.admin import init_standalone_admin
+    from flask_geneva.integrations import load_integration
+
+    assert load_integration("admin") is init_standalone_admin
+
+
+def test_an_integration_that_is_not_installed_is_named_with_the_installed_ones():
+    """Asking for an integration that has no entry point names it and the installed ones."""
+    from flask_geneva.exceptions import GenevaConfigurationError
+    from flask_geneva.integrations import load_integration
+
+    with pytest.raises(GenevaConfigurationError, match=r"'nope'.*installed: 'admin'"):
+        load_integration("nope")
+
+
+def test_the_import_graph_sees_function_level_and_relative_imports(tmp_path):
+    """The graph counts an import inside a function and a relative import, and skips TYPE_CHECKING blocks."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from pkg.sub import b\n")
+    (package / "a.py").write_text("def f():\n    from pkg.sub import b\n")
+    (package / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n"
+        "from . import c\n"
+    )
+    (package / "sub" / "c.py").write_text("def g():\n    import pkg.a\n")
+    graph = import_graph(package)
+    assert graph["pkg.a"] == {"pkg.sub", "pkg.sub.b"}
+    assert graph["pkg.sub.b"] == {"pkg.sub", "pkg.sub.c"}
+    assert import_cycles(graph) == [["pkg.a", "pkg.sub", "pkg.sub.b", "pkg.sub.c"]]
+
+
+def test_mounting_without_the_entry_point_metadata_names_the_group(monkeypatch):
+    """Where the package metadata lacks the entry point, loading the admin raises naming the group (R-ADM-01)."""
+    from flask_geneva import integrations
+    from flask_geneva.exceptions import GenevaConfigurationError
+
+    monkeypatch.setattr(integrations, "entry_points", lambda group: ())
+    integrations.load_integration.cache_clear()
+    try:
+        with pytest.raises(
+            GenevaConfigurationError,
+            match=r"'admin'.*'flask_geneva\.integrations'; installed: none",
+        ):
+            integrations.load_integration("admin")
+    finally:
+        integrations.load_integration.cache_clear()
