@@ -9,8 +9,12 @@ Two ways to mount it (R-ADM-01):
   ``GENEVA_ADMIN_URL`` (default ``/geneva``).
 
 Access needs ``GENEVA_ADMIN_ACCESS`` outside debug/testing (R-ADM-02); buttons need
-``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03). Imported lazily: the engine never loads
-Flask-Admin.
+``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03).
+
+The admin is a layer above the engine and the extension: nothing outside this
+package imports it. ``init_app`` finds :func:`init_standalone_admin` through the
+entry point ``admin`` of the group ``flask_geneva.integrations``
+(:mod:`flask_geneva.integrations`), so the engine never loads Flask-Admin.
 """
 
 from __future__ import annotations
