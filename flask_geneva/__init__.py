@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from flask_geneva.dispatch import inline_enqueue
 from flask_geneva.dsl.conditions import cancel_if
-from flask_geneva.dsl.steps import resumable_step
-from flask_geneva.dsl.steps import step
+from flask_geneva.dsl.decorators import resumable_step
+from flask_geneva.dsl.decorators import step
 from flask_geneva.exceptions import CancelSignal
 from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import CursorTooLargeError

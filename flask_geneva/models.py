@@ -41,8 +41,8 @@ from flask_geneva.job_options import merge_job_options
 from flask_geneva.job_options import validate_job_options
 
 if TYPE_CHECKING:
-    from flask_geneva.dsl.steps import StepCollection
-    from flask_geneva.dsl.steps import StepDefinition
+    from flask_geneva.dsl.definitions import StepDefinition
+    from flask_geneva.dsl.ordering import StepCollection
 
 __all__ = [
     "JSONDocument",
@@ -305,7 +305,7 @@ class WorkflowMixin:
             "__geneva_definitions__"
         )
         if definitions is None:
-            from flask_geneva.dsl.steps import StepCollection
+            from flask_geneva.dsl.ordering import StepCollection
 
             return StepCollection(())
         return definitions.steps

@@ -16,11 +16,11 @@ from types import MappingProxyType
 from typing import Any
 
 from flask_geneva.dsl.conditions import CANCEL_CONDITION_MARK
+from flask_geneva.dsl.definitions import STEP_MARK
+from flask_geneva.dsl.definitions import StepDefinition
+from flask_geneva.dsl.definitions import StepSpec
+from flask_geneva.dsl.ordering import StepCollection
 from flask_geneva.dsl.signatures import condition_problem
-from flask_geneva.dsl.steps import STEP_MARK
-from flask_geneva.dsl.steps import StepCollection
-from flask_geneva.dsl.steps import StepDefinition
-from flask_geneva.dsl.steps import StepSpec
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.job_options import merge_job_options
 from flask_geneva.job_options import validate_job_options

@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 import pytest
 
-from flask_geneva.dsl.steps import step
+from flask_geneva.dsl.decorators import step
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.job_options import ALLOWED_JOB_OPTION_KEYS
 from flask_geneva.job_options import merge_job_options

@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva.dsl.steps import STEP_MARK
-from flask_geneva.dsl.steps import StepSpec
-from flask_geneva.dsl.steps import resumable_step
-from flask_geneva.dsl.steps import step
+from flask_geneva.dsl.decorators import resumable_step
+from flask_geneva.dsl.decorators import step
+from flask_geneva.dsl.definitions import STEP_MARK
+from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy

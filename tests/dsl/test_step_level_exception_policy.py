@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flask_geneva.dsl.steps import step
+from flask_geneva.dsl.decorators import step
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva.dsl.steps import StepCollection
-from flask_geneva.dsl.steps import step
+from flask_geneva.dsl.decorators import step
+from flask_geneva.dsl.ordering import StepCollection
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies import Action
 from tests.dsl.base import Workflow as BaseWorkflow

@@ -1,0 +1,396 @@
+"""The ``step`` and ``resumable_step`` decorators (SPEC §15.2, R-DEF-01..16).
+
+``@step``/``@step(...)`` marks a workflow method with a validated
+:class:`~flask_geneva.dsl.definitions.StepSpec` (attribute
+:data:`~flask_geneva.dsl.definitions.STEP_MARK`); ``step.anonymous`` and
+``step.repeat`` return specs for inline or method-name bodies. The options are
+checked by :mod:`flask_geneva.dsl.options`; the collector
+(:mod:`flask_geneva.dsl.collect`) registers the specs when the class is created.
+Pure code: no database, no Flask.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+from typing import overload
+
+from flask_geneva.dsl.definitions import STEP_MARK
+from flask_geneva.dsl.definitions import StepSpec
+from flask_geneva.dsl.options import UNSET
+from flask_geneva.dsl.options import make_spec
+from flask_geneva.dsl.options import step_label
+from flask_geneva.dsl.signatures import body_problem
+from flask_geneva.exceptions import StepConfigurationError
+from flask_geneva.policies import Action
+
+__all__ = ["resumable_step", "step"]
+
+
+def _caller_location(depth: int) -> tuple[str, int]:
+    """Return ``(file, line)`` of the frame ``depth`` levels above the caller."""
+    frame = sys._getframe(depth + 1)
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+def _body_location(func: Callable[..., Any]) -> tuple[str, int] | None:
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    if code is None:
+        return None
+    return code.co_filename, code.co_firstlineno
+
+
+def _decorate(
+    func: Callable[..., Any],
+    options: dict[str, Any],
+    location: tuple[str, int],
+    resumable: bool,
+) -> Callable[..., Any]:
+    decorator = "@resumable_step" if resumable else "@step"
+    if not inspect.isfunction(func):
+        raise StepConfigurationError(
+            f"{decorator} decorates a function defined in the workflow class body; "
+            f"got {func!r} ({type(func).__name__})"
+        )
+    if STEP_MARK in func.__dict__:
+        raise StepConfigurationError(
+            f"{decorator}: {func.__qualname__} is already declared as a step"
+        )
+    raw_name = options.pop("name")
+    name = func.__name__ if raw_name is None else str(raw_name)
+    problem = body_problem(func, resumable=resumable)
+    if problem is not None:
+        raise StepConfigurationError(f"{decorator} {step_label(name)}: {problem}")
+    spec = make_spec(
+        label=step_label(name),
+        name=name,
+        method_name=func.__name__,
+        body=None,
+        body_location=_body_location(func),
+        definition_location=location,
+        resumable=resumable,
+        options=options,
+    )
+    setattr(func, STEP_MARK, spec)
+    return func
+
+
+def _anonymous(
+    body: Callable[..., Any] | str | None,
+    options: dict[str, Any],
+    location: tuple[str, int],
+    resumable: bool,
+) -> StepSpec:
+    raw_name = options.pop("name", None)
+    name = None if raw_name is None else str(raw_name)
+    label = step_label(name)
+    if isinstance(body, str):
+        if not body.isidentifier():
+            raise StepConfigurationError(
+                f"{label}: invalid body method name {body!r}: must be a method name "
+                f"(identifier) or a callable"
+            )
+        method_name, function, body_location = body, None, None
+    elif body is None:
+        method_name, function, body_location = None, None, None
+    elif callable(body) and not isinstance(body, type):
+        method_name, function, body_location = None, body, _body_location(body)
+    else:
+        raise StepConfigurationError(
+            f"{label}: invalid body {body!r} ({type(body).__name__}): must be a "
+            f"callable (self) or a method name"
+        )
+    return make_spec(
+        label=label,
+        name=name,
+        method_name=method_name,
+        body=function,
+        body_location=body_location,
+        definition_location=location,
+        resumable=resumable,
+        options=options,
+    )
+
+
+def _repeat(
+    count: object,
+    body: Callable[..., Any] | str,
+    options: dict[str, Any],
+    location: tuple[str, int],
+    resumable: bool,
+) -> list[StepSpec]:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise StepConfigurationError(
+            f"step.repeat: invalid count {count!r}: must be a non-negative integer"
+        )
+    if options.get("name") is not None:
+        raise StepConfigurationError(
+            f"step.repeat creates anonymous steps; name={options['name']!r} is not "
+            f"allowed"
+        )
+    return [_anonymous(body, dict(options), location, resumable) for _ in range(count)]
+
+
+class _StepDecorator:
+    """The ``step`` object: ``@step``, ``@step(...)``, ``.anonymous``, ``.repeat``.
+
+    See :data:`step`.
+    """
+
+    _resumable = False
+
+    @overload
+    def __call__(self, func: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+    @overload
+    def __call__(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: object = None,
+        wait: timedelta | float | None = None,
+        skip_if: object = None,
+        run_if: object = None,
+        on_exception: object = None,
+        max_reattempts: int | None = UNSET,
+        terminal_action: Action | str | None = None,
+        before: object = None,
+        after: object = None,
+        job_options: Mapping[str, Any] | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+
+    def __call__(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: object = None,
+        wait: timedelta | float | None = None,
+        skip_if: object = None,
+        run_if: object = None,
+        on_exception: object = None,
+        max_reattempts: int | None = UNSET,
+        terminal_action: Action | str | None = None,
+        before: object = None,
+        after: object = None,
+        job_options: Mapping[str, Any] | None = None,
+    ) -> Any:
+        options = {
+            "name": name,
+            "wait": wait,
+            "skip_if": skip_if,
+            "run_if": run_if,
+            "on_exception": on_exception,
+            "max_reattempts": max_reattempts,
+            "terminal_action": terminal_action,
+            "before": before,
+            "after": after,
+            "job_options": job_options,
+        }
+        return self._apply(func, options, _caller_location(1))
+
+    def _apply(
+        self,
+        func: object,
+        options: dict[str, Any],
+        location: tuple[str, int],
+    ) -> Any:
+        resumable = self._resumable
+        if func is None:
+
+            def decorator(target: Callable[..., Any]) -> Callable[..., Any]:
+                return _decorate(target, dict(options), location, resumable)
+
+            return decorator
+        if not callable(func):
+            keyword = "resumable_step" if resumable else "step"
+            raise StepConfigurationError(
+                f"{keyword}() takes its options as keywords, e.g. "
+                f"@{keyword}(name=...); got positional {func!r}"
+            )
+        return _decorate(func, options, location, resumable)
+
+    def anonymous(
+        self,
+        body: Callable[..., Any] | str | None,
+        /,
+        *,
+        name: object = None,
+        wait: timedelta | float | None = None,
+        skip_if: object = None,
+        run_if: object = None,
+        on_exception: object = None,
+        max_reattempts: int | None = UNSET,
+        terminal_action: Action | str | None = None,
+        before: object = None,
+        after: object = None,
+        job_options: Mapping[str, Any] | None = None,
+    ) -> StepSpec:
+        """Declare a step with an inline body or a method-name body (SPEC §15.2).
+
+        Assign the result to any class attribute; the collector registers it where
+        the attribute appears in the class body, named ``step_<N>`` unless ``name``
+        is given (R-DEF-03).
+
+        Args:
+            body: A callable ``(self)`` or the name of a workflow method.
+            name: Optional step name (default: anonymous).
+            wait, skip_if, run_if, on_exception, max_reattempts, terminal_action,
+                before, after, job_options: As for :data:`step`.
+
+        Raises:
+            StepConfigurationError: No body (R-DEF-01) or any invalid option.
+        """
+        options = {
+            "name": name,
+            "wait": wait,
+            "skip_if": skip_if,
+            "run_if": run_if,
+            "on_exception": on_exception,
+            "max_reattempts": max_reattempts,
+            "terminal_action": terminal_action,
+            "before": before,
+            "after": after,
+            "job_options": job_options,
+        }
+        return _anonymous(body, options, _caller_location(1), self._resumable)
+
+    def repeat(
+        self, count: int, body: Callable[..., Any] | str, /, **options: Any
+    ) -> list[StepSpec]:
+        """Declare ``count`` anonymous steps with the same body and options.
+
+        Args:
+            count: How many steps (a non-negative int).
+            body: A callable ``(self)`` or the name of a workflow method.
+            **options: The keywords of :meth:`anonymous` except ``name``.
+
+        Raises:
+            StepConfigurationError: Invalid ``count``, ``name`` given, or any invalid
+                option.
+            TypeError: An unknown keyword.
+        """
+        self._check_keywords(options)
+        full = self._defaults() | options
+        return _repeat(count, body, full, _caller_location(1), self._resumable)
+
+    def _defaults(self) -> dict[str, Any]:
+        return {
+            "name": None,
+            "wait": None,
+            "skip_if": None,
+            "run_if": None,
+            "on_exception": None,
+            "max_reattempts": UNSET,
+            "terminal_action": None,
+            "before": None,
+            "after": None,
+            "job_options": None,
+        }
+
+    def _check_keywords(self, options: Mapping[str, Any]) -> None:
+        unknown = sorted(set(options) - set(self._defaults()))
+        if unknown:
+            allowed = ", ".join(sorted(self._defaults()))
+            raise TypeError(
+                f"unknown step option(s) {', '.join(unknown)}; allowed: {allowed}"
+            )
+
+    def __repr__(self) -> str:
+        return "flask_geneva.step"
+
+
+class _ResumableStepDecorator(_StepDecorator):
+    """The ``resumable_step`` object; see :data:`resumable_step`."""
+
+    _resumable = True
+
+    def __call__(  # adds the resumable-only keywords
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: object = None,
+        wait: timedelta | float | None = None,
+        skip_if: object = None,
+        run_if: object = None,
+        on_exception: object = None,
+        max_reattempts: int | None = UNSET,
+        terminal_action: Action | str | None = None,
+        before: object = None,
+        after: object = None,
+        job_options: Mapping[str, Any] | None = None,
+        max_iterations: int | None = None,
+        max_runtime: timedelta | float | None = None,
+    ) -> Any:
+        options = {
+            "name": name,
+            "wait": wait,
+            "skip_if": skip_if,
+            "run_if": run_if,
+            "on_exception": on_exception,
+            "max_reattempts": max_reattempts,
+            "terminal_action": terminal_action,
+            "before": before,
+            "after": after,
+            "job_options": job_options,
+            "max_iterations": max_iterations,
+            "max_runtime": max_runtime,
+        }
+        return self._apply(func, options, _caller_location(1))
+
+    def anonymous(  # adds the resumable-only keywords
+        self,
+        body: Callable[..., Any] | str | None,
+        /,
+        **options: Any,
+    ) -> StepSpec:
+        """Declare a resumable step with an inline ``(self, it)`` or method-name body.
+
+        Keywords as for :data:`resumable_step`, plus ``name``.
+
+        Raises:
+            StepConfigurationError: No body or any invalid option.
+            TypeError: An unknown keyword.
+        """
+        self._check_keywords(options)
+        full = self._defaults() | options
+        return _anonymous(body, full, _caller_location(1), True)
+
+    def _defaults(self) -> dict[str, Any]:
+        return super()._defaults() | {"max_iterations": None, "max_runtime": None}
+
+    def __repr__(self) -> str:
+        return "flask_geneva.resumable_step"
+
+
+#: Declare a step (SPEC §15.2, R-DEF-01..16).
+#:
+#: ``@step`` or ``@step(name=None, wait=None, skip_if=None, run_if=None,
+#: on_exception=None, max_reattempts=<unset>, terminal_action=None, before=None,
+#: after=None, job_options=None)`` on a method ``(self)``; returns the original
+#: function, marked with a :class:`StepSpec` under :data:`STEP_MARK`.
+#:
+#: ``wait``: ``timedelta`` or seconds, non-negative. ``skip_if``/``run_if``: None,
+#: bool, method name or callable ``(self)``, not both. ``on_exception``: an action,
+#: an :class:`ExceptionPolicy`, a callable ``(workflow, error)`` or a list of
+#: policies. ``max_reattempts`` (positive int or None, default 100) and
+#: ``terminal_action`` (pause/cancel/skip) only with the action ``reattempt``.
+#: ``before``/``after``: name of an already-registered step, not both.
+#: ``job_options``: mapping of queue/priority/wait/wait_until.
+#:
+#: Raises StepConfigurationError for any invalid option, naming the value and the
+#: allowed ones. ``step.anonymous(body, **options)`` returns a :class:`StepSpec`;
+#: ``step.repeat(n, body, **options)`` a list of n specs.
+step = _StepDecorator()
+
+#: Declare a resumable step on a method ``(self, it)`` (SPEC §10, R-DEF-15).
+#:
+#: Same keywords as :data:`step` plus ``max_iterations`` (positive int or None) and
+#: ``max_runtime`` (positive ``timedelta`` or seconds, or None).
+resumable_step = _ResumableStepDecorator()

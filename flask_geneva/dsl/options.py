@@ -1,0 +1,261 @@
+"""Validation of one step declaration's options into a :class:`StepSpec`.
+
+``@step``, ``@resumable_step``, ``step.anonymous`` and ``step.repeat``
+(:mod:`flask_geneva.dsl.decorators`) hand their keywords to :func:`make_spec`, which
+checks each option (R-DEF-01..16) and raises :class:`StepConfigurationError` naming
+the wrong value and the allowed ones. Pure code: no database, no Flask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import MappingProxyType
+from typing import Any
+
+from flask_geneva.dsl.definitions import StepSpec
+from flask_geneva.dsl.signatures import body_problem
+from flask_geneva.dsl.signatures import condition_problem
+from flask_geneva.durations import coerce_duration
+from flask_geneva.exceptions import StepConfigurationError
+from flask_geneva.job_options import validate_job_options
+from flask_geneva.policies import Action
+from flask_geneva.policies import ExceptionPolicy
+from flask_geneva.policies import PolicyList
+from flask_geneva.policies import coerce_action
+
+__all__ = ["UNSET", "make_spec", "step_label"]
+
+_ACTIONS_TEXT = ", ".join(repr(action.value) for action in Action)
+_TERMINAL_ACTIONS = (Action.PAUSE, Action.CANCEL, Action.SKIP)
+
+
+class _Unset:
+    """Sentinel type for "option not given" (distinct from an explicit None)."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+UNSET: Any = _Unset()
+"""Default of ``max_reattempts``: "not given", which differs from an explicit None."""
+
+
+def _validate_condition(option: str, value: object, label: str) -> object:
+    """Validate a ``skip_if``/``run_if`` value (R-DEF-05)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value.isidentifier():
+            return value
+    elif callable(value) and not isinstance(value, type):
+        problem = condition_problem(value, option=option)
+        if problem is not None:
+            raise StepConfigurationError(f"{label}: {problem}")
+        return value
+    raise StepConfigurationError(
+        f"{label}: invalid {option} {value!r} ({type(value).__name__}): must be a "
+        f"callable, method name, boolean, or None"
+    )
+
+
+def _validate_max_reattempts(value: object, label: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise StepConfigurationError(
+            f"{label}: invalid max_reattempts {value!r}: must be a positive integer "
+            f"or None (None = unlimited)"
+        )
+    return value
+
+
+def _normalize_exception_policy(
+    on_exception: object,
+    max_reattempts: object,
+    terminal_action: object,
+    label: str,
+) -> ExceptionPolicy | PolicyList | None:
+    """Turn the ``on_exception`` option into a step-level policy (R-DEF-08..12)."""
+    has_max = max_reattempts is not UNSET
+    has_terminal = terminal_action is not None
+
+    def reject_extras(template: str) -> None:
+        for option, given in (
+            ("max_reattempts", has_max),
+            ("terminal_action", has_terminal),
+        ):
+            if given:
+                raise StepConfigurationError(
+                    f"{label}: " + template.format(option=option)
+                )
+
+    if on_exception is None:
+        reject_extras(
+            "{option} is only allowed when on_exception is 'reattempt'; "
+            "on_exception is not reattempt (it is not set)"
+        )
+        return None
+    if isinstance(on_exception, Action | str):
+        action = coerce_action(on_exception, name=f"{label}: on_exception")
+        if action is not Action.REATTEMPT:
+            reject_extras(
+                "{option} is only allowed when on_exception is 'reattempt'; "
+                f"on_exception is not reattempt (it is {action.value!r})"
+            )
+            return ExceptionPolicy(action)
+        terminal = coerce_action(
+            Action.PAUSE if terminal_action is None else terminal_action,
+            allowed=_TERMINAL_ACTIONS,
+            name=f"{label}: terminal_action",
+        )
+        if has_max:
+            return ExceptionPolicy(
+                action,
+                max_reattempts=_validate_max_reattempts(max_reattempts, label),
+                terminal_action=terminal,
+            )
+        return ExceptionPolicy(action, terminal_action=terminal)
+    instead = (
+        "{option} is not allowed when on_exception is a policy, list or callable: "
+        "set {option} on the policy instead"
+    )
+    if isinstance(on_exception, ExceptionPolicy | PolicyList):
+        reject_extras(instead)
+        return on_exception
+    if isinstance(on_exception, list | tuple):
+        reject_extras(instead)
+        for index, item in enumerate(on_exception):
+            if not isinstance(item, ExceptionPolicy):
+                raise StepConfigurationError(
+                    f"{label}: invalid on_exception list element #{index}: {item!r} "
+                    f"({type(item).__name__}); every element must be an "
+                    f"ExceptionPolicy"
+                )
+        return PolicyList(on_exception)
+    if callable(on_exception) and not isinstance(on_exception, type):
+        reject_extras(instead)
+        return ExceptionPolicy(handler=on_exception)
+    raise StepConfigurationError(
+        f"{label}: invalid on_exception {on_exception!r} "
+        f"({type(on_exception).__name__}): must be None, an action ({_ACTIONS_TEXT}), "
+        f"an ExceptionPolicy, a callable handler (workflow, error), or a list of "
+        f"ExceptionPolicy"
+    )
+
+
+def make_spec(
+    *,
+    label: str,
+    name: str | None,
+    method_name: str | None,
+    body: Callable[..., Any] | None,
+    body_location: tuple[str, int] | None,
+    definition_location: tuple[str, int],
+    resumable: bool,
+    options: dict[str, Any],
+) -> StepSpec:
+    """Validate the options of one step declaration (R-DEF-01..16).
+
+    Args:
+        label: How messages name the step (:func:`step_label`).
+        name: The step name, or None for an anonymous step.
+        method_name: Name of the workflow method that is the body, or None.
+        body: Inline body callable, or None.
+        body_location: ``(file, line)`` of the body function, or None.
+        definition_location: ``(file, line)`` of the declaration (R-DEF-16).
+        resumable: Whether this is a ``resumable_step``.
+        options: The declaration's keywords (``wait``, ``skip_if``, ``run_if``,
+            ``on_exception``, ``max_reattempts``, ``terminal_action``, ``before``,
+            ``after``, ``job_options``; ``max_iterations`` and ``max_runtime`` for
+            resumable steps).
+
+    Returns:
+        The validated spec.
+
+    Raises:
+        StepConfigurationError: No body, or any invalid option, naming the value
+            and the allowed ones.
+    """
+    if method_name is None and body is None:
+        raise StepConfigurationError(
+            f"{label}: requires either a body or a method name"
+        )
+    if body is not None:
+        problem = body_problem(body, resumable=resumable)
+        if problem is not None:
+            raise StepConfigurationError(f"{label}: {problem}")
+    wait = options["wait"]
+    try:
+        wait_delta = coerce_duration(wait, name="wait")
+    except (TypeError, ValueError) as exc:
+        raise StepConfigurationError(
+            f"{label}: invalid wait value {wait!r}: must be non-negative (a timedelta "
+            f"or a number of seconds, at most 100 years) or None"
+        ) from exc
+    skip_if = _validate_condition("skip_if", options["skip_if"], label)
+    run_if = _validate_condition("run_if", options["run_if"], label)
+    if skip_if is not None and run_if is not None:
+        raise StepConfigurationError(
+            f"{label}: cannot specify both skip_if and run_if "
+            f"(run_if is the inverse of skip_if)"
+        )
+    before, after = options["before"], options["after"]
+    if before is not None and after is not None:
+        raise StepConfigurationError(
+            f"{label}: cannot specify both before and after (got before={before!r}, "
+            f"after={after!r})"
+        )
+    policy = _normalize_exception_policy(
+        options["on_exception"],
+        options["max_reattempts"],
+        options["terminal_action"],
+        label,
+    )
+    # Anonymous steps learn their name (step_<N>) only at registration, so their
+    # job options are validated then, by StepSpec.build, with the right context.
+    raw_job_options = options["job_options"]
+    job_options: Any = (
+        MappingProxyType(validate_job_options(raw_job_options, context=label))
+        if name is not None
+        else raw_job_options
+    )
+    max_iterations = options.get("max_iterations")
+    if max_iterations is not None and (
+        isinstance(max_iterations, bool)
+        or not isinstance(max_iterations, int)
+        or max_iterations < 1
+    ):
+        raise StepConfigurationError(
+            f"{label}: invalid max_iterations {max_iterations!r}: must be a positive "
+            f"integer or None"
+        )
+    max_runtime = options.get("max_runtime")
+    try:
+        runtime = coerce_duration(max_runtime, name="max_runtime", positive=True)
+    except (TypeError, ValueError) as exc:
+        raise StepConfigurationError(
+            f"{label}: invalid max_runtime {max_runtime!r}: must be a positive "
+            f"timedelta or number of seconds, or None"
+        ) from exc
+    return StepSpec(
+        name=name,
+        method_name=method_name,
+        body=body,
+        wait=wait_delta,
+        skip_if=skip_if,
+        run_if=run_if,
+        exception_policy=policy,
+        job_options=job_options,
+        before=None if before is None else str(before),
+        after=None if after is None else str(after),
+        is_resumable=resumable,
+        max_iterations=max_iterations,
+        max_runtime=runtime,
+        definition_location=definition_location,
+        body_location=body_location,
+    )
+
+
+def step_label(name: str | None) -> str:
+    """How messages name a declared step: ``Step 'name'`` or ``Anonymous step``."""
+    return "Anonymous step" if name is None else f"Step '{name}'"
