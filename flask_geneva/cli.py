@@ -48,11 +48,12 @@ def install_command(directory: str | None, key_type: str) -> None:
     Only revisions not already present are written; the database is not changed.
     Run `flask db upgrade` afterwards.
     """
-    from flask_geneva import install as installer
     from flask_geneva.exceptions import InstallError
+    from flask_geneva.schema.install import install
+    from flask_geneva.schema.units import UNITS
 
     try:
-        result = installer.install(
+        result = install(
             current_app._get_current_object(),  # type: ignore[attr-defined]
             directory=directory,
             key_type=key_type,
@@ -63,7 +64,7 @@ def install_command(directory: str | None, key_type: str) -> None:
     if result.already_present:
         click.echo(
             f"Already present: {len(result.already_present)} of "
-            f"{len(installer.UNITS)} flask_geneva revisions."
+            f"{len(UNITS)} flask_geneva revisions."
         )
     if not result.written:
         click.echo(

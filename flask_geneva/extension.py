@@ -175,11 +175,11 @@ class Geneva:
                     store.install_sqlite_locking(engine)
 
         from flask_geneva import cli
-        from flask_geneva import install
+        from flask_geneva.schema import autogenerate
 
         app.cli.add_command(cli.geneva_group)
         # `flask db migrate/check` must not see our dialect-specific objects.
-        install.register_autogenerate_filter(app)
+        autogenerate.register_autogenerate_filter(app)
 
         if mount_admin:
             # The admin is a layer above the extension: found by entry point.

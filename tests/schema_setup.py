@@ -18,8 +18,8 @@ from alembic import command
 from alembic.config import Config
 from flask import Flask
 
-from flask_geneva import install as installer
 from flask_geneva import reset_column_caches
+from flask_geneva.schema.install import install
 
 __all__ = ["drop_schema", "install_schema"]
 
@@ -69,7 +69,7 @@ def install_schema(app: Flask) -> list[str]:
         (directory / "versions").mkdir()
         (directory / "env.py").write_text(_ENV_PY, encoding="utf-8")
         (directory / "alembic.ini").write_text(_ALEMBIC_INI, encoding="utf-8")
-        result = installer.install(app, directory=directory, key_type=geneva.key_type)
+        result = install(app, directory=directory, key_type=geneva.key_type)
         config = Config(str(directory / "alembic.ini"))
         config.set_main_option("script_location", str(directory))
         with engine.connect() as connection:

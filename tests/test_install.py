@@ -24,7 +24,11 @@ from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.dialects import mysql
 
-from flask_geneva import install as installer
+from flask_geneva.schema.autogenerate import include_object
+from flask_geneva.schema.autogenerate import register_autogenerate_filter
+from flask_geneva.schema.key_type import detect_key_type
+from flask_geneva.schema.revisions import write_revisions
+from flask_geneva.schema.units import UNITS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATABASE_URL = os.environ.get("GENEVA_TEST_DATABASE_URL", "")
@@ -250,11 +254,11 @@ def test_install_writes_nine_revisions_without_touching_the_database(
     result = host.flask("geneva", "install")
     assert "flask db upgrade" in result.stdout
     files = host.unit_files()
-    assert set(files) == {unit.name for unit in installer.UNITS}
+    assert set(files) == {unit.name for unit in UNITS}
     assert WORKFLOWS not in host.inspect()["tables"]
     # Chained in R-MIG-02 order: each unit revises the previous one.
     previous = None
-    for unit in installer.UNITS:
+    for unit in UNITS:
         source = files[unit.name].read_text()
         assert f"down_revision = {previous!r}" in source
         assert "import flask_geneva" not in source
@@ -457,9 +461,7 @@ def test_install_after_a_partial_install_adds_exactly_the_missing_units(
     units 1-2 and skip them (R-MIG-05); 8 and 9 add what was missing.
     """
     host.flask("db", "init")
-    installer.write_revisions(
-        host.cwd / "migrations", key_type="bigint", units=installer.UNITS[:3]
-    )
+    write_revisions(host.cwd / "migrations", key_type="bigint", units=UNITS[:3])
     host.flask("db", "upgrade")
     partial = host.inspect()[STEP_EXECUTIONS]
     assert {"finished_at", "error_class_name", "metadata"} <= set(partial["columns"])
@@ -481,7 +483,7 @@ def test_install_after_a_partial_install_adds_exactly_the_missing_units(
     assert "Already present: 3 of 9" in result.stdout
     written = [line for line in result.stdout.splitlines() if "wrote" in line]
     assert [line.rsplit("_geneva_drive_", 1)[1] for line in written] == [
-        f"{unit.name}.py" for unit in installer.UNITS[3:]
+        f"{unit.name}.py" for unit in UNITS[3:]
     ]
     assert f"down_revision = {host_head!r}" in (
         host.unit_files()["add_error_class_name"].read_text()
@@ -534,9 +536,7 @@ def test_allow_null_hero_upgrades_a_legacy_table_and_keeps_executions(
     """
     _create_legacy_workflows_table(host.url)
     host.flask("db", "init")
-    installer.write_revisions(
-        host.cwd / "migrations", key_type="bigint", units=installer.UNITS[:6]
-    )
+    write_revisions(host.cwd / "migrations", key_type="bigint", units=UNITS[:6])
     host.flask("db", "upgrade")
     engine = host.engine()
     try:
@@ -614,7 +614,7 @@ def _uuid_probes_to_tie(engine: sa.Engine) -> int:
 
     Server test databases hold other test files' tables, which count too.
     """
-    baseline = installer.detect_key_type(engine)
+    baseline = detect_key_type(engine)
     return max(len(baseline.other_columns) - len(baseline.uuid_columns), 0)
 
 
@@ -634,10 +634,8 @@ def test_key_type_detection_counts_the_id_columns_of_host_tables(host: Host) -> 
     engine = host.engine()
     try:
         if not DATABASE_URL:
-            assert installer.detect_key_type(engine).reason == (
-                "the database has no tables yet"
-            )
-        assert installer.detect_key_type(engine).key_type == "bigint"
+            assert detect_key_type(engine).reason == ("the database has no tables yet")
+        assert detect_key_type(engine).key_type == "bigint"
         with engine.begin() as connection:
             connection.execute(sa.text("CREATE TABLE probe_bigint_0 (id BIGINT)"))
             # Ignored prefixes (R-DM-20): these never count.
@@ -648,14 +646,14 @@ def test_key_type_detection_counts_the_id_columns_of_host_tables(host: Host) -> 
         tie = _uuid_probes_to_tie(engine)
         assert tie >= 1
         _create_uuid_probes(engine, tie)
-        detection = installer.detect_key_type(engine)
+        detection = detect_key_type(engine)
         assert detection.key_type == "bigint"
         assert len(detection.uuid_columns) == len(detection.other_columns)
         assert "ar_probe" not in detection.uuid_columns
         with engine.begin() as connection:
             # char(36) counts as UUID on every database.
             connection.execute(sa.text(f"CREATE TABLE probe_uuid_{tie} (id CHAR(36))"))
-        detection = installer.detect_key_type(engine)
+        detection = detect_key_type(engine)
         assert detection.key_type == "uuid"
         assert f"probe_uuid_{tie}" in detection.uuid_columns
     finally:
@@ -683,12 +681,12 @@ def test_uuid_server_default_is_the_strictly_most_frequent_one(host: Host) -> No
             )
         # Other test files' tables count too: make sure UUIDs are the majority.
         _create_uuid_probes(engine, _uuid_probes_to_tie(engine) + 1, start=3)
-        assert installer.detect_key_type(engine).server_default == "gen_random_uuid()"
+        assert detect_key_type(engine).server_default == "gen_random_uuid()"
         with engine.begin() as connection:
             connection.execute(
                 sa.text("ALTER TABLE probe_uuid_1 ALTER id DROP DEFAULT")
             )
-        assert installer.detect_key_type(engine).server_default is None
+        assert detect_key_type(engine).server_default is None
     finally:
         engine.dispose()
 
@@ -778,9 +776,9 @@ def test_autogenerate_filter_wraps_the_hosts_filter(migrate_first: bool) -> None
     calls, host_filter = _host_filter_calls()
     if migrate_first:
         Migrate(app, db, include_object=host_filter)
-        installer.register_autogenerate_filter(app)
+        register_autogenerate_filter(app)
     else:
-        installer.register_autogenerate_filter(app)
+        register_autogenerate_filter(app)
         Migrate(app, db, include_object=host_filter)
     with app.app_context():
         combined = app.extensions["migrate"].configure_args["include_object"]
@@ -808,9 +806,9 @@ def test_filter_hides_dialect_specific_objects_only() -> None:
     )
     unique = sa.Index("index_geneva_drive_workflows_unique_ongoing", workflows.c.type)
     plain = sa.Index("index_geneva_drive_workflows_on_state", workflows.c.state)
-    assert not installer.include_object(unique, unique.name, "index", True, None)
-    assert installer.include_object(plain, plain.name, "index", True, None)
-    assert not installer.include_object(
+    assert not include_object(unique, unique.name, "index", True, None)
+    assert include_object(plain, plain.name, "index", True, None)
+    assert not include_object(
         workflows.c.ongoing_unique_key, "ongoing_unique_key", "column", True, None
     )
-    assert installer.include_object(workflows.c.type, "type", "column", True, None)
+    assert include_object(workflows.c.type, "type", "column", True, None)

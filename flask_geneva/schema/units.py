@@ -1,0 +1,99 @@
+"""The flask_geneva schema units and table names (R-MIG-02, R-DM-20).
+
+Each :class:`SchemaUnit` is one logical schema change, written as one Alembic
+revision; :data:`UNITS` lists them in the order they are written and applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "KEY_TYPES",
+    "KEY_TYPE_CHOICES",
+    "OUR_TABLES",
+    "STEP_EXECUTIONS_TABLE",
+    "UNITS",
+    "WORKFLOWS_TABLE",
+    "SchemaUnit",
+]
+
+WORKFLOWS_TABLE = "geneva_drive_workflows"
+STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
+OUR_TABLES = frozenset({WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE})
+
+KEY_TYPES = ("bigint", "uuid")
+"""Key types the schema can be written with (R-DM-20)."""
+
+KEY_TYPE_CHOICES = ("auto", *KEY_TYPES)
+"""Values of ``flask geneva install --key-type``."""
+
+
+@dataclass(frozen=True)
+class SchemaUnit:
+    """One logical schema change, written as one Alembic revision (R-MIG-02).
+
+    Attributes:
+        name: Stable unit name; the revision's marker is ``geneva_drive_<name>``.
+        title: One-line description used in the revision's docstring.
+        template: File name of the body template in ``migration_templates``.
+    """
+
+    name: str
+    title: str
+    template: str
+
+    @property
+    def slug(self) -> str:
+        """The stable marker: revision message and file name slug (R-MIG-03)."""
+        return f"geneva_drive_{self.name}"
+
+
+UNITS: tuple[SchemaUnit, ...] = (
+    SchemaUnit(
+        "create_workflows",
+        "create the geneva_drive_workflows table",
+        "01_create_workflows.py.tmpl",
+    ),
+    SchemaUnit(
+        "create_step_executions",
+        "create the geneva_drive_step_executions table",
+        "02_create_step_executions.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_finished_at",
+        "add step_executions.finished_at with its index and backfill it",
+        "03_add_finished_at.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_error_class_name",
+        "add step_executions.error_class_name",
+        "04_add_error_class_name.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_step_execution_metadata",
+        "add step_executions.metadata",
+        "05_add_step_execution_metadata.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_workflow_metadata",
+        "add workflows.metadata",
+        "06_add_workflow_metadata.py.tmpl",
+    ),
+    SchemaUnit(
+        "allow_null_hero",
+        "allow NULL hero_type and hero_id on workflows",
+        "07_allow_null_hero.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_in_progress_index",
+        "add the in-progress started_at index on step_executions",
+        "08_add_in_progress_index.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_resumable_support",
+        "add step_executions.cursor and continues_from_id (resumable steps)",
+        "09_add_resumable_support.py.tmpl",
+    ),
+)
+"""The schema units in the order they are written and applied (R-MIG-02)."""
