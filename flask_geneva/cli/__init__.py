@@ -1,0 +1,54 @@
+"""The ``flask geneva`` command group (SPEC §2.5, §15.7).
+
+One module per concern; this one only assembles the group:
+
+- :mod:`~flask_geneva.cli.schema`: ``install``, which writes the schema migrations
+  into the host's Flask-Migrate directory (R-MIG-01..05);
+- :mod:`~flask_geneva.cli.maintenance`: ``housekeeping`` and ``dispatch``, the
+  periodic jobs run by hand;
+- :mod:`~flask_geneva.cli.worker`: ``worker``, a Celery worker with flask_geneva's
+  queues and schedule;
+- :mod:`~flask_geneva.cli.inspection`: ``status``, ``list`` and ``show``, which only
+  read;
+- :mod:`~flask_geneva.cli.operator_actions`: ``pause``, ``resume``, ``cancel``,
+  ``skip`` and ``recover`` (R-CLI-01/02).
+
+Errors are reported as one-line Click errors. Stored text (types, step names, error
+messages, actors) is printed with its control characters escaped
+(:mod:`flask_geneva.terminal_text`), so a stored escape sequence cannot drive the
+operator's terminal; ``status --json`` gets the same from JSON's own escaping.
+Every command runs in the app context (:func:`flask.cli.with_appcontext`), as
+commands of a :class:`flask.cli.AppGroup` do.
+"""
+
+from __future__ import annotations
+
+from flask.cli import AppGroup
+
+from flask_geneva.cli.inspection import list_command
+from flask_geneva.cli.inspection import show_command
+from flask_geneva.cli.inspection import status_command
+from flask_geneva.cli.maintenance import dispatch_command
+from flask_geneva.cli.maintenance import housekeeping_command
+from flask_geneva.cli.operator_actions import FLOW_CONTROL_COMMANDS
+from flask_geneva.cli.operator_actions import recover_command
+from flask_geneva.cli.schema import install_command
+from flask_geneva.cli.worker import worker_command
+
+__all__ = ["geneva_group"]
+
+geneva_group = AppGroup("geneva", help="flask_geneva: durable workflows.")
+"""The ``flask geneva`` group, added to ``app.cli`` by ``Geneva.init_app``."""
+
+for _command in (
+    install_command,
+    housekeeping_command,
+    status_command,
+    list_command,
+    show_command,
+    *FLOW_CONTROL_COMMANDS,
+    recover_command,
+    dispatch_command,
+    worker_command,
+):
+    geneva_group.add_command(_command)

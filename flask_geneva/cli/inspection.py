@@ -1,0 +1,259 @@
+"""``flask geneva status``, ``list`` and ``show``: read-only views of the workflows.
+
+``status`` prints the R-ADM-10 counts (per class and state, paused ratios, stuck
+and overdue executions), ``list`` the newest workflows, ``show`` one workflow's step
+plan, timeline and operator actions. Nothing is written; each command ends its
+read transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+import sqlalchemy as sa
+from flask.cli import with_appcontext
+
+from flask_geneva import clock
+from flask_geneva import housekeeping
+from flask_geneva.cli.lookup import current_geneva
+from flask_geneva.cli.lookup import parse_key_argument
+from flask_geneva.cli.output import echo_table
+from flask_geneva.cli.output import format_time
+from flask_geneva.cli.output import one_line
+from flask_geneva.keys import format_hero
+from flask_geneva.keys import split_hero
+from flask_geneva.models import ACTIVE_EXECUTION_STATES
+from flask_geneva.models import WorkflowState
+from flask_geneva.runtime import current_state
+from flask_geneva.terminal_text import escape_control_characters
+
+__all__ = ["list_command", "show_command", "status_command"]
+
+
+@click.command("status")
+@with_appcontext
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def status_command(as_json: bool) -> None:
+    """Print workflow counts per class and state, paused ratios and stuck counts.
+
+    Stuck in-progress and overdue scheduled executions use the housekeeping
+    thresholds GENEVA_STUCK_IN_PROGRESS_THRESHOLD and
+    GENEVA_STUCK_SCHEDULED_THRESHOLD.
+    \f
+    Spec: R-ADM-10 counts, R-HK-20 thresholds.
+    """
+    overview = _status_overview()
+    if as_json:
+        click.echo(json.dumps(overview, indent=2, sort_keys=True))
+        return
+    states = [s.value for s in WorkflowState]
+    totals = overview["totals"]
+    # A state the code does not know (a row written by hand or by another
+    # version) gets its own column, so the totals still add up.
+    states += sorted(state for state in totals if state not in states)
+    rows = [["class", *states, "paused_ratio"]]
+    for name, counts in sorted(overview["workflows"].items()):
+        ratio = overview["paused_ratio"][name]
+        rows.append([name, *(str(counts.get(s, 0)) for s in states), f"{ratio:.3f}"])
+    rows.append(["(all)", *(str(totals.get(s, 0)) for s in states), ""])
+    echo_table(rows)
+    click.echo(f"stuck in_progress executions: {overview['stuck_in_progress']}")
+    click.echo(f"overdue scheduled executions: {overview['overdue_scheduled']}")
+
+
+@click.command("list")
+@with_appcontext
+@click.option("--state", default=None, help="Only workflows in this state.")
+@click.option(
+    "--class", "class_name", default=None, help="Only this workflow type (class)."
+)
+@click.option(
+    "--hero", default=None, metavar="TYPE#ID", help="Only this hero, e.g. User#7."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1, max=100_000),
+    default=50,
+    show_default=True,
+    help="At most this many workflows, newest first.",
+)
+def list_command(
+    state: str | None, class_name: str | None, hero: str | None, limit: int
+) -> None:
+    """List workflows, newest first: id, class, hero, state, steps, times."""
+    geneva = current_geneva()
+    table = geneva.Workflow.__table__
+    # Only the printed columns: the table may lack the optional metadata column
+    # (R-DM-30..32), and select(table) would name every mapped column.
+    columns = (
+        "id",
+        "type",
+        "hero_type",
+        "hero_id",
+        "state",
+        "current_step_name",
+        "next_step_name",
+        "created_at",
+    )
+    query = (
+        sa.select(*(table.c[name] for name in columns))
+        .order_by(table.c.id.desc())
+        .limit(limit)
+    )
+    if state is not None:
+        allowed = [s.value for s in WorkflowState]
+        if state not in allowed:
+            raise click.ClickException(
+                f"unknown state {state!r}; allowed: {', '.join(allowed)}"
+            )
+        query = query.where(table.c.state == state)
+    if class_name is not None:
+        query = query.where(table.c.type == class_name)
+    if hero is not None:
+        parts = split_hero(hero)
+        if parts is None:
+            raise click.ClickException(
+                f"--hero must look like TYPE#ID, as `flask geneva list` prints it "
+                f"(e.g. User#7), got {hero!r}"
+            )
+        hero_type, hero_id = parts
+        query = query.where(table.c.hero_type == hero_type).where(
+            table.c.hero_id == parse_key_argument(hero_id, what="hero id")
+        )
+    session = geneva.session
+    rows = [["id", "class", "hero", "state", "current", "next", "created_at"]]
+    for row in session.execute(query).mappings():
+        rows.append(
+            [
+                str(row["id"]),
+                row["type"],
+                format_hero(row["hero_type"], row["hero_id"]),
+                row["state"],
+                row["current_step_name"] or "-",
+                row["next_step_name"] or "-",
+                format_time(row["created_at"]),
+            ]
+        )
+    session.rollback()
+    if len(rows) == 1:
+        click.echo("no workflows")
+        return
+    echo_table(rows)
+
+
+@click.command("show")
+@with_appcontext
+@click.argument("workflow_id")
+def show_command(workflow_id: str) -> None:
+    """Show one workflow: header, step plan and execution timeline."""
+    geneva = current_geneva()
+    key = parse_key_argument(workflow_id, what="workflow id")
+    session = geneva.session
+    workflow = session.get(geneva.Workflow, key)
+    if workflow is None:
+        raise click.ClickException(f"workflow {workflow_id} not found")
+    for line in _describe_workflow(workflow):
+        click.echo(escape_control_characters(line))
+    session.rollback()
+
+
+def _status_overview() -> dict[str, Any]:
+    """The R-ADM-10 overview counts as a JSON-ready dict."""
+    state = current_state()
+    session = state.geneva.session
+    counts = housekeeping.count_workflows_by_type_and_state(session)
+    totals = {s.value: 0 for s in WorkflowState}
+    ratios: dict[str, float] = {}
+    for name, per_state in counts.items():
+        for key, value in per_state.items():
+            totals[key] = totals.get(key, 0) + value
+        total = sum(per_state.values())
+        ratios[name] = per_state[WorkflowState.PAUSED.value] / total if total else 0.0
+    execution_table = state.geneva.StepExecution.__table__
+    now = clock.now()
+    config = state.config
+    stuck = session.scalar(
+        sa.select(sa.func.count())
+        .select_from(execution_table)
+        .where(*housekeeping.stuck_in_progress_criteria(execution_table.c, config, now))
+    )
+    overdue = session.scalar(
+        sa.select(sa.func.count())
+        .select_from(execution_table)
+        .where(*housekeeping.stuck_scheduled_criteria(execution_table.c, config, now))
+    )
+    session.rollback()
+    return {
+        "workflows": counts,
+        "totals": totals,
+        "paused_ratio": ratios,
+        "stuck_in_progress": int(stuck or 0),
+        "overdue_scheduled": int(overdue or 0),
+    }
+
+
+def _describe_workflow(workflow: Any) -> list[str]:
+    """Text lines for `flask geneva show`: header, step plan, timeline, actions."""
+    history = workflow.execution_history
+    lines = [
+        f"Workflow {workflow.id} ({workflow.type})",
+        f"  state:        {workflow.state}",
+        f"  hero:         {format_hero(workflow.hero_type, workflow.hero_id)}",
+        f"  current step: {workflow.current_step_name or '-'}",
+        f"  next step:    {workflow.next_step_name or '-'}",
+        f"  created:      {format_time(workflow.created_at)}",
+        f"  transitioned: {format_time(workflow.transitioned_at)}",
+    ]
+    if workflow.__geneva__.workflow_class(workflow.type) is None:
+        lines.append("  (no workflow class is registered for this type)")
+    lines.append("Step plan:")
+    latest: dict[str, Any] = {}
+    for execution in history:
+        latest[execution.step_name] = execution
+    defined = workflow.steps.names
+    for position, step in enumerate(workflow.steps.ordered, start=1):
+        execution = latest.get(step.name)
+        if execution is None:
+            marker = "upcoming"
+        elif execution.state in ACTIVE_EXECUTION_STATES:
+            marker = f"current ({execution.state})"
+        elif execution.state == "completed":
+            marker = "done" if execution.outcome == "success" else execution.outcome
+        else:
+            marker = execution.state
+        details = []
+        if step.wait is not None:
+            details.append(f"wait {step.wait}")
+        if step.is_resumable:
+            details.append("resumable")
+        suffix = f"  ({', '.join(details)})" if details else ""
+        lines.append(f"  {position}. {step.name}: {marker}{suffix}")
+    for name in latest:
+        if name not in defined:
+            lines.append(f"  -. {name}: no longer defined")
+    lines.append("Timeline:")
+    if not history:
+        lines.append("  (no executions)")
+    for execution in history:
+        outcome = f"/{execution.outcome}" if execution.outcome else ""
+        lines.append(
+            f"  #{execution.id} {execution.step_name}: {execution.state}{outcome}"
+            f"  scheduled {format_time(execution.scheduled_for)}"
+            f"  started {format_time(execution.started_at)}"
+            f"  finished {format_time(execution.finished_at)}"
+        )
+        if execution.error_message:
+            lines.append(f"      error: {one_line(execution.error_message)[:200]}")
+    actions = workflow.read_metadata("operator_actions")
+    if isinstance(actions, list) and actions:
+        lines.append("Operator actions:")
+        for entry in actions:
+            if isinstance(entry, dict):
+                lines.append(
+                    f"  {entry.get('at')} {entry.get('action')} via "
+                    f"{entry.get('via')} by {entry.get('actor') or '-'} "
+                    f"({entry.get('from_state')} -> {entry.get('to_state')})"
+                )
+    return lines

@@ -1,0 +1,43 @@
+"""``flask geneva housekeeping`` and ``flask geneva dispatch``: the periodic jobs,
+run once by hand (R-MIG-10, R-HK-01, R-DSP-02)."""
+
+from __future__ import annotations
+
+import click
+from flask.cli import with_appcontext
+
+from flask_geneva import dispatcher
+from flask_geneva import housekeeping
+
+__all__ = ["dispatch_command", "housekeeping_command"]
+
+
+@click.command("housekeeping")
+@with_appcontext
+def housekeeping_command() -> None:
+    """Run housekeeping now and print its summary.
+
+    Deletes finished/canceled workflows older than
+    GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER, recovers stuck executions and emits
+    the gauges. Schedule the `flask_geneva.housekeeping` beat task (every 30 min)
+    to run it periodically.
+    \f
+    Spec: R-MIG-10, R-HK-01.
+    """
+    summary = housekeeping.run_housekeeping()
+    for key, value in summary.items():
+        click.echo(f"{key}: {value}")
+
+
+@click.command("dispatch")
+@with_appcontext
+def dispatch_command() -> None:
+    """Publish deferred executions that are due soon.
+
+    Steps that wait longer than GENEVA_MAX_BROKER_DELAY are kept out of the
+    broker; run this (or the `flask_geneva.dispatch_due` beat task) periodically.
+    \f
+    Spec: R-DSP-02.
+    """
+    count = dispatcher.dispatch_due()
+    click.echo(f"dispatched {count} step execution(s)")
