@@ -21,6 +21,7 @@ __all__ = [
 WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 OUR_TABLES = frozenset({WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE})
+"""The two tables flask_geneva's migrations create and manage."""
 
 KEY_TYPES = ("bigint", "uuid")
 """Key types the schema can be written with (R-DM-20)."""
