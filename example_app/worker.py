@@ -27,6 +27,7 @@ import flask_geneva
 from example_app import celery
 from example_app import create_app
 from example_app import db
+from example_app import geneva
 
 app = create_app()
 app.config["GENEVA_MAX_BROKER_DELAY"] = timedelta(
@@ -34,6 +35,8 @@ app.config["GENEVA_MAX_BROKER_DELAY"] = timedelta(
 )
 DISPATCH_INTERVAL = float(os.environ.get("GENEVA_DISPATCH_INTERVAL", "60"))
 app.config["GENEVA_DISPATCH_INTERVAL"] = timedelta(seconds=DISPATCH_INTERVAL)
+# Settings are read at init_app (inside create_app); apply the two above (R-CFG-02).
+geneva.reload_settings(app)
 
 _defaults = flask_geneva.celery_defaults()
 _defaults["broker_transport_options"] = {

@@ -1,11 +1,12 @@
 """``GENEVA_*`` settings: defaults, validation, and the frozen config object (SPEC §13).
 
-Settings are read at use time (R-CFG-02): :func:`config_from_mapping` is cheap and the
-extension re-validates ``app.config`` whenever it changes, so a test that sets
-``app.config["GENEVA_MAX_CURSOR_SIZE"] = None`` sees the change at the next
-operation. Invalid values raise
-:class:`~flask_geneva.exceptions.GenevaConfigurationError` from ``init_app``
-(R-CFG-01) and from the first use after a bad change.
+Settings are read once, at ``init_app`` (R-CFG-02): :func:`config_from_mapping`
+validates every ``GENEVA_*`` key into a frozen :class:`GenevaConfig`, which the
+extension keeps on ``app.extensions["geneva"]`` and every reader uses. Invalid
+values raise :class:`~flask_geneva.exceptions.GenevaConfigurationError` from
+``init_app`` (R-CFG-01). A later change to ``app.config`` applies only through
+``geneva.reload_settings(app)``; without it the next geneva operation issues a
+:class:`GenevaSettingsChangedWarning` naming the key and keeps the old value.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ __all__ = [
     "SETTING_DESCRIPTIONS",
     "AdminConfig",
     "GenevaConfig",
+    "GenevaSettingsChangedWarning",
     "admin_config_from_mapping",
     "config_from_mapping",
     "import_string",
     "setting_problems",
+    "settings_snapshot",
     "unknown_setting_messages",
 ]
 
@@ -184,13 +187,47 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
     ),
 }
 
+
+class GenevaSettingsChangedWarning(UserWarning):
+    """A ``GENEVA_*`` value of ``app.config`` changed after ``init_app`` (R-CFG-02).
+
+    flask_geneva keeps the settings it validated at ``init_app``; the change is
+    not applied until ``geneva.reload_settings(app)``. Issued once per key, at
+    the next geneva operation after the change.
+
+    .. versionadded:: 0.7
+    """
+
+
+def settings_snapshot(mapping: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Return ``(key, value)`` of every known setting present in ``mapping``.
+
+    The extension keeps this next to the frozen settings to notice a later
+    change of ``app.config`` (R-CFG-02).
+
+    Args:
+        mapping: Usually ``app.config`` after ``init_app`` applied the defaults.
+
+    Returns:
+        Pairs in :data:`DEFAULTS` order.
+    """
+    return tuple((key, mapping[key]) for key in DEFAULTS if key in mapping)
+
+
 _TASK_BACKENDS = ("celery", "recording")
 _RECOVERY_ACTIONS = ("reattempt", "cancel")
 
 
 @dataclasses.dataclass(frozen=True)
 class GenevaConfig:
-    """Validated settings; durations are ``timedelta`` (SPEC §13 gives each meaning)."""
+    """Validated ``GENEVA_*`` settings, read once at ``init_app`` (R-CFG-02).
+
+    Durations are ``timedelta``; other quantities carry their unit in the field
+    name (``find_delay_seconds``, ``max_cursor_size_bytes``). SPEC §13 and the
+    settings reference give each meaning. Frozen: assigning a field raises
+    ``dataclasses.FrozenInstanceError``; ``geneva.reload_settings(app)`` builds a
+    new object from ``app.config``.
+    """
 
     delete_completed_workflows_after: timedelta | None
     stuck_in_progress_threshold: timedelta
@@ -200,7 +237,8 @@ class GenevaConfig:
     #: ``workflow.recover()`` without ``force`` refuses an execution younger than
     #: this (R-HK-28).
     recover_grace: timedelta
-    max_cursor_size: int | None
+    #: Largest serialized cursor in bytes, or None for no limit (R-CUR-10).
+    max_cursor_size_bytes: int | None
     enqueue_after_commit: bool
     default_queue: str | None
     error_reporter: Callable[..., Any] | None
@@ -219,6 +257,11 @@ class GenevaConfig:
     task_reraise: str
     sqlite_begin_immediate: bool
     admin: AdminConfig
+
+    @property
+    def max_cursor_size(self) -> int | None:
+        """Alias of :attr:`max_cursor_size_bytes` for readers not renamed yet."""
+        return self.max_cursor_size_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -463,7 +506,7 @@ def _validated(
         "recover_grace": take(
             _duration, merged, "GENEVA_RECOVER_GRACE", allow_none=False
         ),
-        "max_cursor_size": take(_max_cursor_size, merged),
+        "max_cursor_size_bytes": take(_max_cursor_size, merged),
         "enqueue_after_commit": take(_enqueue_after_commit, merged, testing),
         "default_queue": take(_default_queue, merged),
         "error_reporter": take(_callable_or_none, merged, "GENEVA_ERROR_REPORTER"),

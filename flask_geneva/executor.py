@@ -168,8 +168,7 @@ class Executor:
             run_early=run_early,
         )
         try:
-            with state.pinned_config():
-                run.execute()
+            run.execute()
         finally:
             dispatch.run_eager_queue()
 

@@ -15,6 +15,7 @@ from sqlalchemy import orm
 from flask_geneva import broker_checks
 from flask_geneva import dispatch
 from flask_geneva import store
+from flask_geneva.config import GenevaConfig
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
 from flask_geneva.heroes import hero_type_of
@@ -99,7 +100,16 @@ class Geneva:
     ) -> None:
         """Register on ``app``: ``app.extensions["geneva"]``, config defaults, CLI.
 
-        Call after ``db.init_app(app)``. On SQLite engines it installs the locking
+        Call after ``db.init_app(app)`` and after setting the ``GENEVA_*`` keys:
+        they are validated here, once, into a frozen
+        :class:`~flask_geneva.config.GenevaConfig` that every part of flask_geneva
+        reads (``app.extensions["geneva"].config``), like Flask-SQLAlchemy reads its
+        settings in its ``init_app``. ``app.testing`` is read here too (the default
+        of ``GENEVA_ENQUEUE_AFTER_COMMIT``). A ``GENEVA_*`` value changed in
+        ``app.config`` afterwards is not applied: call :meth:`reload_settings`;
+        without it the next geneva operation issues a
+        :class:`~flask_geneva.config.GenevaSettingsChangedWarning` naming the key
+        (R-CFG-02). On SQLite engines it installs the locking
         setup of :func:`flask_geneva.store.install_sqlite_locking` (WAL, busy
         timeout, ``BEGIN IMMEDIATE`` for geneva writes) unless
         ``GENEVA_SQLITE_BEGIN_IMMEDIATE`` is False. With a Celery app it logs a
@@ -143,15 +153,10 @@ class Geneva:
         # A Celery app the host's factory stored on this Flask app comes before
         # the one the extension last saw (that may belong to another app).
         celery = celery or app.extensions.get("celery") or self.celery
-        state = GenevaState(self, app, celery=celery)
-        config = _validate_at_start(self, state)
-        if celery is None and config.task_backend == "celery":
-            raise GenevaConfigurationError(
-                "no Celery app for flask_geneva's tasks: pass geneva.init_app(app, "
-                "celery=celery), store it in app.extensions['celery'] before "
-                "init_app, or call geneva.init_celery(celery, app=app) first; "
-                "tests without a broker set GENEVA_TASK_BACKEND='recording'"
-            )
+        # The one read of the settings (R-CFG-02): frozen from here on.
+        config = _validate_at_start(self, app)
+        _refuse_celery_backend_without_celery(config, celery)
+        state = GenevaState(self, app, config, celery=celery)
         mount_admin = admin if admin is not None else config.admin.enabled
         if mount_admin and not app.config.get("SECRET_KEY"):
             raise GenevaConfigurationError(
@@ -216,26 +221,78 @@ class Geneva:
         if app is None:
             app = self._last_app
         if app is not None:
-            allow_eager = bool(app.config.get("GENEVA_ALLOW_EAGER", False))
-            backend = app.config.get("GENEVA_TASK_BACKEND", "celery")
-            if (
-                celery.conf.task_always_eager
-                and backend == "celery"
-                and not allow_eager
-            ):
-                raise GenevaConfigurationError(
-                    "Celery task_always_eager is on: it would run the next step inside "
-                    "the previous step's transaction. Turn it off, use "
-                    "GENEVA_TASK_BACKEND='recording' in tests, or set "
-                    "GENEVA_ALLOW_EAGER=True (R-TH-21)"
-                )
-            if "geneva" in app.extensions:
-                app.extensions["geneva"].celery = celery
+            state = app.extensions.get("geneva")
+            if state is not None:
+                # Registered: the settings validated at init_app (R-CFG-02).
+                task_backend = state.config.task_backend
+                allow_eager = state.config.allow_eager
+            else:
+                # Before init_app: nothing is validated yet.
+                task_backend = app.config.get("GENEVA_TASK_BACKEND", "celery")
+                allow_eager = bool(app.config.get("GENEVA_ALLOW_EAGER", False))
+            _refuse_eager_celery(
+                celery, task_backend=task_backend, allow_eager=allow_eager
+            )
+            if state is not None:
+                state.celery = celery
                 broker_checks.warn_if_broker_delay_exceeds_visibility(
-                    celery, app.extensions["geneva"].config.max_broker_delay
+                    celery, state.config.max_broker_delay
                 )
         tasks.register_tasks(celery, geneva=self, app=app)
         self.celery = celery
+
+    def reload_settings(self, app: Flask) -> GenevaConfig:
+        """Validate ``app.config``'s ``GENEVA_*`` keys again and use them (R-CFG-02).
+
+        ``init_app`` reads the settings once; this is the supported way to change
+        one afterwards (a test that needs another ``GENEVA_HOUSEKEEPING_BATCH_SIZE``,
+        say)::
+
+            app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
+            geneva.reload_settings(app)
+
+        The new settings apply to every operation that starts afterwards; one
+        already running keeps the settings it read. ``app.testing`` is read again
+        too. The admin mounted by ``init_app`` stays where it is.
+
+        Args:
+            app: A Flask app this extension is registered on.
+
+        Returns:
+            The new frozen :class:`~flask_geneva.config.GenevaConfig`, from now on
+            ``app.extensions["geneva"].config``.
+
+        Raises:
+            GenevaConfigurationError: ``app`` is not registered; a value is invalid
+                (every invalid setting is named, R-CFG-01/03); the celery backend
+                without a Celery app (issue 14); Celery eager mode without
+                ``GENEVA_ALLOW_EAGER`` (R-TH-21). The settings in force then stay
+                unchanged.
+
+        .. versionadded:: 0.7
+        """
+        from flask_geneva.config import config_from_mapping
+
+        state = app.extensions.get("geneva")
+        if state is None or state.geneva is not self:
+            raise GenevaConfigurationError(
+                "this Geneva extension is not registered on this app; call "
+                "geneva.init_app(app) first"
+            )
+        config = config_from_mapping(app.config, testing=app.testing)
+        _refuse_celery_backend_without_celery(config, state.celery)
+        if state.celery is not None:
+            _refuse_eager_celery(
+                state.celery,
+                task_backend=config.task_backend,
+                allow_eager=config.allow_eager,
+            )
+        state.apply_settings(config)
+        if state.celery is not None:
+            broker_checks.warn_if_broker_delay_exceeds_visibility(
+                state.celery, config.max_broker_delay
+            )
+        return config
 
     # -- conveniences -------------------------------------------------------------
 
@@ -388,17 +445,22 @@ class Geneva:
             yield
 
 
-def _validate_at_start(geneva: Geneva, state: Any) -> Any:
+def _validate_at_start(geneva: Geneva, app: Flask) -> GenevaConfig:
     """Validate the settings and every registered workflow class (R-CFG-01/03).
 
-    Returns the validated config; raises one ``GenevaConfigurationError`` listing
-    every invalid setting and every workflow class problem.
+    Returns:
+        The frozen settings (R-CFG-02).
+
+    Raises:
+        GenevaConfigurationError: One error listing every invalid setting and
+            every workflow class problem.
     """
+    from flask_geneva.config import config_from_mapping
     from flask_geneva.config import setting_problems
     from flask_geneva.startup_checks import check_workflow_class
     from flask_geneva.startup_checks import format_problems
 
-    problems = setting_problems(state.app.config, testing=state.app.testing)
+    problems = setting_problems(app.config, testing=app.testing)
     class_problems = [
         problem
         for cls in geneva.workflow_classes.values()
@@ -408,7 +470,29 @@ def _validate_at_start(geneva: Geneva, state: Any) -> Any:
         raise GenevaConfigurationError(problems[0])
     if problems or class_problems:
         raise GenevaConfigurationError(format_problems(problems + class_problems))
-    return state.config  # valid now; later reads re-validate (R-CFG-02)
+    return config_from_mapping(app.config, testing=app.testing)
+
+
+def _refuse_celery_backend_without_celery(config: GenevaConfig, celery: Any) -> None:
+    """Refuse ``GENEVA_TASK_BACKEND="celery"`` without a Celery app (issue 14)."""
+    if celery is None and config.task_backend == "celery":
+        raise GenevaConfigurationError(
+            "no Celery app for flask_geneva's tasks: pass geneva.init_app(app, "
+            "celery=celery), store it in app.extensions['celery'] before "
+            "init_app, or call geneva.init_celery(celery, app=app) first; "
+            "tests without a broker set GENEVA_TASK_BACKEND='recording'"
+        )
+
+
+def _refuse_eager_celery(celery: Any, *, task_backend: str, allow_eager: bool) -> None:
+    """Refuse Celery's eager mode unless ``GENEVA_ALLOW_EAGER`` (R-TH-21)."""
+    if celery.conf.task_always_eager and task_backend == "celery" and not allow_eager:
+        raise GenevaConfigurationError(
+            "Celery task_always_eager is on: it would run the next step inside "
+            "the previous step's transaction. Turn it off, use "
+            "GENEVA_TASK_BACKEND='recording' in tests, or set "
+            "GENEVA_ALLOW_EAGER=True (R-TH-21)"
+        )
 
 
 def _reserved_names(workflow_cls: type[Any]) -> frozenset[str]:

@@ -529,5 +529,5 @@ def build_iterable_step(
         if run.max_iterations is not None
         else step.max_iterations,
         max_runtime=step.max_runtime,
-        max_cursor_size=current_state().config.max_cursor_size,
+        max_cursor_size=current_state().config.max_cursor_size_bytes,
     )

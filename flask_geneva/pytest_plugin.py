@@ -24,14 +24,21 @@ def geneva_jobs(app: Any) -> Iterator[RecordingJobs]:
     """Switch ``GENEVA_TASK_BACKEND`` to ``"recording"`` for the test (R-TH-20).
 
     Yields a :class:`~flask_geneva.testing.RecordingJobs`: ``.enqueued``,
-    ``.clear()``, ``.drain()``. The previous backend setting is restored afterwards.
+    ``.clear()``, ``.drain()``. The switch goes through
+    ``geneva.reload_settings(app)`` (R-CFG-02); the previous backend setting is
+    restored the same way afterwards.
     """
-    previous = app.config.get("GENEVA_TASK_BACKEND", "celery")
-    app.config["GENEVA_TASK_BACKEND"] = "recording"
     state = app.extensions["geneva"]
+    previous = app.config.get("GENEVA_TASK_BACKEND", "celery")
+    switch = state.config.task_backend != "recording"
+    if switch:
+        app.config["GENEVA_TASK_BACKEND"] = "recording"
+        state.geneva.reload_settings(app)
     state.recording_backend.clear()
     try:
         yield RecordingJobs(state.recording_backend)
     finally:
         state.recording_backend.clear()
-        app.config["GENEVA_TASK_BACKEND"] = previous
+        if switch:
+            app.config["GENEVA_TASK_BACKEND"] = previous
+            state.geneva.reload_settings(app)

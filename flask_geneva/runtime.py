@@ -1,34 +1,37 @@
-"""Per-app runtime state: the validated config and the task backend.
+"""Per-app runtime state: the settings validated at ``init_app`` and the task backend.
 
-``app.extensions["geneva"]`` holds a :class:`GenevaState`. Orchestration code reads
-it through :func:`current_state`, which needs an active Flask app context.
+``app.extensions["geneva"]`` holds a :class:`GenevaState`. Its ``config`` is the
+frozen :class:`~flask_geneva.config.GenevaConfig` that ``init_app`` validated
+(R-CFG-02): it is never rebuilt from ``app.config`` behind the caller's back.
+``geneva.reload_settings(app)`` (:meth:`flask_geneva.Geneva.reload_settings`) is
+the one way to apply a later change; a change made without it is reported by a
+:class:`~flask_geneva.config.GenevaSettingsChangedWarning` naming the key, once,
+at the next geneva operation, and otherwise ignored.
+
+Orchestration code reads the state through :func:`current_state`, or only the
+settings through :func:`settings`; both need an active Flask app context.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import threading
-from collections.abc import Iterator
+import warnings
 from typing import Any
 
 from flask import Flask
 from flask import current_app
 
 from flask_geneva.config import GenevaConfig
-from flask_geneva.config import config_from_mapping
+from flask_geneva.config import GenevaSettingsChangedWarning
+from flask_geneva.config import settings_snapshot
 from flask_geneva.dispatch import CeleryBackend
 from flask_geneva.dispatch import RecordingBackend
 from flask_geneva.dispatch import TaskBackend
 from flask_geneva.exceptions import GenevaConfigurationError
 
-__all__ = ["GenevaState", "current_state"]
+__all__ = ["GenevaState", "current_state", "settings"]
 
-_CONFIG_KEYS_PREFIX = "GENEVA_"
-#: (state, config) fixed for the operation in progress; see GenevaState.pinned_config.
-_pinned: contextvars.ContextVar[tuple[Any, GenevaConfig] | None] = (
-    contextvars.ContextVar("flask_geneva_pinned_config", default=None)
-)
+_MISSING = object()
 
 
 class GenevaState:
@@ -37,71 +40,77 @@ class GenevaState:
     Attributes:
         geneva: The :class:`~flask_geneva.Geneva` extension (models, registry).
         app: The Flask app.
+        config: The settings validated at ``init_app`` (or at the last
+            :meth:`reload_settings`); frozen (R-CFG-02).
         celery: The Celery app step tasks are sent through, or None.
         recording_backend: The backend used when ``GENEVA_TASK_BACKEND="recording"``.
     """
 
-    def __init__(self, geneva: Any, app: Flask, celery: Any = None) -> None:
+    def __init__(
+        self, geneva: Any, app: Flask, config: GenevaConfig, celery: Any = None
+    ) -> None:
         self.geneva = geneva
         self.app = app
         self.celery = celery
         self.recording_backend = RecordingBackend()
+        self.config = config
         self._lock = threading.Lock()
-        self._config_key: tuple[Any, ...] | None = None
-        self._config: GenevaConfig | None = None
+        self._snapshot = settings_snapshot(app.config)
+        self._warned: set[str] = set()
         self._celery_backend: CeleryBackend | None = None
 
-    @property
-    def config(self) -> GenevaConfig:
-        """The validated settings, re-read when ``app.config`` changed (R-CFG-02).
+    def apply_settings(self, config: GenevaConfig) -> None:
+        """Use ``config`` from now on; ``app.config`` as it is now is its source.
 
-        Inside :meth:`pinned_config` the settings read when the block began are
-        returned without checking ``app.config`` again.
+        Called by :meth:`flask_geneva.Geneva.reload_settings` after validating
+        ``config``.
 
-        Raises:
-            GenevaConfigurationError: A ``GENEVA_*`` value is invalid.
+        Args:
+            config: Settings validated from the current ``app.config``.
         """
-        pinned = _pinned.get()
-        if pinned is not None and pinned[0] is self:
-            return pinned[1]
-        raw = (
-            *sorted(
-                (k, id(v), repr(v))
-                for k, v in self.app.config.items()
-                if k.startswith(_CONFIG_KEYS_PREFIX)
-            ),
-            self.app.testing,
-        )
-        if raw != self._config_key or self._config is None:
-            with self._lock:
-                self._config = config_from_mapping(
-                    self.app.config, testing=self.app.testing
-                )
-                self._config_key = raw
-        return self._config
+        with self._lock:
+            self.config = config
+            self._snapshot = settings_snapshot(self.app.config)
+            self._warned.clear()
 
-    @contextlib.contextmanager
-    def pinned_config(self) -> Iterator[GenevaConfig]:
-        """Read the settings once and use them for the whole block (R-CFG-02).
+    def changed_settings(self) -> list[str]:
+        """Name the ``GENEVA_*`` keys of ``app.config`` changed since the last read.
 
-        One operation (a step run, say) then sees one set of settings, and the
-        change check over ``app.config`` runs once instead of at every read. A
-        change made inside the block takes effect for the next operation. Nested
-        blocks keep the outer block's settings.
+        A key counts as changed when its value is neither the same object nor
+        equal to the one read at ``init_app`` (or the last :meth:`reload_settings`),
+        or when it was removed.
 
-        Yields:
-            The :class:`~flask_geneva.config.GenevaConfig` in force.
+        Returns:
+            The changed keys in :data:`~flask_geneva.config.DEFAULTS` order; ``[]``
+            when ``app.config`` still holds what the settings were built from.
         """
-        pinned = _pinned.get()
-        if pinned is not None and pinned[0] is self:
-            yield pinned[1]
+        config = self.app.config
+        changed = []
+        for key, value in self._snapshot:
+            current = config.get(key, _MISSING)
+            if current is not value and current != value:
+                changed.append(key)
+        return changed
+
+    def warn_about_changed_settings(self) -> None:
+        """Warn once per key about ``GENEVA_*`` values changed without a reload.
+
+        Issues a :class:`~flask_geneva.config.GenevaSettingsChangedWarning` naming
+        each changed key that was not reported yet (R-CFG-02). The change itself
+        is not applied.
+        """
+        fresh = [key for key in self.changed_settings() if key not in self._warned]
+        if not fresh:
             return
-        config = self.config
-        token = _pinned.set((self, config))
-        try:
-            yield config
-        finally:
-            _pinned.reset(token)
+        self._warned.update(fresh)
+        keys = ", ".join(fresh)
+        warnings.warn(
+            f"app.config[{keys}] changed after geneva.init_app(app); flask_geneva "
+            "reads its settings once at init_app and keeps the value it read. Call "
+            "geneva.reload_settings(app) to apply the change (R-CFG-02)",
+            GenevaSettingsChangedWarning,
+            stacklevel=3,
+        )
 
     @property
     def backend(self) -> TaskBackend:
@@ -111,7 +120,8 @@ class GenevaState:
             GenevaConfigurationError: The backend is ``"celery"`` and no Celery app
                 is configured (read before the commit that would publish).
         """
-        if self.config.task_backend == "recording":
+        config = self.config
+        if config.task_backend == "recording":
             return self.recording_backend
         celery = self.celery
         if celery is None:
@@ -121,7 +131,7 @@ class GenevaState:
                 "pass geneva.init_app(app, celery=celery) or call "
                 "geneva.init_celery(celery, app=app)"
             )
-        timeout = self.config.publish_timeout.total_seconds()
+        timeout = config.publish_timeout.total_seconds()
         cached = self._celery_backend
         if (
             cached is None
@@ -135,13 +145,30 @@ class GenevaState:
 def current_state() -> GenevaState:
     """Return the :class:`GenevaState` of the current Flask app.
 
+    Warns (:class:`~flask_geneva.config.GenevaSettingsChangedWarning`, once per
+    key) when a ``GENEVA_*`` value of ``app.config`` was changed after
+    ``init_app`` without ``geneva.reload_settings(app)`` (R-CFG-02).
+
     Raises:
         RuntimeError: No app context is active (Flask's own error).
         GenevaConfigurationError: flask_geneva is not registered on the app.
     """
-    state = current_app.extensions.get("geneva")
+    state: GenevaState | None = current_app.extensions.get("geneva")
     if state is None:
         raise GenevaConfigurationError(
             "flask_geneva is not registered on this app; call geneva.init_app(app)"
         )
-    return state  # type: ignore[no-any-return]
+    state.warn_about_changed_settings()
+    return state
+
+
+def settings() -> GenevaConfig:
+    """Return the frozen settings of the current Flask app (R-CFG-02).
+
+    The one accessor for engine code that has no settings object passed in yet.
+
+    Raises:
+        RuntimeError: No app context is active (Flask's own error).
+        GenevaConfigurationError: flask_geneva is not registered on the app.
+    """
+    return current_state().config

@@ -188,15 +188,15 @@ def perform_step_execution(
     from flask_geneva.executor import Executor
     from flask_geneva.runtime import current_state
 
-    with current_state().pinned_config() as config:
-        Executor.execute(
-            step_execution_id,
-            logger=logger,
-            lookup_attempts=config.find_attempts,
-            lookup_delay_seconds=config.find_delay_seconds,
-            reraise=config.task_reraise,
-            run_early=run_early,
-        )
+    config = current_state().config
+    Executor.execute(
+        step_execution_id,
+        logger=logger,
+        lookup_attempts=config.find_attempts,
+        lookup_delay_seconds=config.find_delay_seconds,
+        reraise=config.task_reraise,
+        run_early=run_early,
+    )
 
 
 def beat_schedule(

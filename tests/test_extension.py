@@ -153,30 +153,6 @@ def test_enqueue_after_commit_defaults_to_not_testing():
     assert config_from_mapping({}, testing=False).enqueue_after_commit is True
 
 
-def test_settings_are_read_at_use_time(app):
-    """Changing app.config takes effect at the next use (R-CFG-02)."""
-    state = app.extensions["geneva"]
-    assert state.config.max_cursor_size == 131072
-    app.config["GENEVA_MAX_CURSOR_SIZE"] = None
-    assert state.config.max_cursor_size is None
-
-
-def test_a_step_run_reads_the_settings_once(app):
-    """Inside one operation the settings stay put; the next one sees the change.
-
-    R-CFG-02 says a change takes effect for the next operation; the executor pins
-    the settings for one step run (``GenevaState.pinned_config``).
-    """
-    state = app.extensions["geneva"]
-    with state.pinned_config() as pinned:
-        assert pinned.max_cursor_size == 131072
-        app.config["GENEVA_MAX_CURSOR_SIZE"] = None
-        assert state.config.max_cursor_size == 131072
-        with state.pinned_config() as nested:
-            assert nested is pinned
-    assert state.config.max_cursor_size is None
-
-
 def test_the_celery_backend_is_built_once_per_celery_app(tmp_path):
     db = SQLAlchemy()
     geneva = Geneva(db)
@@ -242,15 +218,32 @@ def test_init_app_finds_the_celery_app_the_factory_stored(tmp_path):
 
 
 def test_switching_to_the_celery_backend_without_a_celery_app_raises(tmp_path):
-    """The backend never falls back to Celery's current app: it raises before any commit (issue 14)."""
+    """The backend never falls back to Celery's current app: it raises before any commit (issue 14).
+
+    Switching through ``reload_settings`` (R-CFG-02) is refused at once and keeps
+    the recording backend; a state that lost its Celery app raises at the backend.
+    """
     db = SQLAlchemy()
     geneva = Geneva(db)
     app = _bare_app(tmp_path, GENEVA_TASK_BACKEND="recording")
     db.init_app(app)
     geneva.init_app(app)
     app.config["GENEVA_TASK_BACKEND"] = "celery"
-    with app.app_context(), pytest.raises(GenevaConfigurationError, match="no Celery"):
-        app.extensions["geneva"].backend  # noqa: B018 - the property raises
+    with pytest.raises(GenevaConfigurationError, match="no Celery"):
+        geneva.reload_settings(app)
+    state = app.extensions["geneva"]
+    assert state.config.task_backend == "recording"
+    app.config["GENEVA_TASK_BACKEND"] = "recording"
+
+    other = _bare_app(tmp_path, GENEVA_TASK_BACKEND="celery")
+    db.init_app(other)
+    geneva.init_app(other, celery=Celery("lost"))
+    other.extensions["geneva"].celery = None
+    with (
+        other.app_context(),
+        pytest.raises(GenevaConfigurationError, match="no Celery"),
+    ):
+        other.extensions["geneva"].backend  # noqa: B018 - the property raises
 
 
 @pytest.mark.parametrize("mount", ["setting", "argument"])

@@ -95,6 +95,7 @@ class JobOptLongWait(geneva.Workflow):
 @pytest.fixture(autouse=True)
 def _fast_lookup(app):
     app.config["GENEVA_FIND_DELAY"] = 0.0
+    geneva.reload_settings(app)
     ATTEMPTS.clear()
 
 
@@ -226,6 +227,7 @@ def test_none_instance_values_do_not_override(user, geneva_jobs):
 def test_default_queue_applies_only_without_a_queue_option(app, user, geneva_jobs):
     """GENEVA_DEFAULT_QUEUE fills in when no level names a queue (R-JOB-23)."""
     app.config["GENEVA_DEFAULT_QUEUE"] = "geneva-default"
+    geneva.reload_settings(app)
     JobOptLongWait.create(hero=user, step_job_options={"queue": "mine"})
     other = JobOptPrecedence.create(hero=user)
     assert geneva_jobs.enqueued[0].queue == "mine"
@@ -236,6 +238,7 @@ def test_default_queue_applies_only_without_a_queue_option(app, user, geneva_job
 def test_priority_mapper_rewrites_the_merged_priority(app, user, geneva_jobs):
     """GENEVA_PRIORITY_MAPPER maps the merged priority before publication (R-JOB-08)."""
     app.config["GENEVA_PRIORITY_MAPPER"] = lambda priority: 10 - priority
+    geneva.reload_settings(app)
     JobOptPrecedence.create(hero=user, step_job_options={"priority": 3})
     assert geneva_jobs.enqueued[0].priority == 7
 

@@ -57,6 +57,7 @@ def test_lookup_is_retried_find_attempts_times(app, monkeypatch):
     """The lookup is tried GENEVA_FIND_ATTEMPTS times, sleeping in between (R-JOB-20)."""
     app.config["GENEVA_FIND_ATTEMPTS"] = 3
     app.config["GENEVA_FIND_DELAY"] = 0.25
+    geneva.reload_settings(app)
     sleeps: list[float] = []
     monkeypatch.setattr("flask_geneva.executor.time.sleep", sleeps.append)
     perform_step_execution(424242)
@@ -102,6 +103,7 @@ def test_job_options_reach_the_publication(user, geneva_jobs):
 def test_default_queue_setting_applies_without_job_options(app, user, geneva_jobs):
     """GENEVA_DEFAULT_QUEUE is used when no job option names a queue (R-JOB-23)."""
     app.config["GENEVA_DEFAULT_QUEUE"] = "geneva"
+    geneva.reload_settings(app)
 
     TasksNoOptions.create(hero=user)
     assert geneva_jobs.enqueued[-1].queue == "geneva"

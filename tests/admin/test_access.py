@@ -18,6 +18,7 @@ from tests.admin.support import failed_workflow
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.apps import basic
+from tests.apps.basic import geneva
 from tests.conftest import make_app
 from tests.workflow.support import execution_rows
 from tests.workflow.support import workflow_row
@@ -64,6 +65,7 @@ def test_access_hook_is_evaluated_per_request_and_accepts_an_import_path(app):
     workflow = ready_workflow()
     app.testing = False
     app.config["GENEVA_ADMIN_ACCESS"] = "tests.admin.test_access:allow_operators"
+    geneva.reload_settings(app)
     client = app.test_client()
     assert client.get(detail_url(workflow.id)).status_code == 403
     page = client.get(detail_url(workflow.id), headers={"X-Operator": "yes"})
@@ -84,6 +86,7 @@ def test_read_only_operator_sees_disabled_buttons_and_cannot_act(app, client):
     workflow = paused_workflow()
     token = csrf_token(client, detail_url(workflow.id))
     app.config["GENEVA_ADMIN_CAN_ACT"] = lambda: False
+    geneva.reload_settings(app)
     page = client.get(detail_url(workflow.id)).get_data(as_text=True)
     assert re.search(
         r'disabled title="read-only: GENEVA_ADMIN_CAN_ACT[^"]*" data-geneva-action="resume"',
@@ -99,6 +102,7 @@ def test_read_only_operator_sees_disabled_buttons_and_cannot_act(app, client):
 def test_actor_comes_from_the_actor_setting(app, client):
     """GENEVA_ADMIN_ACTOR names the operator recorded with the action (R-ADM-04, R-PDR-05)."""
     app.config["GENEVA_ADMIN_ACTOR"] = lambda: "alice"
+    geneva.reload_settings(app)
     workflow = paused_workflow()
     token = csrf_token(client, detail_url(workflow.id))
     client.post(action_url(workflow.id), data={"csrf_token": token, "action": "resume"})

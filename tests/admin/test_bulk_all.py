@@ -17,6 +17,7 @@ from tests.admin.support import failed_workflow
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
+from tests.apps.basic import geneva
 from tests.workflow.support import update_workflow
 from tests.workflow.support import workflow_row
 from tests.workflow.support import workflows_table
@@ -111,6 +112,7 @@ def test_resume_all_matching_acts_on_every_page_in_batches_and_on_no_other(clien
 def test_resume_all_records_the_operator_action_via_admin(app, client):
     """Each workflow acted on records the operator action with via="admin" and the actor (R-ADM-24)."""
     app.config["GENEVA_ADMIN_ACTOR"] = lambda: "ops@example.com"
+    geneva.reload_settings(app)
     workflow = paused_workflow()
     token = csrf_token(client, LIST)
     post_all(client, token, "resume", confirm=True, state="paused")
@@ -358,6 +360,7 @@ def test_read_only_operator_cannot_bulk_all(app, client):
     workflow = paused_workflow()
     token = csrf_token(client, LIST)
     app.config["GENEVA_ADMIN_CAN_ACT"] = lambda: False
+    geneva.reload_settings(app)
     text = client.get(LIST).get_data(as_text=True)
     assert re.search(
         r'disabled title="read-only: GENEVA_ADMIN_CAN_ACT[^"]*" data-geneva-bulk-all="resume"',

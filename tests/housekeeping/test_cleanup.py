@@ -52,6 +52,7 @@ def _finished(email: str) -> int:
 def test_cleanup_disabled_when_retention_is_none(app, geneva_jobs):
     """With GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER None nothing is deleted (R-HK-10)."""
     app.config["GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER"] = None
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         workflow_id = _finished("a@example.com")
         frozen.advance(timedelta(days=400))
@@ -95,6 +96,7 @@ def test_deletes_old_terminal_workflows_and_keeps_the_rest(app, geneva_jobs):
 def test_deletes_every_eligible_row_across_batches(app, geneva_jobs):
     """All eligible rows are deleted in one run whatever the batch size (R-HK-12/13)."""
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         ids = [_finished(f"b{i}@example.com") for i in range(5)]
         frozen.advance(RETENTION + timedelta(seconds=1))
@@ -108,6 +110,7 @@ def test_deletes_every_eligible_row_across_batches(app, geneva_jobs):
 def test_exact_batch_multiple_deletes_everything(app, geneva_jobs):
     """A count that is a multiple of the batch size ends after an empty batch (R-HK-12)."""
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         for i in range(2):
             _finished(f"m{i}@example.com")

@@ -79,6 +79,7 @@ def test_paused_ratio_per_class(app, geneva_jobs, metrics):
 def test_gauges_reflect_recovery_and_use_one_grouped_query(app, geneva_jobs, metrics):
     """Gauges come after recovery, from one GROUP BY query (R-MET-01, R-HK-01)."""
     app.config["GENEVA_STUCK_RECOVERY_ACTION"] = "cancel"
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         workflow = HkGaugeAlpha.create(hero=make_user("s@example.com"))
         make_in_progress(workflow, T0)
@@ -99,6 +100,7 @@ def test_failing_metrics_hook_is_logged_and_swallowed(app, geneva_jobs, caplog):
             raise RuntimeError("statsd down")
 
     app.config["GENEVA_METRICS"] = Broken()
+    geneva.reload_settings(app)
     HkGaugeAlpha.create(hero=make_user("x@example.com"))
     summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 0
@@ -110,6 +112,7 @@ def test_prometheus_adapter_sets_labelled_gauges(app, geneva_jobs):
     prometheus_client = pytest.importorskip("prometheus_client")
     registry = prometheus_client.CollectorRegistry()
     app.config["GENEVA_METRICS"] = PrometheusMetrics(registry=registry)
+    geneva.reload_settings(app)
     _corpus()
     run_housekeeping()
     value = registry.get_sample_value
@@ -131,6 +134,7 @@ def test_statsd_adapter_appends_the_workflow_to_the_name(app, geneva_jobs):
 
     client = Client()
     app.config["GENEVA_METRICS"] = StatsdMetrics(client)
+    geneva.reload_settings(app)
     _corpus()
     run_housekeeping()
     assert client.sent["geneva_drive.ready"] == 3

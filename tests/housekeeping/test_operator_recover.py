@@ -125,13 +125,15 @@ def test_recover_honours_the_grace_setting(app, user, geneva_jobs):
     error naming the key (R-HK-28, R-CFG-01).
     """
     app.config["GENEVA_RECOVER_GRACE"] = timedelta(seconds=5)
+    geneva.reload_settings(app)
     with clock.frozen(T0):
         workflow, _ = _stuck(user, seconds_ago=10)
         workflow.recover()
     assert _states(workflow.id)[0][2] == "recovered"
     app.config["GENEVA_RECOVER_GRACE"] = "soon"
     with pytest.raises(GenevaConfigurationError, match="GENEVA_RECOVER_GRACE"):
-        workflow.recover()
+        geneva.reload_settings(app)
+    app.config["GENEVA_RECOVER_GRACE"] = timedelta(seconds=5)
 
 
 def test_recover_with_the_cancel_action_cancels_the_workflow(app, user, geneva_jobs):
@@ -139,6 +141,7 @@ def test_recover_with_the_cancel_action_cancels_the_workflow(app, user, geneva_j
     and the workflow canceled (R-HK-28, R-HK-25).
     """
     app.config["GENEVA_STUCK_RECOVERY_ACTION"] = "cancel"
+    geneva.reload_settings(app)
     with clock.frozen(T0):
         workflow, _ = _stuck(user, seconds_ago=120)
         workflow.recover()

@@ -92,6 +92,7 @@ def test_stuck_in_progress_is_canceled_with_cancel_action(app, user, geneva_jobs
     and the workflow canceled (R-HK-25).
     """
     app.config["GENEVA_STUCK_RECOVERY_ACTION"] = "cancel"
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         workflow = HkRecoverTwoSteps.create(hero=user)
         stuck_id = make_in_progress(workflow, T0)
@@ -134,6 +135,7 @@ def test_stuck_scheduled_is_reattempted(app, user, geneva_jobs):
 def test_stuck_scheduled_is_canceled_with_cancel_action(app, user, geneva_jobs):
     """The cancel action also applies to stuck scheduled executions (R-HK-25)."""
     app.config["GENEVA_STUCK_RECOVERY_ACTION"] = "cancel"
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         workflow = HkRecoverTwoSteps.create(hero=user)
         stuck_id = workflow.current_execution.id
@@ -172,6 +174,7 @@ def test_failing_row_does_not_stop_the_run(app, geneva_jobs, reporter):
     the other rows are recovered and the run ends, with batches of one (R-HK-21, R-HK-22).
     """
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 1
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         broken = HkRecoverTwoSteps.create(hero=make_user("broken@example.com"))
         frozen.advance(timedelta(seconds=1))
@@ -273,6 +276,7 @@ def test_terminal_workflow_stuck_execution_is_canceled(
 def test_many_rows_are_recovered_across_batches(app, geneva_jobs):
     """Every stuck row is recovered in one run whatever the batch size (R-HK-21)."""
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 3
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         workflows = [
             HkRecoverTwoSteps.create(hero=make_user(f"m{i}@example.com"))
@@ -296,6 +300,7 @@ def test_many_rows_are_recovered_across_batches(app, geneva_jobs):
 def test_cleanup_and_recovery_in_one_run(app, geneva_jobs):
     """One run cleans up and recovers, and the summary has all four keys (R-HK-01)."""
     app.config["GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER"] = timedelta(days=1)
+    geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         done = HkRecoverTwoSteps.create(hero=make_user("done@example.com"))
         speedrun_workflow(done)

@@ -37,7 +37,7 @@ def _reset_size() -> None:
 
 def test_default_limit_is_128_kib(app):
     """GENEVA_MAX_CURSOR_SIZE defaults to 131072 bytes (R-CUR-10, §13)."""
-    assert current_state().config.max_cursor_size == 131072
+    assert current_state().config.max_cursor_size_bytes == 131072
 
 
 def test_oversized_cursor_raises_pauses_and_keeps_the_previous_cursor(

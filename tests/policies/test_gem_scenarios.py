@@ -183,6 +183,7 @@ def reports(app):
         calls.append((error, handled, context))
 
     app.config["GENEVA_ERROR_REPORTER"] = reporter
+    geneva.reload_settings(app)
     return calls
 
 

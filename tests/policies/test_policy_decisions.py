@@ -169,6 +169,7 @@ def reports(app):
         calls.append((error, context))
 
     app.config["GENEVA_ERROR_REPORTER"] = reporter
+    geneva.reload_settings(app)
     return calls
 
 
@@ -512,6 +513,7 @@ def test_decision_is_committed_with_the_state_it_explains(app, user):
         seen.append((row["state"], row["metadata"].get("policy_decision")))
 
     app.config["GENEVA_ERROR_REPORTER"] = reporter
+    geneva.reload_settings(app)
     Plan.errors = [Fatal("stop")]
     workflow = DecisionStep.create(hero=user)
     _run(workflow, Fatal)

@@ -146,6 +146,7 @@ class CommittedStateReporter:
 def reporter(app):
     recorder = CommittedStateReporter()
     app.config["GENEVA_ERROR_REPORTER"] = recorder
+    geneva.reload_settings(app)
     return recorder
 
 
@@ -250,11 +251,12 @@ def test_condition_exceptions_respect_report_never(user, reporter):
 
 
 def test_reporter_by_import_path(app, user):
-    """GENEVA_ERROR_REPORTER accepts an import path, resolved at use time (R-REP-03, R-CFG-02)."""
+    """GENEVA_ERROR_REPORTER accepts an import path, resolved when the settings are read (R-REP-03, R-CFG-02)."""
     calls_by_path.clear()
     app.config["GENEVA_ERROR_REPORTER"] = (
         "tests.policies.test_report_modes:module_reporter"
     )
+    geneva.reload_settings(app)
     workflow = ReportAlways.create(hero=user)
     _run_task(workflow, raises=False)
     assert [str(error) for error in calls_by_path] == ["always"]
@@ -266,6 +268,7 @@ def test_reporter_by_import_path(app, user):
 def test_task_fails_with_the_original_exception(app, user, reporter, workflow_cls):
     """With GENEVA_TASK_RERAISE='always', whatever the report mode, the step task function raises the step's own exception, also for a reattempt (R-REP-04, R-EXE-50 amended)."""
     app.config["GENEVA_TASK_RERAISE"] = "always"
+    geneva.reload_settings(app)
     workflow = workflow_cls.create(hero=user)
     error = _run_task(workflow)
     assert type(error) is Fatal
@@ -303,6 +306,7 @@ def test_drained_task_failure_is_the_original_exception(user, reporter, geneva_j
 def test_drained_task_failures_with_reraise_always(app, user, reporter, geneva_jobs):
     """With GENEVA_TASK_RERAISE='always' the handled reattempt fails its task too (R-REP-04, R-TH-20, R-EXE-50 amended)."""
     app.config["GENEVA_TASK_RERAISE"] = "always"
+    geneva.reload_settings(app)
     workflow = ReportTerminalOnly.create(hero=user)
     geneva_jobs.drain()
     assert [type(error) for _, error in geneva_jobs.failures] == [Fatal, Fatal]
@@ -340,6 +344,7 @@ def test_celery_task_state_is_failure_with_the_original_exception(
     from celery import Celery
 
     app.config["GENEVA_TASK_RERAISE"] = "always"
+    geneva.reload_settings(app)
     celery = Celery("report-modes")
     geneva.init_celery(celery, app=app)
     workflow = workflow_cls.create(hero=user)

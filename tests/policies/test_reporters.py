@@ -70,6 +70,7 @@ def test_sentry_reporter_sends_the_error_with_context_tags(
 ):
     """The Sentry adapter sends one event with geneva_drive tags, context and a handled mechanism (R-REP-03, R-REP-10)."""
     app.config["GENEVA_ERROR_REPORTER"] = reporter()
+    geneva.reload_settings(app)
     workflow = ReportersFailing.create(hero=user)
     execution_id = workflow.current_execution.id
     with pytest.raises(Boom):
@@ -131,6 +132,7 @@ def test_missing_sentry_sdk_names_the_extra(monkeypatch):
 def test_missing_sdk_at_report_time_is_stored_as_report_error(app, user, monkeypatch):
     """A reporter that cannot load the SDK is recorded as report_error; execution goes on (R-REP-03, R-PDR-02)."""
     app.config["GENEVA_ERROR_REPORTER"] = sentry_reporter
+    geneva.reload_settings(app)
     monkeypatch.setitem(sys.modules, "sentry_sdk", None)
     workflow = ReportersFailing.create(hero=user)
     with pytest.raises(Boom):
@@ -162,6 +164,7 @@ def test_logging_reporter_logs_error_with_context(app, user, caplog):
     app.config["GENEVA_ERROR_REPORTER"] = (
         "flask_geneva.reporters.logging:logging_reporter"
     )
+    geneva.reload_settings(app)
     workflow = ReportersFailing.create(hero=user)
     with (
         caplog.at_level(logging.ERROR, logger="flask_geneva"),

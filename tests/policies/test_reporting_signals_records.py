@@ -99,6 +99,7 @@ class Recorder:
 def recorder(app):
     reporter = Recorder(app)
     app.config["GENEVA_ERROR_REPORTER"] = reporter
+    geneva.reload_settings(app)
     return reporter
 
 
@@ -195,6 +196,7 @@ def test_a_raising_reporter_is_recorded_and_does_not_break(app, user, geneva_job
         raise RuntimeError("tracker down")
 
     app.config["GENEVA_ERROR_REPORTER"] = broken
+    geneva.reload_settings(app)
     workflow = ReportingAlways.create(hero=user)
     execution = workflow.current_execution
     with pytest.raises(Flaky):

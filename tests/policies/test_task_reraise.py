@@ -107,6 +107,7 @@ def test_default_reraises_only_unhandled_outcomes(user, workflow_cls, raised, st
 def test_always_reraises_every_handled_exception(app, user, workflow_cls):
     """GENEVA_TASK_RERAISE='always' fails the task whatever the action (R-EXE-50 amended)."""
     app.config["GENEVA_TASK_RERAISE"] = "always"
+    geneva.reload_settings(app)
     workflow = workflow_cls.create(hero=user)
     assert isinstance(_task(workflow), Handled)
 
@@ -125,6 +126,7 @@ def test_condition_exception_with_reattempt_follows_the_setting(app, user):
 
     other = ReraiseConditionReattempt.create(hero=user, allow_multiple=True)
     app.config["GENEVA_TASK_RERAISE"] = "always"
+    geneva.reload_settings(app)
     assert isinstance(_task(other), Handled)
 
 

@@ -182,6 +182,7 @@ def make_app(worker_database_url: str) -> Iterator[Callable[[str], Any]]:
     def make(broker_url: str) -> Any:
         app, _ = geneva_worker_app.build_app(worker_database_url, broker_url)
         app.config["GENEVA_PUBLISH_TIMEOUT"] = PUBLISH_TIMEOUT
+        basic.geneva.reload_settings(app)
         app.extensions["geneva"].celery.conf.update(
             geneva_worker_app.flask_geneva.celery_defaults(
                 publish_timeout_seconds=PUBLISH_TIMEOUT

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from flask_geneva import clock
 from flask_geneva import step
 from tests.apps import basic
+from tests.apps.basic import geneva
 from tests.worker.conftest import prepare_database
 from tests.worker.conftest import wait_for
 
@@ -81,6 +82,7 @@ def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
 
     app, _ = worker_app.build_app(worker_database_url, broker_url)
     app.config["GENEVA_STUCK_IN_PROGRESS_THRESHOLD"] = timedelta(seconds=1)
+    geneva.reload_settings(app)
     prepare_database(app)
     with app.app_context():
         hero = basic.User(email="killed@example.com")

@@ -77,6 +77,7 @@ def test_dispatch_works_in_batches(app, user, geneva_jobs):
     from tests.apps.basic import User
 
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
+    geneva.reload_settings(app)
     with clock.frozen() as frozen:
         heroes = [User(email=f"d{i}@example.com") for i in range(5)]
         db.session.add_all(heroes)
@@ -114,6 +115,7 @@ def test_a_row_that_raises_does_not_stop_the_dispatcher(app, user, geneva_jobs):
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
     app.config["GENEVA_PRIORITY_MAPPER"] = _refuse_thirteen
     app.config["GENEVA_ERROR_REPORTER"] = lambda error, **_: reported.append(error)
+    geneva.reload_settings(app)
     with clock.frozen() as frozen:
         heroes = [User(email=f"r{i}@example.com") for i in range(5)]
         db.session.add_all(heroes)

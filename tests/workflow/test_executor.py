@@ -222,6 +222,7 @@ def reports(app):
         calls.append((error, {"handled": handled, "source": source, **context}))
 
     app.config["GENEVA_ERROR_REPORTER"] = reporter
+    geneva.reload_settings(app)
     return calls
 
 

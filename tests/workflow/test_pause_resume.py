@@ -146,6 +146,7 @@ def test_resume_with_a_future_execution_keeps_id_and_time(app, user, geneva_jobs
     R-SCH-09).
     """
     app.config["GENEVA_MAX_BROKER_DELAY"] = timedelta(days=1)
+    geneva.reload_settings(app)
     with clock.frozen(T0):
         workflow = PauseResumeTwoStep.create(hero=user)
         perform_next_step(workflow)

@@ -54,6 +54,7 @@ def reports(app):
         calls.append((error, handled, source))
 
     app.config["GENEVA_ERROR_REPORTER"] = reporter
+    geneva.reload_settings(app)
     return calls
 
 

@@ -64,6 +64,7 @@ def unreachable_celery(app) -> Celery:
     )
     app.extensions["geneva"].celery = celery
     app.config["GENEVA_TASK_BACKEND"] = "celery"
+    geneva.reload_settings(app)
     return celery
 
 
@@ -101,6 +102,7 @@ def test_create_returns_and_hands_the_row_to_the_dispatcher_when_the_broker_is_d
 ):
     """create() commits, returns and leaves the session usable; the unpublished execution waits for the dispatcher (issue 14, R-DSP-02)."""
     app.config["GENEVA_ENQUEUE_AFTER_COMMIT"] = after_commit
+    geneva.reload_settings(app)
     failures_before = outbox.publish_failures()
     workflows = []
     for _ in range(3):
@@ -127,6 +129,7 @@ def test_dispatcher_keeps_every_row_deferred_while_the_broker_is_down(
 ):
     """dispatch_due() publishes nothing, raises nothing and strands no row with an unsent task id (issue 14 point 4, R-DSP-02)."""
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
+    geneva.reload_settings(app)
     workflow_ids = [OutboxTwoSteps.create(hero=_new_hero()).id for _ in range(5)]
     assert dispatch_due() == 0
     db.session.commit()
