@@ -41,7 +41,9 @@ from flask_geneva.iteration import request_worker_exit
 from flask_geneva.metrics import PrometheusMetrics
 from flask_geneva.metrics import StatsdMetrics
 from flask_geneva.models import Outcome
+from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import WorkflowState
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
@@ -81,11 +83,13 @@ __all__ = [
     "StatsdMetrics",
     "StepConfigurationError",
     "StepExecutionError",
+    "StepExecutionMixin",
     "StepExecutionState",
     "StepFailedError",
     "StepInterrupt",
     "StepNotDefinedError",
     "SuspendSignal",
+    "WorkflowMixin",
     "WorkflowState",
     "beat_schedule",
     "cancel_if",

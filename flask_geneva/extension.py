@@ -20,6 +20,8 @@ from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
 from flask_geneva.heroes import hero_type_of
 from flask_geneva.integrations import load_integration
+from flask_geneva.models import StepExecutionMixin
+from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import build_models
 from flask_geneva.runtime import GenevaState
 from flask_geneva.runtime import current_state
@@ -57,8 +59,11 @@ class Geneva:
             must match the schema ``flask geneva install`` wrote (R-DM-20..22).
 
     Attributes:
-        Workflow: Base model class of all workflows (single-table inheritance).
-        StepExecution: The step execution model.
+        Workflow: Base model class of all workflows (single-table inheritance),
+            built on ``db.Model``; typed as
+            :class:`~flask_geneva.models.WorkflowMixin` (see docs: Typing).
+        StepExecution: The step execution model, typed as
+            :class:`~flask_geneva.models.StepExecutionMixin`.
         workflow_classes: ``{type identity: class}`` of every declared workflow.
 
     Raises:
@@ -84,11 +89,14 @@ class Geneva:
         self.key_type = key_type
         self.celery = celery
         self._last_app: Flask | None = None
-        self.workflow_classes: dict[str, type[Any]] = {}
+        self.workflow_classes: dict[str, type[WorkflowMixin]] = {}
         self.reserved_names: frozenset[str] = frozenset()
         self._hero_classes: dict[str, type[Any]] = {}
         self._hero_lock = threading.Lock()
-        self.Workflow, self.StepExecution = build_models(db, self, key_type=key_type)
+        models = build_models(db, self, key_type=key_type)
+        # Typed for users (docs: Typing): the mixins carry every public method.
+        self.Workflow: type[WorkflowMixin] = models[0]
+        self.StepExecution: type[StepExecutionMixin] = models[1]
         self.reserved_names = _reserved_names(self.Workflow)
         if app is not None:
             self.init_app(app, celery=celery)
@@ -434,7 +442,7 @@ class Geneva:
 
         return property(getter)
 
-    def workflow_class(self, workflow_type: str) -> type[Any] | None:
+    def workflow_class(self, workflow_type: str) -> type[WorkflowMixin] | None:
         """The class registered for a stored ``type`` value, or None."""
         return self.workflow_classes.get(workflow_type)
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 from typing import ClassVar
 from typing import NoReturn
+from typing import Self
 
 import sqlalchemy as sa
 from sqlalchemy import orm
@@ -242,20 +243,21 @@ class WorkflowMixin:
     may_proceed_without_hero: ClassVar[bool] = False
 
     if TYPE_CHECKING:
+        # The columns build_models maps, for type checkers (see docs: Typing).
         __mapper_args__: ClassVar[dict[str, Any]]
-        id: Any
-        type: str
-        hero_type: str | None
-        hero_id: Any
-        state: str
-        current_step_name: str | None
-        next_step_name: str | None
-        allow_multiple: bool
-        meta: Any
-        started_at: datetime | None
-        transitioned_at: datetime | None
-        created_at: datetime
-        updated_at: datetime
+        id: orm.Mapped[Any]
+        type: orm.Mapped[str]
+        hero_type: orm.Mapped[str | None]
+        hero_id: orm.Mapped[Any]
+        state: orm.Mapped[str]
+        current_step_name: orm.Mapped[str | None]
+        next_step_name: orm.Mapped[str | None]
+        allow_multiple: orm.Mapped[bool]
+        meta: orm.Mapped[Any]
+        started_at: orm.Mapped[datetime | None]
+        transitioned_at: orm.Mapped[datetime | None]
+        created_at: orm.Mapped[datetime]
+        updated_at: orm.Mapped[datetime]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         if cls.__dict__.get("_geneva_is_base"):
@@ -318,7 +320,7 @@ class WorkflowMixin:
         allow_multiple: bool = False,
         step_job_options: Mapping[str, Any] | None = None,
         commit: bool = True,
-    ) -> Any:
+    ) -> Self:
         """Insert a workflow for ``hero`` and schedule its first step (R-WF-10..15).
 
         Args:
@@ -345,7 +347,7 @@ class WorkflowMixin:
         """
         from flask_geneva import scheduling
 
-        return scheduling.create_workflow(
+        workflow: Self = scheduling.create_workflow(
             cls._session(),
             cls,
             hero=hero,
@@ -353,11 +355,12 @@ class WorkflowMixin:
             step_job_options=step_job_options,
             commit=commit,
         )
+        return workflow
 
     @classmethod
     def create_unless_ongoing(
         cls, *, hero: Any = None, **kwargs: Any
-    ) -> tuple[Any, bool]:
+    ) -> tuple[Self, bool]:
         """Create a workflow, or return the ongoing one for ``hero`` (SPEC §15.5).
 
         Returns:
@@ -378,14 +381,14 @@ class WorkflowMixin:
             return existing, False
 
     @classmethod
-    def get(cls, workflow_id: Any) -> Any:
+    def get(cls, workflow_id: Any) -> Self | None:
         """Return the workflow with this id (polymorphic, R-STI-02), or None."""
         return cls._session().get(cls, workflow_id)
 
     @classmethod
     def ongoing(cls) -> sa.Select[Any]:
         """Return a select of this class's workflows that are not finished/canceled."""
-        return sa.select(cls).where(cls.state.not_in(TERMINAL_WORKFLOW_STATES))  # type: ignore[attr-defined]
+        return sa.select(cls).where(cls.state.not_in(TERMINAL_WORKFLOW_STATES))
 
     @classmethod
     def with_state(cls, state: str) -> sa.Select[Any]:
@@ -394,7 +397,7 @@ class WorkflowMixin:
         Raises:
             ValueError: ``state`` is not a workflow state; lists the allowed ones.
         """
-        return sa.select(cls).where(cls.state == _workflow_state(state))  # type: ignore[arg-type]
+        return sa.select(cls).where(cls.state == _workflow_state(state))
 
     @classmethod
     def for_hero(cls, hero: Any) -> sa.Select[Any]:
@@ -405,7 +408,7 @@ class WorkflowMixin:
     def _hero_criteria(cls, hero: Any) -> list[Any]:
         hero_type, hero_id = cls.__geneva__.hero_reference(hero)
         return [
-            cls.hero_type.is_(None)  # type: ignore[union-attr]
+            cls.hero_type.is_(None)
             if hero_type is None
             else cls.hero_type == hero_type,
             cls.hero_id.is_(None) if hero_id is None else cls.hero_id == hero_id,
@@ -457,7 +460,7 @@ class WorkflowMixin:
         return self.state not in TERMINAL_WORKFLOW_STATES
 
     @property
-    def current_execution(self) -> Any:
+    def current_execution(self) -> StepExecutionMixin | None:
         """The execution in ``scheduled``/``in_progress`` state, or None (R-WF-21)."""
         execution_cls = self.__geneva__.StepExecution
         return (
@@ -472,7 +475,7 @@ class WorkflowMixin:
         )
 
     @property
-    def execution_history(self) -> list[Any]:
+    def execution_history(self) -> list[StepExecutionMixin]:
         """All executions ordered by ``created_at``, ties by id (R-WF-22)."""
         execution_cls = self.__geneva__.StepExecution
         return list(
@@ -590,7 +593,9 @@ class WorkflowMixin:
         )
         session.commit()
 
-    def schedule_next_step(self, *, wait: timedelta | int | float | None = None) -> Any:
+    def schedule_next_step(
+        self, *, wait: timedelta | int | float | None = None
+    ) -> StepExecutionMixin | None:
         """Schedule the step after the current one, or finish (R-SCH-06). Commits.
 
         Raises:
@@ -600,13 +605,15 @@ class WorkflowMixin:
 
         session = self._object_session()
         self._lock_unless_running("schedule the next step of")
-        execution = scheduling.schedule_next_step(session, self, wait=wait)
+        execution: StepExecutionMixin | None = scheduling.schedule_next_step(
+            session, self, wait=wait
+        )
         session.commit()
         return execution
 
     def reschedule_current_step(
         self, *, wait: timedelta | int | float | None = None
-    ) -> Any:
+    ) -> StepExecutionMixin:
         """Create a new execution of the current step, exactly ``wait`` (R-SCH-07).
 
         Raises:
@@ -617,7 +624,9 @@ class WorkflowMixin:
 
         session = self._object_session()
         self._lock_unless_running("reschedule the current step of")
-        execution = scheduling.reschedule_current_step(session, self, wait=wait)
+        execution: StepExecutionMixin = scheduling.reschedule_current_step(
+            session, self, wait=wait
+        )
         session.commit()
         return execution
 
@@ -694,7 +703,7 @@ class WorkflowMixin:
         actor: str | None = None,
         via: str = "api",
         commit: bool = True,
-    ) -> Any:
+    ) -> StepExecutionMixin | None:
         """Resume a paused workflow atomically (R-EXT-20..27).
 
         Returns:
@@ -710,9 +719,10 @@ class WorkflowMixin:
         """
         from flask_geneva import flow_control
 
-        return flow_control.resume(
+        resumed: StepExecutionMixin | None = flow_control.resume(
             self, rewind=rewind, actor=actor, via=via, commit=commit
         )
+        return resumed
 
     def recover(
         self,
@@ -722,7 +732,7 @@ class WorkflowMixin:
         actor: str | None = None,
         via: str = "api",
         commit: bool = True,
-    ) -> Any:
+    ) -> StepExecutionMixin:
         """Recover the in-progress execution now, as housekeeping would (R-HK-28).
 
         For an execution whose worker died: applies R-HK-23..27 without waiting
@@ -744,7 +754,7 @@ class WorkflowMixin:
         """
         from flask_geneva import operator_recovery
 
-        return operator_recovery.recover(
+        recovered: StepExecutionMixin = operator_recovery.recover(
             self,
             execution_id=execution_id,
             force=force,
@@ -752,6 +762,7 @@ class WorkflowMixin:
             via=via,
             commit=commit,
         )
+        return recovered
 
     def reattempt(
         self, *, wait: timedelta | int | float | None = None, rewind: bool = False
@@ -830,36 +841,37 @@ class StepExecutionMixin:
     __geneva__: ClassVar[Any]
 
     if TYPE_CHECKING:
-        id: Any
-        workflow_id: Any
-        step_name: str
-        state: str
-        outcome: str | None
-        scheduled_for: datetime
-        started_at: datetime | None
-        completed_at: datetime | None
-        failed_at: datetime | None
-        canceled_at: datetime | None
-        skipped_at: datetime | None
-        finished_at: datetime | None
-        error_class_name: str | None
-        error_message: str | None
-        error_backtrace: str | None
-        job_id: str | None
-        meta: Any
-        cursor: Any
-        continues_from_id: Any
-        created_at: datetime
-        updated_at: datetime
-        workflow: Any
+        # The columns build_models maps, for type checkers (see docs: Typing).
+        id: orm.Mapped[Any]
+        workflow_id: orm.Mapped[Any]
+        step_name: orm.Mapped[str]
+        state: orm.Mapped[str]
+        outcome: orm.Mapped[str | None]
+        scheduled_for: orm.Mapped[datetime]
+        started_at: orm.Mapped[datetime | None]
+        completed_at: orm.Mapped[datetime | None]
+        failed_at: orm.Mapped[datetime | None]
+        canceled_at: orm.Mapped[datetime | None]
+        skipped_at: orm.Mapped[datetime | None]
+        finished_at: orm.Mapped[datetime | None]
+        error_class_name: orm.Mapped[str | None]
+        error_message: orm.Mapped[str | None]
+        error_backtrace: orm.Mapped[str | None]
+        job_id: orm.Mapped[str | None]
+        meta: orm.Mapped[Any]
+        cursor: orm.Mapped[Any]
+        continues_from_id: orm.Mapped[Any]
+        created_at: orm.Mapped[datetime]
+        updated_at: orm.Mapped[datetime]
+        workflow: orm.Mapped[WorkflowMixin]
 
     @classmethod
     def ready_to_execute(cls) -> sa.Select[Any]:
         """Select executions that are ``scheduled`` and due now (R-SE-46)."""
         return (
             sa.select(cls)
-            .where(cls.state == StepExecutionState.SCHEDULED)  # type: ignore[arg-type]
-            .where(cls.scheduled_for <= clock.now())  # type: ignore[arg-type]
+            .where(cls.state == StepExecutionState.SCHEDULED)
+            .where(cls.scheduled_for <= clock.now())
         )
 
     def _object_session(self) -> orm.Session:
@@ -987,14 +999,14 @@ class StepExecutionMixin:
         )
 
     @property
-    def continues_from(self) -> Any:
+    def continues_from(self) -> Self | None:
         """The predecessor execution, or None (R-SE-40)."""
         if not self._columns().resumable or self.continues_from_id is None:
             return None
         return self._object_session().get(type(self), self.continues_from_id)
 
     @property
-    def successor(self) -> Any:
+    def successor(self) -> Self | None:
         """The execution continuing this one, or None (R-SE-40)."""
         if not self._columns().resumable:
             return None
@@ -1118,7 +1130,7 @@ class _FallbackPolymorphicMap(dict[Any, Any]):
 
 def build_models(
     db: Any, geneva: Any, *, key_type: str = "bigint"
-) -> tuple[type[Any], type[Any]]:
+) -> tuple[type[WorkflowMixin], type[StepExecutionMixin]]:
     """Create the ``Workflow`` and ``StepExecution`` models on ``db.Model``.
 
     Args:

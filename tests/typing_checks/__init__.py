@@ -1,0 +1,1 @@
+"""Files that mypy checks and pytest never runs (docs: Typing)."""
