@@ -194,8 +194,6 @@ class GenevaSettingsChangedWarning(UserWarning):
     flask_geneva keeps the settings it validated at ``init_app``; the change is
     not applied until ``geneva.reload_settings(app)``. Issued once per key, at
     the next geneva operation after the change.
-
-    .. versionadded:: 0.7
     """
 
 

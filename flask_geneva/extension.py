@@ -259,9 +259,11 @@ class Geneva:
             app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
             geneva.reload_settings(app)
 
-        The new settings apply to every operation that starts afterwards; one
-        already running keeps the settings it read. ``app.testing`` is read again
-        too. The admin mounted by ``init_app`` stays where it is.
+        The new settings apply to every operation that starts afterwards; reload
+        between operations, since one running in another thread may see them for
+        the rest of its run. ``app.testing`` is read again too. The admin mounted
+        by ``init_app`` stays where it is (``GENEVA_ADMIN_URL`` and
+        ``GENEVA_ADMIN_ENABLED`` take effect at ``init_app`` only).
 
         Args:
             app: A Flask app this extension is registered on.
@@ -276,8 +278,6 @@ class Geneva:
                 without a Celery app (issue 14); Celery eager mode without
                 ``GENEVA_ALLOW_EAGER`` (R-TH-21). The settings in force then stay
                 unchanged.
-
-        .. versionadded:: 0.7
         """
         from flask_geneva.config import config_from_mapping
 
