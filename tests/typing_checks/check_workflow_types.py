@@ -23,7 +23,7 @@ from flask_geneva import GenevaConfig
 from flask_geneva import StepExecutionMixin
 from flask_geneva import WorkflowMixin
 from flask_geneva import step
-from flask_geneva.dsl.steps import StepCollection
+from flask_geneva.dsl.ordering import StepCollection
 from flask_geneva.runtime import settings
 
 db = SQLAlchemy()
