@@ -39,6 +39,7 @@ from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transactions
+from flask_geneva import transitions
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.exceptions import FlowControlSignal
@@ -63,6 +64,22 @@ __all__ = ["Executor"]
 _log = logging.getLogger("flask_geneva")
 
 _RUNNABLE_WORKFLOW_STATES = (WorkflowState.READY, WorkflowState.PERFORMING)
+_POLICY_TRANSITIONS = {
+    "reattempt": transitions.REATTEMPT,
+    "cancel": transitions.FAIL_AND_CANCEL,
+    "skip": transitions.SKIP,
+    "finish": transitions.FINISH,
+}
+_SIGNAL_TRANSITIONS = {
+    "cancel": transitions.CANCEL_SIGNAL,
+    "skip": transitions.SKIP,
+    "finish": transitions.FINISH,
+}
+_PREPARE_POLICY = {
+    "reattempt": transitions.PREPARE_POLICY_REATTEMPT,
+    "cancel": transitions.PREPARE_POLICY_CANCEL,
+    "skip": transitions.PREPARE_POLICY_SKIP,
+}
 
 MISSING_COLUMNS_MESSAGE = (
     "Step '{step}' of {type} is a resumable_step, but the step executions table lacks "
@@ -285,12 +302,11 @@ class _Run:
             self.logger.info(
                 "workflow is %s, canceling the execution (R-EXE-12)", workflow.state
             )
-            store.set_execution_state(
-                execution,
-                StepExecutionState.CANCELED,
+            transitions.apply(
+                transitions.DROP_FOR_STOPPED_WORKFLOW,
                 now,
-                outcome=Outcome.CANCELED,
-                validate=False,
+                workflow=workflow,
+                execution=execution,
             )
             session.commit()
             return None
@@ -300,13 +316,12 @@ class _Run:
         try:
             if not type(workflow).may_proceed_without_hero and workflow.hero is None:
                 self.logger.info("hero is gone, canceling the workflow (R-EXE-13)")
-                store.set_execution_state(
-                    execution,
-                    StepExecutionState.CANCELED,
+                transitions.apply(
+                    transitions.CANCEL_BEFORE_STEP,
                     now,
-                    outcome=Outcome.CANCELED,
+                    workflow=workflow,
+                    execution=execution,
                 )
-                store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
                 session.commit()
                 return None
 
@@ -317,10 +332,12 @@ class _Run:
                     + scheduling.unregistered_type_hint(workflow)
                 )
                 execution.error_message = message
-                store.set_execution_state(
-                    execution, StepExecutionState.FAILED, now, outcome=Outcome.FAILED
+                transitions.apply(
+                    transitions.FAIL_UNRUNNABLE,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
                 )
-                store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
                 error = StepNotDefinedError(
                     message,
                     workflow_id=workflow.id,
@@ -334,21 +351,24 @@ class _Run:
                     step=step.name, type=workflow.type
                 )
                 execution.error_message = message
-                store.set_execution_state(
-                    execution, StepExecutionState.FAILED, now, outcome=Outcome.FAILED
+                transitions.apply(
+                    transitions.FAIL_UNRUNNABLE,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
                 )
-                store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
                 raise_after_commit = StepConfigurationError(message)
             else:
                 ended = self._preconditions(workflow, execution, step)
                 if ended:
                     return None
-                store.set_execution_state(
-                    execution, StepExecutionState.IN_PROGRESS, now
+                transitions.apply(
+                    transitions.CLAIM,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
+                    current_step_name=step.name,
                 )
-                if workflow.state == WorkflowState.READY:
-                    store.set_workflow_state(workflow, WorkflowState.PERFORMING, now)
-                workflow.current_step_name = step.name
         except _AlreadyHandled as handled:
             # R-EXE-24: the condition's exception, after its policy was committed.
             if task_failures.should_reraise(self.reraise, handled.result):
@@ -434,10 +454,12 @@ class _Run:
             self.logger.info(
                 "cancel condition %s is true", describe_condition(condition)
             )
-            store.set_execution_state(
-                execution, StepExecutionState.CANCELED, now, outcome=Outcome.CANCELED
+            transitions.apply(
+                transitions.CANCEL_BEFORE_STEP,
+                now,
+                workflow=workflow,
+                execution=execution,
             )
-            store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
             execution.write_metadata(
                 "precondition",
                 {"outcome": "canceled", "condition": describe_condition(condition)},
@@ -447,15 +469,21 @@ class _Run:
             return True
         if skip:
             self.logger.info("skip condition holds, skipping step %r", step.name)
-            store.set_execution_state(
-                execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
-            )
             execution.write_metadata(
                 "precondition",
                 {"outcome": "skipped", "condition": step.skip_condition_description()},
             )
-            store.set_workflow_state(workflow, WorkflowState.READY, now)
-            self._schedule_next(workflow, step)
+            self._perform(
+                transitions.apply(
+                    transitions.SKIP_BEFORE_STEP,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
+                ),
+                workflow,
+                execution,
+                step,
+            )
             session.commit()
             self._emit(signals.precondition, timing, outcome="skipped")
             return True
@@ -474,13 +502,7 @@ class _Run:
         now = clock.now()
         try:
             store.record_error(execution, error)
-            store.set_execution_state(
-                execution,
-                StepExecutionState.FAILED,
-                now,
-                outcome=Outcome.FAILED,
-                validate=False,
-            )
+            transitions.apply(transitions.PREPARE_FAILED, now, execution=execution)
             if step is None:
                 step = type(workflow).step_collection().named(execution.step_name)
             if step is not None:
@@ -504,8 +526,14 @@ class _Run:
             action = result.action
             if action == "reattempt":
                 execution.write_metadata("reattempt_reason", "prepare")
-                store.set_workflow_state(workflow, WorkflowState.READY, now)
+            schedules = transitions.apply(
+                _PREPARE_POLICY.get(action, transitions.PREPARE_POLICY_PAUSE),
+                now,
+                workflow=workflow,
+            )
+            if schedules is not transitions.Schedules.NOTHING:
                 session.flush()
+            if schedules is transitions.Schedules.SAME_STEP:
                 assert step is not None  # noqa: S101 - a reattempt result needs a step
                 if step.is_resumable and store.optional_columns(session).resumable:
                     scheduling.create_successor_execution(
@@ -515,14 +543,8 @@ class _Run:
                     scheduling.create_step_execution(
                         session, workflow, step, wait=result.wait
                     )
-            elif action == "cancel":
-                store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
-            elif action == "skip":
-                store.set_workflow_state(workflow, WorkflowState.READY, now)
-                session.flush()
+            elif schedules is transitions.Schedules.NEXT_STEP:
                 scheduling.schedule_next_step(session, workflow)
-            else:
-                store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
             if should_report(result):
                 self.reports.append((error, {}, execution.id))
             session.commit()
@@ -703,33 +725,11 @@ class _Run:
         task_failures.log_captured(self.logger, error, result, what)
         if action == "reattempt":
             store.record_exception_metadata(execution, error)
-            self._reattempt(workflow, execution, step, reason, result.wait, now)
-        elif action == "cancel":
+            execution.write_metadata("reattempt_reason", reason)
+        elif action != "finish":
             store.record_error(execution, error)
-            store.set_execution_state(
-                execution, StepExecutionState.FAILED, now, outcome=Outcome.CANCELED
-            )
-            store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
-        elif action == "skip":
-            store.record_error(execution, error)
-            store.set_execution_state(
-                execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
-            )
-            store.set_workflow_state(workflow, WorkflowState.READY, now)
-            self._schedule_next(workflow, step)
-        elif action == "finish":
-            store.set_execution_state(
-                execution, StepExecutionState.COMPLETED, now, outcome=Outcome.SUCCESS
-            )
-            store.set_workflow_state(
-                workflow, WorkflowState.FINISHED, now, next_step_name=None
-            )
-        else:
-            store.record_error(execution, error)
-            store.set_execution_state(
-                execution, StepExecutionState.FAILED, now, outcome=Outcome.FAILED
-            )
-            store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
+        transition = _POLICY_TRANSITIONS.get(action, transitions.FAIL_AND_PAUSE)
+        self._transition(transition, now, workflow, execution, step, wait=result.wait)
         if should_report(result):
             self.reports.append((error, {}, execution.id))
 
@@ -743,22 +743,61 @@ class _Run:
             self.session, workflow, after=step.name, cancel_stray=not self._finalizing
         )
 
-    def _reattempt(
+    def _transition(
         self,
+        transition: transitions.Transition,
+        now: Any,
         workflow: Any,
         execution: Any,
         step: Any,
-        reason: str,
-        wait: timedelta | None,
-        now: Any,
+        *,
+        wait: timedelta | None = None,
+        **workflow_attributes: Any,
     ) -> None:
-        """End ``execution`` as reattempted; schedule the step again (R-EXE-45)."""
-        execution.write_metadata("reattempt_reason", reason)
-        store.set_execution_state(
-            execution, StepExecutionState.COMPLETED, now, outcome=Outcome.REATTEMPTED
+        """Apply ``transition`` to the locked rows and schedule what it says.
+
+        Args:
+            transition: The table entry (R-EXE-44/45, R-FC-10..15).
+            now: The transition time.
+            workflow: The locked workflow.
+            execution: The locked execution.
+            step: The step definition of ``execution``.
+            wait: The wait of a reattempt or continuation.
+            **workflow_attributes: Extra workflow attributes to set.
+
+        Raises:
+            InvalidStateTransition: A row is not in a from-state of the entry.
+        """
+        schedules = transitions.apply(
+            transition,
+            now,
+            workflow=workflow,
+            execution=execution,
+            **workflow_attributes,
         )
-        store.set_workflow_state(workflow, WorkflowState.READY, now)
-        self._create_reattempt(workflow, execution, step, wait)
+        self._perform(schedules, workflow, execution, step, wait=wait)
+
+    def _perform(
+        self,
+        schedules: transitions.Schedules,
+        workflow: Any,
+        execution: Any,
+        step: Any,
+        *,
+        wait: timedelta | None = None,
+    ) -> None:
+        """Schedule what a transition entry says (its ``schedules``)."""
+        kind = transitions.Schedules
+        if schedules is kind.NEXT_STEP:
+            self._schedule_next(workflow, step)
+        elif schedules is kind.SAME_STEP:
+            self._create_reattempt(workflow, execution, step, wait)
+        elif schedules is kind.SUCCESSOR:
+            scheduling.create_successor_execution(
+                self.session, workflow, execution, wait=wait, cancel_stray=False
+            )
+        elif schedules is not kind.NOTHING:  # pragma: no cover - not an engine entry
+            raise AssertionError(f"the executor does not schedule {schedules!r}")
 
     def _create_reattempt(
         self, workflow: Any, execution: Any, step: Any, wait: timedelta | None
@@ -922,18 +961,18 @@ class _Run:
             self._finalizing = True
             workflow.current_step_name = None
             if body.kind == "completed":
-                store.set_execution_state(
-                    execution,
-                    StepExecutionState.COMPLETED,
-                    now,
-                    outcome=Outcome.SUCCESS,
-                )
-                store.set_workflow_state(workflow, WorkflowState.READY, now)
-                self._schedule_next(workflow, step)
+                self._transition(transitions.COMPLETE, now, workflow, execution, step)
             elif body.kind == "interrupted":
                 assert body.interrupt is not None  # noqa: S101 - kind implies it
                 self._record_interrupt(execution, body)
-                self._continue(workflow, execution, body.interrupt.wait)
+                self._transition(
+                    transitions.CONTINUE,
+                    clock.now(),
+                    workflow,
+                    execution,
+                    step,
+                    wait=body.interrupt.wait,
+                )
             elif body.kind == "signal":
                 assert body.signal is not None  # noqa: S101 - kind implies it
                 self._apply_signal(workflow, execution, step, body.signal)
@@ -956,16 +995,6 @@ class _Run:
         if error is not None and task_failures.should_reraise(self.reraise, result):
             raise error
 
-    def _continue(self, workflow: Any, execution: Any, wait: timedelta | None) -> None:
-        now = clock.now()
-        store.set_execution_state(
-            execution, StepExecutionState.COMPLETED, now, outcome=Outcome.CONTINUED
-        )
-        store.set_workflow_state(workflow, WorkflowState.READY, now)
-        scheduling.create_successor_execution(
-            self.session, workflow, execution, wait=wait, cancel_stray=False
-        )
-
     def _apply_signal(
         self, workflow: Any, execution: Any, step: Any, signal: FlowControlSignal
     ) -> None:
@@ -974,55 +1003,29 @@ class _Run:
         action = signal.action
         self._record_signal(execution, signal)
         resumable = step.is_resumable
-        if action == "cancel":
-            store.set_execution_state(
-                execution, StepExecutionState.CANCELED, now, outcome=Outcome.CANCELED
+        wait = None
+        if action == "pause":
+            transition = (
+                transitions.PAUSE_RESUMABLE_SIGNAL
+                if resumable
+                else transitions.PAUSE_SIGNAL
             )
-            store.set_workflow_state(workflow, WorkflowState.CANCELED, now)
-        elif action == "pause":
-            if resumable:
-                store.set_execution_state(
-                    execution,
-                    StepExecutionState.COMPLETED,
-                    now,
-                    outcome=Outcome.WORKFLOW_PAUSED,
-                )
-            else:
-                store.set_execution_state(
-                    execution,
-                    StepExecutionState.CANCELED,
-                    now,
-                    outcome=Outcome.CANCELED,
-                )
-            store.set_workflow_state(workflow, WorkflowState.PAUSED, now)
-        elif action == "skip":
-            store.set_execution_state(
-                execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
-            )
-            store.set_workflow_state(workflow, WorkflowState.READY, now)
-            self._schedule_next(workflow, step)
         elif action == "reattempt":
             assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
             if resumable and signal.rewind:
                 execution.cursor = None
-            self._reattempt(workflow, execution, step, "flow_control", signal.wait, now)
-        elif action == "finish":
-            store.set_execution_state(
-                execution, StepExecutionState.COMPLETED, now, outcome=Outcome.SUCCESS
-            )
-            store.set_workflow_state(
-                workflow,
-                WorkflowState.FINISHED,
-                now,
-                current_step_name=None,
-                next_step_name=None,
-            )
+            execution.write_metadata("reattempt_reason", "flow_control")
+            transition, wait = transitions.REATTEMPT, signal.wait
         elif action == "suspend":
             assert isinstance(signal, SuspendSignal)  # noqa: S101 - action implies it
             self._record_interrupt(execution, None, reason="suspend")
-            self._continue(workflow, execution, signal.wait)
+            transition, wait = transitions.CONTINUE, signal.wait
+            now = clock.now()
+        elif action in _SIGNAL_TRANSITIONS:
+            transition = _SIGNAL_TRANSITIONS[action]
         else:  # pragma: no cover - every FlowControlSignal subclass is handled above
             raise AssertionError(f"unknown flow control action {action!r}")
+        self._transition(transition, now, workflow, execution, step, wait=wait)
 
     @staticmethod
     def _record_signal(execution: Any, signal: FlowControlSignal) -> None:

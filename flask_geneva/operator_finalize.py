@@ -31,17 +31,13 @@ from sqlalchemy import orm
 
 from flask_geneva import scheduling
 from flask_geneva import store
+from flask_geneva import transitions
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.exceptions import SuspendSignal
-from flask_geneva.models import Outcome
-from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
 __all__ = ["finalize_under_operator_state"]
-
-_Completed = StepExecutionState.COMPLETED
-_Canceled = StepExecutionState.CANCELED
 
 
 def finalize_under_operator_state(
@@ -79,97 +75,76 @@ def finalize_under_operator_state(
     paused = workflow.state == WorkflowState.PAUSED
     workflow.current_step_name = None
     if kind == "completed":
-        store.set_execution_state(execution, _Completed, now, outcome=Outcome.SUCCESS)
-        if paused:
-            _preserve_next_step(session, workflow, step)
+        transition = transitions.SETTLE_COMPLETED
     elif kind == "exception":
         assert error is not None  # noqa: S101 - kind implies it
         store.record_error(execution, error)
-        store.set_execution_state(
-            execution, StepExecutionState.FAILED, now, outcome=Outcome.FAILED
-        )
+        transition = transitions.SETTLE_FAILED
     elif kind == "interrupted":
         record_interrupt(None)
-        if paused:
-            # The cursor stays on the row; resume() continues it (R-EXT-22a).
-            store.set_execution_state(
-                execution, _Completed, now, outcome=Outcome.WORKFLOW_PAUSED
-            )
-        else:
-            store.set_execution_state(
-                execution, _Canceled, now, outcome=Outcome.CANCELED
-            )
+        # On a paused workflow the cursor stays on the row; resume() continues it
+        # (R-EXT-22a).
+        transition = (
+            transitions.SETTLE_KEPT_FOR_RESUME
+            if paused
+            else transitions.SETTLE_CANCELED
+        )
     else:
         assert signal is not None  # noqa: S101 - kind implies it
-        _apply_signal(
-            session, workflow, execution, step, signal, paused, record_interrupt, now
-        )
+        transition = _signal_transition(session, execution, step, signal, paused)
+        if signal.action == "suspend":
+            record_interrupt("suspend")
+    schedules = transitions.apply(
+        transition, now, workflow=workflow, execution=execution
+    )
+    wait = signal.wait if isinstance(signal, ReattemptSignal | SuspendSignal) else None
+    if schedules is transitions.Schedules.PRESERVED_NEXT_STEP and paused:
+        _preserve_next_step(session, workflow, step)
+    elif schedules is transitions.Schedules.PRESERVED_SAME_STEP and paused:
+        _preserve_same_step(session, workflow, execution, step, wait)
 
 
-def _apply_signal(
+def _signal_transition(
     session: orm.Session,
-    workflow: Any,
     execution: Any,
     step: Any,
     signal: FlowControlSignal,
     paused: bool,
-    record_interrupt: Callable[[str | None], None],
-    now: Any,
-) -> None:
-    """Record an in-step signal as §8.1 does, keeping the operator's workflow state."""
+) -> transitions.Transition:
+    """The entry recording an in-step signal as §8.1 does (R-EXE-42)."""
     action = signal.action
     resumable = step.is_resumable and store.optional_columns(session).resumable
     if action == "cancel":
-        store.set_execution_state(execution, _Canceled, now, outcome=Outcome.CANCELED)
-        if paused:
-            store.set_workflow_state(
-                workflow, WorkflowState.CANCELED, now, validate=False
-            )
-    elif action == "finish":
-        store.set_execution_state(execution, _Completed, now, outcome=Outcome.SUCCESS)
-        if paused:
-            store.set_workflow_state(
-                workflow,
-                WorkflowState.FINISHED,
-                now,
-                validate=False,
-                next_step_name=None,
-            )
-    elif action == "pause":
-        outcome = Outcome.WORKFLOW_PAUSED if resumable else Outcome.CANCELED
-        state = _Completed if resumable else _Canceled
-        store.set_execution_state(execution, state, now, outcome=outcome)
-    elif action == "skip":
-        store.set_execution_state(
-            execution, StepExecutionState.SKIPPED, now, outcome=Outcome.SKIPPED
+        return (
+            transitions.SETTLE_CANCEL_SIGNAL_WHILE_PAUSED
+            if paused
+            else transitions.SETTLE_CANCELED
         )
-        if paused:
-            _preserve_next_step(session, workflow, step)
-    elif action == "reattempt":
+    if action == "finish":
+        return (
+            transitions.SETTLE_FINISH_SIGNAL_WHILE_PAUSED
+            if paused
+            else transitions.SETTLE_COMPLETED
+        )
+    if action == "pause":
+        return (
+            transitions.SETTLE_KEPT_FOR_RESUME
+            if resumable
+            else transitions.SETTLE_CANCELED
+        )
+    if action == "skip":
+        return transitions.SETTLE_SKIPPED
+    if action == "reattempt":
         assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
         if resumable and signal.rewind:
             execution.cursor = None
         execution.write_metadata("reattempt_reason", "flow_control")
-        store.set_execution_state(
-            execution, _Completed, now, outcome=Outcome.REATTEMPTED
-        )
-        if paused:
-            _preserve_same_step(session, workflow, execution, step, signal.wait)
-    elif action == "suspend":
-        assert isinstance(signal, SuspendSignal)  # noqa: S101 - action implies it
-        record_interrupt("suspend")
-        if paused:
-            store.set_execution_state(
-                execution, _Completed, now, outcome=Outcome.CONTINUED
-            )
-            _preserve_same_step(session, workflow, execution, step, signal.wait)
-        else:
-            # As an interrupt on a canceled/finished workflow (R-EXE-42c).
-            store.set_execution_state(
-                execution, _Canceled, now, outcome=Outcome.CANCELED
-            )
-    else:  # pragma: no cover - every FlowControlSignal subclass is handled above
-        raise AssertionError(f"unknown flow control action {action!r}")
+        return transitions.SETTLE_REATTEMPTED
+    if action == "suspend":
+        # As an interrupt on a canceled/finished workflow (R-EXE-42c).
+        return transitions.SETTLE_CONTINUED if paused else transitions.SETTLE_CANCELED
+    # pragma: no cover - every FlowControlSignal subclass is handled above
+    raise AssertionError(f"unknown flow control action {action!r}")
 
 
 def _preserve_next_step(session: orm.Session, workflow: Any, step: Any) -> None:

@@ -1,0 +1,748 @@
+"""The transition table: every state change of a workflow or step execution, once.
+
+Each :class:`Transition` says from which states it may start, what it writes to
+the step execution (state, outcome; the timestamps follow R-SE-02/03) and to the
+workflow (state, ``transitioned_at`` per R-WF-03, cleared step fields), and what
+the caller schedules afterwards. :func:`apply` is the only code that assigns a
+``state`` or ``outcome``: it checks the rows' current states (read under the
+caller's row locks) against the entry and refuses otherwise, so a lost race is a
+refusal rather than a silent overwrite.
+
+"What does pause do?" is answered by one entry: :data:`OPERATOR_PAUSE` (from
+outside a step), :data:`PAUSE_SIGNAL` (inside a step).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from flask_geneva import store
+from flask_geneva.exceptions import InvalidStateTransition
+from flask_geneva.models import Outcome
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+
+__all__ = [
+    "TABLE",
+    "Actor",
+    "ExecutionWrite",
+    "Schedules",
+    "Transition",
+    "WorkflowWrite",
+    "apply",
+]
+
+_S = StepExecutionState
+_W = WorkflowState
+_O = Outcome
+
+
+class Actor(enum.StrEnum):
+    """Who applies a transition."""
+
+    ENGINE = "engine"
+    """The executor, an in-step signal or an exception policy."""
+    OPERATOR = "operator"
+    """A call from outside a step: the Python API, the CLI or the admin."""
+    HOUSEKEEPING = "housekeeping"
+    """Stuck-execution recovery, by housekeeping or an operator (R-HK-24..28)."""
+    ROW_API = "row API"
+    """The public row helpers that perform no validation (R-WF-05, R-SE-47)."""
+
+
+class Schedules(enum.StrEnum):
+    """What the caller schedules once the rows are written."""
+
+    NOTHING = "nothing"
+    NEXT_STEP = "the next step, or finishes the workflow after the last (R-SCH-06)"
+    SAME_STEP = (
+        "the same step again after the wait; a resumable step continues "
+        "from its cursor (R-EXE-45, R-FC-13)"
+    )
+    SUCCESSOR = (
+        "a successor execution of the resumable step after the wait "
+        "(R-SCH-08, R-RES-04)"
+    )
+    PRESERVED_NEXT_STEP = (
+        "on a paused workflow, the next step as an unpublished execution kept for "
+        "resume(); none after the last step (R-EXE-42)"
+    )
+    PRESERVED_SAME_STEP = (
+        "on a paused workflow, the same step (or its resumable successor) as an "
+        "unpublished execution kept for resume() (R-EXE-42)"
+    )
+    RESUMED_EXECUTION = (
+        "re-publishes the preserved execution, else continues a resumable chain, "
+        "else creates next_step_name due now, else finishes (R-EXT-21..24)"
+    )
+
+
+@dataclass(frozen=True)
+class ExecutionWrite:
+    """What a transition does to the step execution.
+
+    Attributes:
+        from_states: The states the execution may be in (read under the lock).
+        to: The state written; its timestamp and ``finished_at`` follow (R-SE-02).
+        outcomes: The outcomes it may record, the first being the default;
+            empty for ``in_progress`` (no outcome).
+        optional: The workflow may have no such execution (e.g. an operator cancel
+            of a workflow without a scheduled execution).
+    """
+
+    from_states: frozenset[StepExecutionState]
+    to: StepExecutionState
+    outcomes: tuple[Outcome, ...] = ()
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class WorkflowWrite:
+    """What a transition does to the workflow.
+
+    Attributes:
+        from_states: The states the workflow may be in (read under the lock);
+            empty for a brand-new row.
+        to: The states it may write, the first being the default; empty when the
+            workflow's state is left as it is.
+        clears: Attributes set to None (``transitioned_at`` for resume, R-WF-04).
+        unchanged_is_noop: Writing the current state again is a no-op (R-WF-02):
+            ``transitioned_at`` keeps its value. False for the unvalidated
+            ``transition_to`` (R-WF-05), which stamps it again.
+    """
+
+    from_states: frozenset[WorkflowState]
+    to: tuple[WorkflowState, ...] = ()
+    clears: tuple[str, ...] = ()
+    unchanged_is_noop: bool = True
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One state change, defined once.
+
+    Attributes:
+        name: Identifier, as used in logs and the reference docs.
+        actor: Who applies it.
+        summary: One sentence: when it happens.
+        rules: The SPEC rules it implements.
+        execution: The write to the step execution, or None.
+        workflow: The write to the workflow, or None.
+        schedules: What the caller schedules afterwards.
+    """
+
+    name: str
+    actor: Actor
+    summary: str
+    rules: tuple[str, ...]
+    execution: ExecutionWrite | None
+    workflow: WorkflowWrite | None
+    schedules: Schedules = Schedules.NOTHING
+
+
+_ACTIVE = frozenset({_S.SCHEDULED, _S.IN_PROGRESS})
+_SCHEDULED = frozenset({_S.SCHEDULED})
+_RUNNING = frozenset({_S.IN_PROGRESS})
+_ANY_EXECUTION = frozenset(_S)
+_RUNNABLE = frozenset({_W.READY, _W.PERFORMING})
+_STOPPED = frozenset({_W.PAUSED, _W.FINISHED, _W.CANCELED})
+_ENDED = frozenset({_W.FINISHED, _W.CANCELED})
+_ANY_WORKFLOW = frozenset(_W)
+
+
+def _engine(to: WorkflowState, *clears: str) -> WorkflowWrite:
+    """An executor-driven workflow write: from ready/performing only (R-WF-02)."""
+    return WorkflowWrite(_RUNNABLE, (to,), clears)
+
+
+# -- the engine: claim, preconditions, prepare failures (§6 Phase 1) -----------------
+
+CREATE = Transition(
+    "create",
+    Actor.ENGINE,
+    "A new workflow row starts ready; its first step is scheduled.",
+    ("R-WF-10", "R-WF-13"),
+    None,
+    WorkflowWrite(frozenset(), (_W.READY,)),
+)
+FINISH_EMPTY = Transition(
+    "finish_empty",
+    Actor.ENGINE,
+    "A workflow class without steps is finished at creation.",
+    ("R-WF-12",),
+    None,
+    _engine(_W.FINISHED, "current_step_name", "next_step_name"),
+)
+CLAIM = Transition(
+    "claim",
+    Actor.ENGINE,
+    "The executor claims a due execution whose preconditions passed; the "
+    "workflow becomes performing (current_step_name is set by the caller).",
+    ("R-EXE-17", "R-SE-01", "R-WF-02"),
+    ExecutionWrite(_SCHEDULED, _S.IN_PROGRESS),
+    _engine(_W.PERFORMING),
+)
+DROP_FOR_STOPPED_WORKFLOW = Transition(
+    "drop_for_stopped_workflow",
+    Actor.ENGINE,
+    "A delivered execution of a paused, finished or canceled workflow is canceled; "
+    "the workflow is left as it is.",
+    ("R-EXE-12",),
+    ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,)),
+    WorkflowWrite(_STOPPED),
+)
+CANCEL_BEFORE_STEP = Transition(
+    "cancel_before_step",
+    Actor.ENGINE,
+    "The hero is gone or a cancel condition holds: execution and workflow are "
+    "canceled before the step runs.",
+    ("R-EXE-13", "R-EXE-20", "R-CND-01"),
+    ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,)),
+    _engine(_W.CANCELED),
+)
+SKIP_BEFORE_STEP = Transition(
+    "skip_before_step",
+    Actor.ENGINE,
+    "The step's skip_if condition holds: the execution is skipped and the next "
+    "step scheduled.",
+    ("R-EXE-21", "R-CND-02"),
+    ExecutionWrite(_SCHEDULED, _S.SKIPPED, (_O.SKIPPED,)),
+    _engine(_W.READY),
+    Schedules.NEXT_STEP,
+)
+FAIL_UNRUNNABLE = Transition(
+    "fail_unrunnable",
+    Actor.ENGINE,
+    "The step is not defined any more, or a resumable step lacks its columns: the "
+    "execution fails and the workflow pauses.",
+    ("R-EXE-14", "R-EXE-15", "R-STI-03"),
+    ExecutionWrite(_SCHEDULED, _S.FAILED, (_O.FAILED,)),
+    _engine(_W.PAUSED),
+)
+
+
+PREPARE_FAILED = Transition(
+    "prepare_failed",
+    Actor.ENGINE,
+    "The prepare phase raised (hero lookup, conditions, claim): the error is "
+    "recorded and the execution fails before the policy is resolved; one of the "
+    "prepare_policy_* entries then moves the workflow.",
+    ("R-EXE-30", "R-EXE-31"),
+    ExecutionWrite(_ACTIVE, _S.FAILED, (_O.FAILED,)),
+    None,
+)
+
+
+def _prepare_policy(action: str, to: WorkflowState, schedules: Schedules) -> Transition:
+    return Transition(
+        f"prepare_policy_{action}",
+        Actor.ENGINE,
+        f"After prepare_failed, the exception policy's {action} moves the workflow.",
+        ("R-EXE-30", "R-EXE-32"),
+        None,
+        _engine(to),
+        schedules,
+    )
+
+
+PREPARE_POLICY_REATTEMPT = _prepare_policy("reattempt", _W.READY, Schedules.SAME_STEP)
+PREPARE_POLICY_CANCEL = _prepare_policy("cancel", _W.CANCELED, Schedules.NOTHING)
+PREPARE_POLICY_SKIP = _prepare_policy("skip", _W.READY, Schedules.NEXT_STEP)
+PREPARE_POLICY_PAUSE = _prepare_policy("pause", _W.PAUSED, Schedules.NOTHING)
+
+# -- the engine: finalizing a step (§6 Phase 3, flow control §8.1, policies §9) ------
+
+COMPLETE = Transition(
+    "complete",
+    Actor.ENGINE,
+    "The body returned: the execution succeeds and the next step is scheduled "
+    "(or the workflow finishes).",
+    ("R-EXE-44", "R-EXE-46", "R-SCH-06", "R-RES-05"),
+    ExecutionWrite(_RUNNING, _S.COMPLETED, (_O.SUCCESS,)),
+    _engine(_W.READY),
+    Schedules.NEXT_STEP,
+)
+FINISH_AFTER_LAST_STEP = Transition(
+    "finish_after_last_step",
+    Actor.ENGINE,
+    "Scheduling found no step after the current one: the workflow finishes.",
+    ("R-SCH-06", "R-EXT-05", "R-EXE-42"),
+    None,
+    WorkflowWrite(
+        frozenset({_W.READY, _W.PERFORMING, _W.PAUSED}),
+        (_W.FINISHED,),
+        ("current_step_name", "next_step_name"),
+    ),
+)
+CONTINUE = Transition(
+    "continue",
+    Actor.ENGINE,
+    "A resumable step was interrupted or suspended: the chunk ends as continued "
+    "and a successor continues from the cursor.",
+    ("R-RES-04", "R-FC-15", "R-SE-10"),
+    ExecutionWrite(_RUNNING, _S.COMPLETED, (_O.CONTINUED,)),
+    _engine(_W.READY),
+    Schedules.SUCCESSOR,
+)
+REATTEMPT = Transition(
+    "reattempt",
+    Actor.ENGINE,
+    "reattempt! in a step, or an exception policy reattempts: the execution "
+    "ends as reattempted and the step is scheduled again.",
+    ("R-FC-13", "R-EXE-45", "R-SE-21", "R-CNT-03"),
+    ExecutionWrite(_ACTIVE, _S.COMPLETED, (_O.REATTEMPTED,)),
+    _engine(_W.READY),
+    Schedules.SAME_STEP,
+)
+SKIP = Transition(
+    "skip",
+    Actor.ENGINE,
+    "skip! in a step, or an exception policy skips: the execution is skipped and "
+    "the next step scheduled.",
+    ("R-FC-12", "R-EXE-45"),
+    ExecutionWrite(_ACTIVE, _S.SKIPPED, (_O.SKIPPED,)),
+    _engine(_W.READY),
+    Schedules.NEXT_STEP,
+)
+CANCEL_SIGNAL = Transition(
+    "cancel_signal",
+    Actor.ENGINE,
+    "cancel! in a step: execution and workflow are canceled.",
+    ("R-FC-10",),
+    ExecutionWrite(_RUNNING, _S.CANCELED, (_O.CANCELED,)),
+    _engine(_W.CANCELED),
+)
+PAUSE_SIGNAL = Transition(
+    "pause_signal",
+    Actor.ENGINE,
+    "pause! in a step: the execution is canceled and the workflow paused; "
+    "resume() schedules the step again.",
+    ("R-FC-11",),
+    ExecutionWrite(_RUNNING, _S.CANCELED, (_O.CANCELED,)),
+    _engine(_W.PAUSED),
+)
+PAUSE_RESUMABLE_SIGNAL = Transition(
+    "pause_resumable_signal",
+    Actor.ENGINE,
+    "pause! in a resumable step: the chunk is kept with its cursor "
+    "(workflow_paused) and the workflow paused; resume() continues it.",
+    ("R-FC-11", "R-SE-10"),
+    ExecutionWrite(_RUNNING, _S.COMPLETED, (_O.WORKFLOW_PAUSED,)),
+    _engine(_W.PAUSED),
+)
+FINISH = Transition(
+    "finish",
+    Actor.ENGINE,
+    "finish! in a step, or an exception policy finishes: the execution succeeds "
+    "and the workflow finishes.",
+    ("R-FC-14", "R-EXE-45"),
+    ExecutionWrite(_ACTIVE, _S.COMPLETED, (_O.SUCCESS,)),
+    _engine(_W.FINISHED, "current_step_name", "next_step_name"),
+)
+FAIL_AND_CANCEL = Transition(
+    "fail_and_cancel",
+    Actor.ENGINE,
+    "An exception policy cancels: the execution fails (outcome canceled) and "
+    "the workflow is canceled.",
+    ("R-EXE-45", "R-SE-11"),
+    ExecutionWrite(_ACTIVE, _S.FAILED, (_O.CANCELED,)),
+    _engine(_W.CANCELED),
+)
+FAIL_AND_PAUSE = Transition(
+    "fail_and_pause",
+    Actor.ENGINE,
+    "An exception policy pauses (the default): the execution fails and the "
+    "workflow pauses.",
+    ("R-EXE-45",),
+    ExecutionWrite(_ACTIVE, _S.FAILED, (_O.FAILED,)),
+    _engine(_W.PAUSED),
+)
+
+# -- the engine: finalizing under an operator's pause/cancel (R-EXE-42) --------------
+
+
+def _settle(
+    name: str,
+    summary: str,
+    to: StepExecutionState,
+    outcome: Outcome,
+    workflow_from: frozenset[WorkflowState] = _STOPPED,
+    schedules: Schedules = Schedules.NOTHING,
+) -> Transition:
+    return Transition(
+        name,
+        Actor.ENGINE,
+        "The step ran while an operator paused, canceled or finished the "
+        "workflow: " + summary + " The workflow keeps the operator's state.",
+        ("R-EXE-42",),
+        ExecutionWrite(_RUNNING, to, (outcome,)),
+        WorkflowWrite(workflow_from),
+        schedules,
+    )
+
+
+SETTLE_COMPLETED = _settle(
+    "settle_completed",
+    "the body returned (or finish! on an ended workflow).",
+    _S.COMPLETED,
+    _O.SUCCESS,
+    schedules=Schedules.PRESERVED_NEXT_STEP,
+)
+SETTLE_FAILED = _settle(
+    "settle_failed", "the body raised; resume() retries it.", _S.FAILED, _O.FAILED
+)
+SETTLE_CANCELED = _settle(
+    "settle_canceled",
+    "an interrupt, pause! or cancel! ends the execution as canceled.",
+    _S.CANCELED,
+    _O.CANCELED,
+)
+SETTLE_KEPT_FOR_RESUME = _settle(
+    "settle_kept_for_resume",
+    "an interrupted resumable step of a paused workflow (or pause! in a "
+    "resumable step) keeps its cursor for resume().",
+    _S.COMPLETED,
+    _O.WORKFLOW_PAUSED,
+)
+SETTLE_SKIPPED = _settle(
+    "settle_skipped",
+    "skip! is recorded.",
+    _S.SKIPPED,
+    _O.SKIPPED,
+    schedules=Schedules.PRESERVED_NEXT_STEP,
+)
+SETTLE_REATTEMPTED = _settle(
+    "settle_reattempted",
+    "reattempt! is recorded.",
+    _S.COMPLETED,
+    _O.REATTEMPTED,
+    schedules=Schedules.PRESERVED_SAME_STEP,
+)
+SETTLE_CONTINUED = _settle(
+    "settle_continued",
+    "suspend! on a paused workflow is recorded as continued.",
+    _S.COMPLETED,
+    _O.CONTINUED,
+    workflow_from=frozenset({_W.PAUSED}),
+    schedules=Schedules.PRESERVED_SAME_STEP,
+)
+SETTLE_CANCEL_SIGNAL_WHILE_PAUSED = Transition(
+    "settle_cancel_signal_while_paused",
+    Actor.ENGINE,
+    "cancel! in a step of a workflow an operator paused meanwhile: both end canceled.",
+    ("R-EXE-42", "R-FC-10"),
+    ExecutionWrite(_RUNNING, _S.CANCELED, (_O.CANCELED,)),
+    WorkflowWrite(frozenset({_W.PAUSED}), (_W.CANCELED,)),
+)
+SETTLE_FINISH_SIGNAL_WHILE_PAUSED = Transition(
+    "settle_finish_signal_while_paused",
+    Actor.ENGINE,
+    "finish! in a step of a workflow an operator paused meanwhile: the workflow "
+    "finishes.",
+    ("R-EXE-42", "R-FC-14"),
+    ExecutionWrite(_RUNNING, _S.COMPLETED, (_O.SUCCESS,)),
+    WorkflowWrite(frozenset({_W.PAUSED}), (_W.FINISHED,), ("next_step_name",)),
+)
+
+# -- operators: the Python API, the CLI and the admin (§8.2) -------------------------
+
+OPERATOR_PAUSE = Transition(
+    "operator_pause",
+    Actor.OPERATOR,
+    "pause() from outside a step: the workflow pauses; a scheduled execution is "
+    "kept for resume() and a running one is left to the executor.",
+    ("R-EXT-01", "R-EXT-02", "R-WF-03"),
+    None,
+    WorkflowWrite(_RUNNABLE, (_W.PAUSED,)),
+)
+OPERATOR_CANCEL = Transition(
+    "operator_cancel",
+    Actor.OPERATOR,
+    "cancel() from outside a step: the scheduled execution (if any) and the "
+    "workflow are canceled; a running one is left to the executor.",
+    ("R-EXT-03", "R-SE-03"),
+    ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,), optional=True),
+    WorkflowWrite(frozenset({_W.READY, _W.PAUSED, _W.PERFORMING}), (_W.CANCELED,)),
+)
+OPERATOR_SKIP = Transition(
+    "operator_skip",
+    Actor.OPERATOR,
+    "skip() from outside a step: the scheduled execution (if any) is skipped, a "
+    "paused workflow becomes ready, and the next step is scheduled.",
+    ("R-EXT-04", "R-EXT-05"),
+    ExecutionWrite(_SCHEDULED, _S.SKIPPED, (_O.SKIPPED,), optional=True),
+    WorkflowWrite(
+        frozenset({_W.READY, _W.PAUSED}), (_W.READY,), clears=("transitioned_at",)
+    ),
+    Schedules.NEXT_STEP,
+)
+OPERATOR_RESUME = Transition(
+    "operator_resume",
+    Actor.OPERATOR,
+    "resume() of a paused workflow with nothing running: it becomes ready and its "
+    "step runs again.",
+    ("R-WF-04", "R-EXT-20", "R-EXT-21", "R-EXT-22", "R-EXT-23"),
+    None,
+    WorkflowWrite(frozenset({_W.PAUSED}), (_W.READY,), clears=("transitioned_at",)),
+    Schedules.RESUMED_EXECUTION,
+)
+OPERATOR_RESUME_RUNNING = Transition(
+    "operator_resume_running",
+    Actor.OPERATOR,
+    "resume() while the paused workflow's step still runs: the pause is "
+    "withdrawn and the executor finalizes the step normally.",
+    ("R-EXT-26", "R-WF-04"),
+    None,
+    WorkflowWrite(
+        frozenset({_W.PAUSED}), (_W.PERFORMING,), clears=("transitioned_at",)
+    ),
+)
+
+# -- housekeeping and operator recovery of stuck executions (§10) --------------------
+
+RECOVER_REATTEMPT = Transition(
+    "recover_reattempt",
+    Actor.HOUSEKEEPING,
+    "A stuck execution of a ready/performing workflow is recovered and its step "
+    "scheduled again (stuck_recovery_action 'reattempt').",
+    ("R-HK-22", "R-HK-24"),
+    ExecutionWrite(_ACTIVE, _S.COMPLETED, (_O.RECOVERED,)),
+    WorkflowWrite(_RUNNABLE, (_W.READY,), ("current_step_name",)),
+    Schedules.SAME_STEP,
+)
+RECOVER_CANCEL = Transition(
+    "recover_cancel",
+    Actor.HOUSEKEEPING,
+    "A stuck execution of a ready/performing workflow is recovered and the "
+    "workflow canceled (stuck_recovery_action 'cancel').",
+    ("R-HK-25",),
+    ExecutionWrite(_ACTIVE, _S.CANCELED, (_O.RECOVERED,)),
+    WorkflowWrite(_RUNNABLE, (_W.CANCELED,), ("current_step_name",)),
+)
+RECOVER_PAUSED = Transition(
+    "recover_paused",
+    Actor.HOUSEKEEPING,
+    "A stuck running execution of a paused workflow is recovered; nothing is "
+    "scheduled (a scheduled one is preserved for resume() and not touched).",
+    ("R-HK-27",),
+    ExecutionWrite(_RUNNING, _S.COMPLETED, (_O.RECOVERED,)),
+    WorkflowWrite(frozenset({_W.PAUSED}), clears=("current_step_name",)),
+)
+RECOVER_ENDED = Transition(
+    "recover_ended",
+    Actor.HOUSEKEEPING,
+    "A stuck execution of a finished or canceled workflow is canceled: outcome "
+    "canceled for housekeeping, recovered for the operator.",
+    ("R-HK-27", "R-HK-28"),
+    ExecutionWrite(_ACTIVE, _S.CANCELED, (_O.CANCELED, _O.RECOVERED)),
+    WorkflowWrite(_ENDED),
+)
+
+# -- the public row API without validation (R-WF-05, R-SE-47) ------------------------
+
+TRANSITION_TO = Transition(
+    "transition_to",
+    Actor.ROW_API,
+    "Workflow.transition_to(state, **attrs): any state to any state, no "
+    "validation; entering paused/finished/canceled stamps transitioned_at.",
+    ("R-WF-05", "R-WF-03"),
+    None,
+    WorkflowWrite(_ANY_WORKFLOW, tuple(_W), unchanged_is_noop=False),
+)
+START = Transition(
+    "start",
+    Actor.ROW_API,
+    "StepExecution.start(): a scheduled execution becomes in_progress (False, "
+    "and nothing changes, in any other state).",
+    ("R-SE-47",),
+    ExecutionWrite(_SCHEDULED, _S.IN_PROGRESS),
+    None,
+)
+
+
+def _mark(to: StepExecutionState, default: Outcome) -> Transition:
+    outcomes = (default, *(outcome for outcome in _O if outcome != default))
+    return Transition(
+        f"mark_{to.value}",
+        Actor.ROW_API,
+        f"StepExecution.mark_{to.value}(outcome): any state, no validation.",
+        ("R-SE-47", "R-SE-02"),
+        ExecutionWrite(_ANY_EXECUTION, to, outcomes),
+        None,
+    )
+
+
+MARK_COMPLETED = _mark(_S.COMPLETED, _O.SUCCESS)
+MARK_FAILED = _mark(_S.FAILED, _O.FAILED)
+MARK_SKIPPED = _mark(_S.SKIPPED, _O.SKIPPED)
+MARK_CANCELED = _mark(_S.CANCELED, _O.CANCELED)
+
+TABLE: tuple[Transition, ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Transition)
+)
+"""Every transition, in the order defined above."""
+
+# -- applying a transition -----------------------------------------------------------
+
+Refusal = Callable[[str], Exception]
+"""Builds the caller's own error from the current state it refused."""
+
+
+def apply(
+    transition: Transition,
+    now: datetime,
+    *,
+    workflow: Any = None,
+    execution: Any = None,
+    outcome: Outcome | None = None,
+    to: WorkflowState | None = None,
+    refuse: Refusal | None = None,
+    **workflow_attributes: Any,
+) -> Schedules:
+    """Apply ``transition`` to the locked rows given, or refuse without a change.
+
+    Both rows' current states are checked before anything is written. The writes
+    are in memory; they reach the database when the caller's transaction flushes.
+
+    Args:
+        transition: The table entry.
+        now: The transition time (aware UTC), for every timestamp written.
+        workflow: The workflow row, locked by the caller; None to leave it out
+            (its part of the entry is then not applied).
+        execution: The step execution row, locked by the caller; None when the
+            entry's execution part is optional or not wanted.
+        outcome: One of the entry's outcomes; defaults to its first.
+        to: One of the entry's workflow target states; defaults to its first.
+        refuse: Builds the caller's error from the refused current state; the
+            default raises :class:`InvalidStateTransition`.
+        **workflow_attributes: Further workflow attributes to set (e.g.
+            ``current_step_name``); set whenever the transition applies.
+
+    Returns:
+        What the caller schedules next (the entry's ``schedules``).
+
+    Raises:
+        InvalidStateTransition: A row is in a state the entry does not start
+            from (or the error ``refuse`` builds).
+        ValueError: ``outcome`` or ``to`` is not one the entry allows.
+    """
+    refused = _refused_row(transition, workflow, execution)
+    if refused is not None:
+        raise _refusal(transition, *refused, refuse=refuse)
+    if transition.execution is not None and execution is not None:
+        _write_execution(transition, transition.execution, execution, now, outcome)
+    if transition.workflow is not None and workflow is not None:
+        _write_workflow(
+            transition, transition.workflow, workflow, now, to, workflow_attributes
+        )
+    return transition.schedules
+
+
+def can_apply(
+    transition: Transition, *, workflow: Any = None, execution: Any = None
+) -> bool:
+    """Tell whether :func:`apply` would accept the given rows' current states.
+
+    Args:
+        transition: The table entry.
+        workflow: The workflow row, or None to leave its part out.
+        execution: The step execution row, or None to leave its part out.
+
+    Returns:
+        True if every given row is in one of the entry's from-states.
+    """
+    return _refused_row(transition, workflow, execution) is None
+
+
+def _refused_row(
+    transition: Transition, workflow: Any, execution: Any
+) -> tuple[str, Any, frozenset[Any]] | None:
+    """The first given row whose state the entry does not start from, or None.
+
+    Returns:
+        ``(what, row, allowed from-states)`` of the refused row.
+    """
+    exec_write = transition.execution
+    if (
+        exec_write is not None
+        and execution is not None
+        and execution.state not in exec_write.from_states
+    ):
+        return "step execution", execution, exec_write.from_states
+    wf_write = transition.workflow
+    if wf_write is not None and workflow is not None:
+        allowed = wf_write.from_states
+        accepted = workflow.state in allowed if allowed else workflow.state is None
+        if not accepted:
+            return "workflow", workflow, allowed
+    return None
+
+
+def _refusal(
+    transition: Transition,
+    what: str,
+    row: Any,
+    allowed_states: frozenset[Any],
+    *,
+    refuse: Refusal | None,
+) -> Exception:
+    current = row.state
+    if refuse is not None:
+        return refuse(str(current))
+    allowed = " or ".join(repr(str(state)) for state in _ordered(allowed_states))
+    return InvalidStateTransition(
+        f"cannot apply {transition.name!r} to {what} {row.id}: it is {current!r}; "
+        f"allowed only from {allowed or 'a new row'}"
+    )
+
+
+def _ordered(states: frozenset[Any]) -> list[Any]:
+    order = [*StepExecutionState, *WorkflowState]
+    return sorted(states, key=order.index)
+
+
+def _write_execution(
+    transition: Transition,
+    write: ExecutionWrite,
+    execution: Any,
+    now: datetime,
+    outcome: Outcome | None,
+) -> None:
+    if outcome is not None and outcome not in write.outcomes:
+        allowed = ", ".join(repr(str(value)) for value in write.outcomes) or "none"
+        raise ValueError(
+            f"outcome {str(outcome)!r} is not one of {transition.name}'s: {allowed}"
+        )
+    chosen = outcome if outcome is not None else next(iter(write.outcomes), None)
+    # The from-states were checked above; the setter writes state, outcome and the
+    # timestamps of R-SE-02/03.
+    store.set_execution_state(execution, write.to, now, outcome=chosen, validate=False)
+
+
+def _write_workflow(
+    transition: Transition,
+    write: WorkflowWrite,
+    workflow: Any,
+    now: datetime,
+    to: WorkflowState | None,
+    attributes: dict[str, Any],
+) -> None:
+    if to is not None and to not in write.to:
+        allowed = ", ".join(repr(str(value)) for value in write.to) or "none"
+        raise ValueError(
+            f"state {str(to)!r} is not one of {transition.name}'s targets: {allowed}"
+        )
+    values = dict.fromkeys(write.clears)
+    values.update(attributes)
+    target = to if to is not None else next(iter(write.to), None)
+    if target is None or (workflow.state == target and write.unchanged_is_noop):
+        # No state change (R-WF-02: the current state again is a no-op).
+        for name, value in values.items():
+            setattr(workflow, name, value)
+        return
+    # Sets transitioned_at per R-WF-03 and started_at on first performing.
+    store.set_workflow_state(workflow, target, now, validate=False, **values)
