@@ -24,6 +24,7 @@ from flask_geneva import clock
 from flask_geneva import dispatch
 from flask_geneva import scheduling
 from flask_geneva import store
+from flask_geneva import transitions
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import CancelSignal
 from flask_geneva.exceptions import FinishSignal
@@ -292,8 +293,11 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         if locked.state not in allowed:
             raise _refuse("pause", locked.state)
         from_state = locked.state
-        store.set_workflow_state(
-            locked, WorkflowState.PAUSED, clock.now(), validate=False
+        transitions.apply(
+            transitions.OPERATOR_PAUSE,
+            clock.now(),
+            workflow=locked,
+            refuse=lambda state: _refuse("pause", state),
         )
         _record_operator_action(
             locked,
@@ -335,14 +339,14 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         canceled = None
         for execution in store.lock_active_executions(session, locked.id):
             if execution.state == StepExecutionState.SCHEDULED:
-                store.set_execution_state(
-                    execution,
-                    StepExecutionState.CANCELED,
-                    now,
-                    outcome=Outcome.CANCELED,
-                )
+                transitions.apply(transitions.OPERATOR_CANCEL, now, execution=execution)
                 canceled = execution
-        store.set_workflow_state(locked, WorkflowState.CANCELED, now, validate=False)
+        transitions.apply(
+            transitions.OPERATOR_CANCEL,
+            now,
+            workflow=locked,
+            refuse=lambda state: _refuse("cancel", state),
+        )
         _record_operator_action(
             locked,
             action="cancel",
@@ -412,16 +416,17 @@ def skip(
         if from_state == WorkflowState.READY:
             for execution in store.lock_active_executions(session, locked.id):
                 if execution.state == StepExecutionState.SCHEDULED:
-                    store.set_execution_state(
-                        execution,
-                        StepExecutionState.SKIPPED,
-                        now,
-                        outcome=Outcome.SKIPPED,
+                    transitions.apply(
+                        transitions.OPERATOR_SKIP, now, execution=execution
                     )
+        transitions.apply(
+            transitions.OPERATOR_SKIP,
+            now,
+            workflow=locked,
+            refuse=lambda state: _refuse("skip", state),
+        )
+        if from_state == WorkflowState.READY:
             session.flush()
-        else:
-            locked.state = WorkflowState.READY.value
-            locked.transitioned_at = None
         created = scheduling.schedule_next_step(session, locked)
         _record_operator_action(
             locked,
@@ -477,13 +482,22 @@ def resume(
         running = running_execution(session, locked)
         if running is not None and rewind:
             raise _refuse_running(locked, running, "resume from the beginning")
-        locked.transitioned_at = None
         if running is not None:
             # R-EXT-26: withdraw the pause; the executor finalizes normally.
-            locked.state = WorkflowState.PERFORMING.value
+            transitions.apply(
+                transitions.OPERATOR_RESUME_RUNNING,
+                now,
+                workflow=locked,
+                refuse=lambda state: _refuse("resume", state),
+            )
             execution = running
         else:
-            locked.state = WorkflowState.READY.value
+            transitions.apply(
+                transitions.OPERATOR_RESUME,
+                now,
+                workflow=locked,
+                refuse=lambda state: _refuse("resume", state),
+            )
             execution = _resume_execution(session, locked, rewind=rewind)
         _record_operator_action(
             locked,
@@ -523,8 +537,8 @@ def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> A
     name = workflow.next_step_name
     if name is None and workflow.current_step_name is None:
         # The last step completed while the workflow was paused (R-EXE-42a).
-        store.set_workflow_state(
-            workflow, WorkflowState.FINISHED, clock.now(), validate=False
+        transitions.apply(
+            transitions.FINISH_AFTER_LAST_STEP, clock.now(), workflow=workflow
         )
         return None
     step = workflow.steps.named(name) if name else None

@@ -35,6 +35,7 @@ from flask_geneva import clock
 from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import store
+from flask_geneva import transitions
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
@@ -485,33 +486,29 @@ def recover_locked_execution(
     if workflow.state == WorkflowState.PAUSED:
         if expected == StepExecutionState.SCHEDULED:
             return False  # preserved for resume(), R-HK-27
-        store.set_execution_state(
-            execution, StepExecutionState.COMPLETED, now, outcome=Outcome.RECOVERED
+        transitions.apply(
+            transitions.RECOVER_PAUSED, now, workflow=workflow, execution=execution
         )
-        workflow.current_step_name = None
         workflow.logger.warning(
             "recovered stuck execution %s of a paused workflow; nothing scheduled",
             execution.id,
         )
         return True
     if workflow.state in TERMINAL_WORKFLOW_STATES:
-        store.set_execution_state(
-            execution, StepExecutionState.CANCELED, now, outcome=ended_outcome
+        transitions.apply(
+            transitions.RECOVER_ENDED,
+            now,
+            workflow=workflow,
+            execution=execution,
+            outcome=ended_outcome,
         )
         workflow.logger.warning(
             "canceled stuck execution %s of a %s workflow", execution.id, workflow.state
         )
         return True
     if action == "cancel":
-        store.set_execution_state(
-            execution, StepExecutionState.CANCELED, now, outcome=Outcome.RECOVERED
-        )
-        store.set_workflow_state(
-            workflow,
-            WorkflowState.CANCELED,
-            now,
-            validate=False,
-            current_step_name=None,
+        transitions.apply(
+            transitions.RECOVER_CANCEL, now, workflow=workflow, execution=execution
         )
         workflow.logger.warning(
             "stuck %s execution %s recovered: workflow canceled",
@@ -523,11 +520,8 @@ def recover_locked_execution(
     if step is None:
         # Checked before any change so the row stays as it was (R-HK-22).
         raise scheduling.step_not_defined(workflow, execution.step_name)
-    store.set_execution_state(
-        execution, StepExecutionState.COMPLETED, now, outcome=Outcome.RECOVERED
-    )
-    store.set_workflow_state(
-        workflow, WorkflowState.READY, now, validate=False, current_step_name=None
+    transitions.apply(
+        transitions.RECOVER_REATTEMPT, now, workflow=workflow, execution=execution
     )
     # The recovered row must leave the one-active index before the new one enters.
     session.flush()

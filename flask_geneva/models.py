@@ -585,11 +585,16 @@ class WorkflowMixin:
         ``transitioned_at`` (R-WF-03). Commits the session.
         """
         from flask_geneva import store
+        from flask_geneva import transitions
 
         session = self._object_session()
         store.lock_workflow(session, self.id)
-        store.set_workflow_state(
-            self, _workflow_state(state), clock.now(), validate=False, **attributes
+        transitions.apply(
+            transitions.TRANSITION_TO,
+            clock.now(),
+            workflow=self,
+            to=_workflow_state(state),
+            **attributes,
         )
         session.commit()
 

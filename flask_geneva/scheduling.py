@@ -24,12 +24,12 @@ from flask_geneva import core_rows
 from flask_geneva import dispatch
 from flask_geneva import store
 from flask_geneva import transactions
+from flask_geneva import transitions
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import StepExecutionState
-from flask_geneva.models import WorkflowState
 from flask_geneva.runtime import current_state
 
 __all__ = [
@@ -132,7 +132,7 @@ def _new_workflow(
     workflow = workflow_cls()
     workflow.hero = hero
     workflow.allow_multiple = allow_multiple
-    workflow.state = WorkflowState.READY.value
+    transitions.apply(transitions.CREATE, clock.now(), workflow=workflow)
     if step_job_options:
         # Validated and stored before the first step is scheduled (R-WF-15).
         workflow.step_job_options = step_job_options
@@ -162,13 +162,7 @@ def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
     first = steps.next_after(None)
     if first is None:
         # A workflow without steps is finished at once (R-WF-12).
-        store.set_workflow_state(
-            workflow,
-            WorkflowState.FINISHED,
-            clock.now(),
-            current_step_name=None,
-            next_step_name=None,
-        )
+        transitions.apply(transitions.FINISH_EMPTY, clock.now(), workflow=workflow)
         return
     # A brand-new workflow has no executions to cancel (R-SCH-03). Skipping that
     # UPDATE matters on MySQL/MariaDB: it found no row and so locked the gap at the
@@ -384,13 +378,8 @@ def schedule_next_step(
     following = workflow.steps.next_after(reference)
     if following is None:
         workflow.logger.info("no more steps, finishing")
-        store.set_workflow_state(
-            workflow,
-            WorkflowState.FINISHED,
-            clock.now(),
-            validate=False,
-            current_step_name=None,
-            next_step_name=None,
+        transitions.apply(
+            transitions.FINISH_AFTER_LAST_STEP, clock.now(), workflow=workflow
         )
         return None
     return create_step_execution(

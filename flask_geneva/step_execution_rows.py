@@ -22,11 +22,19 @@ from sqlalchemy.orm import exc as orm_exc
 from flask_geneva import clock
 from flask_geneva import store
 from flask_geneva import transactions
+from flask_geneva import transitions
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 
 __all__ = ["mark", "start"]
+
+_MARK = {
+    StepExecutionState.COMPLETED: transitions.MARK_COMPLETED,
+    StepExecutionState.FAILED: transitions.MARK_FAILED,
+    StepExecutionState.SKIPPED: transitions.MARK_SKIPPED,
+    StepExecutionState.CANCELED: transitions.MARK_CANCELED,
+}
 
 
 def start(execution: Any) -> bool:
@@ -47,9 +55,7 @@ def start(execution: Any) -> bool:
     if locked.state != StepExecutionState.SCHEDULED:
         _finish(session)  # ends the transaction and its locks; nothing changed
         return False
-    store.set_execution_state(
-        locked, StepExecutionState.IN_PROGRESS, clock.now(), validate=False
-    )
+    transitions.apply(transitions.START, clock.now(), execution=locked)
     _finish(session)
     return True
 
@@ -80,9 +86,7 @@ def mark(
     checked = _outcome(outcome)
     session = _session_of(execution)
     locked = _lock(session, execution)
-    store.set_execution_state(
-        locked, state, clock.now(), outcome=checked, validate=False
-    )
+    transitions.apply(_MARK[state], clock.now(), execution=locked, outcome=checked)
     if error is not None:
         store.record_error(locked, error)
     _finish(session)
