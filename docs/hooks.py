@@ -1,7 +1,8 @@
 """MkDocs hooks: put the generated reference into the pages that ask for it.
 
 A page containing ``<!-- geneva:settings -->`` gets the settings table, one with
-``<!-- geneva:cli -->`` the ``flask geneva`` reference, and one with
+``<!-- geneva:cli -->`` the ``flask geneva`` reference, one with
+``<!-- geneva:transitions -->`` the transition table, and one with
 ``<!-- geneva:changelog -->`` the repository's CHANGELOG.md, all written at
 build time from the code (:mod:`flask_geneva.reference`), so they cannot drift.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 from flask_geneva.reference import cli_reference
 from flask_geneva.reference import settings_reference
+from flask_geneva.reference import transitions_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,6 +25,10 @@ def on_page_markdown(markdown: str, **kwargs: Any) -> str:
         markdown = markdown.replace("<!-- geneva:settings -->", settings_reference())
     if "<!-- geneva:cli -->" in markdown:
         markdown = markdown.replace("<!-- geneva:cli -->", cli_reference())
+    if "<!-- geneva:transitions -->" in markdown:
+        markdown = markdown.replace(
+            "<!-- geneva:transitions -->", transitions_reference()
+        )
     if "<!-- geneva:changelog -->" in markdown:
         changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
         # The page has its own title; drop the file's.

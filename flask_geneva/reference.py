@@ -136,3 +136,78 @@ def _param_row(param: click.Parameter, context: click.Context) -> str | None:
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
+
+
+def transitions_reference() -> str:
+    """Markdown reference of the transition table, one section per entry.
+
+    Generated from :data:`flask_geneva.transitions.TABLE` in its order: who
+    applies the entry, when, the execution and workflow it starts from and what it
+    writes to each, what it schedules, and the SPEC rules it implements.
+
+    Returns:
+        Markdown: an overview table, then one ``###`` section per transition.
+    """
+    from flask_geneva.transitions import TABLE
+
+    lines = [
+        "| Transition | By | Execution | Workflow | Schedules |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for entry in TABLE:
+        lines.append(
+            f"| [`{entry.name}`](#{entry.name}) | {entry.actor} | "
+            f"{_cell(_execution_change(entry))} | {_cell(_workflow_change(entry))} | "
+            f"{_cell(_schedules_short(entry))} |"
+        )
+    for entry in TABLE:
+        lines += [
+            "",
+            f"### `{entry.name}`",
+            "",
+            entry.summary,
+            "",
+            f"- **Applied by:** {entry.actor}",
+            f"- **Step execution:** {_execution_change(entry)}",
+            f"- **Workflow:** {_workflow_change(entry)}",
+            f"- **Schedules:** {entry.schedules.value}",
+            f"- **Rules:** {', '.join(entry.rules)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _states(states: Any) -> str:
+    from flask_geneva.models import StepExecutionState
+    from flask_geneva.models import WorkflowState
+
+    order = [*StepExecutionState, *WorkflowState]
+    return ", ".join(f"`{state}`" for state in sorted(states, key=order.index))
+
+
+def _execution_change(entry: Any) -> str:
+    write = entry.execution
+    if write is None:
+        return "not touched"
+    outcomes = " or ".join(f"`{outcome}`" for outcome in write.outcomes)
+    target = f"`{write.to}`" + (f" / {outcomes}" if outcomes else "")
+    text = f"{_states(write.from_states)} → {target}"
+    return text + (" (if there is one)" if write.optional else "")
+
+
+def _workflow_change(entry: Any) -> str:
+    write = entry.workflow
+    if write is None:
+        return "not touched"
+    source = _states(write.from_states) if write.from_states else "a new row"
+    if write.to:
+        target = " or ".join(f"`{state}`" for state in write.to)
+    else:
+        target = "unchanged"
+    text = f"{source} → {target}"
+    if write.clears:
+        text += "; clears " + ", ".join(f"`{name}`" for name in write.clears)
+    return text
+
+
+def _schedules_short(entry: Any) -> str:
+    return str(entry.schedules.name).lower().replace("_", " ")

@@ -173,7 +173,7 @@ FINISH_EMPTY = Transition(
     "finish_empty",
     Actor.ENGINE,
     "A workflow class without steps is finished at creation.",
-    ("R-WF-12",),
+    ("R-WF-12", "R-WF-02"),
     None,
     _engine(_W.FINISHED, "current_step_name", "next_step_name"),
 )
@@ -200,7 +200,7 @@ CANCEL_BEFORE_STEP = Transition(
     Actor.ENGINE,
     "The hero is gone or a cancel condition holds: execution and workflow are "
     "canceled before the step runs.",
-    ("R-EXE-13", "R-EXE-20", "R-CND-01"),
+    ("R-EXE-13", "R-EXE-20", "R-CND-01", "R-WF-02"),
     ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,)),
     _engine(_W.CANCELED),
 )
@@ -209,7 +209,7 @@ SKIP_BEFORE_STEP = Transition(
     Actor.ENGINE,
     "The step's skip_if condition holds: the execution is skipped and the next "
     "step scheduled.",
-    ("R-EXE-21", "R-CND-02"),
+    ("R-EXE-21", "R-CND-02", "R-WF-02"),
     ExecutionWrite(_SCHEDULED, _S.SKIPPED, (_O.SKIPPED,)),
     _engine(_W.READY),
     Schedules.NEXT_STEP,
@@ -219,7 +219,7 @@ FAIL_UNRUNNABLE = Transition(
     Actor.ENGINE,
     "The step is not defined any more, or a resumable step lacks its columns: the "
     "execution fails and the workflow pauses.",
-    ("R-EXE-14", "R-EXE-15", "R-STI-03"),
+    ("R-EXE-14", "R-EXE-15", "R-STI-03", "R-WF-02"),
     ExecutionWrite(_SCHEDULED, _S.FAILED, (_O.FAILED,)),
     _engine(_W.PAUSED),
 )
@@ -242,7 +242,7 @@ def _prepare_policy(action: str, to: WorkflowState, schedules: Schedules) -> Tra
         f"prepare_policy_{action}",
         Actor.ENGINE,
         f"After prepare_failed, the exception policy's {action} moves the workflow.",
-        ("R-EXE-30", "R-EXE-32"),
+        ("R-EXE-30", "R-EXE-32", "R-WF-02"),
         None,
         _engine(to),
         schedules,
@@ -261,7 +261,7 @@ COMPLETE = Transition(
     Actor.ENGINE,
     "The body returned: the execution succeeds and the next step is scheduled "
     "(or the workflow finishes).",
-    ("R-EXE-44", "R-EXE-46", "R-SCH-06", "R-RES-05"),
+    ("R-EXE-44", "R-EXE-46", "R-SCH-06", "R-RES-05", "R-WF-02"),
     ExecutionWrite(_RUNNING, _S.COMPLETED, (_O.SUCCESS,)),
     _engine(_W.READY),
     Schedules.NEXT_STEP,
@@ -269,13 +269,17 @@ COMPLETE = Transition(
 FINISH_AFTER_LAST_STEP = Transition(
     "finish_after_last_step",
     Actor.ENGINE,
-    "Scheduling found no step after the current one: the workflow finishes.",
+    "Scheduling found no step after the current one: the workflow finishes. "
+    "From any state: the public schedule_next_step() validates no state, as in "
+    "the gem; the engine reaches it from ready (after complete/skip) and "
+    "resume() after the last step completed while paused.",
     ("R-SCH-06", "R-EXT-05", "R-EXE-42"),
     None,
     WorkflowWrite(
-        frozenset({_W.READY, _W.PERFORMING, _W.PAUSED}),
+        _ANY_WORKFLOW,
         (_W.FINISHED,),
         ("current_step_name", "next_step_name"),
+        unchanged_is_noop=False,
     ),
 )
 CONTINUE = Transition(
@@ -283,7 +287,7 @@ CONTINUE = Transition(
     Actor.ENGINE,
     "A resumable step was interrupted or suspended: the chunk ends as continued "
     "and a successor continues from the cursor.",
-    ("R-RES-04", "R-FC-15", "R-SE-10"),
+    ("R-RES-04", "R-FC-15", "R-SE-10", "R-WF-02"),
     ExecutionWrite(_RUNNING, _S.COMPLETED, (_O.CONTINUED,)),
     _engine(_W.READY),
     Schedules.SUCCESSOR,
@@ -293,7 +297,7 @@ REATTEMPT = Transition(
     Actor.ENGINE,
     "reattempt! in a step, or an exception policy reattempts: the execution "
     "ends as reattempted and the step is scheduled again.",
-    ("R-FC-13", "R-EXE-45", "R-SE-21", "R-CNT-03"),
+    ("R-FC-13", "R-EXE-45", "R-SE-21", "R-CNT-03", "R-WF-02"),
     ExecutionWrite(_ACTIVE, _S.COMPLETED, (_O.REATTEMPTED,)),
     _engine(_W.READY),
     Schedules.SAME_STEP,
@@ -303,7 +307,7 @@ SKIP = Transition(
     Actor.ENGINE,
     "skip! in a step, or an exception policy skips: the execution is skipped and "
     "the next step scheduled.",
-    ("R-FC-12", "R-EXE-45"),
+    ("R-FC-12", "R-EXE-45", "R-WF-02"),
     ExecutionWrite(_ACTIVE, _S.SKIPPED, (_O.SKIPPED,)),
     _engine(_W.READY),
     Schedules.NEXT_STEP,
@@ -312,7 +316,7 @@ CANCEL_SIGNAL = Transition(
     "cancel_signal",
     Actor.ENGINE,
     "cancel! in a step: execution and workflow are canceled.",
-    ("R-FC-10",),
+    ("R-FC-10", "R-WF-02"),
     ExecutionWrite(_RUNNING, _S.CANCELED, (_O.CANCELED,)),
     _engine(_W.CANCELED),
 )
@@ -321,7 +325,7 @@ PAUSE_SIGNAL = Transition(
     Actor.ENGINE,
     "pause! in a step: the execution is canceled and the workflow paused; "
     "resume() schedules the step again.",
-    ("R-FC-11",),
+    ("R-FC-11", "R-WF-02"),
     ExecutionWrite(_RUNNING, _S.CANCELED, (_O.CANCELED,)),
     _engine(_W.PAUSED),
 )
@@ -330,7 +334,7 @@ PAUSE_RESUMABLE_SIGNAL = Transition(
     Actor.ENGINE,
     "pause! in a resumable step: the chunk is kept with its cursor "
     "(workflow_paused) and the workflow paused; resume() continues it.",
-    ("R-FC-11", "R-SE-10"),
+    ("R-FC-11", "R-SE-10", "R-WF-02"),
     ExecutionWrite(_RUNNING, _S.COMPLETED, (_O.WORKFLOW_PAUSED,)),
     _engine(_W.PAUSED),
 )
@@ -339,7 +343,7 @@ FINISH = Transition(
     Actor.ENGINE,
     "finish! in a step, or an exception policy finishes: the execution succeeds "
     "and the workflow finishes.",
-    ("R-FC-14", "R-EXE-45"),
+    ("R-FC-14", "R-EXE-45", "R-WF-02"),
     ExecutionWrite(_ACTIVE, _S.COMPLETED, (_O.SUCCESS,)),
     _engine(_W.FINISHED, "current_step_name", "next_step_name"),
 )
@@ -348,7 +352,7 @@ FAIL_AND_CANCEL = Transition(
     Actor.ENGINE,
     "An exception policy cancels: the execution fails (outcome canceled) and "
     "the workflow is canceled.",
-    ("R-EXE-45", "R-SE-11"),
+    ("R-EXE-45", "R-SE-11", "R-WF-02"),
     ExecutionWrite(_ACTIVE, _S.FAILED, (_O.CANCELED,)),
     _engine(_W.CANCELED),
 )
@@ -357,7 +361,7 @@ FAIL_AND_PAUSE = Transition(
     Actor.ENGINE,
     "An exception policy pauses (the default): the execution fails and the "
     "workflow pauses.",
-    ("R-EXE-45",),
+    ("R-EXE-45", "R-WF-02"),
     ExecutionWrite(_ACTIVE, _S.FAILED, (_O.FAILED,)),
     _engine(_W.PAUSED),
 )
