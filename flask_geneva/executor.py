@@ -502,7 +502,14 @@ class _Run:
         now = clock.now()
         try:
             store.record_error(execution, error)
-            transitions.apply(transitions.PREPARE_FAILED, now, execution=execution)
+            # Phase 1 read it `scheduled` under the lock; a precondition's skip or
+            # cancel that raised halfway may have written it in memory since.
+            transitions.apply(
+                transitions.PREPARE_FAILED,
+                now,
+                execution=execution,
+                read_state=StepExecutionState.SCHEDULED,
+            )
             if step is None:
                 step = type(workflow).step_collection().named(execution.step_name)
             if step is not None:

@@ -152,6 +152,10 @@ _RUNNABLE = frozenset({_W.READY, _W.PERFORMING})
 _STOPPED = frozenset({_W.PAUSED, _W.FINISHED, _W.CANCELED})
 _ENDED = frozenset({_W.FINISHED, _W.CANCELED})
 _ANY_WORKFLOW = frozenset(_W)
+# R-EXE-42 is "no longer performing": paused, canceled or finished by an operator,
+# or ready through the unvalidated transition_to (R-WF-05), which settles as on an
+# ended workflow.
+_NOT_PERFORMING = _STOPPED | {_W.READY}
 
 
 def _engine(to: WorkflowState, *clears: str) -> WorkflowWrite:
@@ -374,7 +378,7 @@ def _settle(
     summary: str,
     to: StepExecutionState,
     outcome: Outcome,
-    workflow_from: frozenset[WorkflowState] = _STOPPED,
+    workflow_from: frozenset[WorkflowState] = _NOT_PERFORMING,
     schedules: Schedules = Schedules.NOTHING,
 ) -> Transition:
     return Transition(
@@ -605,6 +609,7 @@ def apply(
     outcome: Outcome | None = None,
     to: WorkflowState | None = None,
     refuse: Refusal | None = None,
+    read_state: StepExecutionState | None = None,
     **workflow_attributes: Any,
 ) -> Schedules:
     """Apply ``transition`` to the locked rows given, or refuse without a change.
@@ -623,6 +628,11 @@ def apply(
         to: One of the entry's workflow target states; defaults to its first.
         refuse: Builds the caller's error from the refused current state; the
             default raises :class:`InvalidStateTransition`.
+        read_state: The execution's state as the caller read it under the lock,
+            checked instead of ``execution.state`` when an earlier write of the
+            same transaction failed halfway (the executor's prepare phase: a
+            precondition's skip that raised is still a prepare failure of the
+            ``scheduled`` row, R-EXE-30).
         **workflow_attributes: Further workflow attributes to set (e.g.
             ``current_step_name``); set whenever the transition applies.
 
@@ -634,7 +644,7 @@ def apply(
             from (or the error ``refuse`` builds).
         ValueError: ``outcome`` or ``to`` is not one the entry allows.
     """
-    refused = _refused_row(transition, workflow, execution)
+    refused = _refused_row(transition, workflow, execution, read_state)
     if refused is not None:
         raise _refusal(transition, *refused, refuse=refuse)
     if transition.execution is not None and execution is not None:
@@ -659,30 +669,28 @@ def can_apply(
     Returns:
         True if every given row is in one of the entry's from-states.
     """
-    return _refused_row(transition, workflow, execution) is None
+    return _refused_row(transition, workflow, execution, None) is None
 
 
 def _refused_row(
-    transition: Transition, workflow: Any, execution: Any
-) -> tuple[str, Any, frozenset[Any]] | None:
+    transition: Transition, workflow: Any, execution: Any, read_state: Any
+) -> tuple[str, Any, Any, frozenset[Any]] | None:
     """The first given row whose state the entry does not start from, or None.
 
     Returns:
-        ``(what, row, allowed from-states)`` of the refused row.
+        ``(what, row, its state, allowed from-states)`` of the refused row.
     """
     exec_write = transition.execution
-    if (
-        exec_write is not None
-        and execution is not None
-        and execution.state not in exec_write.from_states
-    ):
-        return "step execution", execution, exec_write.from_states
+    if exec_write is not None and execution is not None:
+        current = execution.state if read_state is None else read_state
+        if current not in exec_write.from_states:
+            return "step execution", execution, current, exec_write.from_states
     wf_write = transition.workflow
     if wf_write is not None and workflow is not None:
         allowed = wf_write.from_states
         accepted = workflow.state in allowed if allowed else workflow.state is None
         if not accepted:
-            return "workflow", workflow, allowed
+            return "workflow", workflow, workflow.state, allowed
     return None
 
 
@@ -690,16 +698,17 @@ def _refusal(
     transition: Transition,
     what: str,
     row: Any,
+    current: Any,
     allowed_states: frozenset[Any],
     *,
     refuse: Refusal | None,
 ) -> Exception:
-    current = row.state
     if refuse is not None:
         return refuse(str(current))
     allowed = " or ".join(repr(str(state)) for state in _ordered(allowed_states))
     return InvalidStateTransition(
-        f"cannot apply {transition.name!r} to {what} {row.id}: it is {current!r}; "
+        f"cannot apply {transition.name!r} to {what} {row.id}: it is "
+        f"{None if current is None else str(current)!r}; "
         f"allowed only from {allowed or 'a new row'}"
     )
 

@@ -826,3 +826,31 @@ def test_workflow_logger_is_the_execution_logger_during_a_step(user):
     assert workflow.logger.tags == (
         f"ExecutorLogging id={workflow.id} hero_type=User hero_id={user.id}",
     )
+
+
+def test_an_error_after_a_precondition_skip_fails_the_scheduled_execution(
+    user, monkeypatch
+):
+    """An error while applying a skip_if skip is a Phase 1 error (R-EXE-30).
+
+    The skip was half-applied in memory only; the execution read under the lock is
+    still ``scheduled``, so it ends failed/``failed`` and the default policy pauses
+    the workflow, instead of the half-applied skip refusing the failure.
+    """
+    from flask_geneva import scheduling
+
+    workflow = ExecutorSkipIf.create(hero=user)
+    user.archived = True
+    db.session.commit()
+    execution_id = _current_id(workflow)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("scheduling broke")
+
+    monkeypatch.setattr(scheduling, "schedule_next_step", broken)
+    with contextlib.suppress(RuntimeError):
+        perform_next_step(workflow)
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == ("failed", "failed")
+    assert "scheduling broke" in row["error_message"]
+    assert workflow_row(workflow.id)["state"] == "paused"

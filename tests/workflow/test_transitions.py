@@ -420,3 +420,22 @@ def test_the_reference_page_shows_the_table():
         assert f"### `{entry.name}`" in reference
         assert entry.summary in reference
         assert ", ".join(entry.rules) in reference
+
+
+def test_read_state_is_checked_instead_of_a_half_applied_write():
+    """The prepare phase fails the row it read ``scheduled`` (R-EXE-30)."""
+    execution = _execution("skipped")  # a precondition skip that raised halfway
+    transitions.apply(
+        transitions.PREPARE_FAILED,
+        NOW,
+        execution=execution,
+        read_state=StepExecutionState.SCHEDULED,
+    )
+    assert (execution.state, execution.outcome) == ("failed", "failed")
+    with pytest.raises(InvalidStateTransition, match="it is 'completed'"):
+        transitions.apply(
+            transitions.PREPARE_FAILED,
+            NOW,
+            execution=_execution("scheduled"),
+            read_state=StepExecutionState.COMPLETED,
+        )
