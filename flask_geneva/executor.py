@@ -52,10 +52,10 @@ from flask_geneva.flow_control import step_context
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
-from flask_geneva.policies import PolicyResult
-from flask_geneva.policies import decide
-from flask_geneva.policies import resolve_policy
-from flask_geneva.policies import should_report
+from flask_geneva.policy_resolution import PolicyResult
+from flask_geneva.policy_resolution import decide
+from flask_geneva.policy_resolution import resolve_policy
+from flask_geneva.policy_resolution import should_report
 from flask_geneva.runtime import current_state
 from flask_geneva.tagged_logging import execution_logger
 

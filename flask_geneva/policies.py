@@ -1,30 +1,27 @@
 """Exception policies: which action an error in a step leads to (SPEC §9).
 
 This module is pure (no database, no Flask). It holds the value objects
-(:class:`Action`, :class:`ExceptionPolicy`, :class:`PolicyList`), the class-level
-declaration helper :func:`on_exception`, and the resolution functions the executor
-uses: :func:`resolve_policy` picks the policy that applies to an error (R-POL-40..42),
-:func:`decide` turns a declarative policy into a :class:`PolicyResult` (R-POL-10/32)
-and :func:`should_report` applies the ``report`` setting (R-REP-01). Imperative
-handlers are run by the executor, not here.
+(:class:`Action`, :class:`ExceptionPolicy`, :class:`PolicyList`) and the
+class-level declaration helper :func:`on_exception`. Which errors a policy
+captures is in :mod:`flask_geneva.policy_matchers`; picking the policy for an
+error and deciding the action is in :mod:`flask_geneva.policy_resolution`.
+Imperative handlers are run by the executor, not here.
 """
 
 from __future__ import annotations
 
-import builtins
-import importlib
-import sys
 from collections.abc import Callable
 from collections.abc import Iterable
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any
-from typing import Literal
 
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import StepConfigurationError
+from flask_geneva.policy_matchers import describe_matcher
+from flask_geneva.policy_matchers import matcher_matches
+from flask_geneva.policy_matchers import normalize_matchers
 
 __all__ = [
     "DEFAULT_MAX_REATTEMPTS",
@@ -35,14 +32,9 @@ __all__ = [
     "ExceptionHandlerDecorator",
     "ExceptionPolicy",
     "PolicyList",
-    "PolicyResolution",
-    "PolicyResult",
     "coerce_action",
-    "decide",
     "describe_matcher",
     "on_exception",
-    "resolve_policy",
-    "should_report",
 ]
 
 
@@ -130,112 +122,6 @@ def coerce_action(
     raise StepConfigurationError(f"invalid {name} {value!r}: must be one of {choices}")
 
 
-def describe_matcher(matcher: object) -> str:
-    """Return a readable name for an exception matcher (R-PDR-01 ``matched_by``).
-
-    Exception classes are named by their qualified name (``"TimeoutError"`` for
-    builtins, ``"module.Name"`` otherwise), lazy string matchers by the string
-    itself, and predicates by their qualified name or ``repr``.
-
-    .. versionadded:: 0.1
-    """
-    if isinstance(matcher, str):
-        return matcher
-    if isinstance(matcher, type):
-        return _class_path(matcher)
-    qualname = getattr(matcher, "__qualname__", None)
-    if isinstance(qualname, str):
-        module = getattr(matcher, "__module__", None)
-        return f"{module}.{qualname}" if module else qualname
-    return repr(matcher)
-
-
-def _class_path(cls: type) -> str:
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _resolve_dotted_path(path: str) -> object | None:
-    """Import the object named by ``path``; None when it cannot be found."""
-    parts = path.split(".")
-    if len(parts) == 1:
-        return getattr(builtins, path, None)
-    for split in range(len(parts) - 1, 0, -1):
-        module_name = ".".join(parts[:split])
-        module = sys.modules.get(module_name)
-        if module is None:
-            try:
-                module = importlib.import_module(module_name)
-            except Exception:  # noqa: BLE001, S112 - lazy matchers never raise (R-POL-05)
-                continue
-        target: object = module
-        for attribute in parts[split:]:
-            target = getattr(target, attribute, None)
-            if target is None:
-                return None
-        return target
-    return None
-
-
-def _string_matches(path: str, error: BaseException) -> bool:
-    # By name first: works without importing and for classes that cannot be
-    # imported by path (defined in __main__ or inside a function).
-    for cls in type(error).__mro__:
-        if path in (_class_path(cls), f"{cls.__module__}.{cls.__qualname__}"):
-            return True
-    resolved = _resolve_dotted_path(path)
-    return (
-        isinstance(resolved, type)
-        and issubclass(resolved, BaseException)
-        and isinstance(error, resolved)
-    )
-
-
-def _matcher_matches(matcher: object, error: BaseException) -> bool:
-    if isinstance(matcher, type):
-        return isinstance(error, matcher)
-    if isinstance(matcher, str):
-        return _string_matches(matcher, error)
-    try:
-        return bool(matcher(error))  # type: ignore[operator]  # validated callable
-    except Exception:  # noqa: BLE001 - a raising predicate means "no match" (R-POL-05)
-        return False
-
-
-def _normalize_matchers(matching: object) -> tuple[object, ...]:
-    """Validate ``matching`` (one matcher or a sequence) into a tuple (R-POL-05)."""
-    if matching is None:
-        return ()
-    if isinstance(matching, list | tuple | set | frozenset):
-        items: Sequence[object] = list(matching)
-    else:
-        items = [matching]
-    result: list[object] = []
-    for item in items:
-        if isinstance(item, type):
-            if not issubclass(item, Exception):
-                raise StepConfigurationError(
-                    f"invalid exception matcher {item!r}: a class matcher must be an "
-                    f"Exception subclass"
-                )
-        elif isinstance(item, str):
-            parts = item.split(".")
-            if not item or not all(part.isidentifier() for part in parts):
-                raise StepConfigurationError(
-                    f"invalid exception matcher {item!r}: a string matcher must be a "
-                    f"dotted import path such as 'package.module.ErrorClass'"
-                )
-        elif not callable(item):
-            raise StepConfigurationError(
-                f"invalid exception matcher {item!r} ({type(item).__name__}): must be "
-                f"an Exception subclass, a dotted-path string, or a callable "
-                f"predicate (error) -> bool"
-            )
-        result.append(item)
-    return tuple(result)
-
-
 def _validate_report(report: object) -> str:
     if report not in REPORT_MODES:
         choices = ", ".join(repr(mode) for mode in REPORT_MODES)
@@ -321,7 +207,7 @@ class ExceptionPolicy:
         report: str = "always",
         handler: Callable[..., Any] | str | None = None,
     ) -> None:
-        matchers = _normalize_matchers(matching)
+        matchers = normalize_matchers(matching)
         report_mode = _validate_report(report)
         terminal = coerce_action(
             terminal_action, allowed=_TERMINAL_ACTIONS, name="terminal_action"
@@ -444,7 +330,7 @@ class ExceptionPolicy:
         """
         if not self.matchers:
             return True
-        return any(_matcher_matches(matcher, error) for matcher in self.matchers)
+        return any(matcher_matches(matcher, error) for matcher in self.matchers)
 
     def matched_by(self, error: BaseException) -> str | None:
         """Return the description of the first matcher capturing ``error``.
@@ -453,7 +339,7 @@ class ExceptionPolicy:
         ``matched_by`` field of policy decision records (R-PDR-01).
         """
         for matcher in self.matchers:
-            if _matcher_matches(matcher, error):
+            if matcher_matches(matcher, error):
                 return describe_matcher(matcher)
         return None
 
@@ -554,170 +440,6 @@ class PolicyList:
 
     def __iter__(self) -> Any:
         return iter(self.policies)
-
-
-PolicySource = Literal[
-    "step", "step_list", "class_specific", "class_blanket", "default"
-]
-
-
-@dataclass(frozen=True)
-class PolicyResolution:
-    """The policy chosen for an error, and why (R-POL-40, R-PDR-01).
-
-    Attributes:
-        policy: The applied :class:`ExceptionPolicy`.
-        source: ``"step"``, ``"step_list"``, ``"class_specific"``,
-            ``"class_blanket"`` or ``"default"``.
-        index: Position in the step list (``step_list``) or in the class policy
-            tuple (``class_*``); None for ``step`` and ``default``.
-        matched_by: Description of the matcher that captured the error; None for
-            blanket policies.
-        cap: Reattempt cap to apply: the list cap for ``step_list`` (R-POL-32),
-            otherwise the policy's own ``max_reattempts`` (R-POL-42).
-
-    .. versionadded:: 0.1
-    """
-
-    policy: ExceptionPolicy
-    source: PolicySource
-    index: int | None
-    matched_by: str | None
-    cap: int | None
-
-
-@dataclass(frozen=True)
-class PolicyResult:
-    """What the executor does with a handled error (SPEC §9.2).
-
-    Attributes:
-        action: ``"reattempt"``, ``"cancel"``, ``"skip"``, ``"pause"`` (or
-            ``"finish"`` from an imperative handler).
-        wait: Delay before a reattempt, None otherwise or for "at once".
-        terminal: True when the reattempt cap was reached and the terminal action
-            replaced the reattempt.
-        report: The policy's report mode (R-REP-01).
-
-    .. versionadded:: 0.1
-    """
-
-    action: str
-    wait: timedelta | None
-    terminal: bool
-    report: str
-
-
-def resolve_policy(
-    step_policy: ExceptionPolicy | PolicyList | None,
-    class_policies: Sequence[ExceptionPolicy],
-    error: BaseException,
-) -> PolicyResolution:
-    """Pick the policy that handles ``error`` (R-POL-40..42).
-
-    Order: (1) the step-level policy or list, first capture in list order (a single
-    policy is a one-element list); (2) class-level specific policies, most recently
-    declared first; (3) class-level blanket policies, most recently declared first;
-    (4) :data:`DEFAULT_POLICY` (pause, report always).
-
-    Args:
-        step_policy: The step's ``exception_policy`` (None when the step set none).
-        class_policies: The class's policies in registration order, parent's first
-            (``WorkflowDefinitions.exception_policies``).
-        error: The exception raised by the step body or its conditions.
-
-    Returns:
-        A :class:`PolicyResolution`; never None.
-
-    .. versionadded:: 0.1
-    """
-    if isinstance(step_policy, ExceptionPolicy):
-        if step_policy.captures(error):
-            return PolicyResolution(
-                step_policy,
-                "step",
-                None,
-                step_policy.matched_by(error),
-                step_policy.max_reattempts,
-            )
-    elif isinstance(step_policy, PolicyList):
-        found = step_policy.first_capturing(error)
-        if found is not None:
-            index, policy = found
-            return PolicyResolution(
-                policy, "step_list", index, policy.matched_by(error), step_policy.cap
-            )
-    ordered = list(enumerate(class_policies))[::-1]
-    for index, policy in ordered:
-        if policy.is_specific and policy.captures(error):
-            return PolicyResolution(
-                policy,
-                "class_specific",
-                index,
-                policy.matched_by(error),
-                policy.max_reattempts,
-            )
-    for index, policy in ordered:
-        if policy.is_blanket:
-            return PolicyResolution(
-                policy, "class_blanket", index, None, policy.max_reattempts
-            )
-    return PolicyResolution(DEFAULT_POLICY, "default", None, None, None)
-
-
-def decide(resolution: PolicyResolution, consecutive_reattempts: int) -> PolicyResult:
-    """Apply a declarative policy given the consecutive reattempt count (R-POL-10/32).
-
-    A reattempt policy whose cap (``resolution.cap``) is reached, i.e.
-    ``consecutive_reattempts >= cap``, yields its ``terminal_action`` with
-    ``terminal=True`` and no wait. Otherwise the result is the policy's action (with
-    its wait for reattempts) and ``terminal=False``. ``report`` is the policy's.
-
-    Args:
-        resolution: From :func:`resolve_policy`.
-        consecutive_reattempts: Count per R-CNT-01 (0 or more).
-
-    Raises:
-        TypeError: The resolved policy is imperative; the executor runs handlers.
-
-    .. versionadded:: 0.1
-    """
-    policy = resolution.policy
-    if policy.action is None:
-        raise TypeError(
-            f"decide() needs a declarative policy; {policy!r} has a handler, which the "
-            f"executor runs itself (R-POL-11)"
-        )
-    if policy.action is Action.REATTEMPT:
-        cap = resolution.cap
-        if cap is not None and consecutive_reattempts >= cap:
-            return PolicyResult(
-                action=policy.terminal_action.value,
-                wait=None,
-                terminal=True,
-                report=policy.report,
-            )
-        return PolicyResult(
-            action=policy.action.value,
-            wait=policy.wait,
-            terminal=False,
-            report=policy.report,
-        )
-    return PolicyResult(
-        action=policy.action.value, wait=None, terminal=False, report=policy.report
-    )
-
-
-def should_report(result: PolicyResult) -> bool:
-    """Return whether the error reporter is called for ``result`` (R-REP-01).
-
-    True for report ``"always"``, and for ``"terminal_only"`` when the result is
-    terminal; False for ``"never"``.
-
-    .. versionadded:: 0.1
-    """
-    if result.report == "always":
-        return True
-    return result.report == "terminal_only" and result.terminal
 
 
 class ExceptionHandlerDecorator:
@@ -857,5 +579,5 @@ def on_exception(
             f"itself"
         )
     return ExceptionHandlerDecorator(
-        _normalize_matchers(tuple(rest)), _validate_report(report)
+        normalize_matchers(tuple(rest)), _validate_report(report)
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask_geneva.policies import PolicyResult
+from flask_geneva.policy_resolution import PolicyResult
 
 __all__ = [
     "RERAISE_ALWAYS",

@@ -12,7 +12,7 @@ from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionHandlerDecorator
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
-from flask_geneva.policies import resolve_policy
+from flask_geneva.policy_resolution import resolve_policy
 from tests.dsl.base import Workflow
 
 

@@ -13,11 +13,11 @@ from flask_geneva.policies import DEFAULT_POLICY
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import PolicyList
-from flask_geneva.policies import PolicyResolution
-from flask_geneva.policies import PolicyResult
 from flask_geneva.policies import coerce_action
-from flask_geneva.policies import decide
-from flask_geneva.policies import should_report
+from flask_geneva.policy_resolution import PolicyResolution
+from flask_geneva.policy_resolution import PolicyResult
+from flask_geneva.policy_resolution import decide
+from flask_geneva.policy_resolution import should_report
 
 
 class VendorBusy(Exception):

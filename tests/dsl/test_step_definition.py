@@ -15,7 +15,7 @@ from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
-from flask_geneva.policies import resolve_policy
+from flask_geneva.policy_resolution import resolve_policy
 from tests.dsl.base import Workflow as BaseWorkflow
 
 RESERVED = frozenset({"pause", "cancel", "skip", "steps", "hero", "logger"})

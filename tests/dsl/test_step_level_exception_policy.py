@@ -9,9 +9,9 @@ from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import PolicyList
-from flask_geneva.policies import decide
 from flask_geneva.policies import on_exception
-from flask_geneva.policies import resolve_policy
+from flask_geneva.policy_resolution import decide
+from flask_geneva.policy_resolution import resolve_policy
 from tests.dsl.base import Workflow
 
 

@@ -165,7 +165,7 @@ def test_handled_results_and_their_log_level(action, terminal, handled):
     import logging
 
     from flask_geneva import task_failures
-    from flask_geneva.policies import PolicyResult
+    from flask_geneva.policy_resolution import PolicyResult
 
     result = PolicyResult(action=action, wait=None, terminal=terminal, report="always")
     assert task_failures.is_handled(result) is handled
