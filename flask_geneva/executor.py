@@ -25,7 +25,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
@@ -33,12 +32,12 @@ from flask_geneva import clock
 from flask_geneva import dispatch
 from flask_geneva import early_delivery
 from flask_geneva import operator_finalize
+from flask_geneva import policy_decisions
 from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva import task_failures
-from flask_geneva import transactions
 from flask_geneva import transitions
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
@@ -49,12 +48,9 @@ from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
 from flask_geneva.flow_control import step_context
-from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.policy_resolution import PolicyResult
-from flask_geneva.policy_resolution import decide
-from flask_geneva.policy_resolution import resolve_policy
 from flask_geneva.policy_resolution import should_report
 from flask_geneva.runtime import current_state
 from flask_geneva.tagged_logging import execution_logger
@@ -520,7 +516,7 @@ class _Run:
                 result = PolicyResult(
                     action="pause", wait=None, terminal=False, report="always"
                 )
-                self._record_decision(
+                policy_decisions.record_decision(
                     execution,
                     result,
                     {"source": "default", "index": None, "matched_by": None},
@@ -567,153 +563,9 @@ class _Run:
     def _resolve(
         self, workflow: Any, execution: Any, step: Any, error: Exception, *, reason: str
     ) -> PolicyResult:
-        """Resolve and decide the policy for ``error``; record it (R-PDR-01).
-
-        Runs inside the caller's locked transaction: the decision record is written
-        with the state change it explains (R-PDR-06). ``reason`` is the phase
-        (``"exception_policy"``, ``"precondition"`` or ``"prepare"``).
-        """
-        definitions = type(workflow).__geneva_definitions__
-        resolution = resolve_policy(
-            step.exception_policy, definitions.exception_policies, error
-        )
-        policy = resolution.policy
-        count = consecutive_reattempts(self.session, workflow, step.name)
-        handler_error: str | None = None
-        if policy.is_declarative:
-            result = decide(resolution, count)
-            if result.terminal:
-                self.logger.warning(
-                    "max reattempts (%s) reached for step %r, applying %s",
-                    resolution.cap,
-                    step.name,
-                    result.action,
-                )
-        else:
-            result, handler_error = self._run_handler(workflow, policy, error)
-        self._record_decision(
-            execution,
-            result,
-            {
-                "source": resolution.source,
-                "index": resolution.index,
-                "matched_by": resolution.matched_by,
-            },
-            count=count,
-            cap=resolution.cap,
-            handler=policy.handler_name,
-            handler_error=handler_error,
-        )
-        return result
-
-    def _record_decision(
-        self,
-        execution: Any,
-        result: PolicyResult,
-        where: dict[str, Any],
-        *,
-        count: int,
-        cap: int | None,
-        handler: str | None,
-        handler_error: str | None = None,
-    ) -> None:
-        """Write the ``policy_decision`` metadata record (R-PDR-01/02/06).
-
-        ``reported`` anticipates the reporter call made after the commit: it is
-        true iff a reporter is configured and the report mode asks for one
-        (R-REP-01); a failing reporter later adds ``report_error``. A crashed
-        imperative handler adds ``handler_error`` (R-POL-12).
-        """
-        reporter = current_state().config.error_reporter
-        record: dict[str, Any] = {
-            **where,
-            "action": result.action,
-            "wait_seconds": result.wait.total_seconds()
-            if result.wait is not None
-            else None,
-            "terminal": result.terminal,
-            "consecutive_reattempts": count,
-            "max_reattempts": cap,
-            "report": result.report,
-            "reported": bool(should_report(result) and reporter is not None),
-            "handler": handler,
-        }
-        if handler_error is not None:
-            record["handler_error"] = handler_error
-        execution.write_metadata("policy_decision", record)
-
-    def _run_handler(
-        self, workflow: Any, policy: Any, error: Exception
-    ) -> tuple[PolicyResult, str | None]:
-        """Run an imperative handler in the in-step context (R-POL-11/12).
-
-        The handler runs in a savepoint of the open locked transaction. Its writes
-        are kept when it returns or raises a flow-control signal; when it raises
-        an ``Exception`` they are rolled back (a failed statement would otherwise
-        abort the whole transaction on PostgreSQL), the result is ``pause`` with
-        report ``always``, and its exception is queued for the reporter with the
-        step's error as context (R-POL-12).
-
-        Returns:
-            The policy result, and ``"<class>: <message>"`` of the handler's own
-            exception (None when it did not raise one).
-        """
-        savepoint = self.session.begin_nested()
-        try:
-            with step_context(workflow.id, "body"):
-                policy.invoke_handler(workflow, error)
-        except FlowControlSignal as signal:
-            if savepoint.is_active:
-                savepoint.commit()
-            action = signal.action
-            if action == "suspend":
-                action = "pause"
-            wait = signal.wait if isinstance(signal, ReattemptSignal) else None
-            return (
-                PolicyResult(
-                    action=action, wait=wait, terminal=False, report=policy.report
-                ),
-                None,
-            )
-        except Exception as handler_error:  # noqa: BLE001 - R-POL-12: pause and report
-            # Also when a failed flush deactivated it; not if the handler ended the
-            # whole transaction itself.
-            if savepoint is self.session.get_nested_transaction():
-                try:
-                    savepoint.rollback()
-                except sa_exc.DBAPIError:
-                    conflict = transactions.transaction_conflict(handler_error)
-                    if conflict is None:
-                        raise
-                    # MySQL/MariaDB aborted the whole locked transaction, the
-                    # savepoint with it: the deadlock propagates (R-EXE-51).
-                    raise conflict from None
-            self.logger.error(
-                "exception handler %s raised %s: %s",
-                policy.handler_name,
-                type(handler_error).__name__,
-                handler_error,
-            )
-            self.reports.append(
-                (
-                    handler_error,
-                    {"handler": policy.handler_name, "step_error": repr(error)},
-                    None,
-                )
-            )
-            return (
-                PolicyResult(
-                    action="pause", wait=None, terminal=False, report="always"
-                ),
-                f"{type(handler_error).__name__}: {handler_error}",
-            )
-        if savepoint.is_active:
-            savepoint.commit()
-        return (
-            PolicyResult(
-                action="pause", wait=None, terminal=False, report=policy.report
-            ),
-            None,
+        """Resolve, decide and record the policy for ``error`` (R-PDR-01)."""
+        return policy_decisions.resolve(
+            self.session, self.logger, self.reports, workflow, execution, step, error
         )
 
     def _apply_policy(
@@ -1165,44 +1017,3 @@ def _commit_if_pending(session: orm.Session) -> None:
     """
     if session.in_transaction() or session.new or session.dirty or session.deleted:
         session.commit()
-
-
-def consecutive_reattempts(session: orm.Session, workflow: Any, step_name: str) -> int:
-    """Count consecutive policy reattempts of ``step_name`` (R-CNT-01..06).
-
-    Executions after the latest completed non-reattempted execution of the step,
-    ordered by ``(created_at, id)`` (R-CNT-02), that are ``reattempted`` — minus
-    flow-control reattempts when metadata exists (R-CNT-03) — plus failed
-    executions recorded with ``reattempt_reason="prepare"`` (R-CNT-06).
-    """
-    execution_cls = workflow.__geneva__.StepExecution
-    columns = store.optional_columns(session)
-    rows = session.execute(
-        sa.select(
-            execution_cls.state,
-            execution_cls.outcome,
-            *([execution_cls.meta] if columns.step_execution_metadata else []),
-        )
-        .where(execution_cls.workflow_id == workflow.id)
-        .where(execution_cls.step_name == step_name)
-        .order_by(execution_cls.created_at, execution_cls.id)
-    ).all()
-    count = 0
-    for row in rows:
-        state, outcome = row[0], row[1]
-        meta = row[2] if len(row) > 2 and isinstance(row[2], dict) else {}
-        if state == StepExecutionState.COMPLETED and outcome != Outcome.REATTEMPTED:
-            count = 0
-        elif outcome == Outcome.REATTEMPTED:
-            if (
-                columns.step_execution_metadata
-                and meta.get("reattempt_reason") == "flow_control"
-            ):
-                continue
-            count += 1
-        elif (
-            state == StepExecutionState.FAILED
-            and meta.get("reattempt_reason") == "prepare"
-        ):
-            count += 1
-    return count
