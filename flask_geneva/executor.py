@@ -31,6 +31,7 @@ from sqlalchemy import orm
 from flask_geneva import clock
 from flask_geneva import dispatch
 from flask_geneva import early_delivery
+from flask_geneva import executor_events
 from flask_geneva import operator_finalize
 from flask_geneva import policy_decisions
 from flask_geneva import reporting
@@ -214,13 +215,13 @@ class _Run:
         #: The (workflow, execution) the current ``self.logger`` is tagged for.
         self._logger_for: tuple[Any, Any] | None = None
         # (error, extra context, execution id whose policy record gets report_error)
-        self.reports: list[tuple[BaseException, dict[str, Any], Any]] = []
+        self.events = executor_events.RunEvents(session)
+        # (error, extra context, execution id whose policy record gets
+        # report_error), reported after the commit (R-REP-02).
+        self.reports = self.events.reports
         self._finalizing = False
         self._error_context_token: Any = None
-        self._workflow_cls: Any = None
-        self._payload_base: dict[str, Any] = {}
         self._passed_timing: dict[str, Any] = {}
-        self._finalize_started: tuple[Any, float] | None = None
         self.iterable_step: Any = None
 
     # -- driver ------------------------------------------------------------------------
@@ -384,7 +385,7 @@ class _Run:
         # The claimed rows stay loaded: the body gets them without reloading, and
         # no transaction (no snapshot) is open when the body starts.
         store.commit_keeping_state(session)
-        self._emit(signals.precondition, self._passed_timing, outcome="passed")
+        self.events.emit(signals.precondition, self._passed_timing, outcome="passed")
         return workflow, execution, step
 
     def _lock_with_lookup_retries(self) -> tuple[Any, Any]:
@@ -421,7 +422,7 @@ class _Run:
         session = self.session
         now = clock.now()
         definitions = type(workflow).__geneva_definitions__
-        self._set_payload_base(workflow, execution, step)
+        self.events.set_payload_base(workflow, execution, step)
         started_at, started = clock.now(), time.monotonic()
         skip = False
         condition = None
@@ -434,18 +435,18 @@ class _Run:
                     skip = step.should_skip(workflow)
         except Exception as error:
             # Logged with the policy decision by _apply_policy (R-LOG-06).
-            timing = self._timing(started_at, started)
+            timing = executor_events.timing(started_at, started)
             result = self._resolve(
                 workflow, execution, step, error, reason="precondition"
             )
             self._apply_policy(workflow, execution, step, result, error, "precondition")
             session.commit()
-            self._emit(
+            self.events.emit(
                 signals.precondition, timing, outcome="exception", exception=error
             )
-            self._report_pending()
+            self.events.report_pending()
             raise _AlreadyHandled(error, result) from error
-        timing = self._timing(started_at, started)
+        timing = executor_events.timing(started_at, started)
         if condition is not None:
             self.logger.info(
                 "cancel condition %s is true", describe_condition(condition)
@@ -461,7 +462,7 @@ class _Run:
                 {"outcome": "canceled", "condition": describe_condition(condition)},
             )
             session.commit()
-            self._emit(signals.precondition, timing, outcome="canceled")
+            self.events.emit(signals.precondition, timing, outcome="canceled")
             return True
         if skip:
             self.logger.info("skip condition holds, skipping step %r", step.name)
@@ -481,7 +482,7 @@ class _Run:
                 step,
             )
             session.commit()
-            self._emit(signals.precondition, timing, outcome="skipped")
+            self.events.emit(signals.precondition, timing, outcome="skipped")
             return True
         self._passed_timing = timing
         return False
@@ -555,7 +556,7 @@ class _Run:
             session.rollback()
             task_failures.log_unrecorded(self.logger, error, "prepare phase raised")
             raise
-        self._report_pending()
+        self.events.report_pending()
         return result
 
     # -- policies (R-EXE-23/45, R-POL) -------------------------------------------------
@@ -712,7 +713,9 @@ class _Run:
                     "committing the step's writes failed: %s", commit_error
                 )
                 result = _BodyResult("exception", error=commit_error)
-        self._emit_step_signal(result, self._timing(started_at, started))
+        self.events.emit_step_signal(
+            result, executor_events.timing(started_at, started)
+        )
 
         try:
             with step_context(workflow.id, "body", resumable=step.is_resumable):
@@ -762,7 +765,10 @@ class _Run:
 
     def _finalize(self, step: Any, body: _BodyResult) -> None:
         session = self.session
-        self._finalize_started = (clock.now(), time.monotonic())  # R-SIG-01 timing
+        self.events.finalize_started = (
+            clock.now(),
+            time.monotonic(),
+        )  # R-SIG-01 timing
         workflow, execution = store.lock_workflow_and_execution(
             session, self.execution_id
         )
@@ -784,8 +790,8 @@ class _Run:
                 )
                 states = (workflow.state, execution.state)
                 session.rollback()
-                self._emit_finalize(states, None)
-                self._drop_error(error)
+                self.events.emit_finalize(states, None)
+                self.events.drop_error(self.logger, error)
                 return
             if workflow.state != WorkflowState.PERFORMING:
                 # An operator paused, canceled or finished the workflow while the
@@ -809,8 +815,8 @@ class _Run:
                     now=now,
                 )
                 store.commit_keeping_state(session)
-                self._emit_finalize((workflow.state, execution.state), None)
-                self._drop_error(error)
+                self.events.emit_finalize((workflow.state, execution.state), None)
+                self.events.drop_error(self.logger, error)
                 return
 
             # From here on this execution is the workflow's one active execution,
@@ -849,8 +855,8 @@ class _Run:
             if error is not None:
                 task_failures.log_unrecorded(self.logger, error, "encountered")
             raise
-        self._emit_finalize((workflow.state, execution.state), error)
-        self._report_pending()
+        self.events.emit_finalize((workflow.state, execution.state), error)
+        self.events.report_pending()
         if error is not None and task_failures.should_reraise(self.reraise, result):
             raise error
 
@@ -899,47 +905,6 @@ class _Run:
             },
         )
 
-    # -- reporting (R-REP, R-EXE-43) ---------------------------------------------------
-
-    def _drop_error(self, error: Exception | None) -> None:
-        # R-EXE-43: the state changed under the step; report instead of dropping.
-        if error is not None:
-            self.logger.warning(
-                "encountered %s: %s; not re-raised, the state changed during "
-                "the step (R-EXE-43)",
-                type(error).__name__,
-                error,
-            )
-            self.reports.append((error, {"dropped": True}, None))
-        self._report_pending()
-
-    def _report_pending(self) -> None:
-        """Call the reporter after the commit (R-REP-02); never raises (R-REP-03)."""
-        reports, self.reports = self.reports, []
-        if not reports:
-            return
-        reporter = current_state().config.error_reporter
-        for error, extra, execution_id in reports:
-            failure = reporting.report(reporter, error, extra=extra)
-            if failure is not None and execution_id is not None:
-                self._store_report_error(execution_id, failure)
-
-    def _store_report_error(self, execution_id: Any, failure: str) -> None:
-        """Add ``report_error`` to the stored policy decision (R-PDR-02)."""
-        session = self.session
-        try:
-            execution = store.lock_execution(session, execution_id)
-            if execution is not None:
-                decision = execution.read_metadata("policy_decision")
-                if isinstance(decision, dict):
-                    execution.write_metadata(
-                        "policy_decision", {**decision, "report_error": failure}
-                    )
-            session.commit()
-        except Exception as error:  # noqa: BLE001 - bookkeeping must not break the run
-            session.rollback()
-            _log.warning("could not record the reporter failure: %r", error)
-
     def _record_interrupt(
         self, execution: Any, body: _BodyResult | None, *, reason: str | None = None
     ) -> None:
@@ -957,56 +922,6 @@ class _Run:
                 else 0.0,
             },
         )
-
-    # -- signals (R-SIG) ---------------------------------------------------------------
-
-    def _set_payload_base(self, workflow: Any, execution: Any, step: Any) -> None:
-        self._workflow_cls = type(workflow)
-        base = {
-            "execution_id": execution.id,
-            "workflow_id": workflow.id,
-            "workflow_class": workflow.type,
-            "step_name": execution.step_name,
-        }
-        if step is not None and step.is_resumable:
-            base["resumable"] = True
-        self._payload_base = base
-
-    @staticmethod
-    def _timing(started_at: Any, started: float) -> dict[str, Any]:
-        return {
-            "started_at": started_at,
-            "finished_at": clock.now(),
-            "duration": max(0.0, time.monotonic() - started),
-        }
-
-    def _emit(self, signal: Any, timing: dict[str, Any], **fields: Any) -> None:
-        if self._workflow_cls is None:
-            return
-        signals.send_safely(
-            signal, self._workflow_cls, {**self._payload_base, **timing, **fields}
-        )
-
-    def _emit_step_signal(self, result: _BodyResult, timing: dict[str, Any]) -> None:
-        fields: dict[str, Any] = {"outcome": result.label}
-        if result.kind == "exception":
-            fields["exception"] = result.error
-        if result.kind == "interrupted" and result.interrupt is not None:
-            fields["wait"] = result.interrupt.wait
-        self._emit(signals.step, timing, **fields)
-
-    def _emit_finalize(self, states: tuple[str, str], error: Exception | None) -> None:
-        """Send ``finalize`` with the states as stored (R-SIG-04)."""
-        fields: dict[str, Any] = {"workflow_state": states[0], "step_state": states[1]}
-        if error is not None:
-            fields["exception"] = error
-        started = self._finalize_started
-        if started is None:
-            now = clock.now()
-            timing = {"started_at": now, "finished_at": now, "duration": 0.0}
-        else:
-            timing = self._timing(*started)
-        self._emit(signals.finalize, timing, **fields)
 
 
 def _commit_if_pending(session: orm.Session) -> None:
