@@ -28,9 +28,9 @@ PACKAGE = ROOT / "flask_geneva"
 SPEC = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
-# The modules allowed to assign a row's state: the table, and store's setters it
+# The modules allowed to assign a row's state: apply(), and store's setters it
 # writes through.
-_WRITERS = {"transitions.py", "store.py"}
+_WRITERS = {"transition_apply.py", "store.py"}
 _STATE_SETTERS = {"set_workflow_state", "set_execution_state"}
 
 
@@ -375,7 +375,7 @@ def _violations(path: Path) -> list[str]:
 
 
 def test_only_the_transitions_module_writes_states():
-    """No module but transitions.py (through store's setters) assigns a state/outcome."""
+    """No module but transition_apply.py (through store's setters) assigns a state."""
     violations = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.parent == PACKAGE and path.name in _WRITERS:

@@ -1,0 +1,363 @@
+"""Phase 1 of the executor: lock, check, evaluate preconditions, claim (§7.2-7.4).
+
+:class:`PreparePhase` locks the workflow and the execution, ends duplicate and
+early deliveries without a change (R-EXE-11, R-EXE-18), cancels or fails what
+cannot run (R-EXE-12..15), evaluates cancel conditions and ``skip_if``
+(R-EXE-20..24), and claims the execution (R-EXE-17), each as a transition
+entry; an unexpected error fails the execution and applies its policy
+(R-EXE-30..32).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+
+from flask_geneva import clock
+from flask_geneva import early_delivery
+from flask_geneva import executor_events
+from flask_geneva import policy_decisions
+from flask_geneva import reporting
+from flask_geneva import scheduling
+from flask_geneva import signals
+from flask_geneva import store
+from flask_geneva import task_failures
+from flask_geneva import transitions
+from flask_geneva.dsl.conditions import describe_condition
+from flask_geneva.dsl.conditions import evaluate_cancel_conditions
+from flask_geneva.exceptions import StepConfigurationError
+from flask_geneva.exceptions import StepNotDefinedError
+from flask_geneva.executor_outcomes import OutcomeSteps
+from flask_geneva.flow_control import step_context
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+from flask_geneva.policy_resolution import PolicyResult
+from flask_geneva.policy_resolution import should_report
+from flask_geneva.runtime import current_state
+
+__all__ = ["MISSING_COLUMNS_MESSAGE", "PreparePhase"]
+
+_log = logging.getLogger("flask_geneva")
+
+_RUNNABLE_WORKFLOW_STATES = (WorkflowState.READY, WorkflowState.PERFORMING)
+_PREPARE_POLICY = {
+    "reattempt": transitions.PREPARE_POLICY_REATTEMPT,
+    "cancel": transitions.PREPARE_POLICY_CANCEL,
+    "skip": transitions.PREPARE_POLICY_SKIP,
+}
+
+MISSING_COLUMNS_MESSAGE = (
+    "Step '{step}' of {type} is a resumable_step, but the step executions table lacks "
+    "the 'cursor'/'continues_from_id' columns needed to store its cursor. Run "
+    "`flask geneva install` and then `flask db upgrade` to add them."
+)
+
+
+class _AlreadyHandled(BaseException):
+    """Carries a condition exception whose policy is already applied (R-EXE-24)."""
+
+    def __init__(self, error: Exception, result: PolicyResult) -> None:
+        super().__init__(error)
+        self.error = error
+        self.result = result
+
+
+class PreparePhase(OutcomeSteps):
+    """Phase 1 of a run (SPEC §7.2-7.4)."""
+
+    # -- phase 1 -----------------------------------------------------------------------
+
+    def _prepare(self) -> tuple[Any, Any, Any] | None:
+        session = self.session
+        workflow, execution = self._lock_with_lookup_retries()
+        if execution is None:
+            return None
+        now = clock.now()
+        self._install_loggers(workflow, execution)
+        if self._error_context_token is None:
+            self._error_context_token = reporting.set_error_context(workflow, execution)
+
+        if execution.state != StepExecutionState.SCHEDULED:
+            # Duplicate, stale or already handled delivery: change nothing (R-EXE-11).
+            self.logger.info("already %s, skipping duplicate job", execution.state)
+            session.rollback()
+            return None
+
+        if not self.run_early and early_delivery.defer_early_delivery(
+            session,
+            workflow,
+            execution,
+            now=now,
+            tolerance=current_state().config.clock_skew_tolerance,
+            logger=self.logger,
+        ):
+            # Delivered before its time (R-EXE-18): published again, not run.
+            session.commit()
+            return None
+
+        if workflow.state not in _RUNNABLE_WORKFLOW_STATES:
+            self.logger.info(
+                "workflow is %s, canceling the execution (R-EXE-12)", workflow.state
+            )
+            transitions.apply(
+                transitions.DROP_FOR_STOPPED_WORKFLOW,
+                now,
+                workflow=workflow,
+                execution=execution,
+            )
+            session.commit()
+            return None
+
+        raise_after_commit: BaseException | None = None
+        step = None
+        try:
+            if not type(workflow).may_proceed_without_hero and workflow.hero is None:
+                self.logger.info("hero is gone, canceling the workflow (R-EXE-13)")
+                transitions.apply(
+                    transitions.CANCEL_BEFORE_STEP,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
+                )
+                session.commit()
+                return None
+
+            step = workflow.steps.named(execution.step_name)
+            if step is None:
+                message = (
+                    f"Step '{execution.step_name}' is not defined in {workflow.type}"
+                    + scheduling.unregistered_type_hint(workflow)
+                )
+                execution.error_message = message
+                transitions.apply(
+                    transitions.FAIL_UNRUNNABLE,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
+                )
+                error = StepNotDefinedError(
+                    message,
+                    workflow_id=workflow.id,
+                    step_execution_id=execution.id,
+                    step_name=execution.step_name,
+                )
+                error.workflow, error.step_execution = workflow, execution
+                raise_after_commit = error
+            elif step.is_resumable and not store.optional_columns(session).resumable:
+                message = MISSING_COLUMNS_MESSAGE.format(
+                    step=step.name, type=workflow.type
+                )
+                execution.error_message = message
+                transitions.apply(
+                    transitions.FAIL_UNRUNNABLE,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
+                )
+                raise_after_commit = StepConfigurationError(message)
+            else:
+                ended = self._preconditions(workflow, execution, step)
+                if ended:
+                    return None
+                transitions.apply(
+                    transitions.CLAIM,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
+                    current_step_name=step.name,
+                )
+        except _AlreadyHandled as handled:
+            # R-EXE-24: the condition's exception, after its policy was committed.
+            if task_failures.should_reraise(self.reraise, handled.result):
+                raise handled.error from None
+            return None
+        except sa_exc.SQLAlchemyError:
+            session.rollback()
+            raise
+        except Exception as error:
+            result = self._prepare_failed(workflow, execution, step, error)
+            if task_failures.should_reraise(self.reraise, result):
+                raise
+            return None
+        if raise_after_commit is not None:
+            session.commit()
+            raise raise_after_commit
+        # The claimed rows stay loaded: the body gets them without reloading, and
+        # no transaction (no snapshot) is open when the body starts.
+        store.commit_keeping_state(session)
+        self.events.emit(signals.precondition, self._passed_timing, outcome="passed")
+        return workflow, execution, step
+
+    def _lock_with_lookup_retries(self) -> tuple[Any, Any]:
+        """Lock (workflow, execution), retrying a missing row (R-EXE-10, R-JOB-20).
+
+        Returns ``(None, None)`` after logging a warning when the execution is
+        still missing after ``lookup_attempts`` tries (or the id is None).
+        """
+        session = self.session
+        attempts = self.lookup_attempts if self.execution_id is not None else 0
+        for attempt in range(attempts):
+            workflow, execution = store.lock_workflow_and_execution(
+                session, self.execution_id
+            )
+            if execution is not None:
+                return workflow, execution
+            # End the transaction so that the next attempt sees new commits.
+            session.rollback()
+            if attempt + 1 < attempts:
+                time.sleep(self.lookup_delay_seconds)
+        (self.base_logger or _log).warning(
+            "step execution %r not found after %d attempt(s); nothing to do",
+            self.execution_id,
+            attempts,
+        )
+        return None, None
+
+    def _preconditions(self, workflow: Any, execution: Any, step: Any) -> bool:
+        """Evaluate cancel conditions and skip_if; return True if they ended it.
+
+        Emits the ``precondition`` signal after the outcome is committed (R-SIG-02);
+        a ``passed`` outcome is emitted once the claim commits.
+        """
+        session = self.session
+        now = clock.now()
+        definitions = type(workflow).__geneva_definitions__
+        self.events.set_payload_base(workflow, execution, step)
+        started_at, started = clock.now(), time.monotonic()
+        skip = False
+        condition = None
+        try:
+            with step_context(workflow.id, "conditions"):
+                condition = evaluate_cancel_conditions(
+                    workflow, definitions.cancel_conditions
+                )
+                if condition is None:
+                    skip = step.should_skip(workflow)
+        except Exception as error:
+            # Logged with the policy decision by _apply_policy (R-LOG-06).
+            timing = executor_events.timing(started_at, started)
+            result = self._resolve(
+                workflow, execution, step, error, reason="precondition"
+            )
+            self._apply_policy(workflow, execution, step, result, error, "precondition")
+            session.commit()
+            self.events.emit(
+                signals.precondition, timing, outcome="exception", exception=error
+            )
+            self.events.report_pending()
+            raise _AlreadyHandled(error, result) from error
+        timing = executor_events.timing(started_at, started)
+        if condition is not None:
+            self.logger.info(
+                "cancel condition %s is true", describe_condition(condition)
+            )
+            transitions.apply(
+                transitions.CANCEL_BEFORE_STEP,
+                now,
+                workflow=workflow,
+                execution=execution,
+            )
+            execution.write_metadata(
+                "precondition",
+                {"outcome": "canceled", "condition": describe_condition(condition)},
+            )
+            session.commit()
+            self.events.emit(signals.precondition, timing, outcome="canceled")
+            return True
+        if skip:
+            self.logger.info("skip condition holds, skipping step %r", step.name)
+            execution.write_metadata(
+                "precondition",
+                {"outcome": "skipped", "condition": step.skip_condition_description()},
+            )
+            self._perform(
+                transitions.apply(
+                    transitions.SKIP_BEFORE_STEP,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
+                ),
+                workflow,
+                execution,
+                step,
+            )
+            session.commit()
+            self.events.emit(signals.precondition, timing, outcome="skipped")
+            return True
+        self._passed_timing = timing
+        return False
+
+    def _prepare_failed(
+        self, workflow: Any, execution: Any, step: Any, error: Exception
+    ) -> PolicyResult:
+        """Record, fail the execution, apply the policy (R-EXE-30..32).
+
+        Returns:
+            The applied policy result, for the re-raise decision (R-EXE-50).
+        """
+        session = self.session
+        now = clock.now()
+        try:
+            store.record_error(execution, error)
+            # Phase 1 read it `scheduled` under the lock; a precondition's skip or
+            # cancel that raised halfway may have written it in memory since.
+            transitions.apply(
+                transitions.PREPARE_FAILED,
+                now,
+                execution=execution,
+                read_state=StepExecutionState.SCHEDULED,
+            )
+            if step is None:
+                step = type(workflow).step_collection().named(execution.step_name)
+            if step is not None:
+                result = self._resolve(
+                    workflow, execution, step, error, reason="prepare"
+                )
+            else:
+                result = PolicyResult(
+                    action="pause", wait=None, terminal=False, report="always"
+                )
+                policy_decisions.record_decision(
+                    execution,
+                    result,
+                    {"source": "default", "index": None, "matched_by": None},
+                    count=0,
+                    cap=None,
+                    handler=None,
+                )
+            what = "prepare phase raised"
+            task_failures.log_captured(self.logger, error, result, what)
+            action = result.action
+            if action == "reattempt":
+                execution.write_metadata("reattempt_reason", "prepare")
+            schedules = transitions.apply(
+                _PREPARE_POLICY.get(action, transitions.PREPARE_POLICY_PAUSE),
+                now,
+                workflow=workflow,
+            )
+            if schedules is not transitions.Schedules.NOTHING:
+                session.flush()
+            if schedules is transitions.Schedules.SAME_STEP:
+                assert step is not None  # noqa: S101 - a reattempt result needs a step
+                if step.is_resumable and store.optional_columns(session).resumable:
+                    scheduling.create_successor_execution(
+                        session, workflow, execution, wait=result.wait
+                    )
+                else:
+                    scheduling.create_step_execution(
+                        session, workflow, step, wait=result.wait
+                    )
+            elif schedules is transitions.Schedules.NEXT_STEP:
+                scheduling.schedule_next_step(session, workflow)
+            if should_report(result):
+                self.reports.append((error, {}, execution.id))
+            session.commit()
+        except BaseException:
+            session.rollback()
+            task_failures.log_unrecorded(self.logger, error, "prepare phase raised")
+            raise
+        self.events.report_pending()
+        return result

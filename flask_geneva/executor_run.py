@@ -1,0 +1,105 @@
+"""The state of one executor run: its settings, session, loggers and events.
+
+:class:`RunBase` is the base of the executor's phases
+(:mod:`flask_geneva.executor_outcomes`, :mod:`flask_geneva.executor_prepare`,
+:mod:`flask_geneva.executor`): it holds what one call of
+:meth:`~flask_geneva.executor.Executor.execute` carries through its three
+phases, and the tagged loggers it installs on the rows (R-EXE-01, R-LOG-02).
+:class:`BodyResult` says how the body ended (R-EXE-35).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva import executor_events
+from flask_geneva import task_failures
+from flask_geneva.exceptions import FlowControlSignal
+from flask_geneva.exceptions import StepInterrupt
+from flask_geneva.tagged_logging import execution_logger
+
+__all__ = ["BodyResult", "RunBase"]
+
+_log = logging.getLogger("flask_geneva")
+
+
+@dataclasses.dataclass
+class BodyResult:
+    """How the body ended (R-EXE-35)."""
+
+    kind: str  # "completed" | "signal" | "interrupted" | "exception"
+    signal: FlowControlSignal | None = None
+    interrupt: StepInterrupt | None = None
+    error: Exception | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "signal" and self.signal is not None:
+            return "finished" if self.signal.action == "finish" else self.signal.action
+        return self.kind
+
+
+class RunBase:
+    """What one executor run holds across its phases (SPEC §7)."""
+
+    def __init__(
+        self,
+        *,
+        session: orm.Session,
+        execution_id: Any,
+        base_logger: Any,
+        interruptible: bool,
+        max_iterations: int | None,
+        lookup_attempts: int = 1,
+        lookup_delay_seconds: float = 0.0,
+        reraise: str = task_failures.RERAISE_ALWAYS,
+        run_early: bool = False,
+    ) -> None:
+        self.session = session
+        self.reraise = reraise
+        self.run_early = run_early
+        self.lookup_attempts = max(int(lookup_attempts), 1)
+        self.lookup_delay_seconds = lookup_delay_seconds
+        self.execution_id = execution_id
+        self.base_logger = base_logger
+        self.interruptible = interruptible
+        self.max_iterations = max_iterations
+        self.logger: Any = _log
+        self._logger_targets: list[Any] = []
+        #: The (workflow, execution) the current ``self.logger`` is tagged for.
+        self._logger_for: tuple[Any, Any] | None = None
+        # (error, extra context, execution id whose policy record gets report_error)
+        self.events = executor_events.RunEvents(session)
+        # (error, extra context, execution id whose policy record gets
+        # report_error), reported after the commit (R-REP-02).
+        self.reports = self.events.reports
+        self._finalizing = False
+        self._error_context_token: Any = None
+        self._passed_timing: dict[str, Any] = {}
+        self.iterable_step: Any = None
+
+    # -- loggers (R-EXE-01) ------------------------------------------------------------
+
+    def _install_loggers(self, workflow: Any, execution: Any) -> None:
+        # Phases 1 and 3 hand back the same instances (the lock re-reads into
+        # them), so the tagged adapter is built once per run.
+        tagged_for = self._logger_for
+        if tagged_for is None or not (
+            tagged_for[0] is workflow and tagged_for[1] is execution
+        ):
+            self.logger = execution_logger(workflow, execution, self.base_logger)
+            self._logger_for = (workflow, execution)
+        adapter = self.logger
+        for target in (workflow, execution):
+            if target not in self._logger_targets:
+                self._logger_targets.append(target)
+            target.__dict__["_geneva_logger"] = adapter
+
+    def _restore_loggers(self) -> None:
+        for target in self._logger_targets:
+            target.__dict__.pop("_geneva_logger", None)
+        self._logger_targets.clear()
