@@ -177,10 +177,8 @@ def transitions_reference() -> str:
 
 
 def _states(states: Any) -> str:
-    from flask_geneva.models import StepExecutionState
-    from flask_geneva.models import WorkflowState
-
-    order = [*StepExecutionState, *WorkflowState]
+    # Execution and workflow states share spellings: order by the set's own enum.
+    order = list(type(next(iter(states))).__members__.values()) if states else []
     return ", ".join(f"`{state}`" for state in sorted(states, key=order.index))
 
 

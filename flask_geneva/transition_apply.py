@@ -144,7 +144,11 @@ def _refusal(
 
 
 def _ordered(states: frozenset[Any]) -> list[Any]:
-    order = [*StepExecutionState, *WorkflowState]
+    """The states in their enum's order (execution and workflow states share
+    spellings, so each set is ordered by its own enum)."""
+    if not states:
+        return []
+    order = list(type(next(iter(states))).__members__.values())
     return sorted(states, key=order.index)
 
 

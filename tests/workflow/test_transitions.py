@@ -439,3 +439,15 @@ def test_read_state_is_checked_instead_of_a_half_applied_write():
             execution=_execution("scheduled"),
             read_state=StepExecutionState.COMPLETED,
         )
+
+
+def test_the_refusal_names_the_state_and_the_allowed_ones_in_order():
+    """Workflow and execution states share spellings; each lists in its own order."""
+    with pytest.raises(InvalidStateTransition) as refused:
+        transitions.apply(
+            transitions.DROP_FOR_STOPPED_WORKFLOW, NOW, workflow=_workflow("ready")
+        )
+    assert str(refused.value) == (
+        "cannot apply 'drop_for_stopped_workflow' to workflow 3: it is 'ready'; "
+        "allowed only from 'paused' or 'finished' or 'canceled'"
+    )
