@@ -72,7 +72,6 @@ class RunBase:
         self._logger_targets: list[Any] = []
         #: The (workflow, execution) the current ``self.logger`` is tagged for.
         self._logger_for: tuple[Any, Any] | None = None
-        # (error, extra context, execution id whose policy record gets report_error)
         self.events = executor_events.RunEvents(session)
         # (error, extra context, execution id whose policy record gets
         # report_error), reported after the commit (R-REP-02).
