@@ -35,7 +35,8 @@ app.config["GENEVA_MAX_BROKER_DELAY"] = timedelta(
 )
 DISPATCH_INTERVAL = float(os.environ.get("GENEVA_DISPATCH_INTERVAL", "60"))
 app.config["GENEVA_DISPATCH_INTERVAL"] = timedelta(seconds=DISPATCH_INTERVAL)
-# Settings are read at init_app (inside create_app); apply the two above (R-CFG-02).
+# Validate and apply the two above now (init_app ran inside create_app), not at
+# the first geneva operation (R-CFG-02).
 geneva.reload_settings(app)
 
 _defaults = flask_geneva.celery_defaults()

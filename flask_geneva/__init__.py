@@ -6,7 +6,6 @@ The public API is what ``__all__`` lists; everything else is internal.
 from __future__ import annotations
 
 from flask_geneva.config import GenevaConfig
-from flask_geneva.config import GenevaSettingsChangedWarning
 from flask_geneva.dispatch import inline_enqueue
 from flask_geneva.dsl.conditions import cancel_if
 from flask_geneva.dsl.decorators import resumable_step
@@ -69,7 +68,6 @@ __all__ = [
     "GenevaConfig",
     "GenevaConfigurationError",
     "GenevaError",
-    "GenevaSettingsChangedWarning",
     "HeroTypeNotFoundError",
     "InstallError",
     "InvalidStateError",

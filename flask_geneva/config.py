@@ -1,12 +1,13 @@
 """``GENEVA_*`` settings: defaults, validation, and the frozen config object (SPEC §13).
 
-Settings are read once, at ``init_app`` (R-CFG-02): :func:`config_from_mapping`
+Settings are validated at ``init_app`` (R-CFG-02): :func:`config_from_mapping`
 validates every ``GENEVA_*`` key into a frozen :class:`GenevaConfig`, which the
 extension keeps on ``app.extensions["geneva"]`` and every reader uses. Invalid
 values raise :class:`~flask_geneva.exceptions.GenevaConfigurationError` from
-``init_app`` (R-CFG-01). A later change to ``app.config`` applies only through
-``geneva.reload_settings(app)``; without it the next geneva operation issues a
-:class:`GenevaSettingsChangedWarning` naming the key and keeps the old value.
+``init_app`` (R-CFG-01). A later change to ``app.config`` is validated the same
+way and applied at the start of the next geneva operation (or at once by
+``geneva.reload_settings(app)``); :func:`settings_snapshot` is what the change
+is detected against.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ __all__ = [
     "SETTING_DESCRIPTIONS",
     "AdminConfig",
     "GenevaConfig",
-    "GenevaSettingsChangedWarning",
     "admin_config_from_mapping",
     "config_from_mapping",
     "import_string",
@@ -188,15 +188,6 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
 }
 
 
-class GenevaSettingsChangedWarning(UserWarning):
-    """A ``GENEVA_*`` value of ``app.config`` changed after ``init_app`` (R-CFG-02).
-
-    flask_geneva keeps the settings it validated at ``init_app``; the change is
-    not applied until ``geneva.reload_settings(app)``. Issued once per key, at
-    the next geneva operation after the change.
-    """
-
-
 def settings_snapshot(mapping: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """Return ``(key, value)`` of every known setting present in ``mapping``.
 
@@ -218,13 +209,14 @@ _RECOVERY_ACTIONS = ("reattempt", "cancel")
 
 @dataclasses.dataclass(frozen=True)
 class GenevaConfig:
-    """Validated ``GENEVA_*`` settings, read once at ``init_app`` (R-CFG-02).
+    """Validated ``GENEVA_*`` settings, built at ``init_app`` (R-CFG-02).
 
     Durations are ``timedelta``; other quantities carry their unit in the field
     name (``find_delay_seconds``, ``max_cursor_size_bytes``). SPEC §13 and the
     settings reference give each meaning. Frozen: assigning a field raises
-    ``dataclasses.FrozenInstanceError``; ``geneva.reload_settings(app)`` builds a
-    new object from ``app.config``.
+    ``dataclasses.FrozenInstanceError``. A change of ``app.config`` builds a new
+    object at the next geneva operation (or at ``geneva.reload_settings(app)``),
+    which replaces this one as a whole.
     """
 
     delete_completed_workflows_after: timedelta | None

@@ -25,6 +25,8 @@ from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import build_models
 from flask_geneva.runtime import GenevaState
 from flask_geneva.runtime import current_state
+from flask_geneva.runtime import refuse_celery_backend_without_celery
+from flask_geneva.runtime import refuse_eager_celery
 
 _log = logging.getLogger("flask_geneva")
 __all__ = ["Geneva"]
@@ -114,10 +116,10 @@ class Geneva:
         reads (``app.extensions["geneva"].config``), like Flask-SQLAlchemy reads its
         settings in its ``init_app``. ``app.testing`` is read here too (the default
         of ``GENEVA_ENQUEUE_AFTER_COMMIT``). A ``GENEVA_*`` value changed in
-        ``app.config`` afterwards is not applied: call :meth:`reload_settings`;
-        without it the next geneva operation issues a
-        :class:`~flask_geneva.config.GenevaSettingsChangedWarning` naming the key
-        (R-CFG-02). On SQLite engines it installs the locking
+        ``app.config`` afterwards is validated and applied at the start of the
+        next geneva operation, which raises ``GenevaConfigurationError`` if it is
+        invalid; :meth:`reload_settings` does the same at once (R-CFG-02). On
+        SQLite engines it installs the locking
         setup of :func:`flask_geneva.store.install_sqlite_locking` (WAL, busy
         timeout, ``BEGIN IMMEDIATE`` for geneva writes) unless
         ``GENEVA_SQLITE_BEGIN_IMMEDIATE`` is False. With a Celery app it logs a
@@ -161,9 +163,10 @@ class Geneva:
         # A Celery app the host's factory stored on this Flask app comes before
         # the one the extension last saw (that may belong to another app).
         celery = celery or app.extensions.get("celery") or self.celery
-        # The one read of the settings (R-CFG-02): frozen from here on.
+        # The settings, frozen (R-CFG-02); a later change of app.config is
+        # validated again at the next operation (GenevaState.reload).
         config = _validate_at_start(self, app)
-        _refuse_celery_backend_without_celery(config, celery)
+        refuse_celery_backend_without_celery(config, celery)
         state = GenevaState(self, app, config, celery=celery)
         mount_admin = admin if admin is not None else config.admin.enabled
         if mount_admin and not app.config.get("SECRET_KEY"):
@@ -238,7 +241,7 @@ class Geneva:
                 # Before init_app: nothing is validated yet.
                 task_backend = app.config.get("GENEVA_TASK_BACKEND", "celery")
                 allow_eager = bool(app.config.get("GENEVA_ALLOW_EAGER", False))
-            _refuse_eager_celery(
+            refuse_eager_celery(
                 celery, task_backend=task_backend, allow_eager=allow_eager
             )
             if state is not None:
@@ -252,17 +255,20 @@ class Geneva:
     def reload_settings(self, app: Flask) -> GenevaConfig:
         """Validate ``app.config``'s ``GENEVA_*`` keys again and use them (R-CFG-02).
 
-        ``init_app`` reads the settings once; this is the supported way to change
-        one afterwards (a test that needs another ``GENEVA_HOUSEKEEPING_BATCH_SIZE``,
-        say)::
+        A change of ``app.config`` after ``init_app`` is validated and applied at
+        the start of the next geneva operation anyway; this applies it at once,
+        so that an invalid value raises here, at a moment of the caller's
+        choosing, rather than in the operation::
 
             app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
             geneva.reload_settings(app)
 
-        The new settings apply to every operation that starts afterwards; reload
-        between operations, since one running in another thread may see them for
-        the rest of its run. ``app.testing`` is read again too. The admin mounted
-        by ``init_app`` stays where it is (``GENEVA_ADMIN_URL`` and
+        Both go through the same validation
+        (:meth:`flask_geneva.runtime.GenevaState.reload`). The new settings apply
+        to every operation that starts afterwards; change them between
+        operations, since one running in another thread may see them from its
+        next read on. ``app.testing`` is read again too. The admin mounted by
+        ``init_app`` stays where it is (``GENEVA_ADMIN_URL`` and
         ``GENEVA_ADMIN_ENABLED`` take effect at ``init_app`` only).
 
         Args:
@@ -279,27 +285,13 @@ class Geneva:
                 ``GENEVA_ALLOW_EAGER`` (R-TH-21). The settings in force then stay
                 unchanged.
         """
-        from flask_geneva.config import config_from_mapping
-
         state = app.extensions.get("geneva")
         if state is None or state.geneva is not self:
             raise GenevaConfigurationError(
                 "this Geneva extension is not registered on this app; call "
                 "geneva.init_app(app) first"
             )
-        config = config_from_mapping(app.config, testing=app.testing)
-        _refuse_celery_backend_without_celery(config, state.celery)
-        if state.celery is not None:
-            _refuse_eager_celery(
-                state.celery,
-                task_backend=config.task_backend,
-                allow_eager=config.allow_eager,
-            )
-        state.apply_settings(config)
-        if state.celery is not None:
-            broker_checks.warn_if_broker_delay_exceeds_visibility(
-                state.celery, config.max_broker_delay
-            )
+        config: GenevaConfig = state.reload()
         return config
 
     # -- conveniences -------------------------------------------------------------
@@ -479,28 +471,6 @@ def _validate_at_start(geneva: Geneva, app: Flask) -> GenevaConfig:
     if problems or class_problems:
         raise GenevaConfigurationError(format_problems(problems + class_problems))
     return config_from_mapping(app.config, testing=app.testing)
-
-
-def _refuse_celery_backend_without_celery(config: GenevaConfig, celery: Any) -> None:
-    """Refuse ``GENEVA_TASK_BACKEND="celery"`` without a Celery app (issue 14)."""
-    if celery is None and config.task_backend == "celery":
-        raise GenevaConfigurationError(
-            "no Celery app for flask_geneva's tasks: pass geneva.init_app(app, "
-            "celery=celery), store it in app.extensions['celery'] before "
-            "init_app, or call geneva.init_celery(celery, app=app) first; "
-            "tests without a broker set GENEVA_TASK_BACKEND='recording'"
-        )
-
-
-def _refuse_eager_celery(celery: Any, *, task_backend: str, allow_eager: bool) -> None:
-    """Refuse Celery's eager mode unless ``GENEVA_ALLOW_EAGER`` (R-TH-21)."""
-    if celery.conf.task_always_eager and task_backend == "celery" and not allow_eager:
-        raise GenevaConfigurationError(
-            "Celery task_always_eager is on: it would run the next step inside "
-            "the previous step's transaction. Turn it off, use "
-            "GENEVA_TASK_BACKEND='recording' in tests, or set "
-            "GENEVA_ALLOW_EAGER=True (R-TH-21)"
-        )
 
 
 def _reserved_names(workflow_cls: type[Any]) -> frozenset[str]:
