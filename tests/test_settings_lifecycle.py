@@ -165,6 +165,8 @@ def test_a_change_to_the_celery_backend_without_celery_raises_at_the_next_operat
 ):
     """The next operation runs init_app's backend check too (issue 14, R-CFG-02)."""
     state = app.extensions["geneva"]
+    # The shared extension may keep a Celery app another test gave it.
+    state.celery = None
     app.config["GENEVA_TASK_BACKEND"] = "celery"
     with pytest.raises(GenevaConfigurationError, match="no Celery"):
         current_state()
