@@ -118,6 +118,7 @@ class Executor:
             lookup_delay_seconds=lookup_delay_seconds,
             reraise=reraise,
             run_early=run_early,
+            settings=state.config,
         )
         try:
             run.execute()

@@ -19,7 +19,7 @@ from flask_geneva import clock
 from flask_geneva import reporting
 from flask_geneva import signals
 from flask_geneva import store
-from flask_geneva.runtime import current_state
+from flask_geneva.config import GenevaConfig
 
 __all__ = ["RunEvents", "timing"]
 
@@ -52,8 +52,9 @@ class RunEvents:
         finalize_started: Wall-clock and monotonic start of Phase 3.
     """
 
-    def __init__(self, session: orm.Session) -> None:
+    def __init__(self, session: orm.Session, settings: GenevaConfig) -> None:
         self.session = session
+        self.settings = settings
         self.reports: list[tuple[BaseException, dict[str, Any], Any]] = []
         self.finalize_started: tuple[Any, float] | None = None
         self._workflow_cls: Any = None
@@ -80,7 +81,7 @@ class RunEvents:
         self.reports.clear()
         if not reports:
             return
-        reporter = current_state().config.error_reporter
+        reporter = self.settings.error_reporter
         for error, extra, execution_id in reports:
             failure = reporting.report(reporter, error, extra=extra)
             if failure is not None and execution_id is not None:

@@ -51,7 +51,14 @@ class OutcomeSteps(RunBase):
     ) -> PolicyResult:
         """Resolve, decide and record the policy for ``error`` (R-PDR-01)."""
         return policy_decisions.resolve(
-            self.session, self.logger, self.reports, workflow, execution, step, error
+            self.session,
+            self.logger,
+            self.reports,
+            workflow,
+            execution,
+            step,
+            error,
+            reporter=self.settings.error_reporter,
         )
 
     def _apply_policy(

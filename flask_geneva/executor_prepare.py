@@ -36,7 +36,6 @@ from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.policy_resolution import PolicyResult
 from flask_geneva.policy_resolution import should_report
-from flask_geneva.runtime import current_state
 
 __all__ = ["MISSING_COLUMNS_MESSAGE", "PreparePhase"]
 
@@ -91,7 +90,7 @@ class PreparePhase(OutcomeSteps):
             workflow,
             execution,
             now=now,
-            tolerance=current_state().config.clock_skew_tolerance,
+            tolerance=self.settings.clock_skew_tolerance,
             logger=self.logger,
         ):
             # Delivered before its time (R-EXE-18): published again, not run.
@@ -327,6 +326,7 @@ class PreparePhase(OutcomeSteps):
                     count=0,
                     cap=None,
                     handler=None,
+                    reporter=self.settings.error_reporter,
                 )
             what = "prepare phase raised"
             task_failures.log_captured(self.logger, error, result, what)

@@ -18,6 +18,7 @@ from sqlalchemy import orm
 
 from flask_geneva import executor_events
 from flask_geneva import task_failures
+from flask_geneva.config import GenevaConfig
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.tagged_logging import execution_logger
@@ -58,8 +59,12 @@ class RunBase:
         lookup_delay_seconds: float = 0.0,
         reraise: str = task_failures.RERAISE_ALWAYS,
         run_early: bool = False,
+        settings: GenevaConfig,
     ) -> None:
         self.session = session
+        #: The settings in force when the run started, used for the whole run
+        #: (a change of ``app.config`` applies from the next run, R-CFG-02).
+        self.settings = settings
         self.reraise = reraise
         self.run_early = run_early
         self.lookup_attempts = max(int(lookup_attempts), 1)
@@ -72,7 +77,7 @@ class RunBase:
         self._logger_targets: list[Any] = []
         #: The (workflow, execution) the current ``self.logger`` is tagged for.
         self._logger_for: tuple[Any, Any] | None = None
-        self.events = executor_events.RunEvents(session)
+        self.events = executor_events.RunEvents(session, settings)
         # (error, extra context, execution id whose policy record gets
         # report_error), reported after the commit (R-REP-02).
         self.reports = self.events.reports

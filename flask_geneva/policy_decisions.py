@@ -29,7 +29,6 @@ from flask_geneva.policy_resolution import PolicyResult
 from flask_geneva.policy_resolution import decide
 from flask_geneva.policy_resolution import resolve_policy
 from flask_geneva.policy_resolution import should_report
-from flask_geneva.runtime import current_state
 
 __all__ = ["consecutive_reattempts", "record_decision", "resolve", "run_handler"]
 
@@ -45,6 +44,8 @@ def resolve(
     execution: Any,
     step: Any,
     error: Exception,
+    *,
+    reporter: Any,
 ) -> PolicyResult:
     """Resolve and decide the policy for ``error``; record it (R-PDR-01).
 
@@ -59,6 +60,8 @@ def resolve(
         execution: The locked execution; gets the ``policy_decision`` record.
         step: The step definition whose policy applies.
         error: The exception raised by the body or a condition.
+        reporter: The run's ``GENEVA_ERROR_REPORTER`` (or None), for the
+            record's ``reported`` flag.
 
     Returns:
         The decided result (R-POL-10/11/12/32).
@@ -95,6 +98,7 @@ def resolve(
         cap=resolution.cap,
         handler=policy.handler_name,
         handler_error=handler_error,
+        reporter=reporter,
     )
     return result
 
@@ -108,6 +112,7 @@ def record_decision(
     cap: int | None,
     handler: str | None,
     handler_error: str | None = None,
+    reporter: Any,
 ) -> None:
     """Write the ``policy_decision`` metadata record (R-PDR-01/02/06).
 
@@ -119,13 +124,13 @@ def record_decision(
         cap: The reattempt cap that applied, or None.
         handler: The imperative handler's name, or None.
         handler_error: ``"<class>: <message>"`` of a crashed handler (R-POL-12).
+        reporter: The run's ``GENEVA_ERROR_REPORTER`` (or None).
 
     ``reported`` anticipates the reporter call made after the commit: it is
     true iff a reporter is configured and the report mode asks for one
     (R-REP-01); a failing reporter later adds ``report_error``. A crashed
     imperative handler adds ``handler_error`` (R-POL-12).
     """
-    reporter = current_state().config.error_reporter
     record: dict[str, Any] = {
         **where,
         "action": result.action,

@@ -30,6 +30,7 @@ from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0
 from tests.workflow.support import count_workflows
+from tests.workflow.support import execution_rows
 from tests.workflow.support import make_user
 from tests.workflow.support import workflow_row
 
@@ -293,3 +294,44 @@ def _registered_app(tmp_path):
     db.init_app(app)
     extension.init_app(app)
     return app
+
+
+class SettingsChangedDuringTheStep(geneva.Workflow):
+    """Breaks app.config from inside its step, then fails (R-CFG-02, R-PDR-01)."""
+
+    @step(on_exception="pause")
+    def breaks_config_then_fails(self):
+        from flask import current_app
+
+        current_app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = "many"
+        raise RuntimeError("boom after the config change")
+
+
+def test_a_run_keeps_the_settings_it_started_with(app):
+    """A change of app.config during a step applies from the next operation, never mid-run (R-CFG-02).
+
+    The run records the policy decision and reports with the settings in force
+    when it started; the invalid value surfaces at the next operation.
+    """
+    from flask_geneva.testing import perform_next_step
+
+    workflow = SettingsChangedDuringTheStep.create(hero=make_user("mid@example.com"))
+    started_with = settings()
+    try:
+        with pytest.raises(RuntimeError, match="boom after the config change"):
+            perform_next_step(workflow)
+        assert workflow_row(workflow.id)["state"] == "paused"
+        (execution,) = execution_rows(workflow.id)
+        assert execution["state"] == "failed"
+        decision = execution["metadata"]["policy_decision"]
+        assert decision["action"] == "pause"
+        assert app.extensions["geneva"].config is started_with
+        with pytest.raises(
+            GenevaConfigurationError, match="GENEVA_HOUSEKEEPING_BATCH_SIZE"
+        ):
+            settings()
+    finally:
+        app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = (
+            started_with.housekeeping_batch_size
+        )
+    assert settings().housekeeping_batch_size == started_with.housekeeping_batch_size
