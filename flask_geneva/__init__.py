@@ -5,6 +5,8 @@ The public API is what ``__all__`` lists; everything else is internal.
 
 from __future__ import annotations
 
+# Registers the engine the model methods call (flask_geneva.model_services).
+from flask_geneva import model_engine as _model_engine  # noqa: F401
 from flask_geneva.config import GenevaConfig
 from flask_geneva.dispatch import inline_enqueue
 from flask_geneva.dsl.conditions import cancel_if

@@ -1,0 +1,199 @@
+"""The engine side of the model methods; registers :class:`EngineForModels`.
+
+Imported by ``flask_geneva/__init__.py``. The models call these through
+:func:`flask_geneva.model_services.model_engine`, so they never import the
+orchestration modules (scheduling, flow control, store, executor) back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from typing import NoReturn
+
+from flask_geneva import clock
+from flask_geneva import flow_control
+from flask_geneva import operator_recovery
+from flask_geneva import scheduling
+from flask_geneva import step_execution_rows
+from flask_geneva import store
+from flask_geneva import transitions
+from flask_geneva.executor import Executor
+from flask_geneva.model_services import Wait
+from flask_geneva.model_services import register_model_engine
+from flask_geneva.model_states import StepExecutionState
+from flask_geneva.model_states import parse_workflow_state
+from flask_geneva.runtime import current_state
+
+__all__ = ["EngineForModels"]
+
+
+class EngineForModels:
+    """Implements :class:`~flask_geneva.model_services.ModelEngine` (STYLE §3.1)."""
+
+    def create_workflow(
+        self,
+        workflow_class: Any,
+        *,
+        hero: Any,
+        allow_multiple: bool,
+        step_job_options: Any,
+        commit: bool,
+    ) -> Any:
+        """See :func:`flask_geneva.scheduling.create_workflow` (R-WF-10..15)."""
+        return scheduling.create_workflow(
+            workflow_class.__geneva__.session,
+            workflow_class,
+            hero=hero,
+            allow_multiple=allow_multiple,
+            step_job_options=step_job_options,
+            commit=commit,
+        )
+
+    def transition_to(
+        self, workflow: Any, state: str, attributes: dict[str, Any]
+    ) -> None:
+        """Lock the row, apply ``TRANSITION_TO`` unvalidated, commit (R-WF-05)."""
+        session = workflow._object_session()
+        store.lock_workflow(session, workflow.id)
+        transitions.apply(
+            transitions.TRANSITION_TO,
+            clock.now(),
+            workflow=workflow,
+            to=parse_workflow_state(state),
+            **attributes,
+        )
+        session.commit()
+
+    def schedule_next_step(self, workflow: Any, *, wait: Wait) -> Any:
+        """Schedule the next step or finish; refused while one runs (R-SCH-06)."""
+        session = workflow._object_session()
+        _lock_unless_running(session, workflow, "schedule the next step of")
+        execution = scheduling.schedule_next_step(session, workflow, wait=wait)
+        session.commit()
+        return execution
+
+    def reschedule_current_step(self, workflow: Any, *, wait: Wait) -> Any:
+        """Reschedule the current step, refusing while one runs (R-SCH-07, R-EXT-26)."""
+        session = workflow._object_session()
+        _lock_unless_running(session, workflow, "reschedule the current step of")
+        execution = scheduling.reschedule_current_step(session, workflow, wait=wait)
+        session.commit()
+        return execution
+
+    def cancel(
+        self, workflow: Any, *, actor: str | None, via: str, commit: bool
+    ) -> None:
+        """See :func:`flask_geneva.flow_control.cancel` (R-EXT-03)."""
+        flow_control.cancel(workflow, actor=actor, via=via, commit=commit)
+
+    def pause(
+        self, workflow: Any, *, actor: str | None, via: str, commit: bool
+    ) -> None:
+        """See :func:`flask_geneva.flow_control.pause` (R-EXT-01/02)."""
+        flow_control.pause(workflow, actor=actor, via=via, commit=commit)
+
+    def skip(
+        self,
+        workflow: Any,
+        *,
+        actor: str | None,
+        via: str,
+        commit: bool,
+        expected_step: str | None,
+    ) -> None:
+        """See :func:`flask_geneva.flow_control.skip` (R-EXT-04/05)."""
+        flow_control.skip(
+            workflow, actor=actor, via=via, commit=commit, expected_step=expected_step
+        )
+
+    def resume(
+        self,
+        workflow: Any,
+        *,
+        rewind: bool,
+        actor: str | None,
+        via: str,
+        commit: bool,
+    ) -> Any:
+        """See :func:`flask_geneva.flow_control.resume` (R-EXT-20..27)."""
+        return flow_control.resume(
+            workflow, rewind=rewind, actor=actor, via=via, commit=commit
+        )
+
+    def recover(
+        self,
+        workflow: Any,
+        *,
+        execution_id: Any,
+        force: bool,
+        actor: str | None,
+        via: str,
+        commit: bool,
+    ) -> Any:
+        """See :func:`flask_geneva.operator_recovery.recover` (R-HK-28)."""
+        return operator_recovery.recover(
+            workflow,
+            execution_id=execution_id,
+            force=force,
+            actor=actor,
+            via=via,
+            commit=commit,
+        )
+
+    def reattempt(self, workflow: Any, *, wait: Wait, rewind: bool) -> NoReturn:
+        """See :func:`flask_geneva.flow_control.reattempt` (R-FC-13)."""
+        flow_control.reattempt(workflow, wait=wait, rewind=rewind)
+
+    def finish(self, workflow: Any) -> NoReturn:
+        """See :func:`flask_geneva.flow_control.finish` (R-FC-14)."""
+        flow_control.finish(workflow)
+
+    def suspend(self, workflow: Any, *, wait: Wait) -> NoReturn:
+        """See :func:`flask_geneva.flow_control.suspend` (R-FC-15)."""
+        flow_control.suspend(workflow, wait=wait)
+
+    def optional_columns(self, session: Any) -> Any:
+        """See :func:`flask_geneva.store.optional_columns` (R-DM-30..35)."""
+        return store.optional_columns(session)
+
+    def max_cursor_size(self) -> int | None:
+        """``GENEVA_MAX_CURSOR_SIZE`` of the current app in bytes, None for no limit."""
+        return current_state().config.max_cursor_size_bytes
+
+    def start_execution(self, execution: Any) -> bool:
+        """See :func:`flask_geneva.step_execution_rows.start` (R-SE-47)."""
+        return step_execution_rows.start(execution)
+
+    def mark_execution(
+        self,
+        execution: Any,
+        state: str,
+        outcome: str,
+        error: BaseException | None,
+    ) -> None:
+        """See :func:`flask_geneva.step_execution_rows.mark` (R-SE-47)."""
+        step_execution_rows.mark(
+            execution, StepExecutionState(state), outcome, error=error
+        )
+
+    def execute(
+        self, execution: Any, *, interruptible: bool, max_iterations: int | None
+    ) -> None:
+        """See :meth:`flask_geneva.executor.Executor.execute` (R-SE-44)."""
+        Executor.execute(
+            execution, interruptible=interruptible, max_iterations=max_iterations
+        )
+
+
+def _lock_unless_running(session: Any, workflow: Any, action: str) -> None:
+    # Lock the row, then refuse while an execution runs: a new one would
+    # violate the one-active-execution index (R-EXT-26, R-DM-11).
+    store.lock_workflow(session, workflow.id)
+    try:
+        flow_control.refuse_while_running(session, workflow, action)
+    except BaseException:
+        session.rollback()
+        raise
+
+
+register_model_engine(EngineForModels())

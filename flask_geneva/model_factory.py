@@ -1,0 +1,257 @@
+"""``build_models``: maps the two tables onto the host's ``db.Model`` (SPEC §2-§4).
+
+:func:`build_models` combines :class:`~flask_geneva.workflow_model.WorkflowMixin` and
+:class:`~flask_geneva.step_execution_model.StepExecutionMixin` with ``db.Model`` into
+``Workflow`` and ``StepExecution`` (``geneva.Workflow`` / ``geneva.StepExecution``).
+Workflow classes are single-table-inheritance subclasses of ``geneva.Workflow``
+(R-STI-01); a row whose ``type`` matches no class loads as the base class (R-STI-02).
+
+Optional columns (workflows ``metadata``; executions ``metadata``, ``error_class_name``,
+``cursor``, ``continues_from_id``) are mapped *deferred*: no SQL statement mentions
+them unless :mod:`flask_geneva.store` has detected that they exist (R-DM-30..35).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva import clock
+from flask_geneva.model_columns import JSONDocument
+from flask_geneva.model_columns import UTCDateTime
+from flask_geneva.model_columns import primary_key_type
+from flask_geneva.model_states import STEP_EXECUTIONS_TABLE
+from flask_geneva.model_states import WORKFLOWS_TABLE
+from flask_geneva.model_states import StepExecutionState
+from flask_geneva.model_states import WorkflowState
+from flask_geneva.step_execution_model import StepExecutionMixin
+from flask_geneva.workflow_model import WorkflowMixin
+
+__all__ = ["build_models"]
+
+
+class _FallbackPolymorphicMap(dict[Any, Any]):
+    """Polymorphic map loading unknown ``type`` values as the base class (R-STI-02)."""
+
+    def __init__(self, base_mapper: orm.Mapper[Any]) -> None:
+        super().__init__()
+        self.base_mapper = base_mapper
+
+    def __missing__(self, key: Any) -> orm.Mapper[Any]:
+        return self.base_mapper
+
+
+def build_models(
+    db: Any, geneva: Any, *, key_type: str = "bigint"
+) -> tuple[type[WorkflowMixin], type[StepExecutionMixin]]:
+    """Create the ``Workflow`` and ``StepExecution`` models on ``db.Model``.
+
+    Args:
+        db: The host's ``flask_sqlalchemy.SQLAlchemy`` instance.
+        geneva: The :class:`~flask_geneva.Geneva` extension the models belong to.
+        key_type: ``"bigint"`` (default) or ``"uuid"``: type of primary keys and of
+            ``hero_id``/``workflow_id``/``continues_from_id`` (R-DM-20..22). Must match
+            the schema written by ``flask geneva install``.
+
+    Returns:
+        ``(Workflow, StepExecution)``.
+    """
+    key = primary_key_type(key_type)
+    # UUID keys are generated client-side (R-DM-21); bigint keys autoincrement.
+    id_default = uuid.uuid4 if key_type == "uuid" else None
+    model_base = db.Model
+    now = clock.now
+
+    class Workflow(WorkflowMixin, model_base):  # type: ignore[misc, valid-type]
+        """A durable workflow row; subclass it to declare a workflow (SPEC §3)."""
+
+        _geneva_is_base = True
+        __geneva__ = geneva
+        __tablename__ = WORKFLOWS_TABLE
+
+        id: orm.Mapped[Any] = orm.mapped_column(
+            key, primary_key=True, default=id_default
+        )
+        type: orm.Mapped[str] = orm.mapped_column(sa.String(255), nullable=False)
+        hero_type: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        hero_id: orm.Mapped[Any] = orm.mapped_column(key, nullable=True)
+        state: orm.Mapped[str] = orm.mapped_column(
+            sa.String(255),
+            nullable=False,
+            default=WorkflowState.READY.value,
+            server_default=WorkflowState.READY.value,
+        )
+        current_step_name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        next_step_name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        allow_multiple: orm.Mapped[bool] = orm.mapped_column(
+            sa.Boolean, nullable=False, default=False, server_default=sa.false()
+        )
+        meta: orm.Mapped[Any] = orm.mapped_column(
+            "metadata", JSONDocument().evaluates_none(), nullable=True, deferred=True
+        )
+        started_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        transitioned_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        created_at: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False, default=lambda: now()
+        )
+        updated_at: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False, default=lambda: now(), onupdate=lambda: now()
+        )
+
+        __mapper_args__ = {"polymorphic_on": "type"}
+        __table_args__ = (
+            sa.Index("index_geneva_drive_workflows_on_type", "type"),
+            sa.Index("index_geneva_drive_workflows_on_state", "state"),
+            sa.Index(
+                "index_geneva_drive_workflows_on_hero_type_and_hero_id",
+                "hero_type",
+                "hero_id",
+            ),
+            sa.Index(
+                "index_geneva_drive_workflows_unique_ongoing",
+                "type",
+                "hero_type",
+                "hero_id",
+                unique=True,
+                postgresql_where=sa.text(
+                    "state NOT IN ('finished','canceled') AND allow_multiple = false"
+                ),
+                sqlite_where=sa.text(
+                    "state NOT IN ('finished','canceled') AND allow_multiple = 0"
+                ),
+                info={"geneva_dialect_specific": True},
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+        )
+
+    # Unknown STI identities load as the base class (R-STI-02, BTR-18). Subclass
+    # mappers share this map object, so it must be replaced before any subclass.
+    mapper = sa.inspect(Workflow)
+    fallback = _FallbackPolymorphicMap(mapper)
+    fallback.update(mapper.polymorphic_map)
+    mapper.polymorphic_map = fallback
+    # Such a row keeps its stored type when the executor or an operator updates it
+    # (R-STI-03); SQLAlchemy would warn on flushing an identity it does not know.
+    # Subclass mappers copy this validator, so install it before any subclass.
+    validate_identity = mapper._validate_polymorphic_identity
+
+    def _validate_identity(
+        owner: orm.Mapper[Any], state: orm.InstanceState[Any], dict_: Any
+    ) -> None:
+        if state.manager.mapper is mapper:
+            return
+        if validate_identity is not None:
+            validate_identity(owner, state, dict_)
+
+    mapper._validate_polymorphic_identity = _validate_identity
+
+    class StepExecution(StepExecutionMixin, model_base):  # type: ignore[misc, valid-type]
+        """One attempt at one step: idempotency key and audit record (SPEC §4)."""
+
+        __geneva__ = geneva
+        __tablename__ = STEP_EXECUTIONS_TABLE
+
+        id: orm.Mapped[Any] = orm.mapped_column(
+            key, primary_key=True, default=id_default
+        )
+        workflow_id: orm.Mapped[Any] = orm.mapped_column(
+            key,
+            sa.ForeignKey(f"{WORKFLOWS_TABLE}.id", ondelete="CASCADE"),
+            nullable=False,
+        )
+        step_name: orm.Mapped[str] = orm.mapped_column(sa.String(255), nullable=False)
+        state: orm.Mapped[str] = orm.mapped_column(
+            sa.String(255),
+            nullable=False,
+            default=StepExecutionState.SCHEDULED.value,
+            server_default=StepExecutionState.SCHEDULED.value,
+        )
+        outcome: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        scheduled_for: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False
+        )
+        started_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        completed_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        failed_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        canceled_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        skipped_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        finished_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        error_class_name: orm.Mapped[str | None] = orm.mapped_column(
+            sa.String(255).evaluates_none(), deferred=True
+        )
+        error_message: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+        error_backtrace: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+        job_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        meta: orm.Mapped[Any] = orm.mapped_column(
+            "metadata", JSONDocument().evaluates_none(), nullable=True, deferred=True
+        )
+        # evaluates_none(): an unset optional column is left out of the INSERT
+        # instead of being sent as NULL, so inserts work where it is absent
+        # (R-DM-32, R-DEG-01).
+        cursor: orm.Mapped[Any] = orm.mapped_column(
+            "cursor",
+            JSONDocument(sqlite_type_name="JSON").evaluates_none(),
+            nullable=True,
+            deferred=True,
+        )
+        continues_from_id: orm.Mapped[Any] = orm.mapped_column(
+            key.evaluates_none(), nullable=True, deferred=True
+        )
+        created_at: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False, default=lambda: now()
+        )
+        updated_at: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False, default=lambda: now(), onupdate=lambda: now()
+        )
+
+        workflow: orm.Mapped[Any] = orm.relationship(Workflow, lazy="select")
+
+        __table_args__ = (
+            sa.Index(
+                "index_geneva_drive_step_executions_on_workflow_id", "workflow_id"
+            ),
+            sa.Index("index_geneva_drive_step_executions_on_state", "state"),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_scheduled_for", "scheduled_for"
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_scheduled", "state", "scheduled_for"
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_workflow_and_created_at",
+                "workflow_id",
+                "created_at",
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_workflow_id_and_state",
+                "workflow_id",
+                "state",
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_finished_at", "finished_at"
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_continues_from_id",
+                "continues_from_id",
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_one_active",
+                "workflow_id",
+                unique=True,
+                postgresql_where=sa.text("state IN ('scheduled','in_progress')"),
+                sqlite_where=sa.text("state IN ('scheduled','in_progress')"),
+                info={"geneva_dialect_specific": True},
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+            sa.Index(
+                "index_geneva_drive_step_executions_in_progress_started_at",
+                "started_at",
+                postgresql_where=sa.text("state = 'in_progress'"),
+                sqlite_where=sa.text("state = 'in_progress'"),
+                info={"geneva_dialect_specific": True},
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+        )
+
+    return Workflow, StepExecution

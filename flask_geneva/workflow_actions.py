@@ -1,0 +1,261 @@
+"""The state-changing methods of ``geneva.Workflow``: create, flow control, scheduling.
+
+Each method delegates to the engine registered in :mod:`flask_geneva.model_services`
+(SPEC §8, R-WF-10..15, R-SCH-06/07), so the models import no orchestration module.
+:class:`flask_geneva.workflow_model.WorkflowMixin` extends this class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import NoReturn
+from typing import Self
+
+from flask_geneva.model_services import model_engine
+
+if TYPE_CHECKING:
+    from flask_geneva.step_execution_model import StepExecutionMixin
+
+__all__ = ["WorkflowActions"]
+
+
+class WorkflowActions:
+    """State-changing methods of ``geneva.Workflow``, delegated to the engine.
+
+    Create, schedule, pause, resume, cancel, skip and recover; inside a step also
+    reattempt, finish and suspend.
+    """
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        hero: Any = None,
+        allow_multiple: bool = False,
+        step_job_options: Mapping[str, Any] | None = None,
+        commit: bool = True,
+    ) -> Self:
+        """Insert a workflow for ``hero`` and schedule its first step (R-WF-10..15).
+
+        Args:
+            hero: Any mapped model instance with a primary key, or None.
+            allow_multiple: Exempt this row from the one-ongoing-per-hero rule
+                (R-UNQ-04).
+            step_job_options: Per-instance job options (``queue``, ``priority``,
+                ``wait``, ``wait_until``), validated (R-WF-15).
+            commit: Commit the session at the end. With False the caller commits and
+                task publication waits for that commit (R-WF-14, R-TXN-02). Inside
+                a transaction the caller began explicitly (``with
+                db.session.begin():`` or ``begin_nested()``) nothing is committed
+                either way: the insert joins it and publishes after its commit.
+
+        Returns:
+            The new workflow, state ``ready`` (or ``finished`` without steps, R-WF-12).
+
+        Raises:
+            DuplicateWorkflowError: An ongoing workflow of this class exists for the
+                hero (R-UNQ-02/03); no row is left and nothing is published.
+            StepConfigurationError: ``step_job_options`` is invalid.
+            sqlalchemy.exc.DBAPIError: A deadlock or serialization failure, raised
+                as itself: retried first when the transaction was this call's own.
+        """
+
+        workflow: Self = model_engine().create_workflow(
+            cls,
+            hero=hero,
+            allow_multiple=allow_multiple,
+            step_job_options=step_job_options,
+            commit=commit,
+        )
+        return workflow
+
+    # -- state changes -------------------------------------------------------------
+
+    def transition_to(self, state: str, **attributes: Any) -> None:
+        """Lock the row, set ``state`` and ``attributes``, and persist (R-WF-05).
+
+        No transition validation is done. Entering finished/canceled/paused sets
+        ``transitioned_at`` (R-WF-03). Commits the session.
+        """
+
+        model_engine().transition_to(self, state, attributes)
+
+    def schedule_next_step(
+        self, *, wait: timedelta | int | float | None = None
+    ) -> StepExecutionMixin | None:
+        """Schedule the step after the current one, or finish (R-SCH-06). Commits.
+
+        Raises:
+            InvalidStateError: An execution is still in progress (R-EXT-26).
+        """
+
+        execution: StepExecutionMixin | None = model_engine().schedule_next_step(
+            self, wait=wait
+        )
+        return execution
+
+    def reschedule_current_step(
+        self, *, wait: timedelta | int | float | None = None
+    ) -> StepExecutionMixin:
+        """Create a new execution of the current step, exactly ``wait`` (R-SCH-07).
+
+        Raises:
+            InvalidStateError: An execution is still in progress (R-EXT-26).
+            StepNotDefinedError: The current/next step has no definition.
+        """
+
+        execution: StepExecutionMixin = model_engine().reschedule_current_step(
+            self, wait=wait
+        )
+        return execution
+
+    # -- flow control (SPEC §8) ------------------------------------------------------
+
+    def cancel(
+        self, *, actor: str | None = None, via: str = "api", commit: bool = True
+    ) -> None:
+        """Cancel the workflow: in a step raise ``CancelSignal``, else R-EXT-03.
+
+        Raises:
+            InvalidStateError: Outside a step, the state is not ready, paused or
+                performing; message "Cannot cancel a <state> workflow".
+        """
+
+        model_engine().cancel(self, actor=actor, via=via, commit=commit)
+
+    def pause(
+        self, *, actor: str | None = None, via: str = "api", commit: bool = True
+    ) -> None:
+        """Pause the workflow: in a step raise ``PauseSignal``, else R-EXT-01/02.
+
+        Raises:
+            InvalidStateError: Outside a step, the state is not ready or performing.
+        """
+
+        model_engine().pause(self, actor=actor, via=via, commit=commit)
+
+    def skip(
+        self,
+        *,
+        actor: str | None = None,
+        via: str = "api",
+        commit: bool = True,
+        expected_step: str | None = None,
+    ) -> None:
+        """Skip the current step: in a step raise ``SkipSignal``, else R-EXT-04.
+
+        Args:
+            expected_step: Skip only if the current step is still this step name
+                (a guard against skipping twice from a stale page or a double
+                click); None skips whatever step is current (R-EXT-05).
+
+        Raises:
+            InvalidStateError: Outside a step, the state is not ready or paused, or
+                the current step is not ``expected_step``.
+        """
+
+        model_engine().skip(
+            self, actor=actor, via=via, commit=commit, expected_step=expected_step
+        )
+
+    def resume(
+        self,
+        *,
+        rewind: bool = False,
+        actor: str | None = None,
+        via: str = "api",
+        commit: bool = True,
+    ) -> StepExecutionMixin | None:
+        """Resume a paused workflow atomically (R-EXT-20..27).
+
+        Returns:
+            The step execution that will run next (reused, successor or new),
+            or None when the last step completed while the workflow was paused
+            and resume finished it (R-EXE-42).
+
+        Raises:
+            InvalidStateError: The workflow is not paused (checked again under the
+                row lock); message "Cannot resume a <state> workflow".
+            StepNotDefinedError: ``next_step_name`` has no definition any more; the
+                workflow stays paused (R-EXT-24).
+        """
+
+        resumed: StepExecutionMixin | None = model_engine().resume(
+            self, rewind=rewind, actor=actor, via=via, commit=commit
+        )
+        return resumed
+
+    def recover(
+        self,
+        execution_id: Any = None,
+        *,
+        force: bool = False,
+        actor: str | None = None,
+        via: str = "api",
+        commit: bool = True,
+    ) -> StepExecutionMixin:
+        """Recover the in-progress execution now, as housekeeping would (R-HK-28).
+
+        For an execution whose worker died: applies R-HK-23..27 without waiting
+        for ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``; see
+        :func:`flask_geneva.operator_recovery.recover`.
+
+        Args:
+            execution_id: The execution expected to be in progress, or None.
+            force: Also recover an execution younger than ``GENEVA_RECOVER_GRACE``.
+
+        Returns:
+            The recovered step execution.
+
+        Raises:
+            InvalidStateError: Nothing is in progress (or not ``execution_id``),
+                or without ``force`` the execution is younger than the grace.
+
+        .. versionadded:: 0.2
+        """
+
+        recovered: StepExecutionMixin = model_engine().recover(
+            self,
+            execution_id=execution_id,
+            force=force,
+            actor=actor,
+            via=via,
+            commit=commit,
+        )
+        return recovered
+
+    def reattempt(
+        self, *, wait: timedelta | int | float | None = None, rewind: bool = False
+    ) -> NoReturn:
+        """End the running step and run it again after ``wait`` (R-FC-13).
+
+        Raises:
+            ReattemptSignal: Inside a step (caught by the executor).
+            InvalidStateError: Outside a step (R-EXT-06).
+            ValueError/TypeError: ``wait`` is not a non-negative duration.
+        """
+
+        model_engine().reattempt(self, wait=wait, rewind=rewind)
+
+    def finish(self) -> NoReturn:
+        """Finish the workflow from inside a step (R-FC-14).
+
+        Raises:
+            FinishSignal: Inside a step. InvalidStateError: outside (R-EXT-06).
+        """
+
+        model_engine().finish(self)
+
+    def suspend(self, *, wait: timedelta | int | float | None = None) -> NoReturn:
+        """Suspend a resumable step; a successor continues after ``wait`` (R-FC-15).
+
+        Raises:
+            SuspendSignal: Inside a resumable step.
+            InvalidStateError: Outside a step, or inside a regular step (the message
+                mentions ``resumable_step``).
+        """
+
+        model_engine().suspend(self, wait=wait)
