@@ -108,3 +108,61 @@ def test_mounting_without_the_entry_point_metadata_names_the_group(monkeypatch):
             integrations.load_integration("admin")
     finally:
         integrations.load_integration.cache_clear()
+
+
+MODEL_MODULES = (
+    "flask_geneva.models",
+    "flask_geneva.model_states",
+    "flask_geneva.model_columns",
+    "flask_geneva.model_services",
+    "flask_geneva.model_factory",
+    "flask_geneva.workflow_model",
+    "flask_geneva.workflow_actions",
+    "flask_geneva.step_execution_model",
+)
+ENGINE_MODULES = (
+    "flask_geneva.dispatch",
+    "flask_geneva.executor",
+    "flask_geneva.flow_control",
+    "flask_geneva.housekeeping",
+    "flask_geneva.iteration",
+    "flask_geneva.operator_recovery",
+    "flask_geneva.runtime",
+    "flask_geneva.scheduling",
+    "flask_geneva.step_execution_rows",
+    "flask_geneva.store",
+    "flask_geneva.transitions",
+)
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_models_import_no_engine_module():
+    """The model modules reach the engine only through model_services, not by import (issue 15, STYLE §3.1)."""
+    graph = import_graph(PACKAGE)
+    offenders = sorted(
+        f"{module} reaches {target}"
+        for module in MODEL_MODULES
+        for target in _reachable(graph, module)
+        if target in ENGINE_MODULES
+    )
+    assert offenders == []
+    assert [c for c in import_cycles(graph) if set(c) & set(MODEL_MODULES)] == []
+
+
+def test_a_model_method_without_a_registered_engine_says_how_to_get_one(monkeypatch):
+    """With no engine registered, a model method raises naming flask_geneva.model_engine."""
+    from flask_geneva import model_services
+
+    monkeypatch.setattr(model_services, "_registered", None)
+    with pytest.raises(RuntimeError, match=r"import flask_geneva .*model_engine"):
+        model_services.model_engine()
