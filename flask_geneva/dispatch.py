@@ -20,14 +20,22 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
-from typing import Protocol
 
 from sqlalchemy import event
 from sqlalchemy import orm
 
+from flask_geneva.publications import DEFERRED_JOB_ID
+from flask_geneva.publications import DISPATCH_DUE_TASK
+from flask_geneva.publications import HOUSEKEEPING_TASK
+from flask_geneva.publications import PERFORM_STEP_TASK
+from flask_geneva.publications import Publication
+from flask_geneva.publications import TaskBackend
+
 __all__ = [
+    "DEFERRED_JOB_ID",
+    "DISPATCH_DUE_TASK",
+    "HOUSEKEEPING_TASK",
     "PERFORM_STEP_TASK",
     "BrokerPaused",
     "CeleryBackend",
@@ -42,46 +50,10 @@ __all__ = [
 
 logger = logging.getLogger("flask_geneva")
 
-#: Fixed task names, so moving a module never orphans queued messages.
-PERFORM_STEP_TASK = "flask_geneva.perform_step"
-DISPATCH_DUE_TASK = "flask_geneva.dispatch_due"
-HOUSEKEEPING_TASK = "flask_geneva.housekeeping"
-
-#: ``job_id`` of an execution whose publication waits for the dispatcher (R-DSP-01).
-DEFERRED_JOB_ID = "geneva:deferred"
-
 _PENDING_KEY = "geneva_pending_publications"
 _FAILED_KEY = "geneva_failed_publications"
 _inline = contextvars.ContextVar("geneva_inline_enqueue", default=False)
 _ignore_pause = contextvars.ContextVar("geneva_ignore_broker_pause", default=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class Publication:
-    """One request to run a step execution.
-
-    Attributes:
-        task_name: Celery task name, e.g. ``"flask_geneva.perform_step"``.
-        step_execution_id: The execution to run (the only task argument).
-        task_id: Pre-generated broker task id, also stored as ``job_id``.
-        queue: Celery queue name, or None for the default queue.
-        priority: Broker priority (already mapped, R-JOB-08), or None.
-        eta: Aware UTC datetime before which the task must not run, or None.
-    """
-
-    task_name: str
-    step_execution_id: Any
-    task_id: str
-    queue: str | None = None
-    priority: int | None = None
-    eta: datetime | None = None
-
-
-class TaskBackend(Protocol):
-    """Sends publications somewhere (a broker, a list)."""
-
-    def publish(self, publication: Publication) -> None:
-        """Send one publication. Called after commit unless deferral is off."""
 
 
 def bound_broker_timeouts(celery_app: Any, publish_timeout_seconds: float) -> None:

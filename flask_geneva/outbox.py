@@ -26,7 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import dispatch
+from flask_geneva import publications
 from flask_geneva.models import StepExecutionState
 
 __all__ = [
@@ -52,7 +52,7 @@ def publish_failures() -> int:
 
 def publications_failed(
     session: orm.Session,
-    failed: list[tuple[dispatch.Publication, BaseException]],
+    failed: list[tuple[publications.Publication, BaseException]],
     *,
     committed: bool,
 ) -> None:
@@ -93,7 +93,7 @@ def publications_failed(
     unpublished = [
         (publication.step_execution_id, publication.task_id)
         for publication, _ in failed
-        if publication.task_name == dispatch.PERFORM_STEP_TASK
+        if publication.task_name == publications.PERFORM_STEP_TASK
     ]
     try:
         _hand_back(session, state.geneva.StepExecution, unpublished, committed)
@@ -115,7 +115,7 @@ def _hand_back(
 ) -> None:
     if not unpublished:
         return
-    marker = dispatch.DEFERRED_JOB_ID
+    marker = publications.DEFERRED_JOB_ID
     if not committed and session.in_transaction():
         hand_back_to_dispatcher(session, execution_cls, unpublished, marker=marker)
         return
@@ -125,16 +125,18 @@ def _hand_back(
 
 
 def _current_state() -> Any:
+    """The app's geneva state (``app.extensions["geneva"]``), or None.
+
+    Read from the app directly, not through :mod:`flask_geneva.runtime` (which
+    imports the publishers that call this module): a failed publication only
+    needs the models and the metrics hook, and never raises.
+    """
+    from flask import current_app
     from flask import has_app_context
 
     if not has_app_context():
         return None
-    from flask_geneva.runtime import current_state
-
-    try:
-        return current_state()
-    except Exception:  # noqa: BLE001 - not registered: nothing to hand back to
-        return None
+    return current_app.extensions.get("geneva")
 
 
 def _emit_gauge(state: Any, total: int) -> None:

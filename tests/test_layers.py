@@ -166,3 +166,21 @@ def test_a_model_method_without_a_registered_engine_says_how_to_get_one(monkeypa
     monkeypatch.setattr(model_services, "_registered", None)
     with pytest.raises(RuntimeError, match=r"import flask_geneva .*model_engine"):
         model_services.model_engine()
+
+
+def test_the_package_has_no_import_cycle():
+    """No two modules of flask_geneva import each other, directly or through others.
+
+    Function-level imports count: hiding an import inside a function does not
+    remove the dependency (issue 15, docs/architecture.md).
+    """
+    assert import_cycles(import_graph(PACKAGE)) == []
+
+
+def test_the_outbox_does_not_reach_the_publishers():
+    """The outbox takes back failed publications without importing dispatch or runtime."""
+    graph = import_graph(PACKAGE)
+    assert graph["flask_geneva.outbox"] & {
+        "flask_geneva.dispatch",
+        "flask_geneva.runtime",
+    } == set()
