@@ -28,6 +28,7 @@ from flask_geneva.exceptions import PauseSignal
 from flask_geneva.exceptions import PreconditionError
 from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.exceptions import SkipSignal
+from flask_geneva.exceptions import StateConflictError
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.exceptions import StepExecutionError
 from flask_geneva.exceptions import StepFailedError
@@ -80,6 +81,7 @@ __all__ = [
     "PrometheusMetrics",
     "ReattemptSignal",
     "SkipSignal",
+    "StateConflictError",
     "StatsdMetrics",
     "StepConfigurationError",
     "StepExecutionError",

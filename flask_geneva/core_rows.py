@@ -1,31 +1,29 @@
-"""Core statements for geneva's own rows, with the session kept as the ORM keeps it.
+"""Geneva's write path: its two tables written with Core, the session kept in step.
 
 A step run changes two loaded rows twice and inserts one row. Through the ORM,
 loading (``populate_existing``) and the unit of work cost more CPU than the SQL
-itself (``bench/end_to_end.py``). The executor's hot path therefore reads and
-writes its rows with Core statements and then leaves the session exactly as an
-ORM load or flush would have left it:
+itself (``bench/end_to_end.py``). So geneva's own rows (workflows and step
+executions) are always read under lock, updated and inserted with Core
+statements, whatever listeners the host has (R-DM-41):
 
 * :func:`materialize` turns a locked row into the session's instance (a new one,
   or the one already in the identity map, overwritten like ``populate_existing``);
-* :func:`flush` writes pending column changes of workflows and step executions as
-  UPDATEs and marks the instances clean;
-* :func:`insert_step_execution` INSERTs a new execution and registers it as the
-  flush registers a pending object (a rollback expunges it again).
+* :func:`write_geneva_rows` writes the pending column changes of workflows and
+  step executions as UPDATEs (state changes guarded, R-DM-40, see
+  :mod:`flask_geneva.row_updates`); it also runs at the start of every ORM flush
+  (a ``before_flush`` listener), so a plain ``session.commit()`` writes them the
+  same way;
+* :func:`insert_step_execution` INSERTs a new execution.
 
-Each falls back to the ORM whenever the shortcut could change what the host
-sees: listeners on flush, mapper, load or persistence events (Flask-SQLAlchemy's
-modification tracking, a ``@reconstructor``), other pending objects, or changes
-that are not plain column assignments.
-
-Four private SQLAlchemy calls are used, each in one helper here:
-``InstanceState._commit_all`` (what a flush or load does to a written or read
-instance), ``Session._register_altered`` (how a flush tells the transaction,
-so that a rollback expires the instance), ``Session._register_persistent``
-(what a flush does to an inserted one) and ``Mapper.class_manager.new_instance``
-(what a load does to build one).
-``tests/workflow/test_core_rows.py`` checks the session state they produce, so a
-SQLAlchemy release that changes them fails there first.
+The instances are then left as an ORM load or flush would leave them, through
+public API only: ``make_transient``/``make_transient_to_detached`` and
+``Session.add`` re-attach an instance as clean and persistent, and session
+events (``after_rollback``, ``after_transaction_end``) undo what a rolled-back
+transaction or savepoint wrote: written instances are expired, inserted ones
+expunged and made transient. No ORM flush or mapper events fire for these
+writes; load listeners (a ``@reconstructor``) and attach listeners still get an
+ORM load (:func:`materialize_allowed`). ``tests/workflow/test_core_rows.py``
+checks the rows and the session states.
 """
 
 from __future__ import annotations
@@ -34,10 +32,11 @@ import threading
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy import orm
-from sqlalchemy.orm.exc import StaleDataError
 
 from flask_geneva import clock
+from flask_geneva import row_updates
 
 __all__ = [
     "column_keys",
@@ -45,11 +44,10 @@ __all__ = [
     "insert_step_execution",
     "materialize",
     "materialize_allowed",
+    "write_geneva_rows",
 ]
 
-#: Session events whose listeners expect an ORM flush.
-_FLUSH_EVENTS = ("before_flush", "after_flush", "after_flush_postexec")
-#: Session events whose listeners expect an ORM load or flush to attach instances.
+#: Session events whose listeners expect an ORM load to attach instances.
 _ATTACH_EVENTS = (
     "before_attach",
     "after_attach",
@@ -58,13 +56,10 @@ _ATTACH_EVENTS = (
     "pending_to_persistent",
     "transient_to_pending",
 )
-#: Mapper events fired by a flush.
-_MAPPER_FLUSH_EVENTS = (
-    "before_insert",
-    "after_insert",
-    "before_update",
-    "after_update",
-)
+#: ``Session.info`` key: instances written or inserted, per open transaction.
+_WRITES_KEY = "geneva_core_writes"
+#: ``Session.info`` key: writes of a transaction being rolled back.
+_UNDO_KEY = "geneva_core_undo"
 
 _cache: dict[tuple[Any, ...], Any] = {}
 _cache_lock = threading.Lock()
@@ -82,6 +77,7 @@ def clear_caches() -> None:
     """Forget built statements and column lists (after a schema change)."""
     with _cache_lock:
         _cache.clear()
+    row_updates.clear_statements()
 
 
 # -- reading -------------------------------------------------------------------------
@@ -116,7 +112,7 @@ def materialize_allowed(session: orm.Session, mappers: Any) -> bool:
     """Whether :func:`materialize` may stand in for an ORM load of ``mappers``.
 
     False when load/refresh listeners (e.g. a ``@reconstructor``) or session
-    attach events are listened to.
+    attach events are listened to: those expect an ORM load.
     """
     dispatch = actual_session(session).dispatch
     for name in _ATTACH_EVENTS:
@@ -135,33 +131,38 @@ def materialize(
     """The session's instance of a row read by Core, holding exactly ``values``.
 
     Like an ORM load with ``populate_existing``: an instance already in the
-    identity map is overwritten (unflushed changes included) and marked clean; a
-    new one is built without ``__init__`` and attached as persistent. Columns not
-    in ``keys`` stay unloaded (a later access loads them).
+    identity map is overwritten (unflushed changes included, loaded
+    relationships reset) and left clean; otherwise the mapped class is called
+    without arguments (as ``create()`` does) and the instance attached as
+    persistent. Columns not in ``keys`` stay unloaded (a later access loads
+    them).
 
     Args:
         session: The session the instance belongs to.
         mapper: The instance's mapper (for a workflow, the one its ``type`` names).
         keys: Attribute keys, primary key first (see :func:`column_keys`).
         values: The row's values in the order of ``keys``.
+
+    Returns:
+        The persistent, unmodified instance.
     """
     session = actual_session(session)
     identity = mapper.identity_key_from_primary_key((values[0],))
     instance = session.identity_map.get(identity)
     if instance is None:
-        instance = mapper.class_manager.new_instance()
-        sa.inspect(instance).dict.update(zip(keys, values, strict=True))
-        orm.make_transient_to_detached(instance)
-        session.add(instance)
-        return instance
-    state = sa.inspect(instance)
-    values_by_key = state.dict
+        instance = mapper.class_()
+        values_by_key = sa.inspect(instance).dict
+    else:
+        session.expunge(instance)
+        orm.make_transient(instance)
+        values_by_key = sa.inspect(instance).dict
+        # populate_existing resets loaded relationships: the next access loads
+        # them again (a many-to-one from the identity map, without SQL).
+        for key in _relationship_keys(mapper):
+            values_by_key.pop(key, None)
     values_by_key.update(zip(keys, values, strict=True))
-    # populate_existing resets loaded relationships: the next access loads them
-    # again (a many-to-one from the identity map, without SQL).
-    for key in _relationship_keys(mapper):
-        values_by_key.pop(key, None)
-    _mark_clean(session, state)
+    orm.make_transient_to_detached(instance)
+    session.add(instance)
     return instance
 
 
@@ -176,43 +177,84 @@ def _relationship_keys(mapper: Any) -> tuple[str, ...]:
 # -- writing -------------------------------------------------------------------------
 
 
-def _flush_events_listened(session: orm.Session, mappers: Any) -> bool:
-    """Whether anything a flush would do for ``mappers`` is not done here.
+def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
+    """Write geneva's pending row changes with Core, then flush anything else.
 
-    True with listeners on flush, mapper or ``refresh_flush`` events, or when a
-    table has a column updated by ``onupdate``/``server_onupdate`` other than
-    ``updated_at`` (its new value would have to be read back).
+    Args:
+        session: The session to flush.
+        geneva: The :class:`~flask_geneva.Geneva` whose models are written.
+
+    Raises:
+        StateConflictError: A state write found the row in another state
+            (R-DM-40); the caller rolls the transaction back.
+        sqlalchemy.orm.exc.StaleDataError: An UPDATE matched no row (the row was
+            deleted), as the ORM flush raises.
     """
-    dispatch = session.dispatch
-    for name in _FLUSH_EVENTS:
-        if getattr(dispatch, name):
-            return True
-    for mapper in mappers:
-        mapper_dispatch = mapper.dispatch
-        for name in _MAPPER_FLUSH_EVENTS:
-            if getattr(mapper_dispatch, name):
-                return True
-        if mapper.class_manager.dispatch.refresh_flush:
-            return True
-        if _has_other_onupdate(mapper.local_table):
-            return True
-    return False
+    session = actual_session(session)
+    write_geneva_rows(session, geneva)
+    if session.new or session.deleted or session.dirty:
+        session.flush()  # other objects: the ORM (geneva's rows are clean now)
 
 
-def _has_other_onupdate(table: sa.Table) -> bool:
-    key = ("other-onupdate", table)
-    cached = _cache.get(key)
-    if cached is None:
-        cached = _cache[key] = any(
-            (column.onupdate is not None or column.server_onupdate is not None)
-            and column.name != "updated_at"
-            for column in table.columns
-        )
-    return bool(cached)
+def write_geneva_rows(session: orm.Session, geneva: Any) -> None:
+    """UPDATE the changed workflows and step executions of ``session`` with Core.
+
+    Step executions are written before workflows, each table in primary-key
+    order (the ORM's order); an execution and its own workflow share one
+    statement on PostgreSQL and MySQL/MariaDB. ``updated_at`` and any other
+    ``onupdate`` column are set as the ORM would. A change of ``state`` is
+    guarded by the state read before it (R-DM-40). The instances are left
+    clean and persistent. A relationship assignment (not a column change) is
+    left to the ORM flush.
+
+    Args:
+        session: The session whose dirty instances are written.
+        geneva: The :class:`~flask_geneva.Geneva` whose models are written.
+
+    Raises:
+        StateConflictError: A guarded row held another state.
+        sqlalchemy.orm.exc.StaleDataError: A row is gone.
+    """
+    dirty = session.dirty
+    if not dirty:
+        return
+    planned: list[tuple[Any, str, dict[str, Any]]] = []
+    for owner, row in (
+        (geneva.StepExecution, "step execution"),
+        (geneva.Workflow, "workflow"),
+    ):
+        for state in sorted(
+            (sa.inspect(instance) for instance in dirty if isinstance(instance, owner)),
+            key=lambda state: state.key[1],
+        ):
+            changes = _column_changes(state)
+            if changes is not None:
+                planned.append((state, row, changes))
+    if not planned:
+        return
+    now = clock.now()
+    updates: list[row_updates.RowUpdate] = []
+    reloaded: list[tuple[Any, tuple[str, ...]]] = []
+    for state, row, changes in planned:
+        if changes:
+            update, expired = _row_update(state, row, changes, now)
+            updates.append(update)
+            if expired:
+                reloaded.append((state, expired))
+    if updates:
+        row_updates.update_rows(session.connection(), updates)
+    in_savepoint = session.get_nested_transaction() is not None
+    for state, _, changes in planned:
+        instance = state.obj()
+        _settle(session, instance)
+        if changes and in_savepoint:
+            _record(session, instance, inserted=False)
+    for state, keys in reloaded:
+        session.expire(state.obj(), keys)
 
 
 def _column_changes(state: Any) -> dict[str, Any] | None:
-    """Changed columns of ``state`` as ``{column name: new value}``, or None.
+    """Changed columns of ``state`` as ``{attribute key: new value}``, or None.
 
     None means a change the ORM must flush (a relationship, a value not loaded).
     An attribute set back to its loaded value is no change, as in a flush.
@@ -227,236 +269,122 @@ def _column_changes(state: Any) -> dict[str, Any] | None:
         value = values[key]
         if loaded is value or (loaded is not orm.NO_VALUE and loaded == value):
             continue
-        changes[prop.columns[0].name] = value
+        changes[key] = value
     return changes
 
 
-def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
-    """Flush pending changes; geneva's own row updates go out as Core UPDATEs.
-
-    Step executions are written before workflows, each table in primary-key
-    order (the ORM's order). An execution's and its workflow's change go out as
-    one statement on PostgreSQL (a data-modifying CTE) and on MySQL/MariaDB (a
-    multiple-table UPDATE): one round trip instead of two. ``updated_at`` is set
-    as its ``onupdate`` would. Anything else falls back to :meth:`Session.flush`.
-
-    Args:
-        session: The session to flush.
-        geneva: The :class:`~flask_geneva.Geneva` whose models are written.
-
-    Raises:
-        sqlalchemy.orm.exc.StaleDataError: An UPDATE matched no row (the row was
-            deleted), as the ORM flush raises.
-    """
-    session = actual_session(session)
-    if session.new or session.deleted:
-        session.flush()
-        return
-    dirty = session.dirty
-    if not dirty:
-        return
-    execution_cls, workflow_cls = geneva.StepExecution, geneva.Workflow
-    planned: list[tuple[Any, dict[str, Any]]] = []
-    for owner in (execution_cls, workflow_cls):
-        # Primary-key order within a table, as the unit of work sorts them.
-        for state in sorted(
-            (sa.inspect(instance) for instance in dirty if isinstance(instance, owner)),
-            key=lambda state: state.key[1],
-        ):
-            changes = _column_changes(state)
-            if changes is None:
-                session.flush()
-                return
-            planned.append((state, changes))
-    if len(planned) != len(dirty) or _flush_events_listened(
-        session, {state.mapper for state, _ in planned}
-    ):
-        session.flush()
-        return
-    writes = [(state, changes) for state, changes in planned if changes]
-    if writes:
-        now = clock.now()
-        for _, changes in writes:
-            changes.setdefault("updated_at", now)
-        connection = session.connection()
-        dialect = connection.dialect.name
-        # The executor's pair: one execution and its own workflow.
-        pair = (
-            len(writes) == 2
-            and writes[0][0].mapper.local_table is execution_cls.__table__
-            and writes[1][0].mapper.local_table is workflow_cls.__table__
-            and writes[0][0].dict.get("workflow_id") == writes[1][0].key[1][0]
-        )
-        if pair and dialect == "postgresql":
-            _update_pair(connection, writes)
-        elif pair and dialect in ("mysql", "mariadb"):
-            _update_pair_multi_table(connection, writes)
-        else:
-            for state, changes in writes:
-                statement = _update_statement(
-                    state.mapper.local_table, tuple(sorted(changes))
-                )
-                result = connection.execute(
-                    statement, {**changes, "geneva_pk": state.key[1][0]}
-                )
-                _check_updated(state, result.rowcount)
-        for state, changes in writes:
-            state.dict["updated_at"] = changes["updated_at"]
-        _register_written(session, [state for state, _ in writes])
-    for state, _ in planned:
-        _mark_clean(session, state)
-
-
-def _update_pair(connection: sa.Connection, writes: list[tuple[Any, Any]]) -> None:
-    """An execution's and its workflow's UPDATE as one PostgreSQL statement.
-
-    The execution's UPDATE is a data-modifying CTE. PostgreSQL does not define
-    which of the two rows it writes first; nothing depends on it: they are in
-    different tables, and the caller holds both row locks (SPEC §7).
-    """
-    (first, first_changes), (second, second_changes) = writes
-    statement = _paired_update_statement(
-        first.mapper.local_table,
-        tuple(sorted(first_changes)),
-        second.mapper.local_table,
-        tuple(sorted(second_changes)),
+def _row_update(
+    state: Any, row: str, changes: dict[str, Any], now: Any
+) -> tuple[row_updates.RowUpdate, tuple[str, ...]]:
+    """The guarded UPDATE for ``changes``, and the keys to reload after it."""
+    mapper = state.mapper
+    columns = _columns_by_key(mapper)
+    values_by_key = state.dict
+    values = {columns[key].name: value for key, value in changes.items()}
+    expressions: list[str] = []
+    reload: list[str] = []
+    for key, column, kind in _onupdate_columns(mapper):
+        if key in changes:
+            continue
+        if kind == "now":
+            value = values_by_key[key] = now
+            values[column.name] = value
+        elif kind == "python":
+            value = values_by_key[key] = column.onupdate.arg(None)
+            values[column.name] = value
+        elif kind == "sql":
+            expressions.append(column.name)
+            reload.append(key)
+        else:  # server_onupdate: the database sets it
+            reload.append(key)
+    expected: Any = row_updates.UNGUARDED
+    if "state" in changes:
+        loaded = state.committed_state.get("state", orm.NO_VALUE)
+        if loaded is not orm.NO_VALUE:
+            expected = loaded
+    update = row_updates.RowUpdate(
+        table=mapper.local_table,
+        row=row,
+        row_id=state.key[1][0],
+        values=values,
+        expressions=tuple(sorted(expressions)),
+        expected_state=expected,
+        workflow_id=values_by_key.get("workflow_id"),
     )
-    params = {f"a_{name}": value for name, value in first_changes.items()}
-    params.update({f"b_{name}": value for name, value in second_changes.items()})
-    params["a_pk"] = first.key[1][0]
-    params["b_pk"] = second.key[1][0]
-    row: Any = connection.execute(statement, params).one_or_none()
-    # The statement returns one row when the second UPDATE matched, holding the
-    # number of rows the first one matched.
-    _check_updated(first, row[0] if row is not None else 0)
-    _check_updated(second, 1 if row is not None else 0)
+    return update, tuple(reload)
 
 
-def _update_pair_multi_table(
-    connection: sa.Connection, writes: list[tuple[Any, Any]]
-) -> None:
-    """An execution's and its workflow's UPDATE as one MySQL/MariaDB statement.
-
-    A multiple-table UPDATE joined on ``workflow_id``. Both rows are locked
-    already (the executor's lock, SPEC §7), so the order in which InnoDB writes
-    them does not matter. The dialect counts matched rows, so anything but 2
-    means a row is gone.
-    """
-    (first, first_changes), (second, second_changes) = writes
-    first_table, second_table = first.mapper.local_table, second.mapper.local_table
-    key = (
-        "update-pair-multi-table",
-        first_table,
-        tuple(sorted(first_changes)),
-        second_table,
-        tuple(sorted(second_changes)),
-    )
-    statement = _cache.get(key)
-    if statement is None:
-        values: dict[Any, Any] = {
-            first_table.c[name]: sa.bindparam(f"a_{name}") for name in first_changes
+def _columns_by_key(mapper: Any) -> dict[str, Any]:
+    key = ("columns-by-key", mapper)
+    cached = _cache.get(key)
+    if cached is None:
+        cached = _cache[key] = {
+            prop.key: prop.columns[0] for prop in mapper.column_attrs
         }
-        values.update(
-            {second_table.c[name]: sa.bindparam(f"b_{name}") for name in second_changes}
-        )
-        statement = _cache[key] = (
-            sa.update(first_table)
-            .values(values)
-            .where(first_table.c.id == sa.bindparam("a_pk"))
-            .where(second_table.c.id == sa.bindparam("b_pk"))
-            .where(first_table.c.workflow_id == second_table.c.id)
-        )
-    params = {f"a_{name}": value for name, value in first_changes.items()}
-    params.update({f"b_{name}": value for name, value in second_changes.items()})
-    params["a_pk"] = first.key[1][0]
-    params["b_pk"] = second.key[1][0]
-    matched = connection.execute(statement, params).rowcount
-    if matched != 2:
-        # A multiple-table UPDATE matches nothing when either row is gone.
-        _check_updated(first, 0)
+    return cached
 
 
-def _check_updated(state: Any, count: int) -> None:
-    if count != 1:
-        raise StaleDataError(
-            f"UPDATE statement on table '{state.mapper.local_table.name}' expected "
-            f"to update 1 row(s); {count} were matched (id={state.key[1][0]!r})"
-        )
+def _onupdate_columns(mapper: Any) -> tuple[tuple[str, Any, str], ...]:
+    """``(attribute key, column, kind)`` of the columns set on every UPDATE.
 
-
-def _update_statement(table: sa.Table, names: tuple[str, ...]) -> Any:
-    key = ("update", table, names)
-    statement = _cache.get(key)
-    if statement is None:
-        statement = (
-            sa.update(table)
-            .where(table.c.id == sa.bindparam("geneva_pk"))
-            .values({name: sa.bindparam(name) for name in names})
-        )
-        _cache[key] = statement
-    return statement
-
-
-def _paired_update_statement(
-    first: sa.Table,
-    first_names: tuple[str, ...],
-    second: sa.Table,
-    second_names: tuple[str, ...],
-) -> Any:
-    key = ("update-pair", first, first_names, second, second_names)
-    statement = _cache.get(key)
-    if statement is None:
-        first_update = (
-            sa.update(first)
-            .where(first.c.id == sa.bindparam("a_pk"))
-            .values({name: sa.bindparam(f"a_{name}") for name in first_names})
-            .returning(first.c.id)
-            .cte("geneva_first_update")
-        )
-        statement = (
-            sa.update(second)
-            .where(second.c.id == sa.bindparam("b_pk"))
-            .values({name: sa.bindparam(f"b_{name}") for name in second_names})
-            .add_cte(first_update)
-            .returning(
-                sa.select(sa.func.count()).select_from(first_update).scalar_subquery()
-            )
-        )
-        _cache[key] = statement
-    return statement
+    kind: ``"now"`` (``updated_at``, set to the write's time as its ``onupdate``
+    would), ``"python"`` (a scalar or callable ``onupdate``), ``"sql"`` (a SQL
+    expression, sent in the statement and read back on access) or ``"server"``
+    (``server_onupdate``, read back on access).
+    """
+    key = ("onupdate", mapper)
+    cached = _cache.get(key)
+    if cached is None:
+        found = []
+        for prop in mapper.column_attrs:
+            column = prop.columns[0]
+            onupdate = column.onupdate
+            if onupdate is not None:
+                if column.name == "updated_at":
+                    kind = "now"
+                elif onupdate.is_scalar or onupdate.is_callable:
+                    kind = "python"
+                else:
+                    kind = "sql"
+            elif column.server_onupdate is not None:
+                kind = "server"
+            else:
+                continue
+            found.append((prop.key, column, kind))
+        cached = _cache[key] = tuple(found)
+    return cached
 
 
 def insert_step_execution(
     session: orm.Session, geneva: Any, execution: Any, absent: frozenset[str]
 ) -> None:
-    """Flush pending changes, then INSERT the new ``execution`` through Core.
+    """Write pending changes, then INSERT the new ``execution`` through Core.
 
     The pending UPDATEs go first: the unique index on active executions
     (R-DM-09) needs the ended execution's new state before the new row arrives.
     Column defaults are evaluated as a flush evaluates them; columns left None
     are left out of the INSERT (so absent optional columns are never named,
-    R-DM-32) and read None afterwards, without a reload.
+    R-DM-32) and read None afterwards, without a reload. A rollback of the
+    transaction (or savepoint) expunges the instance again and makes it
+    transient.
 
     Args:
-        session: The session; ``execution`` is added to it.
+        session: The session; ``execution`` is added to it as persistent.
         geneva: The :class:`~flask_geneva.Geneva` whose models are written.
-        execution: A new (transient) step execution.
+        execution: A new (transient or pending) step execution.
         absent: Attribute keys of optional columns missing from the database.
     """
     session = actual_session(session)
     flush(session, geneva)
     state = sa.inspect(execution)
+    if state.pending:
+        session.expunge(execution)
     mapper = state.mapper
     attrs = mapper.attrs
-    if _flush_events_listened(session, (mapper,)) or not materialize_allowed(
-        session, (mapper,)
-    ):
-        session.add(execution)
-        session.flush()
-        return
     values_by_key = state.dict
     for key in values_by_key:
         if key in attrs and not isinstance(attrs[key], orm.ColumnProperty):
+            # A relationship was assigned: the ORM works out its foreign key.
             session.add(execution)
             session.flush()
             return
@@ -472,10 +400,11 @@ def insert_step_execution(
                 value = default.arg
             elif default.is_callable:
                 value = default.arg(None)
-            else:  # a SQL expression default: let the ORM evaluate it
-                session.add(execution)
-                session.flush()
-                return
+            else:
+                # A SQL expression or sequence: the INSERT evaluates it and the
+                # attribute stays unloaded (read on access).
+                values_by_key.pop(prop.key, None)
+                continue
         values_by_key[prop.key] = value
         if value is not None:
             row[column.name] = value
@@ -484,7 +413,6 @@ def insert_step_execution(
         statement = _cache[("insert", mapper.local_table)] = sa.insert(
             mapper.local_table
         )
-    session.add(execution)
     result = session.connection().execute(statement, row)
     if values_by_key.get("id") is None:
         inserted = result.inserted_primary_key
@@ -493,26 +421,117 @@ def insert_step_execution(
                 "the database returned no primary key for the new step execution"
             )
         values_by_key["id"] = inserted[0]
-    _register_inserted(session, state)
+    orm.make_transient_to_detached(execution)
+    session.add(execution)
+    _record(session, execution, inserted=True)
 
 
-def _mark_clean(session: orm.Session, state: Any) -> None:
-    """Mark every loaded attribute committed, as a flush or load leaves it."""
-    state._commit_all(state.dict, session.identity_map)
+# -- keeping the session in step -----------------------------------------------------
 
 
-def _register_written(session: orm.Session, states: list[Any]) -> None:
-    """Tell the transaction these instances were written, as a flush does.
+def _settle(session: orm.Session, instance: Any) -> None:
+    """Leave a written instance clean and persistent, as a flush leaves it.
 
-    A rollback (of the transaction or of a savepoint) then expires them, so they
-    do not keep values the database no longer has.
+    Its loaded values are what was written; detaching and re-attaching it
+    (public API) marks them committed. Loaded relationships are reset: the
+    next access reads them from the identity map.
     """
-    session._register_altered(states)
+    state = sa.inspect(instance)
+    identity = state.key[1]
+    session.expunge(instance)
+    orm.make_transient(instance)
+    values_by_key = state.dict
+    mapper = state.mapper
+    for key in _relationship_keys(mapper):
+        values_by_key.pop(key, None)
+    # An expired instance may hold no primary key value: keep its identity.
+    for key, value in zip(_primary_key_keys(mapper), identity, strict=True):
+        values_by_key.setdefault(key, value)
+    orm.make_transient_to_detached(instance)
+    session.add(instance)
 
 
-def _register_inserted(session: orm.Session, state: Any) -> None:
-    """Make a pending instance persistent, as a flush does after its INSERT.
+def _primary_key_keys(mapper: Any) -> tuple[str, ...]:
+    key = ("primary-key", mapper)
+    cached = _cache.get(key)
+    if cached is None:
+        cached = _cache[key] = tuple(
+            mapper.get_property_by_column(column).key for column in mapper.primary_key
+        )
+    return cached
 
-    The transaction records it, so a rollback expunges it again.
+
+def _current_transaction(session: orm.Session) -> Any:
+    return session.get_nested_transaction() or session.get_transaction()
+
+
+def _record(session: orm.Session, instance: Any, *, inserted: bool) -> None:
+    """Remember a Core write so that a rollback of its transaction undoes it.
+
+    Updates in the outer transaction need no record: its rollback expires every
+    instance of the session.
     """
-    session._register_persistent({state})
+    log = session.info.get(_WRITES_KEY)
+    if log is None:
+        log = session.info[_WRITES_KEY] = {}
+    log.setdefault(_current_transaction(session), []).append((instance, inserted))
+
+
+def _after_rollback(session: orm.Session) -> None:
+    """Take the Core writes of the transaction or savepoint being rolled back.
+
+    They are undone by :func:`_after_soft_rollback`, once the session has
+    restored its own snapshot (which expunges objects the ORM inserted in it,
+    keeping their values).
+    """
+    log = session.info.get(_WRITES_KEY)
+    if not log:
+        return
+    entries = log.pop(_current_transaction(session), None)
+    if entries:
+        session.info.setdefault(_UNDO_KEY, []).extend(entries)
+
+
+def _after_soft_rollback(session: orm.Session, previous_transaction: Any) -> None:
+    """Expire what a rolled-back transaction wrote; drop what it inserted."""
+    entries = session.info.pop(_UNDO_KEY, None)
+    if not entries:
+        return
+    for instance, inserted in entries:
+        if inserted:
+            if instance in session:
+                session.expunge(instance)
+            if sa.inspect(instance).key is not None:
+                orm.make_transient(instance)
+        elif instance in session:
+            session.expire(instance)
+
+
+def _after_transaction_end(session: orm.Session, transaction: Any) -> None:
+    """A committed savepoint's writes belong to the enclosing transaction."""
+    log = session.info.get(_WRITES_KEY)
+    if not log:
+        return
+    entries = log.pop(transaction, None)
+    parent = transaction.parent
+    if parent is None:
+        log.clear()
+    elif entries:
+        log.setdefault(parent, []).extend(entries)
+
+
+def _before_flush(session: orm.Session, flush_context: Any, instances: Any) -> None:
+    """Write geneva's own changed rows with Core before any ORM flush."""
+    genevas = []
+    for instance in session.dirty:
+        geneva = getattr(type(instance), "__geneva__", None)
+        if geneva is not None and geneva not in genevas:
+            genevas.append(geneva)
+    for geneva in genevas:
+        write_geneva_rows(session, geneva)
+
+
+event.listen(orm.Session, "before_flush", _before_flush)
+event.listen(orm.Session, "after_rollback", _after_rollback)
+event.listen(orm.Session, "after_soft_rollback", _after_soft_rollback)
+event.listen(orm.Session, "after_transaction_end", _after_transaction_end)

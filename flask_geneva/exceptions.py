@@ -7,6 +7,7 @@ The tree::
     ├── StepConfigurationError(ValueError)    invalid DSL, raised at class definition
     ├── InvalidStateError                     operation not allowed in the current state
     ├── InvalidStateTransition                executor transition not allowed (R-WF-02)
+    ├── StateConflictError                    guarded state write lost a race (R-DM-40)
     ├── DuplicateWorkflowError                ongoing workflow already exists (R-UNQ-03)
     ├── HeroTypeNotFoundError(LookupError)    no mapped class for hero_type (R-HERO-03)
     ├── CursorTooLargeError(ValueError)       serialized cursor too large (R-CUR-10)
@@ -54,6 +55,7 @@ __all__ = [
     "PreconditionError",
     "ReattemptSignal",
     "SkipSignal",
+    "StateConflictError",
     "StepConfigurationError",
     "StepExecutionError",
     "StepFailedError",
@@ -97,6 +99,36 @@ class InvalidStateError(GenevaError):
 
 class InvalidStateTransition(GenevaError):
     """The executor tried a state transition the state machine forbids (R-WF-02)."""
+
+
+class StateConflictError(GenevaError):
+    """A guarded state write found the row in another state (R-DM-40).
+
+    Every UPDATE that changes the ``state`` of a workflow or step execution
+    carries ``AND state = <the state read under the row lock>``. When the row
+    holds another state, nothing is written and this is raised; the caller's
+    transaction is rolled back (R-EXE-51), never silently overwritten.
+
+    Args:
+        row: What the row is: ``"workflow"`` or ``"step execution"``.
+        row_id: The row's primary key.
+        expected: The state the write expected (read before the change).
+        actual: The state the row holds.
+    """
+
+    def __init__(self, row: str, row_id: Any, expected: Any, actual: Any) -> None:
+        super().__init__(row, row_id, expected, actual)
+        self.row = row
+        self.row_id = row_id
+        self.expected = expected
+        self.actual = actual
+
+    def __str__(self) -> str:
+        return (
+            f"{self.row} {self.row_id!r} is in state {self.actual!r}, not "
+            f"{self.expected!r} as read before the change; the state write was "
+            "refused"
+        )
 
 
 class DuplicateWorkflowError(GenevaError):

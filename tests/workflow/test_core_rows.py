@@ -3,8 +3,9 @@
 ``flask_geneva.core_rows`` replaces the ORM load, flush and insert on the step
 hot path (SPEC §7 phases; locks R-EXE-10, one active execution R-DM-09). These
 tests pin what must not change: the stored rows, the instances' state in the
-session, the rollback behaviour, and the fall back to the ORM whenever someone
-listens to ORM events.
+session, the rollback behaviour, that host listeners on ORM flush and mapper
+events do not turn the Core writes off (R-DM-41), and the ORM load where load
+or attach events are listened to.
 """
 
 from __future__ import annotations
@@ -144,37 +145,59 @@ def test_sqlite_sends_one_update_per_row(app, user):
     assert _writes(statements) == ["UPDATE", "UPDATE", "UPDATE", "UPDATE", "INSERT"]
 
 
-def test_an_update_listener_gets_the_orm_flush(app, user):
-    """With a before_update listener the ORM flushes, so the listener fires."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
-    execution_id = workflow.current_execution.id
+def _new_workflow(user) -> tuple[object, object]:
+    """A fresh workflow's id and its first execution's id, session removed."""
+    workflow = CoreRowsTwoSteps.create(hero=user, allow_multiple=True)
+    ids = (workflow.id, workflow.current_execution.id)
+    db.session.remove()
+    return ids
+
+
+def _step_writes(workflow_id, execution_id) -> list[str]:
+    """The write statements of one step run."""
+    with recorded_statements() as statements:
+        Executor.execute(execution_id)
+    assert [row["state"] for row in execution_rows(workflow_id)] == [
+        "completed",
+        "scheduled",
+    ]
+    return _writes(statements)
+
+
+def test_mapper_listeners_do_not_turn_the_core_writes_off(app, user):
+    """Geneva's rows are written with Core even when mapper events have listeners.
+
+    The ORM's before/after update and insert events do not fire for them
+    (R-DM-41); the statements are those of a run without listeners.
+    """
+    first, second = _new_workflow(user), _new_workflow(user)
+    without = _step_writes(*first)
+    calls: list[str] = []
+    with contextlib.ExitStack() as stack:
+        for target in (geneva.StepExecution, geneva.Workflow):
+            for name in ("before_update", "after_update", "before_insert"):
+                stack.enter_context(listening(target, name, calls))
+        with_listeners = _step_writes(*second)
+    assert with_listeners == without
+    assert calls == []
+
+
+def test_a_session_flush_listener_does_not_turn_the_core_writes_off(app, user):
+    """Flask-SQLAlchemy's modification tracking listens to flush events like this.
+
+    The step's writes stay Core statements, the same as without the listener, so
+    its speed does not depend on the host's session listeners (R-DM-41).
+    """
+    first, second = _new_workflow(user), _new_workflow(user)
+    without = _step_writes(*first)
     calls: list[str] = []
     with (
-        listening(geneva.StepExecution, "before_update", calls),
-        listening(geneva.StepExecution, "before_insert", calls),
+        listening(orm.Session, "before_flush", calls),
+        listening(orm.Session, "after_flush", calls),
     ):
-        Executor.execute(execution_id)
-    # claim, finalize (both UPDATE the execution), the successor's INSERT
-    assert calls.count("before_update") == 2
-    assert calls.count("before_insert") == 1
-    assert [row["state"] for row in execution_rows(workflow.id)] == [
-        "completed",
-        "scheduled",
-    ]
-
-
-def test_a_session_flush_listener_gets_the_orm_flush(app, user):
-    """Flask-SQLAlchemy's modification tracking listens like this (before_flush)."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
-    execution_id = workflow.current_execution.id
-    calls: list[str] = []
-    with listening(orm.Session, "before_flush", calls):
-        Executor.execute(execution_id)
-    assert len(calls) >= 2
-    assert [row["state"] for row in execution_rows(workflow.id)] == [
-        "completed",
-        "scheduled",
-    ]
+        with_listeners = _step_writes(*second)
+    assert with_listeners == without
+    assert "after_flush" not in calls  # no ORM flush wrote anything
 
 
 def test_a_load_listener_gets_an_orm_load(app, user):
@@ -410,13 +433,17 @@ def test_an_attach_listener_gets_an_orm_load(app, user):
     assert calls == []
 
 
-def test_a_refresh_flush_listener_gets_the_orm_flush(app, user):
+def test_a_refresh_flush_listener_does_not_turn_the_core_writes_off(app, user):
+    """The written values are in memory already: nothing is refreshed (R-DM-41)."""
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     calls: list[str] = []
     with listening(geneva.StepExecution, "refresh_flush", calls):
         Executor.execute(execution_id)
-    assert calls  # the ORM flush refreshed updated_at/created_at on the rows
+    assert calls == []
+    execution = db.session.get(geneva.StepExecution, execution_id)
+    assert execution.state == "completed"
+    assert execution.updated_at == execution_row(execution_id)["updated_at"]
 
 
 def test_the_lock_resets_a_loaded_relationship_like_populate_existing(app, user):

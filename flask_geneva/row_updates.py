@@ -1,0 +1,266 @@
+"""The UPDATE statements on geneva's two tables, each state change guarded.
+
+Every UPDATE that changes ``state`` carries ``AND state = :expected``, the state
+the row held when it was read under its lock (R-DM-40). ``RETURNING`` counts the
+rows written where the dialect has it (PostgreSQL, SQLite), the matched-row
+count elsewhere (MySQL/MariaDB, whose driver reports matched rows). A row in
+another state is refused with :class:`~flask_geneva.exceptions.StateConflictError`
+and a row that is gone with SQLAlchemy's ``StaleDataError``; the caller rolls
+the transaction back.
+
+An execution's and its own workflow's change go out as one statement: a
+data-modifying CTE on PostgreSQL, a multiple-table UPDATE on MySQL/MariaDB.
+Statements are built once per table and set of columns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm.exc import StaleDataError
+
+from flask_geneva.exceptions import StateConflictError
+
+__all__ = ["UNGUARDED", "RowUpdate", "clear_statements", "update_rows"]
+
+#: ``RowUpdate.expected_state`` of an UPDATE that leaves ``state`` alone.
+UNGUARDED: Any = object()
+
+_statements: dict[tuple[Any, ...], Any] = {}
+_statements_lock = threading.Lock()
+
+
+def clear_statements() -> None:
+    """Forget the built statements (after a schema change)."""
+    with _statements_lock:
+        _statements.clear()
+
+
+@dataclasses.dataclass
+class RowUpdate:
+    """One row's UPDATE.
+
+    Attributes:
+        table: The table (``geneva_drive_workflows`` or ``..._step_executions``).
+        row: ``"workflow"`` or ``"step execution"`` (named in errors).
+        row_id: The primary key.
+        values: ``{column name: new value}``.
+        expressions: Column names set to their own SQL ``onupdate`` expression.
+        expected_state: The state read under the lock, required when ``values``
+            changes ``state``; :data:`UNGUARDED` otherwise.
+        workflow_id: For a step execution, its workflow's primary key.
+    """
+
+    table: sa.Table
+    row: str
+    row_id: Any
+    values: dict[str, Any]
+    expressions: tuple[str, ...] = ()
+    expected_state: Any = UNGUARDED
+    workflow_id: Any = None
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the UPDATE carries ``AND state = :expected``."""
+        return self.expected_state is not UNGUARDED
+
+
+def update_rows(connection: sa.Connection, updates: list[RowUpdate]) -> None:
+    """Send ``updates``; one statement for an execution and its own workflow.
+
+    Args:
+        connection: The session's connection (inside its transaction).
+        updates: The UPDATEs in the order they must be sent (step executions
+            first). Exactly two, an execution followed by its own workflow, go
+            out as one statement on PostgreSQL and MySQL/MariaDB.
+
+    Raises:
+        StateConflictError: A guarded row held another state (R-DM-40).
+        sqlalchemy.orm.exc.StaleDataError: A row is gone.
+    """
+    dialect = connection.dialect.name
+    if len(updates) == 2 and dialect in _PAIR_DIALECTS:
+        first, second = updates
+        if (
+            first.row == "step execution"
+            and second.row == "workflow"
+            and first.workflow_id == second.row_id
+        ):
+            if dialect == "postgresql":
+                _update_pair_cte(connection, first, second)
+            else:
+                _update_pair_multi_table(connection, first, second)
+            return
+    returning = connection.dialect.update_returning
+    for update in updates:
+        statement = _single_statement(update, returning and update.guarded)
+        result = connection.execute(statement, _params(update, "geneva_"))
+        guarded_returning = returning and update.guarded
+        count = len(result.all()) if guarded_returning else result.rowcount
+        if count != 1:
+            _refuse(connection, [update])
+
+
+_PAIR_DIALECTS = frozenset({"postgresql", "mysql", "mariadb"})
+
+
+def _params(update: RowUpdate, prefix: str) -> dict[str, Any]:
+    params = {f"{prefix}{name}": value for name, value in update.values.items()}
+    params[f"{prefix}pk"] = update.row_id
+    if update.guarded:
+        params[f"{prefix}expected"] = update.expected_state
+    return params
+
+
+def _assignments(update: RowUpdate, prefix: str) -> dict[str, Any]:
+    table = update.table
+    values: dict[str, Any] = {
+        name: sa.bindparam(f"{prefix}{name}") for name in update.values
+    }
+    for name in update.expressions:
+        values[name] = table.c[name].onupdate.arg  # type: ignore[union-attr]
+    return values
+
+
+def _conditions(update: RowUpdate, prefix: str) -> list[Any]:
+    table = update.table
+    conditions = [table.c.id == sa.bindparam(f"{prefix}pk")]
+    if update.guarded:
+        conditions.append(table.c.state == sa.bindparam(f"{prefix}expected"))
+    return conditions
+
+
+def _shape(update: RowUpdate) -> tuple[Any, ...]:
+    return (
+        update.table,
+        tuple(sorted(update.values)),
+        update.expressions,
+        update.guarded,
+    )
+
+
+def _cached(key: tuple[Any, ...], build: Any) -> Any:
+    statement = _statements.get(key)
+    if statement is None:
+        statement = _statements[key] = build()
+    return statement
+
+
+def _single_statement(update: RowUpdate, returning: bool) -> Any:
+    def build() -> Any:
+        statement = (
+            sa.update(update.table)
+            .where(*_conditions(update, "geneva_"))
+            .values(_assignments(update, "geneva_"))
+        )
+        if returning:
+            statement = statement.returning(update.table.c.id)
+        return statement
+
+    return _cached(("single", *_shape(update), returning), build)
+
+
+def _update_pair_cte(
+    connection: sa.Connection, first: RowUpdate, second: RowUpdate
+) -> None:
+    """The execution's and its workflow's UPDATE as one PostgreSQL statement.
+
+    The execution's UPDATE is a data-modifying CTE; the outer UPDATE returns one
+    row when the workflow's matched, holding the number of execution rows
+    written. PostgreSQL does not define which row it writes first; nothing
+    depends on it (different tables, both rows locked by the caller, SPEC §7).
+    """
+
+    def build() -> Any:
+        first_update = (
+            sa.update(first.table)
+            .where(*_conditions(first, "a_"))
+            .values(_assignments(first, "a_"))
+            .returning(first.table.c.id)
+            .cte("geneva_first_update")
+        )
+        return (
+            sa.update(second.table)
+            .where(*_conditions(second, "b_"))
+            .values(_assignments(second, "b_"))
+            .add_cte(first_update)
+            .returning(
+                sa.select(sa.func.count()).select_from(first_update).scalar_subquery()
+            )
+        )
+
+    statement = _cached(("pair-cte", *_shape(first), *_shape(second)), build)
+    params = _params(first, "a_")
+    params.update(_params(second, "b_"))
+    row: Any = connection.execute(statement, params).one_or_none()
+    if row is None:
+        # The workflow's UPDATE matched nothing (the CTE may have written the
+        # execution; the caller's rollback undoes it).
+        _refuse(connection, [second])
+    elif row[0] != 1:
+        _refuse(connection, [first])
+
+
+def _update_pair_multi_table(
+    connection: sa.Connection, first: RowUpdate, second: RowUpdate
+) -> None:
+    """The execution's and its workflow's UPDATE as one MySQL/MariaDB statement.
+
+    A multiple-table UPDATE joined on ``workflow_id``: it matches both rows or
+    neither (a row gone, or a guarded state that differs). Both rows are locked
+    already (SPEC §7), so the order InnoDB writes them in does not matter.
+    """
+
+    def build() -> Any:
+        # Two tables with the same column names: assign by column, not by name.
+        values: dict[Any, Any] = {
+            first.table.c[name]: value
+            for name, value in _assignments(first, "a_").items()
+        }
+        values.update(
+            {
+                second.table.c[name]: value
+                for name, value in _assignments(second, "b_").items()
+            }
+        )
+        return (
+            sa.update(first.table)
+            .values(values)
+            .where(*_conditions(first, "a_"), *_conditions(second, "b_"))
+            .where(first.table.c.workflow_id == second.table.c.id)
+        )
+
+    statement = _cached(("pair-multi-table", *_shape(first), *_shape(second)), build)
+    params = _params(first, "a_")
+    params.update(_params(second, "b_"))
+    if connection.execute(statement, params).rowcount != 2:
+        _refuse(connection, [first, second])
+
+
+def _refuse(connection: sa.Connection, updates: list[RowUpdate]) -> None:
+    """Raise for the first of ``updates`` whose row is gone or in another state."""
+    locking = connection.dialect.name != "sqlite"
+    for update in updates:
+        table = update.table
+        query = sa.select(table.c.state).where(table.c.id == update.row_id)
+        if locking:
+            # A locking read sees the latest committed row on every isolation
+            # level (MySQL/MariaDB's REPEATABLE READ would show the snapshot).
+            query = query.with_for_update()
+        actual = connection.execute(query).one_or_none()
+        if actual is None:
+            raise StaleDataError(
+                f"UPDATE statement on table '{table.name}' expected to update 1 "
+                f"row(s); 0 were matched (id={update.row_id!r})"
+            )
+        if update.guarded and actual[0] != update.expected_state:
+            raise StateConflictError(
+                update.row, update.row_id, update.expected_state, actual[0]
+            )
+    raise StaleDataError(
+        f"UPDATE statement on table '{updates[0].table.name}' matched no row "
+        f"(id={updates[0].row_id!r})"
+    )
