@@ -90,8 +90,15 @@ class BenchEndToEndTenSteps(basic.geneva.Workflow):
     _steps = step.repeat(STEPS, lambda wf: None)
 
 
-def build(database_url: str, broker_url: str) -> tuple[Any, Celery]:
-    """The Flask app and the Celery app both benchmarks use."""
+def build(
+    database_url: str, broker_url: str, *, track_modifications: bool = False
+) -> tuple[Any, Celery]:
+    """The Flask app and the Celery app both benchmarks use.
+
+    ``track_modifications`` turns on Flask-SQLAlchemy's
+    ``SQLALCHEMY_TRACK_MODIFICATIONS`` (session listeners on every flush and
+    commit), to show that geneva's speed does not depend on it (R-DM-41).
+    """
     celery = Celery("geneva_bench")
     celery.conf.update(flask_geneva.celery_defaults(), broker_url=broker_url)
     app = basic.create_app(
@@ -100,6 +107,7 @@ def build(database_url: str, broker_url: str) -> tuple[Any, Celery]:
         TESTING=False,
         GENEVA_TASK_BACKEND="celery",
         GENEVA_ENQUEUE_AFTER_COMMIT=True,
+        SQLALCHEMY_TRACK_MODIFICATIONS=track_modifications,
     )
     basic.geneva.init_celery(celery, app=app)
 
@@ -214,7 +222,11 @@ def build(database_url: str, broker_url: str) -> tuple[Any, Celery]:
 
 if os.environ.get("GENEVA_BENCH_WORKER"):
     # What `celery -A bench.end_to_end:celery worker` loads.
-    app, celery = build(DATABASE_URL, BROKER_URL)
+    app, celery = build(
+        DATABASE_URL,
+        BROKER_URL,
+        track_modifications=bool(os.environ.get("GENEVA_BENCH_TRACK_MODIFICATIONS")),
+    )
 
 
 def wait_until(
@@ -295,12 +307,17 @@ def main() -> None:
         default=3,
         help="alternating measured rounds per side (the medians are printed)",
     )
+    parser.add_argument(
+        "--track-modifications",
+        action="store_true",
+        help="run with SQLALCHEMY_TRACK_MODIFICATIONS=True (host session listeners)",
+    )
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory()
     url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
     sqlite = url.startswith("sqlite")
-    app, celery = build(url, args.broker)
+    app, celery = build(url, args.broker, track_modifications=args.track_modifications)
     with app.app_context():
         basic.db.drop_all()
         basic.db.create_all()
@@ -335,6 +352,7 @@ def main() -> None:
             "GENEVA_BENCH_WORKER": "1",
             "GENEVA_BENCH_DATABASE_URL": url,
             "GENEVA_BENCH_BROKER_URL": args.broker,
+            "GENEVA_BENCH_TRACK_MODIFICATIONS": "1" if args.track_modifications else "",
         },
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -494,7 +512,8 @@ def main() -> None:
     print(f"database: {sa.make_url(url).get_backend_name()}  broker: {args.broker}")
     print(
         f"workers: {' '.join(pool)}  workflows: {args.workflows} x {STEPS} steps, "
-        f"{args.rounds} alternating rounds (medians); baseline: {args.baseline}"
+        f"{args.rounds} alternating rounds (medians); baseline: {args.baseline}; "
+        f"SQLALCHEMY_TRACK_MODIFICATIONS={args.track_modifications}"
     )
     for label, runs in (
         ("flask_geneva", geneva_runs),

@@ -5,6 +5,7 @@ SQLAlchemy engine events. Usage::
 
     python bench/step_overhead.py --workflows 200
     python bench/step_overhead.py --database-url postgresql+psycopg://postgres@127.0.0.1:5432/test
+    python bench/step_overhead.py --track-modifications  # SQLALCHEMY_TRACK_MODIFICATIONS
 
 The target for a regular step is <= 3 commits and <= 10 statements.
 """
@@ -39,11 +40,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument(
+        "--track-modifications",
+        action="store_true",
+        help="run with SQLALCHEMY_TRACK_MODIFICATIONS=True (host session listeners)",
+    )
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory()
     url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
-    app = basic.create_app(url, TESTING=False)
+    app = basic.create_app(
+        url, TESTING=False, SQLALCHEMY_TRACK_MODIFICATIONS=args.track_modifications
+    )
     with app.app_context():
         basic.db.drop_all()
         basic.db.create_all()
@@ -95,6 +103,7 @@ def main() -> None:
         basic.db.session.remove()
         basic.db.drop_all()
     print(f"database:            {dialect}")
+    print(f"track modifications: {args.track_modifications}")
     print(f"workflows finished:  {finished}/{args.workflows}")
     print(f"steps run:           {steps_run}")
     print(f"steps/s:             {steps_run / elapsed:,.0f}")
