@@ -153,6 +153,15 @@ def materialize(
         instance = mapper.class_()
         values_by_key = sa.inspect(instance).dict
     else:
+        state = sa.inspect(instance)
+        if not state.modified and not state.expired_attributes:
+            # Loaded and unchanged: new values carry no history, so writing them
+            # into the instance's dict leaves it clean (no re-attach needed).
+            values_by_key = state.dict
+            for key in _relationship_keys(mapper):
+                values_by_key.pop(key, None)
+            values_by_key.update(zip(keys, values, strict=True))
+            return instance
         session.expunge(instance)
         orm.make_transient(instance)
         values_by_key = sa.inspect(instance).dict

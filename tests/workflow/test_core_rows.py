@@ -485,3 +485,64 @@ def test_a_column_with_its_own_onupdate_reads_back_what_was_stored(tmp_path):
         assert in_memory == stored
         extra_column_app.db.session.remove()
         extra_column_app.db.engine.dispose()
+
+
+class _Undone(Exception):
+    pass
+
+
+def _schedule_second(session, execution_id):
+    """Lock, complete the execution and INSERT its successor (Core writes)."""
+    locked_workflow, locked_execution = store.lock_workflow_and_execution(
+        session, execution_id
+    )
+    store.set_execution_state(
+        locked_execution, StepExecutionState.COMPLETED, locked_execution.created_at
+    )
+    return scheduling.create_step_execution(
+        session,
+        locked_workflow,
+        locked_workflow.steps.named("second"),
+        wait=None,
+        cancel_stray=False,
+    )
+
+
+def test_a_rolled_back_store_savepoint_undoes_its_core_writes(app, user):
+    """Inside ``store.savepoint``: written rows expire, the inserted one is dropped."""
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution = workflow.current_execution
+    session = db.session()
+    session.commit()
+    created = []
+
+    def schedule_then_fail() -> None:
+        with store.savepoint(session):
+            created.append(_schedule_second(session, execution.id))
+            assert sa.inspect(created[0]).persistent
+            raise _Undone
+
+    with pytest.raises(_Undone):
+        schedule_then_fail()
+    new = created[0]
+    assert sa.inspect(new).transient
+    assert new not in session
+    # The completed state was written inside the savepoint: it reads as stored.
+    assert execution.state == "scheduled"
+    assert workflow.next_step_name == "first"
+    session.commit()
+    assert [row["state"] for row in execution_rows(workflow.id)] == ["scheduled"]
+
+
+def test_a_released_savepoint_is_undone_by_the_outer_rollback(app, user):
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    execution = workflow.current_execution
+    session = db.session()
+    session.commit()
+    with store.savepoint(session):
+        new = _schedule_second(session, execution.id)
+    assert sa.inspect(new).persistent
+    session.rollback()
+    assert sa.inspect(new).transient
+    assert execution.state == "scheduled"
+    assert [row["state"] for row in execution_rows(workflow.id)] == ["scheduled"]
