@@ -81,6 +81,7 @@ def main() -> None:
         backend = app.extensions["geneva"].recording_backend
         steps_run = 0
         started = time.perf_counter()
+        cpu_started = time.process_time()
         pending = list(execution_ids)
         while pending:
             next_round = []
@@ -93,6 +94,7 @@ def main() -> None:
             pending = next_round
             basic.db.session.remove()
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
 
         finished = basic.db.session.scalar(
             sa.select(sa.func.count())
@@ -107,6 +109,7 @@ def main() -> None:
     print(f"workflows finished:  {finished}/{args.workflows}")
     print(f"steps run:           {steps_run}")
     print(f"steps/s:             {steps_run / elapsed:,.0f}")
+    print(f"CPU per step:        {cpu / steps_run * 1000:.2f} ms (this process)")
     print(f"statements per step: {counts['statements'] / steps_run:.2f}")
     print(f"commits per step:    {counts['commits'] / steps_run:.2f}")
 

@@ -162,8 +162,7 @@ def materialize(
                 values_by_key.pop(key, None)
             values_by_key.update(zip(keys, values, strict=True))
             return instance
-        session.expunge(instance)
-        orm.make_transient(instance)
+        orm.make_transient(instance)  # leaves the session too
         values_by_key = sa.inspect(instance).dict
         # populate_existing resets loaded relationships: the next access loads
         # them again (a many-to-one from the identity map, without SQL).
@@ -447,12 +446,12 @@ def _settle(session: orm.Session, instance: Any) -> None:
     """
     state = sa.inspect(instance)
     identity = state.key[1]
-    session.expunge(instance)
-    orm.make_transient(instance)
+    orm.make_transient(instance)  # leaves the session too (no expunge cascade)
     values_by_key = state.dict
     mapper = state.mapper
     for key in _relationship_keys(mapper):
-        values_by_key.pop(key, None)
+        if key in values_by_key:
+            del values_by_key[key]
     # An expired instance may hold no primary key value: keep its identity.
     for key, value in zip(_primary_key_keys(mapper), identity, strict=True):
         values_by_key.setdefault(key, value)

@@ -98,8 +98,10 @@ def update_rows(connection: sa.Connection, updates: list[RowUpdate]) -> None:
     for update in updates:
         statement = _single_statement(update, returning and update.guarded)
         result = connection.execute(statement, _params(update, "geneva_"))
-        guarded_returning = returning and update.guarded
-        count = len(result.all()) if guarded_returning else result.rowcount
+        if returning and update.guarded:
+            count = 0 if result.first() is None else 1  # by primary key: 0 or 1
+        else:
+            count = result.rowcount
         if count != 1:
             _refuse(connection, [update])
 
