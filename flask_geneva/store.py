@@ -7,7 +7,9 @@ with ``BEGIN IMMEDIATE`` (BTR-13), which takes the database write lock up front 
 serialises lock-then-check sequences; :func:`install_sqlite_locking` sets that up on
 the engine (plus WAL and a busy timeout).
 
-State columns are changed only by the helpers here, under those locks.
+State columns are changed only by the helpers here, under those locks, and
+written by :mod:`flask_geneva.core_rows` as Core UPDATEs guarded by the state
+read under the lock (R-DM-40, R-DM-41).
 """
 
 from __future__ import annotations
