@@ -199,12 +199,11 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
             deleted), as the ORM flush raises.
     """
     session = actual_session(session)
-    write_geneva_rows(session, geneva)
-    if session.new or session.deleted or session.dirty:
+    if write_geneva_rows(session, geneva) or session.new or session.deleted:
         session.flush()  # other objects: the ORM (geneva's rows are clean now)
 
 
-def write_geneva_rows(session: orm.Session, geneva: Any) -> None:
+def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
     """UPDATE the changed workflows and step executions of ``session`` with Core.
 
     Step executions are written before workflows, each table in primary-key
@@ -219,13 +218,16 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> None:
         session: The session whose dirty instances are written.
         geneva: The :class:`~flask_geneva.Geneva` whose models are written.
 
+    Returns:
+        Whether other changed objects are left for the ORM flush.
+
     Raises:
         StateConflictError: A guarded row held another state.
         sqlalchemy.orm.exc.StaleDataError: A row is gone.
     """
     dirty = session.dirty
     if not dirty:
-        return
+        return False
     planned: list[tuple[Any, str, dict[str, Any]]] = []
     for owner, row in (
         (geneva.StepExecution, "step execution"),
@@ -238,8 +240,9 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> None:
             changes = _column_changes(state)
             if changes is not None:
                 planned.append((state, row, changes))
+    others_left = len(planned) != len(dirty)
     if not planned:
-        return
+        return others_left
     now = clock.now()
     updates: list[row_updates.RowUpdate] = []
     reloaded: list[tuple[Any, tuple[str, ...]]] = []
@@ -259,6 +262,7 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> None:
             _record(session, instance, inserted=False)
     for state, keys in reloaded:
         session.expire(state.obj(), keys)
+    return others_left
 
 
 def _column_changes(state: Any) -> dict[str, Any] | None:
