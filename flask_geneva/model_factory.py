@@ -133,20 +133,9 @@ def build_models(
     fallback = _FallbackPolymorphicMap(mapper)
     fallback.update(mapper.polymorphic_map)
     mapper.polymorphic_map = fallback
-    # Such a row keeps its stored type when the executor or an operator updates it
-    # (R-STI-03); SQLAlchemy would warn on flushing an identity it does not know.
-    # Subclass mappers copy this validator, so install it before any subclass.
-    validate_identity = mapper._validate_polymorphic_identity
-
-    def _validate_identity(
-        owner: orm.Mapper[Any], state: orm.InstanceState[Any], dict_: Any
-    ) -> None:
-        if state.manager.mapper is mapper:
-            return
-        if validate_identity is not None:
-            validate_identity(owner, state, dict_)
-
-    mapper._validate_polymorphic_identity = _validate_identity
+    # Such a row keeps its stored type when the executor or an operator updates
+    # it (R-STI-03): geneva's UPDATEs are Core statements (R-DM-41), so the ORM's
+    # polymorphic identity check (a warning on an unknown identity) never sees it.
 
     class StepExecution(StepExecutionMixin, model_base):  # type: ignore[misc, valid-type]
         """One attempt at one step: idempotency key and audit record (SPEC §4)."""
