@@ -338,6 +338,9 @@ def lock_workflow_and_execution(
         or not core_rows.materialize_allowed(
             session, (workflow_mapper, execution_mapper)
         )
+        # A workflow class with an __init__ of its own is loaded by the ORM,
+        # which never calls __init__ (core_rows.materialize would call it).
+        or getattr(workflow_mapper.class_, "__geneva_defines_init__", False)
     ):
         # The rows are locked already; the ORM reads them again.
         return _orm_lock_pair(session, workflow_cls, execution_cls, step_execution_id)

@@ -56,6 +56,8 @@ class WorkflowMixin(WorkflowActions):
     __geneva__: ClassVar[Any]
     __geneva_definitions__: ClassVar[WorkflowDefinitions]
     __geneva_type__: ClassVar[str]
+    #: Whether the class or a parent defines ``__init__`` (set per subclass).
+    __geneva_defines_init__: ClassVar[bool] = False
     may_proceed_without_hero: ClassVar[bool] = False
 
     if TYPE_CHECKING:
@@ -106,6 +108,12 @@ class WorkflowMixin(WorkflowActions):
             reserved_names=geneva.reserved_names,
         )
         cls.__mapper_args__ = {"polymorphic_identity": identity}
+        # Seen before the mapper instruments ``__init__`` (it does so after this
+        # hook): a class with an ``__init__`` of its own is never built by
+        # calling it when a locked row is read; the ORM loads it (R-DM-41).
+        cls.__geneva_defines_init__ = "__init__" in cls.__dict__ or any(
+            getattr(base, "__geneva_defines_init__", False) for base in cls.__bases__
+        )
         geneva.workflow_classes[identity] = cls
         super().__init_subclass__(**kwargs)
 

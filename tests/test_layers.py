@@ -180,7 +180,11 @@ def test_the_package_has_no_import_cycle():
 def test_the_outbox_does_not_reach_the_publishers():
     """The outbox takes back failed publications without importing dispatch or runtime."""
     graph = import_graph(PACKAGE)
-    assert graph["flask_geneva.outbox"] & {
-        "flask_geneva.dispatch",
-        "flask_geneva.runtime",
-    } == set()
+    assert (
+        graph["flask_geneva.outbox"]
+        & {
+            "flask_geneva.dispatch",
+            "flask_geneva.runtime",
+        }
+        == set()
+    )

@@ -217,6 +217,43 @@ def test_a_load_listener_gets_an_orm_load(app, user):
     assert locked_workflow.id == workflow.id
 
 
+class CoreRowsOwnInit(geneva.Workflow):
+    """A workflow class with an ``__init__`` of its own, counting its calls."""
+
+    inits = 0
+
+    def __init__(self, **kwargs):
+        type(self).inits += 1
+        super().__init__(**kwargs)
+
+    @step
+    def only(self):
+        pass
+
+
+def test_a_locked_row_never_calls_the_classs_own_init(app, user):
+    """Reading a locked row never runs a workflow's own __init__; the ORM loads it (R-DM-41).
+
+    As with an ORM load, ``__init__`` runs when the workflow is created, never
+    when its row is read again (a fresh session, as a worker's).
+    """
+    workflow = CoreRowsOwnInit.create(hero=user)
+    execution_id = workflow.current_execution.id
+    assert CoreRowsOwnInit.inits == 1
+    db.session.remove()
+    session = db.session()
+    locked_workflow, execution = store.lock_workflow_and_execution(
+        session, execution_id
+    )
+    assert isinstance(locked_workflow, CoreRowsOwnInit)
+    assert execution.id == execution_id
+    session.rollback()
+    db.session.remove()
+    Executor.execute(execution_id)
+    assert CoreRowsOwnInit.inits == 1
+    assert workflow_row(workflow.id)["state"] == "finished"
+
+
 def test_the_lock_overwrites_unflushed_changes_like_populate_existing(app, user):
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
