@@ -167,12 +167,27 @@ def create_workflow(app: Any, workflow_cls: Any, email: str) -> tuple[Any, Any]:
     return ids
 
 
+def _reader() -> sa.Connection:
+    """A connection that reads the latest commits without taking any lock.
+
+    The app's SQLite engine begins every transaction with ``BEGIN IMMEDIATE``
+    (BTR-13), so a transactional read would queue behind a worker whose step body
+    holds the write lock (its session's transaction, begun by the body's first
+    query, lasts until the body ends) and would see the step only once it ended.
+    In autocommit each statement reads the last committed state (WAL readers do not
+    wait for the writer); on PostgreSQL and MariaDB it reads what it read before.
+    """
+    from tests.apps import basic
+
+    return basic.db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
 def executions(app: Any, workflow_id: Any) -> list[Any]:
     """The workflow's stored executions, oldest first."""
     from tests.apps import basic
 
     table = basic.geneva.StepExecution.__table__
-    with app.app_context(), basic.db.engine.connect() as connection:
+    with app.app_context(), _reader() as connection:
         return list(
             connection.execute(
                 sa.select(table)
@@ -187,7 +202,7 @@ def workflow_state(app: Any, workflow_id: Any) -> Any:
     from tests.apps import basic
 
     table = basic.geneva.Workflow.__table__
-    with app.app_context(), basic.db.engine.connect() as connection:
+    with app.app_context(), _reader() as connection:
         return connection.scalar(
             sa.select(table.c.state).where(table.c.id == workflow_id)
         )
@@ -198,7 +213,7 @@ def hero_counter(app: Any, hero_id: Any) -> int:
     from tests.apps import basic
 
     table = basic.User.__table__
-    with app.app_context(), basic.db.engine.connect() as connection:
+    with app.app_context(), _reader() as connection:
         return int(
             connection.scalar(sa.select(table.c.counter).where(table.c.id == hero_id))
         )
