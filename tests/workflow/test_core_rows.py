@@ -380,6 +380,40 @@ def test_setting_a_column_back_to_its_value_writes_nothing(app, user):
     assert workflow_row(workflow.id)["updated_at"] == stored_before
 
 
+def test_a_core_write_keeps_the_instance_in_the_session(app, user):
+    """A written instance is marked clean in place, as a flush leaves it (R-DM-41).
+
+    It never leaves the session on the way: a host listener on detach or
+    transient events sees nothing, and the identity map holds the same object.
+    """
+    workflow = CoreRowsTwoSteps.create(hero=user)
+    session = db.session()
+    session.commit()
+    execution = workflow.current_execution
+    workflow.next_step_name = "second"
+    execution.job_id = "job-kept"
+    calls: list[str] = []
+    with (
+        listening(session, "persistent_to_transient", calls),
+        listening(session, "persistent_to_detached", calls),
+    ):
+        core_rows.flush(session, geneva)
+    assert calls == []
+    for instance in (workflow, execution):
+        state = sa.inspect(instance)
+        assert state.persistent
+        assert not state.modified
+        assert instance not in session.dirty
+        assert session.identity_map.get(state.key) is instance
+    assert not session.dirty
+    with recorded_statements() as statements:
+        assert (workflow.next_step_name, execution.job_id) == ("second", "job-kept")
+    assert statements == []
+    session.commit()
+    assert workflow_row(workflow.id)["next_step_name"] == "second"
+    assert execution_row(execution.id)["job_id"] == "job-kept"
+
+
 def test_other_pending_objects_go_through_the_orm_flush(app, user):
     """A hero changed in the same transaction is flushed too (by the ORM)."""
     workflow = CoreRowsTwoSteps.create(hero=user)
