@@ -7,6 +7,7 @@ from __future__ import annotations
 
 # Registers the engine the model methods call (flask_geneva.model_services).
 from flask_geneva import model_engine as _model_engine  # noqa: F401
+from flask_geneva.column_detection import reset_column_caches
 from flask_geneva.config import GenevaConfig
 from flask_geneva.dispatch import inline_enqueue
 from flask_geneva.dsl.conditions import cancel_if
@@ -51,7 +52,6 @@ from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
 from flask_geneva.reporting import current_error_context
-from flask_geneva.store import reset_column_caches
 from flask_geneva.tasks import beat_schedule
 from flask_geneva.tasks import celery_defaults
 

@@ -26,7 +26,7 @@ from flask_geneva import clock
 from flask_geneva import dispatch
 from flask_geneva import reporting
 from flask_geneva import scheduling
-from flask_geneva import store
+from flask_geneva import sqlite_locking
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.runtime import current_state
@@ -97,7 +97,7 @@ def _dispatch_passes(
     last: tuple[Any, Any] | None = None
     while True:
         horizon = clock.now() + ahead if ahead is not None else clock.now()
-        store.write_transaction(session)
+        sqlite_locking.write_transaction(session)
         query = (
             sa.select(execution_cls)
             .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)

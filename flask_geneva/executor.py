@@ -30,6 +30,7 @@ from flask_geneva import dispatch
 from flask_geneva import executor_events
 from flask_geneva import operator_finalize
 from flask_geneva import reporting
+from flask_geneva import session_transactions
 from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transitions
@@ -158,7 +159,7 @@ class _Run(PreparePhase):
         # connection committed meanwhile (e.g. an operator pausing the workflow),
         # so the body's own writes would fail to commit.
         if session.in_transaction():
-            store.commit_keeping_state(session)
+            session_transactions.commit_keeping_state(session)
         self._install_loggers(workflow, execution)
         result = BodyResult("completed")
         started_at, started = clock.now(), time.monotonic()
@@ -288,7 +289,7 @@ class _Run(PreparePhase):
                     ),
                     now=now,
                 )
-                store.commit_keeping_state(session)
+                session_transactions.commit_keeping_state(session)
                 self.events.emit_finalize((workflow.state, execution.state), None)
                 self.events.drop_error(self.logger, error)
                 return
@@ -323,9 +324,9 @@ class _Run(PreparePhase):
                 self._apply_policy(
                     workflow, execution, step, result, error, "exception_policy"
                 )
-            store.commit_keeping_state(session)
+            session_transactions.commit_keeping_state(session)
         except BaseException as finalize_error:
-            store.rollback_after_error(session, finalize_error)
+            session_transactions.rollback_after_error(session, finalize_error)
             if error is not None:
                 task_failures.log_unrecorded(self.logger, error, "encountered")
             raise

@@ -13,9 +13,10 @@ from datetime import timedelta
 from typing import Any
 
 from flask_geneva import clock
+from flask_geneva import column_detection
+from flask_geneva import error_recording
 from flask_geneva import policy_decisions
 from flask_geneva import scheduling
-from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transitions
 from flask_geneva.exceptions import FlowControlSignal
@@ -76,10 +77,10 @@ class OutcomeSteps(RunBase):
         what = "condition raised" if reason == "precondition" else "encountered"
         task_failures.log_captured(self.logger, error, result, what)
         if action == "reattempt":
-            store.record_exception_metadata(execution, error)
+            error_recording.record_exception_metadata(execution, error)
             execution.write_metadata("reattempt_reason", reason)
         elif action != "finish":
-            store.record_error(execution, error)
+            error_recording.record_error(execution, error)
         transition = _POLICY_TRANSITIONS.get(action, transitions.FAIL_AND_PAUSE)
         self._transition(transition, now, workflow, execution, step, wait=result.wait)
         if should_report(result):
@@ -157,7 +158,10 @@ class OutcomeSteps(RunBase):
         if not self._finalizing:
             self.session.flush()
         cancel_stray = not self._finalizing
-        if step.is_resumable and store.optional_columns(self.session).resumable:
+        if (
+            step.is_resumable
+            and column_detection.optional_columns(self.session).resumable
+        ):
             scheduling.create_successor_execution(
                 self.session, workflow, execution, wait=wait, cancel_stray=cancel_stray
             )

@@ -17,11 +17,14 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 from flask_geneva import clock
+from flask_geneva import column_detection
 from flask_geneva import early_delivery
+from flask_geneva import error_recording
 from flask_geneva import executor_events
 from flask_geneva import policy_decisions
 from flask_geneva import reporting
 from flask_geneva import scheduling
+from flask_geneva import session_transactions
 from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva import task_failures
@@ -145,7 +148,10 @@ class PreparePhase(OutcomeSteps):
                 )
                 error.workflow, error.step_execution = workflow, execution
                 raise_after_commit = error
-            elif step.is_resumable and not store.optional_columns(session).resumable:
+            elif (
+                step.is_resumable
+                and not column_detection.optional_columns(session).resumable
+            ):
                 message = MISSING_COLUMNS_MESSAGE.format(
                     step=step.name, type=workflow.type
                 )
@@ -186,7 +192,7 @@ class PreparePhase(OutcomeSteps):
             raise raise_after_commit
         # The claimed rows stay loaded: the body gets them without reloading, and
         # no transaction (no snapshot) is open when the body starts.
-        store.commit_keeping_state(session)
+        session_transactions.commit_keeping_state(session)
         self.events.emit(signals.precondition, self._passed_timing, outcome="passed")
         return workflow, execution, step
 
@@ -300,7 +306,7 @@ class PreparePhase(OutcomeSteps):
         session = self.session
         now = clock.now()
         try:
-            store.record_error(execution, error)
+            error_recording.record_error(execution, error)
             # Phase 1 read it `scheduled` under the lock; a precondition's skip or
             # cancel that raised halfway may have written it in memory since.
             transitions.apply(
@@ -342,7 +348,10 @@ class PreparePhase(OutcomeSteps):
                 session.flush()
             if schedules is transitions.Schedules.SAME_STEP:
                 assert step is not None  # noqa: S101 - a reattempt result needs a step
-                if step.is_resumable and store.optional_columns(session).resumable:
+                if (
+                    step.is_resumable
+                    and column_detection.optional_columns(session).resumable
+                ):
                     scheduling.create_successor_execution(
                         session, workflow, execution, wait=result.wait
                     )

@@ -14,7 +14,7 @@ from sqlalchemy import orm
 
 from flask_geneva import broker_checks
 from flask_geneva import dispatch
-from flask_geneva import store
+from flask_geneva import sqlite_locking
 from flask_geneva.config import GenevaConfig
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
@@ -119,8 +119,8 @@ class Geneva:
         ``app.config`` afterwards is validated and applied at the start of the
         next geneva operation, which raises ``GenevaConfigurationError`` if it is
         invalid; :meth:`reload_settings` does the same at once (R-CFG-02). On
-        SQLite engines it installs the locking
-        setup of :func:`flask_geneva.store.install_sqlite_locking` (WAL, busy
+        SQLite engines it installs the locking setup of
+        :func:`flask_geneva.sqlite_locking.install_sqlite_locking` (WAL, busy
         timeout, ``BEGIN IMMEDIATE`` for geneva writes) unless
         ``GENEVA_SQLITE_BEGIN_IMMEDIATE`` is False. With a Celery app it logs a
         warning when ``GENEVA_MAX_BROKER_DELAY`` is not below the broker's known
@@ -188,7 +188,7 @@ class Geneva:
         if config.sqlite_begin_immediate:
             with app.app_context():
                 for engine in self.db.engines.values():
-                    store.install_sqlite_locking(engine)
+                    sqlite_locking.install_sqlite_locking(engine)
 
         from flask_geneva import cli
         from flask_geneva.schema import autogenerate

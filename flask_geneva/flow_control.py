@@ -21,6 +21,7 @@ from typing import NoReturn
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import column_detection
 from flask_geneva import dispatch
 from flask_geneva import scheduling
 from flask_geneva import store
@@ -522,14 +523,14 @@ def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> A
     scheduled = [e for e in active if e.state == StepExecutionState.SCHEDULED]
     if scheduled:
         execution = scheduled[-1]
-        if rewind and store.optional_columns(session).resumable:
+        if rewind and column_detection.optional_columns(session).resumable:
             step = workflow.steps.named(execution.step_name)
             if step is not None and step.is_resumable:
                 execution.cursor = None
         scheduling.enqueue_scheduled_execution(session, workflow, execution)
         return execution
 
-    if store.optional_columns(session).resumable:
+    if column_detection.optional_columns(session).resumable:
         successor = _resumable_continuation(session, workflow, rewind=rewind)
         if successor is not None:
             return successor
@@ -557,7 +558,7 @@ def _resumable_continuation(
     base = (
         sa.select(execution_cls)
         .where(execution_cls.workflow_id == workflow.id)
-        .options(*store.undefer_options(session, None, execution_cls))
+        .options(*column_detection.undefer_options(session, None, execution_cls))
         .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
         .limit(1)
     )

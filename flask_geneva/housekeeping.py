@@ -32,8 +32,11 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import column_detection
 from flask_geneva import reporting
 from flask_geneva import scheduling
+from flask_geneva import session_transactions
+from flask_geneva import sqlite_locking
 from flask_geneva import store
 from flask_geneva import transitions
 from flask_geneva.cleanup_lock import cleanup_lock
@@ -194,7 +197,7 @@ def _delete_in_batches(
     )
     total = 0
     while True:
-        store.write_transaction(session)
+        sqlite_locking.write_transaction(session)
         result = session.execute(
             statement, execution_options={"synchronize_session": False}
         )
@@ -393,7 +396,7 @@ def _recover_all(
                 recovered += 1
             session.commit()
         except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
-            store.rollback_after_error(session, error)
+            session_transactions.rollback_after_error(session, error)
             _log.error(
                 "Failed to recover step execution %s: %s: %s",
                 execution_id,
@@ -525,7 +528,7 @@ def recover_locked_execution(
     )
     # The recovered row must leave the one-active index before the new one enters.
     session.flush()
-    if step.is_resumable and store.optional_columns(session).resumable:
+    if step.is_resumable and column_detection.optional_columns(session).resumable:
         created = scheduling.create_successor_execution(session, workflow, execution)
     else:
         created = scheduling.create_step_execution(session, workflow, step, wait=None)

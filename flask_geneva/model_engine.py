@@ -11,6 +11,7 @@ from typing import Any
 from typing import NoReturn
 
 from flask_geneva import clock
+from flask_geneva import column_detection
 from flask_geneva import flow_control
 from flask_geneva import operator_recovery
 from flask_geneva import scheduling
@@ -153,8 +154,8 @@ class EngineForModels:
         flow_control.suspend(workflow, wait=wait)
 
     def optional_columns(self, session: Any) -> Any:
-        """See :func:`flask_geneva.store.optional_columns` (R-DM-30..35)."""
-        return store.optional_columns(session)
+        """See :func:`flask_geneva.column_detection.optional_columns` (R-DM-30..35)."""
+        return column_detection.optional_columns(session)
 
     def max_cursor_size(self) -> int | None:
         """``GENEVA_MAX_CURSOR_SIZE`` of the current app in bytes, None for no limit."""

@@ -8,7 +8,8 @@ Workflow classes are single-table-inheritance subclasses of ``geneva.Workflow``
 
 Optional columns (workflows ``metadata``; executions ``metadata``, ``error_class_name``,
 ``cursor``, ``continues_from_id``) are mapped *deferred*: no SQL statement mentions
-them unless :mod:`flask_geneva.store` has detected that they exist (R-DM-30..35).
+them unless :mod:`flask_geneva.column_detection` has detected that they exist
+(R-DM-30..35).
 """
 
 from __future__ import annotations

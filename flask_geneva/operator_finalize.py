@@ -29,8 +29,9 @@ from typing import Any
 
 from sqlalchemy import orm
 
+from flask_geneva import column_detection
+from flask_geneva import error_recording
 from flask_geneva import scheduling
-from flask_geneva import store
 from flask_geneva import transitions
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import ReattemptSignal
@@ -78,7 +79,7 @@ def finalize_under_operator_state(
         transition = transitions.SETTLE_COMPLETED
     elif kind == "exception":
         assert error is not None  # noqa: S101 - kind implies it
-        store.record_error(execution, error)
+        error_recording.record_error(execution, error)
         transition = transitions.SETTLE_FAILED
     elif kind == "interrupted":
         record_interrupt(None)
@@ -113,7 +114,9 @@ def _signal_transition(
 ) -> transitions.Transition:
     """The entry recording an in-step signal as §8.1 does (R-EXE-42)."""
     action = signal.action
-    resumable = step.is_resumable and store.optional_columns(session).resumable
+    resumable = (
+        step.is_resumable and column_detection.optional_columns(session).resumable
+    )
     if action == "cancel":
         return (
             transitions.SETTLE_CANCEL_SIGNAL_WHILE_PAUSED
@@ -175,7 +178,7 @@ def _preserve_same_step(
     wait: timedelta | None,
 ) -> None:
     """Leave the retry (or the resumable successor) of ``step`` for ``resume()``."""
-    if step.is_resumable and store.optional_columns(session).resumable:
+    if step.is_resumable and column_detection.optional_columns(session).resumable:
         scheduling.create_successor_execution(
             session, workflow, execution, wait=wait, cancel_stray=False, publish=False
         )

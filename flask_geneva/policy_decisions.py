@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
-from flask_geneva import store
+from flask_geneva import column_detection
 from flask_geneva import transactions
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import ReattemptSignal
@@ -234,7 +234,7 @@ def consecutive_reattempts(session: orm.Session, workflow: Any, step_name: str) 
     executions recorded with ``reattempt_reason="prepare"`` (R-CNT-06).
     """
     execution_cls = workflow.__geneva__.StepExecution
-    columns = store.optional_columns(session)
+    columns = column_detection.optional_columns(session)
     rows = session.execute(
         sa.select(
             execution_cls.state,

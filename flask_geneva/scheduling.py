@@ -20,6 +20,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import column_detection
 from flask_geneva import core_rows
 from flask_geneva import dispatch
 from flask_geneva import store
@@ -288,7 +289,9 @@ def create_step_execution(
         session,
         workflow.__geneva__,
         execution,
-        store.absent_execution_columns(store.optional_columns(session)),
+        column_detection.absent_execution_columns(
+            column_detection.optional_columns(session)
+        ),
     )
     _request(session, execution, publication, state)
     workflow.logger.debug(

@@ -20,6 +20,8 @@ from sqlalchemy import orm
 from sqlalchemy.orm import exc as orm_exc
 
 from flask_geneva import clock
+from flask_geneva import error_recording
+from flask_geneva import session_transactions
 from flask_geneva import store
 from flask_geneva import transactions
 from flask_geneva import transitions
@@ -88,7 +90,7 @@ def mark(
     locked = _lock(session, execution)
     transitions.apply(_MARK[state], clock.now(), execution=locked, outcome=checked)
     if error is not None:
-        store.record_error(locked, error)
+        error_recording.record_error(locked, error)
     _finish(session)
 
 
@@ -136,4 +138,4 @@ def _finish(session: orm.Session) -> None:
         # The caller's block commits (or rolls back) the change with its own work.
         session.flush()
         return
-    store.commit_keeping_state(session)
+    session_transactions.commit_keeping_state(session)

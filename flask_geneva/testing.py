@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flask_geneva import clock
+from flask_geneva import column_detection
 from flask_geneva import store
 from flask_geneva.dispatch import Publication
 from flask_geneva.dispatch import RecordingBackend
@@ -105,7 +106,7 @@ def speedrun_current_step(workflow: Any, max_executions: int = 100) -> Any:
     if execution is None:
         return None
     step_name = execution.step_name
-    resumable_columns = store.optional_columns(_session()).resumable
+    resumable_columns = column_detection.optional_columns(_session()).resumable
     runs = 0
     while True:
         _refresh(execution)

@@ -3,9 +3,10 @@
 :func:`apply` checks the rows' current states (read under the caller's locks)
 against the entry's from-states and refuses otherwise, before writing anything;
 then it writes the execution (state, outcome, timestamps of R-SE-02/03) and the
-workflow (state, ``transitioned_at`` per R-WF-03, cleared fields) through
-:mod:`flask_geneva.store`'s setters. The entries themselves are in
-:mod:`flask_geneva.transitions`, which re-exports :func:`apply`.
+workflow (state, ``transitioned_at`` per R-WF-03, cleared fields) through the
+two setters below, the only code in the package that assigns a row's state or
+outcome. The entries themselves are in :mod:`flask_geneva.transitions`, which
+re-exports :func:`apply`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from flask_geneva import store
 from flask_geneva.exceptions import InvalidStateTransition
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
@@ -24,7 +24,13 @@ from flask_geneva.transition_types import Schedules
 from flask_geneva.transition_types import Transition
 from flask_geneva.transition_types import WorkflowWrite
 
-__all__ = ["Refusal", "apply", "can_apply"]
+__all__ = [
+    "Refusal",
+    "apply",
+    "can_apply",
+    "set_execution_state",
+    "set_workflow_state",
+]
 
 Refusal = Callable[[str], Exception]
 """Builds the caller's own error from the current state it refused."""
@@ -167,7 +173,7 @@ def _write_execution(
     chosen = outcome if outcome is not None else next(iter(write.outcomes), None)
     # The from-states were checked above; the setter writes state, outcome and the
     # timestamps of R-SE-02/03.
-    store.set_execution_state(execution, write.to, now, outcome=chosen, validate=False)
+    set_execution_state(execution, write.to, now, outcome=chosen)
 
 
 def _write_workflow(
@@ -192,4 +198,71 @@ def _write_workflow(
             setattr(workflow, name, value)
         return
     # Sets transitioned_at per R-WF-03 and started_at on first performing.
-    store.set_workflow_state(workflow, target, now, validate=False, **values)
+    set_workflow_state(workflow, target, now, **values)
+
+
+#: The timestamp column each terminal execution state sets (R-SE-03).
+_STATE_TIMESTAMP = {
+    StepExecutionState.COMPLETED: "completed_at",
+    StepExecutionState.FAILED: "failed_at",
+    StepExecutionState.SKIPPED: "skipped_at",
+    StepExecutionState.CANCELED: "canceled_at",
+}
+
+
+def set_workflow_state(
+    workflow: Any, state: WorkflowState, now: datetime, **attributes: Any
+) -> None:
+    """Set the workflow's state and ``attributes`` in memory (flushed on commit).
+
+    No check: :func:`apply` checks the from-states first, and nothing else in the
+    package calls this (``tests/workflow/test_transitions.py`` checks).
+
+    Args:
+        workflow: The workflow instance, locked by the caller.
+        state: The new state.
+        now: The time of the transition (UTC).
+        **attributes: Other columns to set, e.g. cleared fields.
+
+    Entering finished/canceled/paused sets ``transitioned_at`` (R-WF-03); the
+    first entry into performing sets ``started_at``.
+    """
+    for name, value in attributes.items():
+        setattr(workflow, name, value)
+    workflow.state = state.value
+    if state in (WorkflowState.FINISHED, WorkflowState.CANCELED, WorkflowState.PAUSED):
+        workflow.transitioned_at = now
+    if state == WorkflowState.PERFORMING and workflow.started_at is None:
+        workflow.started_at = now
+
+
+def set_execution_state(
+    execution: Any,
+    state: StepExecutionState,
+    now: datetime,
+    *,
+    outcome: Outcome | None = None,
+) -> None:
+    """Set the execution state, outcome and timestamps in memory (R-SE-02, R-SE-03).
+
+    No check: :func:`apply` checks the from-states first (R-SE-01), and nothing
+    else in the package calls this (``tests/workflow/test_transitions.py`` checks).
+
+    Args:
+        execution: The step execution instance, locked by the caller.
+        state: The new state.
+        now: The time of the transition (UTC).
+        outcome: The outcome to set; None leaves it as it is.
+
+    ``in_progress`` sets ``started_at``; every terminal state sets its own
+    timestamp and ``finished_at`` to the same ``now``.
+    """
+    execution.state = state.value
+    if outcome is not None:
+        execution.outcome = outcome.value
+    if state == StepExecutionState.IN_PROGRESS:
+        execution.started_at = now
+    timestamp = _STATE_TIMESTAMP.get(state)
+    if timestamp is not None:
+        setattr(execution, timestamp, now)
+        execution.finished_at = now

@@ -121,7 +121,9 @@ MODEL_MODULES = (
     "flask_geneva.step_execution_model",
 )
 ENGINE_MODULES = (
+    "flask_geneva.column_detection",
     "flask_geneva.dispatch",
+    "flask_geneva.error_recording",
     "flask_geneva.executor",
     "flask_geneva.flow_control",
     "flask_geneva.housekeeping",
@@ -129,6 +131,8 @@ ENGINE_MODULES = (
     "flask_geneva.operator_recovery",
     "flask_geneva.runtime",
     "flask_geneva.scheduling",
+    "flask_geneva.session_transactions",
+    "flask_geneva.sqlite_locking",
     "flask_geneva.step_execution_rows",
     "flask_geneva.store",
     "flask_geneva.transitions",

@@ -19,7 +19,7 @@ from flask import url_for
 from flask_admin import BaseView
 
 from flask_geneva import clock
-from flask_geneva import store
+from flask_geneva import column_detection
 from flask_geneva.admin.access import access_is_open_by_default
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import has_access
@@ -111,7 +111,7 @@ class GenevaView(BaseView):
         return parse_key(raw, self.geneva.key_type)
 
     def _columns(self) -> Any:
-        return store.optional_columns(self.session)
+        return column_detection.optional_columns(self.session)
 
 
 def _content_security_policy(response: Response) -> Response:
@@ -131,7 +131,7 @@ class WorkflowPages(GenevaView):
         return session.scalars(
             sa.select(workflow_cls)
             .where(workflow_cls.id == workflow_id)
-            .options(*store.undefer_options(session, workflow_cls, None))
+            .options(*column_detection.undefer_options(session, workflow_cls, None))
             # Show the stored truth even if this session saw the row earlier.
             .execution_options(populate_existing=True)
         ).one_or_none()

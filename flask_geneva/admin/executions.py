@@ -19,8 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import column_detection
 from flask_geneva import housekeeping
-from flask_geneva import store
 from flask_geneva.admin.filters import ERROR_CLASS_CAVEAT
 from flask_geneva.admin.filters import error_class_matches
 from flask_geneva.admin.presenters import CURSOR_PREVIEW_BYTES
@@ -122,7 +122,7 @@ def filter_executions(
     *,
     execution_cls: Any,
     workflow_cls: Any,
-    columns: store.OptionalColumns,
+    columns: column_detection.OptionalColumns,
     config: Any,
     now: datetime,
 ) -> tuple[sa.Select[Any], dict[str, str], list[str]]:
@@ -227,7 +227,7 @@ def load_execution(session: orm.Session, execution_cls: Any, key: Any) -> Any:
     return session.scalars(
         sa.select(execution_cls)
         .where(execution_cls.id == key)
-        .options(*store.undefer_options(session, None, execution_cls))
+        .options(*column_detection.undefer_options(session, None, execution_cls))
         # Show the stored truth even if this session saw the row earlier.
         .execution_options(populate_existing=True)
     ).one_or_none()
@@ -277,7 +277,9 @@ _SECTIONS = {
 }
 
 
-def _column_values(execution: Any, columns: store.OptionalColumns) -> list[ColumnValue]:
+def _column_values(
+    execution: Any, columns: column_detection.OptionalColumns
+) -> list[ColumnValue]:
     values = []
     for prop in sa.inspect(type(execution)).column_attrs:
         name = prop.columns[0].name
@@ -369,7 +371,7 @@ def _chain_links(
     session: orm.Session,
     execution_cls: Any,
     execution: Any,
-    columns: store.OptionalColumns,
+    columns: column_detection.OptionalColumns,
 ) -> tuple[Any, ExecutionLink | None, list[ExecutionLink]]:
     """``(predecessor id, predecessor link or None if missing, successors)``."""
     if not columns.continues_from_id:
@@ -391,7 +393,7 @@ def _chain_links(
 
 
 def _cursor_display(
-    execution: Any, columns: store.OptionalColumns
+    execution: Any, columns: column_detection.OptionalColumns
 ) -> dict[str, Any] | None:
     """The cursor section: pretty JSON cut at 2 KB, or None when there is none."""
     if not columns.cursor or execution.cursor is None:
@@ -424,7 +426,9 @@ def cursor_display(value: Any) -> dict[str, Any]:
     }
 
 
-def _metadata_display(execution: Any, columns: store.OptionalColumns) -> str | None:
+def _metadata_display(
+    execution: Any, columns: column_detection.OptionalColumns
+) -> str | None:
     """The stored metadata as pretty JSON (raw text when unparsable), or None."""
     if not columns.step_execution_metadata or execution.meta is None:
         return None
@@ -519,7 +523,7 @@ def execution_detail(
         ``reattempt_reason``, ``overdue``, ``stuck``, ``duration``,
         ``predecessor_id``, ``predecessor``, ``successors``, ``previous``, ``next``.
     """
-    columns = store.optional_columns(session)
+    columns = column_detection.optional_columns(session)
     execution_cls = type(execution)
     decision = meta.get("policy_decision")
     interrupt = meta.get("interrupt")

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from flask_admin import expose
 
 from flask_geneva import clock
-from flask_geneva import store
+from flask_geneva import column_detection
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import capped_count
@@ -80,7 +80,7 @@ class OverviewView(GenevaView):
             # indexed: the newest failures are read off the index's end instead
             # of sorting every failed row (R-ADM-30).
             .where(execution_cls.finished_at.is_not(None))
-            .options(*store.undefer_options(session, None, execution_cls))
+            .options(*column_detection.undefer_options(session, None, execution_cls))
             .order_by(execution_cls.finished_at.desc(), execution_cls.id.desc())
             .limit(20)
         ).all()

@@ -21,8 +21,8 @@ def metadata_of(row: Any, has_column: Any) -> tuple[dict[str, Any], str | None]:
     Args:
         row: A workflow or step execution row.
         has_column: The optional-column flags of
-            :func:`flask_geneva.store.optional_columns`, or a bool saying whether
-            the row's table has its metadata column.
+            :func:`flask_geneva.column_detection.optional_columns`, or a bool
+            saying whether the row's table has its metadata column.
 
     Returns:
         The metadata (``{}`` when absent or unreadable) and a marker such as

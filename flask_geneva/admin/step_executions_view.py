@@ -12,7 +12,7 @@ from flask import request
 from flask_admin import expose
 
 from flask_geneva import clock
-from flask_geneva import store
+from flask_geneva import column_detection
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import LIST_FLAGS
@@ -56,7 +56,9 @@ class StepExecutionsView(GenevaView):
         page = page_number(request.args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
         rows = session.execute(
-            query.options(*store.undefer_options(session, None, execution_cls))
+            query.options(
+                *column_detection.undefer_options(session, None, execution_cls)
+            )
             .order_by(execution_cls.id.desc())
             .limit(PAGE_SIZE + 1)
             .offset((page - 1) * PAGE_SIZE)

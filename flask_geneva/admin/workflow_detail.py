@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from flask import abort
 from flask_admin import expose
 
-from flask_geneva import store
+from flask_geneva import column_detection
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import cursor_display
@@ -54,7 +54,9 @@ class WorkflowDetailPage(WorkflowPages):
             session.scalars(
                 sa.select(execution_cls)
                 .where(execution_cls.workflow_id == workflow.id)
-                .options(*store.undefer_options(session, None, execution_cls))
+                .options(
+                    *column_detection.undefer_options(session, None, execution_cls)
+                )
                 .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
                 .limit(MAX_TIMELINE_ROWS + 1)
                 .execution_options(populate_existing=True)

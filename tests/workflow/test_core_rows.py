@@ -23,8 +23,10 @@ from flask_geneva import Executor
 from flask_geneva import core_rows
 from flask_geneva import reset_column_caches
 from flask_geneva import scheduling
+from flask_geneva import session_transactions
 from flask_geneva import step
 from flask_geneva import store
+from flask_geneva import transition_apply
 from flask_geneva.models import StepExecutionState
 from tests.apps import extra_column_app
 from tests.apps import uuid_app
@@ -329,7 +331,7 @@ def test_a_rolled_back_insert_leaves_no_instance_behind(app, user):
     locked_workflow, locked_execution = store.lock_workflow_and_execution(
         session, execution.id
     )
-    store.set_execution_state(
+    transition_apply.set_execution_state(
         locked_execution, StepExecutionState.COMPLETED, locked_execution.created_at
     )
     new = scheduling.create_step_execution(
@@ -567,7 +569,7 @@ def _schedule_second(session, execution_id):
     locked_workflow, locked_execution = store.lock_workflow_and_execution(
         session, execution_id
     )
-    store.set_execution_state(
+    transition_apply.set_execution_state(
         locked_execution, StepExecutionState.COMPLETED, locked_execution.created_at
     )
     return scheduling.create_step_execution(
@@ -580,7 +582,7 @@ def _schedule_second(session, execution_id):
 
 
 def test_a_rolled_back_store_savepoint_undoes_its_core_writes(app, user):
-    """Inside ``store.savepoint``: written rows expire, the inserted one is dropped."""
+    """Inside ``session_transactions.savepoint``: written rows expire, the inserted one is dropped."""
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
     session = db.session()
@@ -588,7 +590,7 @@ def test_a_rolled_back_store_savepoint_undoes_its_core_writes(app, user):
     created = []
 
     def schedule_then_fail() -> None:
-        with store.savepoint(session):
+        with session_transactions.savepoint(session):
             created.append(_schedule_second(session, execution.id))
             assert sa.inspect(created[0]).persistent
             raise _Undone
@@ -610,7 +612,7 @@ def test_a_released_savepoint_is_undone_by_the_outer_rollback(app, user):
     execution = workflow.current_execution
     session = db.session()
     session.commit()
-    with store.savepoint(session):
+    with session_transactions.savepoint(session):
         new = _schedule_second(session, execution.id)
     assert sa.inspect(new).persistent
     session.rollback()

@@ -28,9 +28,9 @@ PACKAGE = ROOT / "flask_geneva"
 SPEC = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
-# The modules allowed to assign a row's state: apply(), and store's setters it
-# writes through.
-_WRITERS = {"transition_apply.py", "store.py"}
+# The module allowed to assign a row's state: apply() and the two setters it
+# writes through, all in transition_apply.py.
+_WRITERS = {"transition_apply.py"}
 _STATE_SETTERS = {"set_workflow_state", "set_execution_state"}
 
 
@@ -375,7 +375,7 @@ def _violations(path: Path) -> list[str]:
 
 
 def test_only_the_transitions_module_writes_states():
-    """No module but transition_apply.py (through store's setters) assigns a state."""
+    """No module but transition_apply.py (apply() and its setters) assigns a state."""
     violations = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.parent == PACKAGE and path.name in _WRITERS:
@@ -390,7 +390,7 @@ def test_the_source_check_catches_each_kind_of_write(tmp_path):
     source.write_text(
         "workflow.state = 'ready'\n"
         "execution.outcome += 'x'\n"
-        "store.set_workflow_state(w, s, now)\n"
+        "transition_apply.set_workflow_state(w, s, now)\n"
         "set_execution_state(e, s, now)\n"
         "setattr(execution, 'state', 'failed')\n",
         encoding="utf-8",
