@@ -248,11 +248,6 @@ class GenevaConfig:
     sqlite_begin_immediate: bool
     admin: AdminConfig
 
-    @property
-    def max_cursor_size(self) -> int | None:
-        """Alias of :attr:`max_cursor_size_bytes` for readers not renamed yet."""
-        return self.max_cursor_size_bytes
-
 
 @dataclasses.dataclass(frozen=True)
 class AdminConfig:

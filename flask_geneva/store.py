@@ -23,14 +23,12 @@ from sqlalchemy import orm
 
 from flask_geneva import core_rows
 from flask_geneva.column_detection import absent_execution_columns
-from flask_geneva.column_detection import cached_statement as _cached_statement
+from flask_geneva.column_detection import cached_statement
 from flask_geneva.column_detection import optional_columns
 from flask_geneva.column_detection import undefer_options
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
-from flask_geneva.session_transactions import (
-    geneva_from_session as _geneva_from_session,
-)
+from flask_geneva.session_transactions import geneva_from_session
 from flask_geneva.sqlite_locking import write_transaction
 
 __all__ = [
@@ -50,7 +48,7 @@ def lock_workflow(session: orm.Session, workflow_id: Any) -> Any:
 
     Must be the first lock of a transaction (workflow before execution, SPEC §7).
     """
-    geneva = _geneva_from_session(session)
+    geneva = geneva_from_session(session)
     workflow_cls = geneva.Workflow
     write_transaction(session)
     return session.scalars(
@@ -64,7 +62,7 @@ def lock_workflow(session: orm.Session, workflow_id: Any) -> Any:
 
 def lock_execution(session: orm.Session, step_execution_id: Any) -> Any:
     """Lock and re-read the execution row; return it or None if gone."""
-    execution_cls = _geneva_from_session(session).StepExecution
+    execution_cls = geneva_from_session(session).StepExecution
     write_transaction(session)
     return session.scalars(
         sa.select(execution_cls)
@@ -96,7 +94,7 @@ def lock_workflow_and_execution(
     Returns:
         ``(workflow, execution)``; ``(None, None)`` when the execution row is gone.
     """
-    geneva = _geneva_from_session(session)
+    geneva = geneva_from_session(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     connection = session.connection()
     write_transaction(session, connection)
@@ -108,7 +106,7 @@ def lock_workflow_and_execution(
     execution_values: Any
     if connection.dialect.name in _JOINED_LOCK_DIALECTS:
         row = connection.execute(
-            _cached_statement(
+            cached_statement(
                 ("lock-pair", workflow_columns, execution_columns),
                 lambda: _joined_lock_statement(
                     workflow_cls, execution_cls, workflow_columns, execution_columns
@@ -124,7 +122,7 @@ def lock_workflow_and_execution(
         # FOR UPDATE locks only the rows of the outer table: the workflow is
         # locked here and the execution second, as SPEC §7 orders.
         workflow_values = connection.execute(
-            _cached_statement(
+            cached_statement(
                 ("lock-owner", workflow_columns, execution_cls),
                 lambda: _owner_lock_statement(
                     workflow_cls, execution_cls, workflow_columns
@@ -135,7 +133,7 @@ def lock_workflow_and_execution(
         if workflow_values is None:
             return None, None
         execution_values = connection.execute(
-            _cached_statement(
+            cached_statement(
                 ("lock-execution", execution_columns),
                 lambda: _execution_lock_statement(execution_cls, execution_columns),
             ),
@@ -259,7 +257,7 @@ _JOINED_LOCK_DIALECTS = frozenset({"postgresql", "sqlite"})
 
 def lock_active_executions(session: orm.Session, workflow_id: Any) -> list[Any]:
     """Lock and return the workflow's scheduled/in-progress executions, oldest first."""
-    execution_cls = _geneva_from_session(session).StepExecution
+    execution_cls = geneva_from_session(session).StepExecution
     return list(
         session.scalars(
             sa.select(execution_cls)
@@ -285,7 +283,7 @@ def cancel_scheduled_executions(
     Sets state and outcome ``canceled`` with ``canceled_at``/``finished_at``;
     ``in_progress`` executions are untouched. Returns the number of rows changed.
     """
-    execution_cls = _geneva_from_session(session).StepExecution
+    execution_cls = geneva_from_session(session).StepExecution
     statement = (
         sa.update(execution_cls)
         .where(execution_cls.workflow_id == workflow_id)
