@@ -435,7 +435,23 @@ def _metadata_display(
     value = execution.meta
     if isinstance(value, InvalidJSON):
         return str(value)
-    return pretty_json(value)
+    return pretty_json(_without_backtrace(value))
+
+
+def _without_backtrace(meta: Any) -> Any:
+    """The metadata with its backtrace copy replaced by a pointer (R-ADM-48).
+
+    The Error section shows the backtrace once; the metadata says where it is
+    instead of repeating it as escaped JSON.
+    """
+    exception = recorded_exception(meta)
+    lines = exception.get("backtrace")
+    if not lines:
+        return meta
+    count = len(lines) if isinstance(lines, list) else str(lines).count("\n") + 1
+    shown = dict(exception)
+    shown["backtrace"] = f"({count} lines: shown under Error above)"
+    return {**meta, "exception": shown}
 
 
 def recorded_backtrace(execution: Any, meta: Mapping[str, Any]) -> str:

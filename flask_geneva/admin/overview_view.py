@@ -6,12 +6,16 @@ step executions list filters they link to (R-HK-20).
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
+from flask import Blueprint
 from flask_admin import expose
 
 from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva.admin.base_view import GenevaView
+from flask_geneva.admin.error_pages import install_error_pages
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import capped_count
 from flask_geneva.admin.executions import flag_criteria
@@ -23,7 +27,19 @@ __all__ = ["OverviewView"]
 
 
 class OverviewView(GenevaView):
-    """Class-by-state counts, paused ratios, stuck/overdue counts, latest failures."""
+    """Class-by-state counts, paused ratios, stuck/overdue counts, latest failures.
+
+    Its blueprint also installs the admin's error pages for every URL under the
+    overview's URL, the prefix of all Geneva views (R-ADM-47).
+    """
+
+    def create_blueprint(self, admin: Any) -> Blueprint:
+        blueprint = super().create_blueprint(admin)
+        prefix = str(self.url)
+        blueprint.record_once(
+            lambda state: install_error_pages(state.app, prefix, self)
+        )
+        return blueprint
 
     @expose("/")
     def index(self) -> str:

@@ -24,9 +24,10 @@ from flask_geneva.admin.list_params import choice
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
+from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
-__all__ = ["SORTS", "WorkflowListPage"]
+__all__ = ["SORTS", "WorkflowListPage", "next_runs"]
 
 #: Columns the list sorts by.
 SORTS = ("id", "created_at", "transitioned_at")
@@ -74,10 +75,11 @@ class WorkflowListPage(WorkflowPages):
             has_metadata_column=columns.step_execution_metadata,
         )
         hero_urls = hero_admin_urls(rows)
+        runs = next_runs(session, self.geneva.StepExecution, [row.id for row in rows])
         count, more = capped_count(session, workflow_cls, matching)
         return self.render(
             "geneva/admin/workflows.html",
-            workflows=[self._summary(row, errors, hero_urls) for row in rows],
+            workflows=[self._summary(row, errors, hero_urls, runs) for row in rows],
             filters=matching.params,
             filtered=matching.is_active,
             notes=notes,
@@ -97,7 +99,11 @@ class WorkflowListPage(WorkflowPages):
         )
 
     def _summary(
-        self, workflow: Any, errors: dict[Any, str], hero_urls: dict[Any, str]
+        self,
+        workflow: Any,
+        errors: dict[Any, str],
+        hero_urls: dict[Any, str],
+        runs: dict[Any, Any],
     ) -> dict[str, Any]:
         return {
             "id": workflow.id,
@@ -110,4 +116,25 @@ class WorkflowListPage(WorkflowPages):
             "created_at": workflow.created_at,
             "transitioned_at": workflow.transitioned_at,
             "error_class": errors.get(workflow.id),
+            "next_run": runs.get(workflow.id),
         }
+
+
+def next_runs(session: Any, execution_cls: Any, workflow_ids: list[Any]) -> dict[Any, Any]:
+    """When each listed workflow's scheduled execution is due (R-ADM-44).
+
+    One query for the page's workflows, by the ``(workflow_id, state)`` index.
+
+    Returns:
+        ``{workflow id: scheduled_for}`` for the workflows with a scheduled
+        execution; the others are absent.
+    """
+    if not workflow_ids:
+        return {}
+    rows = session.execute(
+        sa.select(execution_cls.workflow_id, sa.func.min(execution_cls.scheduled_for))
+        .where(execution_cls.workflow_id.in_(workflow_ids))
+        .where(execution_cls.state == StepExecutionState.SCHEDULED.value)
+        .group_by(execution_cls.workflow_id)
+    ).all()
+    return {workflow_id: due for workflow_id, due in rows}
