@@ -112,7 +112,10 @@ class WorkflowListPage(WorkflowPages):
             "hero": hero_reference_of(workflow),
             "hero_url": hero_urls.get((workflow.hero_type, str(workflow.hero_id))),
             "state": workflow.state,
-            "step": workflow.current_step_name or workflow.next_step_name or "",
+            # A canceled or finished workflow has no step to come (R-ADM-46).
+            "step": ""
+            if workflow.state in ("finished", "canceled")
+            else workflow.current_step_name or workflow.next_step_name or "",
             "created_at": workflow.created_at,
             "transitioned_at": workflow.transitioned_at,
             "error_class": errors.get(workflow.id),
