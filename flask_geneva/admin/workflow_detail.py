@@ -24,6 +24,7 @@ from flask_geneva.admin.presenters import describe_policy
 from flask_geneva.admin.presenters import describe_policy_decision
 from flask_geneva.admin.presenters import describe_policy_list
 from flask_geneva.admin.presenters import format_duration
+from flask_geneva.admin.presenters import format_interval
 from flask_geneva.admin.presenters import pretty_json
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import hero_reference_of
@@ -35,6 +36,8 @@ __all__ = ["ENDED_STATES", "MAX_TIMELINE_ROWS", "WorkflowDetailPage"]
 
 #: Workflow states after which no step runs: no next step, nothing upcoming.
 ENDED_STATES = ("finished", "canceled")
+#: Workflow states in which a scheduled execution runs when due.
+RUNNING_STATES = ("ready", "performing")
 
 #: Executions shown on a detail page (the newest ones when there are more).
 MAX_TIMELINE_ROWS = 1000
@@ -88,7 +91,8 @@ class WorkflowDetailPage(WorkflowPages):
             "geneva/admin/workflow_detail.html",
             workflow=workflow,
             ended=ended,
-            next_run=None if ended else _next_run(executions),
+            # A paused workflow's scheduled execution does not run (R-ADM-44).
+            next_run=_next_run(executions) if workflow.state in RUNNING_STATES else None,
             known=known,
             hero=hero_reference_of(workflow),
             hero_label=_hero_label(workflow),
@@ -182,7 +186,7 @@ def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, An
         plan.append(
             {
                 "name": definition.name,
-                "wait": definition.wait,
+                "wait": format_interval(definition.wait) or None,
                 "condition": definition.skip_condition_description() or "",
                 "policy": _policy_summary(workflow, definition),
                 "resumable": definition.is_resumable,

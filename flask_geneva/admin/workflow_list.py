@@ -119,7 +119,10 @@ class WorkflowListPage(WorkflowPages):
             "created_at": workflow.created_at,
             "transitioned_at": workflow.transitioned_at,
             "error_class": errors.get(workflow.id),
-            "next_run": runs.get(workflow.id),
+            # A paused or ended workflow's scheduled execution does not run.
+            "next_run": runs.get(workflow.id)
+            if workflow.state in ("ready", "performing")
+            else None,
         }
 
 

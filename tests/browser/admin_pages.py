@@ -79,6 +79,11 @@ def seed_admin() -> dict[str, str]:
     update_execution(
         execution_rows(ready[2].id)[0]["id"], scheduled_for=now + timedelta(minutes=14)
     )
+    for index, workflow in enumerate(ready[3:], start=1):  # due over the next hours
+        update_execution(
+            execution_rows(workflow.id)[0]["id"],
+            scheduled_for=now + timedelta(minutes=20 * index),
+        )
     finished = AdminTwoStep.create(hero=new_user("done@example.com"))
     perform_next_step(finished)
     update_execution(

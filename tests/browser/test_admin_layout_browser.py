@@ -232,3 +232,37 @@ def test_overview_zero_counts_are_not_links(live_url, page):
     assert page.locator(".geneva-overview .geneva-zero").count() > 0
     assert page.locator("a.geneva-stuck-count").count() == 0
     assert page.locator("h2").count() == 1
+
+
+def _measure_and_capture(page: Any, name: str) -> list[tuple[str, int, int]]:
+    """Overflow at each size and a screenshot of the page as it is now."""
+    too_wide = []
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        scroll_width, inner_width = page.evaluate(OVERFLOW)
+        if scroll_width > inner_width:
+            too_wide.append((name, width, scroll_width))
+        page.screenshot(
+            path=str(ARTIFACTS / f"admin-{name}-{width}x{height}.png"), full_page=True
+        )
+    page.set_viewport_size({"width": 1280, "height": 800})
+    return too_wide
+
+
+def test_confirmation_and_bulk_pages_fit_the_window_at_three_sizes(live_url, page):
+    """The confirmation page, the bulk "all matching" confirmation and the bulk result fit at the three sizes; screenshots are saved (R-ADM-42)."""
+    pages = seed_admin()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    too_wide = []
+    page.goto(f"{live_url}{pages['workflow_reattempted']}")
+    page.click('button[data-geneva-action="cancel"]')
+    page.wait_for_selector('button[data-geneva-confirm="cancel"]')
+    too_wide += _measure_and_capture(page, "confirm")
+    page.goto(f"{live_url}{pages['workflows_paused']}")
+    page.click('button[data-geneva-bulk-all="resume"]')
+    page.wait_for_selector('button[data-geneva-confirm="bulk-all-resume"]')
+    too_wide += _measure_and_capture(page, "bulk_all_confirm")
+    page.click('button[data-geneva-confirm="bulk-all-resume"]')
+    page.wait_for_selector(".geneva-bulk-summary")
+    too_wide += _measure_and_capture(page, "bulk_result")
+    assert too_wide == []
