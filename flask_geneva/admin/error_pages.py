@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask
 from flask import make_response
 from flask import request
+from flask.sansio.app import App
 from werkzeug.exceptions import HTTPException
 from werkzeug.exceptions import InternalServerError
 
@@ -51,7 +51,7 @@ ERROR_PAGES: dict[int, tuple[str, str]] = {
 }
 
 
-def _previous_handler(app: Flask, code: int) -> Callable[[Any], Any] | None:
+def _previous_handler(app: App, code: int) -> Callable[[Any], Any] | None:
     """The app-wide handler the host registered for ``code`` before us, if any."""
     handlers = app.error_handler_spec.get(None, {}).get(code, {})
     for handler in handlers.values():
@@ -59,7 +59,7 @@ def _previous_handler(app: Flask, code: int) -> Callable[[Any], Any] | None:
     return None
 
 
-def install_error_pages(app: Flask, prefix: str, view: Any) -> None:
+def install_error_pages(app: App, prefix: str, view: Any) -> None:
     """Answer 400/403/404/500 under ``prefix`` with the admin's error page (R-ADM-47).
 
     Args:
@@ -89,9 +89,7 @@ def install_error_pages(app: Flask, prefix: str, view: Any) -> None:
 def _render(view: Any, error: HTTPException, code: int) -> Any:
     title, explanation = ERROR_PAGES[code]
     description = error.description if isinstance(error, HTTPException) else ""
-    if description == type(error).description or isinstance(
-        error, InternalServerError
-    ):
+    if description == type(error).description or isinstance(error, InternalServerError):
         # Werkzeug's generic text says less than ours; a 500's details stay in
         # the log, the page does not leak them.
         description = ""

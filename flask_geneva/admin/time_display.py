@@ -8,8 +8,8 @@ switches the exact texts between UTC and the browser's local time (R-ADM-41).
 
 from __future__ import annotations
 
+from datetime import UTC
 from datetime import datetime
-from datetime import timezone
 
 from markupsafe import Markup
 
@@ -17,12 +17,12 @@ __all__ = ["exact_time", "parse_stored_time", "relative_time", "time_tag"]
 
 
 def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def exact_time(value: datetime) -> str:
     """``"2026-12-01 21:55:40 UTC"``: the exact time in UTC, to the second."""
-    return _aware(value).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _aware(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def relative_time(value: datetime, now: datetime) -> str:
@@ -71,7 +71,7 @@ def time_tag(value: datetime | None, now: datetime, *, exact: bool = False) -> M
     """
     if value is None:
         return Markup("")
-    moment = _aware(value).astimezone(timezone.utc)
+    moment = _aware(value).astimezone(UTC)
     iso = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     full = exact_time(moment)
     phrase = relative_time(moment, now)
@@ -80,9 +80,9 @@ def time_tag(value: datetime | None, now: datetime, *, exact: bool = False) -> M
             '<time class="geneva-time geneva-time--exact" datetime="{}" title="{}">'
             '{}</time> <span class="geneva-ago">({})</span>'
         ).format(iso, phrase, full, phrase)
-    return Markup('<time class="geneva-time" datetime="{}" title="{}">{}</time>').format(
-        iso, full, phrase
-    )
+    return Markup(
+        '<time class="geneva-time" datetime="{}" title="{}">{}</time>'
+    ).format(iso, full, phrase)
 
 
 def parse_stored_time(value: object) -> datetime | str | None:
@@ -100,4 +100,3 @@ def parse_stored_time(value: object) -> datetime | str | None:
         return _aware(datetime.fromisoformat(str(value)))
     except ValueError:
         return str(value)
-

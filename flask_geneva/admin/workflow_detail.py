@@ -92,7 +92,9 @@ class WorkflowDetailPage(WorkflowPages):
             workflow=workflow,
             ended=ended,
             # A paused workflow's scheduled execution does not run (R-ADM-44).
-            next_run=_next_run(executions) if workflow.state in RUNNING_STATES else None,
+            next_run=_next_run(executions)
+            if workflow.state in RUNNING_STATES
+            else None,
             known=known,
             hero=hero_reference_of(workflow),
             hero_label=_hero_label(workflow),

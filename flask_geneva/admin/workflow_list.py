@@ -126,7 +126,9 @@ class WorkflowListPage(WorkflowPages):
         }
 
 
-def next_runs(session: Any, execution_cls: Any, workflow_ids: list[Any]) -> dict[Any, Any]:
+def next_runs(
+    session: Any, execution_cls: Any, workflow_ids: list[Any]
+) -> dict[Any, Any]:
     """When each listed workflow's scheduled execution is due (R-ADM-44).
 
     One query for the page's workflows, by the ``(workflow_id, state)`` index.
@@ -143,4 +145,4 @@ def next_runs(session: Any, execution_cls: Any, workflow_ids: list[Any]) -> dict
         .where(execution_cls.state == StepExecutionState.SCHEDULED.value)
         .group_by(execution_cls.workflow_id)
     ).all()
-    return {workflow_id: due for workflow_id, due in rows}
+    return {row[0]: row[1] for row in rows}

@@ -25,14 +25,19 @@ def test_workflows_list_shows_when_a_ready_workflow_runs_next(client):
     """The workflows list's Next run reads "in 44 min" for a ready workflow and is empty for a paused one (R-ADM-44)."""
     ready = ready_workflow()
     update_execution(
-        execution_rows(ready.id)[0]["id"], scheduled_for=clock.now() + timedelta(minutes=45)
+        execution_rows(ready.id)[0]["id"],
+        scheduled_for=clock.now() + timedelta(minutes=45),
     )
     paused = paused_workflow()
     text = client.get("/geneva/workflows/").get_data(as_text=True)
     assert "<th>Next run</th>" in text
-    cell = re.search(r'<td class="[^"]*geneva-next-run">(.*?)</td>', _row(text, ready.id))
+    cell = re.search(
+        r'<td class="[^"]*geneva-next-run">(.*?)</td>', _row(text, ready.id)
+    )
     assert re.search(r">in 44 min</time>$", cell.group(1))
-    cell = re.search(r'<td class="[^"]*geneva-next-run">(.*?)</td>', _row(text, paused.id))
+    cell = re.search(
+        r'<td class="[^"]*geneva-next-run">(.*?)</td>', _row(text, paused.id)
+    )
     assert cell.group(1) == ""
 
 

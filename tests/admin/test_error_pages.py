@@ -87,7 +87,11 @@ def test_the_host_apps_other_error_pages_are_unchanged(app):
 
     app.add_url_rule("/shop/explode", "shop_explode", explode)
     client = app.test_client()
-    for url, status in (("/shop/nothing", 404), ("/shop/explode", 500), ("/genevax", 404)):
+    for url, status in (
+        ("/shop/nothing", 404),
+        ("/shop/explode", 500),
+        ("/genevax", 404),
+    ):
         response = client.get(url)
         assert response.status_code == status
         text = response.get_data(as_text=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
-from datetime import timezone
 
 import pytest
 
@@ -16,7 +16,7 @@ from flask_geneva.admin.time_display import relative_time
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.policies import ExceptionPolicy
 
-NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_relative_time_says_one_short_unit(offset, expected):
 
 def test_naive_times_are_read_as_utc():
     """A naive stored time (SQLite) is UTC (R-ADM-40)."""
-    naive = datetime(2026, 12, 1, 9, 0, 0)
+    naive = datetime(2026, 12, 1, 9, 0, 0)  # noqa: DTZ001 - naive on purpose
     assert relative_time(naive, NOW) == "3 h ago"
 
 
@@ -62,7 +62,7 @@ def test_time_tag_puts_the_exact_time_on_hover_or_in_the_text():
 def test_stored_operator_action_times_parse_or_stay_text():
     """Operator-action times stored as ISO text parse; anything else is shown as it is (R-ADM-40, R-ADM-31)."""
     parsed = parse_stored_time("2026-12-01T09:00:00.123456+00:00")
-    assert parsed == datetime(2026, 12, 1, 9, 0, 0, 123456, tzinfo=timezone.utc)
+    assert parsed == datetime(2026, 12, 1, 9, 0, 0, 123456, tzinfo=UTC)
     assert parse_stored_time("<b>yesterday</b>") == "<b>yesterday</b>"
     assert parse_stored_time(None) is None
 
@@ -80,7 +80,12 @@ def test_policies_read_as_sentences_not_reprs():
         f"{__name__}.PartnerDown — reported"
     )
     assert describe_policy(
-        ExceptionPolicy("reattempt", wait=timedelta(seconds=2), terminal_action="cancel", report="terminal_only")
+        ExceptionPolicy(
+            "reattempt",
+            wait=timedelta(seconds=2),
+            terminal_action="cancel",
+            report="terminal_only",
+        )
     ) == (
         "reattempt up to 100 times, 2 s apart, then cancel — for any error — "
         "reported when terminal"

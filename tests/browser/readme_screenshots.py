@@ -9,6 +9,7 @@ serves the standalone admin on a local port and captures, with Debian's Chromium
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -47,6 +48,7 @@ def main() -> None:
         db.create_all()
         with app.test_request_context():
             pages = seed_admin()
+
     class QuietHandler(WSGIRequestHandler):
         def log_request(self, *args: object, **kwargs: object) -> None:
             pass
@@ -70,7 +72,7 @@ def main() -> None:
                     path=str(target),
                     clip={"x": 0, "y": 0, "width": 1280, "height": height},
                 )
-                print(f"{target} ({target.stat().st_size // 1024} KiB)")
+                sys.stdout.write(f"{target} ({target.stat().st_size // 1024} KiB)\n")
             browser.close()
     finally:
         server.shutdown()

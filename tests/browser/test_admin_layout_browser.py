@@ -55,7 +55,10 @@ def test_every_admin_page_fits_the_window_at_three_sizes(live_url, page):
 
 @pytest.mark.parametrize(
     ("path", "table"),
-    [("/geneva/workflows/", ".geneva-workflows"), ("/geneva/step-executions/", ".geneva-executions")],
+    [
+        ("/geneva/workflows/", ".geneva-workflows"),
+        ("/geneva/step-executions/", ".geneva-executions"),
+    ],
 )
 def test_list_rows_are_one_line_so_twenty_fit_the_screen(live_url, page, path, table):
     """At 1440x900 every list row is at most 40 px high (about 20 rows on a screen) and the page heading is not doubled (R-ADM-42, R-ADM-46)."""
@@ -176,7 +179,9 @@ def test_workflow_page_reads_in_words(live_url, page):
         assert EXACT_UTC.match(cell.inner_text())
         assert "." not in cell.inner_text()  # no microseconds
     failed_bar = page.locator(".geneva-chart .bar.st-failed .wait").first
-    fill = page.evaluate("(el) => getComputedStyle(el).fill", failed_bar.element_handle())
+    fill = page.evaluate(
+        "(el) => getComputedStyle(el).fill", failed_bar.element_handle()
+    )
     assert fill != "rgb(220, 53, 69)"  # the failure colour
     assert page.locator(".geneva-timeline .geneva-badge--failed").count() == 1
     deferred = _texts(page, ".geneva-timeline .geneva-deferred")
