@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import abort
 from flask_admin import expose
 
-from flask_geneva import column_detection
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import cursor_display
@@ -50,17 +49,8 @@ class WorkflowDetailPage(WorkflowPages):
         session = self.session
         columns = self._columns()
         execution_cls = self.geneva.StepExecution
-        executions = list(
-            session.scalars(
-                sa.select(execution_cls)
-                .where(execution_cls.workflow_id == workflow.id)
-                .options(
-                    *column_detection.undefer_options(session, None, execution_cls)
-                )
-                .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
-                .limit(MAX_TIMELINE_ROWS + 1)
-                .execution_options(populate_existing=True)
-            )
+        executions = store_admin_queries.timeline_executions(
+            session, execution_cls, workflow.id, limit=MAX_TIMELINE_ROWS + 1
         )
         truncated = len(executions) > MAX_TIMELINE_ROWS
         executions = list(reversed(executions[:MAX_TIMELINE_ROWS]))

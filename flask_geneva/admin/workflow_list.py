@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import request
 from flask_admin import expose
 
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.bulk_actions import BULK_ACTIONS
 from flask_geneva.admin.csrf import action_form
@@ -43,7 +43,6 @@ class WorkflowListPage(WorkflowPages):
         workflow_cls = self.geneva.Workflow
         columns = self._columns()
         matching = self._filters(args)
-        query = sa.select(workflow_cls).where(*matching.conditions)
         # Newest first by default: the id for sequential keys, else created_at.
         default_sort = "created_at" if self.geneva.key_type == "uuid" else "id"
         notes = list(matching.notes)
@@ -55,12 +54,13 @@ class WorkflowListPage(WorkflowPages):
         ordering = (order,) if sort == "id" else (order, tie)
         page = page_number(args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = list(
-            session.scalars(
-                query.order_by(*ordering)
-                .limit(PAGE_SIZE + 1)
-                .offset((page - 1) * PAGE_SIZE)
-            )
+        rows = store_admin_queries.workflow_list_page(
+            session,
+            workflow_cls,
+            matching.conditions,
+            ordering=ordering,
+            limit=PAGE_SIZE + 1,
+            offset=(page - 1) * PAGE_SIZE,
         )
         has_next = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
