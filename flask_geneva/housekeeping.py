@@ -17,7 +17,8 @@ A run (:func:`run_housekeeping`) does, in order (R-HK-01):
 4. **gauges** (R-MET-01..06): one grouped query, emitted through ``GENEVA_METRICS``.
 
 Per-row errors are logged, passed to ``GENEVA_ERROR_REPORTER`` and never abort the
-run (R-HK-22).
+run (R-HK-22). The statements (the batched DELETEs, the candidate reads, the
+grouped count) are built in :mod:`flask_geneva.store_maintenance`.
 """
 
 from __future__ import annotations

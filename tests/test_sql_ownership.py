@@ -122,27 +122,34 @@ REFINERS = frozenset(
 SQLALCHEMY_ALIASES = {"sa", "sqlalchemy"}
 
 
-def _sqlalchemy_names(tree: ast.AST) -> set[str]:
-    """Names bound by ``from sqlalchemy import select`` (and friends) in a module."""
-    names: set[str] = set()
+def _sqlalchemy_names(tree: ast.AST) -> dict[str, str]:
+    """``{local name: sqlalchemy name}`` bound by ``from sqlalchemy[.x] import ...``."""
+    names: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
             "sqlalchemy"
         ):
             for alias in node.names:
                 if alias.name in BUILDERS or alias.name == "func":
-                    names.add(alias.asname or alias.name)
+                    names[alias.asname or alias.name] = alias.name
     return names
 
 
-def _is_func(node: ast.AST, imported: set[str]) -> bool:
-    """``sa.func`` / ``func`` (imported from sqlalchemy)."""
+def _rooted_in_sqlalchemy(node: ast.AST) -> bool:
+    """``sa``, ``sa.sql``, ``sqlalchemy.sql.expression``..."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in SQLALCHEMY_ALIASES
+
+
+def _is_func(node: ast.AST, imported: dict[str, str]) -> bool:
+    """``sa.func`` / ``func`` (imported from sqlalchemy, under any name)."""
     if isinstance(node, ast.Attribute) and node.attr == "func":
-        return isinstance(node.value, ast.Name) and node.value.id in SQLALCHEMY_ALIASES
-    return isinstance(node, ast.Name) and node.id == "func" and "func" in imported
+        return _rooted_in_sqlalchemy(node.value)
+    return isinstance(node, ast.Name) and imported.get(node.id) == "func"
 
 
-def _finding(call: ast.AST, imported: set[str]) -> str | None:
+def _finding(call: ast.AST, imported: dict[str, str]) -> str | None:
     """What ``call`` does that only the store may do, or None."""
     if isinstance(call, ast.Attribute) and call.attr == "query":
         if isinstance(call.ctx, ast.Load):
@@ -151,17 +158,13 @@ def _finding(call: ast.AST, imported: set[str]) -> str | None:
     if not isinstance(call, ast.Call):
         return None
     target = call.func
-    if isinstance(target, ast.Name) and target.id in imported and target.id != "func":
+    if isinstance(target, ast.Name) and imported.get(target.id, "func") != "func":
         return f"{target.id}()"
     if not isinstance(target, ast.Attribute):
         return None
     owner = target.value
-    if (
-        isinstance(owner, ast.Name)
-        and owner.id in SQLALCHEMY_ALIASES
-        and target.attr in BUILDERS
-    ):
-        return f"{owner.id}.{target.attr}()"
+    if target.attr in BUILDERS and _rooted_in_sqlalchemy(owner):
+        return f"{ast.unparse(owner)}.{target.attr}()"
     if _is_func(owner, imported):
         return f"func.{target.attr}()"
     if target.attr in REFINERS:
@@ -230,11 +233,12 @@ def test_the_check_finds_statements_built_outside_the_store(tmp_path):
     package.mkdir()
     (package / "sweeper.py").write_text(
         "import sqlalchemy as sa\n"
-        "from sqlalchemy import func, update\n"
+        "from sqlalchemy import func as f, update\n"
         "def sweep(session, cls):\n"
         "    session.execute(update(cls).values(state='x'))\n"
-        "    n = session.scalar(sa.select(func.count()).select_from(cls))\n"
-        "    return cls.query.all(), n, {}.values()\n",
+        "    n = session.scalar(sa.select(f.count()).select_from(cls))\n"
+        "    session.execute(sa.sql.expression.text('VACUUM'))\n"
+        "    return cls.query.all(), n, {}.values(), ', '.join(['a'])\n",
         encoding="utf-8",
     )
     (package / "store.py").write_text(
@@ -250,5 +254,6 @@ def test_the_check_finds_statements_built_outside_the_store(tmp_path):
         "func.count()",
         "legacy .query",
         "sa.select()",
+        "sa.sql.expression.text()",
         "update()",
     ]

@@ -1,10 +1,12 @@
-"""Query building of the workflows list and its "all matching" bulk action.
+"""The filters of the workflows list and its "all matching" bulk action.
 
 The list page (R-ADM-11) and the bulk action on every workflow matching the current
 filter (R-ADM-23) share :func:`parse_workflow_filters`, so a POST re-validates the
 filters exactly as the list did. Counts are capped instead of running an unbounded
 ``COUNT(*)`` (R-ADM-30), and the bulk action walks the matching ids with keyset
 pagination over ``id`` (never ``OFFSET``: rows leave a state filter while we act).
+The statements and the conditions beyond a column comparison are built in
+:mod:`flask_geneva.store_admin_filters`.
 
 Everything here only reads (R-ADM-32).
 """

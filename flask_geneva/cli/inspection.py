@@ -169,8 +169,7 @@ def _status_overview() -> dict[str, Any]:
             totals[key] = totals.get(key, 0) + value
         total = sum(per_state.values())
         ratios[name] = per_state[WorkflowState.PAUSED.value] / total if total else 0.0
-    execution_cls = state.geneva.StepExecution
-    execution_table = execution_cls.__table__
+    execution_table = state.geneva.StepExecution.__table__
     now = clock.now()
     config = state.config
     stuck = store_admin_queries.count_executions(
