@@ -12,7 +12,9 @@ outside :data:`STORE_MODULES`, each place that
   whether reached as ``sa.select`` or imported by name;
 - refines a statement (``.where``, ``.filter``, ``.filter_by``, ``.group_by``,
   ``.having``, ``.select_from``, ``.with_for_update``, ``.returning``,
-  ``.values(...)`` with arguments, ``.subquery``, ``.scalar_subquery``);
+  ``.values(...)`` with arguments, ``.subquery``, ``.cte``, ``.options``,
+  ``.execution_options``, ``.with_only_columns``...; ``.join`` is left out, it
+  cannot be told from ``str.join``, and a join comes with a ``select`` anyway);
 - uses the legacy query API (``Session.query`` / ``Model.query``).
 
 A store function may hand back a ``Select`` for its caller to run or page
@@ -116,6 +118,12 @@ REFINERS = frozenset(
         "returning",
         "subquery",
         "scalar_subquery",
+        "cte",
+        "with_only_columns",
+        "outerjoin",
+        "correlate",
+        "options",
+        "execution_options",
     }
 )
 
