@@ -36,9 +36,7 @@ from flask_geneva.exceptions import StepFailedError
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
-from flask_geneva.executor import Executor
 from flask_geneva.extension import Geneva
-from flask_geneva.housekeeping import run_housekeeping
 from flask_geneva.iteration import request_exit
 from flask_geneva.iteration import request_worker_exit
 from flask_geneva.metrics import PrometheusMetrics
@@ -48,6 +46,8 @@ from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import WorkflowState
+from flask_geneva.operations import Executor
+from flask_geneva.operations import run_housekeeping
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception

@@ -22,11 +22,11 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
-from flask_geneva import dispatch
 from flask_geneva import scheduling
 from flask_geneva import store
 from flask_geneva import transitions
 from flask_geneva.durations import coerce_duration
+from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import CancelSignal
 from flask_geneva.exceptions import FinishSignal
 from flask_geneva.exceptions import InvalidStateError
@@ -229,7 +229,7 @@ def _jsonable(value: Any) -> Any:
 def _finish_external(session: orm.Session, commit: bool) -> None:
     if commit:
         session.commit()
-        dispatch.run_eager_queue()
+        context_of(session).run_queued_tasks()
     else:
         session.flush()
 

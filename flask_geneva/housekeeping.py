@@ -41,11 +41,12 @@ from flask_geneva import store
 from flask_geneva import transitions
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
+from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import models_of
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 
 __all__ = [
     "SUMMARY_KEYS",
@@ -71,7 +72,9 @@ SUMMARY_KEYS = (
 )
 
 
-def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
+def run_housekeeping(
+    context: EngineContext, session: orm.Session | None = None
+) -> dict[str, int]:
     """Run one housekeeping pass: cleanup, recovery, gauges (R-HK-01).
 
     Commits the session's open transaction first, then works in short transactions
@@ -79,11 +82,12 @@ def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
     workers are blocked only briefly. Safe to run concurrently with workers; two
     concurrent runs do not recover the same row twice (states are re-checked under
     the row locks), and only one of them cleans up at a time: the other skips its
-    cleanup, the one cleaning up deletes every eligible row (R-HK-13). Needs an
-    app context; settings are read at call time (R-CFG-02).
+    cleanup, the one cleaning up deletes every eligible row (R-HK-13). The
+    public :func:`flask_geneva.run_housekeeping` calls it with the app's context.
 
     Args:
-        session: Session to use; default the extension's ``db.session``.
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: Session to use; default the models' session (``db.session``).
 
     Returns:
         ``{"workflows_cleaned_up", "step_executions_cleaned_up",
@@ -95,9 +99,8 @@ def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
 
     .. versionadded:: 0.1
     """
-    state = current_state()
-    config = state.config
-    session = session if session is not None else state.geneva.session
+    config = context.settings
+    session = context.bind(session) if session is not None else context.session
     if session.in_transaction():
         session.commit()
     summary = dict.fromkeys(SUMMARY_KEYS, 0)
@@ -143,7 +146,7 @@ def cleanup(session: orm.Session, *, config: GenevaConfig) -> tuple[int, int]:
     if retention is None:
         _log.info("cleanup disabled (GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER is None)")
         return 0, 0
-    geneva = current_state().geneva
+    geneva = models_of(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     with cleanup_lock(session, workflow_cls) as holding:
         if not holding:
@@ -270,7 +273,7 @@ def recover_stuck_in_progress(
     Returns:
         The number of executions recovered.
     """
-    execution_cls = current_state().geneva.StepExecution
+    execution_cls = models_of(session).StepExecution
     candidates = _candidates(
         session,
         column=execution_cls.started_at,
@@ -305,7 +308,7 @@ def recover_stuck_scheduled(
     Returns:
         The number of executions recovered.
     """
-    geneva = current_state().geneva
+    geneva = models_of(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     not_paused = (
         sa.select(workflow_cls.id)
@@ -355,7 +358,7 @@ def _candidates(
     failed or left it unchanged (R-HK-21). ``column >= last`` stays a plain range
     condition an index on ``column`` can serve; the tie-break is a filter.
     """
-    execution_cls = current_state().geneva.StepExecution
+    execution_cls = models_of(session).StepExecution
     last: tuple[datetime, Any] | None = None
     while True:
         query = (
@@ -558,7 +561,7 @@ def count_workflows_by_type_and_state(
         ``{type: {state: count}}`` for every type present, with all five workflow
         states, zero-filled (R-MET-05). Also ends the read transaction.
     """
-    workflow_cls = current_state().geneva.Workflow
+    workflow_cls = models_of(session).Workflow
     table = workflow_cls.__table__
     rows = session.execute(
         sa.select(table.c.type, table.c.state, sa.func.count()).group_by(

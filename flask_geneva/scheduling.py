@@ -27,11 +27,12 @@ from flask_geneva import store
 from flask_geneva import transactions
 from flask_geneva import transitions
 from flask_geneva.durations import coerce_duration
+from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import StepExecutionState
-from flask_geneva.runtime import current_state
 
 __all__ = [
     "create_step_execution",
@@ -120,7 +121,7 @@ def create_workflow(
         break
     if commit and not joined:
         session.commit()
-        dispatch.run_eager_queue()
+        context_of(session).run_queued_tasks()
     return workflow
 
 
@@ -279,10 +280,9 @@ def create_step_execution(
         execution.cursor = cursor
     workflow.next_step_name = step.name
     # The task id is chosen before the INSERT so job_id needs no second UPDATE.
-    # Read once: the settings check behind current_state().config is per call.
-    state = current_state()
+    context = context_of(session)
     if publish:
-        publication = _prepare_publication(execution, options, now, state)
+        publication = _prepare_publication(execution, options, now, context)
     else:
         execution.job_id, publication = dispatch.DEFERRED_JOB_ID, None
     core_rows.insert_step_execution(
@@ -293,7 +293,7 @@ def create_step_execution(
             column_detection.optional_columns(session)
         ),
     )
-    _request(session, execution, publication, state)
+    _request(session, execution, publication, context)
     workflow.logger.debug(
         "scheduled step %r (execution %s) for %s",
         step.name,
@@ -304,7 +304,7 @@ def create_step_execution(
 
 
 def _prepare_publication(
-    execution: Any, options: Mapping[str, Any], now: datetime, state: Any
+    execution: Any, options: Mapping[str, Any], now: datetime, context: EngineContext
 ) -> dispatch.Publication | None:
     """Set ``job_id`` and return the publication to request, or None (R-DSP-01).
 
@@ -312,10 +312,10 @@ def _prepare_publication(
     ``GENEVA_MAX_BROKER_DELAY`` ahead, or when the backend cannot hold a task
     until its eta (Celery eager mode would run a waiting step at once, R-EXE-18).
     """
-    config = state.config
+    config = context.settings
     eta = execution.scheduled_for if execution.scheduled_for > now else None
     if eta is not None and (
-        eta - now > config.max_broker_delay or not dispatch.holds_eta(state.backend)
+        eta - now > config.max_broker_delay or not dispatch.holds_eta(context.publisher)
     ):
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
         execution.job_id = dispatch.DEFERRED_JOB_ID
@@ -339,15 +339,15 @@ def _request(
     session: orm.Session,
     execution: Any,
     publication: dispatch.Publication | None,
-    state: Any,
+    context: EngineContext,
 ) -> None:
     if publication is None:
         return
     dispatch.request_publication(
         session,
         dataclasses.replace(publication, step_execution_id=execution.id),
-        backend=state.backend,
-        defer=dispatch.deferral_active(state.config.enqueue_after_commit),
+        backend=context.publisher,
+        defer=dispatch.deferral_active(context.settings.enqueue_after_commit),
     )
 
 
@@ -460,9 +460,9 @@ def enqueue_scheduled_execution(
     """
     step = workflow.steps.named(execution.step_name)
     options = workflow.job_options_for(step) if step is not None else {}
-    state = current_state()
-    publication = _prepare_publication(execution, options, clock.now(), state)
-    _request(session, execution, publication, state)
+    context = context_of(session)
+    publication = _prepare_publication(execution, options, clock.now(), context)
+    _request(session, execution, publication, context)
 
 
 def unregistered_type_hint(workflow: Any) -> str:
