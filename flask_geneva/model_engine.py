@@ -21,7 +21,9 @@ from flask_geneva import column_detection
 from flask_geneva import executor
 from flask_geneva import flow_control
 from flask_geneva import operator_recovery
+from flask_geneva import operator_resume_at
 from flask_geneva import scheduling
+from flask_geneva import step_evolution
 from flask_geneva import step_execution_rows
 from flask_geneva import store
 from flask_geneva import transitions
@@ -130,6 +132,24 @@ class EngineForModels:
         return flow_control.resume(
             workflow, rewind=rewind, actor=actor, via=via, commit=commit
         )
+
+    def resume_at(
+        self,
+        workflow: Any,
+        step_name: str,
+        *,
+        actor: str | None,
+        via: str,
+        commit: bool,
+    ) -> Any:
+        """See :func:`flask_geneva.operator_resume_at.resume_at` (R-EVO-06)."""
+        return operator_resume_at.resume_at(
+            workflow, step_name, actor=actor, via=via, commit=commit
+        )
+
+    def history_in_flight(self, workflow_class: Any) -> dict[str, int]:
+        """See :func:`flask_geneva.step_evolution.history_in_flight` (R-EVO-09)."""
+        return step_evolution.history_in_flight(workflow_class)
 
     def recover(
         self,

@@ -117,6 +117,16 @@ SKIP_BEFORE_STEP = Transition(
     _engine(_W.READY),
     Schedules.NEXT_STEP,
 )
+SKIP_REMOVED_STEP = Transition(
+    "skip_removed_step",
+    Actor.ENGINE,
+    "The execution's step was removed by a deploy (a step.removed gravestone): "
+    "the execution is skipped and the next step after the gravestone scheduled.",
+    ("R-EVO-02", "R-WF-02"),
+    ExecutionWrite(_SCHEDULED, _S.SKIPPED, (_O.SKIPPED,)),
+    _engine(_W.READY),
+    Schedules.NEXT_STEP,
+)
 FAIL_UNRUNNABLE = Transition(
     "fail_unrunnable",
     Actor.ENGINE,
@@ -396,6 +406,20 @@ OPERATOR_RESUME = Transition(
     None,
     WorkflowWrite(frozenset({_W.PAUSED}), (_W.READY,), clears=("transitioned_at",)),
     Schedules.RESUMED_EXECUTION,
+)
+OPERATOR_RESUME_AT = Transition(
+    "operator_resume_at",
+    Actor.OPERATOR,
+    "resume_at(step) of a paused workflow with nothing running: it becomes ready, "
+    "a preserved scheduled execution is canceled and the named step runs.",
+    ("R-EVO-06",),
+    None,
+    WorkflowWrite(
+        frozenset({_W.PAUSED}),
+        (_W.READY,),
+        clears=("transitioned_at", "current_step_name"),
+    ),
+    Schedules.NAMED_STEP,
 )
 OPERATOR_RESUME_RUNNING = Transition(
     "operator_resume_running",
