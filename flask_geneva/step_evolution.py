@@ -42,13 +42,18 @@ def stranded_error(workflow: Any, name: str | None) -> StepNotDefinedError:
     The message names the defined steps and says to continue with
     ``resume_at`` (or ``flask geneva resume ID --at STEP``).
     """
-    error = scheduling.step_not_defined(workflow, name)
-    error.args = (
-        f"{error.args[0]}. Continue the workflow from a defined step with "
+    defined = ", ".join(workflow.steps.names) or "(none)"
+    error = StepNotDefinedError(
+        f"Step '{name}' is not defined in {workflow.type}; defined steps: {defined}"
+        + scheduling.unregistered_type_hint(workflow)
+        + f". Continue the workflow from a defined step with "
         f"workflow.resume_at(step_name) (CLI: flask geneva resume {workflow.id} "
         f"--at STEP), or declare step.removed({name!r}) / "
         f"step.renamed({name!r}, to=...) in {workflow.type}",
+        workflow_id=workflow.id,
+        step_name=name,
     )
+    error.workflow = workflow
     return error
 
 
