@@ -1,4 +1,4 @@
-"""``flask geneva pause``, ``resume``, ``cancel``, ``skip`` and ``recover``.
+"""``flask geneva pause``, ``resume`` (``--at STEP``), ``cancel``, ``skip``, ``recover``.
 
 Operator actions on workflows given by id (R-CLI-01/02, R-HK-28): each id is
 processed in its own transaction, a refusal is printed on one line and the others
@@ -32,8 +32,13 @@ def _flow_control_command(action: str, help_text: str) -> click.Command:
     @click.command(action, help=help_text)
     @with_appcontext
     @click.argument("workflow_ids", nargs=-1, required=True, metavar="ID...")
-    def command(workflow_ids: tuple[str, ...], **options: bool) -> None:
-        _apply_to_each(action, workflow_ids, rewind=options.get("rewind", False))
+    def command(workflow_ids: tuple[str, ...], **options: Any) -> None:
+        at = options.get("at")
+        if at is not None and options.get("rewind"):
+            raise click.UsageError("--at and --rewind cannot be combined")
+        _apply_to_each(
+            action, workflow_ids, rewind=options.get("rewind", False), at=at
+        )
 
     if action == "resume":
         click.option(
@@ -41,6 +46,13 @@ def _flow_control_command(action: str, help_text: str) -> click.Command:
             is_flag=True,
             help="Restart a resumable step's iteration from the beginning "
             "(the cursor is cleared).",  # R-EXT-26
+        )(command)
+        click.option(
+            "--at",
+            metavar="STEP",
+            default=None,
+            help="Continue from this defined step instead (workflow.resume_at; "
+            "for a workflow whose step a deploy removed or renamed).",  # R-EVO-06
         )(command)
     return command
 
@@ -124,6 +136,7 @@ def _apply_to_each(
     rewind: bool,
     force: bool = False,
     pinned_executions: dict[str, Any] | None = None,
+    at: str | None = None,
 ) -> None:
     """Run ``action`` on every id, each in its own transaction (R-CLI-02).
 
@@ -140,7 +153,9 @@ def _apply_to_each(
             workflow = session.get(geneva.Workflow, key, populate_existing=True)
             if workflow is None:
                 raise click.ClickException(f"workflow {raw_id} not found")
-            if action == "resume":
+            if action == "resume" and at is not None:
+                workflow.resume_at(at, actor=actor, via="cli")
+            elif action == "resume":
                 workflow.resume(rewind=rewind, actor=actor, via="cli")
             elif action == "recover":
                 pinned = (pinned_executions or {}).get(raw_id)
@@ -157,7 +172,9 @@ def _apply_to_each(
             session.refresh(workflow)
             click.echo(
                 escape_control_characters(
-                    f"workflow {raw_id}: {action} done, state is {workflow.state}"
+                    f"workflow {raw_id}: {action}"
+                    + (f" at {at}" if at is not None else "")
+                    + f" done, state is {workflow.state}"
                 )
             )
             session.rollback()
