@@ -209,9 +209,7 @@ class PreparePhase(OutcomeSteps):
             transitions.SKIP_REMOVED_STEP, now, workflow=workflow, execution=execution
         )
         self.session.flush()
-        scheduling.schedule_next_step(
-            self.session, workflow, after=execution.step_name
-        )
+        scheduling.schedule_next_step(self.session, workflow, after=execution.step_name)
         self.session.commit()
 
     def _lock_with_lookup_retries(self) -> tuple[Any, Any]:

@@ -94,7 +94,9 @@ def _names_in_flight(session: orm.Session, geneva: Any, type_name: str | None) -
         ongoing = sa.and_(ongoing, workflows.c.type == type_name)
     carried = sa.union(
         sa.select(
-            workflows.c.id, workflows.c.type, workflows.c.current_step_name.label("name")
+            workflows.c.id,
+            workflows.c.type,
+            workflows.c.current_step_name.label("name"),
         ).where(ongoing),
         sa.select(workflows.c.id, workflows.c.type, workflows.c.next_step_name).where(
             ongoing

@@ -13,8 +13,8 @@ from flask import abort
 from flask_admin import expose
 
 from flask_geneva import column_detection
-from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.access import can_act
+from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import cursor_display
 from flask_geneva.admin.executions import recorded_backtrace

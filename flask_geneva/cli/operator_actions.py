@@ -1,4 +1,4 @@
-"""``flask geneva pause``, ``resume`` (``--at STEP``), ``cancel``, ``skip``, ``recover``.
+"""``flask geneva pause``, ``resume`` (``--at``), ``cancel``, ``skip``, ``recover``.
 
 Operator actions on workflows given by id (R-CLI-01/02, R-HK-28): each id is
 processed in its own transaction, a refusal is printed on one line and the others
@@ -36,9 +36,7 @@ def _flow_control_command(action: str, help_text: str) -> click.Command:
         at = options.get("at")
         if at is not None and options.get("rewind"):
             raise click.UsageError("--at and --rewind cannot be combined")
-        _apply_to_each(
-            action, workflow_ids, rewind=options.get("rewind", False), at=at
-        )
+        _apply_to_each(action, workflow_ids, rewind=options.get("rewind", False), at=at)
 
     if action == "resume":
         click.option(

@@ -40,8 +40,7 @@ def check_steps_command() -> None:
         return
     total = sum(entry.workflows for entry in stranded)
     click.echo(
-        f"{total} step reference(s) of ongoing workflows are not defined by this "
-        "code:",
+        f"{total} step reference(s) of ongoing workflows are not defined by this code:",
         err=True,
     )
     rows = [["class", "step", "workflows"]]

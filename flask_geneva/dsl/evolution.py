@@ -167,18 +167,18 @@ def validate_history(
     defined = ", ".join(repr(name) for name in live) or "none"
     live_names = set(live)
     removed_names = {marker.name for marker in removed}
-    for marker in removed:
-        if marker.name in live_names:
+    for gravestone in removed:
+        if gravestone.name in live_names:
             raise StepConfigurationError(
-                f"{type_name}: step.removed({marker.name!r}), but a step "
-                f"{marker.name!r} is still defined; delete the gravestone or the step"
-                + _where(marker.location)
+                f"{type_name}: step.removed({gravestone.name!r}), but a step "
+                f"{gravestone.name!r} is still defined; delete the gravestone or the "
+                f"step" + _where(gravestone.location)
             )
-        if marker.name in renamed:
+        if gravestone.name in renamed:
             raise StepConfigurationError(
-                f"{type_name}: step {marker.name!r} is both removed and renamed (to "
-                f"{renamed[marker.name].new_name!r}); keep one of the declarations"
-                + _where(marker.location)
+                f"{type_name}: step {gravestone.name!r} is both removed and renamed "
+                f"(to {renamed[gravestone.name].new_name!r}); keep one of the "
+                f"declarations" + _where(gravestone.location)
             )
     for old, marker in renamed.items():
         what = f"step.renamed({old!r}, to={marker.new_name!r})"

@@ -151,12 +151,7 @@ def test_invalid_history_is_refused_at_class_definition(body, fragment):
     """Contradictory declarations raise StepConfigurationError naming the values
     (R-EVO-05).
     """
-    source = (
-        "class Bad(Workflow):\n"
-        "    @step\n"
-        "    def first(self): pass\n"
-        f"    {body}\n"
-    )
+    source = f"class Bad(Workflow):\n    @step\n    def first(self): pass\n    {body}\n"
     with pytest.raises(StepConfigurationError) as raised:
         exec(source, {"Workflow": Workflow, "step": step})  # noqa: S102
     assert fragment in str(raised.value)

@@ -51,7 +51,9 @@ def _current_id(workflow):
 
 
 def _executions(workflow_id):
-    return [(r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)]
+    return [
+        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
+    ]
 
 
 def _run_until_done(workflow_id, limit=10):
@@ -149,7 +151,10 @@ def test_resume_follows_renames_and_gravestones(user, next_step_name, expected):
     execution_id = _current_id(workflow)
     update_execution(execution_id, state="canceled", outcome="canceled")
     update_workflow(
-        workflow.id, state="paused", next_step_name=next_step_name, current_step_name=None
+        workflow.id,
+        state="paused",
+        next_step_name=next_step_name,
+        current_step_name=None,
     )
     db.session.expire_all()
     resumed = workflow.resume()
@@ -249,7 +254,10 @@ def test_skip_at_a_gravestone_moves_to_the_next_step(user):
     workflow = EvoSignup.create(hero=user)
     update_execution(_current_id(workflow), state="canceled", outcome="canceled")
     update_workflow(
-        workflow.id, state="paused", next_step_name="charge_card", current_step_name=None
+        workflow.id,
+        state="paused",
+        next_step_name="charge_card",
+        current_step_name=None,
     )
     db.session.expire_all()
     workflow.skip()
