@@ -37,6 +37,7 @@ from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
 from flask_geneva import sqlite_locking
+from flask_geneva import step_evolution
 from flask_geneva import store
 from flask_geneva import transitions
 from flask_geneva.cleanup_lock import cleanup_lock
@@ -522,9 +523,10 @@ def recover_locked_execution(
             execution.id,
         )
         return True
+    if workflow.steps.is_removed(execution.step_name):  # R-EVO-03
+        return step_evolution.recover_removed(session, workflow, execution)
     step = workflow.steps.named(execution.step_name)
-    if step is None:
-        # Checked before any change so the row stays as it was (R-HK-22).
+    if step is None:  # checked before any change: the row stays as it was (R-HK-22)
         raise scheduling.step_not_defined(workflow, execution.step_name)
     transitions.apply(
         transitions.RECOVER_REATTEMPT, now, workflow=workflow, execution=execution

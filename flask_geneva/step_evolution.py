@@ -22,7 +22,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import clock
 from flask_geneva import scheduling
+from flask_geneva import transitions
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.models import ACTIVE_EXECUTION_STATES
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
@@ -30,6 +32,7 @@ from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 __all__ = [
     "StrandedSteps",
     "history_in_flight",
+    "recover_removed",
     "resume_step",
     "stranded_error",
     "stranded_steps",
@@ -76,6 +79,34 @@ def resume_step(session: orm.Session, workflow: Any, name: str | None) -> Any:
     if workflow.steps.is_removed(name):
         return scheduling.schedule_next_step(session, workflow, after=name)
     raise stranded_error(workflow, name)
+
+
+def recover_removed(session: orm.Session, workflow: Any, execution: Any) -> bool:
+    """Recover a stuck execution of a removed step: move on, never rerun (R-EVO-03).
+
+    Housekeeping's and the operator's reattempt-recovery (R-HK-24, R-HK-28) of an
+    execution whose step is a gravestone: the execution ends ``recovered``
+    (entry ``recover_removed_step``) and the step after the gravestone is
+    scheduled, or the workflow finishes. The caller holds both row locks.
+
+    Returns:
+        True (the execution was recovered).
+    """
+    name = execution.step_name
+    transitions.apply(
+        transitions.RECOVER_REMOVED_STEP,
+        clock.now(),
+        workflow=workflow,
+        execution=execution,
+    )
+    session.flush()  # the recovered row leaves the one-active index first
+    scheduling.schedule_next_step(session, workflow, after=name)
+    workflow.logger.warning(
+        "stuck execution %s of the removed step %r recovered: moved on",
+        execution.id,
+        name,
+    )
+    return True
 
 
 # -- reading which names are in flight ------------------------------------------------

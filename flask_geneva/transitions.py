@@ -445,6 +445,17 @@ RECOVER_REATTEMPT = Transition(
     WorkflowWrite(_RUNNABLE, (_W.READY,), ("current_step_name",)),
     Schedules.SAME_STEP,
 )
+RECOVER_REMOVED_STEP = Transition(
+    "recover_removed_step",
+    Actor.HOUSEKEEPING,
+    "A stuck execution of a step a deploy removed (a step.removed gravestone) is "
+    "recovered instead of reattempted: the step after the gravestone is "
+    "scheduled (or the workflow finishes).",
+    ("R-EVO-03", "R-HK-24"),
+    ExecutionWrite(_ACTIVE, _S.COMPLETED, (_O.RECOVERED,)),
+    WorkflowWrite(_RUNNABLE, (_W.READY,), ("current_step_name",)),
+    Schedules.NEXT_STEP,
+)
 RECOVER_CANCEL = Transition(
     "recover_cancel",
     Actor.HOUSEKEEPING,

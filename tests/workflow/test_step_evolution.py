@@ -7,14 +7,19 @@ them; tests/worker/test_deploy_worker.py runs a real deploy with a worker.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from flask_geneva import Executor
+from flask_geneva import clock
+from flask_geneva import run_housekeeping
 from flask_geneva import InvalidStateError
 from flask_geneva import StepNotDefinedError
 from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.housekeeping.support import T0
 from tests.workflow.support import execution_row
 from tests.workflow.support import execution_rows
 from tests.workflow.support import hero_counter
@@ -280,3 +285,30 @@ def test_removed_steps_in_flight_lists_the_names_rows_still_carry(user):
         "charge_card": 1,
         "email_receipt": 1,
     }
+
+
+def test_housekeeping_moves_a_stuck_execution_of_a_removed_step_on(user):
+    """A stuck in-progress execution of a removed step (its old-code worker died
+    during the deploy) is recovered and the step after the gravestone scheduled,
+    never rerun (R-EVO-03, R-HK-24).
+    """
+    with clock.frozen(T0) as frozen:
+        workflow = EvoSignup.create(hero=user)
+        execution_id = _current_id(workflow)
+        update_execution(
+            execution_id, step_name="charge_card", state="in_progress", started_at=T0
+        )
+        update_workflow(
+            workflow.id, state="performing", current_step_name="charge_card"
+        )
+        frozen.advance(timedelta(hours=2))
+        summary = run_housekeeping()
+    assert summary["stuck_in_progress_recovered"] == 1
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == ("completed", "recovered")
+    state = workflow_row(workflow.id)
+    assert (state["state"], state["current_step_name"], state["next_step_name"]) == (
+        "ready",
+        None,
+        "send_receipt",
+    )
