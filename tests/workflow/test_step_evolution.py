@@ -12,10 +12,10 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva import Executor
-from flask_geneva import clock
-from flask_geneva import run_housekeeping
 from flask_geneva import InvalidStateError
 from flask_geneva import StepNotDefinedError
+from flask_geneva import clock
+from flask_geneva import run_housekeeping
 from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
