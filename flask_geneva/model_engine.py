@@ -143,6 +143,7 @@ class EngineForModels:
         commit: bool,
     ) -> Any:
         """See :func:`flask_geneva.operator_resume_at.resume_at` (R-EVO-06)."""
+        _bound_session(workflow)
         return operator_resume_at.resume_at(
             workflow, step_name, actor=actor, via=via, commit=commit
         )

@@ -96,6 +96,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "housekeeping",
             "operator_finalize",
             "operator_recovery",
+            "operator_resume_at",
+            "step_evolution",
             "step_execution_rows",
             "dispatcher",
             "outbox",
