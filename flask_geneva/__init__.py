@@ -7,6 +7,8 @@ from __future__ import annotations
 
 # Registers the engine the model methods call (flask_geneva.model_services).
 from flask_geneva import model_engine as _model_engine  # noqa: F401
+from flask_geneva.backoff import Backoff
+from flask_geneva.backoff import BackoffError
 from flask_geneva.column_detection import reset_column_caches
 from flask_geneva.config import GenevaConfig
 from flask_geneva.dispatch import inline_enqueue
@@ -59,6 +61,8 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "Action",
+    "Backoff",
+    "BackoffError",
     "CancelSignal",
     "CursorSerializationError",
     "CursorTooLargeError",
