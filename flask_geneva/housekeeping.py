@@ -33,6 +33,7 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import release_spread
 from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
@@ -392,33 +393,35 @@ def _recover_all(
     reporter: Any,
 ) -> int:
     recovered = 0
-    for execution_id, workflow_id in candidates:
-        try:
-            if _recover_row(
-                session, execution_id, workflow_id, expected=expected, action=action
-            ):
-                recovered += 1
-            session.commit()
-        except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
-            session_transactions.rollback_after_error(session, error)
-            _log.error(
-                "Failed to recover step execution %s: %s: %s",
-                execution_id,
-                type(error).__name__,
-                error,
-                exc_info=error,
-            )
-            reporting.report(
-                reporter,
-                error,
-                extra={
-                    "geneva_drive": {
-                        "workflow_id": _jsonable(workflow_id),
-                        "step_execution_id": _jsonable(execution_id),
-                        "housekeeping": f"stuck_{expected.value}",
-                    }
-                },
-            )
+    # R-SCH-20: the reattempts of one recovery run are spread over a window.
+    with release_spread.spread_releases(current_state().config.release_spread):
+        for execution_id, workflow_id in candidates:
+            try:
+                if _recover_row(
+                    session, execution_id, workflow_id, expected=expected, action=action
+                ):
+                    recovered += 1
+                session.commit()
+            except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
+                session_transactions.rollback_after_error(session, error)
+                _log.error(
+                    "Failed to recover step execution %s: %s: %s",
+                    execution_id,
+                    type(error).__name__,
+                    error,
+                    exc_info=error,
+                )
+                reporting.report(
+                    reporter,
+                    error,
+                    extra={
+                        "geneva_drive": {
+                            "workflow_id": _jsonable(workflow_id),
+                            "step_execution_id": _jsonable(execution_id),
+                            "housekeeping": f"stuck_{expected.value}",
+                        }
+                    },
+                )
     return recovered
 
 

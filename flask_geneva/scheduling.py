@@ -23,6 +23,7 @@ from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import core_rows
 from flask_geneva import dispatch
+from flask_geneva import release_spread
 from flask_geneva import store
 from flask_geneva import transactions
 from flask_geneva import transitions
@@ -265,6 +266,9 @@ def create_step_execution(
     option_time = _job_option_time(options, now)
     if option_time is not None and option_time > scheduled_for:
         scheduled_for = option_time
+    spread_to = _spread_time(workflow, now)
+    if spread_to is not None and spread_to > scheduled_for:
+        scheduled_for = spread_to  # R-SCH-20: bulk releases are spread
 
     if cancel_stray:
         store.cancel_scheduled_executions(session, workflow.id, now)
@@ -456,13 +460,27 @@ def enqueue_scheduled_execution(
     """Publish an existing scheduled execution again (resume path, R-SCH-09).
 
     Future ``scheduled_for`` → eta at that time; past → immediately ("overdue").
-    Creates no rows and keeps ``scheduled_for``.
+    Creates no rows and keeps ``scheduled_for``, except inside
+    :func:`~flask_geneva.release_spread.spread_releases`, where a time earlier
+    than the workflow's spread time moves to it (R-SCH-20).
     """
     step = workflow.steps.named(execution.step_name)
     options = workflow.job_options_for(step) if step is not None else {}
     context = context_of(session)
-    publication = _prepare_publication(execution, options, clock.now(), context)
+    now = clock.now()
+    spread_to = _spread_time(workflow, now)
+    if spread_to is not None and execution.scheduled_for < spread_to:
+        execution.scheduled_for = spread_to
+    publication = _prepare_publication(execution, options, now, context)
     _request(session, execution, publication, context)
+
+
+def _spread_time(workflow: Any, now: datetime) -> datetime | None:
+    """``now`` plus the workflow's release offset inside a spread block (R-SCH-20)."""
+    window = release_spread.active_window()
+    if window is None:
+        return None
+    return now + release_spread.release_offset(workflow.id, window)
 
 
 def unregistered_type_hint(workflow: Any) -> str:

@@ -21,6 +21,8 @@ from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.models import StepExecutionState
+from flask_geneva.release_spread import spread_releases
+from flask_geneva.runtime import current_state
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["FLOW_CONTROL_COMMANDS", "recover_command"]
@@ -144,6 +146,7 @@ def _apply_to_each(
     geneva = current_geneva()
     actor = _actor()
     refused = 0
+    spread = current_state().config.release_spread if len(workflow_ids) > 1 else None
     for raw_id in workflow_ids:
         session = geneva.session
         try:
@@ -152,9 +155,11 @@ def _apply_to_each(
             if workflow is None:
                 raise click.ClickException(f"workflow {raw_id} not found")
             if action == "resume" and at is not None:
-                workflow.resume_at(at, actor=actor, via="cli")
+                with spread_releases(spread):  # several ids: R-SCH-20
+                    workflow.resume_at(at, actor=actor, via="cli")
             elif action == "resume":
-                workflow.resume(rewind=rewind, actor=actor, via="cli")
+                with spread_releases(spread):  # several ids: R-SCH-20
+                    workflow.resume(rewind=rewind, actor=actor, via="cli")
             elif action == "recover":
                 pinned = (pinned_executions or {}).get(raw_id)
                 if pinned is None:
