@@ -44,6 +44,7 @@ from flask_geneva import transitions
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import context_of
 from flask_geneva.engine_context import models_of
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import Outcome
@@ -394,7 +395,7 @@ def _recover_all(
 ) -> int:
     recovered = 0
     # R-SCH-20: the reattempts of one recovery run are spread over a window.
-    with release_spread.spread_releases(current_state().config.release_spread):
+    with release_spread.spread_releases(context_of(session).settings.release_spread):
         for execution_id, workflow_id in candidates:
             try:
                 if _recover_row(

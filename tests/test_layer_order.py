@@ -36,6 +36,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "policies",
             "policy_matchers",
             "policy_resolution",
+            "backoff",
+            "release_spread",
             "task_failures",
             "job_options",
             "cursors",
