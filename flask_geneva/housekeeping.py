@@ -33,19 +33,23 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import release_spread
 from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
+from flask_geneva import step_evolution
 from flask_geneva import store
 from flask_geneva import store_maintenance
 from flask_geneva import transitions
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
+from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import context_of
+from flask_geneva.engine_context import models_of
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 
 __all__ = [
     "SUMMARY_KEYS",
@@ -71,7 +75,9 @@ SUMMARY_KEYS = (
 )
 
 
-def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
+def run_housekeeping(
+    context: EngineContext, session: orm.Session | None = None
+) -> dict[str, int]:
     """Run one housekeeping pass: cleanup, recovery, gauges (R-HK-01).
 
     Commits the session's open transaction first, then works in short transactions
@@ -79,11 +85,12 @@ def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
     workers are blocked only briefly. Safe to run concurrently with workers; two
     concurrent runs do not recover the same row twice (states are re-checked under
     the row locks), and only one of them cleans up at a time: the other skips its
-    cleanup, the one cleaning up deletes every eligible row (R-HK-13). Needs an
-    app context; settings are read at call time (R-CFG-02).
+    cleanup, the one cleaning up deletes every eligible row (R-HK-13). The
+    public :func:`flask_geneva.run_housekeeping` calls it with the app's context.
 
     Args:
-        session: Session to use; default the extension's ``db.session``.
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: Session to use; default the models' session (``db.session``).
 
     Returns:
         ``{"workflows_cleaned_up", "step_executions_cleaned_up",
@@ -95,9 +102,8 @@ def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
 
     .. versionadded:: 0.1
     """
-    state = current_state()
-    config = state.config
-    session = session if session is not None else state.geneva.session
+    config = context.settings
+    session = context.bind(session) if session is not None else context.session
     if session.in_transaction():
         session.commit()
     summary = dict.fromkeys(SUMMARY_KEYS, 0)
@@ -143,7 +149,7 @@ def cleanup(session: orm.Session, *, config: GenevaConfig) -> tuple[int, int]:
     if retention is None:
         _log.info("cleanup disabled (GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER is None)")
         return 0, 0
-    geneva = current_state().geneva
+    geneva = models_of(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     with cleanup_lock(session, workflow_cls) as holding:
         if not holding:
@@ -232,7 +238,7 @@ def recover_stuck_in_progress(
     """
     candidates = store_maintenance.stuck_in_progress_candidates(
         session,
-        current_state().geneva.StepExecution,
+        models_of(session).StepExecution,
         threshold=config.stuck_in_progress_threshold,
         now=clock.now(),
         batch_size=config.housekeeping_batch_size,
@@ -265,7 +271,7 @@ def recover_stuck_scheduled(
     Returns:
         The number of executions recovered.
     """
-    geneva = current_state().geneva
+    geneva = models_of(session)
     candidates = store_maintenance.stuck_scheduled_candidates(
         session,
         geneva.Workflow,
@@ -292,33 +298,35 @@ def _recover_all(
     reporter: Any,
 ) -> int:
     recovered = 0
-    for execution_id, workflow_id in candidates:
-        try:
-            if _recover_row(
-                session, execution_id, workflow_id, expected=expected, action=action
-            ):
-                recovered += 1
-            session.commit()
-        except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
-            session_transactions.rollback_after_error(session, error)
-            _log.error(
-                "Failed to recover step execution %s: %s: %s",
-                execution_id,
-                type(error).__name__,
-                error,
-                exc_info=error,
-            )
-            reporting.report(
-                reporter,
-                error,
-                extra={
-                    "geneva_drive": {
-                        "workflow_id": _jsonable(workflow_id),
-                        "step_execution_id": _jsonable(execution_id),
-                        "housekeeping": f"stuck_{expected.value}",
-                    }
-                },
-            )
+    # R-SCH-20: the reattempts of one recovery run are spread over a window.
+    with release_spread.spread_releases(context_of(session).settings.release_spread):
+        for execution_id, workflow_id in candidates:
+            try:
+                if _recover_row(
+                    session, execution_id, workflow_id, expected=expected, action=action
+                ):
+                    recovered += 1
+                session.commit()
+            except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
+                session_transactions.rollback_after_error(session, error)
+                _log.error(
+                    "Failed to recover step execution %s: %s: %s",
+                    execution_id,
+                    type(error).__name__,
+                    error,
+                    exc_info=error,
+                )
+                reporting.report(
+                    reporter,
+                    error,
+                    extra={
+                        "geneva_drive": {
+                            "workflow_id": _jsonable(workflow_id),
+                            "step_execution_id": _jsonable(execution_id),
+                            "housekeeping": f"stuck_{expected.value}",
+                        }
+                    },
+                )
     return recovered
 
 
@@ -423,9 +431,10 @@ def recover_locked_execution(
             execution.id,
         )
         return True
+    if workflow.steps.is_removed(execution.step_name):  # R-EVO-03
+        return step_evolution.recover_removed(session, workflow, execution)
     step = workflow.steps.named(execution.step_name)
-    if step is None:
-        # Checked before any change so the row stays as it was (R-HK-22).
+    if step is None:  # checked before any change: the row stays as it was (R-HK-22)
         raise scheduling.step_not_defined(workflow, execution.step_name)
     transitions.apply(
         transitions.RECOVER_REATTEMPT, now, workflow=workflow, execution=execution
@@ -463,7 +472,7 @@ def count_workflows_by_type_and_state(
         states, zero-filled (R-MET-05). Also ends the read transaction.
     """
     rows = store_maintenance.count_workflows_by_type_and_state(
-        session, current_state().geneva.Workflow
+        session, models_of(session).Workflow
     )
     counts: dict[str, dict[str, int]] = {}
     for workflow_type, state, count in rows:

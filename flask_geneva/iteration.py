@@ -29,7 +29,6 @@ from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 
 __all__ = [
     "Batch",
@@ -528,5 +527,5 @@ def build_iterable_step(
         if run.max_iterations is not None
         else step.max_iterations,
         max_runtime=step.max_runtime,
-        max_cursor_size=current_state().config.max_cursor_size_bytes,
+        max_cursor_size=run.settings.max_cursor_size_bytes,
     )

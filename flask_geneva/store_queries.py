@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.column_detection import undefer_options
+from flask_geneva.model_states import ACTIVE_EXECUTION_STATES
 from flask_geneva.model_states import TERMINAL_WORKFLOW_STATES
 from flask_geneva.model_states import Outcome
 from flask_geneva.model_states import StepExecutionState
@@ -28,6 +29,7 @@ __all__ = [
     "latest_pause_marker",
     "ongoing_duplicate_id",
     "step_history",
+    "step_names_in_flight",
     "workflow_state",
 ]
 
@@ -183,3 +185,39 @@ def latest_completed_execution(
         .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
         .limit(1)
     ).first()
+
+
+def step_names_in_flight(
+    session: orm.Session, geneva: Any, type_name: str | None
+) -> Any:
+    """(type, step name, workflows) for each name ongoing workflows carry (R-EVO-08).
+
+    A workflow counts once per name, whether it carries the name as
+    ``current_step_name``, ``next_step_name`` or an active execution's step.
+    """
+    workflows = geneva.Workflow.__table__
+    executions = geneva.StepExecution.__table__
+    ongoing = workflows.c.state.not_in([str(s) for s in TERMINAL_WORKFLOW_STATES])
+    if type_name is not None:
+        ongoing = sa.and_(ongoing, workflows.c.type == type_name)
+    carried = sa.union(
+        sa.select(
+            workflows.c.id,
+            workflows.c.type,
+            workflows.c.current_step_name.label("name"),
+        ).where(ongoing),
+        sa.select(workflows.c.id, workflows.c.type, workflows.c.next_step_name).where(
+            ongoing
+        ),
+        sa.select(workflows.c.id, workflows.c.type, executions.c.step_name)
+        .join(executions, executions.c.workflow_id == workflows.c.id)
+        .where(ongoing)
+        .where(executions.c.state.in_([str(s) for s in ACTIVE_EXECUTION_STATES])),
+    ).subquery()
+    query = (
+        sa.select(carried.c.type, carried.c.name, sa.func.count())
+        .where(carried.c.name.is_not(None))
+        .group_by(carried.c.type, carried.c.name)
+        .order_by(carried.c.type, carried.c.name)
+    )
+    return session.execute(query).all()

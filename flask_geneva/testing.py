@@ -18,9 +18,9 @@ from flask_geneva import store
 from flask_geneva import store_queries
 from flask_geneva.dispatch import Publication
 from flask_geneva.dispatch import RecordingBackend
-from flask_geneva.executor import Executor
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
+from flask_geneva.operations import Executor
 from flask_geneva.runtime import current_state
 
 __all__ = [

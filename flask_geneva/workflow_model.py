@@ -203,7 +203,9 @@ class WorkflowMixin(WorkflowActions):
         Raises:
             HeroTypeNotFoundError: ``hero_type`` names no mapped class (R-HERO-03).
         """
-        return self.__geneva__.load_hero(self.hero_type, self.hero_id)
+        return self.__geneva__.load_hero(
+            self.hero_type, self.hero_id, self._object_session()
+        )
 
     @hero.setter
     def hero(self, value: Any) -> None:

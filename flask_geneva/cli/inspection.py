@@ -129,8 +129,8 @@ def list_command(
                 row["type"],
                 format_hero(row["hero_type"], row["hero_id"]),
                 row["state"],
-                row["current_step_name"] or "-",
-                row["next_step_name"] or "-",
+                _step_label(geneva, row["type"], row["current_step_name"]),
+                _step_label(geneva, row["type"], row["next_step_name"]),
                 format_time(row["created_at"]),
             ]
         )
@@ -199,8 +199,8 @@ def _describe_workflow(workflow: Any) -> list[str]:
         f"Workflow {workflow.id} ({workflow.type})",
         f"  state:        {workflow.state}",
         f"  hero:         {format_hero(workflow.hero_type, workflow.hero_id)}",
-        f"  current step: {workflow.current_step_name or '-'}",
-        f"  next step:    {workflow.next_step_name or '-'}",
+        f"  current step: {_display(workflow, workflow.current_step_name)}",
+        f"  next step:    {_display(workflow, workflow.next_step_name)}",
         f"  created:      {format_time(workflow.created_at)}",
         f"  transitioned: {format_time(workflow.transitioned_at)}",
     ]
@@ -209,7 +209,9 @@ def _describe_workflow(workflow: Any) -> list[str]:
     lines.append("Step plan:")
     latest: dict[str, Any] = {}
     for execution in history:
-        latest[execution.step_name] = execution
+        # An execution under a renamed step's old name counts for the new step.
+        resolved = workflow.steps.named(execution.step_name)
+        latest[resolved.name if resolved else execution.step_name] = execution
     defined = workflow.steps.names
     for position, step in enumerate(workflow.steps.ordered, start=1):
         execution = latest.get(step.name)
@@ -230,14 +232,16 @@ def _describe_workflow(workflow: Any) -> list[str]:
         lines.append(f"  {position}. {step.name}: {marker}{suffix}")
     for name in latest:
         if name not in defined:
-            lines.append(f"  -. {name}: no longer defined")
+            gone = "removed" if workflow.steps.is_removed(name) else "no longer defined"
+            lines.append(f"  -. {name}: {gone}")
     lines.append("Timeline:")
     if not history:
         lines.append("  (no executions)")
     for execution in history:
         outcome = f"/{execution.outcome}" if execution.outcome else ""
         lines.append(
-            f"  #{execution.id} {execution.step_name}: {execution.state}{outcome}"
+            f"  #{execution.id} {_display(workflow, execution.step_name)}: "
+            f"{execution.state}{outcome}"
             f"  scheduled {format_time(execution.scheduled_for)}"
             f"  started {format_time(execution.started_at)}"
             f"  finished {format_time(execution.finished_at)}"
@@ -253,5 +257,19 @@ def _describe_workflow(workflow: Any) -> list[str]:
                     f"  {entry.get('at')} {entry.get('action')} via "
                     f"{entry.get('via')} by {entry.get('actor') or '-'} "
                     f"({entry.get('from_state')} -> {entry.get('to_state')})"
+                    + (f" at step {entry['step']}" if entry.get("step") else "")
                 )
     return lines
+
+
+def _display(workflow: Any, name: str | None) -> str:
+    """A step name as printed: ``new (was old)`` for a renamed one (R-EVO-04)."""
+    return "-" if name is None else workflow.steps.display_name(name)
+
+
+def _step_label(geneva: Any, type_name: str, name: str | None) -> str:
+    """:func:`_display` for a row read without its class."""
+    cls = geneva.workflow_classes.get(type_name)
+    if name is None or cls is None:
+        return name or "-"
+    return str(cls.step_collection().display_name(name))
