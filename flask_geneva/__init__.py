@@ -7,6 +7,8 @@ from __future__ import annotations
 
 # Registers the engine the model methods call (flask_geneva.model_services).
 from flask_geneva import model_engine as _model_engine  # noqa: F401
+from flask_geneva.backoff import Backoff
+from flask_geneva.backoff import BackoffError
 from flask_geneva.column_detection import reset_column_caches
 from flask_geneva.config import GenevaConfig
 from flask_geneva.dispatch import inline_enqueue
@@ -36,9 +38,7 @@ from flask_geneva.exceptions import StepFailedError
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
-from flask_geneva.executor import Executor
 from flask_geneva.extension import Geneva
-from flask_geneva.housekeeping import run_housekeeping
 from flask_geneva.iteration import request_exit
 from flask_geneva.iteration import request_worker_exit
 from flask_geneva.metrics import PrometheusMetrics
@@ -48,6 +48,8 @@ from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import WorkflowState
+from flask_geneva.operations import Executor
+from flask_geneva.operations import run_housekeeping
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
@@ -59,6 +61,8 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "Action",
+    "Backoff",
+    "BackoffError",
     "CancelSignal",
     "CursorSerializationError",
     "CursorTooLargeError",

@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_HOUSEKEEPING_BATCH_SIZE": 1000,
     "GENEVA_STUCK_RECOVERY_ACTION": "reattempt",
     "GENEVA_RECOVER_GRACE": timedelta(seconds=60),
+    "GENEVA_RELEASE_SPREAD": timedelta(seconds=5),
     "GENEVA_MAX_CURSOR_SIZE": 131072,
     "GENEVA_ENQUEUE_AFTER_COMMIT": NOT_TESTING,
     "GENEVA_DEFAULT_QUEUE": None,
@@ -98,6 +99,12 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "`workflow.recover()` and `flask geneva recover` refuse, without force, "
         "a step execution that started less than this ago: its worker may "
         "still be running it (R-HK-28)."
+    ),
+    "GENEVA_RELEASE_SPREAD": (
+        "Housekeeping's recovery and bulk resumes (admin, CLI with several ids) "
+        "spread the executions they release over this window, each workflow at "
+        "a deterministic offset, instead of releasing them all at once; 0 "
+        "releases them at once; at most 1 hour (R-SCH-20)."
     ),
     "GENEVA_MAX_CURSOR_SIZE": (
         "Largest serialized cursor of a resumable step, in bytes; None disables "
@@ -227,6 +234,8 @@ class GenevaConfig:
     #: ``workflow.recover()`` without ``force`` refuses an execution younger than
     #: this (R-HK-28).
     recover_grace: timedelta
+    #: Window over which bulk releases are spread; zero for none (R-SCH-20).
+    release_spread: timedelta
     #: Largest serialized cursor in bytes, or None for no limit (R-CUR-10).
     max_cursor_size_bytes: int | None
     enqueue_after_commit: bool
@@ -491,6 +500,7 @@ def _validated(
         "recover_grace": take(
             _duration, merged, "GENEVA_RECOVER_GRACE", allow_none=False
         ),
+        "release_spread": take(_release_spread, merged),
         "max_cursor_size_bytes": take(_max_cursor_size, merged),
         "enqueue_after_commit": take(_enqueue_after_commit, merged, testing),
         "default_queue": take(_default_queue, merged),
@@ -524,6 +534,21 @@ def _validated(
     if problems:
         return None, problems
     return GenevaConfig(**fields), []
+
+
+#: Largest ``GENEVA_RELEASE_SPREAD``: a spread is a short window (R-SCH-20).
+MAX_RELEASE_SPREAD = timedelta(hours=1)
+
+
+def _release_spread(merged: Mapping[str, Any]) -> timedelta:
+    key = "GENEVA_RELEASE_SPREAD"
+    window: timedelta = _duration(merged, key, allow_none=False)
+    if window > MAX_RELEASE_SPREAD:
+        raise GenevaConfigurationError(
+            f"{key} must be at most 1 hour (a timedelta or seconds from 0 to 3600; "
+            f"0 releases at once), got {merged[key]!r}"
+        )
+    return window
 
 
 def _max_cursor_size(merged: Mapping[str, Any]) -> int | None:

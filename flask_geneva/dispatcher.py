@@ -19,24 +19,22 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import dispatch
 from flask_geneva import reporting
 from flask_geneva import scheduling
-from flask_geneva import sqlite_locking
-from flask_geneva.models import StepExecutionState
-from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
+from flask_geneva import store_maintenance
+from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import models_of
 
 __all__ = ["dispatch_due"]
 
 _log = logging.getLogger("flask_geneva")
 
 
-def dispatch_due(session: orm.Session | None = None) -> int:
+def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> int:
     """Publish deferred executions that are due within the broker horizon (R-DSP-02).
 
     Selects ``scheduled`` executions with ``job_id = "geneva:deferred"`` and
@@ -53,29 +51,31 @@ def dispatch_due(session: orm.Session | None = None) -> int:
     them (the row is the outbox, issue 14). A row whose publication cannot be
     prepared (a raising ``GENEVA_PRIORITY_MAPPER``, say) is logged, reported and
     left deferred; the others go on. Each pass considers a row at most once
-    (keyset order by ``scheduled_for``, id). Needs an app context.
+    (keyset order by ``scheduled_for``, id). The public
+    :meth:`flask_geneva.Geneva.dispatch_due` and the Celery task call it with the
+    app's context.
 
     Args:
-        session: Session to use; default the extension's ``db.session``.
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: Session to use; default the models' session (``db.session``).
 
     Returns:
         The number of executions published (rows that failed not counted).
     """
-    state = current_state()
-    session = session if session is not None else state.geneva.session
-    config = state.config
-    geneva = state.geneva
+    session = context.bind(session) if session is not None else context.session
+    config = context.settings
+    geneva = context.models
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     if session.in_transaction():
         session.commit()
     # Under Celery eager mode a task runs when sent, so only due rows are sent.
-    ahead = config.max_broker_delay if dispatch.holds_eta(state.backend) else None
+    ahead = config.max_broker_delay if dispatch.holds_eta(context.publisher) else None
     with dispatch.trying_the_broker():
         total = _dispatch_passes(session, config, workflow_cls, execution_cls, ahead)
     if total:
         _log.info("dispatched %d deferred step executions", total)
     # Under allowed eager mode the tasks were queued until now (R-TH-21).
-    dispatch.run_eager_queue()
+    context.run_queued_tasks()
     return total
 
 
@@ -97,31 +97,15 @@ def _dispatch_passes(
     last: tuple[Any, Any] | None = None
     while True:
         horizon = clock.now() + ahead if ahead is not None else clock.now()
-        sqlite_locking.write_transaction(session)
-        query = (
-            sa.select(execution_cls)
-            .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
-            .where(execution_cls.state == StepExecutionState.SCHEDULED)
-            .where(execution_cls.job_id == dispatch.DEFERRED_JOB_ID)
-            .where(execution_cls.scheduled_for <= horizon)
-            .where(
-                workflow_cls.state.in_((WorkflowState.READY, WorkflowState.PERFORMING))
-            )
-            .order_by(execution_cls.scheduled_for, execution_cls.id)
-            .limit(config.housekeeping_batch_size)
-            .options(orm.contains_eager(execution_cls.workflow))
+        executions = store_maintenance.due_deferred_executions(
+            session,
+            workflow_cls,
+            execution_cls,
+            deferred_job_id=dispatch.DEFERRED_JOB_ID,
+            horizon=horizon,
+            after=last,
+            batch_size=config.housekeeping_batch_size,
         )
-        if last is not None:
-            query = query.where(
-                execution_cls.scheduled_for >= last[0],
-                sa.or_(
-                    execution_cls.scheduled_for > last[0],
-                    execution_cls.id > last[1],
-                ),
-            )
-        if session.get_bind().dialect.name != "sqlite":
-            query = query.with_for_update(skip_locked=True, of=execution_cls)
-        executions = list(session.scalars(query).unique())
         if not executions:
             session.rollback()
             break
@@ -188,9 +172,7 @@ def _jsonable(value: Any) -> Any:
 
 def deferred_count(session: orm.Session) -> Any:
     """How many executions wait for the dispatcher (for gauges and the admin)."""
-    execution_cls = current_state().geneva.StepExecution
-    return session.scalar(
-        sa.select(sa.func.count(execution_cls.id))
-        .where(execution_cls.state == StepExecutionState.SCHEDULED)
-        .where(execution_cls.job_id == dispatch.DEFERRED_JOB_ID)
+    execution_cls = models_of(session).StepExecution
+    return store_maintenance.count_deferred(
+        session, execution_cls, deferred_job_id=dispatch.DEFERRED_JOB_ID
     )

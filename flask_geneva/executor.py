@@ -13,8 +13,8 @@ Three phases, each with its own transaction:
    and after the commit a policy-handled exception is re-raised as ``reraise``
    says (R-EXE-40..51, :mod:`flask_geneva.task_failures`).
 
-This module imports neither Celery nor Flask-Admin; it needs a Flask app context
-for the session and settings.
+This module imports neither Flask nor Celery: it runs with the
+:class:`~flask_geneva.engine_context.EngineContext` its caller passes in.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva import clock
-from flask_geneva import dispatch
 from flask_geneva import executor_events
 from flask_geneva import operator_finalize
 from flask_geneva import reporting
@@ -34,6 +33,7 @@ from flask_geneva import session_transactions
 from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transitions
+from flask_geneva.engine_context import EngineContext
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.executor_prepare import PreparePhase
@@ -42,93 +42,91 @@ from flask_geneva.flow_control import step_context
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.policy_resolution import PolicyResult
-from flask_geneva.runtime import current_state
 
-__all__ = ["Executor"]
+__all__ = ["execute_step"]
 
 _log = logging.getLogger("flask_geneva")
 
 
-class Executor:
-    """Runs one step execution through prepare, body and finalize (SPEC §7)."""
+def execute_step(
+    context: EngineContext,
+    execution_or_id: Any,
+    *,
+    logger: Any = None,
+    interruptible: bool = True,
+    max_iterations: int | None = None,
+    lookup_attempts: int = 1,
+    lookup_delay_seconds: float = 0.0,
+    reraise: str = task_failures.RERAISE_ALWAYS,
+    run_early: bool = False,
+) -> None:
+    """Run the step execution ``execution_or_id`` (an instance or its id).
 
-    @classmethod
-    def execute(
-        cls,
-        execution_or_id: Any,
-        *,
-        logger: Any = None,
-        interruptible: bool = True,
-        max_iterations: int | None = None,
-        lookup_attempts: int = 1,
-        lookup_delay_seconds: float = 0.0,
-        reraise: str = task_failures.RERAISE_ALWAYS,
-        run_early: bool = False,
-    ) -> None:
-        """Run the step execution ``execution_or_id`` (an instance or its id).
+    The engine's entry point for one step (SPEC §7). The public
+    :meth:`flask_geneva.Executor.execute` and the Celery task call it with the
+    app's :class:`~flask_geneva.engine_context.EngineContext`. The executor owns
+    the context's session for the call: an open transaction is committed first,
+    the claim is committed before the body runs, and the outcome is committed in
+    a fresh transaction (R-EXE-38). No row lock is held while the body runs. The
+    whole run uses ``context.settings`` as they were when it started.
 
-        The executor owns the session for the call: an open transaction is committed
-        first, the claim is committed before the body runs, and the outcome is
-        committed in a fresh transaction (R-EXE-38). No row lock is held while the
-        body runs.
+    Args:
+        context: The settings, publisher and models to run with.
+        execution_or_id: A ``StepExecution`` or its primary key.
+        logger: Base logger or adapter whose tags come first (R-LOG-03); default
+            ``logging.getLogger("flask_geneva")``.
+        interruptible: False makes resumable steps ignore interruption checks
+            (test helpers, R-INT-01).
+        max_iterations: Overrides a resumable step's ``max_iterations``.
+        lookup_attempts: How many times phase 1 tries to find and lock the
+            execution before giving up with a warning (R-JOB-20: a worker can
+            receive a task before the row is committed). The lookup is the
+            phase-1 lock itself, so a found row costs no extra statement.
+        lookup_delay_seconds: Seconds slept between two lookup attempts (none
+            after the last).
+        reraise: Which policy-handled exceptions are re-raised after the
+            commit (R-EXE-50 amended): ``"always"`` (the default here, so
+            direct callers and the test helpers see every step exception) or
+            ``"unhandled"`` (only those ending in a pause, a cancel or a
+            terminal result; the Celery task passes ``GENEVA_TASK_RERAISE``).
+        run_early: Run the execution even before its ``scheduled_for`` (the
+            test helpers, R-TH-01). By default an execution delivered more than
+            ``GENEVA_CLOCK_SKEW_TOLERANCE`` before its time does not run and is
+            published again for its time (R-EXE-18).
 
-        Args:
-            execution_or_id: A ``StepExecution`` or its primary key.
-            logger: Base logger or adapter whose tags come first (R-LOG-03); default
-                ``logging.getLogger("flask_geneva")``.
-            interruptible: False makes resumable steps ignore interruption checks
-                (test helpers, R-INT-01).
-            max_iterations: Overrides a resumable step's ``max_iterations``.
-            lookup_attempts: How many times phase 1 tries to find and lock the
-                execution before giving up with a warning (R-JOB-20: a worker can
-                receive a task before the row is committed). The lookup is the
-                phase-1 lock itself, so a found row costs no extra statement.
-            lookup_delay_seconds: Seconds slept between two lookup attempts (none
-                after the last).
-            reraise: Which policy-handled exceptions are re-raised after the
-                commit (R-EXE-50 amended): ``"always"`` (the default here, so
-                direct callers and the test helpers see every step exception) or
-                ``"unhandled"`` (only those ending in a pause, a cancel or a
-                terminal result; the Celery task passes ``GENEVA_TASK_RERAISE``).
-            run_early: Run the execution even before its ``scheduled_for`` (the
-                test helpers, R-TH-01). By default an execution delivered more than
-                ``GENEVA_CLOCK_SKEW_TOLERANCE`` before its time does not run and is
-                published again for its time (R-EXE-18).
-
-        Raises:
-            Exception: The step body's (or condition's or prepare phase's)
-                exception, after its policy was applied and committed, when
-                ``reraise`` asks for it (R-EXE-24, R-EXE-30, R-EXE-50).
-            ValueError: ``reraise`` is not ``"always"`` or ``"unhandled"``.
-            StepNotDefinedError: The execution's step is not defined in the class
-                (R-EXE-14); the workflow is paused.
-            StepConfigurationError: A resumable step without the resumable columns
-                (R-EXE-15); the workflow is paused.
-        """
-        task_failures.validate_reraise_mode(reraise)
-        state = current_state()
-        session: orm.Session = state.geneva.session
-        execution_id = getattr(execution_or_id, "id", execution_or_id)
-        run = _Run(
-            session=session,
-            execution_id=execution_id,
-            base_logger=logger,
-            interruptible=interruptible,
-            max_iterations=max_iterations,
-            lookup_attempts=lookup_attempts,
-            lookup_delay_seconds=lookup_delay_seconds,
-            reraise=reraise,
-            run_early=run_early,
-            settings=state.config,
-        )
-        try:
-            run.execute()
-        finally:
-            dispatch.run_eager_queue()
+    Raises:
+        Exception: The step body's (or condition's or prepare phase's)
+            exception, after its policy was applied and committed, when
+            ``reraise`` asks for it (R-EXE-24, R-EXE-30, R-EXE-50).
+        ValueError: ``reraise`` is not ``"always"`` or ``"unhandled"``.
+        StepNotDefinedError: The execution's step is not defined in the class
+            (R-EXE-14); the workflow is paused.
+        StepConfigurationError: A resumable step without the resumable columns
+            (R-EXE-15); the workflow is paused.
+    """
+    task_failures.validate_reraise_mode(reraise)
+    session = context.session
+    execution_id = getattr(execution_or_id, "id", execution_or_id)
+    run = _Run(
+        session=session,
+        execution_id=execution_id,
+        base_logger=logger,
+        interruptible=interruptible,
+        max_iterations=max_iterations,
+        lookup_attempts=lookup_attempts,
+        lookup_delay_seconds=lookup_delay_seconds,
+        reraise=reraise,
+        run_early=run_early,
+        context=context,
+    )
+    try:
+        run.execute()
+    finally:
+        context.run_queued_tasks()
 
 
 class _Run(PreparePhase):
-    """One call of :meth:`Executor.execute`: the driver, Phase 2 and Phase 3."""
+    """One call of :func:`execute_step`: the driver, Phase 2 and Phase 3."""
 
     # -- driver ------------------------------------------------------------------------
 
@@ -239,7 +237,9 @@ class _Run(PreparePhase):
     # -- phase 3 -----------------------------------------------------------------------
 
     def _finalize(self, step: Any, body: BodyResult) -> None:
-        session = self.session
+        # The body may have bound a newer context (a geneva call of its own):
+        # the outcome is written with the one this run started with (R-CFG-02).
+        session = self.context.bind(self.session)
         self.events.finalize_started = (
             clock.now(),
             time.monotonic(),

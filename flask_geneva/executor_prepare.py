@@ -128,6 +128,9 @@ class PreparePhase(OutcomeSteps):
                 return None
 
             step = workflow.steps.named(execution.step_name)
+            if step is None and workflow.steps.is_removed(execution.step_name):
+                self._skip_removed(workflow, execution, now)
+                return None
             if step is None:
                 message = (
                     f"Step '{execution.step_name}' is not defined in {workflow.type}"
@@ -195,6 +198,19 @@ class PreparePhase(OutcomeSteps):
         session_transactions.commit_keeping_state(session)
         self.events.emit(signals.precondition, self._passed_timing, outcome="passed")
         return workflow, execution, step
+
+    def _skip_removed(self, workflow: Any, execution: Any, now: Any) -> None:
+        """Skip an execution of a removed step; schedule the next one (R-EVO-02)."""
+        self.logger.info(
+            "step %r was removed (step.removed), skipping it", execution.step_name
+        )
+        execution.write_metadata("skipped_because", "step removed")
+        transitions.apply(
+            transitions.SKIP_REMOVED_STEP, now, workflow=workflow, execution=execution
+        )
+        self.session.flush()
+        scheduling.schedule_next_step(self.session, workflow, after=execution.step_name)
+        self.session.commit()
 
     def _lock_with_lookup_retries(self) -> tuple[Any, Any]:
         """Lock (workflow, execution), retrying a missing row (R-EXE-10, R-JOB-20).

@@ -18,7 +18,7 @@ from sqlalchemy import orm
 
 from flask_geneva import executor_events
 from flask_geneva import task_failures
-from flask_geneva.config import GenevaConfig
+from flask_geneva.engine_context import EngineContext
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.tagged_logging import execution_logger
@@ -59,12 +59,14 @@ class RunBase:
         lookup_delay_seconds: float = 0.0,
         reraise: str = task_failures.RERAISE_ALWAYS,
         run_early: bool = False,
-        settings: GenevaConfig,
+        context: EngineContext,
     ) -> None:
         self.session = session
+        #: The engine context the run started with, used for the whole run.
+        self.context = context
         #: The settings in force when the run started, used for the whole run
         #: (a change of ``app.config`` applies from the next run, R-CFG-02).
-        self.settings = settings
+        settings = self.settings = context.settings
         self.reraise = reraise
         self.run_early = run_early
         self.lookup_attempts = max(int(lookup_attempts), 1)

@@ -15,6 +15,7 @@ from sqlalchemy import orm
 from flask_geneva import broker_checks
 from flask_geneva import dispatch
 from flask_geneva import sqlite_locking
+from flask_geneva import store_model_queries
 from flask_geneva.config import GenevaConfig
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
@@ -24,6 +25,7 @@ from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import build_models
 from flask_geneva.runtime import GenevaState
+from flask_geneva.runtime import current_context
 from flask_geneva.runtime import current_state
 from flask_geneva.runtime import refuse_celery_backend_without_celery
 from flask_geneva.runtime import refuse_eager_celery
@@ -312,7 +314,7 @@ class Geneva:
         """
         from flask_geneva import dispatcher
 
-        return dispatcher.dispatch_due()
+        return dispatcher.dispatch_due(current_context())
 
     def run_housekeeping(self) -> dict[str, int]:
         """Run housekeeping now: cleanup, stuck recovery, gauges (R-HK-01).
@@ -327,12 +329,17 @@ class Geneva:
         """
         from flask_geneva import housekeeping
 
-        return housekeeping.run_housekeeping()
+        return housekeeping.run_housekeeping(current_context())
 
     @property
     def session(self) -> orm.Session:
-        """The current ``Session`` of the host's scoped ``db.session``."""
+        """The current ``Session`` of the host's scoped ``db.session``.
+
+        Bound to these models (``session.info["geneva"]``), so the engine's
+        store functions called with it know which tables they work on.
+        """
         session: orm.Session = self.db.session()
+        session.info["geneva"] = self
         return session
 
     # -- heroes (R-HERO) ----------------------------------------------------------
@@ -355,7 +362,7 @@ class Geneva:
             ) from None
         identity = sa.inspect(hero).identity
         if identity is None:
-            self.session.flush()
+            (orm.object_session(hero) or self.session).flush()
             identity = sa.inspect(hero).identity
         if identity is None:
             raise TypeError(
@@ -370,8 +377,16 @@ class Geneva:
             )
         return hero_type_of(mapper.class_), identity[0]
 
-    def load_hero(self, hero_type: str | None, hero_id: Any) -> Any:
+    def load_hero(
+        self, hero_type: str | None, hero_id: Any, session: orm.Session | None = None
+    ) -> Any:
         """Load the hero row, or None (R-HERO-01..03).
+
+        Args:
+            hero_type: The stored hero type, or None.
+            hero_id: The stored hero id, or None.
+            session: The session to load it in (the workflow's own); default
+                ``db.session``.
 
         Raises:
             HeroTypeNotFoundError: ``hero_type`` names no mapped class.
@@ -379,7 +394,7 @@ class Geneva:
         if hero_type is None or hero_id is None:
             return None
         hero_cls = self._resolve_hero_class(hero_type)
-        return self.session.get(hero_cls, hero_id)
+        return (session if session is not None else self.session).get(hero_cls, hero_id)
 
     def _resolve_hero_class(self, hero_type: str) -> type[Any]:
         cached = self._hero_classes.get(hero_type)
@@ -407,16 +422,15 @@ class Geneva:
         geneva = self
 
         def getter(hero: Any) -> Any:
-            cls = geneva.Workflow
-            query = (
-                sa.select(cls)
-                .where(cls.type == workflow_type)
-                .where(*cls._hero_criteria(hero))
-                .order_by(cls.created_at.desc(), cls.id.desc())
+            hero_type, hero_id = geneva.hero_reference(hero)
+            return store_model_queries.latest_hero_workflow(
+                geneva.session,
+                geneva.Workflow,
+                workflow_type,
+                hero_type,
+                hero_id,
+                ongoing=ongoing,
             )
-            if ongoing:
-                query = query.where(cls.state.not_in(("finished", "canceled")))
-            return geneva.session.scalars(query).first()
 
         return property(getter)
 
@@ -425,11 +439,9 @@ class Geneva:
         geneva = self
 
         def getter(hero: Any) -> Any:
-            cls = geneva.Workflow
-            return (
-                sa.select(cls)
-                .where(cls.type == workflow_type)
-                .where(*cls._hero_criteria(hero))
+            hero_type, hero_id = geneva.hero_reference(hero)
+            return store_model_queries.workflows_for_hero(
+                geneva.Workflow, hero_type, hero_id, workflow_type=workflow_type
             )
 
         return property(getter)

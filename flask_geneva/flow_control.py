@@ -22,11 +22,13 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
-from flask_geneva import dispatch
 from flask_geneva import scheduling
+from flask_geneva import step_evolution
 from flask_geneva import store
+from flask_geneva import store_queries
 from flask_geneva import transitions
 from flask_geneva.durations import coerce_duration
+from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import CancelSignal
 from flask_geneva.exceptions import FinishSignal
 from flask_geneva.exceptions import InvalidStateError
@@ -34,7 +36,6 @@ from flask_geneva.exceptions import PauseSignal
 from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.exceptions import SkipSignal
 from flask_geneva.exceptions import SuspendSignal
-from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
@@ -229,7 +230,7 @@ def _jsonable(value: Any) -> Any:
 def _finish_external(session: orm.Session, commit: bool) -> None:
     if commit:
         session.commit()
-        dispatch.run_eager_queue()
+        context_of(session).run_queued_tasks()
     else:
         session.flush()
 
@@ -410,7 +411,7 @@ def skip(
                 f"{locked.id} is now {reference!r} (it ran or was skipped meanwhile)"
             )
         refuse_while_running(session, locked, "skip")
-        if reference is not None and reference not in locked.steps:
+        if reference is not None and not locked.steps.is_known(reference):
             # Skipping past a step the code no longer has would silently finish
             # the workflow (or skip steps that still exist): refuse, as resume does.
             raise scheduling.step_not_defined(locked, reference)
@@ -465,8 +466,8 @@ def resume(
     Raises:
         InvalidStateError: Not paused ("Cannot resume a <state> workflow"), or
             ``rewind`` while an execution is in progress (the message names it).
-        StepNotDefinedError: ``next_step_name`` is not defined any more; nothing
-            changes and the workflow stays paused (R-EXT-24).
+        StepNotDefinedError: ``next_step_name`` is unknown to the code; nothing
+            changes; the message says to use ``resume_at`` (R-EXT-24, R-EVO-07).
     """
     _check_via(via)
     if _context.get() is not None and _context.get().workflow_id == workflow.id:  # type: ignore[union-attr]
@@ -523,6 +524,8 @@ def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> A
     scheduled = [e for e in active if e.state == StepExecutionState.SCHEDULED]
     if scheduled:
         execution = scheduled[-1]
+        if not workflow.steps.is_known(execution.step_name):
+            raise step_evolution.stranded_error(workflow, execution.step_name)
         if rewind and column_detection.optional_columns(session).resumable:
             step = workflow.steps.named(execution.step_name)
             if step is not None and step.is_resumable:
@@ -542,40 +545,24 @@ def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> A
             transitions.FINISH_AFTER_LAST_STEP, clock.now(), workflow=workflow
         )
         return None
-    step = workflow.steps.named(name) if name else None
-    if step is None:
-        raise scheduling.step_not_defined(workflow, name)
-    return scheduling.create_step_execution(session, workflow, step, wait=None)
+    return step_evolution.resume_step(session, workflow, name)
 
 
 def _resumable_continuation(
     session: orm.Session, workflow: Any, *, rewind: bool
 ) -> Any:
     """R-EXT-22 (a)/(b): continue a paused or failed resumable chain."""
-    import sqlalchemy as sa
-
     execution_cls = workflow.__geneva__.StepExecution
-    base = (
-        sa.select(execution_cls)
-        .where(execution_cls.workflow_id == workflow.id)
-        .options(*column_detection.undefer_options(session, None, execution_cls))
-        .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
-        .limit(1)
+    paused_marker = store_queries.latest_pause_marker(
+        session, execution_cls, workflow.id
     )
-    paused_marker = session.scalars(
-        base.where(execution_cls.state == StepExecutionState.COMPLETED).where(
-            execution_cls.outcome == Outcome.WORKFLOW_PAUSED
-        )
-    ).first()
     if paused_marker is not None and paused_marker.successor is None:
         return scheduling.create_successor_execution(
             session, workflow, paused_marker, clear_cursor=rewind
         )
-    failed = session.scalars(
-        base.where(execution_cls.state == StepExecutionState.FAILED).where(
-            execution_cls.step_name == workflow.next_step_name
-        )
-    ).first()
+    failed = store_queries.latest_failed_execution_of_step(
+        session, execution_cls, workflow.id, workflow.next_step_name
+    )
     if (
         failed is not None
         and failed.cursor not in (None, "", [], {})

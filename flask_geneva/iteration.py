@@ -22,13 +22,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import store_queries
 from flask_geneva.cursors import deserialize_cursor
 from flask_geneva.cursors import dump_cursor
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 
 __all__ = [
     "Batch",
@@ -306,10 +306,8 @@ class IterableStep:
         if worker_exit_requested() or _context_exit.get():
             return "worker_shutdown"
         # A column query: never refresh the workflow the body uses (R-INT-05).
-        state = self._session.scalar(
-            sa.select(self._workflow_cls.state).where(
-                self._workflow_cls.id == self._workflow_id
-            )
+        state = store_queries.workflow_state(
+            self._session, self._workflow_cls, self._workflow_id
         )
         if state == WorkflowState.PAUSED:
             return "workflow_paused"
@@ -529,5 +527,5 @@ def build_iterable_step(
         if run.max_iterations is not None
         else step.max_iterations,
         max_runtime=step.max_runtime,
-        max_cursor_size=current_state().config.max_cursor_size_bytes,
+        max_cursor_size=run.settings.max_cursor_size_bytes,
     )

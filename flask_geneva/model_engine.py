@@ -1,8 +1,12 @@
-"""The engine side of the model methods; registers :class:`EngineForModels`.
+"""The adapter from the model methods to the engine: :class:`EngineForModels`.
 
 Imported by ``flask_geneva/__init__.py``. The models call these through
 :func:`flask_geneva.model_services.model_engine`, so they never import the
-orchestration modules (scheduling, flow control, store, executor) back.
+orchestration modules (scheduling, flow control, store, executor) back. Each
+method binds the current app's engine context
+(:func:`flask_geneva.runtime.current_context`) to the session it works in, so
+the engine below gets its settings and publisher from its caller, never from
+Flask (issue 15).
 """
 
 from __future__ import annotations
@@ -10,20 +14,24 @@ from __future__ import annotations
 from typing import Any
 from typing import NoReturn
 
+from sqlalchemy import orm
+
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import executor
 from flask_geneva import flow_control
 from flask_geneva import operator_recovery
+from flask_geneva import operator_resume_at
 from flask_geneva import scheduling
+from flask_geneva import step_evolution
 from flask_geneva import step_execution_rows
 from flask_geneva import store
 from flask_geneva import transitions
-from flask_geneva.executor import Executor
 from flask_geneva.model_services import Wait
 from flask_geneva.model_services import register_model_engine
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import parse_workflow_state
-from flask_geneva.runtime import current_state
+from flask_geneva.runtime import current_context
 
 __all__ = ["EngineForModels"]
 
@@ -42,7 +50,7 @@ class EngineForModels:
     ) -> Any:
         """See :func:`flask_geneva.scheduling.create_workflow` (R-WF-10..15)."""
         return scheduling.create_workflow(
-            workflow_class.__geneva__.session,
+            current_context().bind(workflow_class.__geneva__.session),
             workflow_class,
             hero=hero,
             allow_multiple=allow_multiple,
@@ -54,7 +62,7 @@ class EngineForModels:
         self, workflow: Any, state: str, attributes: dict[str, Any]
     ) -> None:
         """Lock the row, apply ``TRANSITION_TO`` unvalidated, commit (R-WF-05)."""
-        session = workflow._object_session()
+        session = _bound_session(workflow)
         store.lock_workflow(session, workflow.id)
         transitions.apply(
             transitions.TRANSITION_TO,
@@ -67,7 +75,7 @@ class EngineForModels:
 
     def schedule_next_step(self, workflow: Any, *, wait: Wait) -> Any:
         """Schedule the next step or finish; refused while one runs (R-SCH-06)."""
-        session = workflow._object_session()
+        session = _bound_session(workflow)
         _lock_unless_running(session, workflow, "schedule the next step of")
         execution = scheduling.schedule_next_step(session, workflow, wait=wait)
         session.commit()
@@ -75,7 +83,7 @@ class EngineForModels:
 
     def reschedule_current_step(self, workflow: Any, *, wait: Wait) -> Any:
         """Reschedule the current step, refusing while one runs (R-SCH-07, R-EXT-26)."""
-        session = workflow._object_session()
+        session = _bound_session(workflow)
         _lock_unless_running(session, workflow, "reschedule the current step of")
         execution = scheduling.reschedule_current_step(session, workflow, wait=wait)
         session.commit()
@@ -85,12 +93,14 @@ class EngineForModels:
         self, workflow: Any, *, actor: str | None, via: str, commit: bool
     ) -> None:
         """See :func:`flask_geneva.flow_control.cancel` (R-EXT-03)."""
+        _bound_session(workflow)
         flow_control.cancel(workflow, actor=actor, via=via, commit=commit)
 
     def pause(
         self, workflow: Any, *, actor: str | None, via: str, commit: bool
     ) -> None:
         """See :func:`flask_geneva.flow_control.pause` (R-EXT-01/02)."""
+        _bound_session(workflow)
         flow_control.pause(workflow, actor=actor, via=via, commit=commit)
 
     def skip(
@@ -103,6 +113,7 @@ class EngineForModels:
         expected_step: str | None,
     ) -> None:
         """See :func:`flask_geneva.flow_control.skip` (R-EXT-04/05)."""
+        _bound_session(workflow)
         flow_control.skip(
             workflow, actor=actor, via=via, commit=commit, expected_step=expected_step
         )
@@ -117,9 +128,29 @@ class EngineForModels:
         commit: bool,
     ) -> Any:
         """See :func:`flask_geneva.flow_control.resume` (R-EXT-20..27)."""
+        _bound_session(workflow)
         return flow_control.resume(
             workflow, rewind=rewind, actor=actor, via=via, commit=commit
         )
+
+    def resume_at(
+        self,
+        workflow: Any,
+        step_name: str,
+        *,
+        actor: str | None,
+        via: str,
+        commit: bool,
+    ) -> Any:
+        """See :func:`flask_geneva.operator_resume_at.resume_at` (R-EVO-06)."""
+        _bound_session(workflow)
+        return operator_resume_at.resume_at(
+            workflow, step_name, actor=actor, via=via, commit=commit
+        )
+
+    def history_in_flight(self, workflow_class: Any) -> dict[str, int]:
+        """See :func:`flask_geneva.step_evolution.history_in_flight` (R-EVO-09)."""
+        return step_evolution.history_in_flight(workflow_class)
 
     def recover(
         self,
@@ -132,6 +163,7 @@ class EngineForModels:
         commit: bool,
     ) -> Any:
         """See :func:`flask_geneva.operator_recovery.recover` (R-HK-28)."""
+        _bound_session(workflow)
         return operator_recovery.recover(
             workflow,
             execution_id=execution_id,
@@ -159,10 +191,11 @@ class EngineForModels:
 
     def max_cursor_size(self) -> int | None:
         """``GENEVA_MAX_CURSOR_SIZE`` of the current app in bytes, None for no limit."""
-        return current_state().config.max_cursor_size_bytes
+        return current_context().settings.max_cursor_size_bytes
 
     def start_execution(self, execution: Any) -> bool:
         """See :func:`flask_geneva.step_execution_rows.start` (R-SE-47)."""
+        _bind_execution_session(execution)
         return step_execution_rows.start(execution)
 
     def mark_execution(
@@ -173,6 +206,7 @@ class EngineForModels:
         error: BaseException | None,
     ) -> None:
         """See :func:`flask_geneva.step_execution_rows.mark` (R-SE-47)."""
+        _bind_execution_session(execution)
         step_execution_rows.mark(
             execution, StepExecutionState(state), outcome, error=error
         )
@@ -180,10 +214,30 @@ class EngineForModels:
     def execute(
         self, execution: Any, *, interruptible: bool, max_iterations: int | None
     ) -> None:
-        """See :meth:`flask_geneva.executor.Executor.execute` (R-SE-44)."""
-        Executor.execute(
-            execution, interruptible=interruptible, max_iterations=max_iterations
+        """See :func:`flask_geneva.executor.execute_step` (R-SE-44)."""
+        executor.execute_step(
+            current_context(),
+            execution,
+            interruptible=interruptible,
+            max_iterations=max_iterations,
         )
+
+
+def _bound_session(workflow: Any) -> Any:
+    """Bind the app's engine context to ``workflow``'s session and return it.
+
+    Raises:
+        GenevaConfigurationError: A changed setting is invalid (R-CFG-02),
+            before any lock is taken.
+    """
+    return current_context().bind(workflow._object_session())
+
+
+def _bind_execution_session(execution: Any) -> None:
+    """Bind the app's engine context to ``execution``'s session, if it has one."""
+    session = orm.object_session(execution)
+    if session is not None:
+        current_context().bind(session)
 
 
 def _lock_unless_running(session: Any, workflow: Any, action: str) -> None:

@@ -76,6 +76,20 @@ class ModelEngine(Protocol):
     ) -> Any:
         """Resume a paused workflow (R-EXT-20..27)."""
 
+    def resume_at(
+        self,
+        workflow: Any,
+        step_name: str,
+        *,
+        actor: str | None,
+        via: str,
+        commit: bool,
+    ) -> Any:
+        """Resume a paused workflow at a named step (R-EVO-06)."""
+
+    def history_in_flight(self, workflow_class: Any) -> dict[str, int]:
+        """Gravestones and renamed names still in flight (R-EVO-09)."""
+
     def recover(
         self,
         workflow: Any,

@@ -20,10 +20,10 @@ from flask_geneva import clock
 from flask_geneva import flow_control
 from flask_geneva import housekeeping
 from flask_geneva import keys
+from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
-from flask_geneva.runtime import current_state
 
 __all__ = ["recover"]
 
@@ -78,14 +78,14 @@ def recover(
     flow_control.check_via(via)
     if not isinstance(force, bool):
         raise TypeError(f"force must be True or False, got {force!r}")
-    execution_id = _execution_key(execution_id)
+    execution_id = _execution_key(execution_id, workflow.__geneva__.key_type)
     context = flow_control.current_step_context()
     if context is not None and context.workflow_id == workflow.id:
         raise InvalidStateError(
             f"cannot recover workflow {workflow.id} from inside its own step"
         )
-    config = current_state().config  # a bad setting fails before any lock
     session, locked = flow_control.lock_for_operator(workflow)
+    config = context_of(session).settings
     try:
         running = flow_control.running_execution(session, locked)
         if running is None or (
@@ -151,7 +151,7 @@ def _seconds(value: Any) -> str:
     return f"{value.total_seconds():.0f} s"
 
 
-def _execution_key(execution_id: Any) -> Any:
+def _execution_key(execution_id: Any, key_type: str) -> Any:
     """``execution_id`` as a key of the configured type; None stays None.
 
     Raises:
@@ -160,7 +160,6 @@ def _execution_key(execution_id: Any) -> Any:
     """
     if execution_id is None:
         return None
-    key_type = current_state().geneva.key_type
     raw = None if isinstance(execution_id, bool | float) else str(execution_id)
     key = keys.parse_key(raw, key_type)
     if key is None:

@@ -27,7 +27,9 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import publications
-from flask_geneva.models import StepExecutionState
+from flask_geneva import store_maintenance
+from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import bound_context
 
 __all__ = [
     "PUBLISH_FAILURES_GAUGE",
@@ -81,22 +83,22 @@ def publications_failed(
             type(error).__name__,
             error,
         )
-    state = _current_state()
-    if state is None:
+    context = bound_context(session)
+    if context is None:
         _log.warning(
-            "no app context: %d unpublished step executions are left for "
+            "no engine context: %d unpublished step executions are left for "
             "stuck-scheduled recovery",
             len(failed),
         )
         return
-    _emit_gauge(state, total)
+    _emit_gauge(context, total)
     unpublished = [
         (publication.step_execution_id, publication.task_id)
         for publication, _ in failed
         if publication.task_name == publications.PERFORM_STEP_TASK
     ]
     try:
-        _hand_back(session, state.geneva.StepExecution, unpublished, committed)
+        _hand_back(session, context.models.StepExecution, unpublished, committed)
     except Exception as error:  # noqa: BLE001 - recovery (R-DSP-05) still finds them
         _log.error(
             "could not hand step executions %s to the dispatcher (%s: %s); "
@@ -124,24 +126,9 @@ def _hand_back(
         hand_back_to_dispatcher(connection, execution_cls, unpublished, marker=marker)
 
 
-def _current_state() -> Any:
-    """The app's geneva state (``app.extensions["geneva"]``), or None.
-
-    Read from the app directly, not through :mod:`flask_geneva.runtime` (which
-    imports the publishers that call this module): a failed publication only
-    needs the models and the metrics hook, and never raises.
-    """
-    from flask import current_app
-    from flask import has_app_context
-
-    if not has_app_context():
-        return None
-    return current_app.extensions.get("geneva")
-
-
-def _emit_gauge(state: Any, total: int) -> None:
+def _emit_gauge(context: EngineContext, total: int) -> None:
     try:
-        metrics = state.config.metrics
+        metrics = context.settings.metrics
         if metrics is not None:
             metrics.gauge(PUBLISH_FAILURES_GAUGE, total, None)
     except Exception as error:  # noqa: BLE001 - R-MET-06: a metrics hook never breaks us
@@ -174,27 +161,6 @@ def hand_back_to_dispatcher(
     Returns:
         How many rows changed.
     """
-    changed = 0
-    for execution_id, task_id in unpublished:
-        statement = (
-            sa.update(execution_cls)
-            .where(execution_cls.id == execution_id)
-            .where(execution_cls.job_id == task_id)
-            .where(execution_cls.state == StepExecutionState.SCHEDULED)
-            .values(job_id=marker)
-        )
-        if isinstance(target, orm.Session):
-            result: Any = target.execute(statement)
-        else:
-            result = target.execute(
-                sa.update(execution_cls.__table__)
-                .where(execution_cls.__table__.c.id == execution_id)
-                .where(execution_cls.__table__.c.job_id == task_id)
-                .where(
-                    execution_cls.__table__.c.state
-                    == StepExecutionState.SCHEDULED.value
-                )
-                .values(job_id=marker)
-            )
-        changed += int(result.rowcount or 0)
-    return changed
+    return store_maintenance.hand_back_unpublished(
+        target, execution_cls, unpublished, marker=marker
+    )

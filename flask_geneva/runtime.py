@@ -24,16 +24,18 @@ from flask import Flask
 from flask import current_app
 
 from flask_geneva import broker_checks
+from flask_geneva.celery_publisher import CeleryBackend
 from flask_geneva.config import GenevaConfig
 from flask_geneva.config import config_from_mapping
 from flask_geneva.config import settings_snapshot
-from flask_geneva.dispatch import CeleryBackend
 from flask_geneva.dispatch import RecordingBackend
 from flask_geneva.dispatch import TaskBackend
+from flask_geneva.engine_context import EngineContext
 from flask_geneva.exceptions import GenevaConfigurationError
 
 __all__ = [
     "GenevaState",
+    "current_context",
     "current_state",
     "refuse_celery_backend_without_celery",
     "refuse_eager_celery",
@@ -68,6 +70,7 @@ class GenevaState:
         self._snapshot = settings_snapshot(app.config)
         self._testing = app.testing
         self._celery_backend: CeleryBackend | None = None
+        self._engine_context: EngineContext | None = None
 
     def changed_settings(self) -> list[str]:
         """Name the keys of ``app.config`` changed since the settings were built.
@@ -169,6 +172,30 @@ class GenevaState:
         self._testing = testing
         return config
 
+    def engine_context(self) -> EngineContext:
+        """Return the :class:`EngineContext` of the settings in force.
+
+        The same object while the settings and the backend stay the same; a new
+        one after a change (R-CFG-02), so an operation that holds one keeps its
+        settings to the end.
+
+        Raises:
+            GenevaConfigurationError: The backend is ``"celery"`` and no Celery
+                app is configured.
+        """
+        config = self.config
+        backend = self.backend
+        context = self._engine_context
+        if (
+            context is None
+            or context.settings is not config
+            or context.publisher is not backend
+        ):
+            context = self._engine_context = EngineContext(
+                settings=config, publisher=backend, models=self.geneva
+            )
+        return context
+
     @property
     def backend(self) -> TaskBackend:
         """The task backend selected by ``GENEVA_TASK_BACKEND``.
@@ -197,6 +224,23 @@ class GenevaState:
         ):
             cached = self._celery_backend = CeleryBackend(celery, timeout)
         return cached
+
+
+def current_context() -> EngineContext:
+    """Return the engine context of the current Flask app, bound to its session.
+
+    What the adapters (the public operations, the Celery tasks, the CLI, the
+    admin, the model methods) pass to the engine. The settings are checked for
+    changes first, as :func:`current_state` does (R-CFG-02).
+
+    Raises:
+        RuntimeError: No app context is active (Flask's own error).
+        GenevaConfigurationError: As :func:`current_state`, or the task backend
+            is ``"celery"`` without a Celery app.
+    """
+    context = current_state().engine_context()
+    context.bind(context.models.session)
+    return context
 
 
 def current_state() -> GenevaState:

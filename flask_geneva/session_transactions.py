@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva import core_rows
+from flask_geneva.engine_context import models_of
 
 __all__ = [
     "commit_keeping_state",
@@ -31,15 +32,14 @@ _log = logging.getLogger("flask_geneva")
 def geneva_from_session(session: orm.Session) -> Any:
     """Return the geneva models (``.Workflow``, ``.StepExecution``) of ``session``.
 
-    Sessions geneva opens carry it in ``session.info["geneva"]``; otherwise it is
-    the current Flask app's (``app.extensions["geneva"].geneva``).
-    """
-    geneva = session.info.get("geneva")
-    if geneva is not None:
-        return geneva
-    from flask import current_app
+    The entry point of the operation bound them to the session
+    (:meth:`flask_geneva.engine_context.EngineContext.bind`); sessions geneva
+    opens itself carry them from the start.
 
-    return current_app.extensions["geneva"].geneva
+    Raises:
+        GenevaConfigurationError: Nothing bound them to ``session``.
+    """
+    return models_of(session)
 
 
 def commit_keeping_state(session: orm.Session) -> None:

@@ -119,9 +119,10 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     def dispatch_due(task: Any) -> int:
         """Publish deferred executions now within the broker horizon (R-DSP-02)."""
         from flask_geneva import dispatcher
+        from flask_geneva.runtime import current_context
 
         with _app_context(task.app):
-            return dispatcher.dispatch_due()
+            return dispatcher.dispatch_due(current_context())
 
     celery.task(
         name=dispatch.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
@@ -130,9 +131,10 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     def housekeeping(task: Any) -> dict[str, int]:
         """Clean up, recover stuck executions, emit gauges (R-HK-01)."""
         from flask_geneva import housekeeping as housekeeping_module
+        from flask_geneva.runtime import current_context
 
         with _app_context(task.app):
-            return housekeeping_module.run_housekeeping()
+            return housekeeping_module.run_housekeeping(current_context())
 
     celery.task(name=HOUSEKEEPING_TASK, bind=True, ignore_result=True, shared=False)(
         housekeeping
@@ -185,11 +187,13 @@ def perform_step_execution(
     Raises:
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
     """
-    from flask_geneva.executor import Executor
-    from flask_geneva.runtime import current_state
+    from flask_geneva import executor
+    from flask_geneva.runtime import current_context
 
-    config = current_state().config
-    Executor.execute(
+    context = current_context()
+    config = context.settings
+    executor.execute_step(
+        context,
         step_execution_id,
         logger=logger,
         lookup_attempts=config.find_attempts,

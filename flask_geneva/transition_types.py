@@ -56,6 +56,7 @@ class Schedules(enum.StrEnum):
         "re-publishes the preserved execution, else continues a resumable chain, "
         "else creates next_step_name due now, else finishes (R-EXT-21..24)"
     )
+    NAMED_STEP = "the step the operator named, due now (R-EVO-06)"
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,16 @@ SKIP_BEFORE_STEP = Transition(
     _engine(_W.READY),
     Schedules.NEXT_STEP,
 )
+SKIP_REMOVED_STEP = Transition(
+    "skip_removed_step",
+    Actor.ENGINE,
+    "The execution's step was removed by a deploy (a step.removed gravestone): "
+    "the execution is skipped and the next step after the gravestone scheduled.",
+    ("R-EVO-02", "R-WF-02"),
+    ExecutionWrite(_SCHEDULED, _S.SKIPPED, (_O.SKIPPED,)),
+    _engine(_W.READY),
+    Schedules.NEXT_STEP,
+)
 FAIL_UNRUNNABLE = Transition(
     "fail_unrunnable",
     Actor.ENGINE,
@@ -397,6 +407,20 @@ OPERATOR_RESUME = Transition(
     WorkflowWrite(frozenset({_W.PAUSED}), (_W.READY,), clears=("transitioned_at",)),
     Schedules.RESUMED_EXECUTION,
 )
+OPERATOR_RESUME_AT = Transition(
+    "operator_resume_at",
+    Actor.OPERATOR,
+    "resume_at(step) of a paused workflow with nothing running: it becomes ready, "
+    "a preserved scheduled execution is canceled and the named step runs.",
+    ("R-EVO-06",),
+    None,
+    WorkflowWrite(
+        frozenset({_W.PAUSED}),
+        (_W.READY,),
+        clears=("transitioned_at", "current_step_name"),
+    ),
+    Schedules.NAMED_STEP,
+)
 OPERATOR_RESUME_RUNNING = Transition(
     "operator_resume_running",
     Actor.OPERATOR,
@@ -420,6 +444,17 @@ RECOVER_REATTEMPT = Transition(
     ExecutionWrite(_ACTIVE, _S.COMPLETED, (_O.RECOVERED,)),
     WorkflowWrite(_RUNNABLE, (_W.READY,), ("current_step_name",)),
     Schedules.SAME_STEP,
+)
+RECOVER_REMOVED_STEP = Transition(
+    "recover_removed_step",
+    Actor.HOUSEKEEPING,
+    "A stuck execution of a step a deploy removed (a step.removed gravestone) is "
+    "recovered instead of reattempted: the step after the gravestone is "
+    "scheduled (or the workflow finishes).",
+    ("R-EVO-03", "R-HK-24"),
+    ExecutionWrite(_ACTIVE, _S.COMPLETED, (_O.RECOVERED,)),
+    WorkflowWrite(_RUNNABLE, (_W.READY,), ("current_step_name",)),
+    Schedules.NEXT_STEP,
 )
 RECOVER_CANCEL = Transition(
     "recover_cancel",

@@ -188,6 +188,59 @@ class WorkflowActions:
         )
         return resumed
 
+    def resume_at(
+        self,
+        step_name: str,
+        *,
+        actor: str | None = None,
+        via: str = "api",
+        commit: bool = True,
+    ) -> StepExecutionMixin:
+        """Continue a paused workflow from the step ``step_name`` (R-EVO-06).
+
+        For a workflow stranded by a deploy (its step was removed or renamed
+        without ``step.removed``/``step.renamed``), or to redo or jump over
+        steps. One transaction under the row lock: the workflow becomes ready, a
+        preserved scheduled execution is canceled and ``step_name`` is scheduled
+        due now; the operator action ``resume_at`` is recorded (R-PDR-05).
+
+        Args:
+            step_name: A step the class defines (a renamed old name runs its
+                new step).
+            actor: Who asked, recorded with the action.
+            via: ``"api"``, ``"admin"`` or ``"cli"``.
+            commit: Commit the session at the end.
+
+        Returns:
+            The new step execution.
+
+        Raises:
+            InvalidStateError: The workflow is not paused, or a step execution is
+                still in progress.
+            StepNotDefinedError: ``step_name`` is removed or not defined; the
+                message lists the allowed steps.
+
+        .. versionadded:: 0.3
+        """
+
+        execution: StepExecutionMixin = model_engine().resume_at(
+            self, step_name, actor=actor, via=via, commit=commit
+        )
+        return execution
+
+    @classmethod
+    def removed_steps_in_flight(cls) -> dict[str, int]:
+        """Which ``step.removed``/``step.renamed`` names rows still carry (R-EVO-09).
+
+        Returns:
+            ``{old step name: number of ongoing workflows of this class carrying
+            it}`` (as current or next step, or an active execution's step). A
+            gravestone or rename missing from the result can be deleted.
+
+        .. versionadded:: 0.3
+        """
+        return model_engine().history_in_flight(cls)
+
     def recover(
         self,
         execution_id: Any = None,

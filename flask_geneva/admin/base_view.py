@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 from typing import Literal
 
-import sqlalchemy as sa
 from flask import Blueprint
 from flask import Response
 from flask import render_template
@@ -21,6 +20,7 @@ from flask_admin import BaseView
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.access import access_is_open_by_default
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import has_access
@@ -136,15 +136,10 @@ class WorkflowPages(GenevaView):
 
     def _load(self, workflow_id: Any) -> Any:
         """The workflow with this id as stored now, or None."""
-        session = self.session
-        workflow_cls = self.geneva.Workflow
-        return session.scalars(
-            sa.select(workflow_cls)
-            .where(workflow_cls.id == workflow_id)
-            .options(*column_detection.undefer_options(session, workflow_cls, None))
-            # Show the stored truth even if this session saw the row earlier.
-            .execution_options(populate_existing=True)
-        ).one_or_none()
+        # Show the stored truth even if this session saw the row earlier.
+        return store_admin_queries.load_workflow(
+            self.session, self.geneva.Workflow, workflow_id
+        )
 
     def _filters(self, args: Any) -> WorkflowFilters:
         """Validate the list filters of a query string or bulk form (R-ADM-11)."""

@@ -22,6 +22,7 @@ __all__ = [
     "format_interval",
     "format_time",
     "pretty_json",
+    "wait_in_words",
 ]
 
 #: Cursor values longer than this are truncated with an expand control (R-ADM-12).
@@ -43,11 +44,34 @@ def _seconds(value: Any) -> str:
     return f"{seconds:.3g} s"
 
 
+def wait_in_words(value: Any) -> str:
+    """A wait in seconds as words: ``"30 s"``, ``"1 min 12 s"``, ``"2 h 5 min"``.
+
+    Below a minute the seconds keep up to three significant digits; from a
+    minute on they are rounded to whole seconds and zero parts are left out
+    (R-PDR-07).
+    """
+    seconds = float(value)
+    if seconds < 60:
+        return _seconds(seconds)
+    rest = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        amount, rest = divmod(rest, size)
+        if amount:
+            parts.append(f"{amount} {unit}")
+    if rest:
+        parts.append(f"{rest} s")
+    return " ".join(parts)
+
+
 def describe_policy_decision(decision: Any) -> str:
     """Write a policy decision record (R-PDR-01) as one sentence.
 
     Example: ``"reattempt 3 of 5 in 30 s — class-level policy for TimeoutError —
-    not reported (terminal_only)"``. Unknown or malformed records give a sentence
+    not reported (terminal_only)"``; a wait computed by a backoff strategy names
+    it: ``"reattempt 3 of 10 in 1 min 12 s (exponential backoff) — ..."``
+    (R-PDR-07). Unknown or malformed records give a sentence
     that says so instead of raising.
 
     Args:
@@ -71,7 +95,10 @@ def describe_policy_decision(decision: Any) -> str:
                 if cap is not None:
                     head += f" of {int(cap)}"
             wait = decision.get("wait_seconds")
-            head += f" in {_seconds(wait)}" if wait else " at once"
+            head += f" in {wait_in_words(wait)}" if wait else " at once"
+            backoff = decision.get("backoff")
+            if backoff:
+                head += f" ({backoff})"
         else:
             head = action
         if decision.get("terminal"):
@@ -92,6 +119,8 @@ def describe_policy_decision(decision: Any) -> str:
             reported = f"reported ({report})" if report else "reported"
         else:
             reported = f"not reported ({report})" if report else "not reported"
+        if decision.get("wait_error"):
+            head += f" (the reattempt wait failed: {decision['wait_error']})"
         if decision.get("report_error"):
             reported += f"; the reporter failed: {decision['report_error']}"
         return f"{head} — {where} — {reported}"

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import abort
 from flask import request
 from flask_admin import expose
 
 from flask_geneva import clock
-from flask_geneva import column_detection
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import LIST_FLAGS
@@ -65,11 +64,7 @@ class StepExecutionsView(GenevaView):
         execution_cls = self.geneva.StepExecution
         workflow_cls = self.geneva.Workflow
         config = current_state().config
-        query = sa.select(execution_cls, workflow_cls.type).join(
-            workflow_cls, workflow_cls.id == execution_cls.workflow_id
-        )
-        query, filters, notes = filter_executions(
-            query,
+        criteria, filters, notes = filter_executions(
             request.args,
             execution_cls=execution_cls,
             workflow_cls=workflow_cls,
@@ -79,14 +74,14 @@ class StepExecutionsView(GenevaView):
         )
         page = page_number(request.args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = session.execute(
-            query.options(
-                *column_detection.undefer_options(session, None, execution_cls)
-            )
-            .order_by(execution_cls.id.desc())
-            .limit(PAGE_SIZE + 1)
-            .offset((page - 1) * PAGE_SIZE)
-        ).all()
+        rows = store_admin_queries.execution_list_page(
+            session,
+            execution_cls,
+            workflow_cls,
+            criteria,
+            limit=PAGE_SIZE + 1,
+            offset=(page - 1) * PAGE_SIZE,
+        )
         has_next = len(rows) > PAGE_SIZE
         note_past_the_end(page, bool(rows), notes)
         return self.render(

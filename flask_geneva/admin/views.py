@@ -4,7 +4,8 @@
 * :class:`WorkflowsView`, assembled here from its parts: the list
   (:mod:`~flask_geneva.admin.workflow_list`), a workflow's page
   (:mod:`~flask_geneva.admin.workflow_detail`), its buttons' endpoint
-  (:mod:`~flask_geneva.admin.flow_control_actions`) and the bulk endpoint
+  (:mod:`~flask_geneva.admin.flow_control_actions`), its "Resume at step…"
+  form (:mod:`~flask_geneva.admin.resume_at_form`) and the bulk endpoint
   (:mod:`~flask_geneva.admin.bulk_actions`);
 * :class:`StepExecutionsView` (:mod:`~flask_geneva.admin.step_executions_view`).
 
@@ -21,6 +22,7 @@ from flask_geneva.admin.base_view import asset_dir
 from flask_geneva.admin.bulk_actions import WorkflowBulkActions
 from flask_geneva.admin.flow_control_actions import WorkflowActions
 from flask_geneva.admin.overview_view import OverviewView
+from flask_geneva.admin.resume_at_form import WorkflowResumeAt
 from flask_geneva.admin.step_executions_view import StepExecutionsView
 from flask_geneva.admin.workflow_detail import WorkflowDetailPage
 from flask_geneva.admin.workflow_list import WorkflowListPage
@@ -29,11 +31,15 @@ __all__ = ["OverviewView", "StepExecutionsView", "WorkflowsView", "asset_dir"]
 
 
 class WorkflowsView(
-    WorkflowListPage, WorkflowDetailPage, WorkflowActions, WorkflowBulkActions
+    WorkflowListPage,
+    WorkflowDetailPage,
+    WorkflowActions,
+    WorkflowResumeAt,
+    WorkflowBulkActions,
 ):
     """The workflows list, a workflow's detail page and its buttons.
 
     Endpoints (under the view's endpoint, e.g. ``geneva_workflows``): ``index``
     (the list, R-ADM-11), ``detail`` (R-ADM-12), ``action`` (R-ADM-20..22),
-    ``bulk`` and ``bulk_get`` (R-ADM-23).
+    ``resume_at`` (R-EVO-06), ``bulk`` and ``bulk_get`` (R-ADM-23).
     """

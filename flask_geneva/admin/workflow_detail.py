@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import abort
 from flask_admin import expose
 
-from flask_geneva import column_detection
+from flask_geneva import store_admin_queries
+from flask_geneva.admin.access import can_act
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import cursor_display
@@ -26,6 +26,7 @@ from flask_geneva.admin.presenters import describe_policy_list
 from flask_geneva.admin.presenters import format_duration
 from flask_geneva.admin.presenters import format_interval
 from flask_geneva.admin.presenters import pretty_json
+from flask_geneva.admin.resume_at_form import resume_at_form
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import hero_reference_of
 from flask_geneva.admin.row_display import metadata_of
@@ -59,17 +60,8 @@ class WorkflowDetailPage(WorkflowPages):
         session = self.session
         columns = self._columns()
         execution_cls = self.geneva.StepExecution
-        executions = list(
-            session.scalars(
-                sa.select(execution_cls)
-                .where(execution_cls.workflow_id == workflow.id)
-                .options(
-                    *column_detection.undefer_options(session, None, execution_cls)
-                )
-                .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
-                .limit(MAX_TIMELINE_ROWS + 1)
-                .execution_options(populate_existing=True)
-            )
+        executions = store_admin_queries.timeline_executions(
+            session, execution_cls, workflow.id, limit=MAX_TIMELINE_ROWS + 1
         )
         truncated = len(executions) > MAX_TIMELINE_ROWS
         executions = list(reversed(executions[:MAX_TIMELINE_ROWS]))
@@ -112,6 +104,10 @@ class WorkflowDetailPage(WorkflowPages):
             buttons=buttons,
             disabled_reasons=disabled_reasons(buttons),
             action_form=action_form(),
+            resume_at_form=resume_at_form(steps)
+            if steps is not None and workflow.state == "paused" and can_act()
+            else None,
+            step_label=steps.display_name if steps is not None else str,
         )
 
 
@@ -149,7 +145,8 @@ def _execution_row(execution: Any, steps: Any, columns: Any) -> dict[str, Any]:
         "id": execution.id,
         # A reattempted execution keeps its error in metadata only (R-SE-21).
         "error_message": recorded_error_message(execution, meta),
-        "step_defined": steps is not None and execution.step_name in steps,
+        "step_defined": steps is not None and steps.is_known(execution.step_name),
+        "step_removed": steps is not None and steps.is_removed(execution.step_name),
         "overdue": execution.is_overdue,
         "duration": format_duration(execution.started_at, end),
         "error_class": error_class_of(execution, columns),
@@ -171,8 +168,12 @@ def _execution_row(execution: Any, steps: Any, columns: Any) -> dict[str, Any]:
 def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, Any]]:
     latest: dict[str, Any] = {}
     for execution in executions:
-        latest[execution.step_name] = execution
+        # An execution under a renamed step's old name counts for the new step.
+        resolved = steps.named(execution.step_name) if steps is not None else None
+        latest[resolved.name if resolved else execution.step_name] = execution
     reference = workflow.current_step_name or workflow.next_step_name
+    if steps is not None and steps.named(reference) is not None:
+        reference = steps.named(reference).name
     plan: list[dict[str, Any]] = []
     markers = {"completed": "done", "skipped": "skipped", "failed": "failed"}
     for definition in steps or ():
@@ -205,7 +206,9 @@ def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, An
                     "condition": "",
                     "policy": [],
                     "resumable": False,
-                    "marker": "no longer defined",
+                    "marker": "removed"
+                    if steps is not None and steps.is_removed(name)
+                    else "no longer defined",
                 }
             )
     return plan

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import request
 from flask_admin import expose
 
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.bulk_actions import BULK_ACTIONS
 from flask_geneva.admin.csrf import action_form
@@ -24,7 +24,6 @@ from flask_geneva.admin.list_params import choice
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
-from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
 __all__ = ["SORTS", "WorkflowListPage", "next_runs"]
@@ -44,7 +43,6 @@ class WorkflowListPage(WorkflowPages):
         workflow_cls = self.geneva.Workflow
         columns = self._columns()
         matching = self._filters(args)
-        query = sa.select(workflow_cls).where(*matching.conditions)
         # Newest first by default: the id for sequential keys, else created_at.
         default_sort = "created_at" if self.geneva.key_type == "uuid" else "id"
         notes = list(matching.notes)
@@ -56,12 +54,13 @@ class WorkflowListPage(WorkflowPages):
         ordering = (order,) if sort == "id" else (order, tie)
         page = page_number(args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = list(
-            session.scalars(
-                query.order_by(*ordering)
-                .limit(PAGE_SIZE + 1)
-                .offset((page - 1) * PAGE_SIZE)
-            )
+        rows = store_admin_queries.workflow_list_page(
+            session,
+            workflow_cls,
+            matching.conditions,
+            ordering=ordering,
+            limit=PAGE_SIZE + 1,
+            offset=(page - 1) * PAGE_SIZE,
         )
         has_next = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
@@ -131,18 +130,6 @@ def next_runs(
 ) -> dict[Any, Any]:
     """When each listed workflow's scheduled execution is due (R-ADM-44).
 
-    One query for the page's workflows, by the ``(workflow_id, state)`` index.
-
-    Returns:
-        ``{workflow id: scheduled_for}`` for the workflows with a scheduled
-        execution; the others are absent.
+    See :func:`flask_geneva.store_admin_queries.next_runs`.
     """
-    if not workflow_ids:
-        return {}
-    rows = session.execute(
-        sa.select(execution_cls.workflow_id, sa.func.min(execution_cls.scheduled_for))
-        .where(execution_cls.workflow_id.in_(workflow_ids))
-        .where(execution_cls.state == StepExecutionState.SCHEDULED.value)
-        .group_by(execution_cls.workflow_id)
-    ).all()
-    return {row[0]: row[1] for row in rows}
+    return store_admin_queries.next_runs(session, execution_cls, workflow_ids)

@@ -11,7 +11,9 @@ One module per concern; this one only assembles the group:
 - :mod:`~flask_geneva.cli.inspection`: ``status``, ``list`` and ``show``, which only
   read;
 - :mod:`~flask_geneva.cli.operator_actions`: ``pause``, ``resume``, ``cancel``,
-  ``skip`` and ``recover`` (R-CLI-01/02).
+  ``skip`` and ``recover`` (R-CLI-01/02);
+- :mod:`~flask_geneva.cli.step_check`: ``check-steps``, the deploy gate for step
+  names (R-EVO-08).
 
 Errors are reported as one-line Click errors. Stored text (types, step names, error
 messages, actors) is printed with its control characters escaped
@@ -33,6 +35,7 @@ from flask_geneva.cli.maintenance import housekeeping_command
 from flask_geneva.cli.operator_actions import FLOW_CONTROL_COMMANDS
 from flask_geneva.cli.operator_actions import recover_command
 from flask_geneva.cli.schema import install_command
+from flask_geneva.cli.step_check import check_steps_command
 from flask_geneva.cli.worker import worker_command
 
 __all__ = ["geneva_group"]
@@ -48,6 +51,7 @@ for _command in (
     show_command,
     *FLOW_CONTROL_COMMANDS,
     recover_command,
+    check_steps_command,
     dispatch_command,
     worker_command,
 ):

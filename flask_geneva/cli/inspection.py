@@ -12,11 +12,11 @@ import json
 from typing import Any
 
 import click
-import sqlalchemy as sa
 from flask.cli import with_appcontext
 
 from flask_geneva import clock
 from flask_geneva import housekeeping
+from flask_geneva import store_admin_queries
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import echo_table
@@ -84,7 +84,6 @@ def list_command(
 ) -> None:
     """List workflows, newest first: id, class, hero, state, steps, times."""
     geneva = current_geneva()
-    table = geneva.Workflow.__table__
     # Only the printed columns: the table may lack the optional metadata column
     # (R-DM-30..32), and select(table) would name every mapped column.
     columns = (
@@ -97,20 +96,13 @@ def list_command(
         "next_step_name",
         "created_at",
     )
-    query = (
-        sa.select(*(table.c[name] for name in columns))
-        .order_by(table.c.id.desc())
-        .limit(limit)
-    )
+    hero_key = None
     if state is not None:
         allowed = [s.value for s in WorkflowState]
         if state not in allowed:
             raise click.ClickException(
                 f"unknown state {state!r}; allowed: {', '.join(allowed)}"
             )
-        query = query.where(table.c.state == state)
-    if class_name is not None:
-        query = query.where(table.c.type == class_name)
     if hero is not None:
         parts = split_hero(hero)
         if parts is None:
@@ -119,20 +111,26 @@ def list_command(
                 f"(e.g. User#7), got {hero!r}"
             )
         hero_type, hero_id = parts
-        query = query.where(table.c.hero_type == hero_type).where(
-            table.c.hero_id == parse_key_argument(hero_id, what="hero id")
-        )
+        hero_key = (hero_type, parse_key_argument(hero_id, what="hero id"))
     session = geneva.session
     rows = [["id", "class", "hero", "state", "current", "next", "created_at"]]
-    for row in session.execute(query).mappings():
+    for row in store_admin_queries.workflow_rows(
+        session,
+        geneva.Workflow,
+        columns,
+        state=state,
+        type_name=class_name,
+        hero=hero_key,
+        limit=limit,
+    ):
         rows.append(
             [
                 str(row["id"]),
                 row["type"],
                 format_hero(row["hero_type"], row["hero_id"]),
                 row["state"],
-                row["current_step_name"] or "-",
-                row["next_step_name"] or "-",
+                _step_label(geneva, row["type"], row["current_step_name"]),
+                _step_label(geneva, row["type"], row["next_step_name"]),
                 format_time(row["created_at"]),
             ]
         )
@@ -174,15 +172,15 @@ def _status_overview() -> dict[str, Any]:
     execution_table = state.geneva.StepExecution.__table__
     now = clock.now()
     config = state.config
-    stuck = session.scalar(
-        sa.select(sa.func.count())
-        .select_from(execution_table)
-        .where(*housekeeping.stuck_in_progress_criteria(execution_table.c, config, now))
+    stuck = store_admin_queries.count_executions(
+        session,
+        execution_table,
+        housekeeping.stuck_in_progress_criteria(execution_table.c, config, now),
     )
-    overdue = session.scalar(
-        sa.select(sa.func.count())
-        .select_from(execution_table)
-        .where(*housekeeping.stuck_scheduled_criteria(execution_table.c, config, now))
+    overdue = store_admin_queries.count_executions(
+        session,
+        execution_table,
+        housekeeping.stuck_scheduled_criteria(execution_table.c, config, now),
     )
     session.rollback()
     return {
@@ -201,8 +199,8 @@ def _describe_workflow(workflow: Any) -> list[str]:
         f"Workflow {workflow.id} ({workflow.type})",
         f"  state:        {workflow.state}",
         f"  hero:         {format_hero(workflow.hero_type, workflow.hero_id)}",
-        f"  current step: {workflow.current_step_name or '-'}",
-        f"  next step:    {workflow.next_step_name or '-'}",
+        f"  current step: {_display(workflow, workflow.current_step_name)}",
+        f"  next step:    {_display(workflow, workflow.next_step_name)}",
         f"  created:      {format_time(workflow.created_at)}",
         f"  transitioned: {format_time(workflow.transitioned_at)}",
     ]
@@ -211,7 +209,9 @@ def _describe_workflow(workflow: Any) -> list[str]:
     lines.append("Step plan:")
     latest: dict[str, Any] = {}
     for execution in history:
-        latest[execution.step_name] = execution
+        # An execution under a renamed step's old name counts for the new step.
+        resolved = workflow.steps.named(execution.step_name)
+        latest[resolved.name if resolved else execution.step_name] = execution
     defined = workflow.steps.names
     for position, step in enumerate(workflow.steps.ordered, start=1):
         execution = latest.get(step.name)
@@ -232,14 +232,16 @@ def _describe_workflow(workflow: Any) -> list[str]:
         lines.append(f"  {position}. {step.name}: {marker}{suffix}")
     for name in latest:
         if name not in defined:
-            lines.append(f"  -. {name}: no longer defined")
+            gone = "removed" if workflow.steps.is_removed(name) else "no longer defined"
+            lines.append(f"  -. {name}: {gone}")
     lines.append("Timeline:")
     if not history:
         lines.append("  (no executions)")
     for execution in history:
         outcome = f"/{execution.outcome}" if execution.outcome else ""
         lines.append(
-            f"  #{execution.id} {execution.step_name}: {execution.state}{outcome}"
+            f"  #{execution.id} {_display(workflow, execution.step_name)}: "
+            f"{execution.state}{outcome}"
             f"  scheduled {format_time(execution.scheduled_for)}"
             f"  started {format_time(execution.started_at)}"
             f"  finished {format_time(execution.finished_at)}"
@@ -255,5 +257,19 @@ def _describe_workflow(workflow: Any) -> list[str]:
                     f"  {entry.get('at')} {entry.get('action')} via "
                     f"{entry.get('via')} by {entry.get('actor') or '-'} "
                     f"({entry.get('from_state')} -> {entry.get('to_state')})"
+                    + (f" at step {entry['step']}" if entry.get("step") else "")
                 )
     return lines
+
+
+def _display(workflow: Any, name: str | None) -> str:
+    """A step name as printed: ``new (was old)`` for a renamed one (R-EVO-04)."""
+    return "-" if name is None else workflow.steps.display_name(name)
+
+
+def _step_label(geneva: Any, type_name: str, name: str | None) -> str:
+    """:func:`_display` for a row read without its class."""
+    cls = geneva.workflow_classes.get(type_name)
+    if name is None or cls is None:
+        return name or "-"
+    return str(cls.step_collection().display_name(name))

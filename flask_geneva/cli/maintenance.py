@@ -8,6 +8,7 @@ from flask.cli import with_appcontext
 
 from flask_geneva import dispatcher
 from flask_geneva import housekeeping
+from flask_geneva.runtime import current_context
 
 __all__ = ["dispatch_command", "housekeeping_command"]
 
@@ -24,7 +25,7 @@ def housekeeping_command() -> None:
     \f
     Spec: R-MIG-10, R-HK-01.
     """
-    summary = housekeeping.run_housekeeping()
+    summary = housekeeping.run_housekeeping(current_context())
     for key, value in summary.items():
         click.echo(f"{key}: {value}")
 
@@ -39,5 +40,5 @@ def dispatch_command() -> None:
     \f
     Spec: R-DSP-02.
     """
-    count = dispatcher.dispatch_due()
+    count = dispatcher.dispatch_due(current_context())
     click.echo(f"dispatched {count} step execution(s)")

@@ -1,4 +1,4 @@
-"""``flask geneva pause``, ``resume``, ``cancel``, ``skip`` and ``recover``.
+"""``flask geneva pause``, ``resume`` (``--at``), ``cancel``, ``skip``, ``recover``.
 
 Operator actions on workflows given by id (R-CLI-01/02, R-HK-28): each id is
 processed in its own transaction, a refusal is printed on one line and the others
@@ -13,14 +13,15 @@ import os
 from typing import Any
 
 import click
-import sqlalchemy as sa
 from flask.cli import with_appcontext
 
+from flask_geneva import store_admin_queries
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.models import StepExecutionState
+from flask_geneva.release_spread import spread_releases
+from flask_geneva.runtime import current_state
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["FLOW_CONTROL_COMMANDS", "recover_command"]
@@ -32,8 +33,11 @@ def _flow_control_command(action: str, help_text: str) -> click.Command:
     @click.command(action, help=help_text)
     @with_appcontext
     @click.argument("workflow_ids", nargs=-1, required=True, metavar="ID...")
-    def command(workflow_ids: tuple[str, ...], **options: bool) -> None:
-        _apply_to_each(action, workflow_ids, rewind=options.get("rewind", False))
+    def command(workflow_ids: tuple[str, ...], **options: Any) -> None:
+        at = options.get("at")
+        if at is not None and options.get("rewind"):
+            raise click.UsageError("--at and --rewind cannot be combined")
+        _apply_to_each(action, workflow_ids, rewind=options.get("rewind", False), at=at)
 
     if action == "resume":
         click.option(
@@ -41,6 +45,13 @@ def _flow_control_command(action: str, help_text: str) -> click.Command:
             is_flag=True,
             help="Restart a resumable step's iteration from the beginning "
             "(the cursor is cleared).",  # R-EXT-26
+        )(command)
+        click.option(
+            "--at",
+            metavar="STEP",
+            default=None,
+            help="Continue from this defined step instead (workflow.resume_at; "
+            "for a workflow whose step a deploy removed or renamed).",  # R-EVO-06
         )(command)
     return command
 
@@ -108,10 +119,8 @@ def _in_progress_executions(workflow_ids: tuple[str, ...]) -> dict[str, Any]:
             key = parse_key_argument(raw_id, what="workflow id")
         except click.ClickException:
             continue  # refused with its message when the id is processed
-        pinned[raw_id] = geneva.session.scalar(
-            sa.select(execution_cls.id)
-            .where(execution_cls.workflow_id == key)
-            .where(execution_cls.state == StepExecutionState.IN_PROGRESS)
+        pinned[raw_id] = store_admin_queries.in_progress_execution_id(
+            geneva.session, execution_cls, key
         )
     geneva.session.rollback()
     return pinned
@@ -124,6 +133,7 @@ def _apply_to_each(
     rewind: bool,
     force: bool = False,
     pinned_executions: dict[str, Any] | None = None,
+    at: str | None = None,
 ) -> None:
     """Run ``action`` on every id, each in its own transaction (R-CLI-02).
 
@@ -133,6 +143,7 @@ def _apply_to_each(
     geneva = current_geneva()
     actor = _actor()
     refused = 0
+    spread = current_state().config.release_spread if len(workflow_ids) > 1 else None
     for raw_id in workflow_ids:
         session = geneva.session
         try:
@@ -140,8 +151,12 @@ def _apply_to_each(
             workflow = session.get(geneva.Workflow, key, populate_existing=True)
             if workflow is None:
                 raise click.ClickException(f"workflow {raw_id} not found")
-            if action == "resume":
-                workflow.resume(rewind=rewind, actor=actor, via="cli")
+            if action == "resume" and at is not None:
+                with spread_releases(spread):  # several ids: R-SCH-20
+                    workflow.resume_at(at, actor=actor, via="cli")
+            elif action == "resume":
+                with spread_releases(spread):  # several ids: R-SCH-20
+                    workflow.resume(rewind=rewind, actor=actor, via="cli")
             elif action == "recover":
                 pinned = (pinned_executions or {}).get(raw_id)
                 if pinned is None:
@@ -157,7 +172,9 @@ def _apply_to_each(
             session.refresh(workflow)
             click.echo(
                 escape_control_characters(
-                    f"workflow {raw_id}: {action} done, state is {workflow.state}"
+                    f"workflow {raw_id}: {action}"
+                    + (f" at {at}" if at is not None else "")
+                    + f" done, state is {workflow.state}"
                 )
             )
             session.rollback()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any
 
@@ -19,6 +20,9 @@ from flask_geneva.dsl.conditions import CANCEL_CONDITION_MARK
 from flask_geneva.dsl.definitions import STEP_MARK
 from flask_geneva.dsl.definitions import StepDefinition
 from flask_geneva.dsl.definitions import StepSpec
+from flask_geneva.dsl.evolution import RemovedStep
+from flask_geneva.dsl.evolution import RenamedStep
+from flask_geneva.dsl.evolution import validate_history
 from flask_geneva.dsl.ordering import StepCollection
 from flask_geneva.dsl.signatures import condition_problem
 from flask_geneva.exceptions import StepConfigurationError
@@ -44,6 +48,8 @@ class WorkflowDefinitions:
             first (R-POL-40 consults them from the end).
         default_job_options: Class-level job options, validated and merged over the
             parent's (read-only mapping, R-JOB-01).
+        removed: ``step.removed`` gravestones and their positions (R-EVO-01).
+        renamed: ``step.renamed`` declarations by old name (R-EVO-04).
 
     .. versionadded:: 0.1
     """
@@ -52,6 +58,12 @@ class WorkflowDefinitions:
     cancel_conditions: tuple[object, ...]
     exception_policies: tuple[ExceptionPolicy, ...]
     default_job_options: Mapping[str, Any]
+    #: Gravestones with the registration index they stand before (R-EVO-01).
+    removed: tuple[tuple[RemovedStep, int], ...] = ()
+    #: ``step.renamed`` declarations by old name (R-EVO-04).
+    renamed: Mapping[str, RenamedStep] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
 
 def collect_definitions(
@@ -75,7 +87,9 @@ def collect_definitions(
       ``@on_exception`` handler methods (registered with their method name as
       handler);
     - ``default_job_options`` (a mapping, validated with context
-      ``"<type_name>.default_job_options"`` and merged over the parent's).
+      ``"<type_name>.default_job_options"`` and merged over the parent's);
+    - ``step.removed``/``step.renamed`` markers (gravestones keep their
+      class-body position, R-EVO-01..05).
 
     Args:
         cls: The class being created.
@@ -93,8 +107,9 @@ def collect_definitions(
             <type_name>", R-DEF-02), a ``before``/``after`` reference to a step not
             registered yet (R-DEF-07), a reserved step or body method name
             (R-DEF-18), a malformed ``cancel_conditions``/``exception_policies``/
-            ``default_job_options`` attribute, or an ``on_exception(...)`` handler
-            decorator that was not applied to a method.
+            ``default_job_options`` attribute, an ``on_exception(...)`` handler
+            decorator that was not applied to a method, or contradictory step
+            history (R-EVO-05).
 
     .. versionadded:: 0.1
     """
@@ -117,6 +132,12 @@ class _Collector:
             list(parent.steps.registered) if parent else []
         )
         self.step_names = {definition.name for definition in self.steps}
+        # Gravestones as (marker, index of the step they stand before).
+        self.removed: list[tuple[RemovedStep, int]] = (
+            list(parent.removed) if parent else []
+        )
+        self.renamed: dict[str, RenamedStep] = dict(parent.renamed) if parent else {}
+        self.seen_history: set[int] = set()
         self.conditions: list[object] = list(parent.cancel_conditions) if parent else []
         self.policies: list[ExceptionPolicy] = (
             list(parent.exception_policies) if parent else []
@@ -132,6 +153,8 @@ class _Collector:
             self._add_cancel_conditions(value)
         elif attribute == "exception_policies":
             self._add_exception_policies(value)
+        elif isinstance(value, RemovedStep | RenamedStep):
+            self._add_history(value)
         elif isinstance(value, StepSpec):
             self._add_step(value, attribute=None)
         elif isinstance(value, list | tuple) and value and _all_specs(value):
@@ -194,6 +217,28 @@ class _Collector:
         self.steps.append(spec.build(name, method_name=method_name))
         self.step_names.add(name)
 
+    def _add_history(self, marker: RemovedStep | RenamedStep) -> None:
+        if id(marker) in self.seen_history:
+            return  # recorded by the call and assigned to an attribute too
+        self.seen_history.add(id(marker))
+        if isinstance(marker, RemovedStep):
+            if any(known.name == marker.name for known, _ in self.removed):
+                raise StepConfigurationError(
+                    f"{self.type_name}: step.removed({marker.name!r}) is declared "
+                    f"twice; one gravestone per removed step "
+                    f"({marker.location[0]}:{marker.location[1]})"
+                )
+            self.removed.append((marker, len(self.steps)))
+            return
+        if marker.old_name in self.renamed:
+            raise StepConfigurationError(
+                f"{self.type_name}: step {marker.old_name!r} is renamed twice (to "
+                f"{self.renamed[marker.old_name].new_name!r} and to "
+                f"{marker.new_name!r}); keep one step.renamed "
+                f"({marker.location[0]}:{marker.location[1]})"
+            )
+        self.renamed[marker.old_name] = marker
+
     def _add_cancel_conditions(self, value: object) -> None:
         if not isinstance(value, list | tuple):
             raise StepConfigurationError(
@@ -244,8 +289,20 @@ class _Collector:
         self.job_options = merge_job_options(self.job_options, options)
 
     def result(self) -> WorkflowDefinitions:
+        validate_history(
+            self.type_name,
+            [definition.name for definition in self.steps],
+            [marker for marker, _ in self.removed],
+            self.renamed,
+        )
         return WorkflowDefinitions(
-            steps=StepCollection(self.steps),
+            steps=StepCollection(
+                self.steps,
+                removed=[(marker.name, index) for marker, index in self.removed],
+                renamed={old: m.new_name for old, m in self.renamed.items()},
+            ),
+            removed=tuple(self.removed),
+            renamed=MappingProxyType(dict(self.renamed)),
             cancel_conditions=tuple(self.conditions),
             exception_policies=tuple(self.policies),
             default_job_options=MappingProxyType(self.job_options),

@@ -21,6 +21,10 @@ from typing import overload
 
 from flask_geneva.dsl.definitions import STEP_MARK
 from flask_geneva.dsl.definitions import StepSpec
+from flask_geneva.dsl.evolution import RemovedStep
+from flask_geneva.dsl.evolution import RenamedStep
+from flask_geneva.dsl.evolution import declare_removed
+from flask_geneva.dsl.evolution import declare_renamed
 from flask_geneva.dsl.options import UNSET
 from flask_geneva.dsl.options import make_spec
 from flask_geneva.dsl.options import step_label
@@ -278,6 +282,47 @@ class _StepDecorator:
         self._check_keywords(options)
         full = self._defaults() | options
         return _repeat(count, body, full, _caller_location(1), self._resumable)
+
+    def removed(self, name: str, /) -> RemovedStep:
+        """Declare a gravestone for a deleted step (issue 19, R-EVO-01..03).
+
+        Write it in the class body where the step stood; no assignment is needed.
+        Executions created under ``name`` by an older deploy are recorded skipped
+        and the workflow continues with the next defined step after this
+        position; a paused workflow whose ``next_step_name`` is ``name`` resumes
+        there too. Delete the gravestone once
+        ``MyWorkflow.removed_steps_in_flight()`` no longer lists it.
+
+        Args:
+            name: The removed step's name.
+
+        Raises:
+            StepConfigurationError: ``name`` is not a non-empty str or the call is
+                not in a class body; when the class is created, ``name`` is still a
+                defined step, is renamed too, or has two gravestones (R-EVO-05).
+        """
+        return declare_removed(name, depth=1)
+
+    def renamed(self, old_name: str, /, *, to: str) -> RenamedStep:
+        """Declare that the step ``old_name`` is now called ``to`` (R-EVO-04).
+
+        Executions and ``next_step_name`` values carrying ``old_name`` run the
+        step ``to``; the admin and the CLI show ``"to (was old_name)"``. A
+        declaration of the class body rather than a step option, so that the
+        history stays readable in one place next to the gravestones, and a rename
+        outlives later edits of the step's own options.
+
+        Args:
+            old_name: The name older rows carry.
+            to: The defined step that runs for them.
+
+        Raises:
+            StepConfigurationError: A name is not a non-empty str, the names are
+                equal, or the call is not in a class body; when the class is
+                created, ``old_name`` is still defined, ``to`` is not a defined
+                step, or the renames form a chain or a cycle (R-EVO-05).
+        """
+        return declare_renamed(old_name, to, depth=1)
 
     def _defaults(self) -> dict[str, Any]:
         return {

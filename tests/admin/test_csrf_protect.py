@@ -165,3 +165,25 @@ def test_button_form_uses_the_hosts_csrf_field_name(client, app):
     )
     assert response.status_code == 303, response.get_data(as_text=True)[:500]
     assert workflow_row(workflow.id)["state"] == "ready"
+
+
+def test_resume_at_form_works_with_either_token_scheme_and_refuses_a_tampered_one(
+    client,
+):
+    """The "Resume at step…" form carries the token the active scheme accepts; a
+    tampered one is refused and nothing changes (R-ADM-05, R-EVO-06).
+    """
+    workflow = paused_workflow()
+    url = f"/geneva/workflows/{workflow.id}/resume-at"
+    page = client.get(detail_url(workflow.id)).data
+    form = page[page.index(b"resume-at") :]
+    token = csrf_token_of(form)
+    refused = client.post(
+        url, data={"step_name": "second", "csrf_token": _tampered(token)}
+    )
+    assert refused.status_code == 400
+    assert workflow_row(workflow.id)["state"] == "paused"
+    response = client.post(url, data={"step_name": "second", "csrf_token": token})
+    assert response.status_code == 303, response.get_data(as_text=True)[:500]
+    row = workflow_row(workflow.id)
+    assert (row["state"], row["next_step_name"]) == ("ready", "second")

@@ -40,3 +40,19 @@ class AdminResumable(geneva.Workflow):
     @step
     def done(self):
         pass
+
+
+class AdminEvolved(geneva.Workflow):
+    """After a deploy: 'charge' removed, 'mail' renamed to 'send_mail' (issue 19)."""
+
+    @step
+    def start(self):
+        pass
+
+    step.removed("charge")
+
+    @step
+    def send_mail(self):
+        pass
+
+    step.renamed("mail", to="send_mail")

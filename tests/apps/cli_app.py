@@ -45,3 +45,19 @@ class CliOnboarding(basic.geneva.Workflow):
     def sweep(self, it):
         for _ in it.iterate_over(range(3)):
             pass
+
+
+class CliEvolved(basic.geneva.Workflow):
+    """After a deploy: 'charge' removed, 'mail' renamed to 'send_mail' (issue 19)."""
+
+    @step
+    def start(self):
+        pass
+
+    step.removed("charge")
+
+    @step
+    def send_mail(self):
+        pass
+
+    step.renamed("mail", to="send_mail")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from flask_geneva import ExceptionPolicy
+from flask_geneva import Executor
 from flask_geneva import step
-from flask_geneva.executor import Executor
 from flask_geneva.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -82,7 +82,7 @@ def test_a_step_run_stores_its_rows_and_leaves_clean_persistent_instances(
     first = workflow.current_execution
     Executor.execute(first.id)
 
-    session = db.session()
+    session = geneva.session
     assert not session.dirty
     assert not session.new
     stored = execution_rows(workflow.id)
@@ -209,7 +209,7 @@ def test_a_load_listener_gets_an_orm_load(app, user):
     db.session.remove()
     calls: list[str] = []
     with listening(geneva.StepExecution, "load", calls):
-        session = db.session()
+        session = geneva.session
         locked_workflow, execution = store.lock_workflow_and_execution(
             session, execution_id
         )
@@ -243,7 +243,7 @@ def test_a_locked_row_never_calls_the_classs_own_init(app, user):
     execution_id = workflow.current_execution.id
     assert CoreRowsOwnInit.inits == 1
     db.session.remove()
-    session = db.session()
+    session = geneva.session
     locked_workflow, execution = store.lock_workflow_and_execution(
         session, execution_id
     )
@@ -259,7 +259,7 @@ def test_a_locked_row_never_calls_the_classs_own_init(app, user):
 def test_the_lock_overwrites_unflushed_changes_like_populate_existing(app, user):
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
-    session = db.session()
+    session = geneva.session
     session.commit()
     execution.state = "in_progress"
     workflow.state = "paused"
@@ -295,7 +295,7 @@ def test_the_lock_reads_changes_made_by_another_connection(app, user):
     """Instances the session holds get the locked row's current values."""
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
-    session = db.session()
+    session = geneva.session
     session.commit()
     assert execution.error_message is None
     update_execution(execution.id, error_message="set elsewhere")
@@ -315,7 +315,7 @@ def test_an_unknown_workflow_type_locks_as_the_base_class(app, user):
         connection.execute(
             sa.update(table).where(table.c.id == workflow.id).values(type="Gone")
         )
-    session = db.session()
+    session = geneva.session
     locked_workflow, _ = store.lock_workflow_and_execution(session, execution_id)
     assert type(locked_workflow) is geneva.Workflow
     assert locked_workflow.type == "Gone"
@@ -326,7 +326,7 @@ def test_a_rolled_back_insert_leaves_no_instance_behind(app, user):
     """As after an ORM flush: a rollback expunges the inserted execution."""
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
-    session = db.session()
+    session = geneva.session
     session.commit()
     locked_workflow, locked_execution = store.lock_workflow_and_execution(
         session, execution.id
@@ -352,7 +352,7 @@ def test_a_rolled_back_insert_leaves_no_instance_behind(app, user):
 def test_an_update_of_a_deleted_row_raises_stale_data(app, user):
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
-    session = db.session()
+    session = geneva.session
     assert execution.state == "scheduled"
     assert workflow.next_step_name == "first"
     execution_id = execution.id
@@ -368,7 +368,7 @@ def test_an_update_of_a_deleted_row_raises_stale_data(app, user):
 
 def test_setting_a_column_back_to_its_value_writes_nothing(app, user):
     workflow = CoreRowsTwoSteps.create(hero=user)
-    session = db.session()
+    session = geneva.session
     session.commit()
     stored_before = workflow_row(workflow.id)["updated_at"]
     original = workflow.current_step_name
@@ -389,7 +389,7 @@ def test_a_core_write_keeps_the_instance_in_the_session(app, user):
     transient events sees nothing, and the identity map holds the same object.
     """
     workflow = CoreRowsTwoSteps.create(hero=user)
-    session = db.session()
+    session = geneva.session
     session.commit()
     execution = workflow.current_execution
     workflow.next_step_name = "second"
@@ -419,7 +419,7 @@ def test_a_core_write_keeps_the_instance_in_the_session(app, user):
 def test_other_pending_objects_go_through_the_orm_flush(app, user):
     """A hero changed in the same transaction is flushed too (by the ORM)."""
     workflow = CoreRowsTwoSteps.create(hero=user)
-    session = db.session()
+    session = geneva.session
     session.commit()
     workflow.next_step_name = "second"
     user.counter = 41
@@ -463,7 +463,7 @@ def test_a_rolled_back_savepoint_expires_what_the_core_flush_wrote(app, user):
     """As after an ORM flush, a savepoint rollback leaves no stale values behind."""
     workflow = CoreRowsTwoSteps.create(hero=user)
     workflow_id = workflow.id
-    session = db.session()
+    session = geneva.session
     session.commit()
     assert workflow.next_step_name == "first"
     savepoint = session.begin_nested()
@@ -481,7 +481,7 @@ def test_two_changed_executions_are_written_one_by_one(app, user):
     second = CoreRowsTwoSteps.create(hero=user, allow_multiple=True)
     executions = [first.current_execution, second.current_execution]
     ids = [execution.id for execution in executions]
-    session = db.session()
+    session = geneva.session
     session.commit()
     for execution in executions:
         execution.error_message = f"note {execution.id}"
@@ -499,7 +499,7 @@ def test_an_attach_listener_gets_an_orm_load(app, user):
     db.session.remove()
     calls: list[str] = []
     with listening(orm.Session, "after_attach", calls):
-        session = db.session()
+        session = geneva.session
         store.lock_workflow_and_execution(session, execution_id)
         session.rollback()
     # The ORM load attaches without the attach events, as before the Core path.
@@ -522,7 +522,7 @@ def test_a_refresh_flush_listener_does_not_turn_the_core_writes_off(app, user):
 def test_the_lock_resets_a_loaded_relationship_like_populate_existing(app, user):
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
-    session = db.session()
+    session = geneva.session
     session.commit()
     assert execution.workflow is workflow
     session.expunge(workflow)
@@ -585,7 +585,7 @@ def test_a_rolled_back_store_savepoint_undoes_its_core_writes(app, user):
     """Inside ``session_transactions.savepoint``: written rows expire, the inserted one is dropped."""
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
-    session = db.session()
+    session = geneva.session
     session.commit()
     created = []
 
@@ -610,7 +610,7 @@ def test_a_rolled_back_store_savepoint_undoes_its_core_writes(app, user):
 def test_a_released_savepoint_is_undone_by_the_outer_rollback(app, user):
     workflow = CoreRowsTwoSteps.create(hero=user)
     execution = workflow.current_execution
-    session = db.session()
+    session = geneva.session
     session.commit()
     with session_transactions.savepoint(session):
         new = _schedule_second(session, execution.id)

@@ -1,0 +1,220 @@
+"""The layer order holds (issue 15, docs/architecture.md "Layers").
+
+Every module of the package belongs to exactly one of five layers, and imports
+(module-level and function-level alike, read with ``ast``) only from its own
+layer or a lower one. The four lower layers, the engine included, import
+neither Flask nor Celery nor Flask-Admin: the engine gets its settings,
+publisher and models from its caller (``EngineContext``). A new module must be
+placed in :data:`LAYERS` before this test passes, which is where its author
+decides what it may depend on.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.import_graph import _runtime_imports
+from tests.import_graph import import_graph
+from tests.import_graph import module_names
+
+PACKAGE = Path(__file__).resolve().parents[1] / "flask_geneva"
+
+#: Layer number -> (name, modules or packages; a name ending in ".*" covers a package).
+LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
+    1: (
+        "foundations: pure code, no database access",
+        (
+            "exceptions",
+            "clock",
+            "durations",
+            "keys",
+            "terminal_text",
+            "config",
+            "dsl",
+            "dsl.*",
+            "policies",
+            "policy_matchers",
+            "policy_resolution",
+            "backoff",
+            "release_spread",
+            "task_failures",
+            "job_options",
+            "cursors",
+            "signals",
+            "reporting",
+            "metrics",
+            "tagged_logging",
+            "publications",
+            "transactions",
+            "heroes",
+        ),
+    ),
+    2: (
+        "models: the ORM classes users touch",
+        (
+            "model_states",
+            "model_columns",
+            "model_services",
+            "workflow_model",
+            "workflow_actions",
+            "step_execution_model",
+            "model_factory",
+            "models",
+            "transition_types",
+            "store_model_queries",
+        ),
+    ),
+    3: (
+        "data: the write path and every locking read",
+        (
+            "engine_context",
+            "core_rows",
+            "row_updates",
+            "store",
+            "column_detection",
+            "sqlite_locking",
+            "session_transactions",
+            "error_recording",
+            "cleanup_lock",
+            "store_queries",
+            "store_maintenance",
+            "store_admin_queries",
+            "store_admin_filters",
+            "schema",
+            "schema.*",
+        ),
+    ),
+    4: (
+        "engine: orchestration through the transition table",
+        (
+            "transition_apply",
+            "transitions",
+            "executor",
+            "executor_prepare",
+            "executor_outcomes",
+            "executor_run",
+            "executor_events",
+            "policy_decisions",
+            "flow_control",
+            "scheduling",
+            "iteration",
+            "early_delivery",
+            "housekeeping",
+            "operator_finalize",
+            "operator_recovery",
+            "operator_resume_at",
+            "step_evolution",
+            "step_execution_rows",
+            "dispatcher",
+            "outbox",
+            "dispatch",
+        ),
+    ),
+    5: (
+        "integration: Flask, Celery and the operators' tools",
+        (
+            "runtime",
+            "extension",
+            "schema.autogenerate",
+            "operations",
+            "model_engine",
+            "tasks",
+            "celery_publisher",
+            "worker_processes",
+            "broker_checks",
+            "startup_checks",
+            "integrations",
+            "reference",
+            "testing",
+            "pytest_plugin",
+            "cli",
+            "cli.*",
+            "admin",
+            "admin.*",
+            "reporters",
+            "reporters.*",
+        ),
+    ),
+}
+
+#: Libraries the layers below integration never import, not even in a function.
+FRAMEWORKS = ("flask", "celery", "kombu", "flask_admin", "flask_sqlalchemy", "werkzeug")
+
+
+def _short(module: str) -> str:
+    return module.removeprefix("flask_geneva.")
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of ``module`` (dotted, with or without the package prefix).
+
+    An exact entry wins over a package wildcard (``schema.autogenerate`` is
+    Flask-Migrate glue, the rest of ``schema`` is data).
+    """
+    name = _short(module)
+    for number, (_, members) in LAYERS.items():
+        if name in members:
+            return number
+    for number, (_, members) in LAYERS.items():
+        for member in members:
+            if member.endswith(".*") and name.startswith(member[:-1]):
+                return number
+    return None
+
+
+def _modules() -> list[str]:
+    return [name for name in module_names(PACKAGE) if name != "flask_geneva"]
+
+
+def test_every_module_has_a_layer():
+    """A module missing from LAYERS fails here: its author places it (issue 15)."""
+    assert [name for name in _modules() if layer_of(name) is None] == []
+
+
+def test_imports_only_go_down_the_layers():
+    """No module imports a module of a higher layer, function-level imports included (issue 15)."""
+    graph = import_graph(PACKAGE)
+    upward = sorted(
+        f"{_short(module)} (layer {layer_of(module)}) imports "
+        f"{_short(target)} (layer {layer_of(target)})"
+        for module, targets in graph.items()
+        if module != "flask_geneva"
+        for target in targets
+        if target != "flask_geneva"
+        and (layer_of(target) or 0) > (layer_of(module) or 0)
+    )
+    assert upward == []
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    names: set[str] = set()
+    for node in _runtime_imports(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif node.level == 0 and node.module is not None:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_engine_and_below_import_no_framework():
+    """Layers 1-4 (the engine included) import neither Flask, Celery nor Flask-Admin (issue 15, STYLE §3.1)."""
+    offenders = sorted(
+        f"{_short(name)} imports {framework}"
+        for name, path in module_names(PACKAGE).items()
+        if name != "flask_geneva" and (layer_of(name) or 5) < 5
+        for framework in sorted(_third_party_imports(path) & set(FRAMEWORKS))
+    )
+    assert offenders == []
+
+
+def test_the_layer_test_sees_a_violation():
+    """The checks can fail: an upward edge and a framework import are both detected."""
+    assert layer_of("flask_geneva.executor") == 4
+    assert layer_of("flask_geneva.runtime") == 5
+    assert layer_of("flask_geneva.admin.views") == 5
+    assert (layer_of("flask_geneva.runtime") or 0) > (
+        layer_of("flask_geneva.executor") or 0
+    )
+    assert "flask" in _third_party_imports(PACKAGE / "runtime.py")
