@@ -64,6 +64,8 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_TASK_BACKEND": "celery",
     "GENEVA_ALLOW_EAGER": False,
     "GENEVA_TASK_RERAISE": "unhandled",
+    "GENEVA_INLINE_CONTINUATION_BUDGET": timedelta(seconds=1),
+    "GENEVA_INLINE_CONTINUATION_MAX_STEPS": 100,
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": True,
     "GENEVA_ADMIN_ENABLED": False,
     "GENEVA_ADMIN_URL": "/geneva",
@@ -165,6 +167,16 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         'the policy paused, canceled or gave up (or none handled it), `"always"` '
         "for every policy-handled exception (R-EXE-50)."
     ),
+    "GENEVA_INLINE_CONTINUATION_BUDGET": (
+        "A step task that completes its step may claim and run the next one "
+        "itself when it is due now on the same queue and priority, until this "
+        "much time has passed since the task began; 0 turns inline "
+        "continuation off; at most 1 hour (R-EXE-70, R-EXE-72)."
+    ),
+    "GENEVA_INLINE_CONTINUATION_MAX_STEPS": (
+        "Most steps one step task runs through inline continuation, the "
+        "delivered one included; 0 (or 1) turns it off (R-EXE-72)."
+    ),
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": (
         "On SQLite engines, install WAL journaling, a busy timeout, foreign keys "
         "and `BEGIN IMMEDIATE` for geneva's writes; False leaves the engine alone."
@@ -254,6 +266,11 @@ class GenevaConfig:
     #: When the step task re-raises a handled exception (R-EXE-50 amended):
     #: ``"unhandled"`` or ``"always"``; see :mod:`flask_geneva.task_failures`.
     task_reraise: str
+    #: Time after which a step task claims no further step inline; zero for
+    #: none (R-EXE-72).
+    inline_continuation_budget: timedelta
+    #: Most steps one step task runs inline, the delivered one included (R-EXE-72).
+    inline_continuation_max_steps: int
     sqlite_begin_immediate: bool
     admin: AdminConfig
 
@@ -528,6 +545,10 @@ def _validated(
         "task_backend": take(_choice, merged, "GENEVA_TASK_BACKEND", _TASK_BACKENDS),
         "allow_eager": take(_bool, merged, "GENEVA_ALLOW_EAGER"),
         "task_reraise": take(_choice, merged, "GENEVA_TASK_RERAISE", RERAISE_MODES),
+        "inline_continuation_budget": take(_inline_budget, merged),
+        "inline_continuation_max_steps": take(
+            _non_negative_int, merged, "GENEVA_INLINE_CONTINUATION_MAX_STEPS"
+        ),
         "sqlite_begin_immediate": take(_bool, merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
         "admin": take(admin_config_from_mapping, merged),
     }
@@ -549,6 +570,26 @@ def _release_spread(merged: Mapping[str, Any]) -> timedelta:
             f"0 releases at once), got {merged[key]!r}"
         )
     return window
+
+
+def _inline_budget(merged: Mapping[str, Any]) -> timedelta:
+    key = "GENEVA_INLINE_CONTINUATION_BUDGET"
+    budget: timedelta = _duration(merged, key, allow_none=False)
+    if budget > timedelta(hours=1):
+        raise GenevaConfigurationError(
+            f"{key} must be at most 1 hour (a timedelta or seconds from 0 to 3600; "
+            f"0 turns inline continuation off), got {merged[key]!r}"
+        )
+    return budget
+
+
+def _non_negative_int(mapping: Mapping[str, Any], key: str) -> int:
+    value = mapping[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise GenevaConfigurationError(
+            f"{key} must be an int >= 0, got {value!r} ({type(value).__name__})"
+        )
+    return value
 
 
 def _max_cursor_size(merged: Mapping[str, Any]) -> int | None:

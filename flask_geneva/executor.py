@@ -36,7 +36,9 @@ from flask_geneva import transitions
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import StepInterrupt
-from flask_geneva.executor_prepare import PreparePhase
+from flask_geneva.executor_continuation import ClaimedStep
+from flask_geneva.executor_continuation import ContinuationSteps
+from flask_geneva.executor_continuation import InlineBudget
 from flask_geneva.executor_run import BodyResult
 from flask_geneva.flow_control import step_context
 from flask_geneva.models import StepExecutionState
@@ -59,6 +61,7 @@ def execute_step(
     lookup_delay_seconds: float = 0.0,
     reraise: str = task_failures.RERAISE_ALWAYS,
     run_early: bool = False,
+    continue_inline: bool = False,
 ) -> None:
     """Run the step execution ``execution_or_id`` (an instance or its id).
 
@@ -93,6 +96,11 @@ def execute_step(
             test helpers, R-TH-01). By default an execution delivered more than
             ``GENEVA_CLOCK_SKEW_TOLERANCE`` before its time does not run and is
             published again for its time (R-EXE-18).
+        continue_inline: When the step completes and the next one is due now on
+            the same queue and priority, claim it in the same transaction and run
+            it in this call, up to ``GENEVA_INLINE_CONTINUATION_BUDGET`` and
+            ``GENEVA_INLINE_CONTINUATION_MAX_STEPS`` (R-EXE-70..77). The Celery
+            task passes True; the default False runs exactly one step.
 
     Raises:
         Exception: The step body's (or condition's or prepare phase's)
@@ -107,40 +115,57 @@ def execute_step(
     task_failures.validate_reraise_mode(reraise)
     session = context.session
     execution_id = getattr(execution_or_id, "id", execution_or_id)
-    run = _Run(
-        session=session,
-        execution_id=execution_id,
-        base_logger=logger,
-        interruptible=interruptible,
-        max_iterations=max_iterations,
-        lookup_attempts=lookup_attempts,
-        lookup_delay_seconds=lookup_delay_seconds,
-        reraise=reraise,
-        run_early=run_early,
-        context=context,
-    )
-    try:
-        run.execute()
-    finally:
-        context.run_queued_tasks()
+    budget = InlineBudget.from_settings(context.settings) if continue_inline else None
+    claimed: ClaimedStep | None = None
+    while True:
+        run = _Run(
+            session=session,
+            execution_id=execution_id,
+            base_logger=logger,
+            interruptible=interruptible,
+            max_iterations=max_iterations,
+            lookup_attempts=lookup_attempts,
+            lookup_delay_seconds=lookup_delay_seconds,
+            reraise=reraise,
+            run_early=run_early,
+            context=context,
+        )
+        run.inline_budget = budget
+        try:
+            claimed = run.execute(claimed)
+        finally:
+            context.run_queued_tasks()
+        if claimed is None:
+            return
+        # R-EXE-70: the next step was claimed with this one's outcome; run it here.
+        execution_id = claimed.execution.id
 
 
-class _Run(PreparePhase):
-    """One call of :func:`execute_step`: the driver, Phase 2 and Phase 3."""
+class _Run(ContinuationSteps):
+    """One step of :func:`execute_step`: the driver, Phase 2 and Phase 3."""
 
     # -- driver ------------------------------------------------------------------------
 
-    def execute(self) -> None:
+    def execute(self, claimed: ClaimedStep | None = None) -> ClaimedStep | None:
+        """Run one step; return the next step's execution if it was claimed inline.
+
+        Args:
+            claimed: The execution the previous step's finalize claimed inline
+                (R-EXE-70); None runs Phase 1 on ``self.execution_id``.
+        """
         session = self.session
         if session.in_transaction():
             session.commit()
         try:
-            prepared = self._prepare()
+            prepared = (
+                self._adopt_claim(claimed) if claimed is not None else self._prepare()
+            )
             if prepared is None:
-                return
+                return None
             workflow, execution, step = prepared
             body = self._run_body(workflow, execution, step)
             self._finalize(step, body)
+            return self.continuation
         finally:
             self._restore_loggers()
             if self._error_context_token is not None:
@@ -301,7 +326,11 @@ class _Run(PreparePhase):
             self._finalizing = True
             workflow.current_step_name = None
             if body.kind == "completed":
-                self._transition(transitions.COMPLETE, now, workflow, execution, step)
+                schedules = transitions.apply(
+                    transitions.COMPLETE, now, workflow=workflow, execution=execution
+                )
+                if not self._continue_inline(workflow, step):
+                    self._perform(schedules, workflow, execution, step)
             elif body.kind == "interrupted":
                 assert body.interrupt is not None  # noqa: S101 - kind implies it
                 self._record_interrupt(execution, body)

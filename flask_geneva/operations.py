@@ -37,6 +37,7 @@ class Executor:
         lookup_delay_seconds: float = 0.0,
         reraise: str = task_failures.RERAISE_ALWAYS,
         run_early: bool = False,
+        continue_inline: bool = False,
     ) -> None:
         """Run the step execution ``execution_or_id`` (an instance or its id).
 
@@ -59,6 +60,7 @@ class Executor:
             lookup_delay_seconds=lookup_delay_seconds,
             reraise=reraise,
             run_early=run_early,
+            continue_inline=continue_inline,
         )
 
 

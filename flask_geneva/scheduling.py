@@ -38,6 +38,7 @@ __all__ = [
     "create_step_execution",
     "create_successor_execution",
     "create_workflow",
+    "due_now_on_same_route",
     "enqueue_scheduled_execution",
     "reschedule_current_step",
     "schedule_next_step",
@@ -224,6 +225,7 @@ def create_step_execution(
     cursor: Any = None,
     cancel_stray: bool = True,
     publish: bool = True,
+    claim_inline: bool = False,
 ) -> Any:
     """Insert a scheduled execution of ``step``; arrange its publication (R-SCH-01..05).
 
@@ -246,6 +248,11 @@ def create_step_execution(
             dispatcher leaves alone while the workflow is paused (R-DSP-03), and
             ``resume()`` publishes it (R-EXT-21). The executor passes False when an
             operator paused the workflow while the step ran (R-EXE-42).
+        claim_inline: The executor continues with this execution in the same
+            task (R-EXE-70): the ``claim`` transition is applied to it before its
+            INSERT (so it is inserted ``in_progress``, the workflow
+            ``performing`` with ``current_step_name`` set, R-EXE-17) and nothing
+            is published; ``job_id`` is still a fresh task id (R-SCH-05).
 
     Returns:
         The new (flushed) execution.
@@ -276,7 +283,16 @@ def create_step_execution(
     workflow.next_step_name = step.name
     # The task id is chosen before the INSERT so job_id needs no second UPDATE.
     context = context_of(session)
-    if publish:
+    if claim_inline:
+        execution.job_id, publication = str(uuid.uuid4()), None
+        transitions.apply(
+            transitions.CLAIM,
+            now,
+            workflow=workflow,
+            execution=execution,
+            current_step_name=step.name,
+        )
+    elif publish:
         publication = _prepare_publication(execution, options, now, context)
     else:
         execution.job_id, publication = dispatch.DEFERRED_JOB_ID, None
@@ -328,6 +344,37 @@ def _prepare_publication(
         priority=priority,
         eta=eta,
     )
+
+
+def due_now_on_same_route(
+    workflow: Any, done_step: Any, following: Any, context: EngineContext
+) -> bool:
+    """Tell whether ``following`` would be published now, where ``done_step`` was.
+
+    True when the execution :func:`create_step_execution` would create for
+    ``following`` is due at once (no step ``wait``, no job-option ``wait`` or
+    future ``wait_until``, no release-spread block, R-SCH-20) and its task would
+    go to the same queue with the same priority as ``done_step``'s (R-JOB-02,
+    R-JOB-08). The executor continues inline only then (R-EXE-71).
+
+    Args:
+        workflow: The workflow, locked by the caller.
+        done_step: The step definition that just completed.
+        following: The step definition scheduled next.
+        context: The engine context (settings: default queue, priority mapper).
+    """
+    if following.wait or release_spread.active_window() is not None:
+        return False
+    options = workflow.job_options_for(following)
+    now = clock.now()
+    option_time = _job_option_time(options, now)
+    if option_time is not None and option_time > now:
+        return False
+    done_options = workflow.job_options_for(done_step)
+    default_queue = context.settings.default_queue
+    return (options.get("queue") or default_queue) == (
+        done_options.get("queue") or default_queue
+    ) and options.get("priority") == done_options.get("priority")
 
 
 def _request(

@@ -162,7 +162,11 @@ def _app_context(celery: Any) -> Any:
 
 
 def perform_step_execution(
-    step_execution_id: Any, *, logger: Any = None, run_early: bool = False
+    step_execution_id: Any,
+    *,
+    logger: Any = None,
+    run_early: bool = False,
+    continue_inline: bool = True,
 ) -> None:
     """Find the execution (with retries) and run the executor (R-JOB-20/21).
 
@@ -183,6 +187,10 @@ def perform_step_execution(
         step_execution_id: The execution's primary key.
         logger: Base logger for the executor (R-LOG-04); default ``flask_geneva``.
         run_early: Run it even before its time (``drain(respect_eta=False)``).
+        continue_inline: Run the following steps in this task while they are
+            due now on the same queue and priority, within
+            ``GENEVA_INLINE_CONTINUATION_BUDGET`` (R-EXE-70..77); the test
+            helpers' ``drain()`` passes False, so each of its tasks runs one step.
 
     Raises:
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
@@ -200,6 +208,7 @@ def perform_step_execution(
         lookup_delay_seconds=config.find_delay_seconds,
         reraise=config.task_reraise,
         run_early=run_early,
+        continue_inline=continue_inline,
     )
 
 

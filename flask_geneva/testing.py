@@ -309,8 +309,12 @@ class RecordingJobs:
                 raise RuntimeError(f"drain() ran limit={limit} tasks and more remain")
             ran += 1
             try:
+                # One step per recorded task, FIFO (R-EXE-77): no inline
+                # continuation, so tests see every publication.
                 perform_step_execution(
-                    publication.step_execution_id, run_early=not respect_eta
+                    publication.step_execution_id,
+                    run_early=not respect_eta,
+                    continue_inline=False,
                 )
             except Exception as error:  # noqa: BLE001 - a failing task fails only itself
                 _session().rollback()

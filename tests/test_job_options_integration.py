@@ -110,7 +110,11 @@ def run_recorded(geneva_jobs, limit=50):
         publication = geneva_jobs.enqueued.pop(0)
         ran.append(publication)
         try:
-            perform_step_execution(publication.step_execution_id, run_early=True)
+            # One step per task: each step's publication is what these tests check
+            # (without continuation, R-EXE-72).
+            perform_step_execution(
+                publication.step_execution_id, run_early=True, continue_inline=False
+            )
         except Exception:  # noqa: BLE001 - a failing task fails only itself
             db.session.rollback()
         db.session.remove()

@@ -95,6 +95,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "executor_outcomes",
             "executor_run",
             "executor_events",
+            "executor_continuation",
             "policy_decisions",
             "flow_control",
             "scheduling",

@@ -95,3 +95,11 @@ class WorkerBackoffRetries(basic.geneva.Workflow):
     )
     def flaky(self):
         raise WorkerFlakyError("still failing")
+
+
+class WorkerTenSteps(basic.geneva.Workflow):
+    """Ten steps that each add one to the hero's counter (inline continuation)."""
+
+    _steps = step.repeat(
+        10, lambda wf: setattr(wf.hero, "counter", wf.hero.counter + 1)
+    )

@@ -166,6 +166,8 @@ def test_executor_finishes_its_step_when_the_next_publication_fails(
     app, unreachable_celery
 ):
     """The step's result is committed and the task does not fail: the next step waits for the dispatcher (issue 14 point 3)."""
+    # The next step must be published, not continued inline (R-EXE-72).
+    app.config["GENEVA_INLINE_CONTINUATION_MAX_STEPS"] = 0
     hero = _new_hero()
     hero_id = hero.id
     workflow = OutboxTwoSteps.create(hero=hero)

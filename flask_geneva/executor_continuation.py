@@ -1,0 +1,194 @@
+"""Inline continuation: finish a step and claim the next one in one transaction.
+
+When a step's body returns and the next step is due now on the same queue and
+priority, the executor's finalize may claim the next step's execution in the
+same locked transaction (the ``claim`` transition applied before its INSERT)
+instead of publishing it, and the same task runs it next (R-EXE-70..77), up to
+``GENEVA_INLINE_CONTINUATION_BUDGET`` seconds and
+``GENEVA_INLINE_CONTINUATION_MAX_STEPS`` steps per task. Each continued step is
+a run of its own: its own execution row, hooks, signals, policies and the
+finalize checks (a paused or canceled workflow ends the chain, R-EXE-42).
+Temporal's eager activity dispatch is the analogue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from flask_geneva import clock
+from flask_geneva import executor_events
+from flask_geneva import reporting
+from flask_geneva import scheduling
+from flask_geneva import signals
+from flask_geneva.config import GenevaConfig
+from flask_geneva.dsl.conditions import evaluate_cancel_conditions
+from flask_geneva.executor_prepare import PreparePhase
+from flask_geneva.flow_control import step_context
+
+__all__ = ["ClaimedStep", "ContinuationSteps", "InlineBudget"]
+
+
+@dataclasses.dataclass
+class InlineBudget:
+    """What one task may still continue inline (R-EXE-72).
+
+    Attributes:
+        max_seconds: ``GENEVA_INLINE_CONTINUATION_BUDGET`` in seconds: no step is
+            claimed inline once this much time has passed since the task's
+            first step began (a step already claimed runs to its end).
+        max_steps: ``GENEVA_INLINE_CONTINUATION_MAX_STEPS``: most steps one task
+            runs, the delivered one included.
+        started: ``time.monotonic()`` when the task's first step began.
+        steps_run: Steps run so far by the task, the current one included.
+    """
+
+    max_seconds: float
+    max_steps: int
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    steps_run: int = 1
+
+    @classmethod
+    def from_settings(cls, settings: GenevaConfig) -> InlineBudget | None:
+        """The budget of a task under ``settings``, or None when continuation is off.
+
+        Args:
+            settings: The settings the task runs with.
+
+        Returns:
+            None when the budget or the step count is 0 (or the count is 1).
+        """
+        seconds = settings.inline_continuation_budget.total_seconds()
+        steps = settings.inline_continuation_max_steps
+        if seconds <= 0 or steps <= 1:
+            return None
+        return cls(max_seconds=seconds, max_steps=steps)
+
+    def allows_another(self) -> bool:
+        """Whether one more step may be claimed inline now (R-EXE-72)."""
+        return (
+            self.steps_run < self.max_steps
+            and time.monotonic() - self.started < self.max_seconds
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimedStep:
+    """A step execution the previous step's finalize claimed inline (R-EXE-70).
+
+    Attributes:
+        workflow: The workflow (still loaded; the lock ended with the commit).
+        execution: The claimed execution, ``in_progress``.
+        step: Its step definition.
+        precondition_timing: Timing of its passed preconditions (R-SIG-02).
+    """
+
+    workflow: Any
+    execution: Any
+    step: Any
+    precondition_timing: dict[str, Any]
+
+
+class ContinuationSteps(PreparePhase):
+    """The executor's inline continuation (R-EXE-70..77).
+
+    Attributes:
+        inline_budget: The task's budget, shared by the runs of one task; None
+            when this run may not continue inline (the default: test helpers,
+            ``Executor.execute`` without ``continue_inline``).
+        continuation: Set by finalize when it claimed the next step inline.
+    """
+
+    inline_budget: InlineBudget | None = None
+    continuation: ClaimedStep | None = None
+
+    def _continue_inline(self, workflow: Any, step: Any) -> bool:
+        """Claim the step after ``step`` inline, if allowed; True if claimed.
+
+        Called by finalize after ``complete`` was applied to the locked rows
+        (the workflow is ``ready``), before anything is scheduled. On False the
+        caller schedules and publishes the next step as usual (R-EXE-71/73).
+        """
+        budget = self.inline_budget
+        if budget is None or not budget.allows_another():
+            return False
+        following = workflow.steps.next_after(step.name)
+        if (
+            following is None
+            or following.is_resumable
+            or not scheduling.due_now_on_same_route(
+                workflow, step, following, self.context
+            )
+        ):
+            return False
+        timing = self._preconditions_pass_inline(workflow, following)
+        if timing is None:
+            return False
+        execution = scheduling.create_step_execution(
+            self.session,
+            workflow,
+            following,
+            wait=None,
+            cancel_stray=False,
+            claim_inline=True,
+        )
+        budget.steps_run += 1
+        self.continuation = ClaimedStep(workflow, execution, following, timing)
+        return True
+
+    def _preconditions_pass_inline(
+        self, workflow: Any, following: Any
+    ) -> dict[str, Any] | None:
+        """Check the hero and evaluate ``following``'s preconditions (R-EXE-73).
+
+        Returns:
+            The evaluation's timing when all pass; None when the hero is gone, a
+            condition holds or one raised: the step is then published, and its
+            own delivery evaluates them again and applies the outcome (R-EXE-13,
+            R-EXE-20..24), as it would without continuation.
+        """
+        started_at, started = clock.now(), time.monotonic()
+        try:
+            # Without autoflush, the outcome just applied and the claim go out in
+            # one flush: one UPDATE for both rows, then the INSERT (R-DM-40).
+            with self.session.no_autoflush:
+                if (
+                    not type(workflow).may_proceed_without_hero
+                    and workflow.hero is None
+                ):
+                    return None
+                with step_context(workflow.id, "conditions"):
+                    definitions = type(workflow).__geneva_definitions__
+                    if evaluate_cancel_conditions(
+                        workflow, definitions.cancel_conditions
+                    ):
+                        return None
+                    if following.should_skip(workflow):
+                        return None
+        except Exception as error:  # noqa: BLE001 - R-EXE-73: its delivery handles it
+            self.logger.debug(
+                "preconditions of %r raised %s; publishing it instead of "
+                "continuing inline",
+                following.name,
+                type(error).__name__,
+            )
+            return None
+        return executor_events.timing(started_at, started)
+
+    def _adopt_claim(self, claimed: ClaimedStep) -> tuple[Any, Any, Any]:
+        """Start a run on an execution claimed inline: Phase 1 is already done.
+
+        Installs the loggers and the error context, and emits the
+        ``precondition`` signal with outcome ``passed`` (R-EXE-74, R-SIG-02).
+        """
+        workflow, execution, step = claimed.workflow, claimed.execution, claimed.step
+        self._install_loggers(workflow, execution)
+        if self._error_context_token is None:
+            self._error_context_token = reporting.set_error_context(workflow, execution)
+        self.logger.info("continuing inline with step %r", step.name)
+        self.events.set_payload_base(workflow, execution, step)
+        self.events.emit(
+            signals.precondition, claimed.precondition_timing, outcome="passed"
+        )
+        return workflow, execution, step
