@@ -6,6 +6,11 @@ SQLAlchemy engine events. Usage::
     python bench/step_overhead.py --workflows 200
     python bench/step_overhead.py --database-url postgresql+psycopg://postgres@127.0.0.1:5432/test
     python bench/step_overhead.py --track-modifications  # SQLALCHEMY_TRACK_MODIFICATIONS
+    python bench/step_overhead.py --inline-continuation  # as the Celery task runs steps
+
+``--inline-continuation`` runs each delivered step as the Celery task does, with
+inline continuation (R-EXE-70): a completed step claims the next one in its own
+finalize transaction, so a 10-step workflow needs one delivery.
 
 The target for a regular step is <= 3 commits and <= 10 statements.
 """
@@ -45,6 +50,12 @@ def main() -> None:
         action="store_true",
         help="run with SQLALCHEMY_TRACK_MODIFICATIONS=True (host session listeners)",
     )
+    parser.add_argument(
+        "--inline-continuation",
+        action="store_true",
+        help="continue inline as the Celery task does (R-EXE-70); default: one "
+        "step per delivery",
+    )
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory()
@@ -79,15 +90,15 @@ def main() -> None:
             counts["commits"] += 1
 
         backend = app.extensions["geneva"].recording_backend
-        steps_run = 0
+        deliveries = 0
         started = time.perf_counter()
         cpu_started = time.process_time()
         pending = list(execution_ids)
         while pending:
             next_round = []
             for execution_id in pending:
-                Executor.execute(execution_id)
-                steps_run += 1
+                Executor.execute(execution_id, continue_inline=args.inline_continuation)
+                deliveries += 1
             for publication in backend.enqueued:
                 next_round.append(publication.step_execution_id)
             backend.clear()
@@ -101,13 +112,18 @@ def main() -> None:
             .select_from(basic.geneva.Workflow)
             .where(basic.geneva.Workflow.state == "finished")
         )
+        steps_run = basic.db.session.scalar(
+            sa.select(sa.func.count()).select_from(basic.geneva.StepExecution)
+        )
         dialect = engine.dialect.name
         basic.db.session.remove()
         basic.db.drop_all()
     print(f"database:            {dialect}")
     print(f"track modifications: {args.track_modifications}")
     print(f"workflows finished:  {finished}/{args.workflows}")
+    print(f"inline continuation: {args.inline_continuation}")
     print(f"steps run:           {steps_run}")
+    print(f"deliveries:          {deliveries}")
     print(f"steps/s:             {steps_run / elapsed:,.0f}")
     print(f"CPU per step:        {cpu / steps_run * 1000:.2f} ms (this process)")
     print(f"statements per step: {counts['statements'] / steps_run:.2f}")
