@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import event
 
 from flask_geneva import ExceptionPolicy
+from flask_geneva import resumable_step
 from flask_geneva import Executor
 from flask_geneva import signals
 from flask_geneva import step
@@ -160,6 +161,16 @@ class InlinePausedFromOutside(geneva.Workflow):
         pass
 
 
+class InlineResumableSecond(geneva.Workflow):
+    @step
+    def first(self):
+        pass
+
+    @resumable_step
+    def walk(self, it):
+        pass
+
+
 class InlineSlowSteps(geneva.Workflow):
     _steps = step.repeat(4, lambda wf: time.sleep(0.06))
 
@@ -267,6 +278,17 @@ def test_a_waiting_step_ends_the_chain(app, user, geneva_jobs):
 def test_another_queue_or_priority_ends_the_chain(app, user, geneva_jobs, workflow_cls):
     """The next step is published when its queue or priority differs (R-EXE-71)."""
     workflow_id, first_id = _start(workflow_cls, user, geneva_jobs)
+    perform_step_execution(first_id)
+    assert [r["state"] for r in execution_rows(workflow_id)] == [
+        "completed",
+        "scheduled",
+    ]
+    assert len(geneva_jobs.enqueued) == 1
+
+
+def test_a_resumable_next_step_ends_the_chain(app, user, geneva_jobs):
+    """A resumable step is published, not claimed inline (R-EXE-71)."""
+    workflow_id, first_id = _start(InlineResumableSecond, user, geneva_jobs)
     perform_step_execution(first_id)
     assert [r["state"] for r in execution_rows(workflow_id)] == [
         "completed",
