@@ -370,6 +370,8 @@ def due_now_on_same_route(
     option_time = _job_option_time(options, now)
     if option_time is not None and option_time > now:
         return False
+    if following.job_options == done_step.job_options:
+        return True  # the same class and instance options under both: one route
     done_options = workflow.job_options_for(done_step)
     default_queue = context.settings.default_queue
     return (options.get("queue") or default_queue) == (
