@@ -71,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_ADMIN_CAN_ACT": None,
     "GENEVA_ADMIN_ACTOR": None,
     "GENEVA_ADMIN_PAUSED_RATIO_WARN": 0.05,
+    "GENEVA_ADMIN_REFRESH_SECONDS": 10,
 }
 
 #: What each setting means, for the generated settings reference (docs) and
@@ -192,6 +193,10 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "Share of paused workflows (0 to 1) above which the admin overview warns "
         "(R-ADM-10)."
     ),
+    "GENEVA_ADMIN_REFRESH_SECONDS": (
+        "Seconds between the admin's automatic refreshes of the overview, the lists "
+        "and the workflow page; 0 turns auto-refresh off (R-ADM-49)."
+    ),
 }
 
 
@@ -270,6 +275,8 @@ class AdminConfig:
         can_act: ``() -> bool`` deciding whether buttons act, or None (= ``access``).
         actor: ``() -> str | None`` naming the operator, or None (default lookup).
         paused_ratio_warn: Paused ratio (0..1) above which the overview warns.
+        refresh_seconds: Seconds between automatic page refreshes; 0 = off
+            (R-ADM-49).
     """
 
     enabled: bool
@@ -278,6 +285,7 @@ class AdminConfig:
     can_act: Callable[[], bool] | None
     actor: Callable[[], str | None] | None
     paused_ratio_warn: float
+    refresh_seconds: int = 10
 
 
 def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
@@ -303,6 +311,12 @@ def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
             "GENEVA_ADMIN_PAUSED_RATIO_WARN must be a number from 0 to 1, "
             f"got {ratio!r}"
         )
+    refresh = merged["GENEVA_ADMIN_REFRESH_SECONDS"]
+    if isinstance(refresh, bool) or not isinstance(refresh, int) or refresh < 0:
+        raise GenevaConfigurationError(
+            "GENEVA_ADMIN_REFRESH_SECONDS must be a whole number of seconds >= 0 "
+            f"(0 turns auto-refresh off), got {refresh!r}"
+        )
     return AdminConfig(
         enabled=_bool(merged, "GENEVA_ADMIN_ENABLED"),
         url=url.rstrip("/"),
@@ -310,6 +324,7 @@ def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
         can_act=_callable_or_none(merged, "GENEVA_ADMIN_CAN_ACT"),
         actor=_callable_or_none(merged, "GENEVA_ADMIN_ACTOR"),
         paused_ratio_warn=float(ratio),
+        refresh_seconds=refresh,
     )
 
 

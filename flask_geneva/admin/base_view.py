@@ -30,6 +30,7 @@ from flask_geneva.admin.presenters import format_time
 from flask_geneva.admin.time_display import parse_stored_time
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.keys import parse_key
+from flask_geneva.runtime import current_state
 
 __all__ = ["GenevaView", "WorkflowPages", "asset_dir", "content_security_policy"]
 
@@ -102,6 +103,11 @@ class GenevaView(BaseView):
         kwargs.setdefault("when", functools.partial(time_tag, now=now))
         kwargs.setdefault("stored_time", parse_stored_time)
         kwargs.setdefault("geneva_js_url", self.asset_url("geneva/geneva.js"))
+        kwargs.setdefault("geneva_refresh_js_url", self.asset_url("geneva/refresh.js"))
+        # Pages that wrap their content in #geneva-live refresh it (R-ADM-49).
+        kwargs.setdefault(
+            "geneva_refresh_seconds", current_state().config.admin.refresh_seconds
+        )
         return str(super().render(template, **kwargs))
 
     def asset_url(self, filename: str) -> str:
