@@ -37,6 +37,7 @@ __all__ = [
     "workflow_list_page",
     "workflow_rows",
     "workflow_type_and_state",
+    "workflow_types_stored",
 ]
 
 
@@ -367,3 +368,27 @@ def next_runs(
         .group_by(execution_cls.workflow_id)
     ).all()
     return {row[0]: row[1] for row in rows}
+
+
+def workflow_types_stored(
+    session: orm.Session, workflow_cls: Any, limit: int = 500
+) -> list[str]:
+    """The distinct ``type`` values in the workflows table, sorted (R-ADM-50).
+
+    A loose index scan on ``index_geneva_drive_workflows_on_type``: a recursive
+    query jumps from one type to the next greater one, one index probe per
+    class, so the cost grows with the number of classes, not of workflows.
+
+    Args:
+        session: The host's session.
+        workflow_cls: The Workflow model.
+        limit: At most this many types are returned.
+    """
+    column = workflow_cls.__table__.c.type
+    seed = sa.select(sa.func.min(column).label("type")).cte(
+        "stored_types", recursive=True
+    )
+    later = sa.select(sa.func.min(column)).where(column > seed.c.type).scalar_subquery()
+    walk = seed.union_all(sa.select(later).where(seed.c.type.is_not(None)))
+    query = sa.select(walk.c.type).where(walk.c.type.is_not(None)).limit(limit)
+    return sorted(str(name) for name in session.scalars(query))

@@ -81,6 +81,7 @@ class WorkflowListPage(WorkflowPages):
             workflows=[self._summary(row, errors, hero_urls, runs) for row in rows],
             filters=matching.params,
             filtered=matching.is_active,
+            filter_descriptions=matching.descriptions,
             notes=notes,
             caveats=matching.caveats,
             # The all-matching form would drop the ignored values (R-ADM-23).
@@ -93,6 +94,14 @@ class WorkflowListPage(WorkflowPages):
             has_next=has_next,
             states=[state.value for state in WorkflowState],
             known_types=sorted(self.geneva.workflow_classes),
+            # Classes with rows whose code is gone (R-ADM-50).
+            gone_types=[
+                name
+                for name in store_admin_queries.workflow_types_stored(
+                    session, workflow_cls
+                )
+                if name not in self.geneva.workflow_classes
+            ],
             bulk_actions=BULK_ACTIONS,
             action_form=action_form(),
         )
