@@ -22,6 +22,7 @@ from flask_geneva import executor
 from flask_geneva import flow_control
 from flask_geneva import operator_recovery
 from flask_geneva import operator_resume_at
+from flask_geneva import operator_run_now
 from flask_geneva import scheduling
 from flask_geneva import step_evolution
 from flask_geneva import step_execution_rows
@@ -147,6 +148,13 @@ class EngineForModels:
         return operator_resume_at.resume_at(
             workflow, step_name, actor=actor, via=via, commit=commit
         )
+
+    def run_now(
+        self, workflow: Any, *, actor: str | None, via: str, commit: bool
+    ) -> Any:
+        """See :func:`flask_geneva.operator_run_now.run_now` (R-ADM-51)."""
+        _bound_session(workflow)
+        return operator_run_now.run_now(workflow, actor=actor, via=via, commit=commit)
 
     def history_in_flight(self, workflow_class: Any) -> dict[str, int]:
         """See :func:`flask_geneva.step_evolution.history_in_flight` (R-EVO-09)."""

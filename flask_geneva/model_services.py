@@ -87,6 +87,11 @@ class ModelEngine(Protocol):
     ) -> Any:
         """Resume a paused workflow at a named step (R-EVO-06)."""
 
+    def run_now(
+        self, workflow: Any, *, actor: str | None, via: str, commit: bool
+    ) -> Any:
+        """Run a ready workflow's waiting step now (R-ADM-51)."""
+
     def history_in_flight(self, workflow_class: Any) -> dict[str, int]:
         """Gravestones and renamed names still in flight (R-EVO-09)."""
 

@@ -104,6 +104,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "operator_finalize",
             "operator_recovery",
             "operator_resume_at",
+            "operator_run_now",
             "step_evolution",
             "step_execution_rows",
             "dispatcher",

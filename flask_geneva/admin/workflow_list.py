@@ -19,6 +19,7 @@ from flask_geneva.admin.filters import capped_count
 from flask_geneva.admin.filters import format_count
 from flask_geneva.admin.filters import hero_admin_urls
 from flask_geneva.admin.filters import latest_error_classes
+from flask_geneva.admin.flow_control_actions import allowed_from
 from flask_geneva.admin.list_params import PAGE_SIZE
 from flask_geneva.admin.list_params import choice
 from flask_geneva.admin.list_params import note_past_the_end
@@ -102,7 +103,13 @@ class WorkflowListPage(WorkflowPages):
                 )
                 if name not in self.geneva.workflow_classes
             ],
-            bulk_actions=BULK_ACTIONS,
+            # Only actions that can apply to the filtered state (R-ADM-52).
+            bulk_actions={
+                action: label
+                for action, label in BULK_ACTIONS.items()
+                if "state" not in matching.params
+                or matching.params["state"] in allowed_from(action)
+            },
             action_form=action_form(),
         )
 
