@@ -103,6 +103,8 @@ class GenevaView(BaseView):
         kwargs.setdefault("when", functools.partial(time_tag, now=now))
         kwargs.setdefault("stored_time", parse_stored_time)
         kwargs.setdefault("geneva_js_url", self.asset_url("geneva/geneva.js"))
+        # Empty states name the classes an operator can start (R-ADM-53).
+        kwargs.setdefault("defined_classes", sorted(self.geneva.workflow_classes))
         kwargs.setdefault("geneva_refresh_js_url", self.asset_url("geneva/refresh.js"))
         # Pages that wrap their content in #geneva-live refresh it (R-ADM-49).
         kwargs.setdefault(
