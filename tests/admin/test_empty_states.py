@@ -26,7 +26,8 @@ def test_empty_overview_and_lists_say_how_workflows_start_and_list_classes(clien
         assert "yet." in text, url
         assert ".create(hero=record)" in text
         assert "Defined workflow classes:" in text
-        assert "AdminTwoStep" in text and "AdminFailing" in text
+        assert "AdminTwoStep" in text
+        assert "AdminFailing" in text
     overview = client.get("/geneva/").get_data(as_text=True)
     assert 'data-geneva-empty="failures"' in overview
 
