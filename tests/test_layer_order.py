@@ -81,6 +81,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "store_maintenance",
             "store_admin_queries",
             "store_admin_filters",
+            "store_admin_stats",
             "schema",
             "schema.*",
         ),

@@ -53,6 +53,7 @@ STORE_MODULES = frozenset(
         "flask_geneva/store_model_queries.py",
         "flask_geneva/store_admin_queries.py",
         "flask_geneva/store_admin_filters.py",
+        "flask_geneva/store_admin_stats.py",
         "flask_geneva/store_maintenance.py",
         "flask_geneva/core_rows.py",
         "flask_geneva/row_updates.py",
