@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.column_detection import undefer_options
+from flask_geneva.heroes import hero_type_spellings
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.store_admin_filters import count_at_most
 
@@ -131,7 +132,7 @@ def workflow_rows(
         columns: Column names to read.
         state: Only this state, or None.
         type_name: Only this stored ``type``, or None.
-        hero: Only this ``(hero_type, hero_id)``, or None.
+        hero: Only this ``(hero_type, hero_id)``, or None; the type in any case.
         limit: At most this many rows.
 
     Returns:
@@ -148,9 +149,10 @@ def workflow_rows(
     if type_name is not None:
         query = query.where(table.c.type == type_name)
     if hero is not None:
-        query = query.where(table.c.hero_type == hero[0]).where(
-            table.c.hero_id == hero[1]
-        )
+        # Any case of the hero type (R-ADM-50), as the admin's search.
+        query = query.where(
+            table.c.hero_type.in_(hero_type_spellings(workflow_cls, hero[0]))
+        ).where(table.c.hero_id == hero[1])
     return list(session.execute(query).mappings())
 
 

@@ -172,6 +172,11 @@ def test_list_filters_by_state_class_and_hero(geneva_cli):
     assert [line.split()[0] for line in again.stdout.splitlines()[1:]] == [
         str(first.id)
     ]
+    # The hero type in any case, as in the admin's search (R-ADM-50).
+    lower = geneva_cli("list", "--hero", f"user#{first_hero.id}")
+    assert [line.split()[0] for line in lower.stdout.splitlines()[1:]] == [
+        str(first.id)
+    ]
     assert_one_line_error(geneva_cli("list", "--state", "sleeping"), "unknown state")
     assert_one_line_error(geneva_cli("list", "--hero", "User"), "TYPE#ID")
     assert_one_line_error(

@@ -31,6 +31,7 @@ from sqlalchemy import orm
 from flask_geneva import store_admin_filters
 from flask_geneva.admin.presenters import recorded_exception
 from flask_geneva.heroes import hero_type_of
+from flask_geneva.heroes import hero_type_spellings
 from flask_geneva.keys import format_hero
 from flask_geneva.keys import split_hero
 from flask_geneva.models import InvalidJSON
@@ -273,29 +274,6 @@ def parse_workflow_filters(
             )
     kept = {name: value for name, value in params.items() if name in accepted}
     return WorkflowFilters(kept, notes, conditions, descriptions, caveats)
-
-
-def hero_type_spellings(workflow_cls: Any, typed: str) -> list[str]:
-    """Every hero type that equals ``typed`` ignoring case (R-ADM-50).
-
-    The hero types of the models mapped in the workflow model's registry whose
-    name differs from ``typed`` only in case, plus ``typed`` itself (a hero type
-    of a model no longer mapped matches as typed).
-
-    Args:
-        workflow_cls: The Workflow model (its registry holds the host's models).
-        typed: The hero type as the operator typed it, e.g. ``"order"``.
-    """
-    wanted = typed.casefold()
-    spellings = {typed}
-    for mapper in workflow_cls.registry.mappers:
-        try:
-            name = hero_type_of(mapper.class_)
-        except sa.exc.NoInspectionAvailable:  # pragma: no cover - mapped classes
-            continue
-        if name.casefold() == wanted:
-            spellings.add(name)
-    return sorted(spellings)
 
 
 def _is_date(raw: str) -> bool:
