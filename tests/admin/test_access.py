@@ -38,6 +38,7 @@ def geneva_urls(app, workflow_id):
             continue
         url = rule.rule.replace("<workflow_id>", str(workflow_id))
         url = url.replace("<execution_id>", str(execution_id))
+        url = url.replace("<type_name>", "AdminFailing")
         assert "<" not in url, f"a URL parameter the test does not fill: {url}"
         urls.append((url, "POST" if "POST" in rule.methods else "GET"))
     return urls
