@@ -19,18 +19,15 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import dispatch
 from flask_geneva import reporting
 from flask_geneva import scheduling
-from flask_geneva import sqlite_locking
+from flask_geneva import store_maintenance
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import models_of
-from flask_geneva.models import StepExecutionState
-from flask_geneva.models import WorkflowState
 
 __all__ = ["dispatch_due"]
 
@@ -100,31 +97,15 @@ def _dispatch_passes(
     last: tuple[Any, Any] | None = None
     while True:
         horizon = clock.now() + ahead if ahead is not None else clock.now()
-        sqlite_locking.write_transaction(session)
-        query = (
-            sa.select(execution_cls)
-            .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
-            .where(execution_cls.state == StepExecutionState.SCHEDULED)
-            .where(execution_cls.job_id == dispatch.DEFERRED_JOB_ID)
-            .where(execution_cls.scheduled_for <= horizon)
-            .where(
-                workflow_cls.state.in_((WorkflowState.READY, WorkflowState.PERFORMING))
-            )
-            .order_by(execution_cls.scheduled_for, execution_cls.id)
-            .limit(config.housekeeping_batch_size)
-            .options(orm.contains_eager(execution_cls.workflow))
+        executions = store_maintenance.due_deferred_executions(
+            session,
+            workflow_cls,
+            execution_cls,
+            deferred_job_id=dispatch.DEFERRED_JOB_ID,
+            horizon=horizon,
+            after=last,
+            batch_size=config.housekeeping_batch_size,
         )
-        if last is not None:
-            query = query.where(
-                execution_cls.scheduled_for >= last[0],
-                sa.or_(
-                    execution_cls.scheduled_for > last[0],
-                    execution_cls.id > last[1],
-                ),
-            )
-        if session.get_bind().dialect.name != "sqlite":
-            query = query.with_for_update(skip_locked=True, of=execution_cls)
-        executions = list(session.scalars(query).unique())
         if not executions:
             session.rollback()
             break
@@ -192,8 +173,6 @@ def _jsonable(value: Any) -> Any:
 def deferred_count(session: orm.Session) -> Any:
     """How many executions wait for the dispatcher (for gauges and the admin)."""
     execution_cls = models_of(session).StepExecution
-    return session.scalar(
-        sa.select(sa.func.count(execution_cls.id))
-        .where(execution_cls.state == StepExecutionState.SCHEDULED)
-        .where(execution_cls.job_id == dispatch.DEFERRED_JOB_ID)
+    return store_maintenance.count_deferred(
+        session, execution_cls, deferred_job_id=dispatch.DEFERRED_JOB_ID
     )

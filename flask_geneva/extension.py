@@ -15,6 +15,7 @@ from sqlalchemy import orm
 from flask_geneva import broker_checks
 from flask_geneva import dispatch
 from flask_geneva import sqlite_locking
+from flask_geneva import store_model_queries
 from flask_geneva.config import GenevaConfig
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
@@ -421,16 +422,15 @@ class Geneva:
         geneva = self
 
         def getter(hero: Any) -> Any:
-            cls = geneva.Workflow
-            query = (
-                sa.select(cls)
-                .where(cls.type == workflow_type)
-                .where(*cls._hero_criteria(hero))
-                .order_by(cls.created_at.desc(), cls.id.desc())
+            hero_type, hero_id = geneva.hero_reference(hero)
+            return store_model_queries.latest_hero_workflow(
+                geneva.session,
+                geneva.Workflow,
+                workflow_type,
+                hero_type,
+                hero_id,
+                ongoing=ongoing,
             )
-            if ongoing:
-                query = query.where(cls.state.not_in(("finished", "canceled")))
-            return geneva.session.scalars(query).first()
 
         return property(getter)
 
@@ -439,11 +439,9 @@ class Geneva:
         geneva = self
 
         def getter(hero: Any) -> Any:
-            cls = geneva.Workflow
-            return (
-                sa.select(cls)
-                .where(cls.type == workflow_type)
-                .where(*cls._hero_criteria(hero))
+            hero_type, hero_id = geneva.hero_reference(hero)
+            return store_model_queries.workflows_for_hero(
+                geneva.Workflow, hero_type, hero_id, workflow_type=workflow_type
             )
 
         return property(getter)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva import column_detection
+from flask_geneva import store_queries
 from flask_geneva import transactions
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import ReattemptSignal
@@ -278,16 +278,13 @@ def consecutive_reattempts(session: orm.Session, workflow: Any, step_name: str) 
     """
     execution_cls = workflow.__geneva__.StepExecution
     columns = column_detection.optional_columns(session)
-    rows = session.execute(
-        sa.select(
-            execution_cls.state,
-            execution_cls.outcome,
-            *([execution_cls.meta] if columns.step_execution_metadata else []),
-        )
-        .where(execution_cls.workflow_id == workflow.id)
-        .where(execution_cls.step_name == step_name)
-        .order_by(execution_cls.created_at, execution_cls.id)
-    ).all()
+    rows = store_queries.step_history(
+        session,
+        execution_cls,
+        workflow.id,
+        step_name,
+        with_metadata=columns.step_execution_metadata,
+    )
     count = 0
     for row in rows:
         state, outcome = row[0], row[1]

@@ -15,7 +15,6 @@ from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
@@ -25,6 +24,7 @@ from flask_geneva import core_rows
 from flask_geneva import dispatch
 from flask_geneva import release_spread
 from flask_geneva import store
+from flask_geneva import store_queries
 from flask_geneva import transactions
 from flask_geneva import transitions
 from flask_geneva.durations import coerce_duration
@@ -32,7 +32,6 @@ from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import StepNotDefinedError
-from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import StepExecutionState
 
 __all__ = [
@@ -176,21 +175,13 @@ def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
 
 def _ongoing_duplicate(session: orm.Session, workflow: Any) -> Any:
     # Mirrors the unique index; NULL heroes compare equal here (R-UNQ-06).
-    cls = workflow.__geneva__.Workflow
-    hero_type, hero_id = workflow.hero_type, workflow.hero_id
-    query = (
-        sa.select(cls.id)
-        .where(cls.type == workflow.__geneva_type__)
-        .where(
-            cls.hero_type.is_(None) if hero_type is None else cls.hero_type == hero_type
-        )
-        .where(cls.hero_id.is_(None) if hero_id is None else cls.hero_id == hero_id)
-        .where(cls.state.not_in(TERMINAL_WORKFLOW_STATES))
-        .where(cls.allow_multiple.is_(False))
-        .limit(1)
+    return store_queries.ongoing_duplicate_id(
+        session,
+        workflow.__geneva__.Workflow,
+        workflow.__geneva_type__,
+        workflow.hero_type,
+        workflow.hero_id,
     )
-    with session.no_autoflush:
-        return session.scalar(query)
 
 
 def _duplicate_error(workflow: Any, existing_id: Any) -> DuplicateWorkflowError:

@@ -62,6 +62,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "model_factory",
             "models",
             "transition_types",
+            "store_model_queries",
         ),
     ),
     3: (
@@ -76,6 +77,10 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "session_transactions",
             "error_recording",
             "cleanup_lock",
+            "store_queries",
+            "store_maintenance",
+            "store_admin_queries",
+            "store_admin_filters",
             "schema",
             "schema.*",
         ),

@@ -13,14 +13,13 @@ import os
 from typing import Any
 
 import click
-import sqlalchemy as sa
 from flask.cli import with_appcontext
 
+from flask_geneva import store_admin_queries
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.models import StepExecutionState
 from flask_geneva.release_spread import spread_releases
 from flask_geneva.runtime import current_state
 from flask_geneva.terminal_text import escape_control_characters
@@ -120,10 +119,8 @@ def _in_progress_executions(workflow_ids: tuple[str, ...]) -> dict[str, Any]:
             key = parse_key_argument(raw_id, what="workflow id")
         except click.ClickException:
             continue  # refused with its message when the id is processed
-        pinned[raw_id] = geneva.session.scalar(
-            sa.select(execution_cls.id)
-            .where(execution_cls.workflow_id == key)
-            .where(execution_cls.state == StepExecutionState.IN_PROGRESS)
+        pinned[raw_id] = store_admin_queries.in_progress_execution_id(
+            geneva.session, execution_cls, key
         )
     geneva.session.rollback()
     return pinned
