@@ -16,12 +16,12 @@ import click
 from flask.cli import with_appcontext
 
 from flask_geneva import store_admin_queries
+from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.release_spread import spread_releases
-from flask_geneva.runtime import current_state
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["FLOW_CONTROL_COMMANDS", "recover_command"]

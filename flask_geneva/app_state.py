@@ -29,10 +29,10 @@ from flask_geneva.celery_publisher import CeleryBackend
 from flask_geneva.config import GenevaConfig
 from flask_geneva.config import config_from_mapping
 from flask_geneva.config import settings_snapshot
-from flask_geneva.dispatch import RecordingBackend
-from flask_geneva.dispatch import TaskBackend
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.exceptions import GenevaConfigurationError
+from flask_geneva.publishing import RecordingBackend
+from flask_geneva.publishing import TaskBackend
 
 __all__ = [
     "GenevaState",
