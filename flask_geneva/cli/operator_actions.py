@@ -50,10 +50,21 @@ def _flow_control_command(action: str, help_text: str) -> click.Command:
             "--at",
             metavar="STEP",
             default=None,
+            callback=_step_name_option,
             help="Continue from this defined step instead (workflow.resume_at; "
             "for a workflow whose step a deploy removed or renamed).",  # R-EVO-06
         )(command)
     return command
+
+
+def _step_name_option(ctx: Any, param: Any, value: str | None) -> str | None:
+    """Refuse an empty ``--at`` as a usage error, before any workflow is touched."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            f"needs a step name, got {value!r}: name a step the workflow's class "
+            "defines (flask geneva show ID lists them)"
+        )
+    return value
 
 
 FLOW_CONTROL_COMMANDS: tuple[click.Command, ...] = (
