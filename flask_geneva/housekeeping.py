@@ -33,8 +33,8 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import error_reporting
 from flask_geneva import release_spread
-from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
 from flask_geneva import step_evolution
@@ -316,7 +316,7 @@ def _recover_all(
                     error,
                     exc_info=error,
                 )
-                reporting.report(
+                error_reporting.report(
                     reporter,
                     error,
                     extra={

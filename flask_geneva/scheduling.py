@@ -21,7 +21,7 @@ from sqlalchemy import orm
 from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import core_rows
-from flask_geneva import dispatch
+from flask_geneva import publishing
 from flask_geneva import release_spread
 from flask_geneva import store
 from flask_geneva import store_queries
@@ -279,7 +279,7 @@ def create_step_execution(
     if publish:
         publication = _prepare_publication(execution, options, now, context)
     else:
-        execution.job_id, publication = dispatch.DEFERRED_JOB_ID, None
+        execution.job_id, publication = publishing.DEFERRED_JOB_ID, None
     core_rows.insert_step_execution(
         session,
         workflow.__geneva__,
@@ -300,7 +300,7 @@ def create_step_execution(
 
 def _prepare_publication(
     execution: Any, options: Mapping[str, Any], now: datetime, context: EngineContext
-) -> dispatch.Publication | None:
+) -> publishing.Publication | None:
     """Set ``job_id`` and return the publication to request, or None (R-DSP-01).
 
     A future time is left to the dispatcher when it is more than
@@ -310,18 +310,19 @@ def _prepare_publication(
     config = context.settings
     eta = execution.scheduled_for if execution.scheduled_for > now else None
     if eta is not None and (
-        eta - now > config.max_broker_delay or not dispatch.holds_eta(context.publisher)
+        eta - now > config.max_broker_delay
+        or not publishing.holds_eta(context.publisher)
     ):
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
-        execution.job_id = dispatch.DEFERRED_JOB_ID
+        execution.job_id = publishing.DEFERRED_JOB_ID
         return None
     task_id = str(uuid.uuid4())
     execution.job_id = task_id
     priority = options.get("priority")
     if priority is not None and config.priority_mapper is not None:
         priority = config.priority_mapper(priority)
-    return dispatch.Publication(
-        task_name=dispatch.PERFORM_STEP_TASK,
+    return publishing.Publication(
+        task_name=publishing.PERFORM_STEP_TASK,
         step_execution_id=None,
         task_id=task_id,
         queue=options.get("queue") or config.default_queue,
@@ -333,16 +334,16 @@ def _prepare_publication(
 def _request(
     session: orm.Session,
     execution: Any,
-    publication: dispatch.Publication | None,
+    publication: publishing.Publication | None,
     context: EngineContext,
 ) -> None:
     if publication is None:
         return
-    dispatch.request_publication(
+    publishing.request_publication(
         session,
         dataclasses.replace(publication, step_execution_id=execution.id),
         backend=context.publisher,
-        defer=dispatch.deferral_active(context.settings.enqueue_after_commit),
+        defer=publishing.deferral_active(context.settings.enqueue_after_commit),
     )
 
 

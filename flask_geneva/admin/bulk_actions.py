@@ -28,8 +28,8 @@ from flask_geneva.admin.filters import format_count
 from flask_geneva.admin.filters import matching_id_batches
 from flask_geneva.admin.flow_control_actions import act
 from flask_geneva.admin.flow_control_actions import validated_action_form
+from flask_geneva.app_state import current_state
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.runtime import current_state
 
 __all__ = ["BULK_ACTIONS", "MAX_BULK_IDS", "MAX_LISTED_REFUSALS", "WorkflowBulkActions"]
 

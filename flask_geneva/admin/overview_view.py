@@ -25,8 +25,8 @@ from flask_geneva.admin.error_pages import install_error_pages
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import flag_criteria
 from flask_geneva.admin.row_display import error_class_of
+from flask_geneva.app_state import current_state
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 
 __all__ = ["DURATION_SAMPLE", "DURATION_WINDOW", "OverviewView"]
 

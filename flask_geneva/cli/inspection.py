@@ -17,6 +17,7 @@ from flask.cli import with_appcontext
 from flask_geneva import clock
 from flask_geneva import housekeeping
 from flask_geneva import store_admin_queries
+from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import echo_table
@@ -26,7 +27,6 @@ from flask_geneva.keys import format_hero
 from flask_geneva.keys import split_hero
 from flask_geneva.models import ACTIVE_EXECUTION_STATES
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["list_command", "show_command", "status_command"]
