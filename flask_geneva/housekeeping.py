@@ -40,6 +40,8 @@ from flask_geneva import sqlite_locking
 from flask_geneva import step_evolution
 from flask_geneva import store
 from flask_geneva import transitions
+from flask_geneva import worker_registry
+from flask_geneva import worker_rows
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
@@ -114,6 +116,7 @@ def run_housekeeping(
     summary["stuck_scheduled_recovered"] = recover_stuck_scheduled(
         session, config=config
     )
+    worker_registry.prune_dead_workers(session, config=config)
     emit_gauges(session, config=config)
     _log.info(
         "Completed: %s", ", ".join(f"{key}={value}" for key, value in summary.items())
@@ -216,22 +219,42 @@ def _delete_in_batches(
 
 
 def stuck_in_progress_criteria(
-    execution: Any, config: GenevaConfig, now: datetime
+    execution: Any,
+    config: GenevaConfig,
+    now: datetime,
+    workers: sa.Table | None = None,
 ) -> list[Any]:
-    """WHERE criteria of a stuck ``in_progress`` execution (R-HK-20).
+    """WHERE criteria of a stuck (abandoned) ``in_progress`` execution (R-HK-20).
 
-    ``started_at`` earlier than ``now`` minus ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``.
-    Shared by recovery, ``flask geneva status`` and the admin, so they count the
-    same rows.
+    Without the worker registry: ``started_at`` earlier than ``now`` minus
+    ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``. With it (``workers`` given): an
+    execution claimed by a registered worker is stuck when that worker missed
+    its heartbeats for ``GENEVA_WORKER_DEAD_AFTER``, whatever its age; one
+    without a worker keeps the age rule (R-WRK-06). Shared by recovery,
+    ``flask geneva status`` and the admin, so they count the same rows.
 
     Args:
         execution: The ``StepExecution`` model or its table's columns (``.c``).
         config: The validated settings.
         now: The reference time (aware UTC).
+        workers: The workers table when the registry exists
+            (:func:`flask_geneva.worker_registry.registry_table`), else None.
     """
+    in_progress = execution.state == _inline(StepExecutionState.IN_PROGRESS)
+    if workers is None:
+        return [
+            in_progress,
+            execution.started_at < now - config.stuck_in_progress_threshold,
+        ]
     return [
-        execution.state == _inline(StepExecutionState.IN_PROGRESS),
-        execution.started_at < now - config.stuck_in_progress_threshold,
+        in_progress,
+        worker_rows.abandoned_criteria(
+            execution,
+            workers,
+            now=now,
+            dead_after=config.worker_dead_after,
+            age_threshold=config.stuck_in_progress_threshold,
+        ),
     ]
 
 
@@ -275,10 +298,12 @@ def recover_stuck_in_progress(
         The number of executions recovered.
     """
     execution_cls = models_of(session).StepExecution
+    workers = worker_registry.registry_table(session)
+    criteria = stuck_in_progress_criteria(execution_cls, config, clock.now(), workers)
     candidates = _candidates(
         session,
         column=execution_cls.started_at,
-        criteria=tuple(stuck_in_progress_criteria(execution_cls, config, clock.now())),
+        criteria=tuple(criteria),
         batch_size=config.housekeeping_batch_size,
     )
     return _recover_all(

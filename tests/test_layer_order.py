@@ -60,6 +60,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "model_factory",
             "models",
             "transition_types",
+            # The workers table (build_models defines it) and its statements.
+            "worker_rows",
         ),
     ),
     3: (
@@ -102,6 +104,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "dispatcher",
             "outbox",
             "dispatch",
+            "worker_registry",
         ),
     ),
     5: (

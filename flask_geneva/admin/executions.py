@@ -21,6 +21,7 @@ from sqlalchemy import orm
 
 from flask_geneva import column_detection
 from flask_geneva import housekeeping
+from flask_geneva import worker_registry
 from flask_geneva.admin.filters import ERROR_CLASS_CAVEAT
 from flask_geneva.admin.filters import error_class_matches
 from flask_geneva.admin.presenters import CURSOR_PREVIEW_BYTES
@@ -104,7 +105,10 @@ def flag_criteria(
     if flag == "stuck_scheduled":
         return housekeeping.stuck_scheduled_criteria(execution_cls, config, now)
     if flag == "stuck":
-        return housekeeping.stuck_in_progress_criteria(execution_cls, config, now)
+        workers = worker_registry.registry_table(execution_cls.__geneva__.session)
+        return housekeeping.stuck_in_progress_criteria(
+            execution_cls, config, now, workers
+        )
     if flag == "has_cursor":
         return [execution_cls.cursor.is_not(None)]
     raise ValueError(

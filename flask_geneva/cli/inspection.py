@@ -17,6 +17,7 @@ from flask.cli import with_appcontext
 
 from flask_geneva import clock
 from flask_geneva import housekeeping
+from flask_geneva import worker_registry
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import echo_table
@@ -174,10 +175,15 @@ def _status_overview() -> dict[str, Any]:
     execution_table = state.geneva.StepExecution.__table__
     now = clock.now()
     config = state.config
+    workers = worker_registry.registry_table(session)
     stuck = session.scalar(
         sa.select(sa.func.count())
         .select_from(execution_table)
-        .where(*housekeeping.stuck_in_progress_criteria(execution_table.c, config, now))
+        .where(
+            *housekeeping.stuck_in_progress_criteria(
+                execution_table.c, config, now, workers
+            )
+        )
     )
     overdue = session.scalar(
         sa.select(sa.func.count())
