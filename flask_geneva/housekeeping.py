@@ -56,6 +56,7 @@ __all__ = [
     "cleanup",
     "count_workflows_by_type_and_state",
     "emit_gauges",
+    "recover_abandoned_executions",
     "recover_locked_execution",
     "recover_stuck_in_progress",
     "recover_stuck_scheduled",
@@ -278,8 +279,35 @@ def stuck_scheduled_criteria(
     ]
 
 
+def recover_abandoned_executions(context: EngineContext) -> int:
+    """Recover the executions of dead workers now, not waiting for housekeeping.
+
+    Run by the dispatcher's periodic Celery task (every
+    ``GENEVA_DISPATCH_INTERVAL``), so a killed worker's execution is recovered
+    about ``GENEVA_WORKER_DEAD_AFTER`` after its last heartbeat (R-WRK-06). Only
+    executions that name a dead worker are considered; the age rule stays with
+    housekeeping. Nothing happens without the worker registry.
+
+    Args:
+        context: The settings, publisher and models to run with.
+
+    Returns:
+        The number of executions recovered.
+    """
+    session = context.session
+    if session.in_transaction():
+        session.commit()
+    return recover_stuck_in_progress(
+        session, config=context.settings, dead_workers_only=True
+    )
+
+
 def recover_stuck_in_progress(
-    session: orm.Session, *, config: GenevaConfig, action: str | None = None
+    session: orm.Session,
+    *,
+    config: GenevaConfig,
+    action: str | None = None,
+    dead_workers_only: bool = False,
 ) -> int:
     """Recover ``in_progress`` executions started before the threshold (R-HK-20).
 
@@ -293,13 +321,20 @@ def recover_stuck_in_progress(
         config: The validated settings.
         action: Overrides ``GENEVA_STUCK_RECOVERY_ACTION`` (``"reattempt"`` or
             ``"cancel"``); any other value fails every row (R-HK-26).
+        dead_workers_only: Consider only executions naming a dead worker
+            (R-WRK-06), not the age rule; 0 without the worker registry.
 
     Returns:
         The number of executions recovered.
     """
     execution_cls = models_of(session).StepExecution
     workers = worker_registry.registry_table(session)
+    if dead_workers_only and workers is None:
+        session.rollback()
+        return 0
     criteria = stuck_in_progress_criteria(execution_cls, config, clock.now(), workers)
+    if dead_workers_only:
+        criteria.append(execution_cls.worker_id.is_not(None))
     candidates = _candidates(
         session,
         column=execution_cls.started_at,

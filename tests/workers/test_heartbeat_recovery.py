@@ -164,3 +164,25 @@ def test_dead_after_must_be_at_least_twice_the_interval(app):
         testing=True,
     )
     assert any("GENEVA_WORKER_DEAD_AFTER" in problem for problem in problems)
+
+
+def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
+    """The dispatcher's periodic task recovers dead workers' executions, not old
+    ones without a worker (R-WRK-06)."""
+    from celery import Celery
+
+    from flask_geneva.dispatch import DISPATCH_DUE_TASK
+    from flask_geneva.tasks import register_tasks
+
+    celery = Celery("dispatch-task-test", set_as_current=False)
+    register_tasks(celery, geneva=geneva, app=app)
+    with clock.frozen(T0):
+        dead = _add_worker(T0 - timedelta(hours=1))
+        abandoned = WrkOneStep.create(hero=user)
+        _in_progress_of(abandoned, dead, T0 - timedelta(seconds=5))
+        old = WrkOneStep.create(hero=make_user())
+        make_in_progress(old, T0 - timedelta(days=1))
+        assert celery.tasks[DISPATCH_DUE_TASK]() == 0
+    db.session.refresh(abandoned)
+    db.session.refresh(old)
+    assert (abandoned.state, old.state) == ("ready", "performing")
