@@ -646,7 +646,9 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
     For every state ``s``: ``geneva_drive.<s>`` without tags (total) and with
     ``{"workflow": <type>}`` per type present; per type also
     ``geneva_drive.paused_ratio`` (paused / all states of that type, 0.0..1.0).
-    States without rows are 0 (R-MET-05). Nothing is queried when
+    With the worker registry also ``geneva_drive.workers_alive``,
+    ``geneva_drive.workers_dead`` and ``geneva_drive.executions_abandoned``
+    (R-WRK-09). States without rows are 0 (R-MET-05). Nothing is queried when
     ``GENEVA_METRICS`` is None. A hook that raises is logged and the remaining
     gauges are still sent (R-MET-06).
     """
@@ -667,6 +669,12 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
         total = sum(per_state.values())
         ratio = per_state.get(WorkflowState.PAUSED.value, 0) / total if total else 0.0
         _gauge(metrics, "geneva_drive.paused_ratio", ratio, tags)
+    workers = worker_registry.worker_overview(session, config=config)
+    if workers is not None:  # R-WRK-09
+        _gauge(metrics, "geneva_drive.workers_alive", workers["alive"], None)
+        _gauge(metrics, "geneva_drive.workers_dead", workers["dead"], None)
+        abandoned = workers["abandoned_executions"]
+        _gauge(metrics, "geneva_drive.executions_abandoned", abandoned, None)
 
 
 def _gauge(metrics: Any, name: str, value: float, tags: dict[str, str] | None) -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "register_worker",
     "registrations",
     "registry_table",
+    "worker_overview",
 ]
 
 _log = logging.getLogger("flask_geneva.workers")
@@ -276,6 +277,64 @@ def prune_dead_workers(session: orm.Session, *, config: GenevaConfig) -> int:
     )
     session.commit()
     return deleted
+
+
+def worker_overview(
+    session: orm.Session, *, config: GenevaConfig
+) -> dict[str, Any] | None:
+    """Live and dead workers and abandoned executions, for operators (R-WRK-09).
+
+    Ends the session's read transaction.
+
+    Args:
+        session: A session bound to the models.
+        config: The validated settings (``GENEVA_WORKER_DEAD_AFTER``).
+
+    Returns:
+        None without the worker registry; else ``{"alive": n, "dead": n,
+        "abandoned_executions": n, "workers": [...]}``, each worker a dict of
+        its columns (times in ISO 8601), ``alive`` and ``in_progress``.
+    """
+    workers = registry_table(session)
+    if workers is None:
+        session.rollback()
+        return None
+    execution_table = models_of(session).StepExecution.__table__
+    now = clock.now()
+    connection = session.connection()
+    rows = worker_rows.workers_with_executions(connection, workers, execution_table)
+    abandoned = worker_rows.count_abandoned(
+        connection,
+        workers,
+        execution_table,
+        now=now,
+        dead_after=config.worker_dead_after,
+    )
+    session.rollback()
+    listed = []
+    for row in rows:
+        alive = row.last_heartbeat_at >= now - config.worker_dead_after
+        listed.append(
+            {
+                "id": row.id,
+                "hostname": row.hostname,
+                "pid": row.pid,
+                "node_name": row.node_name,
+                "queues": row.queues.split(",") if row.queues else [],
+                "library_version": row.library_version,
+                "started_at": row.started_at.isoformat(),
+                "last_heartbeat_at": row.last_heartbeat_at.isoformat(),
+                "alive": alive,
+                "in_progress": int(row.in_progress or 0),
+            }
+        )
+    alive_count = sum(1 for worker in listed if worker["alive"])
+    return {
+        "alive": alive_count,
+        "dead": len(listed) - alive_count,
+        "abandoned_executions": abandoned,
+        "workers": listed,
+    }
 
 
 def _engine_of(session: Any) -> sa.Engine:

@@ -28,6 +28,7 @@ from flask_geneva.model_states import StepExecutionState
 __all__ = [
     "WorkerIdentity",
     "abandoned_criteria",
+    "count_abandoned",
     "delete_worker",
     "insert_worker",
     "live_worker_ids",
@@ -35,6 +36,7 @@ __all__ = [
     "touch_worker",
     "worker_rows",
     "workers_table",
+    "workers_with_executions",
 ]
 
 
@@ -198,3 +200,49 @@ def worker_rows(connection: sa.Connection, table: sa.Table) -> Sequence[Any]:
     return connection.execute(
         sa.select(table).order_by(table.c.last_heartbeat_at, table.c.id)
     ).all()
+
+
+def workers_with_executions(
+    connection: sa.Connection, table: sa.Table, execution_table: sa.Table
+) -> Sequence[Any]:
+    """Every registered worker with its number of ``in_progress`` executions.
+
+    Rows have the worker's columns and ``in_progress``, oldest heartbeat first
+    (R-WRK-09).
+    """
+    holding = (
+        sa.select(sa.func.count())
+        .select_from(execution_table)
+        .where(
+            execution_table.c.worker_id == table.c.id,
+            execution_table.c.state == StepExecutionState.IN_PROGRESS.value,
+        )
+        .scalar_subquery()
+    )
+    return connection.execute(
+        sa.select(table, holding.label("in_progress")).order_by(
+            table.c.last_heartbeat_at, table.c.id
+        )
+    ).all()
+
+
+def count_abandoned(
+    connection: sa.Connection,
+    table: sa.Table,
+    execution_table: sa.Table,
+    *,
+    now: datetime,
+    dead_after: timedelta,
+) -> int:
+    """``in_progress`` executions whose worker is dead or gone (R-WRK-09)."""
+    columns = execution_table.c
+    count = connection.scalar(
+        sa.select(sa.func.count())
+        .select_from(execution_table)
+        .where(
+            columns.state == StepExecutionState.IN_PROGRESS.value,
+            columns.worker_id.is_not(None),
+            columns.worker_id.not_in(live_worker_ids(table, now, dead_after)),
+        )
+    )
+    return int(count or 0)

@@ -186,3 +186,32 @@ def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
     db.session.refresh(abandoned)
     db.session.refresh(old)
     assert (abandoned.state, old.state) == ("ready", "performing")
+
+
+def test_status_and_gauges_show_live_and_dead_workers(app, user):
+    """`status --json` lists workers as alive/dead with what they hold; housekeeping
+    emits the worker gauges (R-WRK-09)."""
+    from flask_geneva.worker_registry import worker_overview
+    from tests.housekeeping.support import RecordingMetrics
+
+    with clock.frozen(T0):
+        live = _add_worker(T0 - timedelta(seconds=5))
+        dead = _add_worker(T0 - timedelta(hours=1))
+        _in_progress_of(WrkOneStep.create(hero=user), dead, T0 - timedelta(seconds=5))
+        _in_progress_of(
+            WrkOneStep.create(hero=make_user()), live, T0 - timedelta(hours=5)
+        )
+        overview = worker_overview(db.session, config=current_context().settings)
+        assert (overview["alive"], overview["dead"]) == (1, 1)
+        assert overview["abandoned_executions"] == 1
+        by_id = {worker["id"]: worker for worker in overview["workers"]}
+        assert by_id[live]["alive"] is True
+        assert by_id[dead]["alive"] is False
+        assert (by_id[live]["in_progress"], by_id[dead]["in_progress"]) == (1, 1)
+        assert by_id[dead]["queues"] == ["default"]
+        metrics = RecordingMetrics()
+        app.config["GENEVA_METRICS"] = metrics
+        run_housekeeping()
+    assert metrics.value("geneva_drive.workers_alive") == 1
+    assert metrics.value("geneva_drive.workers_dead") == 0  # recovered and pruned
+    assert metrics.value("geneva_drive.executions_abandoned") == 0
