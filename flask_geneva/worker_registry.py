@@ -43,6 +43,7 @@ __all__ = [
     "WorkerRegistration",
     "current_worker_id",
     "deregister_workers",
+    "live_worker_of",
     "prune_dead_workers",
     "register_worker",
     "registrations",
@@ -277,6 +278,27 @@ def prune_dead_workers(session: orm.Session, *, config: GenevaConfig) -> int:
     )
     session.commit()
     return deleted
+
+
+def live_worker_of(
+    session: orm.Session, execution: Any, *, config: GenevaConfig
+) -> tuple[str, Any] | None:
+    """The live worker holding ``execution``: ``(worker id, last heartbeat)``.
+
+    None when the registry is absent, the execution names no worker, or its
+    worker missed its heartbeats for ``GENEVA_WORKER_DEAD_AFTER`` (R-WRK-06).
+    The read runs in the session's current transaction.
+    """
+    workers = registry_table(session)
+    if workers is None:
+        return None
+    worker_id = execution.worker_id
+    if worker_id is None:
+        return None
+    beat = worker_rows.last_heartbeat(session.connection(), workers, worker_id)
+    if beat is None or beat < clock.now() - config.worker_dead_after:
+        return None
+    return worker_id, beat
 
 
 def worker_overview(

@@ -31,6 +31,7 @@ __all__ = [
     "count_abandoned",
     "delete_worker",
     "insert_worker",
+    "last_heartbeat",
     "live_worker_ids",
     "prune_dead_workers",
     "touch_worker",
@@ -124,6 +125,16 @@ def touch_worker(
 def delete_worker(connection: sa.Connection, table: sa.Table, worker_id: str) -> None:
     """DELETE the worker's row: its clean shutdown (R-WRK-04)."""
     connection.execute(sa.delete(table).where(table.c.id == worker_id))
+
+
+def last_heartbeat(
+    connection: sa.Connection, table: sa.Table, worker_id: str
+) -> datetime | None:
+    """The worker's ``last_heartbeat_at``, or None when it is not registered."""
+    value: datetime | None = connection.scalar(
+        sa.select(table.c.last_heartbeat_at).where(table.c.id == worker_id)
+    )
+    return value
 
 
 def live_worker_ids(table: sa.Table, now: datetime, dead_after: timedelta) -> Any:

@@ -215,3 +215,24 @@ def test_status_and_gauges_show_live_and_dead_workers(app, user):
     assert metrics.value("geneva_drive.workers_alive") == 1
     assert metrics.value("geneva_drive.workers_dead") == 0  # recovered and pruned
     assert metrics.value("geneva_drive.executions_abandoned") == 0
+
+
+def test_operator_recover_refuses_an_execution_of_a_live_worker(app, user):
+    """recover() without force refuses while the holding worker heartbeats; a dead
+    worker's execution needs no force; force always works (R-HK-28, R-WRK-06)."""
+    from flask_geneva import InvalidStateError
+
+    with clock.frozen(T0):
+        live = _add_worker(T0 - timedelta(seconds=5))
+        workflow = WrkOneStep.create(hero=user)
+        _in_progress_of(workflow, live, T0 - timedelta(hours=2))
+        with pytest.raises(InvalidStateError, match=f"its worker {live} is alive"):
+            workflow.recover()
+        workflow.recover(force=True)
+        dead = _add_worker(T0 - timedelta(hours=1))
+        other = WrkOneStep.create(hero=make_user())
+        _in_progress_of(other, dead, T0 - timedelta(hours=2))
+        other.recover()
+    db.session.refresh(workflow)
+    db.session.refresh(other)
+    assert (workflow.state, other.state) == ("ready", "ready")
