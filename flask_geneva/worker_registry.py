@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
@@ -43,6 +44,8 @@ __all__ = [
     "WorkerRegistration",
     "current_worker_id",
     "deregister_workers",
+    "heartbeat_if_due",
+    "heartbeat_now",
     "live_worker_of",
     "prune_dead_workers",
     "register_worker",
@@ -79,6 +82,7 @@ class WorkerRegistration:
         self._table = table
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._last_beat = time.monotonic()
 
     def start(self) -> None:
         """Insert the row and start the daemon heartbeat thread (R-WRK-02/03).
@@ -104,11 +108,16 @@ class WorkerRegistration:
             sqlalchemy.exc.SQLAlchemyError: The database refused the write.
         """
         now = clock.now()
+        self._last_beat = time.monotonic()
         with self.engine.begin() as connection:
             if not worker_rows.touch_worker(
                 connection, self._table, self.identity.worker_id, now
             ):
                 worker_rows.insert_worker(connection, self._table, self.identity, now)
+
+    def due(self) -> bool:
+        """Half an interval passed since the last heartbeat."""
+        return time.monotonic() - self._last_beat >= self.interval_seconds / 2
 
     def stop(self, *, delete: bool = True) -> None:
         """Stop the heartbeat thread and delete the row (clean shutdown, R-WRK-04).
@@ -143,6 +152,43 @@ class WorkerRegistration:
                     type(error).__name__,
                     error,
                 )
+
+
+def heartbeat_now(session: Any) -> bool:
+    """Write this process's heartbeat for ``session``'s database now (R-WRK-11).
+
+    Returns:
+        True if written; False when this process is no registered worker.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: The database refused the write.
+    """
+    registration = _own_registration(session)
+    if registration is None:
+        return False
+    registration.heartbeat()
+    return True
+
+
+def heartbeat_if_due(session: Any) -> bool:
+    """Heartbeat if half an interval passed since the last one (a checkpoint).
+
+    A resumable step's checkpoint counts as a heartbeat (R-WRK-11) without
+    writing more than about two heartbeats per interval. A failure is logged,
+    never raised: the checkpoint itself already succeeded.
+
+    Returns:
+        True if a heartbeat was written.
+    """
+    registration = _own_registration(session)
+    if registration is None or not registration.due():
+        return False
+    try:
+        registration.heartbeat()
+    except sa.exc.SQLAlchemyError as error:
+        _log.warning("checkpoint heartbeat failed: %s", error)
+        return False
+    return True
 
 
 def register_worker(
@@ -232,12 +278,17 @@ def current_worker_id(session: Any) -> str | None:
         The worker id, or None when this process is no registered worker (a web
         request, a test, a worker without the registry).
     """
+    registration = _own_registration(session)
+    return None if registration is None else registration.identity.worker_id
+
+
+def _own_registration(session: Any) -> WorkerRegistration | None:
     if not _registrations:
         return None
     registration = _registrations.get(_engine_of(session))
     if registration is None or registration.identity.pid != os.getpid():
         return None
-    return registration.identity.worker_id
+    return registration
 
 
 def registrations() -> list[WorkerRegistration]:

@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import clock
+from flask_geneva import resumable_step
 from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva import worker_registry
@@ -236,3 +237,47 @@ def test_operator_recover_refuses_an_execution_of_a_live_worker(app, user):
     db.session.refresh(workflow)
     db.session.refresh(other)
     assert (workflow.state, other.state) == ("ready", "ready")
+
+
+class WrkHeartbeating(geneva.Workflow):
+    @step
+    def long(self):
+        self.hero.counter = 1 if self.heartbeat() else -1
+
+
+class WrkCheckpointing(geneva.Workflow):
+    @resumable_step
+    def sweep(self, it):
+        for value in range(3):
+            it.set(value)
+            it.checkpoint()
+
+
+def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
+    """self.heartbeat() writes the worker's heartbeat now; a checkpoint counts as
+    one; outside a registered worker heartbeat() does nothing (R-WRK-11)."""
+    outside = WrkHeartbeating.create(hero=make_user())
+    perform_next_step(outside)
+    assert db.session.get(type(user), outside.hero_id).counter == -1
+    with clock.frozen(T0) as frozen:
+        registration = worker_registry.register_worker(current_context())
+        try:
+
+            def last_beat():
+                value = db.session.scalar(sa.select(_workers().c.last_heartbeat_at))
+                db.session.rollback()
+                return value
+
+            assert last_beat() == T0
+            frozen.advance(timedelta(seconds=10))
+            perform_next_step(WrkHeartbeating.create(hero=user))
+            db.session.refresh(user)
+            assert user.counter == 1
+            assert last_beat() == T0 + timedelta(seconds=10)
+            frozen.advance(timedelta(seconds=10))
+            registration._last_beat -= 60  # half an interval ago and more
+            perform_next_step(WrkCheckpointing.create(hero=make_user("c@example.com")))
+            assert last_beat() == T0 + timedelta(seconds=20)
+        finally:
+            db.session.rollback()
+            worker_registry.deregister_workers()
