@@ -173,6 +173,32 @@ def test_a_killed_worker_is_recovered_within_the_dead_after(
     assert rows[0].id == stuck_id
 
 
+def test_the_dispatcher_task_recovers_a_killed_workers_step(
+    heartbeat_app, start_worker, tmp_path
+):
+    """Without housekeeping: the dispatcher's periodic task, run by a second worker,
+    recovers the killed worker's execution and the workflow finishes (R-WRK-06)."""
+    from flask_geneva.publications import DISPATCH_DUE_TASK
+
+    app = heartbeat_app
+    workflow_id = _create(app, "dispatcher@example.com")
+    worker = start_worker(*INCLUDE)
+    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    worker.kill()
+    worker.wait(timeout=30)
+    (tmp_path / "release").touch()
+    time.sleep(DEAD_AFTER + 0.5)
+    start_worker(*INCLUDE)
+    app.extensions["geneva"].celery.send_task(DISPATCH_DUE_TASK)
+    _wait_finished(app, workflow_id)
+    rows = _executions(app, workflow_id)
+    assert [(r.step_name, r.outcome) for r in rows] == [
+        ("blocking", "recovered"),
+        ("blocking", "success"),
+        ("after", "success"),
+    ]
+
+
 def test_a_live_worker_running_a_long_step_is_never_recovered(
     heartbeat_app, start_worker, tmp_path
 ):
