@@ -270,6 +270,7 @@ _OPTIONAL = {
     "error_class_name": "error_class_name",
     "cursor": "cursor",
     "continues_from_id": "continues_from_id",
+    "worker_id": "worker_id",
 }
 #: Longest scalar JSON value shown inline in the columns table.
 _INLINE_CHARS = 60

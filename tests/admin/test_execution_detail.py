@@ -331,13 +331,20 @@ def _drop_optional_execution_columns() -> None:
     with engine.begin() as connection:
         if engine.dialect.name == "sqlite":
             # SQLite refuses to drop an indexed column.
-            connection.execute(
-                sa.text(
-                    "DROP INDEX IF EXISTS "
-                    "index_geneva_drive_step_executions_on_continues_from_id"
+            for index in ("on_continues_from_id", "on_worker_id"):
+                connection.execute(
+                    sa.text(
+                        "DROP INDEX IF EXISTS "
+                        f"index_geneva_drive_step_executions_{index}"
+                    )
                 )
-            )
-        for column in ("metadata", "error_class_name", "cursor", "continues_from_id"):
+        for column in (
+            "metadata",
+            "error_class_name",
+            "cursor",
+            "continues_from_id",
+            "worker_id",
+        ):
             connection.execute(
                 sa.text(
                     f"ALTER TABLE {quote('geneva_drive_step_executions')} "
@@ -348,7 +355,7 @@ def _drop_optional_execution_columns() -> None:
 
 
 def test_without_the_optional_columns_the_page_marks_them_absent(client):
-    """Without the optional columns the page marks them 'not in this database' and still shows the error (R-ADM-14, R-DM-30, R-ADM-31)."""
+    """Without the optional columns the page marks them 'not in this database' and still shows the error (R-ADM-14, R-DM-30, R-ADM-31, R-WRK-08)."""
     _drop_optional_execution_columns()
     try:
         workflow = failed_workflow()
@@ -357,7 +364,13 @@ def test_without_the_optional_columns_the_page_marks_them_absent(client):
         )
         db.session.rollback()
         text = page_text(client, execution_id)
-        for name in ("metadata", "error_class_name", "cursor", "continues_from_id"):
+        for name in (
+            "metadata",
+            "error_class_name",
+            "cursor",
+            "continues_from_id",
+            "worker_id",
+        ):
             assert column_cell(text, name) == (
                 '<span class="geneva-marker">not in this database</span>'
             )
