@@ -22,6 +22,7 @@ from sqlalchemy import orm
 from flask_geneva import column_detection
 from flask_geneva import housekeeping
 from flask_geneva import worker_registry
+from flask_geneva import worker_rows
 from flask_geneva.admin.filters import ERROR_CLASS_CAVEAT
 from flask_geneva.admin.filters import error_class_matches
 from flask_geneva.admin.presenters import CURSOR_PREVIEW_BYTES
@@ -372,6 +373,32 @@ def _neighbours(
     )
 
 
+def _worker_display(
+    session: orm.Session,
+    execution: Any,
+    columns: column_detection.OptionalColumns,
+    config: Any,
+    now: Any,
+) -> dict[str, Any] | None:
+    """The worker that claimed the execution and its liveness (R-WRK-09), or None.
+
+    None without the worker registry or when the execution names no worker.
+    """
+    if not columns.worker_registry or execution.worker_id is None:
+        return None
+    workers = worker_registry.registry_table(session)
+    if workers is None:
+        return None
+    beat = worker_rows.last_heartbeat(
+        session.connection(), workers, execution.worker_id
+    )
+    return {
+        "id": execution.worker_id,
+        "last_heartbeat_at": beat,
+        "alive": beat is not None and beat >= now - config.worker_dead_after,
+    }
+
+
 def _chain_links(
     session: orm.Session,
     execution_cls: Any,
@@ -536,11 +563,17 @@ def execution_detail(
     precondition = meta.get("precondition")
     reattempt_reason = meta.get("reattempt_reason")
     end = execution.finished_at or execution.completed_at or execution.failed_at
-    stuck = (
-        execution.state == StepExecutionState.IN_PROGRESS.value
-        and execution.started_at is not None
-        and execution.started_at < now - config.stuck_in_progress_threshold
-    )
+    worker = _worker_display(session, execution, columns, config, now)
+    in_progress = execution.state == StepExecutionState.IN_PROGRESS.value
+    if worker is not None:
+        # Liveness, not age, for an execution a registered worker holds (R-WRK-06).
+        stuck = in_progress and not worker["alive"]
+    else:
+        stuck = (
+            in_progress
+            and execution.started_at is not None
+            and execution.started_at < now - config.stuck_in_progress_threshold
+        )
     previous, following = _neighbours(session, execution_cls, execution)
     predecessor_id, predecessor, successors = _chain_links(
         session, execution_cls, execution, columns
@@ -568,6 +601,7 @@ def execution_detail(
         "overdue": execution.state == StepExecutionState.SCHEDULED.value
         and execution.scheduled_for < now,
         "stuck": stuck,
+        "worker": worker,
         "duration": format_duration(execution.started_at, end),
         "predecessor_id": predecessor_id,
         "predecessor": predecessor,

@@ -390,3 +390,44 @@ def test_without_the_optional_columns_the_page_marks_them_absent(client):
         reset_column_caches()
         # The server schema is shared by the session: have it rebuilt.
         conftest._server_schema_ready = False
+
+
+def test_the_page_names_the_worker_and_goes_by_its_liveness(client):
+    """An in-progress execution names its worker and last heartbeat; it is stuck
+    when the worker is dead, not for age while it lives (R-WRK-06, R-WRK-09)."""
+    import uuid
+    from datetime import timedelta
+
+    from flask_geneva import clock
+    from flask_geneva import worker_rows
+    from tests.admin.execution_support import overdue_by
+
+    workflow = ready_workflow()
+    execution_id = execution_rows(workflow.id)[0]["id"]
+    workers = db.metadata.tables["geneva_drive_workers"]
+    now = clock.now()
+
+    def add_worker(last_beat):
+        worker_id = str(uuid.uuid4())
+        identity = worker_rows.WorkerIdentity(worker_id, "h", 1, None, (), "t")
+        db.session.remove()
+        with db.engine.begin() as connection:
+            worker_rows.insert_worker(connection, workers, identity, last_beat)
+        return worker_id
+
+    live = add_worker(now)
+    update_execution(
+        execution_id,
+        state="in_progress",
+        started_at=overdue_by(timedelta(hours=2)),
+        worker_id=live,
+    )
+    text = page_text(client, execution_id)
+    assert f"Claimed by worker {live}:" in text
+    assert "alive" in section(text, "geneva-worker")
+    assert "stuck in progress" not in text
+    dead = add_worker(now - timedelta(hours=1))
+    update_execution(execution_id, worker_id=dead)
+    text = page_text(client, execution_id)
+    assert "<strong>dead</strong>" in section(text, "geneva-worker")
+    assert "stuck in progress" in text
