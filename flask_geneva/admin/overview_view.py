@@ -11,6 +11,7 @@ from flask_admin import expose
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import worker_registry
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import capped_count
@@ -84,8 +85,10 @@ class OverviewView(GenevaView):
             .order_by(execution_cls.finished_at.desc(), execution_cls.id.desc())
             .limit(20)
         ).all()
+        workers = worker_registry.worker_overview(session, config=config)
         return self.render(
             "geneva/admin/overview.html",
+            workers=workers,
             states=states,
             classes=classes,
             stuck_count=int(stuck or 0),
