@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flask_geneva import clock
 from flask_geneva import housekeeping
 from flask_geneva import step
+from flask_geneva import store_maintenance
+from flask_geneva.app_state import current_state
 from flask_geneva.models import StepExecutionState
-from flask_geneva.runtime import current_state
 from tests.apps import basic
 
 TYPE = "BenchHousekeeping"
@@ -149,8 +150,9 @@ def main() -> None:
         config = current_state().config
         app.extensions["geneva"].recording_backend.clear()
         # One full batch: select + per-row locked transaction + new execution.
-        candidates = housekeeping._candidates(
+        candidates = store_maintenance._candidates(
             session,
+            basic.geneva.StepExecution,
             column=basic.geneva.StepExecution.started_at,
             criteria=(
                 basic.geneva.StepExecution.state == "in_progress",

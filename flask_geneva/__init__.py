@@ -7,12 +7,14 @@ from __future__ import annotations
 
 # Registers the engine the model methods call (flask_geneva.model_services).
 from flask_geneva import model_engine as _model_engine  # noqa: F401
+from flask_geneva.backoff import Backoff
+from flask_geneva.backoff import BackoffError
 from flask_geneva.column_detection import reset_column_caches
 from flask_geneva.config import GenevaConfig
-from flask_geneva.dispatch import inline_enqueue
 from flask_geneva.dsl.conditions import cancel_if
 from flask_geneva.dsl.decorators import resumable_step
 from flask_geneva.dsl.decorators import step
+from flask_geneva.error_reporting import current_error_context
 from flask_geneva.exceptions import CancelSignal
 from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import CursorTooLargeError
@@ -51,7 +53,7 @@ from flask_geneva.operations import run_housekeeping
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
-from flask_geneva.reporting import current_error_context
+from flask_geneva.publishing import inline_enqueue
 from flask_geneva.tasks import beat_schedule
 from flask_geneva.tasks import celery_defaults
 
@@ -59,6 +61,8 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "Action",
+    "Backoff",
+    "BackoffError",
     "CancelSignal",
     "CursorSerializationError",
     "CursorTooLargeError",

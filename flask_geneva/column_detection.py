@@ -82,7 +82,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
     Detection inspects the schema on first use (never at import time) and is cached
     per engine until :func:`reset_column_caches`.
     """
-    bind = session.get_bind(mapper=None, clause=None)
+    bind = core_rows.bind_of(session)
     engine = bind.engine if isinstance(bind, sa.Connection) else bind
     cached = _column_cache.get(engine)
     if cached is not None:

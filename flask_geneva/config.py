@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_RECOVER_GRACE": timedelta(seconds=60),
     "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
     "GENEVA_WORKER_DEAD_AFTER": timedelta(seconds=90),
+    "GENEVA_RELEASE_SPREAD": timedelta(seconds=5),
     "GENEVA_MAX_CURSOR_SIZE": 131072,
     "GENEVA_ENQUEUE_AFTER_COMMIT": NOT_TESTING,
     "GENEVA_DEFAULT_QUEUE": None,
@@ -100,6 +101,12 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "`workflow.recover()` and `flask geneva recover` refuse, without force, "
         "a step execution that started less than this ago: its worker may "
         "still be running it (R-HK-28)."
+    ),
+    "GENEVA_RELEASE_SPREAD": (
+        "Housekeeping's recovery and bulk resumes (admin, CLI with several ids) "
+        "spread the executions they release over this window, each workflow at "
+        "a deterministic offset, instead of releasing them all at once; 0 "
+        "releases them at once; at most 1 hour (R-SCH-20)."
     ),
     "GENEVA_MAX_CURSOR_SIZE": (
         "Largest serialized cursor of a resumable step, in bytes; None disables "
@@ -241,6 +248,8 @@ class GenevaConfig:
     worker_heartbeat_interval: timedelta
     #: Silence after which a worker is dead (R-WRK-05).
     worker_dead_after: timedelta
+    #: Window over which bulk releases are spread; zero for none (R-SCH-20).
+    release_spread: timedelta
     #: Largest serialized cursor in bytes, or None for no limit (R-CUR-10).
     max_cursor_size_bytes: int | None
     enqueue_after_commit: bool
@@ -519,6 +528,7 @@ def _validated(
             allow_none=False,
             positive=True,
         ),
+        "release_spread": take(_release_spread, merged),
         "max_cursor_size_bytes": take(_max_cursor_size, merged),
         "enqueue_after_commit": take(_enqueue_after_commit, merged, testing),
         "default_queue": take(_default_queue, merged),
@@ -562,6 +572,21 @@ def _validated(
     if problems:
         return None, problems
     return GenevaConfig(**fields), []
+
+
+#: Largest ``GENEVA_RELEASE_SPREAD``: a spread is a short window (R-SCH-20).
+MAX_RELEASE_SPREAD = timedelta(hours=1)
+
+
+def _release_spread(merged: Mapping[str, Any]) -> timedelta:
+    key = "GENEVA_RELEASE_SPREAD"
+    window: timedelta = _duration(merged, key, allow_none=False)
+    if window > MAX_RELEASE_SPREAD:
+        raise GenevaConfigurationError(
+            f"{key} must be at most 1 hour (a timedelta or seconds from 0 to 3600; "
+            f"0 releases at once), got {merged[key]!r}"
+        )
+    return window
 
 
 def _max_cursor_size(merged: Mapping[str, Any]) -> int | None:

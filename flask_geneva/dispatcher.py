@@ -19,18 +19,15 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
-from flask_geneva import dispatch
-from flask_geneva import reporting
+from flask_geneva import error_reporting
+from flask_geneva import publishing
 from flask_geneva import scheduling
-from flask_geneva import sqlite_locking
+from flask_geneva import store_maintenance
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import models_of
-from flask_geneva.models import StepExecutionState
-from flask_geneva.models import WorkflowState
 
 __all__ = ["dispatch_due"]
 
@@ -72,8 +69,8 @@ def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> 
     if session.in_transaction():
         session.commit()
     # Under Celery eager mode a task runs when sent, so only due rows are sent.
-    ahead = config.max_broker_delay if dispatch.holds_eta(context.publisher) else None
-    with dispatch.trying_the_broker():
+    ahead = config.max_broker_delay if publishing.holds_eta(context.publisher) else None
+    with publishing.trying_the_broker():
         total = _dispatch_passes(session, config, workflow_cls, execution_cls, ahead)
     if total:
         _log.info("dispatched %d deferred step executions", total)
@@ -100,42 +97,26 @@ def _dispatch_passes(
     last: tuple[Any, Any] | None = None
     while True:
         horizon = clock.now() + ahead if ahead is not None else clock.now()
-        sqlite_locking.write_transaction(session)
-        query = (
-            sa.select(execution_cls)
-            .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
-            .where(execution_cls.state == StepExecutionState.SCHEDULED)
-            .where(execution_cls.job_id == dispatch.DEFERRED_JOB_ID)
-            .where(execution_cls.scheduled_for <= horizon)
-            .where(
-                workflow_cls.state.in_((WorkflowState.READY, WorkflowState.PERFORMING))
-            )
-            .order_by(execution_cls.scheduled_for, execution_cls.id)
-            .limit(config.housekeeping_batch_size)
-            .options(orm.contains_eager(execution_cls.workflow))
+        executions = store_maintenance.due_deferred_executions(
+            session,
+            workflow_cls,
+            execution_cls,
+            deferred_job_id=publishing.DEFERRED_JOB_ID,
+            horizon=horizon,
+            after=last,
+            batch_size=config.housekeeping_batch_size,
         )
-        if last is not None:
-            query = query.where(
-                execution_cls.scheduled_for >= last[0],
-                sa.or_(
-                    execution_cls.scheduled_for > last[0],
-                    execution_cls.id > last[1],
-                ),
-            )
-        if session.get_bind().dialect.name != "sqlite":
-            query = query.with_for_update(skip_locked=True, of=execution_cls)
-        executions = list(session.scalars(query).unique())
         if not executions:
             session.rollback()
             break
         last = (executions[-1].scheduled_for, executions[-1].id)
-        dispatch.take_failed_count(session)
+        publishing.take_failed_count(session)
         broken = 0
         for execution in executions:
             if not _enqueue_one(session, execution, config):
                 broken += 1
         session.commit()
-        failed = dispatch.take_failed_count(session)
+        failed = publishing.take_failed_count(session)
         total += len(executions) - broken - failed
         if failed:
             # The broker is unreachable: the failed rows are deferred again and
@@ -162,7 +143,7 @@ def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
     try:
         scheduling.enqueue_scheduled_execution(session, execution.workflow, execution)
     except Exception as error:  # noqa: BLE001 - one row never stops the dispatcher
-        execution.job_id = dispatch.DEFERRED_JOB_ID
+        execution.job_id = publishing.DEFERRED_JOB_ID
         _log.error(
             "could not dispatch step execution %s: %s: %s",
             execution.id,
@@ -170,7 +151,7 @@ def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
             error,
             exc_info=error,
         )
-        reporting.report(
+        error_reporting.report(
             config.error_reporter,
             error,
             extra={
@@ -192,8 +173,6 @@ def _jsonable(value: Any) -> Any:
 def deferred_count(session: orm.Session) -> Any:
     """How many executions wait for the dispatcher (for gauges and the admin)."""
     execution_cls = models_of(session).StepExecution
-    return session.scalar(
-        sa.select(sa.func.count(execution_cls.id))
-        .where(execution_cls.state == StepExecutionState.SCHEDULED)
-        .where(execution_cls.job_id == dispatch.DEFERRED_JOB_ID)
+    return store_maintenance.count_deferred(
+        session, execution_cls, deferred_job_id=publishing.DEFERRED_JOB_ID
     )

@@ -20,9 +20,9 @@ from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import early_delivery
 from flask_geneva import error_recording
+from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import policy_decisions
-from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
 from flask_geneva import signals
@@ -81,7 +81,9 @@ class PreparePhase(OutcomeSteps):
         now = clock.now()
         self._install_loggers(workflow, execution)
         if self._error_context_token is None:
-            self._error_context_token = reporting.set_error_context(workflow, execution)
+            self._error_context_token = error_reporting.set_error_context(
+                workflow, execution
+            )
 
         if execution.state != StepExecutionState.SCHEDULED:
             # Duplicate, stale or already handled delivery: change nothing (R-EXE-11).

@@ -25,6 +25,7 @@ from flask_geneva import column_detection
 from flask_geneva import scheduling
 from flask_geneva import step_evolution
 from flask_geneva import store
+from flask_geneva import store_queries
 from flask_geneva import transitions
 from flask_geneva.durations import coerce_duration
 from flask_geneva.engine_context import context_of
@@ -35,7 +36,6 @@ from flask_geneva.exceptions import PauseSignal
 from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.exceptions import SkipSignal
 from flask_geneva.exceptions import SuspendSignal
-from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
@@ -288,8 +288,7 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         raise PauseSignal()
     _check_via(via)
     allowed = (WorkflowState.READY, WorkflowState.PERFORMING)
-    if workflow.state not in allowed:
-        raise _refuse("pause", workflow.state)
+    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
         if locked.state not in allowed:
@@ -330,8 +329,7 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         raise CancelSignal()
     _check_via(via)
     allowed = (WorkflowState.READY, WorkflowState.PAUSED, WorkflowState.PERFORMING)
-    if workflow.state not in allowed:
-        raise _refuse("cancel", workflow.state)
+    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
         if locked.state not in allowed:
@@ -396,8 +394,7 @@ def skip(
         raise SkipSignal()
     _check_via(via)
     allowed = (WorkflowState.READY, WorkflowState.PAUSED)
-    if workflow.state not in allowed:
-        raise _refuse("skip", workflow.state)
+    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
         if locked.state not in allowed:
@@ -474,8 +471,7 @@ def resume(
         raise InvalidStateError(
             f"cannot resume workflow {workflow.id} from inside its own step"
         )
-    if workflow.state != WorkflowState.PAUSED:
-        raise _refuse("resume", workflow.state)
+    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
         if locked.state != WorkflowState.PAUSED:
@@ -552,30 +548,17 @@ def _resumable_continuation(
     session: orm.Session, workflow: Any, *, rewind: bool
 ) -> Any:
     """R-EXT-22 (a)/(b): continue a paused or failed resumable chain."""
-    import sqlalchemy as sa
-
     execution_cls = workflow.__geneva__.StepExecution
-    base = (
-        sa.select(execution_cls)
-        .where(execution_cls.workflow_id == workflow.id)
-        .options(*column_detection.undefer_options(session, None, execution_cls))
-        .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
-        .limit(1)
+    paused_marker = store_queries.latest_pause_marker(
+        session, execution_cls, workflow.id
     )
-    paused_marker = session.scalars(
-        base.where(execution_cls.state == StepExecutionState.COMPLETED).where(
-            execution_cls.outcome == Outcome.WORKFLOW_PAUSED
-        )
-    ).first()
     if paused_marker is not None and paused_marker.successor is None:
         return scheduling.create_successor_execution(
             session, workflow, paused_marker, clear_cursor=rewind
         )
-    failed = session.scalars(
-        base.where(execution_cls.state == StepExecutionState.FAILED).where(
-            execution_cls.step_name == workflow.next_step_name
-        )
-    ).first()
+    failed = store_queries.latest_failed_execution_of_step(
+        session, execution_cls, workflow.id, workflow.next_step_name
+    )
     if (
         failed is not None
         and failed.cursor not in (None, "", [], {})

@@ -17,7 +17,8 @@ A run (:func:`run_housekeeping`) does, in order (R-HK-01):
 4. **gauges** (R-MET-01..06): one grouped query, emitted through ``GENEVA_METRICS``.
 
 Per-row errors are logged, passed to ``GENEVA_ERROR_REPORTER`` and never abort the
-run (R-HK-22).
+run (R-HK-22). The statements (the batched DELETEs, the candidate reads, the
+grouped count) are built in :mod:`flask_geneva.store_maintenance`.
 """
 
 from __future__ import annotations
@@ -33,18 +34,19 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
-from flask_geneva import reporting
+from flask_geneva import error_reporting
+from flask_geneva import release_spread
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
-from flask_geneva import sqlite_locking
 from flask_geneva import step_evolution
 from flask_geneva import store
+from flask_geneva import store_maintenance
 from flask_geneva import transitions
 from flask_geneva import worker_registry
-from flask_geneva import worker_rows
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import context_of
 from flask_geneva.engine_context import models_of
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import Outcome
@@ -169,51 +171,13 @@ def _cleanup_eligible(
     *,
     config: GenevaConfig,
 ) -> tuple[int, int]:
-    cutoff = clock.now() - retention
-    batch_size = config.housekeeping_batch_size
-    eligible = (
-        workflow_cls.state.in_(TERMINAL_WORKFLOW_STATES),
-        workflow_cls.transitioned_at < cutoff,
+    return store_maintenance.delete_ended_workflows(
+        session,
+        workflow_cls,
+        execution_cls,
+        clock.now() - retention,
+        batch_size=config.housekeeping_batch_size,
     )
-    execution_ids = (
-        sa.select(execution_cls.id)
-        .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
-        .where(*eligible)
-    )
-    executions = _delete_in_batches(
-        session, execution_cls, execution_ids, batch_size=batch_size
-    )
-    workflow_ids = sa.select(workflow_cls.id).where(*eligible)
-    workflows = _delete_in_batches(
-        session, workflow_cls, workflow_ids, batch_size=batch_size
-    )
-    return workflows, executions
-
-
-def _delete_in_batches(
-    session: orm.Session, model: Any, ids: sa.Select[Any], *, batch_size: int
-) -> int:
-    # Table-level DELETE: no ORM cascade or polymorphic filter is wanted here.
-    table = model.__table__
-    # A literal LIMIT inside a derived table: MySQL rejects LIMIT directly in an
-    # IN (...) subquery and some drivers do not bind LIMIT parameters (R-HK-12).
-    batch = ids.limit(sa.literal_column(str(int(batch_size)), sa.Integer)).subquery(
-        "batch"
-    )
-    statement = sa.delete(table).where(
-        table.c.id.in_(sa.select(batch.c.id).scalar_subquery())
-    )
-    total = 0
-    while True:
-        sqlite_locking.write_transaction(session)
-        result = session.execute(
-            statement, execution_options={"synchronize_session": False}
-        )
-        deleted = int(result.rowcount or 0)  # type: ignore[attr-defined]
-        session.commit()
-        total += deleted
-        if deleted < batch_size:
-            return total
 
 
 # -- stuck execution recovery (R-HK-20..27) ------------------------------------------
@@ -241,22 +205,13 @@ def stuck_in_progress_criteria(
         workers: The workers table when the registry exists
             (:func:`flask_geneva.worker_registry.registry_table`), else None.
     """
-    in_progress = execution.state == _inline(StepExecutionState.IN_PROGRESS)
-    if workers is None:
-        return [
-            in_progress,
-            execution.started_at < now - config.stuck_in_progress_threshold,
-        ]
-    return [
-        in_progress,
-        worker_rows.abandoned_criteria(
-            execution,
-            workers,
-            now=now,
-            dead_after=config.worker_dead_after,
-            age_threshold=config.stuck_in_progress_threshold,
-        ),
-    ]
+    return store_maintenance.stuck_in_progress_criteria(
+        execution,
+        config.stuck_in_progress_threshold,
+        now,
+        workers=workers,
+        dead_after=config.worker_dead_after,
+    )
 
 
 def stuck_scheduled_criteria(
@@ -273,10 +228,9 @@ def stuck_scheduled_criteria(
         config: The validated settings.
         now: The reference time (aware UTC).
     """
-    return [
-        execution.state == _inline(StepExecutionState.SCHEDULED),
-        execution.scheduled_for < now - config.stuck_scheduled_threshold,
-    ]
+    return store_maintenance.stuck_scheduled_criteria(
+        execution, config.stuck_scheduled_threshold, now
+    )
 
 
 def recover_abandoned_executions(context: EngineContext) -> int:
@@ -332,13 +286,14 @@ def recover_stuck_in_progress(
     if dead_workers_only and workers is None:
         session.rollback()
         return 0
-    criteria = stuck_in_progress_criteria(execution_cls, config, clock.now(), workers)
-    if dead_workers_only:
-        criteria.append(execution_cls.worker_id.is_not(None))
-    candidates = _candidates(
+    candidates = store_maintenance.stuck_in_progress_candidates(
         session,
-        column=execution_cls.started_at,
-        criteria=tuple(criteria),
+        execution_cls,
+        threshold=config.stuck_in_progress_threshold,
+        now=clock.now(),
+        workers=workers,
+        dead_after=config.worker_dead_after,
+        dead_workers_only=dead_workers_only,
         batch_size=config.housekeeping_batch_size,
     )
     return _recover_all(
@@ -370,20 +325,12 @@ def recover_stuck_scheduled(
         The number of executions recovered.
     """
     geneva = models_of(session)
-    workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
-    not_paused = (
-        sa.select(workflow_cls.id)
-        .where(workflow_cls.id == execution_cls.workflow_id)
-        .where(workflow_cls.state == WorkflowState.PAUSED)
-        .exists()
-    )
-    candidates = _candidates(
+    candidates = store_maintenance.stuck_scheduled_candidates(
         session,
-        column=execution_cls.scheduled_for,
-        criteria=(
-            *stuck_scheduled_criteria(execution_cls, config, clock.now()),
-            ~not_paused,
-        ),
+        geneva.Workflow,
+        geneva.StepExecution,
+        threshold=config.stuck_scheduled_threshold,
+        now=clock.now(),
         batch_size=config.housekeeping_batch_size,
     )
     return _recover_all(
@@ -395,54 +342,6 @@ def recover_stuck_scheduled(
     )
 
 
-def _inline(state: StepExecutionState) -> Any:
-    """The state as an SQL literal, not a bound parameter.
-
-    A partial index (``WHERE state = 'in_progress'``, R-DM-12) is only usable when
-    the planner sees the value: SQLite never matches a parameter against an index
-    predicate, and PostgreSQL's generic plans for prepared statements do not either.
-    """
-    return sa.literal(state.value, literal_execute=True)
-
-
-def _candidates(
-    session: orm.Session,
-    *,
-    column: Any,
-    criteria: tuple[Any, ...],
-    batch_size: int,
-) -> Iterator[tuple[Any, Any]]:
-    """Yield ``(execution id, workflow id)`` in ``(column, id)`` order, in batches.
-
-    Keyset pagination: each batch starts after the last ``(column, id)`` of the
-    previous one, so every row is yielded at most once even when its recovery
-    failed or left it unchanged (R-HK-21). ``column >= last`` stays a plain range
-    condition an index on ``column`` can serve; the tie-break is a filter.
-    """
-    execution_cls = models_of(session).StepExecution
-    last: tuple[datetime, Any] | None = None
-    while True:
-        query = (
-            sa.select(execution_cls.id, execution_cls.workflow_id, column)
-            .where(*criteria)
-            .order_by(column, execution_cls.id)
-            .limit(batch_size)
-        )
-        if last is not None:
-            last_value, last_id = last
-            query = query.where(column >= last_value).where(
-                sa.or_(column > last_value, execution_cls.id > last_id)
-            )
-        rows = session.execute(query).all()
-        # End the read transaction: on SQLite it holds the write lock (BTR-13).
-        session.rollback()
-        if not rows:
-            return
-        for execution_id, workflow_id, _ in rows:
-            yield execution_id, workflow_id
-        last = (rows[-1][2], rows[-1][0])
-
-
 def _recover_all(
     session: orm.Session,
     candidates: Iterator[tuple[Any, Any]],
@@ -452,33 +351,35 @@ def _recover_all(
     reporter: Any,
 ) -> int:
     recovered = 0
-    for execution_id, workflow_id in candidates:
-        try:
-            if _recover_row(
-                session, execution_id, workflow_id, expected=expected, action=action
-            ):
-                recovered += 1
-            session.commit()
-        except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
-            session_transactions.rollback_after_error(session, error)
-            _log.error(
-                "Failed to recover step execution %s: %s: %s",
-                execution_id,
-                type(error).__name__,
-                error,
-                exc_info=error,
-            )
-            reporting.report(
-                reporter,
-                error,
-                extra={
-                    "geneva_drive": {
-                        "workflow_id": _jsonable(workflow_id),
-                        "step_execution_id": _jsonable(execution_id),
-                        "housekeeping": f"stuck_{expected.value}",
-                    }
-                },
-            )
+    # R-SCH-20: the reattempts of one recovery run are spread over a window.
+    with release_spread.spread_releases(context_of(session).settings.release_spread):
+        for execution_id, workflow_id in candidates:
+            try:
+                if _recover_row(
+                    session, execution_id, workflow_id, expected=expected, action=action
+                ):
+                    recovered += 1
+                session.commit()
+            except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
+                session_transactions.rollback_after_error(session, error)
+                _log.error(
+                    "Failed to recover step execution %s: %s: %s",
+                    execution_id,
+                    type(error).__name__,
+                    error,
+                    exc_info=error,
+                )
+                error_reporting.report(
+                    reporter,
+                    error,
+                    extra={
+                        "geneva_drive": {
+                            "workflow_id": _jsonable(workflow_id),
+                            "step_execution_id": _jsonable(execution_id),
+                            "housekeeping": f"stuck_{expected.value}",
+                        }
+                    },
+                )
     return recovered
 
 
@@ -623,14 +524,9 @@ def count_workflows_by_type_and_state(
         ``{type: {state: count}}`` for every type present, with all five workflow
         states, zero-filled (R-MET-05). Also ends the read transaction.
     """
-    workflow_cls = models_of(session).Workflow
-    table = workflow_cls.__table__
-    rows = session.execute(
-        sa.select(table.c.type, table.c.state, sa.func.count()).group_by(
-            table.c.type, table.c.state
-        )
-    ).all()
-    session.rollback()
+    rows = store_maintenance.count_workflows_by_type_and_state(
+        session, models_of(session).Workflow
+    )
     counts: dict[str, dict[str, int]] = {}
     for workflow_type, state, count in rows:
         per_state = counts.setdefault(

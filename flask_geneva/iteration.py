@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import store_queries
 from flask_geneva import worker_registry
 from flask_geneva.cursors import deserialize_cursor
 from flask_geneva.cursors import dump_cursor
@@ -308,10 +309,8 @@ class IterableStep:
         if worker_exit_requested() or _context_exit.get():
             return "worker_shutdown"
         # A column query: never refresh the workflow the body uses (R-INT-05).
-        state = self._session.scalar(
-            sa.select(self._workflow_cls.state).where(
-                self._workflow_cls.id == self._workflow_id
-            )
+        state = store_queries.workflow_state(
+            self._session, self._workflow_cls, self._workflow_id
         )
         if state == WorkflowState.PAUSED:
             return "workflow_paused"

@@ -4,7 +4,7 @@ Imported by ``flask_geneva/__init__.py``. The models call these through
 :func:`flask_geneva.model_services.model_engine`, so they never import the
 orchestration modules (scheduling, flow control, store, executor) back. Each
 method binds the current app's engine context
-(:func:`flask_geneva.runtime.current_context`) to the session it works in, so
+(:func:`flask_geneva.app_state.current_context`) to the session it works in, so
 the engine below gets its settings and publisher from its caller, never from
 Flask (issue 15).
 """
@@ -28,11 +28,11 @@ from flask_geneva import step_execution_rows
 from flask_geneva import store
 from flask_geneva import transitions
 from flask_geneva import worker_registry
+from flask_geneva.app_state import current_context
 from flask_geneva.model_services import Wait
 from flask_geneva.model_services import register_model_engine
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import parse_workflow_state
-from flask_geneva.runtime import current_context
 
 __all__ = ["EngineForModels"]
 

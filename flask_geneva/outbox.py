@@ -27,9 +27,9 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import publications
+from flask_geneva import store_maintenance
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import bound_context
-from flask_geneva.models import StepExecutionState
 
 __all__ = [
     "PUBLISH_FAILURES_GAUGE",
@@ -161,27 +161,6 @@ def hand_back_to_dispatcher(
     Returns:
         How many rows changed.
     """
-    changed = 0
-    for execution_id, task_id in unpublished:
-        statement = (
-            sa.update(execution_cls)
-            .where(execution_cls.id == execution_id)
-            .where(execution_cls.job_id == task_id)
-            .where(execution_cls.state == StepExecutionState.SCHEDULED)
-            .values(job_id=marker)
-        )
-        if isinstance(target, orm.Session):
-            result: Any = target.execute(statement)
-        else:
-            result = target.execute(
-                sa.update(execution_cls.__table__)
-                .where(execution_cls.__table__.c.id == execution_id)
-                .where(execution_cls.__table__.c.job_id == task_id)
-                .where(
-                    execution_cls.__table__.c.state
-                    == StepExecutionState.SCHEDULED.value
-                )
-                .values(job_id=marker)
-            )
-        changed += int(result.rowcount or 0)
-    return changed
+    return store_maintenance.hand_back_unpublished(
+        target, execution_cls, unpublished, marker=marker
+    )

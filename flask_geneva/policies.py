@@ -17,7 +17,8 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from flask_geneva.durations import coerce_duration
+from flask_geneva.backoff import BackoffStrategy
+from flask_geneva.backoff import coerce_wait
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policy_matchers import describe_matcher
 from flask_geneva.policy_matchers import matcher_matches
@@ -158,7 +159,9 @@ class ExceptionPolicy:
             subclass (matches subclasses too), a dotted import path string resolved
             lazily at match time, or a predicate ``(error) -> bool``. None or empty
             makes the policy blanket (R-POL-06).
-        wait: Delay before the reattempt, a ``timedelta`` or seconds; only with
+        wait: Delay before the reattempt, a ``timedelta`` or seconds, or a
+            backoff strategy (:class:`~flask_geneva.backoff.Backoff`, or a
+            callable ``(attempt, error) -> timedelta``, R-POL-50); only with
             ``reattempt``.
         max_reattempts: Consecutive reattempts allowed before ``terminal_action``
             applies; a positive int, or None for unlimited; only with ``reattempt``.
@@ -171,7 +174,7 @@ class ExceptionPolicy:
 
     Attributes:
         action: The :class:`Action`, None for imperative policies.
-        wait: The reattempt delay as ``timedelta``, or None.
+        wait: The reattempt delay as ``timedelta`` or backoff strategy, or None.
         max_reattempts: The cap, None for unlimited or for non-reattempt policies.
         terminal_action: The :class:`Action` applied when the cap is reached.
         report: The report mode string.
@@ -189,7 +192,7 @@ class ExceptionPolicy:
     """
 
     action: Action | None
-    wait: timedelta | None
+    wait: timedelta | BackoffStrategy | None
     max_reattempts: int | None
     terminal_action: Action
     report: str
@@ -201,7 +204,7 @@ class ExceptionPolicy:
         action: Action | str | None = None,
         *,
         matching: object = None,
-        wait: timedelta | float | None = None,
+        wait: timedelta | float | BackoffStrategy | Callable[..., Any] | None = None,
         max_reattempts: int | None = _UNSET,
         terminal_action: Action | str = Action.PAUSE,
         report: str = "always",
@@ -242,12 +245,9 @@ class ExceptionPolicy:
                     f"allowed with action 'reattempt', not {coerced_action.value!r}"
                 )
             try:
-                coerced_wait = coerce_duration(wait, name="wait")
-            except (TypeError, ValueError) as exc:
-                raise StepConfigurationError(
-                    f"ExceptionPolicy: invalid wait {wait!r}: must be a non-negative "
-                    f"timedelta or number of seconds"
-                ) from exc
+                coerced_wait = coerce_wait(wait)
+            except StepConfigurationError as exc:
+                raise StepConfigurationError(f"ExceptionPolicy: {exc}") from exc
             if not is_reattempt:
                 cap = None
             elif explicit_max:
@@ -498,7 +498,7 @@ def _is_action_value(value: object) -> bool:
 def on_exception(
     *matchers: object,
     action: Action | str | None = None,
-    wait: timedelta | float | None = None,
+    wait: timedelta | float | BackoffStrategy | Callable[..., Any] | None = None,
     max_reattempts: int | None = _UNSET,
     terminal_action: Action | str = Action.PAUSE,
     report: str = "always",
@@ -525,7 +525,8 @@ def on_exception(
         *matchers: Exception classes, dotted-path strings or predicates (R-POL-05);
             none means blanket. A first string equal to an action name is the action.
         action: The action, as an alternative to passing it first positionally.
-        wait: Reattempt delay (``timedelta`` or seconds); only with ``reattempt``.
+        wait: Reattempt delay (``timedelta``, seconds or a backoff strategy,
+            R-POL-50); only with ``reattempt``.
         max_reattempts: Positive int or None (unlimited); default 100 for
             ``reattempt`` (R-POL-04).
         terminal_action: pause (default), cancel or skip; only with ``reattempt``.

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva import column_detection
+from flask_geneva import store_queries
 from flask_geneva import transactions
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import ReattemptSignal
@@ -73,8 +73,20 @@ def resolve(
     policy = resolution.policy
     count = consecutive_reattempts(session, workflow, step.name)
     handler_error: str | None = None
+    wait_error_text: str | None = None
     if policy.is_declarative:
-        result = decide(resolution, count)
+        try:
+            result = decide(
+                resolution,
+                count,
+                error=error,
+                workflow_id=workflow.id,
+                step_name=step.name,
+            )
+        except Exception as wait_error:  # noqa: BLE001 - R-POL-55: pause and report
+            result, wait_error_text = _backoff_failed(
+                logger, reports, error, wait_error
+            )
         if result.terminal:
             logger.warning(
                 "max reattempts (%s) reached for step %r, applying %s",
@@ -98,9 +110,31 @@ def resolve(
         cap=resolution.cap,
         handler=policy.handler_name,
         handler_error=handler_error,
+        wait_error=wait_error_text,
         reporter=reporter,
     )
     return result
+
+
+def _backoff_failed(
+    logger: Any, reports: Reports, error: Exception, wait_error: Exception
+) -> tuple[PolicyResult, str]:
+    """A backoff strategy could not compute the wait: pause, report (R-POL-55).
+
+    Like a crashed imperative handler (R-POL-12): the result is ``pause`` with
+    report ``always`` and the strategy's exception is queued for the reporter
+    with the step's error as context.
+    """
+    logger.error(
+        "reattempt wait could not be computed: %s: %s",
+        type(wait_error).__name__,
+        wait_error,
+    )
+    reports.append((wait_error, {"step_error": repr(error)}, None))
+    return (
+        PolicyResult(action="pause", wait=None, terminal=False, report="always"),
+        f"{type(wait_error).__name__}: {wait_error}",
+    )
 
 
 def record_decision(
@@ -112,6 +146,7 @@ def record_decision(
     cap: int | None,
     handler: str | None,
     handler_error: str | None = None,
+    wait_error: str | None = None,
     reporter: Any,
 ) -> None:
     """Write the ``policy_decision`` metadata record (R-PDR-01/02/06).
@@ -124,12 +159,16 @@ def record_decision(
         cap: The reattempt cap that applied, or None.
         handler: The imperative handler's name, or None.
         handler_error: ``"<class>: <message>"`` of a crashed handler (R-POL-12).
+        wait_error: ``"<class>: <message>"`` of a backoff strategy that could
+            not compute the wait (R-POL-55).
         reporter: The run's ``GENEVA_ERROR_REPORTER`` (or None).
 
     ``reported`` anticipates the reporter call made after the commit: it is
     true iff a reporter is configured and the report mode asks for one
     (R-REP-01); a failing reporter later adds ``report_error``. A crashed
-    imperative handler adds ``handler_error`` (R-POL-12).
+    imperative handler adds ``handler_error`` (R-POL-12). A wait computed by a
+    backoff strategy adds ``backoff``, the strategy's label (R-PDR-07); a
+    strategy that failed adds ``wait_error`` (R-POL-55).
     """
     record: dict[str, Any] = {
         **where,
@@ -144,8 +183,12 @@ def record_decision(
         "reported": bool(should_report(result) and reporter is not None),
         "handler": handler,
     }
+    if result.backoff is not None:
+        record["backoff"] = result.backoff
     if handler_error is not None:
         record["handler_error"] = handler_error
+    if wait_error is not None:
+        record["wait_error"] = wait_error
     execution.write_metadata("policy_decision", record)
 
 
@@ -235,16 +278,13 @@ def consecutive_reattempts(session: orm.Session, workflow: Any, step_name: str) 
     """
     execution_cls = workflow.__geneva__.StepExecution
     columns = column_detection.optional_columns(session)
-    rows = session.execute(
-        sa.select(
-            execution_cls.state,
-            execution_cls.outcome,
-            *([execution_cls.meta] if columns.step_execution_metadata else []),
-        )
-        .where(execution_cls.workflow_id == workflow.id)
-        .where(execution_cls.step_name == step_name)
-        .order_by(execution_cls.created_at, execution_cls.id)
-    ).all()
+    rows = store_queries.step_history(
+        session,
+        execution_cls,
+        workflow.id,
+        step_name,
+        with_metadata=columns.step_execution_metadata,
+    )
     count = 0
     for row in rows:
         state, outcome = row[0], row[1]

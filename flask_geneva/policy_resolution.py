@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
+from flask_geneva.backoff import BackoffStrategy
+from flask_geneva.backoff import jitter_key
 from flask_geneva.policies import DEFAULT_POLICY
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
@@ -69,6 +71,8 @@ class PolicyResult:
         terminal: True when the reattempt cap was reached and the terminal action
             replaced the reattempt.
         report: The policy's report mode (R-REP-01).
+        backoff: How a backoff strategy named the wait (e.g. ``"exponential
+            backoff"``), None for a fixed wait (R-PDR-07).
 
     .. versionadded:: 0.1
     """
@@ -77,6 +81,7 @@ class PolicyResult:
     wait: timedelta | None
     terminal: bool
     report: str
+    backoff: str | None = None
 
 
 def resolve_policy(
@@ -136,20 +141,34 @@ def resolve_policy(
     return PolicyResolution(DEFAULT_POLICY, "default", None, None, None)
 
 
-def decide(resolution: PolicyResolution, consecutive_reattempts: int) -> PolicyResult:
+def decide(
+    resolution: PolicyResolution,
+    consecutive_reattempts: int,
+    *,
+    error: BaseException | None = None,
+    workflow_id: object = None,
+    step_name: str = "",
+) -> PolicyResult:
     """Apply a declarative policy given the consecutive reattempt count (R-POL-10/32).
 
     A reattempt policy whose cap (``resolution.cap``) is reached, i.e.
     ``consecutive_reattempts >= cap``, yields its ``terminal_action`` with
     ``terminal=True`` and no wait. Otherwise the result is the policy's action (with
     its wait for reattempts) and ``terminal=False``. ``report`` is the policy's.
+    A backoff strategy's wait is computed for attempt ``consecutive_reattempts +
+    1``, with jitter keyed by ``(workflow_id, step_name, attempt)`` (R-POL-51/52).
 
     Args:
         resolution: From :func:`resolve_policy`.
         consecutive_reattempts: Count per R-CNT-01 (0 or more).
+        error: The exception being handled (read by backoff strategies).
+        workflow_id: The workflow's id, for the jitter key.
+        step_name: The step's name, for the jitter key.
 
     Raises:
         TypeError: The resolved policy is imperative; the executor runs handlers.
+        BackoffError: A backoff callable returned an unusable wait (R-POL-55);
+            whatever the callable raised propagates too.
 
     .. versionadded:: 0.1
     """
@@ -167,6 +186,18 @@ def decide(resolution: PolicyResolution, consecutive_reattempts: int) -> PolicyR
                 wait=None,
                 terminal=True,
                 report=policy.report,
+            )
+        if isinstance(policy.wait, BackoffStrategy):
+            attempt = consecutive_reattempts + 1
+            computed = policy.wait.compute(
+                attempt, error, key=jitter_key(workflow_id, step_name, attempt)
+            )
+            return PolicyResult(
+                action=policy.action.value,
+                wait=computed.wait,
+                terminal=False,
+                report=policy.report,
+                backoff=computed.label,
             )
         return PolicyResult(
             action=policy.action.value,

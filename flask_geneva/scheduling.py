@@ -15,15 +15,16 @@ from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import core_rows
-from flask_geneva import dispatch
+from flask_geneva import publishing
+from flask_geneva import release_spread
 from flask_geneva import store
+from flask_geneva import store_queries
 from flask_geneva import transactions
 from flask_geneva import transitions
 from flask_geneva.durations import coerce_duration
@@ -31,7 +32,6 @@ from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import StepNotDefinedError
-from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import StepExecutionState
 
 __all__ = [
@@ -175,21 +175,13 @@ def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
 
 def _ongoing_duplicate(session: orm.Session, workflow: Any) -> Any:
     # Mirrors the unique index; NULL heroes compare equal here (R-UNQ-06).
-    cls = workflow.__geneva__.Workflow
-    hero_type, hero_id = workflow.hero_type, workflow.hero_id
-    query = (
-        sa.select(cls.id)
-        .where(cls.type == workflow.__geneva_type__)
-        .where(
-            cls.hero_type.is_(None) if hero_type is None else cls.hero_type == hero_type
-        )
-        .where(cls.hero_id.is_(None) if hero_id is None else cls.hero_id == hero_id)
-        .where(cls.state.not_in(TERMINAL_WORKFLOW_STATES))
-        .where(cls.allow_multiple.is_(False))
-        .limit(1)
+    return store_queries.ongoing_duplicate_id(
+        session,
+        workflow.__geneva__.Workflow,
+        workflow.__geneva_type__,
+        workflow.hero_type,
+        workflow.hero_id,
     )
-    with session.no_autoflush:
-        return session.scalar(query)
 
 
 def _duplicate_error(workflow: Any, existing_id: Any) -> DuplicateWorkflowError:
@@ -265,6 +257,9 @@ def create_step_execution(
     option_time = _job_option_time(options, now)
     if option_time is not None and option_time > scheduled_for:
         scheduled_for = option_time
+    spread_to = _spread_time(workflow, now)
+    if spread_to is not None and spread_to > scheduled_for:
+        scheduled_for = spread_to  # R-SCH-20: bulk releases are spread
 
     if cancel_stray:
         store.cancel_scheduled_executions(session, workflow.id, now)
@@ -284,7 +279,7 @@ def create_step_execution(
     if publish:
         publication = _prepare_publication(execution, options, now, context)
     else:
-        execution.job_id, publication = dispatch.DEFERRED_JOB_ID, None
+        execution.job_id, publication = publishing.DEFERRED_JOB_ID, None
     core_rows.insert_step_execution(
         session,
         workflow.__geneva__,
@@ -305,7 +300,7 @@ def create_step_execution(
 
 def _prepare_publication(
     execution: Any, options: Mapping[str, Any], now: datetime, context: EngineContext
-) -> dispatch.Publication | None:
+) -> publishing.Publication | None:
     """Set ``job_id`` and return the publication to request, or None (R-DSP-01).
 
     A future time is left to the dispatcher when it is more than
@@ -315,18 +310,19 @@ def _prepare_publication(
     config = context.settings
     eta = execution.scheduled_for if execution.scheduled_for > now else None
     if eta is not None and (
-        eta - now > config.max_broker_delay or not dispatch.holds_eta(context.publisher)
+        eta - now > config.max_broker_delay
+        or not publishing.holds_eta(context.publisher)
     ):
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
-        execution.job_id = dispatch.DEFERRED_JOB_ID
+        execution.job_id = publishing.DEFERRED_JOB_ID
         return None
     task_id = str(uuid.uuid4())
     execution.job_id = task_id
     priority = options.get("priority")
     if priority is not None and config.priority_mapper is not None:
         priority = config.priority_mapper(priority)
-    return dispatch.Publication(
-        task_name=dispatch.PERFORM_STEP_TASK,
+    return publishing.Publication(
+        task_name=publishing.PERFORM_STEP_TASK,
         step_execution_id=None,
         task_id=task_id,
         queue=options.get("queue") or config.default_queue,
@@ -338,16 +334,16 @@ def _prepare_publication(
 def _request(
     session: orm.Session,
     execution: Any,
-    publication: dispatch.Publication | None,
+    publication: publishing.Publication | None,
     context: EngineContext,
 ) -> None:
     if publication is None:
         return
-    dispatch.request_publication(
+    publishing.request_publication(
         session,
         dataclasses.replace(publication, step_execution_id=execution.id),
         backend=context.publisher,
-        defer=dispatch.deferral_active(context.settings.enqueue_after_commit),
+        defer=publishing.deferral_active(context.settings.enqueue_after_commit),
     )
 
 
@@ -456,13 +452,27 @@ def enqueue_scheduled_execution(
     """Publish an existing scheduled execution again (resume path, R-SCH-09).
 
     Future ``scheduled_for`` → eta at that time; past → immediately ("overdue").
-    Creates no rows and keeps ``scheduled_for``.
+    Creates no rows and keeps ``scheduled_for``, except inside
+    :func:`~flask_geneva.release_spread.spread_releases`, where a time earlier
+    than the workflow's spread time moves to it (R-SCH-20).
     """
     step = workflow.steps.named(execution.step_name)
     options = workflow.job_options_for(step) if step is not None else {}
     context = context_of(session)
-    publication = _prepare_publication(execution, options, clock.now(), context)
+    now = clock.now()
+    spread_to = _spread_time(workflow, now)
+    if spread_to is not None and execution.scheduled_for < spread_to:
+        execution.scheduled_for = spread_to
+    publication = _prepare_publication(execution, options, now, context)
     _request(session, execution, publication, context)
+
+
+def _spread_time(workflow: Any, now: datetime) -> datetime | None:
+    """``now`` plus the workflow's release offset inside a spread block (R-SCH-20)."""
+    window = release_spread.active_window()
+    if window is None:
+        return None
+    return now + release_spread.release_offset(workflow.id, window)
 
 
 def unregistered_type_hint(workflow: Any) -> str:

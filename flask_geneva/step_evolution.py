@@ -19,15 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import scheduling
+from flask_geneva import store_queries
 from flask_geneva import transitions
 from flask_geneva.exceptions import StepNotDefinedError
-from flask_geneva.models import ACTIVE_EXECUTION_STATES
-from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 
 __all__ = [
     "StrandedSteps",
@@ -112,40 +110,6 @@ def recover_removed(session: orm.Session, workflow: Any, execution: Any) -> bool
 # -- reading which names are in flight ------------------------------------------------
 
 
-def _names_in_flight(session: orm.Session, geneva: Any, type_name: str | None) -> Any:
-    """(type, step name, workflows) for every name an ongoing workflow carries.
-
-    A workflow counts once per name, whether it carries the name as
-    ``current_step_name``, ``next_step_name`` or an active execution's step.
-    """
-    workflows = geneva.Workflow.__table__
-    executions = geneva.StepExecution.__table__
-    ongoing = workflows.c.state.not_in([str(s) for s in TERMINAL_WORKFLOW_STATES])
-    if type_name is not None:
-        ongoing = sa.and_(ongoing, workflows.c.type == type_name)
-    carried = sa.union(
-        sa.select(
-            workflows.c.id,
-            workflows.c.type,
-            workflows.c.current_step_name.label("name"),
-        ).where(ongoing),
-        sa.select(workflows.c.id, workflows.c.type, workflows.c.next_step_name).where(
-            ongoing
-        ),
-        sa.select(workflows.c.id, workflows.c.type, executions.c.step_name)
-        .join(executions, executions.c.workflow_id == workflows.c.id)
-        .where(ongoing)
-        .where(executions.c.state.in_([str(s) for s in ACTIVE_EXECUTION_STATES])),
-    ).subquery()
-    query = (
-        sa.select(carried.c.type, carried.c.name, sa.func.count())
-        .where(carried.c.name.is_not(None))
-        .group_by(carried.c.type, carried.c.name)
-        .order_by(carried.c.type, carried.c.name)
-    )
-    return session.execute(query).all()
-
-
 @dataclass(frozen=True)
 class StrandedSteps:
     """Ongoing workflows of one type carrying a step name the code does not know.
@@ -176,7 +140,9 @@ def stranded_steps(session: orm.Session, geneva: Any) -> list[StrandedSteps]:
         One entry per (type, step name), sorted; empty when the deploy is safe.
     """
     stranded = []
-    for type_name, name, count in _names_in_flight(session, geneva, None):
+    for type_name, name, count in store_queries.step_names_in_flight(
+        session, geneva, None
+    ):
         cls = geneva.workflow_classes.get(type_name)
         if cls is not None and cls.step_collection().is_known(name):
             continue
@@ -202,7 +168,7 @@ def history_in_flight(workflow_cls: Any) -> dict[str, int]:
     if not history:
         return {}
     session = workflow_cls.__geneva__.session
-    rows = _names_in_flight(
+    rows = store_queries.step_names_in_flight(
         session, workflow_cls.__geneva__, workflow_cls.__geneva_type__
     )
     return {name: int(count) for _, name, count in rows if name in history}

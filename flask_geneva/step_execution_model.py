@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import store_model_queries
 from flask_geneva.cursors import deserialize_cursor
 from flask_geneva.cursors import dump_cursor
 from flask_geneva.model_columns import InvalidJSON
@@ -68,11 +69,7 @@ class StepExecutionMixin:
     @classmethod
     def ready_to_execute(cls) -> sa.Select[Any]:
         """Select executions that are ``scheduled`` and due now (R-SE-46)."""
-        return (
-            sa.select(cls)
-            .where(cls.state == StepExecutionState.SCHEDULED)
-            .where(cls.scheduled_for <= clock.now())
-        )
+        return store_model_queries.ready_to_execute(cls, clock.now())
 
     def _object_session(self) -> orm.Session:
         session = orm.object_session(self)
@@ -203,13 +200,8 @@ class StepExecutionMixin:
         """The execution continuing this one, or None (R-SE-40)."""
         if not self._columns().resumable:
             return None
-        cls = type(self)
-        return (
-            self._object_session()
-            .scalars(
-                sa.select(cls).where(cls.continues_from_id == self.id).order_by(cls.id)
-            )
-            .first()
+        return store_model_queries.successor_of(  # type: ignore[no-any-return]
+            self._object_session(), type(self), self.id
         )
 
     @property

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Flask
 from flask import has_app_context
 
-from flask_geneva import dispatch
+from flask_geneva import publishing
 from flask_geneva.tagged_logging import TaggedLoggerAdapter
 
 __all__ = [
@@ -113,7 +113,7 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     # shared=False: a shared task would be added to every Celery app created
     # later in the process, and registering it there again is a duplicate.
     celery.task(
-        name=dispatch.PERFORM_STEP_TASK, bind=True, ignore_result=True, shared=False
+        name=publishing.PERFORM_STEP_TASK, bind=True, ignore_result=True, shared=False
     )(perform_step)
 
     def dispatch_due(task: Any) -> int:
@@ -124,7 +124,7 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
         """
         from flask_geneva import dispatcher
         from flask_geneva import housekeeping as housekeeping_module
-        from flask_geneva.runtime import current_context
+        from flask_geneva.app_state import current_context
 
         with _app_context(task.app):
             context = current_context()
@@ -133,13 +133,13 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
             return published
 
     celery.task(
-        name=dispatch.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
+        name=publishing.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
     )(dispatch_due)
 
     def housekeeping(task: Any) -> dict[str, int]:
         """Clean up, recover stuck executions, emit gauges (R-HK-01)."""
         from flask_geneva import housekeeping as housekeeping_module
-        from flask_geneva.runtime import current_context
+        from flask_geneva.app_state import current_context
 
         with _app_context(task.app):
             return housekeeping_module.run_housekeeping(current_context())
@@ -196,7 +196,7 @@ def perform_step_execution(
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
     """
     from flask_geneva import executor
-    from flask_geneva.runtime import current_context
+    from flask_geneva.app_state import current_context
 
     context = current_context()
     config = context.settings
@@ -233,7 +233,7 @@ def beat_schedule(
     """
     return {
         "flask-geneva-dispatch-due": {
-            "task": dispatch.DISPATCH_DUE_TASK,
+            "task": publishing.DISPATCH_DUE_TASK,
             "schedule": float(dispatch_interval_seconds),
         },
         "flask-geneva-housekeeping": {

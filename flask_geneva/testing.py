@@ -12,17 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-
 from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import store
-from flask_geneva.dispatch import Publication
-from flask_geneva.dispatch import RecordingBackend
+from flask_geneva import store_queries
+from flask_geneva.app_state import current_state
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.operations import Executor
-from flask_geneva.runtime import current_state
+from flask_geneva.publishing import Publication
+from flask_geneva.publishing import RecordingBackend
 
 __all__ = [
     "RecordingJobs",
@@ -195,12 +194,8 @@ def assert_step_executed(
 ) -> None:
     """Assert an execution of ``step_name`` in ``state`` exists (R-TH-06)."""
     execution_cls = workflow.__geneva__.StepExecution
-    found = _session().scalar(
-        sa.select(execution_cls.id)
-        .where(execution_cls.workflow_id == workflow.id)
-        .where(execution_cls.step_name == str(step_name))
-        .where(execution_cls.state == str(state))
-        .limit(1)
+    found = store_queries.executed_step_id(
+        _session(), execution_cls, workflow.id, str(step_name), str(state)
     )
     if found is None:
         raise AssertionError(
@@ -242,17 +237,8 @@ def assert_cursor(workflow: Any, expected: Any) -> None:
 def assert_step_has_successor(workflow: Any, step_name: Any) -> None:
     """Assert the latest completed execution of the step has a successor (R-TH-09)."""
     execution_cls = workflow.__geneva__.StepExecution
-    latest = (
-        _session()
-        .scalars(
-            sa.select(execution_cls)
-            .where(execution_cls.workflow_id == workflow.id)
-            .where(execution_cls.step_name == str(step_name))
-            .where(execution_cls.state == StepExecutionState.COMPLETED)
-            .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
-            .limit(1)
-        )
-        .first()
+    latest = store_queries.latest_completed_execution(
+        _session(), execution_cls, workflow.id, str(step_name)
     )
     if latest is None:
         raise AssertionError(f"Expected completed execution for step {step_name}")

@@ -128,7 +128,7 @@ def register_app_workers(app: Flask) -> bool:
         True if this process is now registered for the app's database.
     """
     from flask_geneva import worker_registry
-    from flask_geneva.runtime import current_context
+    from flask_geneva.app_state import current_context
 
     if app.extensions.get("geneva") is None:
         return False

@@ -21,6 +21,7 @@ from typing import Self
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import store_model_queries
 from flask_geneva.dsl.collect import WorkflowDefinitions
 from flask_geneva.dsl.collect import collect_definitions
 from flask_geneva.exceptions import StepConfigurationError
@@ -28,7 +29,6 @@ from flask_geneva.job_options import merge_job_options
 from flask_geneva.job_options import validate_job_options
 from flask_geneva.model_columns import as_dict
 from flask_geneva.model_services import model_engine
-from flask_geneva.model_states import ACTIVE_EXECUTION_STATES
 from flask_geneva.model_states import TERMINAL_WORKFLOW_STATES
 from flask_geneva.model_states import WorkflowState
 from flask_geneva.model_states import parse_workflow_state
@@ -151,10 +151,10 @@ class WorkflowMixin(WorkflowActions):
         try:
             return cls.create(hero=hero, **kwargs), True
         except DuplicateWorkflowError:
-            session = cls._session()
-            existing = session.scalars(
-                cls.ongoing().where(*cls._hero_criteria(hero)).order_by(cls.id)
-            ).first()
+            hero_type, hero_id = cls.__geneva__.hero_reference(hero)
+            existing = store_model_queries.ongoing_workflow_for_hero(
+                cls._session(), cls, hero_type, hero_id
+            )
             if existing is None:
                 raise
             return existing, False
@@ -167,7 +167,7 @@ class WorkflowMixin(WorkflowActions):
     @classmethod
     def ongoing(cls) -> sa.Select[Any]:
         """Return a select of this class's workflows that are not finished/canceled."""
-        return sa.select(cls).where(cls.state.not_in(TERMINAL_WORKFLOW_STATES))
+        return store_model_queries.ongoing_workflows(cls)
 
     @classmethod
     def with_state(cls, state: str) -> sa.Select[Any]:
@@ -176,22 +176,18 @@ class WorkflowMixin(WorkflowActions):
         Raises:
             ValueError: ``state`` is not a workflow state; lists the allowed ones.
         """
-        return sa.select(cls).where(cls.state == parse_workflow_state(state))
+        return store_model_queries.workflows_in_state(cls, parse_workflow_state(state))
 
     @classmethod
     def for_hero(cls, hero: Any) -> sa.Select[Any]:
         """Return a select of this class's workflows for ``hero`` (R-HERO-04)."""
-        return sa.select(cls).where(*cls._hero_criteria(hero))
+        hero_type, hero_id = cls.__geneva__.hero_reference(hero)
+        return store_model_queries.workflows_for_hero(cls, hero_type, hero_id)
 
     @classmethod
     def _hero_criteria(cls, hero: Any) -> list[Any]:
         hero_type, hero_id = cls.__geneva__.hero_reference(hero)
-        return [
-            cls.hero_type.is_(None)
-            if hero_type is None
-            else cls.hero_type == hero_type,
-            cls.hero_id.is_(None) if hero_id is None else cls.hero_id == hero_id,
-        ]
+        return store_model_queries.hero_criteria(cls, hero_type, hero_id)
 
     # -- instance API ----------------------------------------------------------------
 
@@ -243,28 +239,15 @@ class WorkflowMixin(WorkflowActions):
     @property
     def current_execution(self) -> StepExecutionMixin | None:
         """The execution in ``scheduled``/``in_progress`` state, or None (R-WF-21)."""
-        execution_cls = self.__geneva__.StepExecution
-        return (
-            self._object_session()
-            .scalars(
-                sa.select(execution_cls)
-                .where(execution_cls.workflow_id == self.id)
-                .where(execution_cls.state.in_(ACTIVE_EXECUTION_STATES))
-                .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
-            )
-            .first()
+        return store_model_queries.current_execution(  # type: ignore[no-any-return]
+            self._object_session(), self.__geneva__.StepExecution, self.id
         )
 
     @property
     def execution_history(self) -> list[StepExecutionMixin]:
         """All executions ordered by ``created_at``, ties by id (R-WF-22)."""
-        execution_cls = self.__geneva__.StepExecution
-        return list(
-            self._object_session().scalars(
-                sa.select(execution_cls)
-                .where(execution_cls.workflow_id == self.id)
-                .order_by(execution_cls.created_at, execution_cls.id)
-            )
+        return store_model_queries.execution_history(
+            self._object_session(), self.__geneva__.StepExecution, self.id
         )
 
     @property

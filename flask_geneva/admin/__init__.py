@@ -115,6 +115,7 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
     .. versionadded:: 0.1
     """
     from flask_admin import Admin
+    from flask_admin.theme import Bootstrap4Theme
 
     url = app.extensions["geneva"].config.admin.url
     for existing in app.extensions.get("admin", []):
@@ -141,7 +142,14 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
         url="step-executions",
     )
     _link(overview, workflows, executions)
-    admin = Admin(app, name="Geneva", url=url, endpoint="geneva", index_view=overview)
+    admin = Admin(
+        app,
+        name="Geneva",
+        url=url,
+        endpoint="geneva",
+        index_view=overview,
+        theme=Bootstrap4Theme(fluid=True),  # the full window width (R-ADM-42)
+    )
     admin.add_view(workflows)
     admin.add_view(executions)
     return admin

@@ -7,11 +7,11 @@ workflow, validating the list filters).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 from typing import Literal
 
-import sqlalchemy as sa
 from flask import Blueprint
 from flask import Response
 from flask import render_template
@@ -20,15 +20,18 @@ from flask_admin import BaseView
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.access import access_is_open_by_default
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import has_access
 from flask_geneva.admin.filters import WorkflowFilters
 from flask_geneva.admin.filters import parse_workflow_filters
 from flask_geneva.admin.presenters import format_time
+from flask_geneva.admin.time_display import parse_stored_time
+from flask_geneva.admin.time_display import time_tag
 from flask_geneva.keys import parse_key
 
-__all__ = ["GenevaView", "WorkflowPages", "asset_dir"]
+__all__ = ["GenevaView", "WorkflowPages", "asset_dir", "content_security_policy"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _CSP = (
@@ -77,7 +80,7 @@ class GenevaView(BaseView):
             static_url_path="/static",
         )
         blueprint.register_blueprint(assets, url_prefix="/_geneva")
-        blueprint.after_request(_content_security_policy)
+        blueprint.after_request(content_security_policy)
         return blueprint
 
     def is_accessible(self) -> bool:
@@ -95,7 +98,27 @@ class GenevaView(BaseView):
         kwargs.setdefault("workflows_endpoint", self.workflows_endpoint)
         kwargs.setdefault("executions_endpoint", self.executions_endpoint)
         kwargs.setdefault("fmt_time", format_time)
+        now = clock.now()
+        kwargs.setdefault("when", functools.partial(time_tag, now=now))
+        kwargs.setdefault("stored_time", parse_stored_time)
+        kwargs.setdefault("geneva_js_url", self.asset_url("geneva/geneva.js"))
+        kwargs.setdefault("step_display", self.step_display)
         return str(super().render(template, **kwargs))
+
+    def step_display(self, workflow_type: str | None, step_name: str | None) -> str:
+        """How a stored step name reads: ``"new (was old)"`` when renamed (R-EVO-04).
+
+        Args:
+            workflow_type: The workflow row's ``type``; a type whose class is
+                gone shows the stored name.
+            step_name: The stored step name, or None (shown as ``""``).
+        """
+        if step_name is None:
+            return ""
+        workflow_cls = self.geneva.workflow_classes.get(workflow_type or "")
+        if workflow_cls is None:
+            return str(step_name)
+        return str(workflow_cls.step_collection().display_name(step_name))
 
     def asset_url(self, filename: str) -> str:
         """URL of a file under ``static/`` (e.g. ``geneva/geneva.css``)."""
@@ -114,8 +137,11 @@ class GenevaView(BaseView):
         return column_detection.optional_columns(self.session)
 
 
-def _content_security_policy(response: Response) -> Response:
-    # R-ADM-06: no inline scripts; a host that sets its own policy keeps it.
+def content_security_policy(response: Response) -> Response:
+    """Set the admin's CSP and nosniff headers unless the host set its own (R-ADM-06).
+
+    No inline scripts: ``static/geneva/geneva.js`` comes from ``'self'``.
+    """
     response.headers.setdefault("Content-Security-Policy", _CSP)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     return response
@@ -126,15 +152,10 @@ class WorkflowPages(GenevaView):
 
     def _load(self, workflow_id: Any) -> Any:
         """The workflow with this id as stored now, or None."""
-        session = self.session
-        workflow_cls = self.geneva.Workflow
-        return session.scalars(
-            sa.select(workflow_cls)
-            .where(workflow_cls.id == workflow_id)
-            .options(*column_detection.undefer_options(session, workflow_cls, None))
-            # Show the stored truth even if this session saw the row earlier.
-            .execution_options(populate_existing=True)
-        ).one_or_none()
+        # Show the stored truth even if this session saw the row earlier.
+        return store_admin_queries.load_workflow(
+            self.session, self.geneva.Workflow, workflow_id
+        )
 
     def _filters(self, args: Any) -> WorkflowFilters:
         """Validate the list filters of a query string or bulk form (R-ADM-11)."""

@@ -19,6 +19,7 @@ from flask_admin import expose
 
 import flask_geneva.admin.filters as workflow_filters
 from flask_geneva import clock
+from flask_geneva import release_spread
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.filters import capped_count
@@ -26,8 +27,8 @@ from flask_geneva.admin.filters import format_count
 from flask_geneva.admin.filters import matching_id_batches
 from flask_geneva.admin.flow_control_actions import act
 from flask_geneva.admin.flow_control_actions import validated_action_form
+from flask_geneva.app_state import current_state
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.runtime import current_state
 
 __all__ = ["BULK_ACTIONS", "MAX_BULK_IDS", "MAX_LISTED_REFUSALS", "WorkflowBulkActions"]
 
@@ -37,6 +38,12 @@ BULK_ACTIONS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel"}
 MAX_BULK_IDS = 500
 #: Refusals listed on a bulk result page; the rest are only counted.
 MAX_LISTED_REFUSALS = 1000
+
+
+def _spread_if(spread: bool) -> Any:
+    """Spread a bulk resume over ``GENEVA_RELEASE_SPREAD`` (R-SCH-20)."""
+    window = current_state().config.release_spread if spread else None
+    return release_spread.spread_releases(window)
 
 
 class WorkflowBulkActions(WorkflowPages):
@@ -82,12 +89,13 @@ class WorkflowBulkActions(WorkflowPages):
         self.session.commit()  # end the reading transaction before locking
         done = 0
         refused: list[tuple[Any, str]] = []
-        for key in keys:
-            reason = self._act_on(key, action)
-            if reason is None:
-                done += 1
-            else:
-                refused.append((key, reason))
+        with _spread_if(action == "resume" and len(keys) > 1):
+            for key in keys:
+                reason = self._act_on(key, action)
+                if reason is None:
+                    done += 1
+                else:
+                    refused.append((key, reason))
         return self.render(
             "geneva/admin/bulk_result.html",
             label=label,
@@ -150,14 +158,15 @@ class WorkflowBulkActions(WorkflowPages):
         )
         for keys in batches:
             self.session.commit()  # end the reading transaction before locking
-            for key in keys:
-                reason = self._act_on(key, action)
-                if reason is None:
-                    done += 1
-                    continue
-                refused_count += 1
-                if len(refused) < MAX_LISTED_REFUSALS:
-                    refused.append((key, reason))
+            with _spread_if(action == "resume"):
+                for key in keys:
+                    reason = self._act_on(key, action)
+                    if reason is None:
+                        done += 1
+                        continue
+                    refused_count += 1
+                    if len(refused) < MAX_LISTED_REFUSALS:
+                        refused.append((key, reason))
         self.session.commit()
         return self.render(
             "geneva/admin/bulk_result.html",

@@ -21,6 +21,7 @@ from sqlalchemy import orm
 
 from flask_geneva import column_detection
 from flask_geneva import housekeeping
+from flask_geneva import store_admin_queries
 from flask_geneva import worker_registry
 from flask_geneva import worker_rows
 from flask_geneva.admin.filters import ERROR_CLASS_CAVEAT
@@ -38,7 +39,6 @@ __all__ = [
     "LIST_FLAGS",
     "ColumnValue",
     "ExecutionLink",
-    "capped_count",
     "cursor_display",
     "execution_detail",
     "filter_executions",
@@ -122,7 +122,6 @@ _MAX_TEXT = 255
 
 
 def filter_executions(
-    query: sa.Select[Any],
     args: Mapping[str, str],
     *,
     execution_cls: Any,
@@ -130,8 +129,8 @@ def filter_executions(
     columns: column_detection.OptionalColumns,
     config: Any,
     now: datetime,
-) -> tuple[sa.Select[Any], dict[str, str], list[str]]:
-    """Apply the executions list's query-string filters to ``query`` (R-ADM-13).
+) -> tuple[list[Any], dict[str, str], list[str]]:
+    """The executions list's query-string filters as criteria (R-ADM-13).
 
     Filters: ``state`` (one of the execution states), ``step_name``, ``type``
     (workflow class, also one no longer in the code), ``error_class`` (needs the
@@ -141,7 +140,6 @@ def filter_executions(
     (R-ADM-13, R-ADM-31).
 
     Args:
-        query: A select over ``execution_cls`` joined to ``workflow_cls``.
         args: The request's query string.
         execution_cls: The ``StepExecution`` model.
         workflow_cls: The ``Workflow`` model.
@@ -150,10 +148,13 @@ def filter_executions(
         now: The reference time (aware UTC).
 
     Returns:
-        ``(query, filters, notes)``: the filtered select, the accepted filters
+        ``(criteria, filters, notes)``: conditions on ``execution_cls`` and
+        ``workflow_cls`` (for ``store_admin_queries.execution_list_page``), the
+        accepted filters
         (to refill the form and carry into pagination links; an ignored value is
         never echoed back into the form) and the notes to show.
     """
+    criteria: list[Any] = []
     filters: dict[str, str] = {}
     notes: list[str] = []
     states = [state.value for state in StepExecutionState]
@@ -186,12 +187,12 @@ def filter_executions(
         else:
             filters[name] = value
             if name == "error_class":
-                query = query.where(error_class_matches(column, value))
+                criteria.append(error_class_matches(column, value))
                 # Reattempted executions keep their error in metadata only
                 # (R-SE-21); matching JSON would scan every row (R-ADM-30).
                 notes.append(ERROR_CLASS_CAVEAT)
             else:
-                query = query.where(column == value)
+                criteria.append(column == value)
     flag = args.get("only", "").strip()
     if flag:
         if flag not in LIST_FLAGS:
@@ -203,18 +204,8 @@ def filter_executions(
             )
         else:
             filters["only"] = flag
-            query = query.where(*flag_criteria(flag, execution_cls, config, now))
-    return query, filters, notes
-
-
-def capped_count(session: orm.Session, query: sa.Select[Any], cap: int) -> int:
-    """Count the rows of ``query``, reading at most ``cap + 1`` of them (R-ADM-30).
-
-    Returns:
-        The row count, or ``cap + 1`` when there are more than ``cap`` rows.
-    """
-    limited = query.limit(cap + 1).subquery()
-    return int(session.scalar(sa.select(sa.func.count()).select_from(limited)) or 0)
+            criteria.extend(flag_criteria(flag, execution_cls, config, now))
+    return criteria, filters, notes
 
 
 # -- detail page (R-ADM-14) ---------------------------------------------------------
@@ -229,13 +220,8 @@ def load_execution(session: orm.Session, execution_cls: Any, key: Any) -> Any:
     Returns:
         The execution, or None when there is none with this key.
     """
-    return session.scalars(
-        sa.select(execution_cls)
-        .where(execution_cls.id == key)
-        .options(*column_detection.undefer_options(session, None, execution_cls))
-        # Show the stored truth even if this session saw the row earlier.
-        .execution_options(populate_existing=True)
-    ).one_or_none()
+    # Show the stored truth even if this session saw the row earlier.
+    return store_admin_queries.load_execution(session, execution_cls, key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,31 +328,9 @@ def _neighbours(
 
     The workflow detail page orders by ``(created_at, id)``; so does this.
     """
-    cls = execution_cls
-    picked = sa.select(cls.id, cls.step_name, cls.state).where(
-        cls.workflow_id == execution.workflow_id
+    before, after = store_admin_queries.execution_neighbours(
+        session, execution_cls, execution
     )
-    created, key = execution.created_at, execution.id
-    before = session.execute(
-        picked.where(
-            sa.or_(
-                cls.created_at < created,
-                sa.and_(cls.created_at == created, cls.id < key),
-            )
-        )
-        .order_by(cls.created_at.desc(), cls.id.desc())
-        .limit(1)
-    ).first()
-    after = session.execute(
-        picked.where(
-            sa.or_(
-                cls.created_at > created,
-                sa.and_(cls.created_at == created, cls.id > key),
-            )
-        )
-        .order_by(cls.created_at.asc(), cls.id.asc())
-        .limit(1)
-    ).first()
     return (
         _link(before) if before is not None else None,
         _link(after) if after is not None else None,
@@ -408,19 +372,10 @@ def _chain_links(
     """``(predecessor id, predecessor link or None if missing, successors)``."""
     if not columns.continues_from_id:
         return None, None, []
-    cls = execution_cls
-    picked = sa.select(cls.id, cls.step_name, cls.state)
+    row, rows = store_admin_queries.execution_chain(session, execution_cls, execution)
+    predecessor = _link(row) if row is not None else None
+    successors = [_link(successor) for successor in rows]
     predecessor_id = execution.continues_from_id
-    predecessor = None
-    if predecessor_id is not None:
-        row = session.execute(picked.where(cls.id == predecessor_id)).first()
-        predecessor = _link(row) if row is not None else None
-    successors = [
-        _link(row)
-        for row in session.execute(
-            picked.where(cls.continues_from_id == execution.id).order_by(cls.id)
-        )
-    ]
     return predecessor_id, predecessor, successors
 
 
@@ -467,7 +422,23 @@ def _metadata_display(
     value = execution.meta
     if isinstance(value, InvalidJSON):
         return str(value)
-    return pretty_json(value)
+    return pretty_json(_without_backtrace(value))
+
+
+def _without_backtrace(meta: Any) -> Any:
+    """The metadata with its backtrace copy replaced by a pointer (R-ADM-48).
+
+    The Error section shows the backtrace once; the metadata says where it is
+    instead of repeating it as escaped JSON.
+    """
+    exception = recorded_exception(meta)
+    lines = exception.get("backtrace")
+    if not lines:
+        return meta
+    count = len(lines) if isinstance(lines, list) else str(lines).count("\n") + 1
+    shown = dict(exception)
+    shown["backtrace"] = f"({count} lines: shown under Error above)"
+    return {**meta, "exception": shown}
 
 
 def recorded_backtrace(execution: Any, meta: Mapping[str, Any]) -> str:
@@ -493,11 +464,9 @@ def _workflow_summary(
     session: orm.Session, geneva: Any, execution: Any
 ) -> dict[str, Any]:
     workflow_cls = geneva.Workflow
-    row = session.execute(
-        sa.select(workflow_cls.type, workflow_cls.state).where(
-            workflow_cls.id == execution.workflow_id
-        )
-    ).first()
+    row = store_admin_queries.workflow_type_and_state(
+        session, workflow_cls, execution.workflow_id
+    )
     if row is None:
         return {
             "id": execution.workflow_id,

@@ -1,10 +1,12 @@
-"""Query building of the workflows list and its "all matching" bulk action.
+"""The filters of the workflows list and its "all matching" bulk action.
 
 The list page (R-ADM-11) and the bulk action on every workflow matching the current
 filter (R-ADM-23) share :func:`parse_workflow_filters`, so a POST re-validates the
 filters exactly as the list did. Counts are capped instead of running an unbounded
 ``COUNT(*)`` (R-ADM-30), and the bulk action walks the matching ids with keyset
 pagination over ``id`` (never ``OFFSET``: rows leave a state filter while we act).
+The statements and the conditions beyond a column comparison are built in
+:mod:`flask_geneva.store_admin_filters`.
 
 Everything here only reads (R-ADM-32).
 """
@@ -26,6 +28,7 @@ import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy import orm
 
+from flask_geneva import store_admin_filters
 from flask_geneva.admin.presenters import recorded_exception
 from flask_geneva.heroes import hero_type_of
 from flask_geneva.keys import format_hero
@@ -215,7 +218,9 @@ def parse_workflow_filters(
             if "." not in value:
                 descriptions[-1] += f" or <module>.{value}"
             conditions.append(
-                workflow_cls.id.in_(_latest_error_class_is(execution_cls, value))
+                store_admin_filters.latest_error_class_is(
+                    workflow_cls, execution_cls, value
+                )
             )
             caveats.append(ERROR_CLASS_CAVEAT)
     flag = params.get("overdue")
@@ -224,13 +229,7 @@ def parse_workflow_filters(
     if flag is not None and flag.lower() in _FLAG_ON:
         descriptions.append("has an overdue execution")
         conditions.append(
-            sa.exists(
-                sa.select(execution_cls.id).where(
-                    execution_cls.workflow_id == workflow_cls.id,
-                    execution_cls.state == "scheduled",
-                    execution_cls.scheduled_for < now,
-                )
-            )
+            store_admin_filters.has_overdue_execution(workflow_cls, execution_cls, now)
         )
     elif flag is not None and flag.lower() not in _FLAG_OFF:
         notes.append(f"ignored overdue filter {flag!r}: use 1 (on) or 0 (off)")
@@ -255,9 +254,7 @@ def parse_workflow_filters(
         else:
             accepted.add("q")
             descriptions.append(f"workflow id or hero id = {key}")
-            conditions.append(
-                sa.or_(workflow_cls.id == key, workflow_cls.hero_id == key)
-            )
+            conditions.append(store_admin_filters.id_or_hero_id_is(workflow_cls, key))
     kept = {name: value for name, value in params.items() if name in accepted}
     return WorkflowFilters(kept, notes, conditions, descriptions, caveats)
 
@@ -308,90 +305,8 @@ def _utc_text(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-#: Execution states that carry a recorded error in the error columns (R-SE-20:
-#: the policy's fail/cancel leave ``failed``, its skip leaves ``skipped``;
-#: reattempted executions keep theirs in metadata only, R-SE-21). Restricting to
-#: them lets the state index find the few candidate rows among millions.
-ERROR_STATES = ("failed", "skipped")
-
-
-def _has_recorded_error(execution_cls: Any) -> Any:
-    return sa.and_(
-        execution_cls.state.in_(ERROR_STATES),
-        execution_cls.error_message.is_not(None),
-    )
-
-
-def _latest_error(execution_cls: Any) -> sa.Select[Any]:
-    """Select executions with a recorded error and no later one of their workflow.
-
-    "Recorded error" means ``error_message`` is set (R-SE-20) on a ``failed`` or
-    ``skipped`` execution; "later" orders by ``created_at`` then ``id``, so
-    exactly one execution per workflow qualifies. Meant for a page of workflow
-    ids (the correlated check is probed per row).
-    """
-    later = orm.aliased(execution_cls)
-    newer = sa.exists().where(
-        later.workflow_id == execution_cls.workflow_id,
-        _has_recorded_error(later),
-        sa.or_(
-            later.created_at > execution_cls.created_at,
-            sa.and_(
-                later.created_at == execution_cls.created_at,
-                later.id > execution_cls.id,
-            ),
-        ),
-    )
-    return sa.select(execution_cls.id).where(_has_recorded_error(execution_cls), ~newer)
-
-
-def _latest_error_class_is(execution_cls: Any, class_name: str) -> sa.Select[Any]:
-    """Ids of workflows whose latest recorded error has class ``class_name``.
-
-    Same definition as :func:`_latest_error`, written with ``ROW_NUMBER()`` so the
-    database ranks the (few) executions with a recorded error once instead of
-    probing every workflow: on PostgreSQL with 5,000,000 executions the filtered
-    list stays well under R-ADM-30's 500 ms (``bench/admin.py``).
-    """
-    ranked = (
-        sa.select(
-            execution_cls.workflow_id,
-            execution_cls.error_class_name,
-            sa.func.row_number()
-            .over(
-                partition_by=execution_cls.workflow_id,
-                order_by=(execution_cls.created_at.desc(), execution_cls.id.desc()),
-            )
-            .label("recency"),
-        )
-        .where(_has_recorded_error(execution_cls))
-        .subquery()
-    )
-    return sa.select(ranked.c.workflow_id).where(
-        ranked.c.recency == 1,
-        error_class_matches(ranked.c.error_class_name, class_name),
-    )
-
-
-def error_class_matches(column: Any, class_name: str) -> Any:
-    """The condition "``column`` holds the error class ``class_name``" (R-SE-20).
-
-    Stored class names are module-qualified unless builtin
-    (``example_app.workflows.GatewayTimeout``, ``TimeoutError``). A name with a
-    dot must equal the stored one. A bare name also matches that class in any
-    module: ``column = name OR column LIKE '%.' || name``, with ``%``, ``_`` and
-    the escape character of ``name`` escaped. LIKE ignores ASCII case on SQLite
-    (and on MariaDB, whose default collation also makes ``=`` ignore it).
-
-    Args:
-        column: The ``error_class_name`` column (or a subquery's column of it).
-        class_name: The filter value: no NUL byte, at most 255 characters.
-    """
-    if "." in class_name:
-        return column == class_name
-    return sa.or_(
-        column == class_name, column.endswith(f".{class_name}", autoescape=True)
-    )
+#: Re-exported for the executions list (R-SE-20).
+error_class_matches = store_admin_filters.error_class_matches
 
 
 def latest_error_classes(
@@ -415,20 +330,13 @@ def latest_error_classes(
         has_error_class_column: The executions table has ``error_class_name``.
         has_metadata_column: The executions table has ``metadata``.
     """
-    if not workflow_ids:
-        return {}
-    if has_error_class_column:
-        source = execution_cls.error_class_name
-    elif has_metadata_column:
-        source = execution_cls.meta
-    else:
-        source = sa.null()
-    latest = _latest_error(execution_cls).with_only_columns(
-        execution_cls.workflow_id, source
+    rows = store_admin_filters.latest_error_sources(
+        session,
+        execution_cls,
+        workflow_ids,
+        has_error_class_column=has_error_class_column,
+        has_metadata_column=has_metadata_column,
     )
-    rows = session.execute(
-        latest.where(execution_cls.workflow_id.in_(list(workflow_ids)))
-    ).all()
     return {workflow_id: _class_text(value) for workflow_id, value in rows}
 
 
@@ -449,11 +357,8 @@ def capped_count(
         ``(count, more)``: the count, at most ``COUNT_CAP``, and whether more
         workflows match than that.
     """
-    matching = (
-        sa.select(workflow_cls.id).where(*filters.conditions).limit(COUNT_CAP + 1)
-    )
-    total = int(
-        session.scalar(sa.select(sa.func.count()).select_from(matching.subquery())) or 0
+    total = store_admin_filters.matching_workflow_count(
+        session, workflow_cls, filters.conditions, COUNT_CAP
     )
     return min(total, COUNT_CAP), total > COUNT_CAP
 
@@ -487,23 +392,13 @@ def matching_id_batches(
         batch_size: Ids per batch, ``GENEVA_HOUSEKEEPING_BATCH_SIZE``.
         created_until: Aware UTC instant the action was confirmed.
     """
-    base = (
-        sa.select(workflow_cls.id)
-        .where(*filters.conditions)
-        .where(workflow_cls.created_at <= created_until)
-        .order_by(workflow_cls.id)
-        .limit(batch_size)
+    return store_admin_filters.matching_workflow_id_batches(
+        session,
+        workflow_cls,
+        filters.conditions,
+        batch_size=batch_size,
+        created_until=created_until,
     )
-    last: Any = None
-    while True:
-        query = base if last is None else base.where(workflow_cls.id > last)
-        ids = list(session.scalars(query))
-        if not ids:
-            return
-        yield ids
-        if len(ids) < batch_size:
-            return
-        last = ids[-1]
 
 
 def hero_admin_urls(rows: Sequence[Any]) -> dict[tuple[str, str], str]:

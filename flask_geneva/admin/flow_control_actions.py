@@ -36,6 +36,7 @@ __all__ = [
     "Button",
     "WorkflowActions",
     "act",
+    "disabled_reasons",
     "validated_action_form",
     "workflow_buttons",
 ]
@@ -110,6 +111,20 @@ def workflow_buttons(
     running = in_progress_execution(session, execution_cls, workflow.id)
     annotate_buttons(buttons, workflow, running)
     return buttons
+
+
+def disabled_reasons(buttons: list[Button]) -> list[tuple[list[str], str]]:
+    """Each distinct reason of the disabled buttons once, with their labels (R-ADM-45).
+
+    Returns:
+        ``[(labels, reason), ...]`` in the buttons' order, e.g.
+        ``[(["Pause", "Resume", "Cancel"], "not possible: workflow is finished")]``.
+    """
+    grouped: dict[str, list[str]] = {}
+    for button in buttons:
+        if not button.enabled and button.reason:
+            grouped.setdefault(button.reason, []).append(button.label)
+    return [(labels, reason) for reason, labels in grouped.items()]
 
 
 def _rewind_possible(

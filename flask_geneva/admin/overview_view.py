@@ -6,25 +6,39 @@ step executions list filters they link to (R-HK-20).
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+from typing import Any
+
+from flask import Blueprint
 from flask_admin import expose
 
 from flask_geneva import clock
-from flask_geneva import column_detection
+from flask_geneva import store_admin_queries
 from flask_geneva import worker_registry
 from flask_geneva.admin.base_view import GenevaView
+from flask_geneva.admin.error_pages import install_error_pages
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
-from flask_geneva.admin.executions import capped_count
 from flask_geneva.admin.executions import flag_criteria
 from flask_geneva.admin.row_display import error_class_of
+from flask_geneva.app_state import current_state
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 
 __all__ = ["OverviewView"]
 
 
 class OverviewView(GenevaView):
-    """Class-by-state counts, paused ratios, stuck/overdue counts, latest failures."""
+    """Class-by-state counts, paused ratios, stuck/overdue counts, latest failures.
+
+    Its blueprint also installs the admin's error pages for every URL under the
+    overview's URL, the prefix of all Geneva views (R-ADM-47).
+    """
+
+    def create_blueprint(self, admin: Any) -> Blueprint:
+        blueprint = super().create_blueprint(admin)
+        prefix = str(self.url)
+        blueprint.record_once(
+            lambda state: install_error_pages(state.app, prefix, self)
+        )
+        return blueprint
 
     @expose("/")
     def index(self) -> str:
@@ -33,11 +47,9 @@ class OverviewView(GenevaView):
         workflow_cls = self.geneva.Workflow
         execution_cls = self.geneva.StepExecution
         config = current_state().config
-        rows = session.execute(
-            sa.select(workflow_cls.type, workflow_cls.state, sa.func.count())
-            .group_by(workflow_cls.type, workflow_cls.state)
-            .order_by(workflow_cls.type)
-        ).all()
+        rows = store_admin_queries.workflow_counts_by_type_and_state(
+            session, workflow_cls
+        )
         states = [state.value for state in WorkflowState]
         counts: dict[str, dict[str, int]] = {}
         for type_name, state, count in rows:
@@ -58,33 +70,20 @@ class OverviewView(GenevaView):
             )
         now = clock.now()
         # The list filters of the links use the same criteria (R-ADM-10, R-HK-20).
-        stuck = session.scalar(
-            sa.select(sa.func.count())
-            .select_from(execution_cls)
-            .where(*flag_criteria("stuck", execution_cls, config, now))
+        stuck = store_admin_queries.count_executions(
+            session, execution_cls, flag_criteria("stuck", execution_cls, config, now)
         )
-        overdue = session.scalar(
-            sa.select(sa.func.count())
-            .select_from(execution_cls)
-            .where(*flag_criteria("stuck_scheduled", execution_cls, config, now))
-        )
-        failed_count = capped_count(
+        overdue = store_admin_queries.count_executions(
             session,
-            sa.select(execution_cls.id).where(execution_cls.state == "failed"),
-            FAILED_COUNT_CAP,
+            execution_cls,
+            flag_criteria("stuck_scheduled", execution_cls, config, now),
         )
-        failures = session.execute(
-            sa.select(execution_cls, workflow_cls.type)
-            .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
-            .where(execution_cls.state == "failed")
-            # finished_at equals failed_at on a failed row (R-SE-02) and is
-            # indexed: the newest failures are read off the index's end instead
-            # of sorting every failed row (R-ADM-30).
-            .where(execution_cls.finished_at.is_not(None))
-            .options(*column_detection.undefer_options(session, None, execution_cls))
-            .order_by(execution_cls.finished_at.desc(), execution_cls.id.desc())
-            .limit(20)
-        ).all()
+        failed_count = store_admin_queries.count_failed_executions(
+            session, execution_cls, FAILED_COUNT_CAP
+        )
+        failures = store_admin_queries.latest_failures(
+            session, execution_cls, workflow_cls, limit=20
+        )
         workers = worker_registry.worker_overview(session, config=config)
         return self.render(
             "geneva/admin/overview.html",

@@ -11,12 +11,18 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from flask_geneva.policy_matchers import describe_matcher
+
 __all__ = [
     "CURSOR_PREVIEW_BYTES",
+    "describe_policy",
     "describe_policy_decision",
+    "describe_policy_list",
     "format_duration",
+    "format_interval",
     "format_time",
     "pretty_json",
+    "wait_in_words",
 ]
 
 #: Cursor values longer than this are truncated with an expand control (R-ADM-12).
@@ -38,11 +44,34 @@ def _seconds(value: Any) -> str:
     return f"{seconds:.3g} s"
 
 
+def wait_in_words(value: Any) -> str:
+    """A wait in seconds as words: ``"30 s"``, ``"1 min 12 s"``, ``"2 h 5 min"``.
+
+    Below a minute the seconds keep up to three significant digits; from a
+    minute on they are rounded to whole seconds and zero parts are left out
+    (R-PDR-07).
+    """
+    seconds = float(value)
+    if seconds < 60:
+        return _seconds(seconds)
+    rest = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        amount, rest = divmod(rest, size)
+        if amount:
+            parts.append(f"{amount} {unit}")
+    if rest:
+        parts.append(f"{rest} s")
+    return " ".join(parts)
+
+
 def describe_policy_decision(decision: Any) -> str:
     """Write a policy decision record (R-PDR-01) as one sentence.
 
     Example: ``"reattempt 3 of 5 in 30 s — class-level policy for TimeoutError —
-    not reported (terminal_only)"``. Unknown or malformed records give a sentence
+    not reported (terminal_only)"``; a wait computed by a backoff strategy names
+    it: ``"reattempt 3 of 10 in 1 min 12 s (exponential backoff) — ..."``
+    (R-PDR-07). Unknown or malformed records give a sentence
     that says so instead of raising.
 
     Args:
@@ -66,7 +95,10 @@ def describe_policy_decision(decision: Any) -> str:
                 if cap is not None:
                     head += f" of {int(cap)}"
             wait = decision.get("wait_seconds")
-            head += f" in {_seconds(wait)}" if wait else " at once"
+            head += f" in {wait_in_words(wait)}" if wait else " at once"
+            backoff = decision.get("backoff")
+            if backoff:
+                head += f" ({backoff})"
         else:
             head = action
         if decision.get("terminal"):
@@ -87,11 +119,78 @@ def describe_policy_decision(decision: Any) -> str:
             reported = f"reported ({report})" if report else "reported"
         else:
             reported = f"not reported ({report})" if report else "not reported"
+        if decision.get("wait_error"):
+            head += f" (the reattempt wait failed: {decision['wait_error']})"
         if decision.get("report_error"):
             reported += f"; the reporter failed: {decision['report_error']}"
         return f"{head} — {where} — {reported}"
     except (TypeError, ValueError) as error:
         return f"unreadable policy decision ({error}): {dict(decision)!r}"
+
+
+_REPORTS = {
+    "always": "reported",
+    "never": "not reported",
+    "terminal_only": "reported when terminal",
+}
+
+
+def describe_policy(policy: Any) -> str:
+    """Write an exception policy (R-POL-01) in words for the step plan (R-ADM-43).
+
+    The words of :func:`describe_policy_decision`, for the rule instead of one
+    decision. Example: ``"reattempt up to 2 times, 30 s apart, then pause — for
+    BrowserTimeout — reported"``. Anything that is not a policy gives its text.
+
+    Args:
+        policy: An :class:`~flask_geneva.policies.ExceptionPolicy`.
+
+    Returns:
+        The sentence (plain text, not escaped).
+    """
+    try:
+        if policy.handler is not None:
+            head = f"handled by {policy.handler_name}"
+        else:
+            head = str(policy.action.value)
+            if head == "reattempt":
+                cap = policy.max_reattempts
+                head += f" up to {cap} time{'s' if cap != 1 else ''}" if cap else ""
+                wait = policy.wait.total_seconds() if policy.wait else 0
+                head += f", {_seconds(wait)} apart" if wait else ", at once"
+                head += f", then {policy.terminal_action.value}"
+        matchers = [describe_matcher(m) for m in policy.matchers]
+        where = f"for {', '.join(matchers)}" if matchers else "for any error"
+        reported = _REPORTS.get(str(policy.report), f"report {policy.report}")
+        return f"{head} — {where} — {reported}"
+    except (AttributeError, TypeError, ValueError):
+        return str(policy)
+
+
+def describe_policy_list(policies: Any) -> list[str]:
+    """:func:`describe_policy` of each policy of a policy or policy list, in order."""
+    return [describe_policy(policy) for policy in getattr(policies, "policies", ())]
+
+
+def format_interval(value: Any) -> str:
+    """A step's wait in words: ``"2 h"``, ``"1 d 6 h"``, ``"90 s"``, ``"15 min"``.
+
+    Accepts a ``timedelta`` or seconds; None gives ``""``. Used by the step plan
+    instead of ``str(timedelta)`` (``"2:00:00"``, R-ADM-43).
+    """
+    if value is None:
+        return ""
+    seconds = value.total_seconds() if hasattr(value, "total_seconds") else value
+    seconds = float(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            whole = int(seconds // size)
+            parts.append(f"{whole} {unit}")
+            seconds -= whole * size
+    if seconds or not parts:
+        parts.append(_seconds(round(seconds, 3)))
+    return " ".join(parts[:2])
 
 
 def format_duration(start: datetime | None, end: datetime | None) -> str:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
-from flask_geneva.models import StepExecutionState
-from flask_geneva.runtime import current_state
+from flask_geneva import store_admin_queries
+from flask_geneva.app_state import current_state
 
 __all__ = [
     "PAUSE_NOTE",
@@ -39,12 +38,9 @@ def in_progress_execution(
     session: orm.Session, execution_cls: Any, workflow_id: Any
 ) -> Any:
     """The workflow's ``in_progress`` execution, or None; a plain read, no lock."""
-    return session.scalars(
-        sa.select(execution_cls)
-        .where(execution_cls.workflow_id == workflow_id)
-        .where(execution_cls.state == StepExecutionState.IN_PROGRESS)
-        .limit(1)
-    ).first()
+    return store_admin_queries.in_progress_execution(
+        session, execution_cls, workflow_id
+    )
 
 
 def annotate_buttons(buttons: list[Any], workflow: Any, running: Any) -> None:

@@ -6,28 +6,51 @@ Only reads (R-ADM-32); the filtering and the detail's content live in
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+from typing import Any
+
 from flask import abort
 from flask import request
 from flask_admin import expose
 
 from flask_geneva import clock
-from flask_geneva import column_detection
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import LIST_FLAGS
 from flask_geneva.admin.executions import execution_detail
 from flask_geneva.admin.executions import filter_executions
 from flask_geneva.admin.executions import load_execution
+from flask_geneva.admin.executions import recorded_error_message
 from flask_geneva.admin.list_params import PAGE_SIZE
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import metadata_of
+from flask_geneva.app_state import current_state
 from flask_geneva.models import StepExecutionState
-from flask_geneva.runtime import current_state
 
-__all__ = ["StepExecutionsView"]
+__all__ = ["ERROR_PREVIEW_CHARS", "StepExecutionsView"]
+
+#: Characters of an error message shown in the list; the whole of it on hover.
+ERROR_PREVIEW_CHARS = 160
+#: Characters of an error message put into the hover title at most.
+_ERROR_TITLE_CHARS = 4000
+
+
+def _list_row(execution: Any, type_name: str, columns: Any) -> dict[str, Any]:
+    """One row of the executions list, with its error class and message (R-ADM-44)."""
+    meta = metadata_of(execution, columns)[0]
+    message = recorded_error_message(execution, meta)
+    first_line = message.split("\n", 1)[0]
+    preview = first_line[:ERROR_PREVIEW_CHARS]
+    return {
+        "execution": execution,
+        "type": type_name,
+        "error_class": error_class_of(execution, columns),
+        "error_message": preview + ("…" if preview != message else ""),
+        "error_title": message[:_ERROR_TITLE_CHARS],
+        "overdue": execution.is_overdue,
+    }
 
 
 class StepExecutionsView(GenevaView):
@@ -41,11 +64,7 @@ class StepExecutionsView(GenevaView):
         execution_cls = self.geneva.StepExecution
         workflow_cls = self.geneva.Workflow
         config = current_state().config
-        query = sa.select(execution_cls, workflow_cls.type).join(
-            workflow_cls, workflow_cls.id == execution_cls.workflow_id
-        )
-        query, filters, notes = filter_executions(
-            query,
+        criteria, filters, notes = filter_executions(
             request.args,
             execution_cls=execution_cls,
             workflow_cls=workflow_cls,
@@ -55,25 +74,20 @@ class StepExecutionsView(GenevaView):
         )
         page = page_number(request.args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = session.execute(
-            query.options(
-                *column_detection.undefer_options(session, None, execution_cls)
-            )
-            .order_by(execution_cls.id.desc())
-            .limit(PAGE_SIZE + 1)
-            .offset((page - 1) * PAGE_SIZE)
-        ).all()
+        rows = store_admin_queries.execution_list_page(
+            session,
+            execution_cls,
+            workflow_cls,
+            criteria,
+            limit=PAGE_SIZE + 1,
+            offset=(page - 1) * PAGE_SIZE,
+        )
         has_next = len(rows) > PAGE_SIZE
         note_past_the_end(page, bool(rows), notes)
         return self.render(
             "geneva/admin/step_executions.html",
             executions=[
-                {
-                    "execution": execution,
-                    "type": type_name,
-                    "error_class": error_class_of(execution, columns),
-                    "overdue": execution.is_overdue,
-                }
+                _list_row(execution, type_name, columns)
                 for execution, type_name in rows[:PAGE_SIZE]
             ],
             filters=filters,

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import abort
 from flask_admin import expose
 
-from flask_geneva import column_detection
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import cursor_display
 from flask_geneva.admin.executions import recorded_backtrace
 from flask_geneva.admin.executions import recorded_error_message
+from flask_geneva.admin.flow_control_actions import disabled_reasons
 from flask_geneva.admin.flow_control_actions import workflow_buttons
+from flask_geneva.admin.presenters import describe_policy
 from flask_geneva.admin.presenters import describe_policy_decision
+from flask_geneva.admin.presenters import describe_policy_list
 from flask_geneva.admin.presenters import format_duration
+from flask_geneva.admin.presenters import format_interval
 from flask_geneva.admin.presenters import pretty_json
 from flask_geneva.admin.resume_at_form import resume_at_form
 from flask_geneva.admin.row_display import error_class_of
@@ -30,7 +33,12 @@ from flask_geneva.admin.row_display import metadata_of
 from flask_geneva.admin.timeline_chart import layout
 from flask_geneva.exceptions import GenevaError
 
-__all__ = ["MAX_TIMELINE_ROWS", "WorkflowDetailPage"]
+__all__ = ["ENDED_STATES", "MAX_TIMELINE_ROWS", "WorkflowDetailPage"]
+
+#: Workflow states after which no step runs: no next step, nothing upcoming.
+ENDED_STATES = ("finished", "canceled")
+#: Workflow states in which a scheduled execution runs when due.
+RUNNING_STATES = ("ready", "performing")
 
 #: Executions shown on a detail page (the newest ones when there are more).
 MAX_TIMELINE_ROWS = 1000
@@ -52,17 +60,8 @@ class WorkflowDetailPage(WorkflowPages):
         session = self.session
         columns = self._columns()
         execution_cls = self.geneva.StepExecution
-        executions = list(
-            session.scalars(
-                sa.select(execution_cls)
-                .where(execution_cls.workflow_id == workflow.id)
-                .options(
-                    *column_detection.undefer_options(session, None, execution_cls)
-                )
-                .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
-                .limit(MAX_TIMELINE_ROWS + 1)
-                .execution_options(populate_existing=True)
-            )
+        executions = store_admin_queries.timeline_executions(
+            session, execution_cls, workflow.id, limit=MAX_TIMELINE_ROWS + 1
         )
         truncated = len(executions) > MAX_TIMELINE_ROWS
         executions = list(reversed(executions[:MAX_TIMELINE_ROWS]))
@@ -76,9 +75,18 @@ class WorkflowDetailPage(WorkflowPages):
             if isinstance(actions, list)
             else []
         )
+        buttons = workflow_buttons(
+            session, execution_cls, workflow, steps, executions, columns
+        )
+        ended = workflow.state in ENDED_STATES
         return self.render(
             "geneva/admin/workflow_detail.html",
             workflow=workflow,
+            ended=ended,
+            # A paused workflow's scheduled execution does not run (R-ADM-44).
+            next_run=_next_run(executions)
+            if workflow.state in RUNNING_STATES
+            else None,
             known=known,
             hero=hero_reference_of(workflow),
             hero_label=_hero_label(workflow),
@@ -93,15 +101,20 @@ class WorkflowDetailPage(WorkflowPages):
             ),
             operator_actions=list(reversed(operator_actions)),
             metadata_problem=meta_problem,
-            buttons=workflow_buttons(
-                session, execution_cls, workflow, steps, executions, columns
-            ),
+            buttons=buttons,
+            disabled_reasons=disabled_reasons(buttons),
             action_form=action_form(),
             resume_at_form=resume_at_form(steps)
             if steps is not None and workflow.state == "paused" and can_act()
             else None,
             step_label=steps.display_name if steps is not None else str,
         )
+
+
+def _next_run(executions: list[Any]) -> Any:
+    """When the workflow's scheduled execution is due, or None (R-ADM-44)."""
+    due = [e.scheduled_for for e in executions if e.state == "scheduled"]
+    return min(due) if due else None
 
 
 def _hero_label(workflow: Any) -> tuple[str, str]:
@@ -165,19 +178,18 @@ def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, An
     markers = {"completed": "done", "skipped": "skipped", "failed": "failed"}
     for definition in steps or ():
         execution = latest.get(definition.name)
-        if definition.name == reference and workflow.state not in (
-            "finished",
-            "canceled",
-        ):
+        if definition.name == reference and workflow.state not in ENDED_STATES:
             marker = "current"
         elif execution is not None:
             marker = markers.get(execution.state, execution.state)
+        elif workflow.state in ENDED_STATES:
+            marker = "not run"  # nothing is upcoming once it ended (R-ADM-46)
         else:
             marker = "upcoming"
         plan.append(
             {
                 "name": definition.name,
-                "wait": definition.wait,
+                "wait": format_interval(definition.wait) or None,
                 "condition": definition.skip_condition_description() or "",
                 "policy": _policy_summary(workflow, definition),
                 "resumable": definition.is_resumable,
@@ -192,7 +204,7 @@ def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, An
                     "name": name,
                     "wait": None,
                     "condition": "",
-                    "policy": "",
+                    "policy": [],
                     "resumable": False,
                     "marker": "removed"
                     if steps is not None and steps.is_removed(name)
@@ -202,17 +214,17 @@ def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, An
     return plan
 
 
-def _policy_summary(workflow: Any, definition: Any) -> str:
-    """The step plan's policy column (R-ADM-12): the step's own policy, else the
-    class-level ones that apply to it (R-POL-40), else the default (pause)."""
+def _policy_summary(workflow: Any, definition: Any) -> list[str]:
+    """The step plan's policy column in words (R-ADM-12, R-ADM-43): the step's own
+    policies, else the class-level ones that apply to it (R-POL-40), else the
+    default (pause)."""
     if definition.exception_policy is not None:
-        return repr(definition.exception_policy)
+        return describe_policy_list(definition.exception_policy)
     definitions = getattr(type(workflow), "__geneva_definitions__", None)
     class_policies = getattr(definitions, "exception_policies", ())
     if class_policies:
-        listed = "; ".join(repr(policy) for policy in class_policies)
-        return f"class-level: {listed}"
-    return "default: pause"
+        return [f"class-level: {describe_policy(policy)}" for policy in class_policies]
+    return ["default: pause"]
 
 
 def _job_options(meta: dict[str, Any]) -> str:

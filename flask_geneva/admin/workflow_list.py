@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from flask import request
 from flask_admin import expose
 
+from flask_geneva import store_admin_queries
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.bulk_actions import BULK_ACTIONS
 from flask_geneva.admin.csrf import action_form
@@ -26,7 +26,7 @@ from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
 from flask_geneva.models import WorkflowState
 
-__all__ = ["SORTS", "WorkflowListPage"]
+__all__ = ["SORTS", "WorkflowListPage", "next_runs"]
 
 #: Columns the list sorts by.
 SORTS = ("id", "created_at", "transitioned_at")
@@ -43,7 +43,6 @@ class WorkflowListPage(WorkflowPages):
         workflow_cls = self.geneva.Workflow
         columns = self._columns()
         matching = self._filters(args)
-        query = sa.select(workflow_cls).where(*matching.conditions)
         # Newest first by default: the id for sequential keys, else created_at.
         default_sort = "created_at" if self.geneva.key_type == "uuid" else "id"
         notes = list(matching.notes)
@@ -55,12 +54,13 @@ class WorkflowListPage(WorkflowPages):
         ordering = (order,) if sort == "id" else (order, tie)
         page = page_number(args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = list(
-            session.scalars(
-                query.order_by(*ordering)
-                .limit(PAGE_SIZE + 1)
-                .offset((page - 1) * PAGE_SIZE)
-            )
+        rows = store_admin_queries.workflow_list_page(
+            session,
+            workflow_cls,
+            matching.conditions,
+            ordering=ordering,
+            limit=PAGE_SIZE + 1,
+            offset=(page - 1) * PAGE_SIZE,
         )
         has_next = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
@@ -74,10 +74,11 @@ class WorkflowListPage(WorkflowPages):
             has_metadata_column=columns.step_execution_metadata,
         )
         hero_urls = hero_admin_urls(rows)
+        runs = next_runs(session, self.geneva.StepExecution, [row.id for row in rows])
         count, more = capped_count(session, workflow_cls, matching)
         return self.render(
             "geneva/admin/workflows.html",
-            workflows=[self._summary(row, errors, hero_urls) for row in rows],
+            workflows=[self._summary(row, errors, hero_urls, runs) for row in rows],
             filters=matching.params,
             filtered=matching.is_active,
             notes=notes,
@@ -97,7 +98,11 @@ class WorkflowListPage(WorkflowPages):
         )
 
     def _summary(
-        self, workflow: Any, errors: dict[Any, str], hero_urls: dict[Any, str]
+        self,
+        workflow: Any,
+        errors: dict[Any, str],
+        hero_urls: dict[Any, str],
+        runs: dict[Any, Any],
     ) -> dict[str, Any]:
         return {
             "id": workflow.id,
@@ -106,8 +111,25 @@ class WorkflowListPage(WorkflowPages):
             "hero": hero_reference_of(workflow),
             "hero_url": hero_urls.get((workflow.hero_type, str(workflow.hero_id))),
             "state": workflow.state,
-            "step": workflow.current_step_name or workflow.next_step_name or "",
+            # A canceled or finished workflow has no step to come (R-ADM-46).
+            "step": ""
+            if workflow.state in ("finished", "canceled")
+            else workflow.current_step_name or workflow.next_step_name or "",
             "created_at": workflow.created_at,
             "transitioned_at": workflow.transitioned_at,
             "error_class": errors.get(workflow.id),
+            # A paused or ended workflow's scheduled execution does not run.
+            "next_run": runs.get(workflow.id)
+            if workflow.state in ("ready", "performing")
+            else None,
         }
+
+
+def next_runs(
+    session: Any, execution_cls: Any, workflow_ids: list[Any]
+) -> dict[Any, Any]:
+    """When each listed workflow's scheduled execution is due (R-ADM-44).
+
+    See :func:`flask_geneva.store_admin_queries.next_runs`.
+    """
+    return store_admin_queries.next_runs(session, execution_cls, workflow_ids)

@@ -12,12 +12,13 @@ import json
 from typing import Any
 
 import click
-import sqlalchemy as sa
 from flask.cli import with_appcontext
 
 from flask_geneva import clock
 from flask_geneva import housekeeping
+from flask_geneva import store_admin_queries
 from flask_geneva import worker_registry
+from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import echo_table
@@ -27,7 +28,6 @@ from flask_geneva.keys import format_hero
 from flask_geneva.keys import split_hero
 from flask_geneva.models import ACTIVE_EXECUTION_STATES
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["list_command", "show_command", "status_command"]
@@ -115,7 +115,6 @@ def list_command(
 ) -> None:
     """List workflows, newest first: id, class, hero, state, steps, times."""
     geneva = current_geneva()
-    table = geneva.Workflow.__table__
     # Only the printed columns: the table may lack the optional metadata column
     # (R-DM-30..32), and select(table) would name every mapped column.
     columns = (
@@ -128,20 +127,13 @@ def list_command(
         "next_step_name",
         "created_at",
     )
-    query = (
-        sa.select(*(table.c[name] for name in columns))
-        .order_by(table.c.id.desc())
-        .limit(limit)
-    )
+    hero_key = None
     if state is not None:
         allowed = [s.value for s in WorkflowState]
         if state not in allowed:
             raise click.ClickException(
                 f"unknown state {state!r}; allowed: {', '.join(allowed)}"
             )
-        query = query.where(table.c.state == state)
-    if class_name is not None:
-        query = query.where(table.c.type == class_name)
     if hero is not None:
         parts = split_hero(hero)
         if parts is None:
@@ -150,12 +142,18 @@ def list_command(
                 f"(e.g. User#7), got {hero!r}"
             )
         hero_type, hero_id = parts
-        query = query.where(table.c.hero_type == hero_type).where(
-            table.c.hero_id == parse_key_argument(hero_id, what="hero id")
-        )
+        hero_key = (hero_type, parse_key_argument(hero_id, what="hero id"))
     session = geneva.session
     rows = [["id", "class", "hero", "state", "current", "next", "created_at"]]
-    for row in session.execute(query).mappings():
+    for row in store_admin_queries.workflow_rows(
+        session,
+        geneva.Workflow,
+        columns,
+        state=state,
+        type_name=class_name,
+        hero=hero_key,
+        limit=limit,
+    ):
         rows.append(
             [
                 str(row["id"]),
@@ -206,19 +204,17 @@ def _status_overview() -> dict[str, Any]:
     now = clock.now()
     config = state.config
     workers = worker_registry.registry_table(session)
-    stuck = session.scalar(
-        sa.select(sa.func.count())
-        .select_from(execution_table)
-        .where(
-            *housekeeping.stuck_in_progress_criteria(
-                execution_table.c, config, now, workers
-            )
-        )
+    stuck = store_admin_queries.count_executions(
+        session,
+        execution_table,
+        housekeeping.stuck_in_progress_criteria(
+            execution_table.c, config, now, workers
+        ),
     )
-    overdue = session.scalar(
-        sa.select(sa.func.count())
-        .select_from(execution_table)
-        .where(*housekeeping.stuck_scheduled_criteria(execution_table.c, config, now))
+    overdue = store_admin_queries.count_executions(
+        session,
+        execution_table,
+        housekeeping.stuck_scheduled_criteria(execution_table.c, config, now),
     )
     session.rollback()
     return {

@@ -13,14 +13,15 @@ import os
 from typing import Any
 
 import click
-import sqlalchemy as sa
 from flask.cli import with_appcontext
 
+from flask_geneva import store_admin_queries
+from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.models import StepExecutionState
+from flask_geneva.release_spread import spread_releases
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["FLOW_CONTROL_COMMANDS", "recover_command"]
@@ -49,10 +50,21 @@ def _flow_control_command(action: str, help_text: str) -> click.Command:
             "--at",
             metavar="STEP",
             default=None,
+            callback=_step_name_option,
             help="Continue from this defined step instead (workflow.resume_at; "
             "for a workflow whose step a deploy removed or renamed).",  # R-EVO-06
         )(command)
     return command
+
+
+def _step_name_option(ctx: Any, param: Any, value: str | None) -> str | None:
+    """Refuse an empty ``--at`` as a usage error, before any workflow is touched."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            f"needs a step name, got {value!r}: name a step the workflow's class "
+            "defines (flask geneva show ID lists them)"
+        )
+    return value
 
 
 FLOW_CONTROL_COMMANDS: tuple[click.Command, ...] = (
@@ -118,10 +130,8 @@ def _in_progress_executions(workflow_ids: tuple[str, ...]) -> dict[str, Any]:
             key = parse_key_argument(raw_id, what="workflow id")
         except click.ClickException:
             continue  # refused with its message when the id is processed
-        pinned[raw_id] = geneva.session.scalar(
-            sa.select(execution_cls.id)
-            .where(execution_cls.workflow_id == key)
-            .where(execution_cls.state == StepExecutionState.IN_PROGRESS)
+        pinned[raw_id] = store_admin_queries.in_progress_execution_id(
+            geneva.session, execution_cls, key
         )
     geneva.session.rollback()
     return pinned
@@ -144,6 +154,7 @@ def _apply_to_each(
     geneva = current_geneva()
     actor = _actor()
     refused = 0
+    spread = current_state().config.release_spread if len(workflow_ids) > 1 else None
     for raw_id in workflow_ids:
         session = geneva.session
         try:
@@ -152,9 +163,11 @@ def _apply_to_each(
             if workflow is None:
                 raise click.ClickException(f"workflow {raw_id} not found")
             if action == "resume" and at is not None:
-                workflow.resume_at(at, actor=actor, via="cli")
+                with spread_releases(spread):  # several ids: R-SCH-20
+                    workflow.resume_at(at, actor=actor, via="cli")
             elif action == "resume":
-                workflow.resume(rewind=rewind, actor=actor, via="cli")
+                with spread_releases(spread):  # several ids: R-SCH-20
+                    workflow.resume(rewind=rewind, actor=actor, via="cli")
             elif action == "recover":
                 pinned = (pinned_executions or {}).get(raw_id)
                 if pinned is None:

@@ -89,9 +89,19 @@ def test_failed_execution_shows_every_column_error_backtrace_and_policy(client):
     sentence = describe_policy_decision(row["metadata"]["policy_decision"])
     assert sentence.startswith("pause — default policy")
     assert f'<li class="geneva-policy">Policy: {html.escape(sentence)}</li>' in text
-    # The whole metadata, pretty-printed.
+    # The whole metadata, pretty-printed; its backtrace copy points to the Error
+    # section instead of repeating it (R-ADM-48).
     metadata = re.search(r'<pre class="geneva-metadata"[^>]*>(.*?)</pre>', text, re.S)
-    assert html.unescape(metadata.group(1)) == pretty_json(row["metadata"])
+    lines = len(row["metadata"]["exception"]["backtrace"])
+    shown = {
+        **row["metadata"],
+        "exception": {
+            **row["metadata"]["exception"],
+            "backtrace": f"({lines} lines: shown under Error above)",
+        },
+    }
+    assert html.unescape(metadata.group(1)) == pretty_json(shown)
+    assert text.count("Traceback (most recent call last)") == 1
     # Links: the workflow, and no neighbours in a one-execution workflow.
     assert section(text, "geneva-workflow-link").startswith(
         f'<a href="/geneva/workflows/{workflow.id}">AdminFailing #{workflow.id}</a>'

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from flask_geneva import clock
 from flask_geneva.admin import presenters
 from flask_geneva.admin import step_executions_view
 from tests.admin.execution_support import ESCAPED_SCRIPT
@@ -43,36 +44,52 @@ def ids(rows) -> list[str]:
 
 
 def test_columns_and_links(client):
-    """The list shows id (linked to its page), workflow (linked), class, step, state, outcome, scheduled_for, started_at, finished_at, error class (R-ADM-13)."""
+    """The list shows id (linked to its page), workflow (linked), class, step, one badge when state and outcome agree, next run, started, finished (relative, exact on hover) and the error class with its message (R-ADM-13, R-ADM-40, R-ADM-44, R-ADM-46)."""
     workflow = failed_workflow()
     row = execution_rows(workflow.id)[0]
     text = get(client)
     header = re.search(r"<thead><tr>(.*?)</tr></thead>", text).group(1)
-    assert re.findall(r"<th>([^<]*)</th>", header) == [
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", header) == [
         "Id",
         "Workflow",
         "Class",
         "Step",
         "State",
-        "Outcome",
-        "Scheduled for",
+        "Next run",
         "Started",
         "Finished",
-        "Error class",
+        "Error",
     ]
     cells = re.search(
         rf'<tr data-execution-id="{row["id"]}">(.*?)</tr>', text, re.S
     ).group(1)
-    cells = [c.strip() for c in re.findall(r"<td>(.*?)</td>", cells, re.S)]
+    cells = [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", cells, re.S)]
     assert cells[0] == f'<a href="{detail_url(row["id"])}">{row["id"]}</a>'
     assert cells[1] == f'<a href="/geneva/workflows/{workflow.id}">{workflow.id}</a>'
     assert cells[2:4] == ["AdminFailing", "explode"]
-    assert "geneva-badge--failed" in cells[4]
-    assert "geneva-badge--failed" in cells[5]
-    assert cells[6] == presenters.format_time(row["scheduled_for"])
-    assert cells[7] == presenters.format_time(row["started_at"])
-    assert cells[8] == presenters.format_time(row["finished_at"])
-    assert cells[9] == "RuntimeError"
+    assert cells[4].count("geneva-badge--failed") == 1  # not "failed failed"
+    assert cells[5] == ""  # a failed execution has no next run
+    for cell, column in ((cells[6], "started_at"), (cells[7], "finished_at")):
+        assert f'title="{presenters.format_time(row[column])}"' in cell
+        assert cell.startswith('<time class="geneva-time" datetime="')
+    assert '<strong class="geneva-error-class">RuntimeError</strong>' in cells[8]
+    assert (
+        '<span class="geneva-error-message">'
+        "&lt;script&gt;alert(&#39;boom&#39;)&lt;/script&gt;</span>"
+    ) in cells[8]
+
+
+def test_a_scheduled_execution_shows_when_it_runs_next(client):
+    """A scheduled execution's Next run reads "in 59 min" with the exact time on hover (R-ADM-44, R-ADM-40)."""
+    workflow = ready_workflow()
+    row = execution_rows(workflow.id)[0]
+    update_execution(row["id"], scheduled_for=clock.now() + timedelta(hours=1))
+    text = get(client)
+    cells = re.search(
+        rf'<tr data-execution-id="{row["id"]}">(.*?)</tr>', text, re.S
+    ).group(1)
+    next_run = re.search(r'<td class="[^"]*geneva-next-run">(.*?)</td>', cells).group(1)
+    assert re.search(r">in 59 min</time>|>in 1 h</time>|>in 60 min</time>", next_run)
 
 
 def test_filters_by_state_step_class_and_error_class(client):

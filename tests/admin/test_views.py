@@ -95,8 +95,12 @@ def test_operator_action_without_an_execution_shows_a_dash_not_none(client):
     cells = re.findall(
         r"<td>([^<]*)</td>", re.search(r"<tbody>(.*?)</tbody>", table, re.S).group(1)
     )
-    assert cells[1:] == ["pause", "—", "api", "ready", "paused", "—"]
+    # The time is a <time> element like every other time (R-ADM-40), not raw ISO.
+    assert cells == ["pause", "—", "api", "ready", "paused", "—"]
     assert "None" not in table
+    at = re.search(r'<td class="[^"]*geneva-action-at">(.*?)</td>', table).group(1)
+    assert re.match(r'<time class="geneva-time geneva-time--exact" datetime="', at)
+    assert re.search(r">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>", at)
 
 
 def test_resumable_chain_shows_each_cursor(client):

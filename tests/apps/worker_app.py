@@ -14,6 +14,7 @@ from datetime import timedelta
 from celery import Celery
 from flask import Flask
 
+from flask_geneva import Backoff
 from flask_geneva import ExceptionPolicy
 from flask_geneva import step
 from tests.apps import basic
@@ -85,3 +86,18 @@ class WorkerHandledRetries(basic.geneva.Workflow):
     )
     def flaky(self):
         raise WorkerFlakyError("upstream timed out")
+
+
+class WorkerBackoffRetries(basic.geneva.Workflow):
+    """Always fails: reattempts after 1 s and 2 s (plus jitter), then pauses (R-POL-53)."""
+
+    @step(
+        on_exception=ExceptionPolicy(
+            "reattempt",
+            max_reattempts=2,
+            report="never",
+            wait=Backoff.exponential(1, jitter=0.5),
+        )
+    )
+    def flaky(self):
+        raise WorkerFlakyError("still failing")

@@ -9,8 +9,9 @@ import pytest
 from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
+from flask_geneva.app_state import current_state
 from flask_geneva.housekeeping import recover_stuck_scheduled
-from flask_geneva.runtime import current_state
+from flask_geneva.release_spread import release_offset
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -23,6 +24,8 @@ from tests.workflow.support import make_user
 from tests.workflow.support import update_execution
 from tests.workflow.support import update_workflow
 from tests.workflow.support import workflow_row
+
+SPREAD = timedelta(seconds=5)
 
 IN_PROGRESS_THRESHOLD = timedelta(hours=1)
 SCHEDULED_THRESHOLD = timedelta(minutes=15)
@@ -83,7 +86,8 @@ def test_stuck_in_progress_is_reattempted(app, user, geneva_jobs):
         ("first", "completed"),
         ("first", "scheduled"),
     ]
-    assert rows[1]["scheduled_for"] == now
+    # Spread over GENEVA_RELEASE_SPREAD (5 s) by the workflow's offset (R-SCH-20).
+    assert rows[1]["scheduled_for"] == now + release_offset(workflow.id, SPREAD)
     assert [p.step_execution_id for p in geneva_jobs.enqueued] == [rows[1]["id"]]
 
 
@@ -125,7 +129,8 @@ def test_stuck_scheduled_is_reattempted(app, user, geneva_jobs):
         ("first", "completed"),
         ("first", "scheduled"),
     ]
-    assert rows[1]["scheduled_for"] == now
+    # Spread over GENEVA_RELEASE_SPREAD (5 s) by the workflow's offset (R-SCH-20).
+    assert rows[1]["scheduled_for"] == now + release_offset(workflow.id, SPREAD)
     speedrun_workflow(workflow)
     assert workflow.state == "finished"
     db.session.refresh(user)

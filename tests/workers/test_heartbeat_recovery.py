@@ -15,7 +15,7 @@ from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva import worker_registry
 from flask_geneva import worker_rows
-from flask_geneva.runtime import current_context
+from flask_geneva.app_state import current_context
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -172,7 +172,7 @@ def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
     ones without a worker (R-WRK-06)."""
     from celery import Celery
 
-    from flask_geneva.dispatch import DISPATCH_DUE_TASK
+    from flask_geneva.publishing import DISPATCH_DUE_TASK
     from flask_geneva.tasks import register_tasks
 
     celery = Celery("dispatch-task-test", set_as_current=False)

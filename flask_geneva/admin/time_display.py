@@ -1,0 +1,102 @@
+"""Times in the admin: relative on one line, exact on hover, UTC or local (R-ADM-40).
+
+The relative text ("in 14 min", "3 h ago") is computed here, on the server, so it
+reads right without JavaScript. Every time is a ``<time>`` element whose
+``datetime`` attribute holds the exact instant; ``static/geneva/geneva.js`` only
+switches the exact texts between UTC and the browser's local time (R-ADM-41).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from datetime import datetime
+
+from markupsafe import Markup
+
+__all__ = ["exact_time", "parse_stored_time", "relative_time", "time_tag"]
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def exact_time(value: datetime) -> str:
+    """``"2026-12-01 21:55:40 UTC"``: the exact time in UTC, to the second."""
+    return _aware(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def relative_time(value: datetime, now: datetime) -> str:
+    """Say how far ``value`` is from ``now`` in one short unit (R-ADM-40).
+
+    Under a second: ``"now"``; then seconds, minutes (from 60 s), hours (from
+    90 min), days (from 36 h), each rounded down: ``"in 14 min"``, ``"3 h ago"``.
+
+    Args:
+        value: The time shown (naive values are read as UTC).
+        now: The reference time, usually ``clock.now()`` of the request.
+
+    Returns:
+        The phrase (plain text).
+    """
+    seconds = (_aware(value) - _aware(now)).total_seconds()
+    span = abs(seconds)
+    if span < 1:
+        return "now"
+    if span < 60:
+        amount = f"{int(span)} s"
+    elif span < 90 * 60:
+        amount = f"{int(span // 60)} min"
+    elif span < 36 * 3600:
+        amount = f"{int(span // 3600)} h"
+    else:
+        amount = f"{int(span // 86400)} d"
+    return f"in {amount}" if seconds > 0 else f"{amount} ago"
+
+
+def time_tag(value: datetime | None, now: datetime, *, exact: bool = False) -> Markup:
+    """A ``<time>`` element for a table cell or a detail line (R-ADM-40).
+
+    ``exact=False`` (lists): the relative phrase, the exact UTC time as its title.
+    ``exact=True`` (detail pages): the exact UTC time, then the phrase in brackets.
+    The ``datetime`` attribute is ISO 8601 in UTC; ``geneva.js`` rewrites the exact
+    texts to local time when the operator chooses so (R-ADM-41).
+
+    Args:
+        value: The time, or None (gives an empty string).
+        now: The reference time of the request.
+        exact: Whether the exact time is the visible text.
+
+    Returns:
+        Safe HTML.
+    """
+    if value is None:
+        return Markup("")
+    moment = _aware(value).astimezone(UTC)
+    iso = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    full = exact_time(moment)
+    phrase = relative_time(moment, now)
+    if exact:
+        return Markup(
+            '<time class="geneva-time geneva-time--exact" datetime="{}" title="{}">'
+            '{}</time> <span class="geneva-ago">({})</span>'
+        ).format(iso, phrase, full, phrase)
+    return Markup(
+        '<time class="geneva-time" datetime="{}" title="{}">{}</time>'
+    ).format(iso, full, phrase)
+
+
+def parse_stored_time(value: object) -> datetime | str | None:
+    """A time stored as ISO text in metadata (operator actions), parsed if possible.
+
+    Returns:
+        An aware datetime, the value as text when it does not parse (shown as it
+        is, R-ADM-31), or None when there is no value.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return _aware(value)
+    try:
+        return _aware(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return str(value)

@@ -1,0 +1,131 @@
+"""A realistic admin to look at: workflows in every state, run through the engine.
+
+:func:`seed_admin` fills the database the way an operator's day does (failures with
+backtraces, reattempts, a deferred job, operator actions, canceled and finished
+workflows) and returns the URL path of every admin page. The layout tests
+(``test_admin_layout_browser.py``) and the README screenshots use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from flask_geneva import clock
+from flask_geneva import on_exception
+from flask_geneva import step
+from flask_geneva.testing import perform_next_step
+from tests.admin.support import new_user
+from tests.admin.workflows import AdminFailing
+from tests.admin.workflows import AdminTwoStep
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.workflow.support import execution_rows
+from tests.workflow.support import update_execution
+
+
+class GatewayTimeout(Exception):
+    """The payment gateway did not answer in time."""
+
+
+class ChargeCustomer(geneva.Workflow):
+    """Charges a card: the gateway times out, reattempted twice 2 s apart, then paused."""
+
+    exception_policies = [
+        on_exception(GatewayTimeout, action="reattempt", wait=2, max_reattempts=2)
+    ]
+
+    @step
+    def reserve_stock(self):
+        pass
+
+    @step
+    def charge_card(self):
+        raise GatewayTimeout(
+            "POST https://gateway.example.com/v2/charges timed out after 10 s "
+            "(order 17, amount 129.90 EUR, idempotency key 7f3a9c21-5be0-4f8e-"
+            "9d1b-2c6e0a4d8f10); the gateway's status page reports degraded service"
+        )
+
+    @step(wait=timedelta(hours=2))
+    def send_receipt(self):
+        pass
+
+
+def _run(workflow: Any, steps: int) -> None:
+    for _ in range(steps):
+        # A failing step is part of the picture.
+        with contextlib.suppress(GatewayTimeout):
+            perform_next_step(workflow)
+
+
+def seed_admin() -> dict[str, str]:
+    """Create the workflows; return ``{page name: URL path}`` of every admin page.
+
+    Pages: overview, workflows list, executions list, a failed workflow, a
+    reattempted-then-paused one, a finished one, a canceled one, a failed
+    execution's page, the filtered lists, and the four error pages.
+    """
+    now = clock.now()
+    ready = [
+        AdminTwoStep.create(hero=new_user(f"ready{i}@example.com")) for i in range(14)
+    ]
+    # One scheduled execution waits for the dispatcher; one is overdue.
+    update_execution(execution_rows(ready[0].id)[0]["id"], job_id="geneva:deferred")
+    update_execution(
+        execution_rows(ready[1].id)[0]["id"], scheduled_for=now - timedelta(minutes=7)
+    )
+    update_execution(
+        execution_rows(ready[2].id)[0]["id"], scheduled_for=now + timedelta(minutes=14)
+    )
+    for index, workflow in enumerate(ready[3:], start=1):  # due over the next hours
+        update_execution(
+            execution_rows(workflow.id)[0]["id"],
+            scheduled_for=now + timedelta(minutes=20 * index),
+        )
+    finished = AdminTwoStep.create(hero=new_user("done@example.com"))
+    perform_next_step(finished)
+    update_execution(execution_rows(finished.id)[-1]["id"], scheduled_for=clock.now())
+    perform_next_step(finished)
+    failed = AdminFailing.create(hero=new_user("failing@example.com"))
+    with pytest.raises(RuntimeError):
+        perform_next_step(failed)
+    charge = ChargeCustomer.create(hero=new_user("customer@example.com"))
+    perform_next_step(charge)
+    for _ in range(3):
+        rows = execution_rows(charge.id)
+        update_execution(rows[-1]["id"], scheduled_for=clock.now())
+        _run(charge, 1)
+    charge.resume(actor="ops@example.com", via="admin")
+    charge.pause(actor="ops@example.com", via="admin")
+    canceled = AdminTwoStep.create(hero=new_user("canceled@example.com"))
+    canceled.cancel(actor="ops@example.com", via="admin")
+    for i in range(6):
+        paused = AdminTwoStep.create(hero=new_user(f"paused{i}@example.com"))
+        paused.pause()
+    failed_execution = [
+        row["id"] for row in execution_rows(charge.id) if row["state"] == "failed"
+    ][-1]
+    ids = {
+        "failed": failed.id,
+        "charge": charge.id,
+        "finished": finished.id,
+        "canceled": canceled.id,
+    }
+    db.session.remove()
+    return {
+        "overview": "/geneva/",
+        "workflows": "/geneva/workflows/",
+        "workflows_paused": "/geneva/workflows/?state=paused",
+        "executions": "/geneva/step-executions/",
+        "executions_failed": "/geneva/step-executions/?state=failed",
+        "workflow_reattempted": f"/geneva/workflows/{ids['charge']}",
+        "workflow_failed": f"/geneva/workflows/{ids['failed']}",
+        "workflow_finished": f"/geneva/workflows/{ids['finished']}",
+        "workflow_canceled": f"/geneva/workflows/{ids['canceled']}",
+        "execution_failed": f"/geneva/step-executions/{failed_execution}",
+        "error_404": "/geneva/workflows/999999",
+    }
