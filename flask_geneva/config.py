@@ -48,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_HOUSEKEEPING_BATCH_SIZE": 1000,
     "GENEVA_STUCK_RECOVERY_ACTION": "reattempt",
     "GENEVA_RECOVER_GRACE": timedelta(seconds=60),
+    "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
+    "GENEVA_WORKER_DEAD_AFTER": timedelta(seconds=90),
     "GENEVA_RELEASE_SPREAD": timedelta(seconds=5),
     "GENEVA_MAX_CURSOR_SIZE": 131072,
     "GENEVA_ENQUEUE_AFTER_COMMIT": NOT_TESTING,
@@ -135,6 +137,14 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
     "GENEVA_MAX_BROKER_DELAY": (
         "A step due further ahead than this is not sent to the broker; the "
         "dispatcher sends it when it comes due (R-DSP-01)."
+    ),
+    "GENEVA_WORKER_HEARTBEAT_INTERVAL": (
+        "How often each registered worker process records that it is alive (R-WRK-03)."
+    ),
+    "GENEVA_WORKER_DEAD_AFTER": (
+        "A worker without a heartbeat for this long is dead: its in_progress "
+        "executions are recovered whatever their age (R-WRK-05); at least twice "
+        "GENEVA_WORKER_HEARTBEAT_INTERVAL."
     ),
     "GENEVA_DISPATCH_INTERVAL": (
         "How often the beat entry of `beat_schedule()` runs the dispatcher (R-DSP-02)."
@@ -239,6 +249,10 @@ class GenevaConfig:
     #: ``workflow.recover()`` without ``force`` refuses an execution younger than
     #: this (R-HK-28).
     recover_grace: timedelta
+    #: How often a registered worker heartbeats (R-WRK-03).
+    worker_heartbeat_interval: timedelta
+    #: Silence after which a worker is dead (R-WRK-05).
+    worker_dead_after: timedelta
     #: Window over which bulk releases are spread; zero for none (R-SCH-20).
     release_spread: timedelta
     #: Largest serialized cursor in bytes, or None for no limit (R-CUR-10).
@@ -515,6 +529,20 @@ def _validated(
         "recover_grace": take(
             _duration, merged, "GENEVA_RECOVER_GRACE", allow_none=False
         ),
+        "worker_heartbeat_interval": take(
+            _duration,
+            merged,
+            "GENEVA_WORKER_HEARTBEAT_INTERVAL",
+            allow_none=False,
+            positive=True,
+        ),
+        "worker_dead_after": take(
+            _duration,
+            merged,
+            "GENEVA_WORKER_DEAD_AFTER",
+            allow_none=False,
+            positive=True,
+        ),
         "release_spread": take(_release_spread, merged),
         "max_cursor_size_bytes": take(_max_cursor_size, merged),
         "enqueue_after_commit": take(_enqueue_after_commit, merged, testing),
@@ -546,6 +574,16 @@ def _validated(
         "sqlite_begin_immediate": take(_bool, merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
         "admin": take(admin_config_from_mapping, merged),
     }
+    interval, dead_after = (
+        fields["worker_heartbeat_interval"],
+        fields["worker_dead_after"],
+    )
+    if interval is not None and dead_after is not None and dead_after < 2 * interval:
+        problems.append(
+            f"GENEVA_WORKER_DEAD_AFTER ({dead_after!r}) must be at least twice "
+            f"GENEVA_WORKER_HEARTBEAT_INTERVAL ({interval!r}), so that one late "
+            "heartbeat does not make a live worker dead"
+        )
     if problems:
         return None, problems
     return GenevaConfig(**fields), []

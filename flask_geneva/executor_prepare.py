@@ -29,6 +29,7 @@ from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transitions
+from flask_geneva import worker_registry
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.exceptions import StepConfigurationError
@@ -177,6 +178,7 @@ class PreparePhase(OutcomeSteps):
                     now,
                     workflow=workflow,
                     execution=execution,
+                    execution_attributes=self._claimed_by(),
                     current_step_name=step.name,
                 )
         except _AlreadyHandled as handled:
@@ -200,6 +202,20 @@ class PreparePhase(OutcomeSteps):
         session_transactions.commit_keeping_state(session)
         self.events.emit(signals.precondition, self._passed_timing, outcome="passed")
         return workflow, execution, step
+
+    def _claimed_by(self) -> dict[str, Any] | None:
+        """``{"worker_id": ...}`` of this registered worker process, or None.
+
+        Written with the claim (R-WRK-05) when the database has the worker
+        registry and this process registered itself.
+        """
+        session = self.session
+        worker_id = worker_registry.current_worker_id(session)
+        if worker_id is None:
+            return None
+        if not column_detection.optional_columns(session).worker_registry:
+            return None
+        return {"worker_id": worker_id}
 
     def _skip_removed(self, workflow: Any, execution: Any, now: Any) -> None:
         """Skip an execution of a removed step; schedule the next one (R-EVO-02)."""

@@ -28,6 +28,7 @@ from flask_geneva import step_evolution
 from flask_geneva import step_execution_rows
 from flask_geneva import store
 from flask_geneva import transitions
+from flask_geneva import worker_registry
 from flask_geneva.app_state import current_context
 from flask_geneva.model_services import Wait
 from flask_geneva.model_services import register_model_engine
@@ -192,6 +193,10 @@ class EngineForModels:
     def suspend(self, workflow: Any, *, wait: Wait) -> NoReturn:
         """See :func:`flask_geneva.flow_control.suspend` (R-FC-15)."""
         flow_control.suspend(workflow, wait=wait)
+
+    def heartbeat(self, workflow: Any) -> bool:
+        """See :func:`flask_geneva.worker_registry.heartbeat_now` (R-WRK-11)."""
+        return worker_registry.heartbeat_now(_bound_session(workflow))
 
     def optional_columns(self, session: Any) -> Any:
         """See :func:`flask_geneva.column_detection.optional_columns` (R-DM-30..35)."""

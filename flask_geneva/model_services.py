@@ -116,6 +116,9 @@ class ModelEngine(Protocol):
     def suspend(self, workflow: Any, *, wait: Wait) -> NoReturn:
         """Raise ``SuspendSignal`` inside a resumable step (R-FC-15)."""
 
+    def heartbeat(self, workflow: Any) -> bool:
+        """Record the running worker's heartbeat now (R-WRK-11)."""
+
     def optional_columns(self, session: Any) -> Any:
         """Which optional columns exist on ``session``'s database (R-DM-30..35)."""
 

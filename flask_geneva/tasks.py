@@ -117,12 +117,20 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     )(perform_step)
 
     def dispatch_due(task: Any) -> int:
-        """Publish deferred executions now within the broker horizon (R-DSP-02)."""
+        """Publish deferred executions now within the broker horizon (R-DSP-02).
+
+        Then recovers the executions of dead workers (R-WRK-06), so they wait
+        for the next dispatcher run, not for housekeeping.
+        """
         from flask_geneva import dispatcher
+        from flask_geneva import housekeeping as housekeeping_module
         from flask_geneva.app_state import current_context
 
         with _app_context(task.app):
-            return dispatcher.dispatch_due(current_context())
+            context = current_context()
+            published = dispatcher.dispatch_due(context)
+            housekeeping_module.recover_abandoned_executions(context)
+            return published
 
     celery.task(
         name=publishing.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False

@@ -345,3 +345,18 @@ class WorkflowActions:
         """
 
         model_engine().suspend(self, wait=wait)
+
+    def heartbeat(self) -> bool:
+        """Prove now that the worker running this step is alive (R-WRK-11).
+
+        Optional: a registered worker already heartbeats every
+        ``GENEVA_WORKER_HEARTBEAT_INTERVAL`` from a background thread. Call it
+        from a long step that may starve that thread (a C extension holding
+        the GIL between calls, say); a resumable step's ``checkpoint()``
+        counts as one. Outside a registered worker process it does nothing.
+
+        Returns:
+            True if a heartbeat was written, False when this process is no
+            registered worker (or the database has no worker registry).
+        """
+        return model_engine().heartbeat(self)

@@ -127,10 +127,18 @@ def test_status_json_counts_per_class_and_state(geneva_cli):
     assert status["totals"]["ready"] == 1
     assert status["stuck_in_progress"] == 0
     assert status["overdue_scheduled"] == 0
+    # The worker registry (R-WRK-09): nothing registered in this test.
+    assert status["workers"] == {
+        "alive": 0,
+        "dead": 0,
+        "abandoned_executions": 0,
+        "workers": [],
+    }
     table = geneva_cli("status")
     assert table.returncode == 0
     assert "CliOnboarding" in table.stdout
     assert "0.500" in table.stdout
+    assert "workers: 0 alive, 0 dead" in table.stdout
 
 
 def test_status_table_shows_a_state_the_code_does_not_know(geneva_cli):

@@ -62,6 +62,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "model_factory",
             "models",
             "transition_types",
+            # The workers table (build_models defines it) and its statements.
+            "worker_rows",
             "store_model_queries",
         ),
     ),
@@ -110,6 +112,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "step_execution_rows",
             "dispatcher",
             "outbox",
+            "worker_registry",
             "publishing",
         ),
     ),

@@ -61,6 +61,8 @@ STORE_MODULES = frozenset(
         "flask_geneva/column_detection.py",
         "flask_geneva/sqlite_locking.py",
         "flask_geneva/cleanup_lock.py",
+        # The worker registry's table and its statements (R-WRK-01..06).
+        "flask_geneva/worker_rows.py",
     }
 )
 

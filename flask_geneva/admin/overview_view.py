@@ -17,6 +17,7 @@ from flask_admin import expose
 from flask_geneva import clock
 from flask_geneva import store_admin_queries
 from flask_geneva import store_admin_stats
+from flask_geneva import worker_registry
 from flask_geneva.admin.activity import activity_charts
 from flask_geneva.admin.activity import hour_edges
 from flask_geneva.admin.activity import step_durations
@@ -105,8 +106,10 @@ class OverviewView(GenevaView):
         oldest = store_admin_stats.oldest_overdue_execution(
             session, execution_cls, workflow_cls, now
         )
+        workers = worker_registry.worker_overview(session, config=config)
         return self.render(
             "geneva/admin/overview.html",
+            workers=workers,
             charts=charts,
             oldest_overdue=oldest,
             class_url=lambda name: url_for(
