@@ -34,8 +34,8 @@ from flask_geneva import clock
 from flask_geneva import housekeeping
 from flask_geneva import step
 from flask_geneva import store_maintenance
+from flask_geneva.app_state import current_state
 from flask_geneva.models import StepExecutionState
-from flask_geneva.runtime import current_state
 from tests.apps import basic
 
 TYPE = "BenchHousekeeping"

@@ -11,10 +11,10 @@ from flask_geneva.backoff import Backoff
 from flask_geneva.backoff import BackoffError
 from flask_geneva.column_detection import reset_column_caches
 from flask_geneva.config import GenevaConfig
-from flask_geneva.dispatch import inline_enqueue
 from flask_geneva.dsl.conditions import cancel_if
 from flask_geneva.dsl.decorators import resumable_step
 from flask_geneva.dsl.decorators import step
+from flask_geneva.error_reporting import current_error_context
 from flask_geneva.exceptions import CancelSignal
 from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import CursorTooLargeError
@@ -53,7 +53,7 @@ from flask_geneva.operations import run_housekeeping
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
-from flask_geneva.reporting import current_error_context
+from flask_geneva.publishing import inline_enqueue
 from flask_geneva.tasks import beat_schedule
 from flask_geneva.tasks import celery_defaults
 

@@ -302,7 +302,7 @@ def parse_retry_after(value: object, now: datetime) -> timedelta | None:
         value = value.decode("latin-1")
     if isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # delta-seconds: ASCII digits only
             return _clamp(float(text))
         try:
             moment = parsedate_to_datetime(text)

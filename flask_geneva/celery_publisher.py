@@ -4,7 +4,7 @@
 it publishes by task name with bounded broker timeouts (R-DSP-07), pauses after
 a failure, and under allowed Celery eager mode queues tasks until the engine's
 commit is over (:func:`run_eager_queue`, R-TH-21). The engine never imports this
-module; it requests publications through :mod:`flask_geneva.dispatch`.
+module; it requests publications through :mod:`flask_geneva.publishing`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any
 
-from flask_geneva.dispatch import broker_pause_ignored
 from flask_geneva.publications import Publication
+from flask_geneva.publishing import broker_pause_ignored
 
 __all__ = [
     "BrokerPaused",

@@ -1,8 +1,9 @@
 """Optional-column detection: which optional columns the database has (R-DM-30..35).
 
 The optional columns (workflow and execution ``metadata``, ``error_class_name``,
-``cursor``, ``continues_from_id``) are detected once per engine, on first use,
-and cached until :func:`reset_column_caches`. Queries load only the columns that
+``cursor``, ``continues_from_id``, ``worker_id``) and the workers table are
+detected once per engine, on first use, and cached until
+:func:`reset_column_caches`. Queries load only the columns that
 exist (:func:`undefer_options`, :func:`absent_execution_columns`). The cache of
 built statements (:func:`cached_statement`) lives here too, because its keys
 depend on the detected columns and it is reset with them.
@@ -21,6 +22,7 @@ from sqlalchemy import orm
 
 from flask_geneva import core_rows
 from flask_geneva.models import STEP_EXECUTIONS_TABLE
+from flask_geneva.models import WORKERS_TABLE
 from flask_geneva.models import WORKFLOWS_TABLE
 
 __all__ = [
@@ -42,11 +44,18 @@ class OptionalColumns:
     error_class_name: bool = True
     cursor: bool = True
     continues_from_id: bool = True
+    worker_id: bool = True
+    workers_table: bool = True
 
     @property
     def resumable(self) -> bool:
         """Both ``cursor`` and ``continues_from_id`` exist (R-DM-33)."""
         return self.cursor and self.continues_from_id
+
+    @property
+    def worker_registry(self) -> bool:
+        """The workers table and ``step_executions.worker_id`` exist (R-WRK-08)."""
+        return self.worker_id and self.workers_table
 
 
 #: Detected columns per engine. Weak keys: a disposed test engine takes its entry
@@ -73,7 +82,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
     Detection inspects the schema on first use (never at import time) and is cached
     per engine until :func:`reset_column_caches`.
     """
-    bind = session.get_bind(mapper=None, clause=None)
+    bind = core_rows.bind_of(session)
     engine = bind.engine if isinstance(bind, sa.Connection) else bind
     cached = _column_cache.get(engine)
     if cached is not None:
@@ -106,6 +115,8 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             error_class_name="error_class_name" in execution_columns,
             cursor="cursor" in execution_columns,
             continues_from_id="continues_from_id" in execution_columns,
+            worker_id="worker_id" in execution_columns,
+            workers_table=WORKERS_TABLE in tables,
         )
         _column_cache[engine] = detected
         return detected
@@ -131,6 +142,8 @@ def undefer_options(
         if columns.resumable:
             options.append(orm.undefer(execution_cls.cursor))
             options.append(orm.undefer(execution_cls.continues_from_id))
+        if columns.worker_id:
+            options.append(orm.undefer(execution_cls.worker_id))
     _statement_cache[key] = tuple(options)
     return options
 
@@ -167,4 +180,6 @@ def absent_execution_columns(columns: OptionalColumns) -> frozenset[str]:
         absent.add("cursor")
     if not columns.continues_from_id:
         absent.add("continues_from_id")
+    if not columns.worker_id:
+        absent.add("worker_id")
     return frozenset(absent)

@@ -22,6 +22,7 @@ from typing import Any
 
 from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import GenevaConfigurationError
+from flask_geneva.setting_descriptions import SETTING_DESCRIPTIONS
 from flask_geneva.task_failures import RERAISE_MODES
 
 __all__ = [
@@ -48,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_HOUSEKEEPING_BATCH_SIZE": 1000,
     "GENEVA_STUCK_RECOVERY_ACTION": "reattempt",
     "GENEVA_RECOVER_GRACE": timedelta(seconds=60),
+    "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
+    "GENEVA_WORKER_DEAD_AFTER": timedelta(seconds=90),
     "GENEVA_RELEASE_SPREAD": timedelta(seconds=5),
     "GENEVA_MAX_CURSOR_SIZE": 131072,
     "GENEVA_ENQUEUE_AFTER_COMMIT": NOT_TESTING,
@@ -73,137 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_ADMIN_CAN_ACT": None,
     "GENEVA_ADMIN_ACTOR": None,
     "GENEVA_ADMIN_PAUSED_RATIO_WARN": 0.05,
-}
-
-#: What each setting means, for the generated settings reference (docs) and
-#: ``flask geneva``'s help. Every key of :data:`DEFAULTS` has one (a test checks).
-SETTING_DESCRIPTIONS: dict[str, str] = {
-    "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": (
-        "Housekeeping deletes finished and canceled workflows (and their step "
-        "executions) older than this; None keeps them (R-HK-10)."
-    ),
-    "GENEVA_STUCK_IN_PROGRESS_THRESHOLD": (
-        "An `in_progress` step execution started longer ago than this is stuck; "
-        "housekeeping recovers it (R-HK-20)."
-    ),
-    "GENEVA_STUCK_SCHEDULED_THRESHOLD": (
-        "A `scheduled` step execution overdue by more than this is stuck; "
-        "housekeeping publishes it again (R-HK-20)."
-    ),
-    "GENEVA_HOUSEKEEPING_BATCH_SIZE": (
-        "Rows per batch for cleanup, recovery, dispatch and the admin's bulk actions."
-    ),
-    "GENEVA_STUCK_RECOVERY_ACTION": (
-        'What recovery does with a stuck `in_progress` execution: `"reattempt"` '
-        'or `"cancel"`.'
-    ),
-    "GENEVA_RECOVER_GRACE": (
-        "`workflow.recover()` and `flask geneva recover` refuse, without force, "
-        "a step execution that started less than this ago: its worker may "
-        "still be running it (R-HK-28)."
-    ),
-    "GENEVA_RELEASE_SPREAD": (
-        "Housekeeping's recovery and bulk resumes (admin, CLI with several ids) "
-        "spread the executions they release over this window, each workflow at "
-        "a deterministic offset, instead of releasing them all at once; 0 "
-        "releases them at once; at most 1 hour (R-SCH-20)."
-    ),
-    "GENEVA_MAX_CURSOR_SIZE": (
-        "Largest serialized cursor of a resumable step, in bytes; None disables "
-        "the check (R-CUR-01)."
-    ),
-    "GENEVA_ENQUEUE_AFTER_COMMIT": (
-        "Publish step tasks only after the outermost transaction commits "
-        "(R-TXN-01); the default is on except in testing mode."
-    ),
-    "GENEVA_DEFAULT_QUEUE": (
-        "Celery queue for step tasks without a `queue` job option; None uses "
-        "Celery's default queue."
-    ),
-    "GENEVA_ERROR_REPORTER": (
-        "Callable (or import path) that receives step errors, e.g. "
-        "`flask_geneva.reporters.sentry:sentry_reporter`; None only logs them "
-        "(R-REP-03)."
-    ),
-    "GENEVA_METRICS": (
-        "Object (or import path) with a `gauge(name, value, tags)` method for the "
-        "housekeeping gauges; None sends none (R-MET-06)."
-    ),
-    "GENEVA_PRIORITY_MAPPER": (
-        "Callable `int -> int` applied to the `priority` job option before it "
-        "reaches the broker; None passes it unchanged (R-JOB-08)."
-    ),
-    "GENEVA_MAX_BROKER_DELAY": (
-        "A step due further ahead than this is not sent to the broker; the "
-        "dispatcher sends it when it comes due (R-DSP-01)."
-    ),
-    "GENEVA_DISPATCH_INTERVAL": (
-        "How often the beat entry of `beat_schedule()` runs the dispatcher (R-DSP-02)."
-    ),
-    "GENEVA_CLOCK_SKEW_TOLERANCE": (
-        "A step delivered earlier than this before its time does not run yet: "
-        "it is published again for its time (R-EXE-18)."
-    ),
-    "GENEVA_PUBLISH_TIMEOUT": (
-        "Upper bound on one publication to the broker after a commit; a failed or "
-        "timed-out publication never raises: the row goes back to the dispatcher, "
-        "and the process leaves the broker alone for this long (R-DSP-07)."
-    ),
-    "GENEVA_FIND_ATTEMPTS": (
-        "How many times a worker looks for a step execution row that is not "
-        "visible yet before giving up (R-JOB-20)."
-    ),
-    "GENEVA_FIND_DELAY": ("Seconds between those attempts (R-JOB-20)."),
-    "GENEVA_TASK_BACKEND": (
-        '`"celery"` sends step tasks to Celery; `"recording"` records them for '
-        "tests (`geneva_jobs`, R-TH-20)."
-    ),
-    "GENEVA_ALLOW_EAGER": (
-        "Allow Celery's `task_always_eager`; publications then run after the "
-        "outermost commit, one at a time (R-TH-21)."
-    ),
-    "GENEVA_TASK_RERAISE": (
-        'When the Celery task re-raises a step\'s exception: `"unhandled"` when '
-        'the policy paused, canceled or gave up (or none handled it), `"always"` '
-        "for every policy-handled exception (R-EXE-50)."
-    ),
-    "GENEVA_INLINE_CONTINUATION_BUDGET": (
-        "A step task that completes its step may claim and run the next one "
-        "itself when it is due now on the same queue and priority, until this "
-        "much time has passed since the task began; 0 turns inline "
-        "continuation off; at most 1 hour (R-EXE-70, R-EXE-72)."
-    ),
-    "GENEVA_INLINE_CONTINUATION_MAX_STEPS": (
-        "Most steps one step task runs through inline continuation, the "
-        "delivered one included; 0 (or 1) turns it off (R-EXE-72)."
-    ),
-    "GENEVA_SQLITE_BEGIN_IMMEDIATE": (
-        "On SQLite engines, install WAL journaling, a busy timeout, foreign keys "
-        "and `BEGIN IMMEDIATE` for geneva's writes; False leaves the engine alone."
-    ),
-    "GENEVA_ADMIN_ENABLED": (
-        "Mount a dedicated Flask-Admin with the workflow views at "
-        "`GENEVA_ADMIN_URL` from `init_app` (R-ADM-01)."
-    ),
-    "GENEVA_ADMIN_URL": (
-        "URL prefix of that dedicated admin; starts with `/` (R-ADM-01)."
-    ),
-    "GENEVA_ADMIN_ACCESS": (
-        "Callable `() -> bool` (or import path) deciding access per request; "
-        "None denies every admin URL outside debug and testing mode (R-ADM-02)."
-    ),
-    "GENEVA_ADMIN_CAN_ACT": (
-        "Callable `() -> bool` (or import path) deciding whether the buttons "
-        "act; None follows `GENEVA_ADMIN_ACCESS` (R-ADM-03)."
-    ),
-    "GENEVA_ADMIN_ACTOR": (
-        "Callable `() -> str | None` (or import path) naming the operator in the "
-        "action log; None tries Flask-Login, then HTTP basic auth (R-ADM-04)."
-    ),
-    "GENEVA_ADMIN_PAUSED_RATIO_WARN": (
-        "Share of paused workflows (0 to 1) above which the admin overview warns "
-        "(R-ADM-10)."
-    ),
+    "GENEVA_ADMIN_REFRESH_SECONDS": 10,
 }
 
 
@@ -246,6 +119,10 @@ class GenevaConfig:
     #: ``workflow.recover()`` without ``force`` refuses an execution younger than
     #: this (R-HK-28).
     recover_grace: timedelta
+    #: How often a registered worker heartbeats (R-WRK-03).
+    worker_heartbeat_interval: timedelta
+    #: Silence after which a worker is dead (R-WRK-05).
+    worker_dead_after: timedelta
     #: Window over which bulk releases are spread; zero for none (R-SCH-20).
     release_spread: timedelta
     #: Largest serialized cursor in bytes, or None for no limit (R-CUR-10).
@@ -287,6 +164,8 @@ class AdminConfig:
         can_act: ``() -> bool`` deciding whether buttons act, or None (= ``access``).
         actor: ``() -> str | None`` naming the operator, or None (default lookup).
         paused_ratio_warn: Paused ratio (0..1) above which the overview warns.
+        refresh_seconds: Seconds between automatic page refreshes; 0 = off
+            (R-ADM-49).
     """
 
     enabled: bool
@@ -295,6 +174,7 @@ class AdminConfig:
     can_act: Callable[[], bool] | None
     actor: Callable[[], str | None] | None
     paused_ratio_warn: float
+    refresh_seconds: int = 10
 
 
 def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
@@ -320,6 +200,12 @@ def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
             "GENEVA_ADMIN_PAUSED_RATIO_WARN must be a number from 0 to 1, "
             f"got {ratio!r}"
         )
+    refresh = merged["GENEVA_ADMIN_REFRESH_SECONDS"]
+    if isinstance(refresh, bool) or not isinstance(refresh, int) or refresh < 0:
+        raise GenevaConfigurationError(
+            "GENEVA_ADMIN_REFRESH_SECONDS must be a whole number of seconds >= 0 "
+            f"(0 turns auto-refresh off), got {refresh!r}"
+        )
     return AdminConfig(
         enabled=_bool(merged, "GENEVA_ADMIN_ENABLED"),
         url=url.rstrip("/"),
@@ -327,6 +213,7 @@ def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
         can_act=_callable_or_none(merged, "GENEVA_ADMIN_CAN_ACT"),
         actor=_callable_or_none(merged, "GENEVA_ADMIN_ACTOR"),
         paused_ratio_warn=float(ratio),
+        refresh_seconds=refresh,
     )
 
 
@@ -517,6 +404,20 @@ def _validated(
         "recover_grace": take(
             _duration, merged, "GENEVA_RECOVER_GRACE", allow_none=False
         ),
+        "worker_heartbeat_interval": take(
+            _duration,
+            merged,
+            "GENEVA_WORKER_HEARTBEAT_INTERVAL",
+            allow_none=False,
+            positive=True,
+        ),
+        "worker_dead_after": take(
+            _duration,
+            merged,
+            "GENEVA_WORKER_DEAD_AFTER",
+            allow_none=False,
+            positive=True,
+        ),
         "release_spread": take(_release_spread, merged),
         "max_cursor_size_bytes": take(_max_cursor_size, merged),
         "enqueue_after_commit": take(_enqueue_after_commit, merged, testing),
@@ -552,6 +453,16 @@ def _validated(
         "sqlite_begin_immediate": take(_bool, merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
         "admin": take(admin_config_from_mapping, merged),
     }
+    interval, dead_after = (
+        fields["worker_heartbeat_interval"],
+        fields["worker_dead_after"],
+    )
+    if interval is not None and dead_after is not None and dead_after < 2 * interval:
+        problems.append(
+            f"GENEVA_WORKER_DEAD_AFTER ({dead_after!r}) must be at least twice "
+            f"GENEVA_WORKER_HEARTBEAT_INTERVAL ({interval!r}), so that one late "
+            "heartbeat does not make a live worker dead"
+        )
     if problems:
         return None, problems
     return GenevaConfig(**fields), []

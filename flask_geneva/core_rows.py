@@ -81,6 +81,35 @@ def clear_caches() -> None:
     row_updates.clear_statements()
 
 
+# -- the session's bind --------------------------------------------------------------
+
+#: ``Session.info`` key of the session's default bind, read once per session.
+_BIND_KEY = "geneva_bind"
+
+
+def bind_of(session: orm.Session) -> sa.Engine | sa.Connection:
+    """Return ``session.get_bind()``, read once per session and kept in its info.
+
+    A session keeps its default bind for its lifetime, and Flask-SQLAlchemy's
+    ``get_bind`` looks the app's engines up on every call; geneva asks for it
+    several times per step.
+    """
+    info = session.info
+    bind: sa.Engine | sa.Connection | None = info.get(_BIND_KEY)
+    if bind is None:
+        bind = info[_BIND_KEY] = session.get_bind()
+    return bind
+
+
+def connection_of(session: orm.Session) -> sa.Connection:
+    """Return the connection of ``session``'s transaction on its default bind.
+
+    The same as ``session.connection()`` (begins the transaction when none is
+    open), with the bind from :func:`bind_of`.
+    """
+    return session.connection(bind_arguments={"bind": bind_of(session)})
+
+
 # -- reading -------------------------------------------------------------------------
 
 
@@ -256,7 +285,7 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
             if expired:
                 reloaded.append((state, expired))
     if updates:
-        row_updates.update_rows(session.connection(), updates)
+        row_updates.update_rows(connection_of(session), updates)
     in_savepoint = session.get_nested_transaction() is not None
     for state, _, changes in planned:
         instance = state.obj()
@@ -428,7 +457,7 @@ def insert_step_execution(
         statement = _cache[("insert", mapper.local_table)] = sa.insert(
             mapper.local_table
         )
-    result = session.connection().execute(statement, row)
+    result = connection_of(session).execute(statement, row)
     if values_by_key.get("id") is None:
         inserted = result.inserted_primary_key
         if inserted is None or inserted[0] is None:

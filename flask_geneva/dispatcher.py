@@ -22,8 +22,8 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva import clock
-from flask_geneva import dispatch
-from flask_geneva import reporting
+from flask_geneva import error_reporting
+from flask_geneva import publishing
 from flask_geneva import scheduling
 from flask_geneva import store_maintenance
 from flask_geneva.engine_context import EngineContext
@@ -69,8 +69,8 @@ def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> 
     if session.in_transaction():
         session.commit()
     # Under Celery eager mode a task runs when sent, so only due rows are sent.
-    ahead = config.max_broker_delay if dispatch.holds_eta(context.publisher) else None
-    with dispatch.trying_the_broker():
+    ahead = config.max_broker_delay if publishing.holds_eta(context.publisher) else None
+    with publishing.trying_the_broker():
         total = _dispatch_passes(session, config, workflow_cls, execution_cls, ahead)
     if total:
         _log.info("dispatched %d deferred step executions", total)
@@ -101,7 +101,7 @@ def _dispatch_passes(
             session,
             workflow_cls,
             execution_cls,
-            deferred_job_id=dispatch.DEFERRED_JOB_ID,
+            deferred_job_id=publishing.DEFERRED_JOB_ID,
             horizon=horizon,
             after=last,
             batch_size=config.housekeeping_batch_size,
@@ -110,13 +110,13 @@ def _dispatch_passes(
             session.rollback()
             break
         last = (executions[-1].scheduled_for, executions[-1].id)
-        dispatch.take_failed_count(session)
+        publishing.take_failed_count(session)
         broken = 0
         for execution in executions:
             if not _enqueue_one(session, execution, config):
                 broken += 1
         session.commit()
-        failed = dispatch.take_failed_count(session)
+        failed = publishing.take_failed_count(session)
         total += len(executions) - broken - failed
         if failed:
             # The broker is unreachable: the failed rows are deferred again and
@@ -143,7 +143,7 @@ def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
     try:
         scheduling.enqueue_scheduled_execution(session, execution.workflow, execution)
     except Exception as error:  # noqa: BLE001 - one row never stops the dispatcher
-        execution.job_id = dispatch.DEFERRED_JOB_ID
+        execution.job_id = publishing.DEFERRED_JOB_ID
         _log.error(
             "could not dispatch step execution %s: %s: %s",
             execution.id,
@@ -151,7 +151,7 @@ def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
             error,
             exc_info=error,
         )
-        reporting.report(
+        error_reporting.report(
             config.error_reporter,
             error,
             extra={
@@ -174,5 +174,5 @@ def deferred_count(session: orm.Session) -> Any:
     """How many executions wait for the dispatcher (for gauges and the admin)."""
     execution_cls = models_of(session).StepExecution
     return store_maintenance.count_deferred(
-        session, execution_cls, deferred_job_id=dispatch.DEFERRED_JOB_ID
+        session, execution_cls, deferred_job_id=publishing.DEFERRED_JOB_ID
     )

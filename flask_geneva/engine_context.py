@@ -67,13 +67,13 @@ class EngineContext:
     """The settings, publisher and models one engine operation runs with.
 
     Built by an adapter (the Flask extension builds one per app and settings
-    version: :meth:`flask_geneva.runtime.GenevaState.engine_context`) and passed
+    version: :meth:`flask_geneva.app_state.GenevaState.engine_context`) and passed
     to the engine's entry points. Immutable: new settings mean a new context.
 
     Attributes:
         settings: The validated, frozen settings (R-CFG-02).
         publisher: Sends task publications (a Celery app or a recording list);
-            the engine requests them through :mod:`flask_geneva.dispatch`.
+            the engine requests them through :mod:`flask_geneva.publishing`.
         models: The models and session the engine works on.
     """
 

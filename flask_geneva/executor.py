@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import operator_finalize
-from flask_geneva import reporting
 from flask_geneva import session_transactions
 from flask_geneva import store
 from flask_geneva import task_failures
@@ -169,7 +169,7 @@ class _Run(ContinuationSteps):
         finally:
             self._restore_loggers()
             if self._error_context_token is not None:
-                reporting.reset_error_context(self._error_context_token)
+                error_reporting.reset_error_context(self._error_context_token)
                 self._error_context_token = None
 
     # -- phase 2 -----------------------------------------------------------------------

@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from flask_geneva import clock
+from flask_geneva import error_reporting
 from flask_geneva import executor_events
-from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import signals
 from flask_geneva.config import GenevaConfig
@@ -185,7 +185,9 @@ class ContinuationSteps(PreparePhase):
         workflow, execution, step = claimed.workflow, claimed.execution, claimed.step
         self._install_loggers(workflow, execution)
         if self._error_context_token is None:
-            self._error_context_token = reporting.set_error_context(workflow, execution)
+            self._error_context_token = error_reporting.set_error_context(
+                workflow, execution
+            )
         self.logger.info("continuing inline with step %r", step.name)
         self.events.set_payload_base(workflow, execution, step)
         self.events.emit(

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva import clock
-from flask_geneva import reporting
+from flask_geneva import error_reporting
 from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva.config import GenevaConfig
@@ -83,7 +83,7 @@ class RunEvents:
             return
         reporter = self.settings.error_reporter
         for error, extra, execution_id in reports:
-            failure = reporting.report(reporter, error, extra=extra)
+            failure = error_reporting.report(reporter, error, extra=extra)
             if failure is not None and execution_id is not None:
                 self._store_report_error(execution_id, failure)
 

@@ -20,15 +20,16 @@ from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import early_delivery
 from flask_geneva import error_recording
+from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import policy_decisions
-from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
 from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transitions
+from flask_geneva import worker_registry
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.exceptions import StepConfigurationError
@@ -80,7 +81,9 @@ class PreparePhase(OutcomeSteps):
         now = clock.now()
         self._install_loggers(workflow, execution)
         if self._error_context_token is None:
-            self._error_context_token = reporting.set_error_context(workflow, execution)
+            self._error_context_token = error_reporting.set_error_context(
+                workflow, execution
+            )
 
         if execution.state != StepExecutionState.SCHEDULED:
             # Duplicate, stale or already handled delivery: change nothing (R-EXE-11).
@@ -175,6 +178,7 @@ class PreparePhase(OutcomeSteps):
                     now,
                     workflow=workflow,
                     execution=execution,
+                    execution_attributes=self._claimed_by(),
                     current_step_name=step.name,
                 )
         except _AlreadyHandled as handled:
@@ -198,6 +202,14 @@ class PreparePhase(OutcomeSteps):
         session_transactions.commit_keeping_state(session)
         self.events.emit(signals.precondition, self._passed_timing, outcome="passed")
         return workflow, execution, step
+
+    def _claimed_by(self) -> dict[str, Any] | None:
+        """``{"worker_id": ...}`` of this registered worker process, or None.
+
+        Written with the claim (R-WRK-05) when the database has the worker
+        registry and this process registered itself.
+        """
+        return worker_registry.claim_attributes(self.session)
 
     def _skip_removed(self, workflow: Any, execution: Any, now: Any) -> None:
         """Skip an execution of a removed step; schedule the next one (R-EVO-02)."""

@@ -13,9 +13,14 @@ from flask import Flask
 from sqlalchemy import orm
 
 from flask_geneva import broker_checks
-from flask_geneva import dispatch
+from flask_geneva import publishing
 from flask_geneva import sqlite_locking
 from flask_geneva import store_model_queries
+from flask_geneva.app_state import GenevaState
+from flask_geneva.app_state import current_context
+from flask_geneva.app_state import current_state
+from flask_geneva.app_state import refuse_celery_backend_without_celery
+from flask_geneva.app_state import refuse_eager_celery
 from flask_geneva.config import GenevaConfig
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
@@ -24,11 +29,6 @@ from flask_geneva.integrations import load_integration
 from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import build_models
-from flask_geneva.runtime import GenevaState
-from flask_geneva.runtime import current_context
-from flask_geneva.runtime import current_state
-from flask_geneva.runtime import refuse_celery_backend_without_celery
-from flask_geneva.runtime import refuse_eager_celery
 
 _log = logging.getLogger("flask_geneva")
 __all__ = ["Geneva"]
@@ -266,7 +266,7 @@ class Geneva:
             geneva.reload_settings(app)
 
         Both go through the same validation
-        (:meth:`flask_geneva.runtime.GenevaState.reload`). The new settings apply
+        (:meth:`flask_geneva.app_state.GenevaState.reload`). The new settings apply
         to every operation that starts afterwards; change them between
         operations, since one running in another thread may see them from its
         next read on. ``app.testing`` is read again too. The admin mounted by
@@ -302,9 +302,9 @@ class Geneva:
     def inline_enqueue() -> contextlib.AbstractContextManager[None]:
         """Publish immediately inside the block (R-TXN-05).
 
-        See :func:`dispatch.inline_enqueue`.
+        See :func:`publishing.inline_enqueue`.
         """
-        return dispatch.inline_enqueue()
+        return publishing.inline_enqueue()
 
     def dispatch_due(self) -> int:
         """Publish deferred executions that came due (R-DSP-02); needs an app context.

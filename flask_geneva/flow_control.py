@@ -288,8 +288,7 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         raise PauseSignal()
     _check_via(via)
     allowed = (WorkflowState.READY, WorkflowState.PERFORMING)
-    if workflow.state not in allowed:
-        raise _refuse("pause", workflow.state)
+    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
         if locked.state not in allowed:
@@ -330,8 +329,7 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         raise CancelSignal()
     _check_via(via)
     allowed = (WorkflowState.READY, WorkflowState.PAUSED, WorkflowState.PERFORMING)
-    if workflow.state not in allowed:
-        raise _refuse("cancel", workflow.state)
+    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
         if locked.state not in allowed:
@@ -396,8 +394,7 @@ def skip(
         raise SkipSignal()
     _check_via(via)
     allowed = (WorkflowState.READY, WorkflowState.PAUSED)
-    if workflow.state not in allowed:
-        raise _refuse("skip", workflow.state)
+    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
         if locked.state not in allowed:
@@ -474,8 +471,7 @@ def resume(
         raise InvalidStateError(
             f"cannot resume workflow {workflow.id} from inside its own step"
         )
-    if workflow.state != WorkflowState.PAUSED:
-        raise _refuse("resume", workflow.state)
+    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
         if locked.state != WorkflowState.PAUSED:

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["hero_type_of"]
+__all__ = ["hero_type_of", "hero_type_spellings"]
 
 
 def hero_type_of(cls: type[Any]) -> str:
@@ -33,3 +33,28 @@ def hero_type_of(cls: type[Any]) -> str:
     base = sa.inspect(cls).base_mapper.class_
     explicit = getattr(base, "__geneva_hero_type__", None)
     return str(explicit) if explicit else base.__name__
+
+
+def hero_type_spellings(workflow_cls: Any, typed: str) -> list[str]:
+    """Every hero type that equals ``typed`` ignoring case (R-ADM-50).
+
+    The hero types of the models mapped in the workflow model's registry whose
+    name differs from ``typed`` only in case, plus ``typed`` itself (a hero type
+    of a model no longer mapped matches as typed). The admin's search and
+    ``flask geneva list --hero`` compare ``hero_type`` with these, so the
+    ``(hero_type, hero_id)`` index still answers.
+
+    Args:
+        workflow_cls: The Workflow model (its registry holds the host's models).
+        typed: The hero type as the operator typed it, e.g. ``"order"``.
+
+    Returns:
+        The spellings, sorted.
+    """
+    wanted = typed.casefold()
+    spellings = {typed}
+    for mapper in workflow_cls.registry.mappers:
+        name = hero_type_of(mapper.class_)
+        if name.casefold() == wanted:
+            spellings.add(name)
+    return sorted(spellings)

@@ -29,18 +29,20 @@ from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import error_reporting
 from flask_geneva import release_spread
-from flask_geneva import reporting
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
 from flask_geneva import step_evolution
 from flask_geneva import store
 from flask_geneva import store_maintenance
 from flask_geneva import transitions
+from flask_geneva import worker_registry
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
@@ -56,6 +58,7 @@ __all__ = [
     "cleanup",
     "count_workflows_by_type_and_state",
     "emit_gauges",
+    "recover_abandoned_executions",
     "recover_locked_execution",
     "recover_stuck_in_progress",
     "recover_stuck_scheduled",
@@ -116,6 +119,7 @@ def run_housekeeping(
     summary["stuck_scheduled_recovered"] = recover_stuck_scheduled(
         session, config=config
     )
+    worker_registry.prune_dead_workers(session, config=config)
     emit_gauges(session, config=config)
     _log.info(
         "Completed: %s", ", ".join(f"{key}={value}" for key, value in summary.items())
@@ -180,21 +184,33 @@ def _cleanup_eligible(
 
 
 def stuck_in_progress_criteria(
-    execution: Any, config: GenevaConfig, now: datetime
+    execution: Any,
+    config: GenevaConfig,
+    now: datetime,
+    workers: sa.Table | None = None,
 ) -> list[Any]:
-    """WHERE criteria of a stuck ``in_progress`` execution (R-HK-20).
+    """WHERE criteria of a stuck (abandoned) ``in_progress`` execution (R-HK-20).
 
-    ``started_at`` earlier than ``now`` minus ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``.
-    Shared by recovery, ``flask geneva status`` and the admin, so they count the
-    same rows.
+    Without the worker registry: ``started_at`` earlier than ``now`` minus
+    ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``. With it (``workers`` given): an
+    execution claimed by a registered worker is stuck when that worker missed
+    its heartbeats for ``GENEVA_WORKER_DEAD_AFTER``, whatever its age; one
+    without a worker keeps the age rule (R-WRK-06). Shared by recovery,
+    ``flask geneva status`` and the admin, so they count the same rows.
 
     Args:
         execution: The ``StepExecution`` model or its table's columns (``.c``).
         config: The validated settings.
         now: The reference time (aware UTC).
+        workers: The workers table when the registry exists
+            (:func:`flask_geneva.worker_registry.registry_table`), else None.
     """
     return store_maintenance.stuck_in_progress_criteria(
-        execution, config.stuck_in_progress_threshold, now
+        execution,
+        config.stuck_in_progress_threshold,
+        now,
+        workers=workers,
+        dead_after=config.worker_dead_after,
     )
 
 
@@ -217,8 +233,35 @@ def stuck_scheduled_criteria(
     )
 
 
+def recover_abandoned_executions(context: EngineContext) -> int:
+    """Recover the executions of dead workers now, not waiting for housekeeping.
+
+    Run by the dispatcher's periodic Celery task (every
+    ``GENEVA_DISPATCH_INTERVAL``), so a killed worker's execution is recovered
+    about ``GENEVA_WORKER_DEAD_AFTER`` after its last heartbeat (R-WRK-06). Only
+    executions that name a dead worker are considered; the age rule stays with
+    housekeeping. Nothing happens without the worker registry.
+
+    Args:
+        context: The settings, publisher and models to run with.
+
+    Returns:
+        The number of executions recovered.
+    """
+    session = context.session
+    if session.in_transaction():
+        session.commit()
+    return recover_stuck_in_progress(
+        session, config=context.settings, dead_workers_only=True
+    )
+
+
 def recover_stuck_in_progress(
-    session: orm.Session, *, config: GenevaConfig, action: str | None = None
+    session: orm.Session,
+    *,
+    config: GenevaConfig,
+    action: str | None = None,
+    dead_workers_only: bool = False,
 ) -> int:
     """Recover ``in_progress`` executions started before the threshold (R-HK-20).
 
@@ -232,15 +275,25 @@ def recover_stuck_in_progress(
         config: The validated settings.
         action: Overrides ``GENEVA_STUCK_RECOVERY_ACTION`` (``"reattempt"`` or
             ``"cancel"``); any other value fails every row (R-HK-26).
+        dead_workers_only: Consider only executions naming a dead worker
+            (R-WRK-06), not the age rule; 0 without the worker registry.
 
     Returns:
         The number of executions recovered.
     """
+    execution_cls = models_of(session).StepExecution
+    workers = worker_registry.registry_table(session)
+    if dead_workers_only and workers is None:
+        session.rollback()
+        return 0
     candidates = store_maintenance.stuck_in_progress_candidates(
         session,
-        models_of(session).StepExecution,
+        execution_cls,
         threshold=config.stuck_in_progress_threshold,
         now=clock.now(),
+        workers=workers,
+        dead_after=config.worker_dead_after,
+        dead_workers_only=dead_workers_only,
         batch_size=config.housekeeping_batch_size,
     )
     return _recover_all(
@@ -316,7 +369,7 @@ def _recover_all(
                     error,
                     exc_info=error,
                 )
-                reporting.report(
+                error_reporting.report(
                     reporter,
                     error,
                     extra={
@@ -489,7 +542,9 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
     For every state ``s``: ``geneva_drive.<s>`` without tags (total) and with
     ``{"workflow": <type>}`` per type present; per type also
     ``geneva_drive.paused_ratio`` (paused / all states of that type, 0.0..1.0).
-    States without rows are 0 (R-MET-05). Nothing is queried when
+    With the worker registry also ``geneva_drive.workers_alive``,
+    ``geneva_drive.workers_dead`` and ``geneva_drive.executions_abandoned``
+    (R-WRK-09). States without rows are 0 (R-MET-05). Nothing is queried when
     ``GENEVA_METRICS`` is None. A hook that raises is logged and the remaining
     gauges are still sent (R-MET-06).
     """
@@ -510,6 +565,12 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
         total = sum(per_state.values())
         ratio = per_state.get(WorkflowState.PAUSED.value, 0) / total if total else 0.0
         _gauge(metrics, "geneva_drive.paused_ratio", ratio, tags)
+    workers = worker_registry.worker_overview(session, config=config)
+    if workers is not None:  # R-WRK-09
+        _gauge(metrics, "geneva_drive.workers_alive", workers["alive"], None)
+        _gauge(metrics, "geneva_drive.workers_dead", workers["dead"], None)
+        abandoned = workers["abandoned_executions"]
+        _gauge(metrics, "geneva_drive.executions_abandoned", abandoned, None)
 
 
 def _gauge(metrics: Any, name: str, value: float, tags: dict[str, str] | None) -> None:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import store_queries
+from flask_geneva import worker_registry
 from flask_geneva.cursors import deserialize_cursor
 from flask_geneva.cursors import dump_cursor
 from flask_geneva.durations import coerce_duration
@@ -210,6 +211,8 @@ class IterableStep:
         self.iterations += 1
         reason = self._interrupt_reason(self.iterations)
         self._commit()
+        # A checkpoint proves progress: it counts as a heartbeat (R-WRK-11).
+        worker_registry.heartbeat_if_due(self._session)
         if reason is not None:
             self.interrupt_reason = reason
             raise StepInterrupt(None, reason)

@@ -4,7 +4,7 @@ Imported by ``flask_geneva/__init__.py``. The models call these through
 :func:`flask_geneva.model_services.model_engine`, so they never import the
 orchestration modules (scheduling, flow control, store, executor) back. Each
 method binds the current app's engine context
-(:func:`flask_geneva.runtime.current_context`) to the session it works in, so
+(:func:`flask_geneva.app_state.current_context`) to the session it works in, so
 the engine below gets its settings and publisher from its caller, never from
 Flask (issue 15).
 """
@@ -22,16 +22,18 @@ from flask_geneva import executor
 from flask_geneva import flow_control
 from flask_geneva import operator_recovery
 from flask_geneva import operator_resume_at
+from flask_geneva import operator_run_now
 from flask_geneva import scheduling
 from flask_geneva import step_evolution
 from flask_geneva import step_execution_rows
 from flask_geneva import store
 from flask_geneva import transitions
+from flask_geneva import worker_registry
+from flask_geneva.app_state import current_context
 from flask_geneva.model_services import Wait
 from flask_geneva.model_services import register_model_engine
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import parse_workflow_state
-from flask_geneva.runtime import current_context
 
 __all__ = ["EngineForModels"]
 
@@ -148,6 +150,13 @@ class EngineForModels:
             workflow, step_name, actor=actor, via=via, commit=commit
         )
 
+    def run_now(
+        self, workflow: Any, *, actor: str | None, via: str, commit: bool
+    ) -> Any:
+        """See :func:`flask_geneva.operator_run_now.run_now` (R-ADM-51)."""
+        _bound_session(workflow)
+        return operator_run_now.run_now(workflow, actor=actor, via=via, commit=commit)
+
     def history_in_flight(self, workflow_class: Any) -> dict[str, int]:
         """See :func:`flask_geneva.step_evolution.history_in_flight` (R-EVO-09)."""
         return step_evolution.history_in_flight(workflow_class)
@@ -184,6 +193,10 @@ class EngineForModels:
     def suspend(self, workflow: Any, *, wait: Wait) -> NoReturn:
         """See :func:`flask_geneva.flow_control.suspend` (R-FC-15)."""
         flow_control.suspend(workflow, wait=wait)
+
+    def heartbeat(self, workflow: Any) -> bool:
+        """See :func:`flask_geneva.worker_registry.heartbeat_now` (R-WRK-11)."""
+        return worker_registry.heartbeat_now(_bound_session(workflow))
 
     def optional_columns(self, session: Any) -> Any:
         """See :func:`flask_geneva.column_detection.optional_columns` (R-DM-30..35)."""

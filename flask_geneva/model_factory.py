@@ -7,8 +7,9 @@ Workflow classes are single-table-inheritance subclasses of ``geneva.Workflow``
 (R-STI-01); a row whose ``type`` matches no class loads as the base class (R-STI-02).
 
 Optional columns (workflows ``metadata``; executions ``metadata``, ``error_class_name``,
-``cursor``, ``continues_from_id``) are mapped *deferred*: no SQL statement mentions
-them unless :mod:`flask_geneva.column_detection` has detected that they exist
+``cursor``, ``continues_from_id``, ``worker_id``) are mapped *deferred*: no SQL
+statement mentions them unless :mod:`flask_geneva.column_detection` has
+detected that they exist
 (R-DM-30..35).
 """
 
@@ -30,6 +31,7 @@ from flask_geneva.model_states import WORKFLOWS_TABLE
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import WorkflowState
 from flask_geneva.step_execution_model import StepExecutionMixin
+from flask_geneva.worker_rows import workers_table
 from flask_geneva.workflow_model import WorkflowMixin
 
 __all__ = ["build_models"]
@@ -190,6 +192,10 @@ def build_models(
         continues_from_id: orm.Mapped[Any] = orm.mapped_column(
             key.evaluates_none(), nullable=True, deferred=True
         )
+        # The registered worker that claimed it (R-WRK-05), no foreign key.
+        worker_id: orm.Mapped[str | None] = orm.mapped_column(
+            sa.String(36).evaluates_none(), nullable=True, deferred=True
+        )
         created_at: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False, default=lambda: now()
         )
@@ -227,6 +233,7 @@ def build_models(
                 "index_geneva_drive_step_executions_on_continues_from_id",
                 "continues_from_id",
             ),
+            sa.Index("index_geneva_drive_step_executions_on_worker_id", "worker_id"),
             sa.Index(
                 "index_geneva_drive_step_executions_one_active",
                 "workflow_id",
@@ -244,4 +251,7 @@ def build_models(
             ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
         )
 
+    # The worker registry (R-WRK-01): on the same metadata, so create_all and
+    # the autogenerate filter treat it like the other two tables.
+    workers_table(model_base.metadata)
     return Workflow, StepExecution

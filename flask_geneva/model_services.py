@@ -87,6 +87,11 @@ class ModelEngine(Protocol):
     ) -> Any:
         """Resume a paused workflow at a named step (R-EVO-06)."""
 
+    def run_now(
+        self, workflow: Any, *, actor: str | None, via: str, commit: bool
+    ) -> Any:
+        """Run a ready workflow's waiting step now (R-ADM-51)."""
+
     def history_in_flight(self, workflow_class: Any) -> dict[str, int]:
         """Gravestones and renamed names still in flight (R-EVO-09)."""
 
@@ -110,6 +115,9 @@ class ModelEngine(Protocol):
 
     def suspend(self, workflow: Any, *, wait: Wait) -> NoReturn:
         """Raise ``SuspendSignal`` inside a resumable step (R-FC-15)."""
+
+    def heartbeat(self, workflow: Any) -> bool:
+        """Record the running worker's heartbeat now (R-WRK-11)."""
 
     def optional_columns(self, session: Any) -> Any:
         """Which optional columns exist on ``session``'s database (R-DM-30..35)."""

@@ -13,6 +13,7 @@ __all__ = [
     "ACTIVE_EXECUTION_STATES",
     "STEP_EXECUTIONS_TABLE",
     "TERMINAL_WORKFLOW_STATES",
+    "WORKERS_TABLE",
     "WORKFLOWS_TABLE",
     "Outcome",
     "StepExecutionState",
@@ -22,6 +23,7 @@ __all__ = [
 
 WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
+WORKERS_TABLE = "geneva_drive_workers"
 
 
 class WorkflowState(enum.StrEnum):

@@ -20,6 +20,7 @@ from flask_geneva.model_factory import build_models
 from flask_geneva.model_states import ACTIVE_EXECUTION_STATES
 from flask_geneva.model_states import STEP_EXECUTIONS_TABLE
 from flask_geneva.model_states import TERMINAL_WORKFLOW_STATES
+from flask_geneva.model_states import WORKERS_TABLE
 from flask_geneva.model_states import WORKFLOWS_TABLE
 from flask_geneva.model_states import Outcome
 from flask_geneva.model_states import StepExecutionState
@@ -31,6 +32,7 @@ __all__ = [
     "ACTIVE_EXECUTION_STATES",
     "STEP_EXECUTIONS_TABLE",
     "TERMINAL_WORKFLOW_STATES",
+    "WORKERS_TABLE",
     "WORKFLOWS_TABLE",
     "InvalidJSON",
     "JSONDocument",

@@ -1,7 +1,7 @@
 """The public engine operations, run in a Flask app context (issue 15).
 
 The engine takes an :class:`~flask_geneva.engine_context.EngineContext`; these
-thin adapters build it from the current app (:func:`flask_geneva.runtime.
+thin adapters build it from the current app (:func:`flask_geneva.app_state.
 current_context`, which applies changed settings first, R-CFG-02) and call the
 engine: :class:`Executor` runs one step execution, :func:`run_housekeeping`
 one housekeeping pass, :func:`dispatch_due` one dispatcher pass.
@@ -17,7 +17,7 @@ from flask_geneva import dispatcher
 from flask_geneva import executor
 from flask_geneva import housekeeping
 from flask_geneva import task_failures
-from flask_geneva.runtime import current_context
+from flask_geneva.app_state import current_context
 
 __all__ = ["Executor", "dispatch_due", "run_housekeeping"]
 

@@ -6,10 +6,11 @@ After a worker died (``kill -9``, an OOM kill, a lost machine) its execution sta
 operator apply the same recovery (R-HK-23..27, shared with housekeeping through
 :func:`flask_geneva.housekeeping.recover_locked_execution`) to one workflow now.
 Without ``force`` it refuses an execution younger than ``GENEVA_RECOVER_GRACE``,
-whose worker may well still be running the step. Step executions record no worker
-heartbeat, so that age is the only liveness evidence there is: an older execution
-whose worker is in fact alive is recovered too, and its step may then run twice
-(its late outcome is ignored, R-EXE-41).
+whose worker may well still be running the step, and one whose registered worker
+still heartbeats (R-WRK-06). Without the worker registry, or for an execution
+claimed outside a registered worker, age is the only liveness evidence there is:
+an older execution whose worker is in fact alive is recovered too, and its step
+may then run twice (its late outcome is ignored, R-EXE-41).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from flask_geneva import clock
 from flask_geneva import flow_control
 from flask_geneva import housekeeping
 from flask_geneva import keys
+from flask_geneva import worker_registry
 from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import Outcome
@@ -66,7 +68,8 @@ def recover(
         InvalidStateError: Called from inside the workflow's own step; the
             workflow has no in-progress execution (or not ``execution_id``); or,
             without ``force``, the execution started less than
-            ``GENEVA_RECOVER_GRACE`` ago (the message gives its age).
+            ``GENEVA_RECOVER_GRACE`` ago (the message gives its age) or its
+            registered worker is alive (R-WRK-06).
         StepNotDefinedError: Reattempt of a step no longer defined; nothing
             changes.
         TypeError: ``force`` is not a bool.
@@ -101,6 +104,18 @@ def recover(
                 f"({_seconds(config.recover_grace)}), so its worker may still be "
                 "running the step; wait, or force it (force=True, --force) if "
                 "you know the worker is gone"
+            )
+        live = (
+            None
+            if force
+            else worker_registry.live_worker_of(session, running, config=config)
+        )
+        if live is not None:
+            raise InvalidStateError(
+                f"Cannot recover step execution {running.id} of workflow {locked.id}: "
+                f"its worker {live[0]} is alive (last heartbeat "
+                f"{live[1].isoformat()}), so it is still running the step; wait, "
+                "or force it (force=True, --force) if you know it is stuck"
             )
         from_state = locked.state
         housekeeping.recover_locked_execution(

@@ -93,8 +93,7 @@ def resume_at(
             f"cannot resume workflow {workflow.id} from inside its own step"
         )
     step = _target_step(workflow, step_name)
-    if workflow.state != WorkflowState.PAUSED:
-        raise _refuse(workflow)
+    # Checked under the lock only: the caller's copy may be stale.
     session, locked = flow_control.lock_for_operator(workflow)
     try:
         if locked.state != WorkflowState.PAUSED:

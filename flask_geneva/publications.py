@@ -1,6 +1,6 @@
 """What a publication is: fixed task names and the request to run one execution.
 
-The vocabulary shared by the publishers (:mod:`flask_geneva.dispatch`) and the
+The vocabulary shared by the publishers (:mod:`flask_geneva.publishing`) and the
 outbox that takes back what could not be published (:mod:`flask_geneva.outbox`);
 it imports nothing else of flask_geneva (SPEC §6.2).
 """

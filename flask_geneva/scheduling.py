@@ -21,12 +21,13 @@ from sqlalchemy import orm
 from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import core_rows
-from flask_geneva import dispatch
+from flask_geneva import publishing
 from flask_geneva import release_spread
 from flask_geneva import store
 from flask_geneva import store_queries
 from flask_geneva import transactions
 from flask_geneva import transitions
+from flask_geneva import worker_registry
 from flask_geneva.durations import coerce_duration
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import context_of
@@ -291,11 +292,13 @@ def create_step_execution(
             workflow=workflow,
             execution=execution,
             current_step_name=step.name,
+            # The worker holding the chain holds this step too (R-WRK-05).
+            execution_attributes=worker_registry.claim_attributes(session),
         )
     elif publish:
         publication = _prepare_publication(execution, options, now, context)
     else:
-        execution.job_id, publication = dispatch.DEFERRED_JOB_ID, None
+        execution.job_id, publication = publishing.DEFERRED_JOB_ID, None
     core_rows.insert_step_execution(
         session,
         workflow.__geneva__,
@@ -316,7 +319,7 @@ def create_step_execution(
 
 def _prepare_publication(
     execution: Any, options: Mapping[str, Any], now: datetime, context: EngineContext
-) -> dispatch.Publication | None:
+) -> publishing.Publication | None:
     """Set ``job_id`` and return the publication to request, or None (R-DSP-01).
 
     A future time is left to the dispatcher when it is more than
@@ -326,18 +329,19 @@ def _prepare_publication(
     config = context.settings
     eta = execution.scheduled_for if execution.scheduled_for > now else None
     if eta is not None and (
-        eta - now > config.max_broker_delay or not dispatch.holds_eta(context.publisher)
+        eta - now > config.max_broker_delay
+        or not publishing.holds_eta(context.publisher)
     ):
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
-        execution.job_id = dispatch.DEFERRED_JOB_ID
+        execution.job_id = publishing.DEFERRED_JOB_ID
         return None
     task_id = str(uuid.uuid4())
     execution.job_id = task_id
     priority = options.get("priority")
     if priority is not None and config.priority_mapper is not None:
         priority = config.priority_mapper(priority)
-    return dispatch.Publication(
-        task_name=dispatch.PERFORM_STEP_TASK,
+    return publishing.Publication(
+        task_name=publishing.PERFORM_STEP_TASK,
         step_execution_id=None,
         task_id=task_id,
         queue=options.get("queue") or config.default_queue,
@@ -382,16 +386,16 @@ def due_now_on_same_route(
 def _request(
     session: orm.Session,
     execution: Any,
-    publication: dispatch.Publication | None,
+    publication: publishing.Publication | None,
     context: EngineContext,
 ) -> None:
     if publication is None:
         return
-    dispatch.request_publication(
+    publishing.request_publication(
         session,
         dataclasses.replace(publication, step_execution_id=execution.id),
         backend=context.publisher,
-        defer=dispatch.deferral_active(context.settings.enqueue_after_commit),
+        defer=publishing.deferral_active(context.settings.enqueue_after_commit),
     )
 
 

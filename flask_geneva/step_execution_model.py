@@ -61,6 +61,7 @@ class StepExecutionMixin:
         meta: orm.Mapped[Any]
         cursor: orm.Mapped[Any]
         continues_from_id: orm.Mapped[Any]
+        worker_id: orm.Mapped[str | None]
         created_at: orm.Mapped[datetime]
         updated_at: orm.Mapped[datetime]
         workflow: orm.Mapped[WorkflowMixin]

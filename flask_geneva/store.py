@@ -96,7 +96,7 @@ def lock_workflow_and_execution(
     """
     geneva = geneva_from_session(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
-    connection = session.connection()
+    connection = core_rows.connection_of(session)
     write_transaction(session, connection)
     workflow_keys, workflow_columns, execution_keys, execution_columns = _lock_columns(
         session, workflow_cls, execution_cls

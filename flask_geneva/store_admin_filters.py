@@ -24,7 +24,9 @@ __all__ = [
     "ERROR_STATES",
     "count_at_most",
     "error_class_matches",
+    "error_text_contains",
     "has_overdue_execution",
+    "hero_type_in",
     "id_or_hero_id_is",
     "latest_error_class_is",
     "latest_error_sources",
@@ -59,6 +61,33 @@ def has_overdue_execution(workflow_cls: Any, execution_cls: Any, now: datetime) 
 def id_or_hero_id_is(workflow_cls: Any, key: Any) -> Any:
     """The condition "workflow id or hero id equals ``key``" (the list's search)."""
     return sa.or_(workflow_cls.id == key, workflow_cls.hero_id == key)
+
+
+def hero_type_in(workflow_cls: Any, spellings: Sequence[str]) -> Any:
+    """The condition "``hero_type`` is one of ``spellings``" (R-ADM-50).
+
+    The admin passes every spelling of a typed hero type that differs only in
+    case (the mapped models' hero types plus the typed text), so the
+    ``(hero_type, hero_id)`` index still answers.
+    """
+    return workflow_cls.hero_type.in_(list(spellings))
+
+
+def error_text_contains(workflow_cls: Any, execution_cls: Any, text: str) -> Any:
+    """The condition "an execution of the workflow failed or was skipped with
+    ``text`` in its error message", ignoring case (R-ADM-50).
+
+    Only ``failed`` and ``skipped`` executions carry a recorded error (R-SE-20),
+    so the ``state`` index narrows the candidates; ``%``, ``_`` and the escape
+    character in ``text`` match themselves.
+    """
+    return sa.exists(
+        sa.select(execution_cls.id).where(
+            execution_cls.workflow_id == workflow_cls.id,
+            execution_cls.state.in_(ERROR_STATES),
+            execution_cls.error_message.icontains(text, autoescape=True),
+        )
+    )
 
 
 def error_class_matches(column: Any, class_name: str) -> Any:

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.column_detection import undefer_options
+from flask_geneva.heroes import hero_type_spellings
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.store_admin_filters import count_at_most
 
@@ -37,6 +38,7 @@ __all__ = [
     "workflow_list_page",
     "workflow_rows",
     "workflow_type_and_state",
+    "workflow_types_stored",
 ]
 
 
@@ -130,7 +132,7 @@ def workflow_rows(
         columns: Column names to read.
         state: Only this state, or None.
         type_name: Only this stored ``type``, or None.
-        hero: Only this ``(hero_type, hero_id)``, or None.
+        hero: Only this ``(hero_type, hero_id)``, or None; the type in any case.
         limit: At most this many rows.
 
     Returns:
@@ -147,9 +149,10 @@ def workflow_rows(
     if type_name is not None:
         query = query.where(table.c.type == type_name)
     if hero is not None:
-        query = query.where(table.c.hero_type == hero[0]).where(
-            table.c.hero_id == hero[1]
-        )
+        # Any case of the hero type (R-ADM-50), as the admin's search.
+        query = query.where(
+            table.c.hero_type.in_(hero_type_spellings(workflow_cls, hero[0]))
+        ).where(table.c.hero_id == hero[1])
     return list(session.execute(query).mappings())
 
 
@@ -367,3 +370,27 @@ def next_runs(
         .group_by(execution_cls.workflow_id)
     ).all()
     return {row[0]: row[1] for row in rows}
+
+
+def workflow_types_stored(
+    session: orm.Session, workflow_cls: Any, limit: int = 500
+) -> list[str]:
+    """The distinct ``type`` values in the workflows table, sorted (R-ADM-50).
+
+    A loose index scan on ``index_geneva_drive_workflows_on_type``: a recursive
+    query jumps from one type to the next greater one, one index probe per
+    class, so the cost grows with the number of classes, not of workflows.
+
+    Args:
+        session: The host's session.
+        workflow_cls: The Workflow model.
+        limit: At most this many types are returned.
+    """
+    column = workflow_cls.__table__.c.type
+    seed = sa.select(sa.func.min(column).label("type")).cte(
+        "stored_types", recursive=True
+    )
+    later = sa.select(sa.func.min(column)).where(column > seed.c.type).scalar_subquery()
+    walk = seed.union_all(sa.select(later).where(seed.c.type.is_not(None)))
+    query = sa.select(walk.c.type).where(walk.c.type.is_not(None)).limit(limit)
+    return sorted(str(name) for name in session.scalars(query))

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import sqlite_locking
+from flask_geneva import worker_rows
 from flask_geneva.model_states import TERMINAL_WORKFLOW_STATES
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import WorkflowState
@@ -125,22 +126,41 @@ def _inline(state: StepExecutionState) -> Any:
 
 
 def stuck_in_progress_criteria(
-    execution: Any, threshold: timedelta, now: datetime
+    execution: Any,
+    threshold: timedelta,
+    now: datetime,
+    *,
+    workers: sa.Table | None = None,
+    dead_after: timedelta | None = None,
 ) -> list[Any]:
-    """WHERE criteria of a stuck ``in_progress`` execution (R-HK-20).
+    """WHERE criteria of a stuck (abandoned) ``in_progress`` execution (R-HK-20).
 
-    ``started_at`` earlier than ``now`` minus the threshold
-    (``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``). Shared by recovery,
+    Without the worker registry (``workers`` None): ``started_at`` earlier than
+    ``now`` minus the threshold (``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``). With
+    it: an execution claimed by a registered worker is stuck when that worker
+    missed its heartbeats for ``dead_after``, whatever its age; one without a
+    worker keeps the age rule (R-WRK-06). Shared by recovery,
     ``flask geneva status`` and the admin, so they count the same rows.
 
     Args:
         execution: The ``StepExecution`` model or its table's columns (``.c``).
         threshold: ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``.
         now: The reference time (aware UTC).
+        workers: The workers table when the registry exists, else None.
+        dead_after: ``GENEVA_WORKER_DEAD_AFTER`` (needed with ``workers``).
     """
+    in_progress = execution.state == _inline(StepExecutionState.IN_PROGRESS)
+    if workers is None or dead_after is None:
+        return [in_progress, execution.started_at < now - threshold]
     return [
-        execution.state == _inline(StepExecutionState.IN_PROGRESS),
-        execution.started_at < now - threshold,
+        in_progress,
+        worker_rows.abandoned_criteria(
+            execution,
+            workers,
+            now=now,
+            dead_after=dead_after,
+            age_threshold=threshold,
+        ),
     ]
 
 
@@ -172,17 +192,28 @@ def stuck_in_progress_candidates(
     threshold: timedelta,
     now: datetime,
     batch_size: int,
+    workers: sa.Table | None = None,
+    dead_after: timedelta | None = None,
+    dead_workers_only: bool = False,
 ) -> Iterator[tuple[Any, Any]]:
     """Yield ``(execution id, workflow id)`` of stuck ``in_progress`` executions.
 
     Oldest ``started_at`` first, through the partial index of R-DM-12; keyset
-    batches as :func:`_candidates` explains (R-HK-20, R-HK-21).
+    batches as :func:`_candidates` explains (R-HK-20, R-HK-21). With the worker
+    registry the criteria are :func:`stuck_in_progress_criteria`'s liveness
+    rule; ``dead_workers_only`` keeps the executions that name a worker
+    (the dispatcher's quick pass, R-WRK-06).
     """
+    criteria = stuck_in_progress_criteria(
+        execution_cls, threshold, now, workers=workers, dead_after=dead_after
+    )
+    if dead_workers_only:
+        criteria.append(execution_cls.worker_id.is_not(None))
     return _candidates(
         session,
         execution_cls,
         column=execution_cls.started_at,
-        criteria=tuple(stuck_in_progress_criteria(execution_cls, threshold, now)),
+        criteria=tuple(criteria),
         batch_size=batch_size,
     )
 

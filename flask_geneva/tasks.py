@@ -14,7 +14,7 @@ from typing import Any
 from flask import Flask
 from flask import has_app_context
 
-from flask_geneva import dispatch
+from flask_geneva import publishing
 from flask_geneva.tagged_logging import TaggedLoggerAdapter
 
 __all__ = [
@@ -113,25 +113,33 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     # shared=False: a shared task would be added to every Celery app created
     # later in the process, and registering it there again is a duplicate.
     celery.task(
-        name=dispatch.PERFORM_STEP_TASK, bind=True, ignore_result=True, shared=False
+        name=publishing.PERFORM_STEP_TASK, bind=True, ignore_result=True, shared=False
     )(perform_step)
 
     def dispatch_due(task: Any) -> int:
-        """Publish deferred executions now within the broker horizon (R-DSP-02)."""
+        """Publish deferred executions now within the broker horizon (R-DSP-02).
+
+        Then recovers the executions of dead workers (R-WRK-06), so they wait
+        for the next dispatcher run, not for housekeeping.
+        """
         from flask_geneva import dispatcher
-        from flask_geneva.runtime import current_context
+        from flask_geneva import housekeeping as housekeeping_module
+        from flask_geneva.app_state import current_context
 
         with _app_context(task.app):
-            return dispatcher.dispatch_due(current_context())
+            context = current_context()
+            published = dispatcher.dispatch_due(context)
+            housekeeping_module.recover_abandoned_executions(context)
+            return published
 
     celery.task(
-        name=dispatch.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
+        name=publishing.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
     )(dispatch_due)
 
     def housekeeping(task: Any) -> dict[str, int]:
         """Clean up, recover stuck executions, emit gauges (R-HK-01)."""
         from flask_geneva import housekeeping as housekeeping_module
-        from flask_geneva.runtime import current_context
+        from flask_geneva.app_state import current_context
 
         with _app_context(task.app):
             return housekeeping_module.run_housekeeping(current_context())
@@ -196,7 +204,7 @@ def perform_step_execution(
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
     """
     from flask_geneva import executor
-    from flask_geneva.runtime import current_context
+    from flask_geneva.app_state import current_context
 
     context = current_context()
     config = context.settings
@@ -234,7 +242,7 @@ def beat_schedule(
     """
     return {
         "flask-geneva-dispatch-due": {
-            "task": dispatch.DISPATCH_DUE_TASK,
+            "task": publishing.DISPATCH_DUE_TASK,
             "schedule": float(dispatch_interval_seconds),
         },
         "flask-geneva-housekeeping": {

@@ -16,12 +16,12 @@ from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import store
 from flask_geneva import store_queries
-from flask_geneva.dispatch import Publication
-from flask_geneva.dispatch import RecordingBackend
+from flask_geneva.app_state import current_state
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.operations import Executor
-from flask_geneva.runtime import current_state
+from flask_geneva.publishing import Publication
+from flask_geneva.publishing import RecordingBackend
 
 __all__ = [
     "RecordingJobs",

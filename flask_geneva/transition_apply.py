@@ -46,6 +46,7 @@ def apply(
     to: WorkflowState | None = None,
     refuse: Refusal | None = None,
     read_state: StepExecutionState | None = None,
+    execution_attributes: dict[str, Any] | None = None,
     **workflow_attributes: Any,
 ) -> Schedules:
     """Apply ``transition`` to the locked rows given, or refuse without a change.
@@ -69,6 +70,8 @@ def apply(
             same transaction failed halfway (the executor's prepare phase: a
             precondition's skip that raised is still a prepare failure of the
             ``scheduled`` row, R-EXE-30).
+        execution_attributes: Further execution attributes written with the
+            state (e.g. the claiming ``worker_id``, R-WRK-05).
         **workflow_attributes: Further workflow attributes to set (e.g.
             ``current_step_name``); set whenever the transition applies.
 
@@ -85,6 +88,8 @@ def apply(
         raise _refusal(transition, *refused, refuse=refuse)
     if transition.execution is not None and execution is not None:
         _write_execution(transition, transition.execution, execution, now, outcome)
+        for name, value in (execution_attributes or {}).items():
+            setattr(execution, name, value)
     if transition.workflow is not None and workflow is not None:
         _write_workflow(
             transition, transition.workflow, workflow, now, to, workflow_attributes

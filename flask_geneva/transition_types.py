@@ -57,6 +57,9 @@ class Schedules(enum.StrEnum):
         "else creates next_step_name due now, else finishes (R-EXT-21..24)"
     )
     NAMED_STEP = "the step the operator named, due now (R-EVO-06)"
+    WAITING_STEP_NOW = (
+        "the waiting step again, due now, continuing its cursor (R-ADM-51)"
+    )
 
 
 @dataclass(frozen=True)

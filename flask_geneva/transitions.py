@@ -421,6 +421,16 @@ OPERATOR_RESUME_AT = Transition(
     ),
     Schedules.NAMED_STEP,
 )
+OPERATOR_RUN_NOW = Transition(
+    "operator_run_now",
+    Actor.OPERATOR,
+    "run_now() of a ready workflow whose step waits: the waiting execution is "
+    "canceled and the same step is scheduled again, due now.",
+    ("R-ADM-51",),
+    ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,)),
+    WorkflowWrite(frozenset({_W.READY})),
+    Schedules.WAITING_STEP_NOW,
+)
 OPERATOR_RESUME_RUNNING = Transition(
     "operator_resume_running",
     Actor.OPERATOR,

@@ -228,6 +228,39 @@ class WorkflowActions:
         )
         return execution
 
+    def run_now(
+        self,
+        *,
+        actor: str | None = None,
+        via: str = "api",
+        commit: bool = True,
+    ) -> StepExecutionMixin:
+        """Run the waiting step of a ready workflow now (R-ADM-51).
+
+        One transaction under the row lock: the scheduled execution that waits
+        (a step ``wait``, a reattempt's backoff, a ``suspend``) is canceled and
+        the same step is scheduled again, due now (a resumable step keeps its
+        cursor); the operator action ``run_now`` is recorded (R-PDR-05).
+
+        Args:
+            actor: Who asked, recorded with the action.
+            via: ``"api"``, ``"admin"`` or ``"cli"``.
+            commit: Commit the session at the end.
+
+        Returns:
+            The new step execution.
+
+        Raises:
+            InvalidStateError: The workflow is not ready, or its step does not
+                wait (already due, running or none); nothing changes.
+
+        .. versionadded:: 0.3
+        """
+        execution: StepExecutionMixin = model_engine().run_now(
+            self, actor=actor, via=via, commit=commit
+        )
+        return execution
+
     @classmethod
     def removed_steps_in_flight(cls) -> dict[str, int]:
         """Which ``step.removed``/``step.renamed`` names rows still carry (R-EVO-09).
@@ -312,3 +345,18 @@ class WorkflowActions:
         """
 
         model_engine().suspend(self, wait=wait)
+
+    def heartbeat(self) -> bool:
+        """Prove now that the worker running this step is alive (R-WRK-11).
+
+        Optional: a registered worker already heartbeats every
+        ``GENEVA_WORKER_HEARTBEAT_INTERVAL`` from a background thread. Call it
+        from a long step that may starve that thread (a C extension holding
+        the GIL between calls, say); a resumable step's ``checkpoint()``
+        counts as one. Outside a registered worker process it does nothing.
+
+        Returns:
+            True if a heartbeat was written, False when this process is no
+            registered worker (or the database has no worker registry).
+        """
+        return model_engine().heartbeat(self)

@@ -79,6 +79,9 @@ def _empty_tables(app: Flask) -> None:
             connection.execute(sa.delete(basic.geneva.StepExecution.__table__))
             connection.execute(sa.delete(basic.geneva.Workflow.__table__))
             connection.execute(sa.delete(basic.User.__table__))
+            connection.execute(
+                sa.delete(basic.db.metadata.tables["geneva_drive_workers"])
+            )
 
 
 def make_app(tmp_path: Any, **config: Any) -> Flask:

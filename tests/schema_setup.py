@@ -24,7 +24,11 @@ from flask_geneva.schema.install import install
 __all__ = ["drop_schema", "install_schema"]
 
 VERSION_TABLE = "alembic_version"
-OUR_TABLES = ("geneva_drive_step_executions", "geneva_drive_workflows")
+OUR_TABLES = (
+    "geneva_drive_step_executions",
+    "geneva_drive_workflows",
+    "geneva_drive_workers",
+)
 
 _ENV_PY = """\
 from alembic import context

@@ -127,10 +127,18 @@ def test_status_json_counts_per_class_and_state(geneva_cli):
     assert status["totals"]["ready"] == 1
     assert status["stuck_in_progress"] == 0
     assert status["overdue_scheduled"] == 0
+    # The worker registry (R-WRK-09): nothing registered in this test.
+    assert status["workers"] == {
+        "alive": 0,
+        "dead": 0,
+        "abandoned_executions": 0,
+        "workers": [],
+    }
     table = geneva_cli("status")
     assert table.returncode == 0
     assert "CliOnboarding" in table.stdout
     assert "0.500" in table.stdout
+    assert "workers: 0 alive, 0 dead" in table.stdout
 
 
 def test_status_table_shows_a_state_the_code_does_not_know(geneva_cli):
@@ -170,6 +178,11 @@ def test_list_filters_by_state_class_and_hero(geneva_cli):
     assert printed_hero == f"User#{first_hero.id}"
     again = geneva_cli("list", "--hero", printed_hero)
     assert [line.split()[0] for line in again.stdout.splitlines()[1:]] == [
+        str(first.id)
+    ]
+    # The hero type in any case, as in the admin's search (R-ADM-50).
+    lower = geneva_cli("list", "--hero", f"user#{first_hero.id}")
+    assert [line.split()[0] for line in lower.stdout.splitlines()[1:]] == [
         str(first.id)
     ]
     assert_one_line_error(geneva_cli("list", "--state", "sleeping"), "unknown state")

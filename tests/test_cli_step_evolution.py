@@ -98,3 +98,13 @@ def test_show_and_list_print_both_names_of_a_renamed_step(geneva_cli):  # noqa: 
     listed = geneva_cli("list")
     line = next(x for x in listed.stdout.splitlines() if x.startswith(str(paused)))
     assert "send_mail (was mail)" in line
+
+
+def test_an_empty_resume_at_step_is_a_usage_error_not_a_traceback(geneva_cli):  # noqa: F811
+    """``resume ID --at ''`` exits 2 with one line naming the value; nothing changes (R-EVO-06)."""
+    workflow_id = _evolved("a@example.com", step_name="vanished", state="paused")
+    result = geneva_cli("resume", str(workflow_id), "--at", " ")
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    assert "needs a step name, got ' '" in result.stderr
+    assert workflow_row(workflow_id)["state"] == "paused"

@@ -19,7 +19,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_geneva import Geneva
 from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva.dispatch import DEFERRED_JOB_ID
+from flask_geneva.publishing import DEFERRED_JOB_ID
 
 db = SQLAlchemy()
 geneva = Geneva(db)

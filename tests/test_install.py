@@ -70,6 +70,7 @@ STEP_EXECUTION_COLUMNS = {
     "metadata",
     "cursor",
     "continues_from_id",
+    "worker_id",
     "created_at",
     "updated_at",
 }
@@ -88,6 +89,7 @@ STEP_EXECUTION_INDEXES = {
     "index_geneva_drive_step_executions_on_workflow_id_and_state",
     "index_geneva_drive_step_executions_on_finished_at",
     "index_geneva_drive_step_executions_on_continues_from_id",
+    "index_geneva_drive_step_executions_on_worker_id",
     "index_geneva_drive_step_executions_one_active",
     "index_geneva_drive_step_executions_in_progress_started_at",
 }
@@ -99,7 +101,14 @@ PROBE_TABLES = (
     "schema_probe",
     "ar_probe",
 )
-HOST_TABLES = (STEP_EXECUTIONS, WORKFLOWS, "alembic_version", "accounts", *PROBE_TABLES)
+HOST_TABLES = (
+    STEP_EXECUTIONS,
+    WORKFLOWS,
+    "geneva_drive_workers",
+    "alembic_version",
+    "accounts",
+    *PROBE_TABLES,
+)
 
 
 def _dialect(url: str) -> str:
@@ -246,7 +255,7 @@ def _add_host_revision_and_check(host: Host) -> str:
 # -- the schema ---------------------------------------------------------------------
 
 
-def test_install_writes_nine_revisions_without_touching_the_database(
+def test_install_writes_ten_revisions_without_touching_the_database(
     host: Host,
 ) -> None:
     """Install writes one revision per unit, in order, and no table (R-MIG-01/02)."""
@@ -295,6 +304,8 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         assert in_progress["column_names"] == ["started_at"]
     if installed.dialect == "postgresql":
         assert executions["columns"]["cursor"]["type"].__visit_name__ == "JSONB"
+    # The worker registry (R-WRK-01).
+    assert "geneva_drive_workers" in schema["tables"]
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:
@@ -444,7 +455,7 @@ def test_database_rejects_a_second_active_execution_of_a_workflow(
 
 
 def test_running_install_again_writes_nothing(installed: Host) -> None:
-    """A second install finds all nine units and writes no file (R-MIG-03)."""
+    """A second install finds all ten units and writes no file (R-MIG-03)."""
     before = sorted(installed.versions.iterdir())
     result = installed.flask("geneva", "install")
     assert "Nothing to write" in result.stdout
@@ -480,7 +491,7 @@ def test_install_after_a_partial_install_adds_exactly_the_missing_units(
     host_head = host.flask("db", "heads").stdout.split()[0]
 
     result = host.flask("geneva", "install")
-    assert "Already present: 3 of 9" in result.stdout
+    assert "Already present: 3 of 10" in result.stdout
     written = [line for line in result.stdout.splitlines() if "wrote" in line]
     assert [line.rsplit("_geneva_drive_", 1)[1] for line in written] == [
         f"{unit.name}.py" for unit in UNITS[3:]

@@ -122,14 +122,14 @@ MODEL_MODULES = (
 )
 ENGINE_MODULES = (
     "flask_geneva.column_detection",
-    "flask_geneva.dispatch",
+    "flask_geneva.publishing",
     "flask_geneva.error_recording",
     "flask_geneva.executor",
     "flask_geneva.flow_control",
     "flask_geneva.housekeeping",
     "flask_geneva.iteration",
     "flask_geneva.operator_recovery",
-    "flask_geneva.runtime",
+    "flask_geneva.app_state",
     "flask_geneva.scheduling",
     "flask_geneva.session_transactions",
     "flask_geneva.sqlite_locking",
@@ -187,8 +187,8 @@ def test_the_outbox_does_not_reach_the_publishers():
     assert (
         graph["flask_geneva.outbox"]
         & {
-            "flask_geneva.dispatch",
-            "flask_geneva.runtime",
+            "flask_geneva.publishing",
+            "flask_geneva.app_state",
         }
         == set()
     )

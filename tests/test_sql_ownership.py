@@ -53,6 +53,7 @@ STORE_MODULES = frozenset(
         "flask_geneva/store_model_queries.py",
         "flask_geneva/store_admin_queries.py",
         "flask_geneva/store_admin_filters.py",
+        "flask_geneva/store_admin_stats.py",
         "flask_geneva/store_maintenance.py",
         "flask_geneva/core_rows.py",
         "flask_geneva/row_updates.py",
@@ -60,6 +61,8 @@ STORE_MODULES = frozenset(
         "flask_geneva/column_detection.py",
         "flask_geneva/sqlite_locking.py",
         "flask_geneva/cleanup_lock.py",
+        # The worker registry's table and its statements (R-WRK-01..06).
+        "flask_geneva/worker_rows.py",
     }
 )
 

@@ -29,6 +29,7 @@ from flask_geneva.admin.filters import parse_workflow_filters
 from flask_geneva.admin.presenters import format_time
 from flask_geneva.admin.time_display import parse_stored_time
 from flask_geneva.admin.time_display import time_tag
+from flask_geneva.app_state import current_state
 from flask_geneva.keys import parse_key
 
 __all__ = ["GenevaView", "WorkflowPages", "asset_dir", "content_security_policy"]
@@ -102,7 +103,30 @@ class GenevaView(BaseView):
         kwargs.setdefault("when", functools.partial(time_tag, now=now))
         kwargs.setdefault("stored_time", parse_stored_time)
         kwargs.setdefault("geneva_js_url", self.asset_url("geneva/geneva.js"))
+        # Empty states name the classes an operator can start (R-ADM-53).
+        kwargs.setdefault("defined_classes", sorted(self.geneva.workflow_classes))
+        kwargs.setdefault("geneva_refresh_js_url", self.asset_url("geneva/refresh.js"))
+        # Pages that wrap their content in #geneva-live refresh it (R-ADM-49).
+        kwargs.setdefault(
+            "geneva_refresh_seconds", current_state().config.admin.refresh_seconds
+        )
+        kwargs.setdefault("step_display", self.step_display)
         return str(super().render(template, **kwargs))
+
+    def step_display(self, workflow_type: str | None, step_name: str | None) -> str:
+        """How a stored step name reads: ``"new (was old)"`` when renamed (R-EVO-04).
+
+        Args:
+            workflow_type: The workflow row's ``type``; a type whose class is
+                gone shows the stored name.
+            step_name: The stored step name, or None (shown as ``""``).
+        """
+        if step_name is None:
+            return ""
+        workflow_cls = self.geneva.workflow_classes.get(workflow_type or "")
+        if workflow_cls is None:
+            return str(step_name)
+        return str(workflow_cls.step_collection().display_name(step_name))
 
     def asset_url(self, filename: str) -> str:
         """URL of a file under ``static/`` (e.g. ``geneva/geneva.css``)."""

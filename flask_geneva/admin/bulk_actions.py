@@ -1,9 +1,10 @@
-"""Bulk pause, resume and cancel on the workflows list (R-ADM-23).
+"""Bulk pause, resume, cancel and run now on the workflows list (R-ADM-23, R-ADM-52).
 
 ``POST <workflows>/bulk`` acts on the checked rows, or with ``scope=all`` on every
 workflow matching the list's filters. Each workflow goes through the same
 :func:`~flask_geneva.admin.flow_control_actions.act` as a single button, in its
-own transaction; a refusal is listed and the others go on.
+own transaction; a refusal is listed with its reason and the others go on; the
+result page lists the workflows changed too (R-ADM-52).
 """
 
 from __future__ import annotations
@@ -27,16 +28,22 @@ from flask_geneva.admin.filters import format_count
 from flask_geneva.admin.filters import matching_id_batches
 from flask_geneva.admin.flow_control_actions import act
 from flask_geneva.admin.flow_control_actions import validated_action_form
+from flask_geneva.app_state import current_state
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.runtime import current_state
 
 __all__ = ["BULK_ACTIONS", "MAX_BULK_IDS", "MAX_LISTED_REFUSALS", "WorkflowBulkActions"]
 
 #: The bulk actions: action name -> label.
-BULK_ACTIONS = {"pause": "Pause", "resume": "Resume", "cancel": "Cancel"}
+BULK_ACTIONS = {
+    "pause": "Pause",
+    "resume": "Resume",
+    "cancel": "Cancel",
+    "run_now": "Run now",
+}
 #: Most workflows one bulk request acts on (the checked rows of one page).
 MAX_BULK_IDS = 500
-#: Refusals listed on a bulk result page; the rest are only counted.
+#: Refusals (and changed workflows) listed on a bulk result page; the rest are
+#: only counted.
 MAX_LISTED_REFUSALS = 1000
 
 
@@ -87,19 +94,20 @@ class WorkflowBulkActions(WorkflowPages):
                 action_form=action_form(),
             )
         self.session.commit()  # end the reading transaction before locking
-        done = 0
+        changed: list[Any] = []
         refused: list[tuple[Any, str]] = []
         with _spread_if(action == "resume" and len(keys) > 1):
             for key in keys:
                 reason = self._act_on(key, action)
                 if reason is None:
-                    done += 1
+                    changed.append(key)
                 else:
                     refused.append((key, reason))
         return self.render(
             "geneva/admin/bulk_result.html",
             label=label,
-            done_count=done,
+            done_count=len(changed),
+            changed=changed,
             refused=refused,
             refused_count=len(refused),
             filters={},
@@ -147,6 +155,7 @@ class WorkflowBulkActions(WorkflowPages):
                 action_form=action_form(),
             )
         done = 0
+        changed: list[Any] = []
         refused: list[tuple[Any, str]] = []
         refused_count = 0
         batches = matching_id_batches(
@@ -163,6 +172,8 @@ class WorkflowBulkActions(WorkflowPages):
                     reason = self._act_on(key, action)
                     if reason is None:
                         done += 1
+                        if len(changed) < MAX_LISTED_REFUSALS:
+                            changed.append(key)
                         continue
                     refused_count += 1
                     if len(refused) < MAX_LISTED_REFUSALS:
@@ -172,6 +183,7 @@ class WorkflowBulkActions(WorkflowPages):
             "geneva/admin/bulk_result.html",
             label=f"{label} all matching",
             done_count=done,
+            changed=changed,
             refused=refused,
             refused_count=refused_count,
             filters=matching.params,

@@ -22,6 +22,8 @@ from sqlalchemy import orm
 from flask_geneva import column_detection
 from flask_geneva import housekeeping
 from flask_geneva import store_admin_queries
+from flask_geneva import worker_registry
+from flask_geneva import worker_rows
 from flask_geneva.admin.filters import ERROR_CLASS_CAVEAT
 from flask_geneva.admin.filters import error_class_matches
 from flask_geneva.admin.presenters import CURSOR_PREVIEW_BYTES
@@ -104,7 +106,10 @@ def flag_criteria(
     if flag == "stuck_scheduled":
         return housekeeping.stuck_scheduled_criteria(execution_cls, config, now)
     if flag == "stuck":
-        return housekeeping.stuck_in_progress_criteria(execution_cls, config, now)
+        workers = worker_registry.registry_table(execution_cls.__geneva__.session)
+        return housekeeping.stuck_in_progress_criteria(
+            execution_cls, config, now, workers
+        )
     if flag == "has_cursor":
         return [execution_cls.cursor.is_not(None)]
     raise ValueError(
@@ -252,6 +257,7 @@ _OPTIONAL = {
     "error_class_name": "error_class_name",
     "cursor": "cursor",
     "continues_from_id": "continues_from_id",
+    "worker_id": "worker_id",
 }
 #: Longest scalar JSON value shown inline in the columns table.
 _INLINE_CHARS = 60
@@ -329,6 +335,32 @@ def _neighbours(
         _link(before) if before is not None else None,
         _link(after) if after is not None else None,
     )
+
+
+def _worker_display(
+    session: orm.Session,
+    execution: Any,
+    columns: column_detection.OptionalColumns,
+    config: Any,
+    now: Any,
+) -> dict[str, Any] | None:
+    """The worker that claimed the execution and its liveness (R-WRK-09), or None.
+
+    None without the worker registry or when the execution names no worker.
+    """
+    if not columns.worker_registry or execution.worker_id is None:
+        return None
+    workers = worker_registry.registry_table(session)
+    if workers is None:
+        return None
+    beat = worker_rows.last_heartbeat(
+        session.connection(), workers, execution.worker_id
+    )
+    return {
+        "id": execution.worker_id,
+        "last_heartbeat_at": beat,
+        "alive": beat is not None and beat >= now - config.worker_dead_after,
+    }
 
 
 def _chain_links(
@@ -500,11 +532,17 @@ def execution_detail(
     precondition = meta.get("precondition")
     reattempt_reason = meta.get("reattempt_reason")
     end = execution.finished_at or execution.completed_at or execution.failed_at
-    stuck = (
-        execution.state == StepExecutionState.IN_PROGRESS.value
-        and execution.started_at is not None
-        and execution.started_at < now - config.stuck_in_progress_threshold
-    )
+    worker = _worker_display(session, execution, columns, config, now)
+    in_progress = execution.state == StepExecutionState.IN_PROGRESS.value
+    if worker is not None:
+        # Liveness, not age, for an execution a registered worker holds (R-WRK-06).
+        stuck = in_progress and not worker["alive"]
+    else:
+        stuck = (
+            in_progress
+            and execution.started_at is not None
+            and execution.started_at < now - config.stuck_in_progress_threshold
+        )
     previous, following = _neighbours(session, execution_cls, execution)
     predecessor_id, predecessor, successors = _chain_links(
         session, execution_cls, execution, columns
@@ -532,6 +570,7 @@ def execution_detail(
         "overdue": execution.state == StepExecutionState.SCHEDULED.value
         and execution.scheduled_for < now,
         "stuck": stuck,
+        "worker": worker,
         "duration": format_duration(execution.started_at, end),
         "predecessor_id": predecessor_id,
         "predecessor": predecessor,

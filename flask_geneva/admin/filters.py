@@ -31,6 +31,7 @@ from sqlalchemy import orm
 from flask_geneva import store_admin_filters
 from flask_geneva.admin.presenters import recorded_exception
 from flask_geneva.heroes import hero_type_of
+from flask_geneva.heroes import hero_type_spellings
 from flask_geneva.keys import format_hero
 from flask_geneva.keys import split_hero
 from flask_geneva.models import InvalidJSON
@@ -127,7 +128,9 @@ def parse_workflow_filters(
     includes that whole day), ``error_class`` (the class of the workflow's latest
     recorded error, see :func:`error_class_matches`), ``overdue`` (has a
     scheduled execution with ``scheduled_for`` before ``now``) and ``q`` (a
-    workflow id or hero id, or a hero written ``Type#id`` as the list shows it).
+    workflow id or hero id, a hero written ``Type#id`` as the list and the CLI
+    show it, or else text in a failed or skipped execution's error message;
+    R-ADM-50). Hero types match ignoring case.
 
     Args:
         args: The query string of a GET or the form of a POST (other keys ignored).
@@ -182,7 +185,11 @@ def parse_workflow_filters(
         conditions.append(workflow_cls.state == state)
     value = text("hero_type", "hero type")
     if value is not None:
-        conditions.append(workflow_cls.hero_type == value)
+        conditions.append(
+            store_admin_filters.hero_type_in(
+                workflow_cls, hero_type_spellings(workflow_cls, value)
+            )
+        )
     hero_id = params.get("hero_id")
     if hero_id is not None:
         key = parse_key(hero_id)
@@ -233,28 +240,38 @@ def parse_workflow_filters(
         )
     elif flag is not None and flag.lower() not in _FLAG_OFF:
         notes.append(f"ignored overdue filter {flag!r}: use 1 (on) or 0 (off)")
-    search = params.get("q")
-    hero = split_hero(search) if search is not None else None
-    if search is not None and hero is not None:
-        key = parse_key(hero[1])
-        if key is None:
-            notes.append(f"ignored search {search!r}: not a valid hero id")
-        else:
-            accepted.add("q")
+    search = text("q", "search") if "q" in params else None
+    if search is not None:
+        descriptions.pop()  # replaced by what the search turned out to be
+        hero = split_hero(search)
+        key = parse_key(search) if hero is None else parse_key(hero[1])
+        if hero is not None and key is not None:
             descriptions.append(f"hero = {format_hero(hero[0], key)}")
-            conditions.append(workflow_cls.hero_type == hero[0])
-            conditions.append(workflow_cls.hero_id == key)
-    elif search is not None:
-        key = parse_key(search)
-        if key is None:
-            notes.append(
-                f"ignored search {search!r}: not a workflow id, hero id or "
-                f"hero (Type#id)"
+            conditions.append(
+                store_admin_filters.hero_type_in(
+                    workflow_cls, hero_type_spellings(workflow_cls, hero[0])
+                )
             )
-        else:
-            accepted.add("q")
+            conditions.append(workflow_cls.hero_id == key)
+        elif hero is None and key is not None:
             descriptions.append(f"workflow id or hero id = {key}")
             conditions.append(store_admin_filters.id_or_hero_id_is(workflow_cls, key))
+        elif hero is not None and hero[0].replace(".", "_").isidentifier():
+            notes.append(f"ignored search {search!r}: not a valid hero id")
+            accepted.discard("q")
+        elif hero is None and search.isdigit():
+            notes.append(
+                f"ignored search {search!r}: not a valid workflow id or hero id"
+            )
+            accepted.discard("q")
+        else:
+            # Neither an id nor a hero: the text of a recorded error (R-ADM-50).
+            descriptions.append(f"error message contains {search!r}")
+            conditions.append(
+                store_admin_filters.error_text_contains(
+                    workflow_cls, execution_cls, search
+                )
+            )
     kept = {name: value for name, value in params.items() if name in accepted}
     return WorkflowFilters(kept, notes, conditions, descriptions, caveats)
 

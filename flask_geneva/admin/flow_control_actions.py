@@ -1,8 +1,8 @@
 """The workflow page's buttons and the endpoint they post to (R-ADM-20..22, R-ADM-24).
 
 Each button calls the workflow's own flow-control method (``pause``, ``resume``,
-``cancel``, ``skip``, ``recover``), which applies the engine's flow-control or
-operator-recovery function (:mod:`flask_geneva.flow_control`,
+``cancel``, ``skip``, ``recover``, ``run_now``), which applies the engine's
+flow-control or operator function (:mod:`flask_geneva.flow_control`,
 :mod:`flask_geneva.operator_recovery`) with ``via="admin"`` and the actor. The
 admin never writes a state or a row itself (R-ADM-21). The POST checks the CSRF
 token (R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03) before any change.
@@ -20,6 +20,7 @@ from flask import redirect
 from flask import url_for
 from flask_admin import expose
 
+from flask_geneva import clock
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import current_actor
 from flask_geneva.admin.base_view import WorkflowPages
@@ -29,6 +30,7 @@ from flask_geneva.admin.running_step import annotate_buttons
 from flask_geneva.admin.running_step import in_progress_execution
 from flask_geneva.admin.running_step import recovery_facts
 from flask_geneva.exceptions import GenevaError
+from flask_geneva.operator_run_now import waiting_execution
 
 __all__ = [
     "ACTIONS",
@@ -36,6 +38,7 @@ __all__ = [
     "Button",
     "WorkflowActions",
     "act",
+    "allowed_from",
     "disabled_reasons",
     "validated_action_form",
     "workflow_buttons",
@@ -49,6 +52,7 @@ ACTIONS = {
     "cancel": "Cancel",
     "skip": "Skip current step",
     "recover": "Recover running step",
+    "run_now": "Run now",
 }
 #: Actions asked to be confirmed on a page of their own first.
 DESTRUCTIVE = ("cancel", "skip", "resume_rewind", "recover")
@@ -60,6 +64,8 @@ _ALLOWED_FROM = {
     "skip": ("ready", "paused"),
     # Any state: enabled only while an execution is in progress (R-HK-28).
     "recover": ("ready", "performing", "paused", "finished", "canceled"),
+    # A ready workflow whose scheduled execution waits (R-ADM-51).
+    "run_now": ("ready",),
 }
 
 
@@ -104,6 +110,8 @@ def workflow_buttons(
         reason = "" if allowed else f"not possible: workflow is {workflow.state}"
         if allowed and action == "resume_rewind":
             allowed, reason = _rewind_possible(workflow, steps, executions, columns)
+        if allowed and action == "run_now":
+            allowed, reason = _waits(executions)
         if allowed and not acting:
             allowed = False
             reason = "read-only: GENEVA_ADMIN_CAN_ACT does not allow you to act"
@@ -125,6 +133,17 @@ def disabled_reasons(buttons: list[Button]) -> list[tuple[list[str], str]]:
         if not button.enabled and button.reason:
             grouped.setdefault(button.reason, []).append(button.label)
     return [(labels, reason) for reason, labels in grouped.items()]
+
+
+def allowed_from(action: str) -> tuple[str, ...]:
+    """The workflow states ``action`` can apply from (R-ADM-20, R-ADM-52)."""
+    return _ALLOWED_FROM[action]
+
+
+def _waits(executions: list[Any]) -> tuple[bool, str]:
+    if waiting_execution(executions, clock.now()) is None:
+        return False, "not possible: the step is not waiting (due already or running)"
+    return True, ""
 
 
 def _rewind_possible(
@@ -208,6 +227,8 @@ def act(
         workflow.resume(rewind=True, actor=actor, via="admin")
     elif action == "cancel":
         workflow.cancel(actor=actor, via="admin")
+    elif action == "run_now":
+        workflow.run_now(actor=actor, via="admin")
     else:
         workflow.skip(actor=actor, via="admin", expected_step=expected_step)
 

@@ -6,22 +6,35 @@ step executions list filters they link to (R-HK-20).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from flask import Blueprint
+from flask import abort
+from flask import url_for
 from flask_admin import expose
 
 from flask_geneva import clock
 from flask_geneva import store_admin_queries
+from flask_geneva import store_admin_stats
+from flask_geneva import worker_registry
+from flask_geneva.admin.activity import activity_charts
+from flask_geneva.admin.activity import hour_edges
+from flask_geneva.admin.activity import step_durations
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.error_pages import install_error_pages
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import flag_criteria
 from flask_geneva.admin.row_display import error_class_of
+from flask_geneva.app_state import current_state
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 
-__all__ = ["OverviewView"]
+__all__ = ["DURATION_SAMPLE", "DURATION_WINDOW", "OverviewView"]
+
+#: A class page's step durations: the latest completed executions in this window,
+#: at most this many (R-ADM-55).
+DURATION_WINDOW = timedelta(days=7)
+DURATION_SAMPLE = 5000
 
 
 class OverviewView(GenevaView):
@@ -83,8 +96,25 @@ class OverviewView(GenevaView):
         failures = store_admin_queries.latest_failures(
             session, execution_cls, workflow_cls, limit=20
         )
+        edges = hour_edges(now)
+        charts = activity_charts(
+            store_admin_stats.outcome_counts(
+                session, execution_cls, workflow_cls, edges
+            ),
+            edges,
+        )
+        oldest = store_admin_stats.oldest_overdue_execution(
+            session, execution_cls, workflow_cls, now
+        )
+        workers = worker_registry.worker_overview(session, config=config)
         return self.render(
             "geneva/admin/overview.html",
+            workers=workers,
+            charts=charts,
+            oldest_overdue=oldest,
+            class_url=lambda name: url_for(
+                f"{self.endpoint}.workflow_class", type_name=name
+            ),
             states=states,
             classes=classes,
             stuck_count=int(stuck or 0),
@@ -100,4 +130,52 @@ class OverviewView(GenevaView):
                 }
                 for execution, type_name in failures
             ],
+        )
+
+    @expose("/class/<type_name>")
+    def workflow_class(self, type_name: str) -> str:
+        """A class's step durations and activity (R-ADM-54, R-ADM-55).
+
+        404 when no workflow class of that name is defined or stored.
+        """
+        session = self.session
+        workflow_cls = self.geneva.Workflow
+        execution_cls = self.geneva.StepExecution
+        defined = self.geneva.workflow_classes.get(type_name)
+        if (
+            defined is None
+            and type_name
+            not in store_admin_queries.workflow_types_stored(session, workflow_cls)
+        ):
+            abort(404, description=f"no workflow class {type_name!r}")
+        now = clock.now()
+        rows = store_admin_stats.recent_step_durations(
+            session,
+            execution_cls,
+            workflow_cls,
+            type_name,
+            since=now - DURATION_WINDOW,
+            limit=DURATION_SAMPLE,
+        )
+        order = list(defined.step_collection().names) if defined is not None else []
+        edges = hour_edges(now)
+        charts = activity_charts(
+            [
+                row
+                for row in store_admin_stats.outcome_counts(
+                    session, execution_cls, workflow_cls, edges
+                )
+                if row[0] == type_name
+            ],
+            edges,
+        )
+        return self.render(
+            "geneva/admin/workflow_class.html",
+            type_name=type_name,
+            known=defined is not None,
+            durations=step_durations(rows, order),
+            sample_size=len(rows),
+            sample_cap=DURATION_SAMPLE,
+            window_days=DURATION_WINDOW.days,
+            charts=charts,
         )

@@ -16,7 +16,7 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import store_admin_queries
-from flask_geneva.runtime import current_state
+from flask_geneva.app_state import current_state
 
 __all__ = [
     "PAUSE_NOTE",

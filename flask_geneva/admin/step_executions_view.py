@@ -26,8 +26,8 @@ from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import metadata_of
+from flask_geneva.app_state import current_state
 from flask_geneva.models import StepExecutionState
-from flask_geneva.runtime import current_state
 
 __all__ = ["ERROR_PREVIEW_CHARS", "StepExecutionsView"]
 

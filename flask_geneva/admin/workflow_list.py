@@ -19,6 +19,7 @@ from flask_geneva.admin.filters import capped_count
 from flask_geneva.admin.filters import format_count
 from flask_geneva.admin.filters import hero_admin_urls
 from flask_geneva.admin.filters import latest_error_classes
+from flask_geneva.admin.flow_control_actions import allowed_from
 from flask_geneva.admin.list_params import PAGE_SIZE
 from flask_geneva.admin.list_params import choice
 from flask_geneva.admin.list_params import note_past_the_end
@@ -81,6 +82,7 @@ class WorkflowListPage(WorkflowPages):
             workflows=[self._summary(row, errors, hero_urls, runs) for row in rows],
             filters=matching.params,
             filtered=matching.is_active,
+            filter_descriptions=matching.descriptions,
             notes=notes,
             caveats=matching.caveats,
             # The all-matching form would drop the ignored values (R-ADM-23).
@@ -93,7 +95,21 @@ class WorkflowListPage(WorkflowPages):
             has_next=has_next,
             states=[state.value for state in WorkflowState],
             known_types=sorted(self.geneva.workflow_classes),
-            bulk_actions=BULK_ACTIONS,
+            # Classes with rows whose code is gone (R-ADM-50).
+            gone_types=[
+                name
+                for name in store_admin_queries.workflow_types_stored(
+                    session, workflow_cls
+                )
+                if name not in self.geneva.workflow_classes
+            ],
+            # Only actions that can apply to the filtered state (R-ADM-52).
+            bulk_actions={
+                action: label
+                for action, label in BULK_ACTIONS.items()
+                if "state" not in matching.params
+                or matching.params["state"] in allowed_from(action)
+            },
             action_form=action_form(),
         )
 

@@ -17,6 +17,8 @@ from flask.cli import with_appcontext
 from flask_geneva import clock
 from flask_geneva import housekeeping
 from flask_geneva import store_admin_queries
+from flask_geneva import worker_registry
+from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import echo_table
@@ -26,7 +28,6 @@ from flask_geneva.keys import format_hero
 from flask_geneva.keys import split_hero
 from flask_geneva.models import ACTIVE_EXECUTION_STATES
 from flask_geneva.models import WorkflowState
-from flask_geneva.runtime import current_state
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["list_command", "show_command", "status_command"]
@@ -40,9 +41,11 @@ def status_command(as_json: bool) -> None:
 
     Stuck in-progress and overdue scheduled executions use the housekeeping
     thresholds GENEVA_STUCK_IN_PROGRESS_THRESHOLD and
-    GENEVA_STUCK_SCHEDULED_THRESHOLD.
+    GENEVA_STUCK_SCHEDULED_THRESHOLD (and, with the worker registry, the
+    heartbeats of the workers holding them). Registered workers are listed as
+    alive or dead (GENEVA_WORKER_DEAD_AFTER).
     \f
-    Spec: R-ADM-10 counts, R-HK-20 thresholds.
+    Spec: R-ADM-10 counts, R-HK-20 thresholds, R-WRK-06/09.
     """
     overview = _status_overview()
     if as_json:
@@ -61,6 +64,34 @@ def status_command(as_json: bool) -> None:
     echo_table(rows)
     click.echo(f"stuck in_progress executions: {overview['stuck_in_progress']}")
     click.echo(f"overdue scheduled executions: {overview['overdue_scheduled']}")
+    _echo_workers(overview["workers"])
+
+
+def _echo_workers(workers: dict[str, Any] | None) -> None:
+    """The worker registry part of ``status`` (R-WRK-09)."""
+    if workers is None:
+        click.echo("workers: no worker registry (install unit add_worker_registry)")
+        return
+    click.echo(
+        f"workers: {workers['alive']} alive, {workers['dead']} dead; "
+        f"executions abandoned by dead workers: {workers['abandoned_executions']}"
+    )
+    if not workers["workers"]:
+        return
+    rows = [["worker", "status", "host", "pid", "node", "last heartbeat", "running"]]
+    for worker in workers["workers"]:
+        rows.append(
+            [
+                worker["id"][:8],
+                "alive" if worker["alive"] else "DEAD",
+                escape_control_characters(worker["hostname"]),
+                str(worker["pid"]),
+                escape_control_characters(worker["node_name"] or "-"),
+                worker["last_heartbeat_at"],
+                str(worker["in_progress"]),
+            ]
+        )
+    echo_table(rows)
 
 
 @click.command("list")
@@ -172,10 +203,13 @@ def _status_overview() -> dict[str, Any]:
     execution_table = state.geneva.StepExecution.__table__
     now = clock.now()
     config = state.config
+    workers = worker_registry.registry_table(session)
     stuck = store_admin_queries.count_executions(
         session,
         execution_table,
-        housekeeping.stuck_in_progress_criteria(execution_table.c, config, now),
+        housekeeping.stuck_in_progress_criteria(
+            execution_table.c, config, now, workers
+        ),
     )
     overdue = store_admin_queries.count_executions(
         session,
@@ -189,6 +223,7 @@ def _status_overview() -> dict[str, Any]:
         "paused_ratio": ratios,
         "stuck_in_progress": int(stuck or 0),
         "overdue_scheduled": int(overdue or 0),
+        "workers": worker_registry.worker_overview(session, config=config),
     }
 
 

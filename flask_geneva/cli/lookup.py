@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from flask_geneva import keys
-from flask_geneva.runtime import current_state
+from flask_geneva.app_state import current_state
 
 __all__ = ["current_geneva", "parse_key_argument"]
 

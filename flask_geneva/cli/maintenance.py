@@ -8,7 +8,7 @@ from flask.cli import with_appcontext
 
 from flask_geneva import dispatcher
 from flask_geneva import housekeeping
-from flask_geneva.runtime import current_context
+from flask_geneva.app_state import current_context
 
 __all__ = ["dispatch_command", "housekeeping_command"]
 

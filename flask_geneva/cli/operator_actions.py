@@ -16,12 +16,12 @@ import click
 from flask.cli import with_appcontext
 
 from flask_geneva import store_admin_queries
+from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.release_spread import spread_releases
-from flask_geneva.runtime import current_state
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["FLOW_CONTROL_COMMANDS", "recover_command"]
@@ -50,10 +50,21 @@ def _flow_control_command(action: str, help_text: str) -> click.Command:
             "--at",
             metavar="STEP",
             default=None,
+            callback=_step_name_option,
             help="Continue from this defined step instead (workflow.resume_at; "
             "for a workflow whose step a deploy removed or renamed).",  # R-EVO-06
         )(command)
     return command
+
+
+def _step_name_option(ctx: Any, param: Any, value: str | None) -> str | None:
+    """Refuse an empty ``--at`` as a usage error, before any workflow is touched."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            f"needs a step name, got {value!r}: name a step the workflow's class "
+            "defines (flask geneva show ID lists them)"
+        )
+    return value
 
 
 FLOW_CONTROL_COMMANDS: tuple[click.Command, ...] = (

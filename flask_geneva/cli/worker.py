@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 from flask.cli import with_appcontext
 
-from flask_geneva.runtime import current_state
+from flask_geneva.app_state import current_state
 from flask_geneva.tasks import apply_celery_defaults
 from flask_geneva.tasks import beat_schedule
 

@@ -14,14 +14,16 @@ __all__ = [
     "OUR_TABLES",
     "STEP_EXECUTIONS_TABLE",
     "UNITS",
+    "WORKERS_TABLE",
     "WORKFLOWS_TABLE",
     "SchemaUnit",
 ]
 
 WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
-OUR_TABLES = frozenset({WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE})
-"""The two tables flask_geneva's migrations create and manage."""
+WORKERS_TABLE = "geneva_drive_workers"
+OUR_TABLES = frozenset({WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE, WORKERS_TABLE})
+"""The tables flask_geneva's migrations create and manage."""
 
 KEY_TYPES = ("bigint", "uuid")
 """Key types the schema can be written with (R-DM-20)."""
@@ -95,6 +97,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add_resumable_support",
         "add step_executions.cursor and continues_from_id (resumable steps)",
         "09_add_resumable_support.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_worker_registry",
+        "create geneva_drive_workers and add step_executions.worker_id",
+        "10_add_worker_registry.py.tmpl",
     ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

@@ -78,6 +78,10 @@
       });
     }
     apply(zone, button);
+    /* refresh.js replaced the content: its new times are in UTC again. */
+    document.addEventListener("geneva:refreshed", function () {
+      apply(zone, button);
+    });
   }
 
   if (document.readyState === "loading") {

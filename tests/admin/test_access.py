@@ -38,6 +38,7 @@ def geneva_urls(app, workflow_id):
             continue
         url = rule.rule.replace("<workflow_id>", str(workflow_id))
         url = url.replace("<execution_id>", str(execution_id))
+        url = url.replace("<type_name>", "AdminFailing")
         assert "<" not in url, f"a URL parameter the test does not fill: {url}"
         urls.append((url, "POST" if "POST" in rule.methods else "GET"))
     return urls
@@ -179,3 +180,29 @@ def test_invalid_admin_settings_are_rejected_at_init_app(tmp_path):
         GenevaConfigurationError, match="GENEVA_ADMIN_PAUSED_RATIO_WARN"
     ):
         make_app(tmp_path, GENEVA_ADMIN_PAUSED_RATIO_WARN=2)
+
+
+def test_refresh_seconds_must_be_a_whole_number_of_seconds(tmp_path):
+    """GENEVA_ADMIN_REFRESH_SECONDS rejects negatives, fractions and booleans, naming the value (R-ADM-49)."""
+    for wrong in (-1, 2.5, True, "10"):
+        with pytest.raises(
+            GenevaConfigurationError, match=r"GENEVA_ADMIN_REFRESH_SECONDS.*got"
+        ):
+            make_app(tmp_path, GENEVA_ADMIN_REFRESH_SECONDS=wrong)
+
+
+def test_refresh_seconds_reach_the_live_pages(tmp_path):
+    """The overview, the lists and the workflow page carry the interval; 0 turns it off (R-ADM-49)."""
+    for seconds in (0, 7):
+        folder = tmp_path / str(seconds)
+        folder.mkdir()
+        app = make_app(
+            folder,
+            GENEVA_ADMIN_ENABLED=True,
+            GENEVA_ADMIN_REFRESH_SECONDS=seconds,
+            SECRET_KEY="refresh-tests",  # noqa: S106 - test key
+        )
+        client = app.test_client()
+        for url in ("/geneva/", "/geneva/workflows/", "/geneva/step-executions/"):
+            page = client.get(url)
+            assert f'data-geneva-refresh="{seconds}"'.encode() in page.data, url

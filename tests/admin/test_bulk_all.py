@@ -253,7 +253,7 @@ def test_filters_are_revalidated_on_the_post(client):
         {"created_from": "yesterday"},
         {"created_to": "2024-02-30"},
         {"q": "\x00"},
-        {"q": "abc"},
+        {"q": "User#abc"},
         {"type": "\x00"},
         {"hero_type": "h" * 300},
         {"hero_id": "-1"},

@@ -52,7 +52,7 @@ def test_an_ended_workflow_has_no_next_step_nothing_upcoming_and_one_reason(clie
     assert 'class="geneva-plan--not-run"' in text
     assert text.count("not possible: workflow is canceled</li>") == 1
     assert re.findall(r'<li class="geneva-reason">([^<]*)</li>', text) == [
-        "Pause, Resume, Resume from the beginning, Cancel, Skip current step: "
+        "Pause, Resume, Resume from the beginning, Cancel, Skip current step, Run now: "
         "not possible: workflow is canceled",
         "Recover running step: no step execution is in progress",
     ]

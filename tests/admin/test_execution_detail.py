@@ -341,13 +341,20 @@ def _drop_optional_execution_columns() -> None:
     with engine.begin() as connection:
         if engine.dialect.name == "sqlite":
             # SQLite refuses to drop an indexed column.
-            connection.execute(
-                sa.text(
-                    "DROP INDEX IF EXISTS "
-                    "index_geneva_drive_step_executions_on_continues_from_id"
+            for index in ("on_continues_from_id", "on_worker_id"):
+                connection.execute(
+                    sa.text(
+                        "DROP INDEX IF EXISTS "
+                        f"index_geneva_drive_step_executions_{index}"
+                    )
                 )
-            )
-        for column in ("metadata", "error_class_name", "cursor", "continues_from_id"):
+        for column in (
+            "metadata",
+            "error_class_name",
+            "cursor",
+            "continues_from_id",
+            "worker_id",
+        ):
             connection.execute(
                 sa.text(
                     f"ALTER TABLE {quote('geneva_drive_step_executions')} "
@@ -358,7 +365,7 @@ def _drop_optional_execution_columns() -> None:
 
 
 def test_without_the_optional_columns_the_page_marks_them_absent(client):
-    """Without the optional columns the page marks them 'not in this database' and still shows the error (R-ADM-14, R-DM-30, R-ADM-31)."""
+    """Without the optional columns the page marks them 'not in this database' and still shows the error (R-ADM-14, R-DM-30, R-ADM-31, R-WRK-08)."""
     _drop_optional_execution_columns()
     try:
         workflow = failed_workflow()
@@ -367,7 +374,13 @@ def test_without_the_optional_columns_the_page_marks_them_absent(client):
         )
         db.session.rollback()
         text = page_text(client, execution_id)
-        for name in ("metadata", "error_class_name", "cursor", "continues_from_id"):
+        for name in (
+            "metadata",
+            "error_class_name",
+            "cursor",
+            "continues_from_id",
+            "worker_id",
+        ):
             assert column_cell(text, name) == (
                 '<span class="geneva-marker">not in this database</span>'
             )
@@ -387,3 +400,44 @@ def test_without_the_optional_columns_the_page_marks_them_absent(client):
         reset_column_caches()
         # The server schema is shared by the session: have it rebuilt.
         conftest._server_schema_ready = False
+
+
+def test_the_page_names_the_worker_and_goes_by_its_liveness(client):
+    """An in-progress execution names its worker and last heartbeat; it is stuck
+    when the worker is dead, not for age while it lives (R-WRK-06, R-WRK-09)."""
+    import uuid
+    from datetime import timedelta
+
+    from flask_geneva import clock
+    from flask_geneva import worker_rows
+    from tests.admin.execution_support import overdue_by
+
+    workflow = ready_workflow()
+    execution_id = execution_rows(workflow.id)[0]["id"]
+    workers = db.metadata.tables["geneva_drive_workers"]
+    now = clock.now()
+
+    def add_worker(last_beat):
+        worker_id = str(uuid.uuid4())
+        identity = worker_rows.WorkerIdentity(worker_id, "h", 1, None, (), "t")
+        db.session.remove()
+        with db.engine.begin() as connection:
+            worker_rows.insert_worker(connection, workers, identity, last_beat)
+        return worker_id
+
+    live = add_worker(now)
+    update_execution(
+        execution_id,
+        state="in_progress",
+        started_at=overdue_by(timedelta(hours=2)),
+        worker_id=live,
+    )
+    text = page_text(client, execution_id)
+    assert f"Claimed by worker {live}:" in text
+    assert "alive" in section(text, "geneva-worker")
+    assert "stuck in progress" not in text
+    dead = add_worker(now - timedelta(hours=1))
+    update_execution(execution_id, worker_id=dead)
+    text = page_text(client, execution_id)
+    assert "<strong>dead</strong>" in section(text, "geneva-worker")
+    assert "stuck in progress" in text

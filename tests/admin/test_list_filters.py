@@ -89,7 +89,9 @@ def test_search_matches_workflow_id_or_hero_id(client):
     assert str(second.id) not in listed(client, q=str(first.id))
     update_workflow(second.id, hero_id=987654)
     assert listed(client, q="987654") == ids(second)
-    assert "ignored search &#39;abc&#39;" in page_text(client, q="abc")
+    # Not an id: a search of the error messages now (R-ADM-50), no note.
+    assert listed(client, q="abc") == []
+    assert "ignored search" not in page_text(client, q="abc")
 
 
 def test_search_accepts_the_hero_notation_the_list_shows(client):
@@ -379,12 +381,16 @@ def test_filter_values_are_escaped_in_inputs_links_and_hidden_fields(client):
     assert "<script>alert(1)" not in text
     assert "1 workflow matches." in text
     assert f'<input type="hidden" name="hero_type" value="{escaped}">' in text
-    # Ignored values (q and hero_id are not ids) are escaped in their notes and
-    # not echoed into any field.
-    text = page_text(client, q=script, hero_id=script)
+    # An ignored value (hero_id is not an id) is escaped in its note and not
+    # echoed into any field.
+    text = page_text(client, hero_id=script)
     assert "<script>alert(1)" not in text
-    assert "ignored search &#39;&#34;&gt;&lt;script&gt;" in text
+    assert "ignored hero_id filter &#39;&#34;&gt;&lt;script&gt;" in text
     assert f'value="{escaped}"' not in text
+    # Text that is no id searches the error messages (R-ADM-50): echoed escaped.
+    text = page_text(client, q=script)
+    assert "<script>alert(1)" not in text
+    assert f'value="{escaped}"' in text
 
 
 _FILTER_FORM = re.compile(
@@ -412,7 +418,7 @@ _FILTER_FORM = re.compile(
         ("overdue", "\x00"),
         ("overdue", "maybe"),
         ("q", "\x00"),
-        ("q", "abc"),
+        ("q", "User#abc"),
     ],
 )
 def test_an_ignored_value_is_not_echoed_into_any_form_field_or_link(

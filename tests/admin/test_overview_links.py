@@ -163,3 +163,35 @@ def test_failed_count_and_latest_failures_link_to_the_failed_list(
     assert str(small_data_set["removed"]["id"]) in shown
     for execution_id in shown:
         assert f'<a href="/geneva/step-executions/{execution_id}">' in failures
+
+
+def test_the_overview_lists_live_and_dead_workers(client):
+    """The overview shows the worker registry: alive and dead workers and the
+    executions dead workers abandoned (R-WRK-09)."""
+    import uuid
+
+    from flask_geneva import clock
+    from flask_geneva import worker_rows
+
+    workers = db.metadata.tables["geneva_drive_workers"]
+    now = clock.now()
+    ids = []
+    for beat in (now, now - timedelta(hours=1)):
+        worker_id = str(uuid.uuid4())
+        identity = worker_rows.WorkerIdentity(
+            worker_id, "box<1>", 7, "celery@box", ("q",), "t"
+        )
+        db.session.remove()
+        with db.engine.begin() as connection:
+            worker_rows.insert_worker(connection, workers, identity, beat)
+        ids.append(worker_id)
+    workflow = ready_workflow()
+    execution_id = execution_rows(workflow.id)[0]["id"]
+    update_execution(
+        execution_id, state="in_progress", started_at=now, worker_id=ids[1]
+    )
+    text = overview(client)
+    assert "1 alive, 1 dead; executions abandoned by dead workers: 1." in text
+    assert f'data-worker-id="{ids[0]}"' in text
+    assert f'data-worker-id="{ids[1]}"' in text
+    assert "box&lt;1&gt;" in text

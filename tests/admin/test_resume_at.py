@@ -119,3 +119,15 @@ def test_the_page_shows_both_names_of_a_renamed_step(client):
     text = client.get(detail_url(other.id)).get_data(as_text=True)
     assert "charge" in text
     assert ">removed<" in text or "removed</" in text
+
+
+def test_the_executions_list_and_page_show_both_names_of_a_renamed_step(client):
+    """The step executions list and an execution's page show "new (was old)" for
+    an execution stored under a renamed step's old name (R-EVO-04).
+    """
+    workflow = _paused_evolved(step_name="mail")
+    execution_id = execution_rows(workflow.id)[-1]["id"]
+    listing = client.get("/geneva/step-executions/").get_data(as_text=True)
+    assert "send_mail (was mail)" in listing
+    page = client.get(f"/geneva/step-executions/{execution_id}").get_data(as_text=True)
+    assert "send_mail (was mail)" in page

@@ -24,7 +24,11 @@ def test_overview_counts_workflows_by_class_and_state_and_warns_on_paused_ratio(
     ready_workflow()
     paused_workflow()
     text = client.get("/geneva/").get_data(as_text=True)
-    row = re.search(r"<tr>\s*<td>AdminTwoStep</td>(.*?)</tr>", text, re.S).group(1)
+    row = re.search(
+        r'<tr>\s*<td><a href="/geneva/class/AdminTwoStep">AdminTwoStep</a></td>(.*?)</tr>',
+        text,
+        re.S,
+    ).group(1)
     assert 'href="/geneva/workflows/?type=AdminTwoStep&amp;state=ready">1</a>' in row
     assert 'href="/geneva/workflows/?type=AdminTwoStep&amp;state=paused">1</a>' in row
     assert '<td class="geneva-warn">50.0 %</td>' in row
@@ -34,7 +38,7 @@ def test_overview_lists_the_latest_failures(client):
     """The overview lists failed executions with class, step, error class and message (R-ADM-10)."""
     failed_workflow()
     text = client.get("/geneva/").get_data(as_text=True)
-    assert "<td>AdminFailing</td>" in text
+    assert '<td class="geneva-wide">AdminFailing</td>' in text
     assert "<td>explode</td>" in text
     assert "<td>RuntimeError</td>" in text
 

@@ -30,11 +30,17 @@ def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
         worker_prefetch_multiplier=1,
         broker_connection_retry_on_startup=True,
     )
+    heartbeats = {
+        key: float(os.environ[f"GENEVA_TEST_{key}"])
+        for key in ("WORKER_HEARTBEAT_INTERVAL", "WORKER_DEAD_AFTER")
+        if os.environ.get(f"GENEVA_TEST_{key}")
+    }
     flask_app = basic.create_app(
         database_url,
         celery=celery_app,
         GENEVA_TASK_BACKEND="celery",
         GENEVA_ENQUEUE_AFTER_COMMIT=True,
+        **{f"GENEVA_{key}": value for key, value in heartbeats.items()},
     )
     basic.geneva.init_celery(celery_app, app=flask_app)
     flask_app.extensions["geneva"].celery = celery_app

@@ -200,7 +200,7 @@ def test_ended_workflows_have_no_next_step_or_upcoming(live_url, page):
         reasons = _texts(page, ".geneva-reason")
         state = name.split("_")[1]
         assert reasons == [
-            f"Pause, Resume, Resume from the beginning, Cancel, Skip current step: "
+            f"Pause, Resume, Resume from the beginning, Cancel, Skip current step, Run now: "
             f"not possible: workflow is {state}",
             "Recover running step: no step execution is in progress",
         ]

@@ -9,9 +9,9 @@ import pytest
 from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
+from flask_geneva.app_state import current_state
 from flask_geneva.housekeeping import recover_stuck_scheduled
 from flask_geneva.release_spread import release_offset
-from flask_geneva.runtime import current_state
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -119,7 +119,9 @@ def test_retry_after_reads_seconds_timedeltas_and_http_values(value, expected):
     assert parse_retry_after(value, now) == timedelta(seconds=expected)
 
 
-@pytest.mark.parametrize("value", [None, -3, "soon", "-5", float("nan"), object()])
+@pytest.mark.parametrize(
+    "value", [None, -3, "soon", "-5", float("nan"), object(), "\u00b2", "\u0663"]
+)
 def test_retry_after_falls_back_to_the_default(value):
     """Missing, negative or unparsable → default; the label says so (R-POL-54)."""
     computed = Backoff.retry_after(default=timedelta(seconds=9)).compute(

@@ -11,12 +11,12 @@ import pytest
 
 from flask_geneva import GenevaConfigurationError
 from flask_geneva import step
+from flask_geneva.error_reporting import logging_reporter as base_logging_reporter
 from flask_geneva.reporters.logging import LoggingReporter
 from flask_geneva.reporters.logging import logging_reporter
 from flask_geneva.reporters.sentry import MISSING_SDK_MESSAGE
 from flask_geneva.reporters.sentry import SentryReporter
 from flask_geneva.reporters.sentry import sentry_reporter
-from flask_geneva.reporting import logging_reporter as base_logging_reporter
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows

@@ -72,16 +72,22 @@ def _executions(workflow_id):
 def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
     start_worker, broker_url, worker_database_url, tmp_path, monkeypatch
 ):
-    """After SIGKILL mid-step and the in-progress threshold, housekeeping recovers the
+    """After SIGKILL mid-step and GENEVA_WORKER_DEAD_AFTER, housekeeping recovers the
     execution, a new worker finishes the workflow, and nothing else is touched
-    (R-HK-20, R-HK-24, R-EXE-35).
+    (R-HK-20, R-HK-24, R-EXE-35, R-WRK-06).
     """
     redis.Redis.from_url(broker_url).flushdb()
     monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
+    # The worker registers and heartbeats: its execution is abandoned once its
+    # heartbeats stop for GENEVA_WORKER_DEAD_AFTER (R-WRK-06).
+    monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", "0.5")
+    monkeypatch.setenv("GENEVA_TEST_WORKER_DEAD_AFTER", "1")
     from tests.apps import worker_app
 
     app, _ = worker_app.build_app(worker_database_url, broker_url)
     app.config["GENEVA_STUCK_IN_PROGRESS_THRESHOLD"] = timedelta(seconds=1)
+    app.config["GENEVA_WORKER_HEARTBEAT_INTERVAL"] = 0.5
+    app.config["GENEVA_WORKER_DEAD_AFTER"] = 1
     geneva.reload_settings(app)
     prepare_database(app)
     with app.app_context():
@@ -106,6 +112,7 @@ def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
         assert state == "in_progress"
         assert started[0].name == f"started-{stuck_id}"
         wait_for(lambda: clock.now() - started_at > timedelta(seconds=1), timeout=10)
+        time.sleep(1.5)  # the killed worker's last heartbeat is now 1 s old
         summary = basic.geneva.run_housekeeping()
         basic.db.session.remove()
     assert summary["stuck_in_progress_recovered"] == 1

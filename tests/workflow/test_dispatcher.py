@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva.dispatch import DEFERRED_JOB_ID
 from flask_geneva.operations import dispatch_due
+from flask_geneva.publishing import DEFERRED_JOB_ID
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 

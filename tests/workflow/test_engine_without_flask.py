@@ -18,10 +18,10 @@ from sqlalchemy import orm
 
 from flask_geneva import step
 from flask_geneva.config import config_from_mapping
-from flask_geneva.dispatch import RecordingBackend
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.executor import execute_step
 from flask_geneva.housekeeping import run_housekeeping
+from flask_geneva.publishing import RecordingBackend
 from flask_geneva.scheduling import create_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db

@@ -22,6 +22,7 @@ from tests.workflow.support import execution_rows
 from tests.workflow.support import externally
 from tests.workflow.support import hero_counter
 from tests.workflow.support import make_user
+from tests.workflow.support import update_workflow
 from tests.workflow.support import workflow_row
 
 T0 = datetime(2030, 4, 1, 8, 0, tzinfo=UTC)
@@ -507,3 +508,31 @@ def test_flow_control_on_another_workflow_is_external(user):
     assert workflow_row(target.id)["state"] == "paused"
     assert workflow_row(workflow.id)["state"] == "finished"
     assert hero_counter(user.id) == 1
+
+
+@pytest.mark.parametrize(
+    ("held", "stored", "action", "expected"),
+    [
+        ("paused", "ready", "pause", "paused"),
+        ("ready", "paused", "resume", "ready"),
+        ("finished", "paused", "cancel", "canceled"),
+        ("finished", "paused", "skip", "ready"),
+    ],
+)
+def test_operator_actions_check_the_locked_row_not_a_stale_copy(
+    user, held, stored, action, expected
+):
+    """An operator action on a stale copy of a workflow (it says ``held``, the row
+    says ``stored``) acts on the state read under the lock, not on the copy's
+    (R-EXT-01, R-EXT-03, R-EXT-04, R-EXT-20).
+    """
+    workflow_id = FlowThreeSteps.create(hero=user).id
+    db.session.commit()
+    update_workflow(workflow_id, state=held)
+    stale = db.session.get(geneva.Workflow, workflow_id, populate_existing=True)
+    db.session.expunge(stale)
+    db.session.commit()
+    update_workflow(workflow_id, state=stored)
+    assert stale.state == held
+    getattr(stale, action)()
+    assert workflow_row(workflow_id)["state"] == expected

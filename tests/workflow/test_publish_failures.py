@@ -20,9 +20,9 @@ from celery import Celery
 import flask_geneva
 from flask_geneva import outbox
 from flask_geneva import step
-from flask_geneva.dispatch import DEFERRED_JOB_ID
 from flask_geneva.operations import dispatch_due
 from flask_geneva.operations import run_housekeeping
+from flask_geneva.publishing import DEFERRED_JOB_ID
 from flask_geneva.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db

@@ -17,6 +17,7 @@ settings through :func:`settings`; both need an active Flask app context.
 
 from __future__ import annotations
 
+import operator
 import threading
 from typing import Any
 
@@ -28,10 +29,10 @@ from flask_geneva.celery_publisher import CeleryBackend
 from flask_geneva.config import GenevaConfig
 from flask_geneva.config import config_from_mapping
 from flask_geneva.config import settings_snapshot
-from flask_geneva.dispatch import RecordingBackend
-from flask_geneva.dispatch import TaskBackend
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.exceptions import GenevaConfigurationError
+from flask_geneva.publishing import RecordingBackend
+from flask_geneva.publishing import TaskBackend
 
 __all__ = [
     "GenevaState",
@@ -67,7 +68,7 @@ class GenevaState:
         self.recording_backend = RecordingBackend()
         self.config = config
         self._lock = threading.Lock()
-        self._snapshot = settings_snapshot(app.config)
+        self._set_snapshot(settings_snapshot(app.config))
         self._testing = app.testing
         self._celery_backend: CeleryBackend | None = None
         self._engine_context: EngineContext | None = None
@@ -88,6 +89,14 @@ class GenevaState:
             when ``app.config`` still holds what the settings were built from.
         """
         config = self.app.config
+        try:
+            # One C-level read of every key; equal tuples compare item by
+            # item, identity first, as the loop below does.
+            unchanged = self._read_values(config) == self._values
+        except KeyError:  # a key was removed
+            unchanged = False
+        if unchanged and self.app.testing == self._testing:
+            return []
         changed = []
         for key, value in self._snapshot:
             current = config.get(key, _MISSING)
@@ -146,6 +155,16 @@ class GenevaState:
             config = self._reload_locked()
         self._check_broker_delay(config)
 
+    def _set_snapshot(self, snapshot: tuple[tuple[str, Any], ...]) -> None:
+        keys = tuple(key for key, _ in snapshot)
+        self._snapshot = snapshot
+        self._values = tuple(value for _, value in snapshot)
+        self._read_values: Any = (
+            (lambda config: tuple(config[key] for key in keys))
+            if len(keys) < 2
+            else operator.itemgetter(*keys)
+        )
+
     def _check_broker_delay(self, config: GenevaConfig) -> None:
         if self.celery is not None:
             broker_checks.warn_if_broker_delay_exceeds_visibility(
@@ -168,7 +187,7 @@ class GenevaState:
         # The config before the snapshot: whoever sees the new snapshot (no
         # change left) also sees the new config.
         self.config = config
-        self._snapshot = snapshot
+        self._set_snapshot(snapshot)
         self._testing = testing
         return config
 
@@ -227,20 +246,19 @@ class GenevaState:
 
 
 def current_context() -> EngineContext:
-    """Return the engine context of the current Flask app, bound to its session.
+    """Return the engine context of the current Flask app.
 
     What the adapters (the public operations, the Celery tasks, the CLI, the
-    admin, the model methods) pass to the engine. The settings are checked for
-    changes first, as :func:`current_state` does (R-CFG-02).
+    admin, the model methods) pass to the engine, which binds it to the session
+    it works in. The settings are checked for changes first, as
+    :func:`current_state` does (R-CFG-02).
 
     Raises:
         RuntimeError: No app context is active (Flask's own error).
         GenevaConfigurationError: As :func:`current_state`, or the task backend
             is ``"celery"`` without a Celery app.
     """
-    context = current_state().engine_context()
-    context.bind(context.models.session)
-    return context
+    return current_state().engine_context()
 
 
 def current_state() -> GenevaState:

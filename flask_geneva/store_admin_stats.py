@@ -1,0 +1,145 @@
+"""The admin's statistics reads: outcomes over time, step durations, oldest overdue.
+
+Part of the store layer (issue 15: every statement on geneva's two tables is
+built in the store modules, ``tests/test_sql_ownership.py``). Each read is
+bounded by a time window on an indexed column (``finished_at``; ``state`` and
+``scheduled_for``) or by a row limit, so its cost follows the window's rows, not
+the table's (R-ADM-54, R-ADM-55, R-ADM-56). Everything here only reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva.model_states import StepExecutionState
+from flask_geneva.model_states import WorkflowState
+
+__all__ = [
+    "OUTCOME_STATES",
+    "oldest_overdue_execution",
+    "outcome_counts",
+    "recent_step_durations",
+]
+
+#: The end states counted over time: done (throughput) and failed (R-ADM-54).
+OUTCOME_STATES = (StepExecutionState.COMPLETED.value, StepExecutionState.FAILED.value)
+
+
+def outcome_counts(
+    session: orm.Session,
+    execution_cls: Any,
+    workflow_cls: Any,
+    edges: Sequence[datetime],
+) -> list[tuple[str, int, str, int]]:
+    """Completed and failed executions per class and time bucket (R-ADM-54).
+
+    The ``finished_at`` index bounds the read to ``[edges[0], edges[-1])``; each
+    execution falls in bucket ``i`` when ``edges[i] <= finished_at < edges[i+1]``
+    (a portable ``CASE``, no dialect's date functions).
+
+    Args:
+        session: The host's session.
+        execution_cls: The StepExecution model.
+        workflow_cls: The Workflow model (for the class).
+        edges: Ascending aware UTC bucket edges, at least two.
+
+    Returns:
+        ``(workflow type, bucket index, state, count)`` rows, state being
+        ``completed`` or ``failed``.
+    """
+    finished = execution_cls.finished_at
+    bucket = sa.case(
+        *[(finished < edge, index) for index, edge in enumerate(edges[1:-1])],
+        else_=len(edges) - 2,
+    )
+    rows = (
+        sa.select(
+            workflow_cls.type.label("type"),
+            bucket.label("bucket"),
+            execution_cls.state.label("state"),
+        )
+        .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
+        .where(finished >= edges[0], finished < edges[-1])
+        .where(execution_cls.state.in_(OUTCOME_STATES))
+        .subquery("outcomes")
+    )
+    query = sa.select(
+        rows.c.type, rows.c.bucket, rows.c.state, sa.func.count()
+    ).group_by(rows.c.type, rows.c.bucket, rows.c.state)
+    return [
+        (str(type_name), int(index), str(state), int(count))
+        for type_name, index, state, count in session.execute(query)
+    ]
+
+
+def recent_step_durations(
+    session: orm.Session,
+    execution_cls: Any,
+    workflow_cls: Any,
+    type_name: str,
+    *,
+    since: datetime,
+    limit: int,
+) -> list[tuple[str, datetime, datetime]]:
+    """The latest completed executions of a class since ``since`` (R-ADM-55).
+
+    Newest first along the ``finished_at`` index, at most ``limit`` rows.
+
+    Returns:
+        ``(step name, started_at, finished_at)`` rows.
+    """
+    query = (
+        sa.select(
+            execution_cls.step_name, execution_cls.started_at, execution_cls.finished_at
+        )
+        .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
+        .where(workflow_cls.type == type_name)
+        .where(execution_cls.state == StepExecutionState.COMPLETED.value)
+        .where(execution_cls.finished_at >= since)
+        .where(execution_cls.started_at.is_not(None))
+        .order_by(execution_cls.finished_at.desc())
+        .limit(limit)
+    )
+    return [(str(name), start, end) for name, start, end in session.execute(query)]
+
+
+def oldest_overdue_execution(
+    session: orm.Session, execution_cls: Any, workflow_cls: Any, now: datetime
+) -> Any:
+    """The scheduled execution due longest ago of a ready or performing workflow.
+
+    R-ADM-56.
+
+    Read off the ``(state, scheduled_for)`` index's start; a paused workflow's
+    preserved execution does not count (it waits for ``resume``).
+
+    Returns:
+        A row with ``id``, ``workflow_id``, ``step_name``, ``scheduled_for``,
+        ``job_id`` and ``type``, or None when nothing is overdue.
+    """
+    query = (
+        sa.select(
+            execution_cls.id,
+            execution_cls.workflow_id,
+            execution_cls.step_name,
+            execution_cls.scheduled_for,
+            execution_cls.job_id,
+            workflow_cls.type,
+        )
+        .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
+        .where(execution_cls.state == StepExecutionState.SCHEDULED.value)
+        .where(execution_cls.scheduled_for < now)
+        .where(
+            workflow_cls.state.in_(
+                (WorkflowState.READY.value, WorkflowState.PERFORMING.value)
+            )
+        )
+        .order_by(execution_cls.scheduled_for.asc(), execution_cls.id.asc())
+        .limit(1)
+    )
+    return session.execute(query).first()

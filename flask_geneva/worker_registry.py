@@ -1,0 +1,442 @@
+"""Registered worker processes and their heartbeat threads (R-WRK-01..04).
+
+A process that executes steps (a Celery prefork child, a ``solo`` or
+``threads`` worker) calls :func:`register_worker` once per database: the
+worker's row is inserted into ``geneva_drive_workers`` and a daemon thread
+updates its ``last_heartbeat_at`` every ``GENEVA_WORKER_HEARTBEAT_INTERVAL``.
+The executor writes the worker's id into every execution it claims
+(:func:`current_worker_id`, R-WRK-05). A clean shutdown calls
+:func:`deregister_workers`, which stops the threads and deletes the rows
+(R-WRK-04). A process killed with SIGKILL leaves its row behind; once it has
+not heartbeated for ``GENEVA_WORKER_DEAD_AFTER``, recovery treats its
+executions as abandoned (:mod:`flask_geneva.housekeeping`).
+
+No Flask, no Celery: the Celery adapter (:mod:`flask_geneva.worker_processes`)
+decides when to call these functions; this module is given an
+:class:`~flask_geneva.engine_context.EngineContext`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva import clock
+from flask_geneva import column_detection
+from flask_geneva import worker_rows
+from flask_geneva.config import GenevaConfig
+from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import models_of
+from flask_geneva.models import WORKERS_TABLE
+from flask_geneva.worker_rows import WorkerIdentity
+
+__all__ = [
+    "WorkerRegistration",
+    "claim_attributes",
+    "current_worker_id",
+    "deregister_workers",
+    "heartbeat_if_due",
+    "heartbeat_now",
+    "live_worker_of",
+    "prune_dead_workers",
+    "register_worker",
+    "registrations",
+    "registry_table",
+    "worker_overview",
+]
+
+_log = logging.getLogger("flask_geneva.workers")
+_lock = threading.Lock()
+#: The registrations of this process, by database engine.
+_registrations: dict[sa.Engine, WorkerRegistration] = {}
+
+
+class WorkerRegistration:
+    """One process's row in ``geneva_drive_workers`` and its heartbeat thread.
+
+    Attributes:
+        identity: Who the worker is; ``identity.worker_id`` is its key.
+        engine: The database engine the row lives in.
+        interval_seconds: Seconds between two heartbeats.
+    """
+
+    def __init__(
+        self,
+        identity: WorkerIdentity,
+        engine: sa.Engine,
+        table: sa.Table,
+        interval_seconds: float,
+    ) -> None:
+        self.identity = identity
+        self.engine = engine
+        self.interval_seconds = interval_seconds
+        self._table = table
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_beat = time.monotonic()
+
+    def start(self) -> None:
+        """Insert the row and start the daemon heartbeat thread (R-WRK-02/03).
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: The row could not be inserted.
+        """
+        with self.engine.begin() as connection:
+            worker_rows.insert_worker(
+                connection, self._table, self.identity, clock.now()
+            )
+        self._thread = threading.Thread(
+            target=self._beat,
+            name=f"geneva-heartbeat-{self.identity.worker_id[:8]}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def heartbeat(self) -> None:
+        """Record a heartbeat now; insert the row again if it was pruned (R-WRK-03).
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: The database refused the write.
+        """
+        now = clock.now()
+        self._last_beat = time.monotonic()
+        with self.engine.begin() as connection:
+            if not worker_rows.touch_worker(
+                connection, self._table, self.identity.worker_id, now
+            ):
+                worker_rows.insert_worker(connection, self._table, self.identity, now)
+
+    def due(self) -> bool:
+        """Half an interval passed since the last heartbeat."""
+        return time.monotonic() - self._last_beat >= self.interval_seconds / 2
+
+    def stop(self, *, delete: bool = True) -> None:
+        """Stop the heartbeat thread and delete the row (clean shutdown, R-WRK-04).
+
+        Args:
+            delete: Delete the worker's row (False only stops the thread).
+        """
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=max(1.0, self.interval_seconds))
+        if not delete:
+            return
+        try:
+            with self.engine.begin() as connection:
+                worker_rows.delete_worker(
+                    connection, self._table, self.identity.worker_id
+                )
+        except sa.exc.SQLAlchemyError as error:
+            _log.warning(
+                "could not deregister worker %s: %s", self.identity.worker_id, error
+            )
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval_seconds):
+            try:
+                self.heartbeat()
+            except Exception as error:  # noqa: BLE001 - a failed beat is retried next interval
+                _log.warning(
+                    "heartbeat of worker %s failed: %s: %s",
+                    self.identity.worker_id,
+                    type(error).__name__,
+                    error,
+                )
+
+
+def heartbeat_now(session: Any) -> bool:
+    """Write this process's heartbeat for ``session``'s database now (R-WRK-11).
+
+    Returns:
+        True if written; False when this process is no registered worker.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: The database refused the write.
+    """
+    registration = _own_registration(session)
+    if registration is None:
+        return False
+    registration.heartbeat()
+    return True
+
+
+def heartbeat_if_due(session: Any) -> bool:
+    """Heartbeat if half an interval passed since the last one (a checkpoint).
+
+    A resumable step's checkpoint counts as a heartbeat (R-WRK-11) without
+    writing more than about two heartbeats per interval. A failure is logged,
+    never raised: the checkpoint itself already succeeded.
+
+    Returns:
+        True if a heartbeat was written.
+    """
+    registration = _own_registration(session)
+    if registration is None or not registration.due():
+        return False
+    try:
+        registration.heartbeat()
+    except sa.exc.SQLAlchemyError as error:
+        _log.warning("checkpoint heartbeat failed: %s", error)
+        return False
+    return True
+
+
+def register_worker(
+    context: EngineContext,
+    *,
+    node_name: str | None = None,
+    queues: Sequence[str] = (),
+) -> WorkerRegistration | None:
+    """Register this process as a worker of the context's database (R-WRK-02).
+
+    Does nothing (returns None) when the database lacks the worker registry
+    (R-WRK-08). Registering the same process again for the same database returns
+    the existing registration; a registration inherited through ``fork()`` from
+    another process is replaced (the child is a worker of its own).
+
+    Args:
+        context: The settings and models of the app whose database is used.
+        node_name: The Celery node name, e.g. ``celery@host``.
+        queues: The queues the worker consumes from.
+
+    Returns:
+        The running registration, or None without the registry.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: The row could not be inserted.
+    """
+    session = context.session
+    try:
+        if not column_detection.optional_columns(session).worker_registry:
+            return None
+        engine = _engine_of(session)
+    finally:
+        session.rollback()
+    table = context.models.StepExecution.metadata.tables[WORKERS_TABLE]
+    with _lock:
+        existing = _registrations.get(engine)
+        if existing is not None and existing.identity.pid == os.getpid():
+            return existing
+        registration = WorkerRegistration(
+            WorkerIdentity(
+                worker_id=str(uuid.uuid4()),
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                node_name=node_name,
+                queues=tuple(queues),
+                library_version=_library_version(),
+            ),
+            engine,
+            table,
+            context.settings.worker_heartbeat_interval.total_seconds(),
+        )
+        registration.start()
+        _registrations[engine] = registration
+    _log.info(
+        "registered worker %s (pid %d, node %s)",
+        registration.identity.worker_id,
+        registration.identity.pid,
+        node_name,
+    )
+    return registration
+
+
+def deregister_workers() -> int:
+    """Stop every registration of this process and delete its rows (R-WRK-04).
+
+    Registrations inherited through ``fork()`` are dropped without deleting the
+    parent's rows.
+
+    Returns:
+        How many rows were deleted.
+    """
+    with _lock:
+        found = list(_registrations.values())
+        _registrations.clear()
+    deleted = 0
+    for registration in found:
+        own = registration.identity.pid == os.getpid()
+        registration.stop(delete=own)
+        deleted += int(own)
+    return deleted
+
+
+def current_worker_id(session: Any) -> str | None:
+    """The id of this process's registered worker for ``session``'s database.
+
+    Returns:
+        The worker id, or None when this process is no registered worker (a web
+        request, a test, a worker without the registry).
+    """
+    registration = _own_registration(session)
+    return None if registration is None else registration.identity.worker_id
+
+
+def claim_attributes(session: Any) -> dict[str, Any] | None:
+    """``{"worker_id": ...}`` to write with a claim, or None (R-WRK-05).
+
+    Used by every claim: the prepare phase's and the executor's inline
+    continuation's (R-EXE-70), so an execution a registered worker holds is
+    always recovered by its liveness, never by its age.
+
+    Returns:
+        The attributes when this process is a registered worker and the
+        database has the worker registry; None otherwise.
+    """
+    worker_id = current_worker_id(session)
+    if worker_id is None:
+        return None
+    if not column_detection.optional_columns(session).worker_registry:
+        return None
+    return {"worker_id": worker_id}
+
+
+def _own_registration(session: Any) -> WorkerRegistration | None:
+    if not _registrations:
+        return None
+    registration = _registrations.get(_engine_of(session))
+    if registration is None or registration.identity.pid != os.getpid():
+        return None
+    return registration
+
+
+def registrations() -> list[WorkerRegistration]:
+    """This process's running registrations (for tests and ``flask geneva status``)."""
+    with _lock:
+        return [r for r in _registrations.values() if r.identity.pid == os.getpid()]
+
+
+def registry_table(session: orm.Session) -> sa.Table | None:
+    """The workers table if the database has the worker registry, else None.
+
+    Without the ``add_worker_registry`` unit recovery uses age alone (R-WRK-08).
+    """
+    if not column_detection.optional_columns(session).worker_registry:
+        return None
+    execution_cls = models_of(session).StepExecution
+    table: sa.Table = execution_cls.metadata.tables[WORKERS_TABLE]
+    return table
+
+
+def prune_dead_workers(session: orm.Session, *, config: GenevaConfig) -> int:
+    """Delete dead workers that hold no ``in_progress`` execution (R-WRK-07).
+
+    Returns:
+        The number of worker rows deleted (0 without the registry).
+    """
+    workers = registry_table(session)
+    if workers is None:
+        session.rollback()
+        return 0
+    execution_table = models_of(session).StepExecution.__table__
+    deleted = worker_rows.prune_dead_workers(
+        session.connection(),
+        workers,
+        execution_table,
+        now=clock.now(),
+        dead_after=config.worker_dead_after,
+    )
+    session.commit()
+    return deleted
+
+
+def live_worker_of(
+    session: orm.Session, execution: Any, *, config: GenevaConfig
+) -> tuple[str, Any] | None:
+    """The live worker holding ``execution``: ``(worker id, last heartbeat)``.
+
+    None when the registry is absent, the execution names no worker, or its
+    worker missed its heartbeats for ``GENEVA_WORKER_DEAD_AFTER`` (R-WRK-06).
+    The read runs in the session's current transaction.
+    """
+    workers = registry_table(session)
+    if workers is None:
+        return None
+    worker_id = execution.worker_id
+    if worker_id is None:
+        return None
+    beat = worker_rows.last_heartbeat(session.connection(), workers, worker_id)
+    if beat is None or beat < clock.now() - config.worker_dead_after:
+        return None
+    return worker_id, beat
+
+
+def worker_overview(
+    session: orm.Session, *, config: GenevaConfig
+) -> dict[str, Any] | None:
+    """Live and dead workers and abandoned executions, for operators (R-WRK-09).
+
+    Ends the session's read transaction.
+
+    Args:
+        session: A session bound to the models.
+        config: The validated settings (``GENEVA_WORKER_DEAD_AFTER``).
+
+    Returns:
+        None without the worker registry; else ``{"alive": n, "dead": n,
+        "abandoned_executions": n, "workers": [...]}``, each worker a dict of
+        its columns (times in ISO 8601), ``alive`` and ``in_progress``.
+    """
+    workers = registry_table(session)
+    if workers is None:
+        session.rollback()
+        return None
+    execution_table = models_of(session).StepExecution.__table__
+    now = clock.now()
+    connection = session.connection()
+    rows = worker_rows.workers_with_executions(connection, workers, execution_table)
+    abandoned = worker_rows.count_abandoned(
+        connection,
+        workers,
+        execution_table,
+        now=now,
+        dead_after=config.worker_dead_after,
+    )
+    session.rollback()
+    listed = []
+    for row in rows:
+        alive = row.last_heartbeat_at >= now - config.worker_dead_after
+        listed.append(
+            {
+                "id": row.id,
+                "hostname": row.hostname,
+                "pid": row.pid,
+                "node_name": row.node_name,
+                "queues": row.queues.split(",") if row.queues else [],
+                "library_version": row.library_version,
+                "started_at": row.started_at.isoformat(),
+                "last_heartbeat_at": row.last_heartbeat_at.isoformat(),
+                "alive": alive,
+                "in_progress": int(row.in_progress or 0),
+            }
+        )
+    alive_count = sum(1 for worker in listed if worker["alive"])
+    return {
+        "alive": alive_count,
+        "dead": len(listed) - alive_count,
+        "abandoned_executions": abandoned,
+        "workers": listed,
+    }
+
+
+def _engine_of(session: Any) -> sa.Engine:
+    bind = session.get_bind()
+    return bind.engine if isinstance(bind, sa.Connection) else bind
+
+
+def _library_version() -> str:
+    try:
+        return importlib_metadata.version("flask-geneva")
+    except importlib_metadata.PackageNotFoundError:
+        return "unknown"

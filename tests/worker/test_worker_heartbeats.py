@@ -1,0 +1,275 @@
+"""Real workers register, heartbeat, die and are recovered by liveness (R-WRK-02..07).
+
+Workers run ``tests.apps.worker_app`` with a 0.5 s heartbeat and a 3 s dead-after
+(``GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL`` / ``..._DEAD_AFTER``). The blocking
+step waits for a flag file, so the test can kill a worker (or one prefork child)
+while the execution is ``in_progress``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from flask_geneva import step
+from tests.apps import basic
+from tests.worker.conftest import prepare_database
+from tests.worker.conftest import wait_for
+
+FLAG_DIR_VARIABLE = "GENEVA_TEST_WRK_FLAG_DIR"
+HEARTBEAT = 0.5
+DEAD_AFTER = 3.0
+INCLUDE = ("--include", "tests.worker.test_worker_heartbeats")
+
+
+class WrkWorkerBlocking(basic.geneva.Workflow):
+    """Its first step blocks until the test writes the ``release`` flag."""
+
+    @step
+    def blocking(self):
+        flags = Path(os.environ[FLAG_DIR_VARIABLE])
+        # No database access while blocking: on SQLite a read would hold the
+        # write lock (BEGIN IMMEDIATE) and block the heartbeats.
+        (flags / f"started-{os.getpid()}").touch()
+        deadline = time.monotonic() + 120
+        while not (flags / "release").exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the test never released the blocking step")
+            time.sleep(0.05)
+        self.hero.counter += 1
+
+    @step
+    def after(self):
+        self.hero.counter += 10
+
+
+@pytest.fixture
+def heartbeat_app(broker_url, worker_database_url, tmp_path, monkeypatch):
+    """The test's app with the workers' shortened heartbeat settings."""
+    redis.Redis.from_url(broker_url).flushdb()
+    monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
+    monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", str(HEARTBEAT))
+    monkeypatch.setenv("GENEVA_TEST_WORKER_DEAD_AFTER", str(DEAD_AFTER))
+    from tests.apps import worker_app
+
+    app, _ = worker_app.build_app(worker_database_url, broker_url)
+    prepare_database(app)
+    with app.app_context(), basic.db.engine.begin() as connection:
+        connection.execute(sa.delete(_workers()))
+    return app
+
+
+def _workers():
+    return basic.db.metadata.tables["geneva_drive_workers"]
+
+
+def _worker_rows(app):
+    with app.app_context(), basic.db.engine.connect() as connection:
+        return connection.execute(sa.select(_workers())).all()
+
+
+def _executions(app, workflow_id):
+    with app.app_context():
+        execution_cls = basic.geneva.StepExecution
+        rows = basic.db.session.execute(
+            sa.select(
+                execution_cls.id,
+                execution_cls.step_name,
+                execution_cls.state,
+                execution_cls.outcome,
+                execution_cls.worker_id,
+            )
+            .where(execution_cls.workflow_id == workflow_id)
+            .order_by(execution_cls.created_at, execution_cls.id)
+        ).all()
+        basic.db.session.remove()
+        return rows
+
+
+def _create(app, email, config=None):
+    with app.app_context():
+        if config:
+            app.config.update(config)
+            basic.geneva.reload_settings(app)
+        hero = basic.User(email=email)
+        basic.db.session.add(hero)
+        basic.db.session.commit()
+        workflow_id = WrkWorkerBlocking.create(hero=hero).id
+        basic.db.session.remove()
+        return workflow_id
+
+
+def _housekeeping(app, **config):
+    with app.app_context():
+        app.config.update(
+            GENEVA_WORKER_HEARTBEAT_INTERVAL=HEARTBEAT,
+            GENEVA_WORKER_DEAD_AFTER=DEAD_AFTER,
+            **config,
+        )
+        basic.geneva.reload_settings(app)
+        summary = basic.geneva.run_housekeeping()
+        basic.db.session.remove()
+        return summary
+
+
+def _wait_finished(app, workflow_id, timeout=60):
+    def finished():
+        with app.app_context():
+            state = basic.db.session.scalar(
+                sa.select(basic.geneva.Workflow.state).where(
+                    basic.geneva.Workflow.id == workflow_id
+                )
+            )
+            basic.db.session.remove()
+            return state == "finished"
+
+    wait_for(finished, timeout=timeout)
+
+
+def test_a_killed_worker_is_recovered_within_the_dead_after(
+    heartbeat_app, start_worker, tmp_path
+):
+    """SIGKILL of a solo worker mid-step: its execution is recovered once its
+    heartbeats stop for GENEVA_WORKER_DEAD_AFTER, although the step is far younger
+    than the age threshold, and re-run to the end (R-WRK-02/05/06/07).
+    """
+    app = heartbeat_app
+    workflow_id = _create(app, "killed@example.com")
+    worker = start_worker(*INCLUDE)
+    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    [row] = _worker_rows(app)
+    assert row.pid == worker.pid
+    [(stuck_id, _, state, _, worker_id)] = _executions(app, workflow_id)
+    assert (state, worker_id) == ("in_progress", row.id)
+    # While the worker lives, recovery leaves the execution alone.
+    assert _housekeeping(app)["stuck_in_progress_recovered"] == 0
+    killed_at = time.monotonic()
+    worker.kill()
+    worker.wait(timeout=30)
+
+    def recovered():
+        return _housekeeping(app)["stuck_in_progress_recovered"] == 1
+
+    wait_for(recovered, timeout=30, interval=0.5)
+    elapsed = time.monotonic() - killed_at
+    assert DEAD_AFTER - 0.5 <= elapsed < DEAD_AFTER + 10
+    # The dead worker held nothing any more: pruned by the same run.
+    assert _worker_rows(app) == []
+    (tmp_path / "release").touch()
+    start_worker(*INCLUDE)
+    _wait_finished(app, workflow_id)
+    rows = _executions(app, workflow_id)
+    assert [(r.step_name, r.state, r.outcome) for r in rows] == [
+        ("blocking", "completed", "recovered"),
+        ("blocking", "completed", "success"),
+        ("after", "completed", "success"),
+    ]
+    assert rows[0].id == stuck_id
+
+
+def test_the_dispatcher_task_recovers_a_killed_workers_step(
+    heartbeat_app, start_worker, tmp_path
+):
+    """Without housekeeping: the dispatcher's periodic task, run by a second worker,
+    recovers the killed worker's execution and the workflow finishes (R-WRK-06)."""
+    from flask_geneva.publications import DISPATCH_DUE_TASK
+
+    app = heartbeat_app
+    workflow_id = _create(app, "dispatcher@example.com")
+    worker = start_worker(*INCLUDE)
+    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    worker.kill()
+    worker.wait(timeout=30)
+    (tmp_path / "release").touch()
+    time.sleep(DEAD_AFTER + 0.5)
+    start_worker(*INCLUDE)
+    app.extensions["geneva"].celery.send_task(DISPATCH_DUE_TASK)
+    _wait_finished(app, workflow_id)
+    rows = _executions(app, workflow_id)
+    assert [(r.step_name, r.outcome) for r in rows] == [
+        ("blocking", "recovered"),
+        ("blocking", "success"),
+        ("after", "success"),
+    ]
+
+
+def test_a_live_worker_running_a_long_step_is_never_recovered(
+    heartbeat_app, start_worker, tmp_path
+):
+    """A step running longer than the (shortened) age threshold on a live worker is
+    never recovered (R-WRK-06)."""
+    app = heartbeat_app
+    workflow_id = _create(app, "long@example.com")
+    start_worker(*INCLUDE)
+    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    deadline = time.monotonic() + DEAD_AFTER * 2
+    while time.monotonic() < deadline:
+        summary = _housekeeping(app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=1)
+        assert summary["stuck_in_progress_recovered"] == 0
+        time.sleep(0.5)
+    (tmp_path / "release").touch()
+    _wait_finished(app, workflow_id)
+    rows = _executions(app, workflow_id)
+    assert [(r.step_name, r.outcome) for r in rows] == [
+        ("blocking", "success"),
+        ("after", "success"),
+    ]
+
+
+def test_a_prefork_child_killed_alone_is_detected(
+    heartbeat_app, start_worker, tmp_path
+):
+    """Only the pool child running the step is killed; the parent lives on and
+    starts a new child. The dead child's execution is recovered (R-WRK-02/06)."""
+    app = heartbeat_app
+    workflow_id = _create(app, "child@example.com")
+    parent = start_worker(*INCLUDE, "--pool=prefork", "--concurrency=1")
+    [started] = wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    child_pid = int(started.name.rsplit("-", 1)[1])
+    assert child_pid != parent.pid
+    [row] = _worker_rows(app)
+    assert row.pid == child_pid
+    os.kill(child_pid, signal.SIGKILL)
+    (tmp_path / "release").touch()
+
+    def recovered():
+        return _housekeeping(app)["stuck_in_progress_recovered"] == 1
+
+    wait_for(recovered, timeout=30, interval=0.5)
+    assert parent.poll() is None
+    _wait_finished(app, workflow_id)
+    rows = _executions(app, workflow_id)
+    assert [(r.step_name, r.outcome) for r in rows] == [
+        ("blocking", "recovered"),
+        ("blocking", "success"),
+        ("after", "success"),
+    ]
+    # The replacement child registered itself and ran the rest.
+    live = [r for r in _worker_rows(app) if r.pid != child_pid]
+    assert [r.id for r in live] == [rows[1].worker_id]
+
+
+@pytest.mark.parametrize("pool", ["solo", "threads", "prefork"])
+def test_clean_shutdown_leaves_no_worker_rows(heartbeat_app, start_worker, pool):
+    """SIGTERM (warm shutdown) deregisters every process of the worker (R-WRK-04)."""
+    app = heartbeat_app
+    concurrency = "1" if pool == "solo" else "2"
+    worker = start_worker(f"--pool={pool}", f"--concurrency={concurrency}")
+    expected = 2 if pool == "prefork" else 1
+    rows = wait_for(
+        lambda: (found := _worker_rows(app)) and len(found) == expected and found,
+        timeout=60,
+    )
+    assert all(r.node_name and r.node_name.startswith("celery@") for r in rows)
+    assert all(r.queues == "celery" for r in rows)
+    before = rows[0].last_heartbeat_at
+    wait_for(lambda: _worker_rows(app)[0].last_heartbeat_at > before, timeout=10)
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(timeout=30)
+    assert _worker_rows(app) == []

@@ -1,0 +1,283 @@
+"""Claims name their worker; recovery goes by liveness, not age (R-WRK-02..07)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from flask_geneva import clock
+from flask_geneva import resumable_step
+from flask_geneva import run_housekeeping
+from flask_geneva import step
+from flask_geneva import worker_registry
+from flask_geneva import worker_rows
+from flask_geneva.app_state import current_context
+from flask_geneva.testing import perform_next_step
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.housekeeping.support import T0
+from tests.housekeeping.support import make_in_progress
+from tests.workflow.support import make_user
+from tests.workflow.support import update_execution
+
+DEAD_AFTER = timedelta(seconds=90)
+
+
+class WrkOneStep(geneva.Workflow):
+    @step
+    def only(self):
+        self.hero.counter += 1
+
+
+@pytest.fixture
+def app_config():
+    return {
+        "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
+        "GENEVA_WORKER_DEAD_AFTER": DEAD_AFTER,
+    }
+
+
+def _workers():
+    return db.metadata.tables["geneva_drive_workers"]
+
+
+def _add_worker(last_heartbeat_at):
+    worker_id = str(uuid.uuid4())
+    identity = worker_rows.WorkerIdentity(
+        worker_id, "host", 4242, "celery@host", ("default",), "test"
+    )
+    with db.engine.begin() as connection:
+        worker_rows.insert_worker(connection, _workers(), identity, last_heartbeat_at)
+    return worker_id
+
+
+def _worker_ids():
+    with db.engine.connect() as connection:
+        return [row.id for row in worker_rows.worker_rows(connection, _workers())]
+
+
+def _in_progress_of(workflow, worker_id, started_at):
+    execution_id = make_in_progress(workflow, started_at)
+    update_execution(execution_id, worker_id=worker_id)
+    return execution_id
+
+
+def test_a_registered_process_names_itself_in_its_claims(app, user):
+    """Registering inserts the row; the claim writes the worker id (R-WRK-02/05)."""
+    registration = worker_registry.register_worker(
+        current_context(), node_name="celery@test", queues=("a", "b")
+    )
+    try:
+        assert registration is not None
+        assert worker_registry.register_worker(current_context()) is registration
+        [row] = db.session.execute(sa.select(_workers())).all()
+        db.session.rollback()
+        assert (row.id, row.pid, row.node_name, row.queues) == (
+            registration.identity.worker_id,
+            os.getpid(),
+            "celery@test",
+            "a,b",
+        )
+        before = row.last_heartbeat_at
+        registration.heartbeat()
+        assert db.session.scalar(sa.select(_workers().c.last_heartbeat_at)) >= before
+        db.session.rollback()
+        workflow = WrkOneStep.create(hero=user)
+        perform_next_step(workflow)
+        worker_ids = db.session.scalars(
+            sa.select(geneva.StepExecution.worker_id).where(
+                geneva.StepExecution.workflow_id == workflow.id
+            )
+        ).all()
+        assert worker_ids == [registration.identity.worker_id]
+    finally:
+        db.session.rollback()
+        assert worker_registry.deregister_workers() == 1
+    assert _worker_ids() == []
+    # Without a registration the claim names no worker.
+    other = WrkOneStep.create(hero=make_user())
+    perform_next_step(other)
+    assert (
+        db.session.scalar(
+            sa.select(geneva.StepExecution.worker_id).where(
+                geneva.StepExecution.workflow_id == other.id
+            )
+        )
+        is None
+    )
+
+
+def test_a_live_workers_execution_is_never_recovered_for_age(app, user):
+    """A fresh heartbeat keeps a day-old in_progress execution alone (R-WRK-06)."""
+    with clock.frozen(T0):
+        live = _add_worker(T0 - timedelta(seconds=10))
+        workflow = WrkOneStep.create(hero=user)
+        _in_progress_of(workflow, live, T0 - timedelta(days=1))
+        summary = run_housekeeping()
+    assert summary["stuck_in_progress_recovered"] == 0
+    assert _worker_ids() == [live]
+
+
+def test_a_dead_workers_execution_is_recovered_whatever_its_age(app, user):
+    """A missed heartbeat or a missing worker row abandons the execution (R-WRK-06/07)."""
+    with clock.frozen(T0):
+        dead = _add_worker(T0 - DEAD_AFTER - timedelta(seconds=1))
+        idle_dead = _add_worker(T0 - timedelta(hours=3))
+        workflow = WrkOneStep.create(hero=user)
+        _in_progress_of(workflow, dead, T0 - timedelta(seconds=5))
+        gone = WrkOneStep.create(hero=make_user())
+        _in_progress_of(gone, str(uuid.uuid4()), T0 - timedelta(seconds=5))
+        summary = run_housekeeping()
+    assert summary["stuck_in_progress_recovered"] == 2
+    # Both dead workers hold nothing any more: pruned.
+    remaining = _worker_ids()
+    assert dead not in remaining
+    assert idle_dead not in remaining
+    db.session.refresh(workflow)
+    assert workflow.state == "ready"
+    assert workflow.current_execution.step_name == "only"
+
+
+def test_rows_without_a_worker_keep_the_age_rule(app, user):
+    """An execution claimed outside a registered worker recovers by age (R-WRK-06)."""
+    with clock.frozen(T0):
+        young = WrkOneStep.create(hero=user)
+        make_in_progress(young, T0 - timedelta(minutes=59))
+        old = WrkOneStep.create(hero=make_user())
+        make_in_progress(old, T0 - timedelta(minutes=61))
+        summary = run_housekeeping()
+    assert summary["stuck_in_progress_recovered"] == 1
+
+
+def test_dead_after_must_be_at_least_twice_the_interval(app):
+    """A dead-after shorter than two heartbeats is refused (R-WRK-06, R-CFG-01)."""
+    from flask_geneva.config import setting_problems
+
+    problems = setting_problems(
+        {
+            "GENEVA_WORKER_HEARTBEAT_INTERVAL": 10,
+            "GENEVA_WORKER_DEAD_AFTER": 15,
+        },
+        testing=True,
+    )
+    assert any("GENEVA_WORKER_DEAD_AFTER" in problem for problem in problems)
+
+
+def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
+    """The dispatcher's periodic task recovers dead workers' executions, not old
+    ones without a worker (R-WRK-06)."""
+    from celery import Celery
+
+    from flask_geneva.publishing import DISPATCH_DUE_TASK
+    from flask_geneva.tasks import register_tasks
+
+    celery = Celery("dispatch-task-test", set_as_current=False)
+    register_tasks(celery, geneva=geneva, app=app)
+    with clock.frozen(T0):
+        dead = _add_worker(T0 - timedelta(hours=1))
+        abandoned = WrkOneStep.create(hero=user)
+        _in_progress_of(abandoned, dead, T0 - timedelta(seconds=5))
+        old = WrkOneStep.create(hero=make_user())
+        make_in_progress(old, T0 - timedelta(days=1))
+        assert celery.tasks[DISPATCH_DUE_TASK]() == 0
+    db.session.refresh(abandoned)
+    db.session.refresh(old)
+    assert (abandoned.state, old.state) == ("ready", "performing")
+
+
+def test_status_and_gauges_show_live_and_dead_workers(app, user):
+    """`status --json` lists workers as alive/dead with what they hold; housekeeping
+    emits the worker gauges (R-WRK-09)."""
+    from flask_geneva.worker_registry import worker_overview
+    from tests.housekeeping.support import RecordingMetrics
+
+    with clock.frozen(T0):
+        live = _add_worker(T0 - timedelta(seconds=5))
+        dead = _add_worker(T0 - timedelta(hours=1))
+        _in_progress_of(WrkOneStep.create(hero=user), dead, T0 - timedelta(seconds=5))
+        _in_progress_of(
+            WrkOneStep.create(hero=make_user()), live, T0 - timedelta(hours=5)
+        )
+        overview = worker_overview(db.session, config=current_context().settings)
+        assert (overview["alive"], overview["dead"]) == (1, 1)
+        assert overview["abandoned_executions"] == 1
+        by_id = {worker["id"]: worker for worker in overview["workers"]}
+        assert by_id[live]["alive"] is True
+        assert by_id[dead]["alive"] is False
+        assert (by_id[live]["in_progress"], by_id[dead]["in_progress"]) == (1, 1)
+        assert by_id[dead]["queues"] == ["default"]
+        metrics = RecordingMetrics()
+        app.config["GENEVA_METRICS"] = metrics
+        run_housekeeping()
+    assert metrics.value("geneva_drive.workers_alive") == 1
+    assert metrics.value("geneva_drive.workers_dead") == 0  # recovered and pruned
+    assert metrics.value("geneva_drive.executions_abandoned") == 0
+
+
+def test_operator_recover_refuses_an_execution_of_a_live_worker(app, user):
+    """recover() without force refuses while the holding worker heartbeats; a dead
+    worker's execution needs no force; force always works (R-HK-28, R-WRK-06)."""
+    from flask_geneva import InvalidStateError
+
+    with clock.frozen(T0):
+        live = _add_worker(T0 - timedelta(seconds=5))
+        workflow = WrkOneStep.create(hero=user)
+        _in_progress_of(workflow, live, T0 - timedelta(hours=2))
+        with pytest.raises(InvalidStateError, match=f"its worker {live} is alive"):
+            workflow.recover()
+        workflow.recover(force=True)
+        dead = _add_worker(T0 - timedelta(hours=1))
+        other = WrkOneStep.create(hero=make_user())
+        _in_progress_of(other, dead, T0 - timedelta(hours=2))
+        other.recover()
+    db.session.refresh(workflow)
+    db.session.refresh(other)
+    assert (workflow.state, other.state) == ("ready", "ready")
+
+
+class WrkHeartbeating(geneva.Workflow):
+    @step
+    def long(self):
+        self.hero.counter = 1 if self.heartbeat() else -1
+
+
+class WrkCheckpointing(geneva.Workflow):
+    @resumable_step
+    def sweep(self, it):
+        for value in range(3):
+            it.set(value)
+            it.checkpoint()
+
+
+def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
+    """self.heartbeat() writes the worker's heartbeat now; a checkpoint counts as
+    one; outside a registered worker heartbeat() does nothing (R-WRK-11)."""
+    outside = WrkHeartbeating.create(hero=make_user())
+    perform_next_step(outside)
+    assert db.session.get(type(user), outside.hero_id).counter == -1
+    with clock.frozen(T0) as frozen:
+        registration = worker_registry.register_worker(current_context())
+        try:
+
+            def last_beat():
+                value = db.session.scalar(sa.select(_workers().c.last_heartbeat_at))
+                db.session.rollback()
+                return value
+
+            assert last_beat() == T0
+            frozen.advance(timedelta(seconds=10))
+            perform_next_step(WrkHeartbeating.create(hero=user))
+            db.session.refresh(user)
+            assert user.counter == 1
+            assert last_beat() == T0 + timedelta(seconds=10)
+            frozen.advance(timedelta(seconds=10))
+            registration._last_beat -= 60  # half an interval ago and more
+            perform_next_step(WrkCheckpointing.create(hero=make_user("c@example.com")))
+            assert last_beat() == T0 + timedelta(seconds=20)
+        finally:
+            db.session.rollback()
+            worker_registry.deregister_workers()
