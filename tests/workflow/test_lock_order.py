@@ -63,7 +63,7 @@ def test_waiting_for_the_execution_row_already_holds_the_workflow_row(
 
         def lock() -> None:
             with app.app_context():
-                session = db.session
+                session = geneva.session
                 locked = store.lock_workflow_and_execution(session, execution_id)
                 result["ids"] = (locked[0].id, locked[1].id)
                 session.rollback()
