@@ -91,14 +91,23 @@ class BenchEndToEndTenSteps(basic.geneva.Workflow):
 
 
 def build(
-    database_url: str, broker_url: str, *, track_modifications: bool = False
+    database_url: str,
+    broker_url: str,
+    *,
+    track_modifications: bool = False,
+    inline_budget: float | None = None,
 ) -> tuple[Any, Celery]:
     """The Flask app and the Celery app both benchmarks use.
 
     ``track_modifications`` turns on Flask-SQLAlchemy's
     ``SQLALCHEMY_TRACK_MODIFICATIONS`` (session listeners on every flush and
     commit), to show that geneva's speed does not depend on it (R-DM-41).
+    ``inline_budget`` sets ``GENEVA_INLINE_CONTINUATION_BUDGET`` in seconds (0
+    turns inline continuation off, R-EXE-70); None keeps the default.
     """
+    extra: dict[str, Any] = {}
+    if inline_budget is not None:
+        extra["GENEVA_INLINE_CONTINUATION_BUDGET"] = inline_budget
     celery = Celery("geneva_bench")
     celery.conf.update(flask_geneva.celery_defaults(), broker_url=broker_url)
     app = basic.create_app(
@@ -108,6 +117,7 @@ def build(
         GENEVA_TASK_BACKEND="celery",
         GENEVA_ENQUEUE_AFTER_COMMIT=True,
         SQLALCHEMY_TRACK_MODIFICATIONS=track_modifications,
+        **extra,
     )
     basic.geneva.init_celery(celery, app=app)
 
@@ -226,6 +236,11 @@ if os.environ.get("GENEVA_BENCH_WORKER"):
         DATABASE_URL,
         BROKER_URL,
         track_modifications=bool(os.environ.get("GENEVA_BENCH_TRACK_MODIFICATIONS")),
+        inline_budget=(
+            float(os.environ["GENEVA_BENCH_INLINE_BUDGET"])
+            if os.environ.get("GENEVA_BENCH_INLINE_BUDGET")
+            else None
+        ),
     )
 
 
@@ -312,12 +327,24 @@ def main() -> None:
         action="store_true",
         help="run with SQLALCHEMY_TRACK_MODIFICATIONS=True (host session listeners)",
     )
+    parser.add_argument(
+        "--inline-budget",
+        type=float,
+        default=None,
+        help="GENEVA_INLINE_CONTINUATION_BUDGET in seconds for the worker (0 = one "
+        "step per delivery, as before inline continuation); default: the library's",
+    )
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory()
     url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
     sqlite = url.startswith("sqlite")
-    app, celery = build(url, args.broker, track_modifications=args.track_modifications)
+    app, celery = build(
+        url,
+        args.broker,
+        track_modifications=args.track_modifications,
+        inline_budget=args.inline_budget,
+    )
     with app.app_context():
         basic.db.drop_all()
         basic.db.create_all()
@@ -353,6 +380,9 @@ def main() -> None:
             "GENEVA_BENCH_DATABASE_URL": url,
             "GENEVA_BENCH_BROKER_URL": args.broker,
             "GENEVA_BENCH_TRACK_MODIFICATIONS": "1" if args.track_modifications else "",
+            "GENEVA_BENCH_INLINE_BUDGET": (
+                "" if args.inline_budget is None else str(args.inline_budget)
+            ),
         },
         stdout=log,
         stderr=subprocess.STDOUT,
