@@ -104,8 +104,8 @@ def _seconds_option(value: object, *, name: str, strategy: str) -> float:
         delta = coerce_duration(value, name=name, allow_none=False, positive=True)
     except (TypeError, ValueError) as exc:
         raise StepConfigurationError(
-            f"{strategy}: invalid {name} {value!r}: must be a positive timedelta or "
-            f"number of seconds (at most 100 years)"
+            f"{strategy}: invalid {name} {value!r}: must be a timedelta or number "
+            f"of seconds from 1 microsecond (timedelta's resolution) to 100 years"
         ) from exc
     assert delta is not None  # noqa: S101 - allow_none=False
     return delta.total_seconds()

@@ -249,3 +249,14 @@ def test_the_admin_sentence_names_the_wait_in_words_and_the_strategy():
         "1 h 2 min 5 s",
         "1 d 1 h 1 min 1 s",
     ]
+
+
+@pytest.mark.parametrize("base", [1e-9, 4e-7, timedelta(0)])
+def test_sub_microsecond_base_names_the_lower_bound(base):
+    """A base below timedelta's resolution says so, not "must be positive" (R-POL-50)."""
+    with pytest.raises(StepConfigurationError) as excinfo:
+        Backoff.exponential(base)
+    text = str(excinfo.value)
+    assert f"invalid base {base!r}" in text
+    assert "from 1 microsecond" in text
+    assert "positive" not in text
