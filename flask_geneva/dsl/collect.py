@@ -136,6 +136,7 @@ class _Collector:
         self.removed: list[tuple[RemovedStep, int]] = (
             list(parent.removed) if parent else []
         )
+        self.inherited_removed = frozenset(marker for marker, _ in self.removed)
         self.renamed: dict[str, RenamedStep] = dict(parent.renamed) if parent else {}
         self.seen_history: set[int] = set()
         self.conditions: list[object] = list(parent.cancel_conditions) if parent else []
@@ -294,6 +295,7 @@ class _Collector:
             [definition.name for definition in self.steps],
             [marker for marker, _ in self.removed],
             self.renamed,
+            inherited=self.inherited_removed,
         )
         return WorkflowDefinitions(
             steps=StepCollection(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Collection
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -148,6 +149,7 @@ def validate_history(
     live: list[str],
     removed: list[RemovedStep],
     renamed: Mapping[str, RenamedStep],
+    inherited: Collection[RemovedStep] = (),
 ) -> None:
     """Refuse contradictory step history when the class is defined (R-EVO-05).
 
@@ -156,6 +158,9 @@ def validate_history(
         live: The names of the defined steps (inherited ones included).
         removed: The gravestones, in declaration order.
         renamed: The renames by old name.
+        inherited: The gravestones of ``removed`` that a parent class declared;
+            a step of the same name is refused with a message that says the
+            gravestone is inherited.
 
     Raises:
         StepConfigurationError: A removed or renamed name is still a defined step;
@@ -168,6 +173,13 @@ def validate_history(
     live_names = set(live)
     removed_names = {marker.name for marker in removed}
     for gravestone in removed:
+        if gravestone.name in live_names and gravestone in inherited:
+            raise StepConfigurationError(
+                f"{type_name}: defines a step {gravestone.name!r}, but a parent class "
+                f"removed that name (step.removed({gravestone.name!r}), inherited); "
+                f"older rows carrying it belong to the removed step, so give the new "
+                f"step another name" + _where(gravestone.location)
+            )
         if gravestone.name in live_names:
             raise StepConfigurationError(
                 f"{type_name}: step.removed({gravestone.name!r}), but a step "

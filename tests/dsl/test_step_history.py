@@ -161,3 +161,22 @@ def test_a_declaration_outside_a_class_body_is_refused():
     """step.removed in a function is refused with a hint (R-EVO-05)."""
     with pytest.raises(StepConfigurationError, match="must be written in a workflow"):
         step.removed("gone")
+
+
+def test_a_subclass_reusing_a_removed_name_is_told_the_gravestone_is_inherited():
+    """A subclass step named like its parent's gravestone is refused; the message
+    says the gravestone is inherited from a parent class (R-EVO-05, R-INH-01).
+    """
+    with pytest.raises(StepConfigurationError) as raised:
+
+        class Reuses(Evolved):
+            @step
+            def charge_card(self):
+                pass
+
+    text = str(raised.value)
+    assert "Reuses: defines a step 'charge_card'" in text
+    assert "a parent class removed that name" in text
+    assert "inherited" in text
+    assert "give the new step another name" in text
+    assert "test_step_history.py" in text  # where the gravestone was declared
