@@ -108,3 +108,18 @@ def test_an_empty_resume_at_step_is_a_usage_error_not_a_traceback(geneva_cli):  
     assert "Traceback" not in result.stderr
     assert "needs a step name, got ' '" in result.stderr
     assert workflow_row(workflow_id)["state"] == "paused"
+
+
+def test_show_and_list_mark_a_removed_step_name(geneva_cli):  # noqa: F811
+    """A gravestone's name in ``next_step_name`` or a timeline row reads
+    ``old (removed)`` in ``list`` and ``show`` (R-EVO-04, R-CLI-01).
+    """
+    workflow_id = _evolved(
+        "a@example.com", step_name="charge", next_step_name="charge", state="paused"
+    )
+    listed = geneva_cli("list")
+    line = next(x for x in listed.stdout.splitlines() if x.startswith(str(workflow_id)))
+    assert "charge (removed)" in line
+    shown = geneva_cli("show", str(workflow_id))
+    assert "next step:    charge (removed)" in shown.stdout
+    assert "charge (removed): scheduled" in shown.stdout

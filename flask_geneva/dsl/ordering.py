@@ -208,10 +208,16 @@ class StepCollection:
         return name in self or self.is_removed(name)
 
     def display_name(self, name: object) -> str:
-        """``"new (was old)"`` for a renamed name, else the name itself (R-EVO-04)."""
+        """How a stored step name reads (R-EVO-04, R-EVO-06).
+
+        ``"new (was old)"`` for a renamed name, ``"old (removed)"`` for a
+        gravestone, else the name itself.
+        """
         key = str(name)
         new = self._renamed.get(key)
-        return key if new is None else f"{new} (was {key})"
+        if new is not None:
+            return f"{new} (was {key})"
+        return f"{key} (removed)" if self.is_removed(key) else key
 
     @overload
     def __getitem__(self, index: int) -> StepDefinition: ...
