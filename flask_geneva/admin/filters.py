@@ -421,10 +421,12 @@ def matching_id_batches(
 def hero_admin_urls(rows: Sequence[Any]) -> dict[tuple[str, str], str]:
     """Map ``(hero_type, str(hero_id))`` of ``rows`` to the hero's admin page URL.
 
-    The app's Flask-Admin instances are searched for an accessible ``ModelView``
-    whose model's hero type (``__geneva_hero_type__`` or base class name) is the
-    row's ``hero_type``; it links to its details view when enabled, else its edit
-    view. Heroes without such a view are absent (R-ADM-11).
+    The app's Flask-Admin model views (found through the app's registered view
+    functions, which are bound methods of their views) are searched for an
+    accessible one whose model's hero type (``__geneva_hero_type__`` or base
+    class name) is the row's ``hero_type``; it links to its details view when
+    enabled, else its edit view. Heroes without such a view are absent
+    (R-ADM-11).
 
     Args:
         rows: Workflows (anything with ``hero_type`` and ``hero_id``).
@@ -437,20 +439,19 @@ def hero_admin_urls(rows: Sequence[Any]) -> dict[tuple[str, str], str]:
     if not wanted:
         return {}
     views: dict[str, tuple[Any, str]] = {}
-    for admin in current_app.extensions.get("admin", []):
-        for view in getattr(admin, "_views", []):
-            model = getattr(view, "model", None)
-            if model is None or sa.inspect(model, raiseerr=False) is None:
-                continue
-            if getattr(view, "can_view_details", False):
-                target = "details_view"
-            elif getattr(view, "can_edit", False):
-                target = "edit_view"
-            else:
-                continue
-            hero_type = hero_type_of(model)
-            if hero_type in wanted and hero_type not in views and view.is_accessible():
-                views[hero_type] = (view, target)
+    for view in _model_views():
+        model = getattr(view, "model", None)
+        if model is None or sa.inspect(model, raiseerr=False) is None:
+            continue
+        if getattr(view, "can_view_details", False):
+            target = "details_view"
+        elif getattr(view, "can_edit", False):
+            target = "edit_view"
+        else:
+            continue
+        hero_type = hero_type_of(model)
+        if hero_type in wanted and hero_type not in views and view.is_accessible():
+            views[hero_type] = (view, target)
     urls: dict[tuple[str, str], str] = {}
     for row in rows:
         found = views.get(row.hero_type) if row.hero_id is not None else None
@@ -460,3 +461,20 @@ def hero_admin_urls(rows: Sequence[Any]) -> dict[tuple[str, str], str]:
                 f"{view.endpoint}.{target}", id=row.hero_id
             )
     return urls
+
+
+def _model_views() -> list[Any]:
+    """The app's Flask-Admin model views, in registration order, each once.
+
+    Flask-Admin registers every exposed method of a view as a Flask view
+    function bound to the view, so ``app.view_functions`` (public Flask API)
+    names them all without reading Flask-Admin's private view list.
+    """
+    from flask_admin.model import BaseModelView
+
+    seen: dict[int, Any] = {}
+    for function in current_app.view_functions.values():
+        view = getattr(function, "__self__", None)
+        if isinstance(view, BaseModelView) and id(view) not in seen:
+            seen[id(view)] = view
+    return list(seen.values())
