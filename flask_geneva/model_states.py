@@ -47,13 +47,13 @@ class StepExecutionState(enum.StrEnum):
 
     SCHEDULED = "scheduled"
     IN_PROGRESS = "in_progress"
+    WAITING = "waiting"
+    """Parked at a ``wait_for`` gate until a workflow signal arrives (R-WSIG-10);
+    holds no broker message."""
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
     SKIPPED = "skipped"
-    WAITING = "waiting"
-    """Parked at a ``wait_for`` gate until a workflow signal arrives (R-WSIG-10);
-    holds no broker message."""
 
 
 ACTIVE_EXECUTION_STATES = (
