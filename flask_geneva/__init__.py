@@ -30,6 +30,9 @@ from flask_geneva.exceptions import InvalidStateTransition
 from flask_geneva.exceptions import PauseSignal
 from flask_geneva.exceptions import PreconditionError
 from flask_geneva.exceptions import ReattemptSignal
+from flask_geneva.exceptions import SignalBufferFullError
+from flask_geneva.exceptions import SignalPayloadTooLargeError
+from flask_geneva.exceptions import SignalWaitTimeout
 from flask_geneva.exceptions import SkipSignal
 from flask_geneva.exceptions import StateConflictError
 from flask_geneva.exceptions import StepConfigurationError
@@ -38,11 +41,13 @@ from flask_geneva.exceptions import StepFailedError
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
+from flask_geneva.exceptions import WorkflowNotFoundError
 from flask_geneva.extension import Geneva
 from flask_geneva.iteration import request_exit
 from flask_geneva.iteration import request_worker_exit
 from flask_geneva.metrics import PrometheusMetrics
 from flask_geneva.metrics import StatsdMetrics
+from flask_geneva.model_states import WorkflowSignalState
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import StepExecutionState
@@ -54,8 +59,10 @@ from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import on_exception
 from flask_geneva.publishing import inline_enqueue
+from flask_geneva.signal_matchers import SignalMatcher
 from flask_geneva.tasks import beat_schedule
 from flask_geneva.tasks import celery_defaults
+from flask_geneva.workflow_signals import SignalDelivery
 
 __version__ = "0.1.0.dev0"
 
@@ -84,6 +91,11 @@ __all__ = [
     "PreconditionError",
     "PrometheusMetrics",
     "ReattemptSignal",
+    "SignalBufferFullError",
+    "SignalDelivery",
+    "SignalMatcher",
+    "SignalPayloadTooLargeError",
+    "SignalWaitTimeout",
     "SkipSignal",
     "StateConflictError",
     "StatsdMetrics",
@@ -96,6 +108,8 @@ __all__ = [
     "StepNotDefinedError",
     "SuspendSignal",
     "WorkflowMixin",
+    "WorkflowNotFoundError",
+    "WorkflowSignalState",
     "WorkflowState",
     "beat_schedule",
     "cancel_if",

@@ -1,7 +1,9 @@
 """Optional-column detection: which optional columns the database has (R-DM-30..35).
 
 The optional columns (workflow and execution ``metadata``, ``error_class_name``,
-``cursor``, ``continues_from_id``, ``worker_id``) and the workers table are
+``cursor``, ``continues_from_id``, ``worker_id``, the waiting columns
+``signal_id``/``waiting_since``/``wait_deadline``) and the workers and signals
+tables are
 detected once per engine, on first use, and cached until
 :func:`reset_column_caches`. Queries load only the columns that
 exist (:func:`undefer_options`, :func:`absent_execution_columns`). The cache of
@@ -21,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import core_rows
+from flask_geneva.model_states import SIGNALS_TABLE
 from flask_geneva.models import STEP_EXECUTIONS_TABLE
 from flask_geneva.models import WORKERS_TABLE
 from flask_geneva.models import WORKFLOWS_TABLE
@@ -34,6 +37,10 @@ __all__ = [
     "undefer_options",
 ]
 
+#: The step-execution columns of the ``add_workflow_signals`` unit (R-WSIG-02),
+#: detected together: the unit adds all three.
+_WAITING_COLUMNS = frozenset({"signal_id", "waiting_since", "wait_deadline"})
+
 
 @dataclasses.dataclass(frozen=True)
 class OptionalColumns:
@@ -46,6 +53,8 @@ class OptionalColumns:
     continues_from_id: bool = True
     worker_id: bool = True
     workers_table: bool = True
+    waiting_columns: bool = True
+    signals_table: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -56,6 +65,11 @@ class OptionalColumns:
     def worker_registry(self) -> bool:
         """The workers table and ``step_executions.worker_id`` exist (R-WRK-08)."""
         return self.worker_id and self.workers_table
+
+    @property
+    def workflow_signals(self) -> bool:
+        """The signals table and the waiting columns exist (R-WSIG-04)."""
+        return self.waiting_columns and self.signals_table
 
 
 #: Detected columns per engine. Weak keys: a disposed test engine takes its entry
@@ -117,6 +131,8 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             continues_from_id="continues_from_id" in execution_columns,
             worker_id="worker_id" in execution_columns,
             workers_table=WORKERS_TABLE in tables,
+            waiting_columns=execution_columns >= _WAITING_COLUMNS,
+            signals_table=SIGNALS_TABLE in tables,
         )
         _column_cache[engine] = detected
         return detected
@@ -144,6 +160,11 @@ def undefer_options(
             options.append(orm.undefer(execution_cls.continues_from_id))
         if columns.worker_id:
             options.append(orm.undefer(execution_cls.worker_id))
+        if columns.waiting_columns:
+            options.extend(
+                orm.undefer(getattr(execution_cls, name))
+                for name in sorted(_WAITING_COLUMNS)
+            )
     _statement_cache[key] = tuple(options)
     return options
 
@@ -182,4 +203,6 @@ def absent_execution_columns(columns: OptionalColumns) -> frozenset[str]:
         absent.add("continues_from_id")
     if not columns.worker_id:
         absent.add("worker_id")
+    if not columns.waiting_columns:
+        absent.update(_WAITING_COLUMNS)
     return frozenset(absent)

@@ -70,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_INLINE_CONTINUATION_BUDGET": timedelta(seconds=1),
     "GENEVA_INLINE_CONTINUATION_MAX_STEPS": 100,
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": True,
+    "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE": 131072,
+    "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW": 1000,
     "GENEVA_ADMIN_ENABLED": False,
     "GENEVA_ADMIN_URL": "/geneva",
     "GENEVA_ADMIN_ACCESS": None,
@@ -150,6 +152,10 @@ class GenevaConfig:
     inline_continuation_max_steps: int
     sqlite_begin_immediate: bool
     admin: AdminConfig
+    #: Largest encoded workflow-signal payload in bytes, or None (R-WSIG-21).
+    max_signal_payload_size_bytes: int | None = 131072
+    #: Most pending (unclaimed) workflow signals per workflow (R-WSIG-23).
+    max_pending_signals_per_workflow: int = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -452,6 +458,10 @@ def _validated(
         ),
         "sqlite_begin_immediate": take(_bool, merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
         "admin": take(admin_config_from_mapping, merged),
+        "max_signal_payload_size_bytes": take(_max_signal_payload_size, merged),
+        "max_pending_signals_per_workflow": take(
+            _positive_int, merged, "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"
+        ),
     }
     interval, dead_after = (
         fields["worker_heartbeat_interval"],
@@ -507,6 +517,12 @@ def _max_cursor_size(merged: Mapping[str, Any]) -> int | None:
     if merged["GENEVA_MAX_CURSOR_SIZE"] is None:
         return None
     return _positive_int(merged, "GENEVA_MAX_CURSOR_SIZE")
+
+
+def _max_signal_payload_size(merged: Mapping[str, Any]) -> int | None:
+    if merged["GENEVA_MAX_SIGNAL_PAYLOAD_SIZE"] is None:
+        return None
+    return _positive_int(merged, "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE")
 
 
 def _enqueue_after_commit(merged: Mapping[str, Any], testing: bool) -> bool:

@@ -26,6 +26,7 @@ from flask_geneva import error_reporting
 from flask_geneva import publishing
 from flask_geneva import scheduling
 from flask_geneva import store_maintenance
+from flask_geneva import workflow_signal_waits
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import models_of
 
@@ -48,7 +49,10 @@ def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> 
     execution state is never changed (R-DSP-04). A publication that fails never
     raises: its row gets ``"geneva:deferred"`` back, the rest of that batch is
     not attempted and is deferred too, and the pass ends; the next run retries
-    them (the row is the outbox, issue 14). A row whose publication cannot be
+    them (the row is the outbox, issue 14). Then it wakes parked steps whose
+    signal wait timed out and re-publishes wakes that may have been lost
+    (:func:`flask_geneva.workflow_signal_waits.dispatch_signal_waits`, R-WSIG-31,
+    R-WSIG-40), counted in the result. A row whose publication cannot be
     prepared (a raising ``GENEVA_PRIORITY_MAPPER``, say) is logged, reported and
     left deferred; the others go on. Each pass considers a row at most once
     (keyset order by ``scheduled_for``, id). The public
@@ -72,6 +76,8 @@ def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> 
     ahead = config.max_broker_delay if publishing.holds_eta(context.publisher) else None
     with publishing.trying_the_broker():
         total = _dispatch_passes(session, config, workflow_cls, execution_cls, ahead)
+        # Timed-out signal waits and lost wakes (R-WSIG-31, R-WSIG-40).
+        total += workflow_signal_waits.dispatch_signal_waits(context, session)
     if total:
         _log.info("dispatched %d deferred step executions", total)
     # Under allowed eager mode the tasks were queued until now (R-TH-21).

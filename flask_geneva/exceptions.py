@@ -54,6 +54,9 @@ __all__ = [
     "PauseSignal",
     "PreconditionError",
     "ReattemptSignal",
+    "SignalBufferFullError",
+    "SignalPayloadTooLargeError",
+    "SignalWaitTimeout",
     "SkipSignal",
     "StateConflictError",
     "StepConfigurationError",
@@ -62,6 +65,7 @@ __all__ = [
     "StepInterrupt",
     "StepNotDefinedError",
     "SuspendSignal",
+    "WorkflowNotFoundError",
 ]
 
 
@@ -145,6 +149,47 @@ class CursorTooLargeError(GenevaError, ValueError):
 
 class CursorSerializationError(GenevaError, TypeError):
     """A cursor value has a type that cannot be stored (R-CUR-03)."""
+
+
+class SignalPayloadTooLargeError(GenevaError, ValueError):
+    """A workflow signal's payload is too large (R-WSIG-21).
+
+    Larger than ``GENEVA_MAX_SIGNAL_PAYLOAD_SIZE`` bytes, encoded.
+
+    Raised by ``workflow.signal(...)`` before anything is written.
+    """
+
+
+class SignalBufferFullError(GenevaError):
+    """A workflow already buffers ``GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW``
+    pending workflow signals (R-WSIG-23); nothing is written."""
+
+
+class SignalWaitTimeout(GenevaError):
+    """A ``wait_for`` step waited longer than its ``wait_timeout`` (R-WSIG-40).
+
+    Without ``on_wait_timeout`` it is raised into the step's exception policies
+    like any other exception (the default policy pauses the workflow).
+
+    Attributes:
+        signal_name: What the step waited for (a name or the matcher's repr).
+    """
+
+    def __init__(self, message: str, *, signal_name: str | None = None) -> None:
+        super().__init__(message)
+        self.signal_name = signal_name
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_wait_timeout, (str(self), self.signal_name))
+
+
+def _rebuild_wait_timeout(message: str, signal_name: str | None) -> SignalWaitTimeout:
+    return SignalWaitTimeout(message, signal_name=signal_name)
+
+
+class WorkflowNotFoundError(GenevaError, LookupError):
+    """``signal_hero(..., start=False)`` found no ongoing workflow for the hero
+    (R-WSIG-25)."""
 
 
 class InstallError(GenevaError):

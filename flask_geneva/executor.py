@@ -314,6 +314,7 @@ class _Run(ContinuationSteps):
                     ),
                     now=now,
                 )
+                self._settle_workflow_signals(workflow, execution, step)
                 session_transactions.commit_keeping_state(session)
                 self.events.emit_finalize((workflow.state, execution.state), None)
                 self.events.drop_error(self.logger, error)
@@ -353,6 +354,7 @@ class _Run(ContinuationSteps):
                 self._apply_policy(
                     workflow, execution, step, result, error, "exception_policy"
                 )
+            self._settle_workflow_signals(workflow, execution, step)
             session_transactions.commit_keeping_state(session)
         except BaseException as finalize_error:
             session_transactions.rollback_after_error(session, finalize_error)

@@ -117,6 +117,8 @@ class ContinuationSteps(PreparePhase):
         if (
             following is None
             or following.is_resumable
+            # A wait_for step passes its gate in its own delivery (R-WSIG-10).
+            or following.wait_for is not None
             or not scheduling.due_now_on_same_route(
                 workflow, step, following, self.context
             )

@@ -19,6 +19,7 @@ from flask_geneva import policy_decisions
 from flask_geneva import scheduling
 from flask_geneva import task_failures
 from flask_geneva import transitions
+from flask_geneva import workflow_signals
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.exceptions import SuspendSignal
@@ -151,6 +152,18 @@ class OutcomeSteps(RunBase):
             )
         elif schedules is not kind.NOTHING:  # pragma: no cover - not an engine entry
             raise AssertionError(f"the executor does not schedule {schedules!r}")
+
+    def _settle_workflow_signals(
+        self, workflow: Any, execution: Any, step: Any
+    ) -> None:
+        """Consume the workflow signals a ``wait_for`` step resolved (R-WSIG-15).
+
+        Only for ``wait_for`` steps, so other steps pay one attribute check.
+        """
+        if step is not None and step.wait_for is not None:
+            workflow_signals.settle_claimed_signals(
+                self.session, workflow, execution, clock.now()
+            )
 
     def _create_reattempt(
         self, workflow: Any, execution: Any, step: Any, wait: timedelta | None

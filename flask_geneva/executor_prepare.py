@@ -30,6 +30,7 @@ from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transitions
 from flask_geneva import worker_registry
+from flask_geneva import workflow_signals
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.exceptions import StepConfigurationError
@@ -46,6 +47,11 @@ __all__ = ["MISSING_COLUMNS_MESSAGE", "PreparePhase"]
 _log = logging.getLogger("flask_geneva")
 
 _RUNNABLE_WORKFLOW_STATES = (WorkflowState.READY, WorkflowState.PERFORMING)
+_WAIT_TIMEOUT = {
+    "skip": transitions.WAIT_TIMEOUT_SKIP,
+    "cancel": transitions.WAIT_TIMEOUT_CANCEL,
+    "pause": transitions.WAIT_TIMEOUT_PAUSE,
+}
 _PREPARE_POLICY = {
     "reattempt": transitions.PREPARE_POLICY_REATTEMPT,
     "cancel": transitions.PREPARE_POLICY_CANCEL,
@@ -169,16 +175,35 @@ class PreparePhase(OutcomeSteps):
                     execution=execution,
                 )
                 raise_after_commit = StepConfigurationError(message)
+            elif step.wait_for is not None and not workflow_signals.installed(session):
+                # R-WSIG-04: fails loudly, as a resumable step without its columns.
+                message = workflow_signals.NOT_INSTALLED_MESSAGE.format(
+                    what=f"Step '{step.name}' of {workflow.type} (wait_for)"
+                )
+                execution.error_message = message
+                transitions.apply(
+                    transitions.FAIL_UNRUNNABLE,
+                    now,
+                    workflow=workflow,
+                    execution=execution,
+                )
+                raise_after_commit = StepConfigurationError(message)
             else:
                 ended = self._preconditions(workflow, execution, step)
                 if ended:
                     return None
+                attributes = self._claimed_by()
+                if step.wait_for is not None:
+                    signal = self._signal_gate(workflow, execution, step, now)
+                    if signal is None:
+                        return None
+                    attributes = {**(attributes or {}), "signal_id": signal.id}
                 transitions.apply(
                     transitions.CLAIM,
                     now,
                     workflow=workflow,
                     execution=execution,
-                    execution_attributes=self._claimed_by(),
+                    execution_attributes=attributes,
                     current_step_name=step.name,
                 )
         except _AlreadyHandled as handled:
@@ -210,6 +235,45 @@ class PreparePhase(OutcomeSteps):
         registry and this process registered itself.
         """
         return worker_registry.claim_attributes(self.session)
+
+    def _signal_gate(self, workflow: Any, execution: Any, step: Any, now: Any) -> Any:
+        """Pass the ``wait_for`` gate: the signal to run with, or None (R-WSIG-10..41).
+
+        None when the execution parked (committed here) or its wait timed out
+        with an ``on_wait_timeout`` action (applied and committed here). A timeout
+        without one raises :class:`SignalWaitTimeout` into the caller's prepare
+        failure path, so the step's exception policies apply (R-WSIG-40).
+        """
+        session = self.session
+        gate = workflow_signals.pass_gate(session, workflow, execution, step, now)
+        if gate.kind == "run":
+            workflow.__dict__["_geneva_received_signal"] = gate.signal
+            return gate.signal
+        if gate.kind == "parked":
+            self.logger.info(
+                "waiting for workflow signal %s (R-WSIG-10)", step.wait_for.description
+            )
+            session.commit()
+            return None
+        error = workflow_signals.timeout_error(step, execution)
+        if step.on_wait_timeout is None:
+            raise error
+        self.logger.info("%s; on_wait_timeout=%s", error, step.on_wait_timeout)
+        execution.error_message = str(error)
+        self._perform(
+            transitions.apply(
+                _WAIT_TIMEOUT[step.on_wait_timeout],
+                now,
+                workflow=workflow,
+                execution=execution,
+            ),
+            workflow,
+            execution,
+            step,
+        )
+        self._settle_workflow_signals(workflow, execution, step)
+        session.commit()
+        return None
 
     def _skip_removed(self, workflow: Any, execution: Any, now: Any) -> None:
         """Skip an execution of a removed step; schedule the next one (R-EVO-02)."""
@@ -297,6 +361,7 @@ class PreparePhase(OutcomeSteps):
                 "precondition",
                 {"outcome": "canceled", "condition": describe_condition(condition)},
             )
+            self._settle_workflow_signals(workflow, execution, step)
             session.commit()
             self.events.emit(signals.precondition, timing, outcome="canceled")
             return True
@@ -317,6 +382,7 @@ class PreparePhase(OutcomeSteps):
                 execution,
                 step,
             )
+            self._settle_workflow_signals(workflow, execution, step)
             session.commit()
             self.events.emit(signals.precondition, timing, outcome="skipped")
             return True
@@ -391,6 +457,7 @@ class PreparePhase(OutcomeSteps):
                 scheduling.schedule_next_step(session, workflow)
             if should_report(result):
                 self.reports.append((error, {}, execution.id))
+            self._settle_workflow_signals(workflow, execution, step)
             session.commit()
         except BaseException:
             session.rollback()

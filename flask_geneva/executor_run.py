@@ -108,4 +108,6 @@ class RunBase:
     def _restore_loggers(self) -> None:
         for target in self._logger_targets:
             target.__dict__.pop("_geneva_logger", None)
+            # The workflow signal a wait_for step ran with (R-WSIG-17).
+            target.__dict__.pop("_geneva_received_signal", None)
         self._logger_targets.clear()

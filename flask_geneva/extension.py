@@ -29,6 +29,7 @@ from flask_geneva.integrations import load_integration
 from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import build_models
+from flask_geneva.signal_model import build_signal_model
 
 _log = logging.getLogger("flask_geneva")
 __all__ = ["Geneva"]
@@ -101,6 +102,8 @@ class Geneva:
         # Typed for users (docs: Typing): the mixins carry every public method.
         self.Workflow: type[WorkflowMixin] = models[0]
         self.StepExecution: type[StepExecutionMixin] = models[1]
+        #: External events delivered to workflows (SPEC §23, R-WSIG-03).
+        self.WorkflowSignal: Any = build_signal_model(db, self, key_type=key_type)
         self.reserved_names = _reserved_names(self.Workflow)
         if app is not None:
             self.init_app(app, celery=celery)

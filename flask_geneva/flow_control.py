@@ -27,6 +27,7 @@ from flask_geneva import step_evolution
 from flask_geneva import store
 from flask_geneva import store_queries
 from flask_geneva import transitions
+from flask_geneva import workflow_signals
 from flask_geneva.durations import coerce_duration
 from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import CancelSignal
@@ -62,6 +63,9 @@ __all__ = [
 #: Kept in workflow metadata "operator_actions" (R-PDR-05).
 MAX_OPERATOR_ACTIONS = 200
 _VIA_VALUES = ("api", "admin", "cli")
+#: The executions an operator's cancel or skip ends: scheduled, or parked at a
+#: wait_for gate (R-WSIG-12).
+_PENDING_STATES = (StepExecutionState.SCHEDULED, StepExecutionState.WAITING)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -338,7 +342,7 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         now = clock.now()
         canceled = None
         for execution in store.lock_active_executions(session, locked.id):
-            if execution.state == StepExecutionState.SCHEDULED:
+            if execution.state in _PENDING_STATES:
                 transitions.apply(transitions.OPERATOR_CANCEL, now, execution=execution)
                 canceled = execution
         transitions.apply(
@@ -347,6 +351,8 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
             workflow=locked,
             refuse=lambda state: _refuse("cancel", state),
         )
+        # Claimed workflow signals end with the workflow (R-WSIG-15).
+        workflow_signals.settle_claimed_signals(session, locked, None, now)
         _record_operator_action(
             locked,
             action="cancel",
@@ -414,10 +420,12 @@ def skip(
             raise scheduling.step_not_defined(locked, reference)
         if from_state == WorkflowState.READY:
             for execution in store.lock_active_executions(session, locked.id):
-                if execution.state == StepExecutionState.SCHEDULED:
+                if execution.state in _PENDING_STATES:
                     transitions.apply(
                         transitions.OPERATOR_SKIP, now, execution=execution
                     )
+        # Skipping a step consumes the workflow signal it claimed (R-WSIG-12).
+        workflow_signals.consume_for_skipped_step(session, locked, reference, now)
         transitions.apply(
             transitions.OPERATOR_SKIP,
             now,
@@ -517,6 +525,10 @@ def resume(
 
 def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> Any:
     active = store.lock_active_executions(session, workflow.id)
+    parked = [e for e in active if e.state == StepExecutionState.WAITING]
+    if parked:
+        # Its gate claims what arrived while paused, or parks again (R-WSIG-32).
+        return workflow_signals.wake_for_resume(session, workflow, parked[-1])
     scheduled = [e for e in active if e.state == StepExecutionState.SCHEDULED]
     if scheduled:
         execution = scheduled[-1]

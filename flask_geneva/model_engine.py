@@ -29,6 +29,7 @@ from flask_geneva import step_execution_rows
 from flask_geneva import store
 from flask_geneva import transitions
 from flask_geneva import worker_registry
+from flask_geneva import workflow_signals
 from flask_geneva.app_state import current_context
 from flask_geneva.model_services import Wait
 from flask_geneva.model_services import register_model_engine
@@ -197,6 +198,46 @@ class EngineForModels:
     def heartbeat(self, workflow: Any) -> bool:
         """See :func:`flask_geneva.worker_registry.heartbeat_now` (R-WRK-11)."""
         return worker_registry.heartbeat_now(_bound_session(workflow))
+
+    def deliver_signal(
+        self,
+        workflow: Any,
+        name: str,
+        *,
+        payload: Any,
+        idempotency_key: str | None,
+        commit: bool,
+    ) -> Any:
+        """See :func:`flask_geneva.workflow_signals.deliver_signal` (R-WSIG-20)."""
+        return workflow_signals.deliver_signal(
+            _bound_session(workflow),
+            workflow,
+            name,
+            payload=payload,
+            idempotency_key=idempotency_key,
+            commit=commit,
+        )
+
+    def signal_hero(
+        self,
+        workflow_class: Any,
+        hero: Any,
+        name: str,
+        *,
+        payload: Any,
+        idempotency_key: str | None,
+        start: bool,
+    ) -> Any:
+        """See :func:`flask_geneva.workflow_signals.signal_hero` (R-WSIG-25)."""
+        return workflow_signals.signal_hero(
+            current_context().bind(workflow_class.__geneva__.session),
+            workflow_class,
+            hero,
+            name,
+            payload=payload,
+            idempotency_key=idempotency_key,
+            start=start,
+        )
 
     def optional_columns(self, session: Any) -> Any:
         """See :func:`flask_geneva.column_detection.optional_columns` (R-DM-30..35)."""

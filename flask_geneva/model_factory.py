@@ -7,7 +7,8 @@ Workflow classes are single-table-inheritance subclasses of ``geneva.Workflow``
 (R-STI-01); a row whose ``type`` matches no class loads as the base class (R-STI-02).
 
 Optional columns (workflows ``metadata``; executions ``metadata``, ``error_class_name``,
-``cursor``, ``continues_from_id``, ``worker_id``) are mapped *deferred*: no SQL
+``cursor``, ``continues_from_id``, ``worker_id``, ``signal_id``, ``waiting_since``,
+``wait_deadline``) are mapped *deferred*: no SQL
 statement mentions them unless :mod:`flask_geneva.column_detection` has
 detected that they exist
 (R-DM-30..35).
@@ -196,6 +197,17 @@ def build_models(
         worker_id: orm.Mapped[str | None] = orm.mapped_column(
             sa.String(36).evaluates_none(), nullable=True, deferred=True
         )
+        # Workflow signals (R-WSIG-02): the signal a wait_for step claimed, when
+        # it parked and until when it waits; optional, no foreign key.
+        signal_id: orm.Mapped[Any] = orm.mapped_column(
+            key.evaluates_none(), nullable=True, deferred=True
+        )
+        waiting_since: orm.Mapped[datetime | None] = orm.mapped_column(
+            UTCDateTime().evaluates_none(), nullable=True, deferred=True
+        )
+        wait_deadline: orm.Mapped[datetime | None] = orm.mapped_column(
+            UTCDateTime().evaluates_none(), nullable=True, deferred=True
+        )
         created_at: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False, default=lambda: now()
         )
@@ -234,6 +246,11 @@ def build_models(
                 "continues_from_id",
             ),
             sa.Index("index_geneva_drive_step_executions_on_worker_id", "worker_id"),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_state_and_wait_deadline",
+                "state",
+                "wait_deadline",
+            ),
             sa.Index(
                 "index_geneva_drive_step_executions_one_active",
                 "workflow_id",

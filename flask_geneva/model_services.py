@@ -119,6 +119,29 @@ class ModelEngine(Protocol):
     def heartbeat(self, workflow: Any) -> bool:
         """Record the running worker's heartbeat now (R-WRK-11)."""
 
+    def deliver_signal(
+        self,
+        workflow: Any,
+        name: str,
+        *,
+        payload: Any,
+        idempotency_key: str | None,
+        commit: bool,
+    ) -> Any:
+        """Deliver a workflow signal to ``workflow`` (R-WSIG-20..33)."""
+
+    def signal_hero(
+        self,
+        workflow_class: Any,
+        hero: Any,
+        name: str,
+        *,
+        payload: Any,
+        idempotency_key: str | None,
+        start: bool,
+    ) -> Any:
+        """Deliver a workflow signal to the hero's ongoing workflow (R-WSIG-25)."""
+
     def optional_columns(self, session: Any) -> Any:
         """Which optional columns exist on ``session``'s database (R-DM-30..35)."""
 

@@ -11,12 +11,14 @@ from typing import Any
 
 __all__ = [
     "ACTIVE_EXECUTION_STATES",
+    "SIGNALS_TABLE",
     "STEP_EXECUTIONS_TABLE",
     "TERMINAL_WORKFLOW_STATES",
     "WORKERS_TABLE",
     "WORKFLOWS_TABLE",
     "Outcome",
     "StepExecutionState",
+    "WorkflowSignalState",
     "WorkflowState",
     "parse_workflow_state",
 ]
@@ -24,6 +26,7 @@ __all__ = [
 WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 WORKERS_TABLE = "geneva_drive_workers"
+SIGNALS_TABLE = "geneva_drive_signals"
 
 
 class WorkflowState(enum.StrEnum):
@@ -44,13 +47,36 @@ class StepExecutionState(enum.StrEnum):
 
     SCHEDULED = "scheduled"
     IN_PROGRESS = "in_progress"
+    WAITING = "waiting"
+    """Parked at a ``wait_for`` gate until a workflow signal arrives (R-WSIG-10);
+    holds no broker message."""
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
     SKIPPED = "skipped"
 
 
-ACTIVE_EXECUTION_STATES = (StepExecutionState.SCHEDULED, StepExecutionState.IN_PROGRESS)
+ACTIVE_EXECUTION_STATES = (
+    StepExecutionState.SCHEDULED,
+    StepExecutionState.IN_PROGRESS,
+    StepExecutionState.WAITING,
+)
+"""A workflow's current execution is in one of these: at most one at a time
+(R-DM-09..11 for scheduled/in_progress, R-WSIG-16 for waiting)."""
+
+
+class WorkflowSignalState(enum.StrEnum):
+    """States of a workflow signal row (R-WSIG-03), stored exactly as spelled.
+
+    A workflow signal is an external event delivered to one workflow
+    (``workflow.signal(...)``); not to be confused with the blinker
+    instrumentation signals of :mod:`flask_geneva.signals`.
+    """
+
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    CONSUMED = "consumed"
+    EXPIRED = "expired"
 
 
 class Outcome(enum.StrEnum):

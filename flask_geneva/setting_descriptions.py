@@ -125,6 +125,15 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "On SQLite engines, install WAL journaling, a busy timeout, foreign keys "
         "and `BEGIN IMMEDIATE` for geneva's writes; False leaves the engine alone."
     ),
+    "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE": (
+        "Largest workflow-signal payload in bytes (compact UTF-8 JSON of the "
+        "encoded payload); a larger one raises `SignalPayloadTooLargeError` "
+        "before anything is written; None disables the check (R-WSIG-21)."
+    ),
+    "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW": (
+        "Most pending (unclaimed) workflow signals one workflow buffers; one "
+        "more raises `SignalBufferFullError` (R-WSIG-23)."
+    ),
     "GENEVA_ADMIN_ENABLED": (
         "Mount a dedicated Flask-Admin with the workflow views at "
         "`GENEVA_ADMIN_URL` from `init_app` (R-ADM-01)."

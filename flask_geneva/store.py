@@ -26,6 +26,7 @@ from flask_geneva.column_detection import absent_execution_columns
 from flask_geneva.column_detection import cached_statement
 from flask_geneva.column_detection import optional_columns
 from flask_geneva.column_detection import undefer_options
+from flask_geneva.models import ACTIVE_EXECUTION_STATES
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.session_transactions import geneva_from_session
@@ -256,17 +257,17 @@ _JOINED_LOCK_DIALECTS = frozenset({"postgresql", "sqlite"})
 
 
 def lock_active_executions(session: orm.Session, workflow_id: Any) -> list[Any]:
-    """Lock and return the workflow's scheduled/in-progress executions, oldest first."""
+    """Lock and return the workflow's scheduled, in-progress and waiting executions.
+
+    Oldest first. A ``waiting`` execution (parked at a ``wait_for`` gate,
+    R-WSIG-10) is the workflow's current execution as much as a scheduled one.
+    """
     execution_cls = geneva_from_session(session).StepExecution
     return list(
         session.scalars(
             sa.select(execution_cls)
             .where(execution_cls.workflow_id == workflow_id)
-            .where(
-                execution_cls.state.in_(
-                    (StepExecutionState.SCHEDULED, StepExecutionState.IN_PROGRESS)
-                )
-            )
+            .where(execution_cls.state.in_(ACTIVE_EXECUTION_STATES))
             .options(*undefer_options(session, None, execution_cls))
             .order_by(execution_cls.created_at, execution_cls.id)
             .with_for_update()
@@ -278,16 +279,22 @@ def lock_active_executions(session: orm.Session, workflow_id: Any) -> list[Any]:
 def cancel_scheduled_executions(
     session: orm.Session, workflow_id: Any, now: datetime, *, except_id: Any = None
 ) -> int:
-    """Bulk-cancel the workflow's ``scheduled`` executions (R-SCH-03, R-SE-03).
+    """Bulk-cancel the workflow's ``scheduled`` and ``waiting`` executions (R-SCH-03).
 
-    Sets state and outcome ``canceled`` with ``canceled_at``/``finished_at``;
-    ``in_progress`` executions are untouched. Returns the number of rows changed.
+    Sets state and outcome ``canceled`` with ``canceled_at``/``finished_at``
+    (R-SE-03); ``in_progress`` executions are untouched. A parked (``waiting``)
+    execution is canceled like a scheduled one, so a new execution never
+    coexists with it (R-WSIG-16). Returns the number of rows changed.
     """
     execution_cls = geneva_from_session(session).StepExecution
     statement = (
         sa.update(execution_cls)
         .where(execution_cls.workflow_id == workflow_id)
-        .where(execution_cls.state == StepExecutionState.SCHEDULED)
+        .where(
+            execution_cls.state.in_(
+                (StepExecutionState.SCHEDULED, StepExecutionState.WAITING)
+            )
+        )
         .values(
             state=StepExecutionState.CANCELED.value,
             outcome=Outcome.CANCELED.value,

@@ -25,9 +25,11 @@ from flask_geneva.publishing import RecordingBackend
 
 __all__ = [
     "RecordingJobs",
+    "WaitingForSignal",
     "assert_cursor",
     "assert_step_executed",
     "assert_step_has_successor",
+    "assert_waiting_for_signal",
     "assert_workflow_state",
     "perform_next_step",
     "perform_step_inline",
@@ -56,6 +58,42 @@ def _refresh(instance: Any) -> Any:
     return instance
 
 
+class WaitingForSignal(RuntimeError):
+    """A speedrun reached a step parked at its ``wait_for`` gate (R-WSIG-50).
+
+    Attributes:
+        workflow_id: The workflow.
+        step_name: The parked step.
+        awaited: What it waits for (the signal name or the matcher's repr).
+    """
+
+    def __init__(self, message: str, *, workflow_id: Any, step_name: str, awaited: str):
+        super().__init__(message)
+        self.workflow_id = workflow_id
+        self.step_name = step_name
+        self.awaited = awaited
+
+
+def _awaited(workflow: Any, execution: Any) -> str:
+    step = workflow.steps.named(execution.step_name)
+    wait_for = getattr(step, "wait_for", None)
+    return wait_for.description if wait_for is not None else "?"
+
+
+def _raise_if_parked(helper: str, workflow: Any, execution: Any) -> None:
+    if execution.state != StepExecutionState.WAITING:
+        return
+    awaited = _awaited(workflow, execution)
+    raise WaitingForSignal(
+        f"{helper}: workflow {workflow.id} is waiting for the workflow signal "
+        f"{awaited!r} at step '{execution.step_name}' (execution {execution.id}); "
+        f"send it with workflow.signal({awaited!r}, payload) and run again",
+        workflow_id=workflow.id,
+        step_name=execution.step_name,
+        awaited=awaited,
+    )
+
+
 def speedrun_workflow(workflow: Any, max_iterations: int = 100) -> Any:
     """Run the workflow's executions until it settles (R-TH-01).
 
@@ -73,6 +111,8 @@ def speedrun_workflow(workflow: Any, max_iterations: int = 100) -> Any:
     Raises:
         RuntimeError: Still ongoing with a current execution after
             ``max_iterations`` executions (a possible infinite loop).
+        WaitingForSignal: A step is parked waiting for a workflow signal; the
+            message names it (R-WSIG-50).
     """
     for _ in range(max_iterations):
         _refresh(workflow)
@@ -81,6 +121,7 @@ def speedrun_workflow(workflow: Any, max_iterations: int = 100) -> Any:
         execution = workflow.current_execution
         if execution is None:
             return workflow
+        _raise_if_parked("speedrun_workflow", workflow, execution)
         Executor.execute(execution, interruptible=False, run_early=True)
     _refresh(workflow)
     if workflow.state not in _SETTLED and workflow.current_execution is not None:
@@ -117,6 +158,7 @@ def speedrun_current_step(workflow: Any, max_executions: int = 100) -> Any:
             continue
         if execution.state in _EXECUTION_DONE:
             return execution
+        _raise_if_parked("speedrun_current_step", workflow, execution)
         if runs >= max_executions:
             raise RuntimeError(
                 f"speedrun_current_step: step '{step_name}' did not finish within "
@@ -250,6 +292,40 @@ def assert_step_has_successor(workflow: Any, step_name: Any) -> None:
     if successor.state != StepExecutionState.SCHEDULED:
         raise AssertionError(
             f"Expected successor to be scheduled, but was {successor.state}"
+        )
+
+
+def assert_waiting_for_signal(workflow: Any, name: Any) -> None:
+    """Assert the workflow's current step is parked waiting for ``name`` (R-WSIG-50).
+
+    Args:
+        workflow: The workflow (refreshed first).
+        name: The signal name (or the matcher's repr for a custom matcher).
+
+    Raises:
+        AssertionError: No current execution, it is not ``waiting``, or its step
+            waits for something else; the message says what was found.
+    """
+    _refresh(workflow)
+    execution = workflow.current_execution
+    if execution is None:
+        raise AssertionError(
+            f"Expected workflow {workflow.id} to be waiting for signal {name!r}, "
+            f"but it has no current execution (state {workflow.state})"
+        )
+    if execution.state != StepExecutionState.WAITING:
+        raise AssertionError(
+            f"Expected workflow {workflow.id} to be waiting for signal {name!r}, "
+            f"but step '{execution.step_name}' is {execution.state}"
+        )
+    step = workflow.steps.named(execution.step_name)
+    wait_for = getattr(step, "wait_for", None)
+    names = () if wait_for is None else (wait_for.names or (wait_for.description,))
+    if str(name) not in names:
+        raise AssertionError(
+            f"Expected workflow {workflow.id} to be waiting for signal {name!r}, "
+            f"but step '{execution.step_name}' waits for "
+            f"{_awaited(workflow, execution)}"
         )
 
 

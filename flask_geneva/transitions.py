@@ -46,6 +46,10 @@ _O = Outcome
 _ACTIVE = frozenset({_S.SCHEDULED, _S.IN_PROGRESS})
 _SCHEDULED = frozenset({_S.SCHEDULED})
 _RUNNING = frozenset({_S.IN_PROGRESS})
+_WAITING = frozenset({_S.WAITING})
+# A parked execution is the workflow's pending step as much as a scheduled one:
+# operator cancel and skip end either (R-WSIG-12).
+_PENDING = frozenset({_S.SCHEDULED, _S.WAITING})
 _ANY_EXECUTION = frozenset(_S)
 _RUNNABLE = frozenset({_W.READY, _W.PERFORMING})
 _STOPPED = frozenset({_W.PAUSED, _W.FINISHED, _W.CANCELED})
@@ -381,8 +385,8 @@ OPERATOR_CANCEL = Transition(
     Actor.OPERATOR,
     "cancel() from outside a step: the scheduled execution (if any) and the "
     "workflow are canceled; a running one is left to the executor.",
-    ("R-EXT-03", "R-SE-03"),
-    ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,), optional=True),
+    ("R-EXT-03", "R-SE-03", "R-WSIG-12"),
+    ExecutionWrite(_PENDING, _S.CANCELED, (_O.CANCELED,), optional=True),
     WorkflowWrite(frozenset({_W.READY, _W.PAUSED, _W.PERFORMING}), (_W.CANCELED,)),
 )
 OPERATOR_SKIP = Transition(
@@ -390,8 +394,8 @@ OPERATOR_SKIP = Transition(
     Actor.OPERATOR,
     "skip() from outside a step: the scheduled execution (if any) is skipped, a "
     "paused workflow becomes ready, and the next step is scheduled.",
-    ("R-EXT-04", "R-EXT-05"),
-    ExecutionWrite(_SCHEDULED, _S.SKIPPED, (_O.SKIPPED,), optional=True),
+    ("R-EXT-04", "R-EXT-05", "R-WSIG-12"),
+    ExecutionWrite(_PENDING, _S.SKIPPED, (_O.SKIPPED,), optional=True),
     WorkflowWrite(
         frozenset({_W.READY, _W.PAUSED}), (_W.READY,), clears=("transitioned_at",)
     ),
@@ -492,6 +496,56 @@ RECOVER_ENDED = Transition(
     ("R-HK-27", "R-HK-28"),
     ExecutionWrite(_ACTIVE, _S.CANCELED, (_O.CANCELED, _O.RECOVERED)),
     WorkflowWrite(_ENDED),
+)
+
+# -- workflow signals: parking at a wait_for gate and waking (R-WSIG-10..41) ---------
+
+PARK = Transition(
+    "park",
+    Actor.ENGINE,
+    "A wait_for step found no matching workflow signal at its gate: the "
+    "execution parks in waiting, holding no broker message; the workflow is ready.",
+    ("R-WSIG-10", "R-WF-02"),
+    ExecutionWrite(_SCHEDULED, _S.WAITING),
+    _engine(_W.READY),
+)
+WAKE = Transition(
+    "wake",
+    Actor.ENGINE,
+    "A matching workflow signal arrived (claimed for the step), its wait timed "
+    "out, or resume() delivers what arrived while paused: the parked execution "
+    "is scheduled again, due now, and published after the commit.",
+    ("R-WSIG-11", "R-WSIG-13", "R-WSIG-40"),
+    ExecutionWrite(_WAITING, _S.SCHEDULED),
+    WorkflowWrite(frozenset({_W.READY})),
+)
+WAIT_TIMEOUT_SKIP = Transition(
+    "wait_timeout_skip",
+    Actor.ENGINE,
+    "The wait timed out with on_wait_timeout='skip': the execution is skipped "
+    "and the next step scheduled.",
+    ("R-WSIG-41", "R-WF-02"),
+    ExecutionWrite(_SCHEDULED, _S.SKIPPED, (_O.SKIPPED,)),
+    _engine(_W.READY),
+    Schedules.NEXT_STEP,
+)
+WAIT_TIMEOUT_CANCEL = Transition(
+    "wait_timeout_cancel",
+    Actor.ENGINE,
+    "The wait timed out with on_wait_timeout='cancel': execution and workflow "
+    "are canceled.",
+    ("R-WSIG-41", "R-WF-02"),
+    ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,)),
+    _engine(_W.CANCELED),
+)
+WAIT_TIMEOUT_PAUSE = Transition(
+    "wait_timeout_pause",
+    Actor.ENGINE,
+    "The wait timed out with on_wait_timeout='pause': the execution is canceled "
+    "and the workflow paused; resume() waits again.",
+    ("R-WSIG-41", "R-WF-02"),
+    ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,)),
+    _engine(_W.PAUSED),
 )
 
 # -- the public row API without validation (R-WF-05, R-SE-47) ------------------------

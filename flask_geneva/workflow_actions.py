@@ -360,3 +360,97 @@ class WorkflowActions:
             registered worker (or the database has no worker registry).
         """
         return model_engine().heartbeat(self)
+
+    # -- workflow signals (SPEC §23) -------------------------------------------------
+
+    def signal(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        commit: bool = True,
+    ) -> Any:
+        """Deliver the workflow signal ``name`` (an external event) to this workflow.
+
+        Stored in one transaction under the workflow's row lock. A step waiting
+        for it (``@step(wait_for=name)``) is woken and runs with it; otherwise
+        it is buffered until such a step reaches its gate (R-WSIG-10..13). A
+        repeated ``idempotency_key`` changes nothing (R-WSIG-22). Never fails
+        because of a step's matcher (R-WSIG-33).
+
+        Args:
+            name: The signal name (non-empty, at most 255 characters).
+            payload: None or a JSON-like value of the cursor codec's types
+                (dicts, lists, str, numbers, dates, datetimes, Decimal, UUID),
+                at most ``GENEVA_MAX_SIGNAL_PAYLOAD_SIZE`` bytes encoded.
+            idempotency_key: None, or a str unique per workflow (e.g. the
+                webhook's event id).
+            commit: Commit (the wake is published after it); False leaves the
+                commit to the caller.
+
+        Returns:
+            A :class:`~flask_geneva.workflow_signals.SignalDelivery`:
+            ``.signal`` (the ``WorkflowSignal`` row), ``.duplicate``,
+            ``.woken`` (execution ids).
+
+        Raises:
+            ValueError: Invalid ``name`` or ``idempotency_key``.
+            CursorSerializationError: The payload holds an unsupported type.
+            SignalPayloadTooLargeError: The payload is too large (R-WSIG-21).
+            SignalBufferFullError: Too many pending signals (R-WSIG-23).
+            InvalidStateError: The workflow is finished or canceled.
+            GenevaError: The ``add_workflow_signals`` unit is not installed.
+        """
+        return model_engine().deliver_signal(
+            self,
+            name,
+            payload=payload,
+            idempotency_key=idempotency_key,
+            commit=commit,
+        )
+
+    @classmethod
+    def signal_hero(
+        cls,
+        hero: Any,
+        name: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        start: bool = False,
+    ) -> Any:
+        """Deliver a workflow signal to the hero's ongoing workflow of this class.
+
+        Args:
+            hero: The hero record.
+            name, payload, idempotency_key: As for :meth:`signal`.
+            start: Create the workflow first when none is ongoing; concurrent
+                calls create one (the one-ongoing unique index decides) and all
+                signal it (R-WSIG-25).
+
+        Returns:
+            The :class:`~flask_geneva.workflow_signals.SignalDelivery`.
+
+        Raises:
+            WorkflowNotFoundError: No ongoing workflow and ``start`` is False.
+            Everything :meth:`signal` raises.
+        """
+        return model_engine().signal_hero(
+            cls,
+            hero,
+            name,
+            payload=payload,
+            idempotency_key=idempotency_key,
+            start=start,
+        )
+
+    @property
+    def received_signal(self) -> Any:
+        """The workflow signal the running ``wait_for`` step claimed (R-WSIG-17).
+
+        Inside the body (and its hooks) of a step declared with ``wait_for``:
+        the ``WorkflowSignal`` row (``.name``, ``.payload``,
+        ``.idempotency_key``, ``.created_at``). None elsewhere.
+        """
+        return self.__dict__.get("_geneva_received_signal")

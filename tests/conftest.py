@@ -76,6 +76,7 @@ def _empty_tables(app: Flask) -> None:
     with app.app_context():
         basic.db.session.remove()
         with basic.db.engine.begin() as connection:
+            connection.execute(sa.delete(basic.geneva.WorkflowSignal.__table__))
             connection.execute(sa.delete(basic.geneva.StepExecution.__table__))
             connection.execute(sa.delete(basic.geneva.Workflow.__table__))
             connection.execute(sa.delete(basic.User.__table__))

@@ -71,6 +71,9 @@ STEP_EXECUTION_COLUMNS = {
     "cursor",
     "continues_from_id",
     "worker_id",
+    "signal_id",
+    "waiting_since",
+    "wait_deadline",
     "created_at",
     "updated_at",
 }
@@ -105,6 +108,7 @@ HOST_TABLES = (
     STEP_EXECUTIONS,
     WORKFLOWS,
     "geneva_drive_workers",
+    "geneva_drive_signals",
     "alembic_version",
     "accounts",
     *PROBE_TABLES,
@@ -306,6 +310,12 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         assert executions["columns"]["cursor"]["type"].__visit_name__ == "JSONB"
     # The worker registry (R-WRK-01).
     assert "geneva_drive_workers" in schema["tables"]
+    # Workflow signals (R-WSIG-02..04).
+    assert "geneva_drive_signals" in schema["tables"]
+    assert (
+        "index_geneva_drive_step_executions_on_state_and_wait_deadline"
+        in executions["indexes"]
+    )
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:
@@ -491,7 +501,7 @@ def test_install_after_a_partial_install_adds_exactly_the_missing_units(
     host_head = host.flask("db", "heads").stdout.split()[0]
 
     result = host.flask("geneva", "install")
-    assert "Already present: 3 of 10" in result.stdout
+    assert f"Already present: 3 of {len(UNITS)}" in result.stdout
     written = [line for line in result.stdout.splitlines() if "wrote" in line]
     assert [line.rsplit("_geneva_drive_", 1)[1] for line in written] == [
         f"{unit.name}.py" for unit in UNITS[3:]

@@ -43,6 +43,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "job_options",
             "cursors",
             "signals",
+            # What a wait_for step waits for (workflow signals, SPEC §23).
+            "signal_matchers",
             "error_reporting",
             "metrics",
             "tagged_logging",
@@ -66,6 +68,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             # The workers table (build_models defines it) and its statements.
             "worker_rows",
             "store_model_queries",
+            # The WorkflowSignal model (geneva_drive_signals).
+            "signal_model",
         ),
     ),
     3: (
@@ -85,6 +89,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "store_admin_queries",
             "store_admin_filters",
             "store_admin_stats",
+            # Every statement on geneva_drive_signals (SPEC §23).
+            "signal_rows",
             "schema",
             "schema.*",
         ),
@@ -116,6 +122,9 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "outbox",
             "worker_registry",
             "publishing",
+            # Workflow signals: send, gate, wake, consume (SPEC §23).
+            "workflow_signals",
+            "workflow_signal_waits",
         ),
     ),
     5: (

@@ -63,12 +63,18 @@ STORE_MODULES = frozenset(
         "flask_geneva/cleanup_lock.py",
         # The worker registry's table and its statements (R-WRK-01..06).
         "flask_geneva/worker_rows.py",
+        # The workflow signals' table and the waiting executions (SPEC §23).
+        "flask_geneva/signal_rows.py",
     }
 )
 
 #: Schema definition (DDL): table and index definitions, install units, templates.
 DDL_MODULES = frozenset(
-    {"flask_geneva/model_factory.py", "flask_geneva/model_columns.py"}
+    {
+        "flask_geneva/model_factory.py",
+        "flask_geneva/model_columns.py",
+        "flask_geneva/signal_model.py",
+    }
 )
 DDL_PACKAGES = ("flask_geneva/schema/",)
 

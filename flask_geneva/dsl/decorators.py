@@ -166,6 +166,9 @@ class _StepDecorator:
         before: object = None,
         after: object = None,
         job_options: Mapping[str, Any] | None = None,
+        wait_for: object = None,
+        wait_timeout: timedelta | float | None = None,
+        on_wait_timeout: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
     def __call__(
@@ -183,6 +186,9 @@ class _StepDecorator:
         before: object = None,
         after: object = None,
         job_options: Mapping[str, Any] | None = None,
+        wait_for: object = None,
+        wait_timeout: timedelta | float | None = None,
+        on_wait_timeout: str | None = None,
     ) -> Any:
         options = {
             "name": name,
@@ -195,6 +201,9 @@ class _StepDecorator:
             "before": before,
             "after": after,
             "job_options": job_options,
+            "wait_for": wait_for,
+            "wait_timeout": wait_timeout,
+            "on_wait_timeout": on_wait_timeout,
         }
         return self._apply(func, options, _caller_location(1))
 
@@ -234,6 +243,9 @@ class _StepDecorator:
         before: object = None,
         after: object = None,
         job_options: Mapping[str, Any] | None = None,
+        wait_for: object = None,
+        wait_timeout: timedelta | float | None = None,
+        on_wait_timeout: str | None = None,
     ) -> StepSpec:
         """Declare a step with an inline body or a method-name body (SPEC §15.2).
 
@@ -261,6 +273,9 @@ class _StepDecorator:
             "before": before,
             "after": after,
             "job_options": job_options,
+            "wait_for": wait_for,
+            "wait_timeout": wait_timeout,
+            "on_wait_timeout": on_wait_timeout,
         }
         return _anonymous(body, options, _caller_location(1), self._resumable)
 
@@ -336,6 +351,9 @@ class _StepDecorator:
             "before": None,
             "after": None,
             "job_options": None,
+            "wait_for": None,
+            "wait_timeout": None,
+            "on_wait_timeout": None,
         }
 
     def _check_keywords(self, options: Mapping[str, Any]) -> None:
@@ -370,6 +388,9 @@ class _ResumableStepDecorator(_StepDecorator):
         before: object = None,
         after: object = None,
         job_options: Mapping[str, Any] | None = None,
+        wait_for: object = None,
+        wait_timeout: timedelta | float | None = None,
+        on_wait_timeout: str | None = None,
         max_iterations: int | None = None,
         max_runtime: timedelta | float | None = None,
     ) -> Any:
@@ -384,6 +405,9 @@ class _ResumableStepDecorator(_StepDecorator):
             "before": before,
             "after": after,
             "job_options": job_options,
+            "wait_for": wait_for,
+            "wait_timeout": wait_timeout,
+            "on_wait_timeout": on_wait_timeout,
             "max_iterations": max_iterations,
             "max_runtime": max_runtime,
         }
@@ -428,6 +452,11 @@ class _ResumableStepDecorator(_StepDecorator):
 #: ``terminal_action`` (pause/cancel/skip) only with the action ``reattempt``.
 #: ``before``/``after``: name of an already-registered step, not both.
 #: ``job_options``: mapping of queue/priority/wait/wait_until.
+#: ``wait_for``: a workflow-signal name, a ``SignalMatcher(name, where=...)`` or
+#: an object with ``matches(signal)``: the step parks until a matching signal
+#: arrives (after ``wait``), and its body reads it as ``self.received_signal``;
+#: ``wait_timeout`` bounds the wait, ``on_wait_timeout`` (skip/cancel/pause) says
+#: what then, else ``SignalWaitTimeout`` goes to the policies (R-WSIG-05..08).
 #:
 #: Raises StepConfigurationError for any invalid option, naming the value and the
 #: allowed ones. ``step.anonymous(body, **options)`` returns a :class:`StepSpec`;

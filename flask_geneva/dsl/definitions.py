@@ -22,6 +22,7 @@ from flask_geneva.job_options import validate_job_options
 from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import PolicyList
+from flask_geneva.signal_matchers import WaitFor
 
 __all__ = ["STEP_MARK", "StepDefinition", "StepSpec"]
 
@@ -56,6 +57,11 @@ class StepDefinition:
         definition_location: ``(file, line)`` of the declaration (R-DEF-16).
         body_location: ``(file, line)`` of the body function, None when the body is a
             method name given as a string (R-DEF-16).
+        wait_for: What the step waits for before it runs (a normalized
+            :class:`~flask_geneva.signal_matchers.WaitFor`), or None (R-WSIG-05).
+        wait_timeout: How long it waits for it after parking, or None (R-WSIG-40).
+        on_wait_timeout: ``"skip"``, ``"cancel"``, ``"pause"`` or None (the
+            timeout then raises ``SignalWaitTimeout`` into the policies, R-WSIG-41).
 
     .. versionadded:: 0.1
     """
@@ -75,6 +81,9 @@ class StepDefinition:
     max_runtime: timedelta | None
     definition_location: tuple[str, int]
     body_location: tuple[str, int] | None
+    wait_for: WaitFor | None = None
+    wait_timeout: timedelta | None = None
+    on_wait_timeout: str | None = None
 
     @property
     def on_exception(self) -> Action | None:
@@ -173,6 +182,9 @@ class StepSpec:
     max_runtime: timedelta | None
     definition_location: tuple[str, int]
     body_location: tuple[str, int] | None
+    wait_for: WaitFor | None = None
+    wait_timeout: timedelta | None = None
+    on_wait_timeout: str | None = None
 
     def build(
         self, name: str | None = None, *, method_name: str | None = None
@@ -209,4 +221,7 @@ class StepSpec:
             max_runtime=self.max_runtime,
             definition_location=self.definition_location,
             body_location=self.body_location,
+            wait_for=self.wait_for,
+            wait_timeout=self.wait_timeout,
+            on_wait_timeout=self.on_wait_timeout,
         )

@@ -22,6 +22,7 @@ from flask_geneva.policies import Action
 from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import PolicyList
 from flask_geneva.policies import coerce_action
+from flask_geneva.signal_matchers import validate_wait_options
 
 __all__ = ["UNSET", "make_spec", "step_label"]
 
@@ -166,7 +167,8 @@ def make_spec(
         resumable: Whether this is a ``resumable_step``.
         options: The declaration's keywords (``wait``, ``skip_if``, ``run_if``,
             ``on_exception``, ``max_reattempts``, ``terminal_action``, ``before``,
-            ``after``, ``job_options``; ``max_iterations`` and ``max_runtime`` for
+            ``after``, ``job_options``, ``wait_for``, ``wait_timeout``,
+            ``on_wait_timeout``; ``max_iterations`` and ``max_runtime`` for
             resumable steps).
 
     Returns:
@@ -237,6 +239,7 @@ def make_spec(
             f"{label}: invalid max_runtime {max_runtime!r}: must be a positive "
             f"timedelta or number of seconds, or None"
         ) from exc
+    wait_for, wait_timeout, on_wait_timeout = validate_wait_options(options, label)
     return StepSpec(
         name=name,
         method_name=method_name,
@@ -253,6 +256,9 @@ def make_spec(
         max_runtime=runtime,
         definition_location=definition_location,
         body_location=body_location,
+        wait_for=wait_for,
+        wait_timeout=wait_timeout,
+        on_wait_timeout=on_wait_timeout,
     )
 
 

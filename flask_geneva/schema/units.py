@@ -12,6 +12,7 @@ __all__ = [
     "KEY_TYPES",
     "KEY_TYPE_CHOICES",
     "OUR_TABLES",
+    "SIGNALS_TABLE",
     "STEP_EXECUTIONS_TABLE",
     "UNITS",
     "WORKERS_TABLE",
@@ -22,7 +23,10 @@ __all__ = [
 WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 WORKERS_TABLE = "geneva_drive_workers"
-OUR_TABLES = frozenset({WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE, WORKERS_TABLE})
+SIGNALS_TABLE = "geneva_drive_signals"
+OUR_TABLES = frozenset(
+    {WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE, WORKERS_TABLE, SIGNALS_TABLE}
+)
 """The tables flask_geneva's migrations create and manage."""
 
 KEY_TYPES = ("bigint", "uuid")
@@ -102,6 +106,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add_worker_registry",
         "create geneva_drive_workers and add step_executions.worker_id",
         "10_add_worker_registry.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_workflow_signals",
+        "create geneva_drive_signals and add the waiting columns to step_executions",
+        "13_add_workflow_signals.py.tmpl",
     ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

@@ -201,7 +201,7 @@ def test_unknown_state_is_ignored_with_a_note_and_no_invented_option(client):
     text = get(client, state="bogus")
     assert (
         "ignored state filter &#39;bogus&#39;: not one of scheduled, in_progress, "
-        "completed, failed, canceled, skipped"
+        "waiting, completed, failed, canceled, skipped"
     ) in text
     assert listed_ids(text) == ids(rows)
     assert 'value="bogus"' not in text
@@ -212,6 +212,7 @@ def test_unknown_state_is_ignored_with_a_note_and_no_invented_option(client):
         "",
         "scheduled",
         "in_progress",
+        "waiting",
         "completed",
         "failed",
         "canceled",

@@ -51,7 +51,7 @@ def _r_se_01() -> dict[str, set[str]]:
         source: _names(targets)
         for source, targets in re.findall(r"from `(\w+)` → \{([^}]*)\}", text)
     }
-    assert set(allowed) == {"scheduled", "in_progress"}, text
+    assert set(allowed) == {"scheduled", "in_progress", "waiting"}, text
     assert "from a terminal state → nothing" in text
     return allowed
 
@@ -73,6 +73,14 @@ def _r_se_11() -> set[tuple[str, str]]:
             pairs.add((state, outcome))
     assert ("completed", "recovered") in pairs
     return pairs
+
+
+#: Execution states that are not terminal: no finished_at (R-SE-02, R-WSIG-10/11).
+_NOT_FINISHED = (
+    StepExecutionState.IN_PROGRESS,
+    StepExecutionState.WAITING,
+    StepExecutionState.SCHEDULED,
+)
 
 
 def _entries(actor: transitions.Actor | None = None) -> list[transitions.Transition]:
@@ -133,6 +141,7 @@ def test_row_api_entries_are_the_unvalidated_rules():
     terminal = set(StepExecutionState) - {
         StepExecutionState.SCHEDULED,
         StepExecutionState.IN_PROGRESS,
+        StepExecutionState.WAITING,
     }
     for entry in transitions.TABLE:
         starts_terminal = entry.execution is not None and bool(
@@ -174,7 +183,11 @@ def test_outcomes_are_the_valid_pairs_of_r_se_11():
         write = entry.execution
         if write is None or entry.actor == transitions.Actor.ROW_API:
             continue
-        if write.to == StepExecutionState.IN_PROGRESS:
+        if write.to in (
+            StepExecutionState.IN_PROGRESS,
+            StepExecutionState.WAITING,  # park (R-WSIG-10)
+            StepExecutionState.SCHEDULED,  # wake (R-WSIG-11)
+        ):
             assert write.outcomes == (), entry.name
             continue
         assert write.outcomes, entry.name
@@ -263,7 +276,7 @@ def test_each_transition_applies_from_each_of_its_from_states(entry):
                 assert execution.state == write.to
                 if write.outcomes:
                     assert execution.outcome == write.outcomes[0]
-                if write.to != StepExecutionState.IN_PROGRESS:
+                if write.to not in _NOT_FINISHED:
                     assert execution.finished_at == NOW
             if entry.workflow is not None:
                 write = entry.workflow

@@ -1,0 +1,112 @@
+"""The add_workflow_signals install unit and life without it (R-WSIG-02..04)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from flask_geneva import GenevaError
+from flask_geneva import StepConfigurationError
+from flask_geneva import reset_column_caches
+from flask_geneva import step
+from flask_geneva.column_detection import optional_columns
+from flask_geneva.testing import speedrun_workflow
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.workflow.support import workflow_row
+
+WAITING_INDEX = "index_geneva_drive_step_executions_on_state_and_wait_deadline"
+
+
+class SigSchemaPlain(geneva.Workflow):
+    @step
+    def first(self):
+        self.hero.counter += 1
+
+
+class SigSchemaWaiting(geneva.Workflow):
+    @step(wait_for="go")
+    def use(self):
+        pass
+
+
+def drop_workflow_signals() -> None:
+    """Remove what the ``add_workflow_signals`` unit adds."""
+    db.session.remove()
+    dialect = db.engine.dialect.name
+    quote = db.engine.dialect.identifier_preparer.quote
+    table = "geneva_drive_step_executions"
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                "DROP INDEX "
+                + quote(WAITING_INDEX)
+                + (f" ON {quote(table)}" if dialect == "mysql" else "")
+            )
+        )
+        for column in ("signal_id", "waiting_since", "wait_deadline"):
+            connection.execute(
+                sa.text(f"ALTER TABLE {quote(table)} DROP COLUMN {quote(column)}")
+            )
+        connection.execute(sa.text(f"DROP TABLE {quote('geneva_drive_signals')}"))
+    reset_column_caches()
+
+
+@pytest.fixture
+def without_signals(app):
+    drop_workflow_signals()
+    yield
+    db.session.remove()
+    from tests import conftest
+
+    conftest._server_schema_ready = False
+    reset_column_caches()
+
+
+def test_the_unit_is_detected_when_installed(app):
+    """The table and the three columns are detected together (R-WSIG-04, R-DM-30)."""
+    assert optional_columns(db.session).workflow_signals
+    db.session.rollback()
+    inspector = sa.inspect(db.engine)
+    assert "geneva_drive_signals" in inspector.get_table_names()
+    columns = {c["name"] for c in inspector.get_columns("geneva_drive_step_executions")}
+    assert {"signal_id", "waiting_since", "wait_deadline"} <= columns
+
+
+def test_without_the_unit_other_workflows_run(user, without_signals):
+    """Without the unit nothing else changes (R-WSIG-04)."""
+    assert not optional_columns(db.session).workflow_signals
+    db.session.rollback()
+    workflow = speedrun_workflow(SigSchemaPlain.create(hero=user))
+    assert workflow.state == "finished"
+
+
+def test_without_the_unit_a_wait_for_step_fails_naming_install(user, without_signals):
+    """A wait_for step fails loudly, workflow paused (R-WSIG-04, R-EXE-15)."""
+    workflow = SigSchemaWaiting.create(hero=user)
+    with pytest.raises(StepConfigurationError, match="flask geneva install"):
+        speedrun_workflow(workflow)
+    assert workflow_row(workflow.id)["state"] == "paused"
+    table = sa.table(
+        "geneva_drive_step_executions",
+        sa.column("workflow_id"),
+        sa.column("state"),
+        sa.column("error_message"),
+    )
+    with db.engine.connect().execution_options(
+        isolation_level="AUTOCOMMIT"
+    ) as connection:
+        row = connection.execute(
+            sa.select(table.c.state, table.c.error_message).where(
+                table.c.workflow_id == workflow.id
+            )
+        ).one()
+    assert row.state == "failed"
+    assert "add_workflow_signals" in row.error_message
+
+
+def test_without_the_unit_signal_raises_naming_install(user, without_signals):
+    """workflow.signal() raises before writing anything (R-WSIG-04)."""
+    workflow = SigSchemaPlain.create(hero=user)
+    with pytest.raises(GenevaError, match="flask geneva install"):
+        workflow.signal("go")
