@@ -18,6 +18,7 @@ from flask_geneva import clock
 from flask_geneva import store_admin_queries
 from flask_geneva import store_admin_stats
 from flask_geneva import worker_registry
+from flask_geneva.admin import outcome_cache
 from flask_geneva.admin.activity import activity_charts
 from flask_geneva.admin.activity import hour_edges
 from flask_geneva.admin.activity import step_durations
@@ -59,6 +60,9 @@ class OverviewView(GenevaView):
         workflow_cls = self.geneva.Workflow
         execution_cls = self.geneva.StepExecution
         config = current_state().config
+        # First: it ends the read transaction, which would expire the failures
+        # read below and reload each one row by row while rendering.
+        workers = worker_registry.worker_overview(session, config=config)
         rows = store_admin_queries.workflow_counts_by_type_and_state(
             session, workflow_cls
         )
@@ -98,15 +102,14 @@ class OverviewView(GenevaView):
         )
         edges = hour_edges(now)
         charts = activity_charts(
-            store_admin_stats.outcome_counts(
-                session, execution_cls, workflow_cls, edges
+            outcome_cache.outcome_counts(
+                session, execution_cls, workflow_cls, edges, now=now
             ),
             edges,
         )
         oldest = store_admin_stats.oldest_overdue_execution(
             session, execution_cls, workflow_cls, now
         )
-        workers = worker_registry.worker_overview(session, config=config)
         return self.render(
             "geneva/admin/overview.html",
             workers=workers,
@@ -162,8 +165,8 @@ class OverviewView(GenevaView):
         charts = activity_charts(
             [
                 row
-                for row in store_admin_stats.outcome_counts(
-                    session, execution_cls, workflow_cls, edges
+                for row in outcome_cache.outcome_counts(
+                    session, execution_cls, workflow_cls, edges, now=now
                 )
                 if row[0] == type_name
             ],
