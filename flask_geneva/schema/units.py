@@ -103,5 +103,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "create geneva_drive_workers and add step_executions.worker_id",
         "10_add_worker_registry.py.tmpl",
     ),
+    SchemaUnit(
+        "add_admin_indexes",
+        "add the admin's workflows indexes (type+state, created_at, transitioned_at)",
+        "12_add_admin_indexes.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""
