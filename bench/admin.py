@@ -12,7 +12,10 @@
    each filter, search (hero ``Order#17``, error text, workflow id) and sort,
    workflow and execution pages, the executions list with each filter. Prints
    the median and the maximum of ``--repeat`` renders (after one warm-up), the
-   statement count and the slowest statement's time, and the machine's load.
+   median CPU time of this process (the rendering, which the machine's load
+   changes little), the warm-up render's time (cold caches: the outcome chart's
+   first count), the statement count and the slowest statement's time, and the
+   machine's load average.
 3. Checks that no list page runs an unbounded ``COUNT(*)`` (R-ADM-30): every
    statement with ``count(`` on a list page must count a ``LIMIT``-ed subquery.
 
@@ -270,21 +273,32 @@ def main() -> None:
     slow: list[tuple[str, str, Any]] = []
     load_before = os.getloadavg()
     print(f"\nload average before: {load_before[0]:.2f} {load_before[1]:.2f}")
-    print(f"{'page':46} {'median ms':>9} {'max ms':>8} {'SQL':>4} {'slowest':>8}")
+    # cpu: this process's CPU (rendering, not the database's) per render, which
+    # the machine's load changes little; first: the warm-up render (cold caches).
+    print(
+        f"{'page':46} {'median ms':>9} {'max ms':>8} {'cpu ms':>7} {'first':>8} "
+        f"{'SQL':>4} {'slowest':>8}"
+    )
     with clock.frozen(t0):
         for label, url, is_list in pages:
             timings = []
+            cpu = []
             worst: tuple[float, str, Any] = (0.0, "", None)
             for attempt in range(args.repeat + 1):
                 timings_sql.clear()
                 started = time.perf_counter()
+                cpu_started = time.process_time()
                 response = client.get(url)
                 elapsed = (time.perf_counter() - started) * 1000
+                cpu_used = (time.process_time() - cpu_started) * 1000
                 if response.status_code != 200:
                     failures.append(f"{label}: HTTP {response.status_code} for {url}")
                     break
                 if attempt:
                     timings.append(elapsed)
+                    cpu.append(cpu_used)
+                else:
+                    first = elapsed
                     worst = max([worst, *timings_sql], key=lambda item: item[0])
             if not timings:
                 continue
@@ -292,6 +306,7 @@ def main() -> None:
             flag = "" if median < TARGET_MS else "  <-- over target"
             print(
                 f"{label[:46]:46} {median:9.1f} {max(timings):8.1f} "
+                f"{statistics.median(cpu):7.1f} {first:8.1f} "
                 f"{len(timings_sql):4d} {worst[0]:8.1f}{flag}",
                 flush=True,
             )
