@@ -26,6 +26,7 @@ from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import store_admin_stats
@@ -51,7 +52,7 @@ def forget_kept_hours() -> None:
 def _source(session: orm.Session, execution_cls: Any) -> str:
     """Which database and table the counts come from, without the password."""
     bind = session.get_bind(mapper=execution_cls)
-    engine = getattr(bind, "engine", bind)
+    engine: Any = bind.engine if isinstance(bind, sa.Connection) else bind
     url = engine.url.render_as_string(hide_password=True)
     return f"{url} {execution_cls.__table__.name}"
 
