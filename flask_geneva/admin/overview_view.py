@@ -18,7 +18,6 @@ from flask_geneva import clock
 from flask_geneva import store_admin_queries
 from flask_geneva import store_admin_stats
 from flask_geneva import worker_registry
-from flask_geneva.admin import outcome_cache
 from flask_geneva.admin.activity import activity_charts
 from flask_geneva.admin.activity import hour_edges
 from flask_geneva.admin.activity import step_durations
@@ -26,6 +25,7 @@ from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.error_pages import install_error_pages
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import flag_criteria
+from flask_geneva.admin.outcome_cache import outcome_counts
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.app_state import current_state
 from flask_geneva.models import WorkflowState
@@ -102,9 +102,7 @@ class OverviewView(GenevaView):
         )
         edges = hour_edges(now)
         charts = activity_charts(
-            outcome_cache.outcome_counts(
-                session, execution_cls, workflow_cls, edges, now=now
-            ),
+            outcome_counts(session, execution_cls, workflow_cls, edges, now=now),
             edges,
         )
         oldest = store_admin_stats.oldest_overdue_execution(
@@ -165,7 +163,7 @@ class OverviewView(GenevaView):
         charts = activity_charts(
             [
                 row
-                for row in outcome_cache.outcome_counts(
+                for row in outcome_counts(
                     session, execution_cls, workflow_cls, edges, now=now
                 )
                 if row[0] == type_name
