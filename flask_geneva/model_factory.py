@@ -115,6 +115,12 @@ def build_models(
                 "hero_type",
                 "hero_id",
             ),
+            # The admin's counts, sorts and created range (unit add_admin_indexes).
+            sa.Index("index_geneva_drive_workflows_on_type_and_state", "type", "state"),
+            sa.Index("index_geneva_drive_workflows_on_created_at", "created_at"),
+            sa.Index(
+                "index_geneva_drive_workflows_on_transitioned_at", "transitioned_at"
+            ),
             sa.Index(
                 "index_geneva_drive_workflows_unique_ongoing",
                 "type",

@@ -82,6 +82,9 @@ WORKFLOW_INDEXES = {
     "index_geneva_drive_workflows_on_state",
     "index_geneva_drive_workflows_on_hero_type_and_hero_id",
     "index_geneva_drive_workflows_unique_ongoing",
+    "index_geneva_drive_workflows_on_type_and_state",
+    "index_geneva_drive_workflows_on_created_at",
+    "index_geneva_drive_workflows_on_transitioned_at",
 }
 STEP_EXECUTION_INDEXES = {
     "index_geneva_drive_step_executions_on_workflow_id",
@@ -259,7 +262,7 @@ def _add_host_revision_and_check(host: Host) -> str:
 # -- the schema ---------------------------------------------------------------------
 
 
-def test_install_writes_ten_revisions_without_touching_the_database(
+def test_install_writes_one_revision_per_unit_without_touching_the_database(
     host: Host,
 ) -> None:
     """Install writes one revision per unit, in order, and no table (R-MIG-01/02)."""

@@ -25,6 +25,7 @@ from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.error_pages import install_error_pages
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import flag_criteria
+from flask_geneva.admin.outcome_cache import outcome_counts
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.app_state import current_state
 from flask_geneva.models import WorkflowState
@@ -59,6 +60,9 @@ class OverviewView(GenevaView):
         workflow_cls = self.geneva.Workflow
         execution_cls = self.geneva.StepExecution
         config = current_state().config
+        # First: it ends the read transaction, which would expire the failures
+        # read below and reload each one row by row while rendering.
+        workers = worker_registry.worker_overview(session, config=config)
         rows = store_admin_queries.workflow_counts_by_type_and_state(
             session, workflow_cls
         )
@@ -98,15 +102,12 @@ class OverviewView(GenevaView):
         )
         edges = hour_edges(now)
         charts = activity_charts(
-            store_admin_stats.outcome_counts(
-                session, execution_cls, workflow_cls, edges
-            ),
+            outcome_counts(session, execution_cls, workflow_cls, edges, now=now),
             edges,
         )
         oldest = store_admin_stats.oldest_overdue_execution(
             session, execution_cls, workflow_cls, now
         )
-        workers = worker_registry.worker_overview(session, config=config)
         return self.render(
             "geneva/admin/overview.html",
             workers=workers,
@@ -162,8 +163,8 @@ class OverviewView(GenevaView):
         charts = activity_charts(
             [
                 row
-                for row in store_admin_stats.outcome_counts(
-                    session, execution_cls, workflow_cls, edges
+                for row in outcome_counts(
+                    session, execution_cls, workflow_cls, edges, now=now
                 )
                 if row[0] == type_name
             ],

@@ -75,14 +75,18 @@ def time_tag(value: datetime | None, now: datetime, *, exact: bool = False) -> M
     iso = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     full = exact_time(moment)
     phrase = relative_time(moment, now)
+    # Every part is made here from a datetime and digits, never from stored text,
+    # so it needs no escaping; plain f-strings keep a 1,000-row page fast
+    # (Markup.format escapes through string.Formatter, R-ADM-30).
     if exact:
-        return Markup(
-            '<time class="geneva-time geneva-time--exact" datetime="{}" title="{}">'
-            '{}</time> <span class="geneva-ago">({})</span>'
-        ).format(iso, phrase, full, phrase)
-    return Markup(
-        '<time class="geneva-time" datetime="{}" title="{}">{}</time>'
-    ).format(iso, full, phrase)
+        return Markup(  # noqa: S704 - no stored text, see above
+            f'<time class="geneva-time geneva-time--exact" datetime="{iso}" '
+            f'title="{phrase}">{full}</time> '
+            f'<span class="geneva-ago">({phrase})</span>'
+        )
+    return Markup(  # noqa: S704 - no stored text, see above
+        f'<time class="geneva-time" datetime="{iso}" title="{full}">{phrase}</time>'
+    )
 
 
 def parse_stored_time(value: object) -> datetime | str | None:

@@ -108,6 +108,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "10_add_worker_registry.py.tmpl",
     ),
     SchemaUnit(
+        "add_admin_indexes",
+        "add the admin's workflows indexes (type+state, created_at, transitioned_at)",
+        "12_add_admin_indexes.py.tmpl",
+    ),
+    SchemaUnit(
         "add_workflow_signals",
         "create geneva_drive_signals and add the waiting columns to step_executions",
         "13_add_workflow_signals.py.tmpl",

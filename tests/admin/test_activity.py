@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva import clock
+from flask_geneva.admin import outcome_cache
 from flask_geneva.admin.activity import activity_charts
 from flask_geneva.admin.activity import hour_edges
 from flask_geneva.admin.activity import percentile
@@ -17,6 +18,7 @@ from flask_geneva.testing import perform_next_step
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
+from tests.statements import recorded_statements
 from tests.workflow.support import execution_rows
 from tests.workflow.support import update_execution
 
@@ -132,3 +134,91 @@ def test_oldest_overdue_execution_on_the_overview(client):
     assert f'/geneva/step-executions/{older}"' in line
     assert "AdminTwoStep, step first" in line
     assert "3 h ago" in line
+
+
+def _completed_counts(page: str) -> dict[str, str]:
+    return dict(
+        re.findall(
+            r'<tr data-geneva-class="([^"]+)">.*?geneva-activity-completed">(\d+)</td>',
+            page,
+            re.S,
+        )
+    )
+
+
+def _finish_at(workflow, when) -> None:
+    for row in execution_rows(workflow.id):
+        update_execution(row["id"], finished_at=when)
+
+
+@pytest.fixture
+def kept_hours():
+    """A clean outcome cache before and after the test (R-ADM-54)."""
+    outcome_cache.forget_kept_hours()
+    yield
+    outcome_cache.forget_kept_hours()
+
+
+def test_busy_ended_hour_is_counted_once_and_the_current_hour_live(
+    client, kept_hours, monkeypatch
+):
+    """An hour that ended over 5 min ago with enough ended executions is kept; the current hour is read on every render (R-ADM-54)."""
+    monkeypatch.setattr(outcome_cache, "KEEP_AT_LEAST", 2)
+    now = clock.now()
+    three_hours_ago = now - timedelta(hours=3)
+    _finish_at(_finished_workflow(), three_hours_ago)
+    assert _completed_counts(client.get("/geneva/").get_data(as_text=True)) == {
+        "AdminTwoStep": "2"
+    }
+    # Another execution ending in that hour is not read again: the hour is kept.
+    _finish_at(_finished_workflow(), three_hours_ago)
+    page = client.get("/geneva/").get_data(as_text=True)
+    assert _completed_counts(page) == {"AdminTwoStep": "2"}
+    # The current hour is read on every render.
+    _finished_workflow()
+    page = client.get("/geneva/").get_data(as_text=True)
+    assert _completed_counts(page) == {"AdminTwoStep": "4"}
+    # The class page uses the same counts.
+    page = client.get("/geneva/class/AdminTwoStep").get_data(as_text=True)
+    assert _completed_counts(page) == {"AdminTwoStep": "4"}
+    outcome_cache.forget_kept_hours()
+    page = client.get("/geneva/").get_data(as_text=True)
+    assert _completed_counts(page) == {"AdminTwoStep": "6"}
+
+
+def test_quiet_and_recent_hours_are_read_live(client, kept_hours, monkeypatch):
+    """Hours with fewer ended executions than the threshold, or that ended under 5 min ago, are read on every render (R-ADM-54)."""
+    monkeypatch.setattr(outcome_cache, "KEEP_AT_LEAST", 3)
+    now = clock.now()
+    start = now.replace(minute=0, second=0, microsecond=0)
+    quiet = start - timedelta(hours=5)
+    recent = start - timedelta(minutes=30)  # the previous hour
+    _finish_at(_finished_workflow(), quiet)
+    with clock.frozen(start + timedelta(minutes=2)):
+        _finish_at(_finished_workflow(), recent)
+        _finish_at(_finished_workflow(), recent)
+        first = _completed_counts(client.get("/geneva/").get_data(as_text=True))
+        _finish_at(_finished_workflow(), quiet)
+        _finish_at(_finished_workflow(), recent)
+        second = _completed_counts(client.get("/geneva/").get_data(as_text=True))
+    assert first == {"AdminTwoStep": "6"}
+    assert second == {"AdminTwoStep": "10"}
+
+
+def test_overview_reads_its_failures_in_one_statement(client):
+    """The latest failures are read once, not reloaded row by row while rendering (R-ADM-10, R-ADM-30)."""
+    for _ in range(3):
+        failed_workflow()
+    with recorded_statements() as statements:
+        page = client.get("/geneva/").get_data(as_text=True)
+    failures = page.split('class="table table-sm geneva-failures"', 1)[1]
+    assert failures.split("</table>", 1)[0].count("<tr data-execution-id=") == 3
+    # One for the failures, one for the oldest overdue execution; a reload of
+    # each failure (and of its deferred error class) would add six.
+    executions = [
+        statement
+        for statement in statements
+        if "FROM geneva_drive_step_executions" in statement
+        and "count(" not in statement.lower()
+    ]
+    assert len(executions) == 2, executions
