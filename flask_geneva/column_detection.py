@@ -1,7 +1,8 @@
 """Optional-column detection: which optional columns the database has (R-DM-30..35).
 
 The optional columns (workflow and execution ``metadata``, ``error_class_name``,
-``cursor``, ``continues_from_id``, ``worker_id``) and the workers table are
+``cursor``, ``continues_from_id``, ``worker_id``), the workers table and the
+maintenance runs table are
 detected once per engine, on first use, and cached until
 :func:`reset_column_caches`. Queries load only the columns that
 exist (:func:`undefer_options`, :func:`absent_execution_columns`). The cache of
@@ -21,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import core_rows
+from flask_geneva.model_states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.models import STEP_EXECUTIONS_TABLE
 from flask_geneva.models import WORKERS_TABLE
 from flask_geneva.models import WORKFLOWS_TABLE
@@ -46,6 +48,8 @@ class OptionalColumns:
     continues_from_id: bool = True
     worker_id: bool = True
     workers_table: bool = True
+    #: The ``add_maintenance_runs`` unit's table (R-HK-45).
+    maintenance_runs: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -117,6 +121,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             continues_from_id="continues_from_id" in execution_columns,
             worker_id="worker_id" in execution_columns,
             workers_table=WORKERS_TABLE in tables,
+            maintenance_runs=MAINTENANCE_RUNS_TABLE in tables,
         )
         _column_cache[engine] = detected
         return detected

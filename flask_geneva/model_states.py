@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "ACTIVE_EXECUTION_STATES",
+    "MAINTENANCE_RUNS_TABLE",
     "STEP_EXECUTIONS_TABLE",
     "TERMINAL_WORKFLOW_STATES",
     "WORKERS_TABLE",
@@ -24,6 +25,7 @@ __all__ = [
 WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 WORKERS_TABLE = "geneva_drive_workers"
+MAINTENANCE_RUNS_TABLE = "geneva_drive_maintenance_runs"
 
 
 class WorkflowState(enum.StrEnum):

@@ -28,6 +28,7 @@ OUR_TABLES = (
     "geneva_drive_step_executions",
     "geneva_drive_workflows",
     "geneva_drive_workers",
+    "geneva_drive_maintenance_runs",
 )
 
 _ENV_PY = """\

@@ -105,6 +105,7 @@ HOST_TABLES = (
     STEP_EXECUTIONS,
     WORKFLOWS,
     "geneva_drive_workers",
+    "geneva_drive_maintenance_runs",
     "alembic_version",
     "accounts",
     *PROBE_TABLES,
@@ -189,7 +190,7 @@ class Host:
             inspector = sa.inspect(engine)
             tables = set(inspector.get_table_names())
             found: dict[str, Any] = {"tables": tables}
-            for table in (WORKFLOWS, STEP_EXECUTIONS):
+            for table in (WORKFLOWS, STEP_EXECUTIONS, "geneva_drive_maintenance_runs"):
                 if table not in tables:
                     continue
                 found[table] = {
@@ -306,6 +307,21 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         assert executions["columns"]["cursor"]["type"].__visit_name__ == "JSONB"
     # The worker registry (R-WRK-01).
     assert "geneva_drive_workers" in schema["tables"]
+    # The last runs of the dispatcher and housekeeping (R-HK-40).
+    runs = schema["geneva_drive_maintenance_runs"]
+    assert set(runs["columns"]) == {
+        "name",
+        "run_id",
+        "started_at",
+        "finished_at",
+        "outcome",
+        "summary",
+        "error",
+        "hostname",
+        "pid",
+        "node_name",
+        "last_succeeded_at",
+    }
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:

@@ -65,6 +65,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "transition_types",
             # The workers table (build_models defines it) and its statements.
             "worker_rows",
+            # The maintenance runs table (build_models defines it) and its statements.
+            "maintenance_rows",
             "store_model_queries",
         ),
     ),
@@ -115,6 +117,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "dispatcher",
             "outbox",
             "worker_registry",
+            "maintenance_runs",
             "publishing",
         ),
     ),

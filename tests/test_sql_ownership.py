@@ -63,6 +63,8 @@ STORE_MODULES = frozenset(
         "flask_geneva/cleanup_lock.py",
         # The worker registry's table and its statements (R-WRK-01..06).
         "flask_geneva/worker_rows.py",
+        # The last dispatcher and housekeeping runs (R-HK-40..42).
+        "flask_geneva/maintenance_rows.py",
     }
 )
 

@@ -1,4 +1,4 @@
-"""The admin's overview page (R-ADM-10): counts, stuck and overdue, latest failures.
+"""The admin's overview page (R-ADM-10): counts, health, stuck and overdue, failures.
 
 Only reads (R-ADM-32). The stuck and overdue counts use the same criteria as the
 step executions list filters they link to (R-HK-20).
@@ -15,6 +15,7 @@ from flask import url_for
 from flask_admin import expose
 
 from flask_geneva import clock
+from flask_geneva import maintenance_runs
 from flask_geneva import store_admin_queries
 from flask_geneva import store_admin_stats
 from flask_geneva import worker_registry
@@ -54,7 +55,7 @@ class OverviewView(GenevaView):
 
     @expose("/")
     def index(self) -> str:
-        """Render the overview (R-ADM-10)."""
+        """Render the overview (R-ADM-10; health: R-WRK-09, R-HK-42/43)."""
         session = self.session
         workflow_cls = self.geneva.Workflow
         execution_cls = self.geneva.StepExecution
@@ -107,9 +108,13 @@ class OverviewView(GenevaView):
             session, execution_cls, workflow_cls, now
         )
         workers = worker_registry.worker_overview(session, config=config)
+        health = maintenance_runs.last_runs(session, config=config)
         return self.render(
             "geneva/admin/overview.html",
             workers=workers,
+            health=health,
+            health_jobs=maintenance_runs.JOBS,
+            duration_text=maintenance_runs.duration_text,
             charts=charts,
             oldest_overdue=oldest,
             class_url=lambda name: url_for(

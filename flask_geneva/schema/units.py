@@ -11,6 +11,7 @@ from dataclasses import dataclass
 __all__ = [
     "KEY_TYPES",
     "KEY_TYPE_CHOICES",
+    "MAINTENANCE_RUNS_TABLE",
     "OUR_TABLES",
     "STEP_EXECUTIONS_TABLE",
     "UNITS",
@@ -22,7 +23,10 @@ __all__ = [
 WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 WORKERS_TABLE = "geneva_drive_workers"
-OUR_TABLES = frozenset({WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE, WORKERS_TABLE})
+MAINTENANCE_RUNS_TABLE = "geneva_drive_maintenance_runs"
+OUR_TABLES = frozenset(
+    {WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE, WORKERS_TABLE, MAINTENANCE_RUNS_TABLE}
+)
 """The tables flask_geneva's migrations create and manage."""
 
 KEY_TYPES = ("bigint", "uuid")
@@ -102,6 +106,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add_worker_registry",
         "create geneva_drive_workers and add step_executions.worker_id",
         "10_add_worker_registry.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_maintenance_runs",
+        "create geneva_drive_maintenance_runs (last dispatcher/housekeeping runs)",
+        "11_add_maintenance_runs.py.tmpl",
     ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""
