@@ -2,8 +2,8 @@
 
 The optional columns (workflow and execution ``metadata``, ``error_class_name``,
 ``cursor``, ``continues_from_id``, ``worker_id``, the waiting columns
-``signal_id``/``waiting_since``/``wait_deadline``) and the workers and signals
-tables are
+``signal_id``/``waiting_since``/``wait_deadline``), the workers, signals and
+maintenance runs tables are
 detected once per engine, on first use, and cached until
 :func:`reset_column_caches`. Queries load only the columns that
 exist (:func:`undefer_options`, :func:`absent_execution_columns`). The cache of
@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import core_rows
+from flask_geneva.model_states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.model_states import SIGNALS_TABLE
 from flask_geneva.models import STEP_EXECUTIONS_TABLE
 from flask_geneva.models import WORKERS_TABLE
@@ -55,6 +56,8 @@ class OptionalColumns:
     workers_table: bool = True
     waiting_columns: bool = True
     signals_table: bool = True
+    #: The ``add_maintenance_runs`` unit's table (R-HK-45).
+    maintenance_runs: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -133,6 +136,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             workers_table=WORKERS_TABLE in tables,
             waiting_columns=execution_columns >= _WAITING_COLUMNS,
             signals_table=SIGNALS_TABLE in tables,
+            maintenance_runs=MAINTENANCE_RUNS_TABLE in tables,
         )
         _column_cache[engine] = detected
         return detected

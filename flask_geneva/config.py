@@ -50,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_STUCK_RECOVERY_ACTION": "reattempt",
     "GENEVA_RECOVER_GRACE": timedelta(seconds=60),
     "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
-    "GENEVA_WORKER_DEAD_AFTER": timedelta(seconds=90),
+    "GENEVA_WORKER_DEAD_AFTER": timedelta(seconds=60),
     "GENEVA_RELEASE_SPREAD": timedelta(seconds=5),
     "GENEVA_MAX_CURSOR_SIZE": 131072,
     "GENEVA_ENQUEUE_AFTER_COMMIT": NOT_TESTING,
@@ -59,7 +59,8 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_METRICS": None,
     "GENEVA_PRIORITY_MAPPER": None,
     "GENEVA_MAX_BROKER_DELAY": timedelta(minutes=10),
-    "GENEVA_DISPATCH_INTERVAL": timedelta(seconds=60),
+    "GENEVA_DISPATCH_INTERVAL": timedelta(seconds=30),
+    "GENEVA_HOUSEKEEPING_INTERVAL": timedelta(minutes=30),
     "GENEVA_CLOCK_SKEW_TOLERANCE": timedelta(seconds=1),
     "GENEVA_PUBLISH_TIMEOUT": timedelta(seconds=5),
     "GENEVA_FIND_ATTEMPTS": 5,
@@ -136,6 +137,9 @@ class GenevaConfig:
     priority_mapper: Callable[[int], int] | None
     max_broker_delay: timedelta
     dispatch_interval: timedelta
+    #: How often the beat entry runs housekeeping; two of them without a run
+    #: is a warning (R-HK-43).
+    housekeeping_interval: timedelta
     clock_skew_tolerance: timedelta
     publish_timeout: timedelta
     find_attempts: int
@@ -438,6 +442,13 @@ def _validated(
             _duration,
             merged,
             "GENEVA_DISPATCH_INTERVAL",
+            allow_none=False,
+            positive=True,
+        ),
+        "housekeeping_interval": take(
+            _duration,
+            merged,
+            "GENEVA_HOUSEKEEPING_INTERVAL",
             allow_none=False,
             positive=True,
         ),

@@ -15,6 +15,7 @@ consumer timeout (R-DSP-06).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import timedelta
 from typing import Any
@@ -23,6 +24,8 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import error_reporting
+from flask_geneva import housekeeping
+from flask_geneva import maintenance_runs
 from flask_geneva import publishing
 from flask_geneva import scheduling
 from flask_geneva import store_maintenance
@@ -30,12 +33,91 @@ from flask_geneva import workflow_signal_waits
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import models_of
 
-__all__ = ["dispatch_due"]
+__all__ = ["DispatcherRun", "dispatch_due", "publish_deferred", "run_dispatcher"]
 
 _log = logging.getLogger("flask_geneva")
 
 
+@dataclasses.dataclass(frozen=True)
+class DispatcherRun:
+    """What one dispatcher run did (R-DSP-02, R-WRK-06, R-WRK-13).
+
+    Attributes:
+        published: Deferred executions published.
+        recovered: In-progress executions of dead workers recovered.
+    """
+
+    published: int
+    recovered: int
+
+
+def run_dispatcher(
+    context: EngineContext,
+    session: orm.Session | None = None,
+    *,
+    node_name: str | None = None,
+) -> DispatcherRun:
+    """One dispatcher run: publish what came due, recover dead workers' steps.
+
+    The one definition of "a dispatcher run" (R-WRK-13): the Celery beat task,
+    :meth:`flask_geneva.Geneva.dispatch_due`, :func:`flask_geneva.operations.
+    dispatch_due` and ``flask geneva dispatch`` all call it. In order:
+
+    1. :func:`publish_deferred`: deferred executions due within the broker
+       horizon are published (R-DSP-02);
+    2. the ``in_progress`` executions of workers that missed their heartbeats
+       for ``GENEVA_WORKER_DEAD_AFTER`` are recovered (R-WRK-06; the age rule
+       stays with housekeeping), so a killed worker's step runs again within
+       ``GENEVA_WORKER_DEAD_AFTER`` + ``GENEVA_DISPATCH_INTERVAL`` (R-WRK-12);
+    3. the run is recorded in ``geneva_drive_maintenance_runs`` when the table
+       exists (start, end, counts, process; R-HK-40/41).
+
+    Args:
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: Session to use; default the models' session (``db.session``).
+        node_name: The Celery node name when a task runs it (recorded).
+
+    Returns:
+        The counts of the run.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: The database failed outside a per-row
+            step (recorded as a failed run, then raised).
+    """
+    session = context.bind(session) if session is not None else context.session
+    with maintenance_runs.recorded_run(
+        session,
+        maintenance_runs.DISPATCHER,
+        config=context.settings,
+        node_name=node_name,
+    ) as record:
+        published = publish_deferred(context, session)
+        recovered = housekeeping.recover_abandoned_executions(context, session)
+        record.summary.update(published=published, recovered=recovered)
+    if recovered:
+        _log.info("recovered %d step executions of dead workers", recovered)
+    # Under allowed eager mode the tasks were queued until now (R-TH-21).
+    context.run_queued_tasks()
+    return DispatcherRun(published=published, recovered=recovered)
+
+
 def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> int:
+    """Run the dispatcher once (:func:`run_dispatcher`); return how many were published.
+
+    Kept for callers that want the published count only; the run also recovers
+    the executions of dead workers and is recorded (R-WRK-13).
+
+    Args:
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: Session to use; default the models' session (``db.session``).
+
+    Returns:
+        The number of executions published (rows that failed not counted).
+    """
+    return run_dispatcher(context, session).published
+
+
+def publish_deferred(context: EngineContext, session: orm.Session) -> int:
     """Publish deferred executions that are due within the broker horizon (R-DSP-02).
 
     Selects ``scheduled`` executions with ``job_id = "geneva:deferred"`` and
@@ -55,18 +137,15 @@ def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> 
     R-WSIG-40), counted in the result. A row whose publication cannot be
     prepared (a raising ``GENEVA_PRIORITY_MAPPER``, say) is logged, reported and
     left deferred; the others go on. Each pass considers a row at most once
-    (keyset order by ``scheduled_for``, id). The public
-    :meth:`flask_geneva.Geneva.dispatch_due` and the Celery task call it with the
-    app's context.
+    (keyset order by ``scheduled_for``, id). Part of :func:`run_dispatcher`.
 
     Args:
         context: The settings, publisher and models to run with (R-CFG-02).
-        session: Session to use; default the models' session (``db.session``).
+        session: The session, bound to ``context``.
 
     Returns:
         The number of executions published (rows that failed not counted).
     """
-    session = context.bind(session) if session is not None else context.session
     config = context.settings
     geneva = context.models
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
@@ -80,8 +159,6 @@ def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> 
         total += workflow_signal_waits.dispatch_signal_waits(context, session)
     if total:
         _log.info("dispatched %d deferred step executions", total)
-    # Under allowed eager mode the tasks were queued until now (R-TH-21).
-    context.run_queued_tasks()
     return total
 
 

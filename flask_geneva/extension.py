@@ -310,7 +310,12 @@ class Geneva:
         return publishing.inline_enqueue()
 
     def dispatch_due(self) -> int:
-        """Publish deferred executions that came due (R-DSP-02); needs an app context.
+        """Run the dispatcher once (R-DSP-02, R-WRK-13); needs an app context.
+
+        The same run as the beat task's
+        (:func:`flask_geneva.dispatcher.run_dispatcher`): publishes the
+        deferred executions that came due, recovers the executions of dead
+        workers (R-WRK-06) and records the run (R-HK-40).
 
         Returns:
             The number of executions published.

@@ -35,6 +35,7 @@ from sqlalchemy import orm
 from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import error_reporting
+from flask_geneva import maintenance_runs
 from flask_geneva import release_spread
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
@@ -79,7 +80,10 @@ SUMMARY_KEYS = (
 
 
 def run_housekeeping(
-    context: EngineContext, session: orm.Session | None = None
+    context: EngineContext,
+    session: orm.Session | None = None,
+    *,
+    node_name: str | None = None,
 ) -> dict[str, int]:
     """Run one housekeeping pass: cleanup, recovery, gauges (R-HK-01).
 
@@ -91,9 +95,13 @@ def run_housekeeping(
     cleanup, the one cleaning up deletes every eligible row (R-HK-13). The
     public :func:`flask_geneva.run_housekeeping` calls it with the app's context.
 
+    The run is recorded in ``geneva_drive_maintenance_runs`` when the table
+    exists (start, end, the summary, the process; R-HK-40/41).
+
     Args:
         context: The settings, publisher and models to run with (R-CFG-02).
         session: Session to use; default the models' session (``db.session``).
+        node_name: The Celery node name when a task runs it (recorded).
 
     Returns:
         ``{"workflows_cleaned_up", "step_executions_cleaned_up",
@@ -107,8 +115,18 @@ def run_housekeeping(
     """
     config = context.settings
     session = context.bind(session) if session is not None else context.session
-    if session.in_transaction():
-        session.commit()
+    with maintenance_runs.recorded_run(
+        session, maintenance_runs.HOUSEKEEPING, config=config, node_name=node_name
+    ) as record:
+        summary = _housekeeping_pass(session, config)
+        record.summary.update(summary)
+    _log.info(
+        "Completed: %s", ", ".join(f"{key}={value}" for key, value in summary.items())
+    )
+    return summary
+
+
+def _housekeeping_pass(session: orm.Session, config: GenevaConfig) -> dict[str, int]:
     summary = dict.fromkeys(SUMMARY_KEYS, 0)
     workflows, executions = cleanup(session, config=config)
     summary["workflows_cleaned_up"] = workflows
@@ -121,9 +139,6 @@ def run_housekeeping(
     )
     worker_registry.prune_dead_workers(session, config=config)
     emit_gauges(session, config=config)
-    _log.info(
-        "Completed: %s", ", ".join(f"{key}={value}" for key, value in summary.items())
-    )
     return summary
 
 
@@ -233,22 +248,26 @@ def stuck_scheduled_criteria(
     )
 
 
-def recover_abandoned_executions(context: EngineContext) -> int:
+def recover_abandoned_executions(
+    context: EngineContext, session: orm.Session | None = None
+) -> int:
     """Recover the executions of dead workers now, not waiting for housekeeping.
 
-    Run by the dispatcher's periodic Celery task (every
-    ``GENEVA_DISPATCH_INTERVAL``), so a killed worker's execution is recovered
-    about ``GENEVA_WORKER_DEAD_AFTER`` after its last heartbeat (R-WRK-06). Only
-    executions that name a dead worker are considered; the age rule stays with
-    housekeeping. Nothing happens without the worker registry.
+    Part of every dispatcher run (:func:`flask_geneva.dispatcher.run_dispatcher`,
+    every ``GENEVA_DISPATCH_INTERVAL``), so a killed worker's execution is
+    recovered at most ``GENEVA_WORKER_DEAD_AFTER`` + ``GENEVA_DISPATCH_INTERVAL``
+    after its last heartbeat (R-WRK-06, R-WRK-12). Only executions that name a
+    dead worker are considered; the age rule stays with housekeeping. Nothing
+    happens without the worker registry.
 
     Args:
         context: The settings, publisher and models to run with.
+        session: Session to use; default the context's session.
 
     Returns:
         The number of executions recovered.
     """
-    session = context.session
+    session = context.bind(session) if session is not None else context.session
     if session.in_transaction():
         session.commit()
     return recover_stuck_in_progress(

@@ -2,8 +2,10 @@
 
 Housekeeping calls ``hook.gauge(name, value, tags)`` with names such as
 ``geneva_drive.paused`` and ``geneva_drive.paused_ratio`` and tags ``None`` (totals)
-or ``{"workflow": <type>}`` (per workflow class), see SPEC §11.3. Both client
-libraries are optional: they are imported when an adapter is created, and a
+or ``{"workflow": <type>}`` (per workflow class), see SPEC §11.3; every successful
+dispatcher or housekeeping run sets ``geneva_drive.dispatcher_last_success`` /
+``geneva_drive.housekeeping_last_success`` (Unix seconds, no tags, R-HK-44).
+Both client libraries are optional: they are imported when an adapter is created, and a
 missing one raises ``ImportError`` naming the package to install.
 
 Usage::

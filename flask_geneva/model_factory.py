@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva.maintenance_rows import maintenance_runs_table
 from flask_geneva.model_columns import JSONDocument
 from flask_geneva.model_columns import UTCDateTime
 from flask_geneva.model_columns import primary_key_type
@@ -277,4 +278,6 @@ def build_models(
     # The worker registry (R-WRK-01): on the same metadata, so create_all and
     # the autogenerate filter treat it like the other two tables.
     workers_table(model_base.metadata)
+    # The last runs of the dispatcher and housekeeping (R-HK-40).
+    maintenance_runs_table(model_base.metadata)
     return Workflow, StepExecution

@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "ACTIVE_EXECUTION_STATES",
+    "MAINTENANCE_RUNS_TABLE",
     "SIGNALS_TABLE",
     "STEP_EXECUTIONS_TABLE",
     "TERMINAL_WORKFLOW_STATES",
@@ -27,6 +28,7 @@ WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 WORKERS_TABLE = "geneva_drive_workers"
 SIGNALS_TABLE = "geneva_drive_signals"
+MAINTENANCE_RUNS_TABLE = "geneva_drive_maintenance_runs"
 
 
 class WorkflowState(enum.StrEnum):

@@ -87,9 +87,11 @@ def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
 
 
 def dispatch_due(session: orm.Session | None = None) -> int:
-    """Run one dispatcher pass with the current app's settings (R-DSP-02).
+    """Run the dispatcher once with the current app's settings (R-DSP-02, R-WRK-13).
 
-    Needs an app context. See :func:`flask_geneva.dispatcher.dispatch_due`.
+    Needs an app context. See :func:`flask_geneva.dispatcher.run_dispatcher`:
+    publishes due deferred executions, recovers dead workers' executions and
+    records the run.
 
     Args:
         session: Session to use; default the extension's ``db.session``.

@@ -78,11 +78,20 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
     ),
     "GENEVA_WORKER_DEAD_AFTER": (
         "A worker without a heartbeat for this long is dead: its in_progress "
-        "executions are recovered whatever their age (R-WRK-05); at least twice "
-        "GENEVA_WORKER_HEARTBEAT_INTERVAL."
+        "executions are recovered whatever their age, at the next dispatcher run "
+        "(R-WRK-06, R-WRK-12); at least twice GENEVA_WORKER_HEARTBEAT_INTERVAL. "
+        "The default, four heartbeats, lets three in a row fail or come late."
     ),
     "GENEVA_DISPATCH_INTERVAL": (
-        "How often the beat entry of `beat_schedule()` runs the dispatcher (R-DSP-02)."
+        "How often the beat entry of `beat_schedule()` runs the dispatcher, which "
+        "also recovers the executions of dead workers (R-DSP-02, R-WRK-12); with "
+        "GENEVA_WORKER_DEAD_AFTER it bounds how late a killed worker's step runs "
+        "again. Two intervals without a recorded run is a warning (R-HK-43)."
+    ),
+    "GENEVA_HOUSEKEEPING_INTERVAL": (
+        "How often the beat entry of `beat_schedule()` runs housekeeping (cleanup, "
+        "recovery by age, gauges); two intervals without a recorded run is a "
+        "warning (R-HK-43)."
     ),
     "GENEVA_CLOCK_SKEW_TOLERANCE": (
         "A step delivered earlier than this before its time does not run yet: "

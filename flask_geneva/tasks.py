@@ -117,20 +117,16 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     )(perform_step)
 
     def dispatch_due(task: Any) -> int:
-        """Publish deferred executions now within the broker horizon (R-DSP-02).
-
-        Then recovers the executions of dead workers (R-WRK-06), so they wait
-        for the next dispatcher run, not for housekeeping.
-        """
+        """One dispatcher run: publish due deferred executions, recover dead
+        workers' executions, record the run (R-DSP-02, R-WRK-06, R-WRK-13)."""
         from flask_geneva import dispatcher
-        from flask_geneva import housekeeping as housekeeping_module
         from flask_geneva.app_state import current_context
 
         with _app_context(task.app):
-            context = current_context()
-            published = dispatcher.dispatch_due(context)
-            housekeeping_module.recover_abandoned_executions(context)
-            return published
+            run = dispatcher.run_dispatcher(
+                current_context(), node_name=_node_name(task)
+            )
+            return run.published
 
     celery.task(
         name=publishing.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
@@ -142,11 +138,19 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
         from flask_geneva.app_state import current_context
 
         with _app_context(task.app):
-            return housekeeping_module.run_housekeeping(current_context())
+            return housekeeping_module.run_housekeeping(
+                current_context(), node_name=_node_name(task)
+            )
 
     celery.task(name=HOUSEKEEPING_TASK, bind=True, ignore_result=True, shared=False)(
         housekeeping
     )
+
+
+def _node_name(task: Any) -> str | None:
+    """The Celery node name of the worker running ``task`` (``celery@host``)."""
+    hostname = getattr(getattr(task, "request", None), "hostname", None)
+    return hostname if isinstance(hostname, str) else None
 
 
 class _NullContext:
@@ -222,7 +226,7 @@ def perform_step_execution(
 
 def beat_schedule(
     *,
-    dispatch_interval_seconds: float = 60.0,
+    dispatch_interval_seconds: float = 30.0,
     housekeeping_interval_seconds: float = 1800.0,
 ) -> dict[str, Any]:
     """Celery beat entries for flask_geneva's periodic tasks.
@@ -232,10 +236,12 @@ def beat_schedule(
     longer than ``GENEVA_MAX_BROKER_DELAY`` are never published (R-DSP-01/02).
 
     Args:
-        dispatch_interval_seconds: How often ``dispatch_due`` runs; keep it equal
-            to ``GENEVA_DISPATCH_INTERVAL`` (default 60 s).
-        housekeeping_interval_seconds: How often housekeeping runs (default
-            30 minutes, SPEC §11).
+        dispatch_interval_seconds: How often ``dispatch_due`` runs (it also
+            recovers dead workers' executions, R-WRK-12); keep it equal to
+            ``GENEVA_DISPATCH_INTERVAL`` (default 30 s), which the health
+            warning uses (R-HK-43).
+        housekeeping_interval_seconds: How often housekeeping runs; keep it
+            equal to ``GENEVA_HOUSEKEEPING_INTERVAL`` (default 30 minutes).
 
     Returns:
         ``{entry name: {"task": name, "schedule": seconds}}``.

@@ -80,9 +80,8 @@ def _empty_tables(app: Flask) -> None:
             connection.execute(sa.delete(basic.geneva.StepExecution.__table__))
             connection.execute(sa.delete(basic.geneva.Workflow.__table__))
             connection.execute(sa.delete(basic.User.__table__))
-            connection.execute(
-                sa.delete(basic.db.metadata.tables["geneva_drive_workers"])
-            )
+            for table in ("geneva_drive_workers", "geneva_drive_maintenance_runs"):
+                connection.execute(sa.delete(basic.db.metadata.tables[table]))
 
 
 def make_app(tmp_path: Any, **config: Any) -> Flask:

@@ -29,6 +29,7 @@ OUR_TABLES = (
     "geneva_drive_workflows",
     "geneva_drive_workers",
     "geneva_drive_signals",
+    "geneva_drive_maintenance_runs",
 )
 
 _ENV_PY = """\

@@ -112,6 +112,7 @@ HOST_TABLES = (
     WORKFLOWS,
     "geneva_drive_workers",
     "geneva_drive_signals",
+    "geneva_drive_maintenance_runs",
     "alembic_version",
     "accounts",
     *PROBE_TABLES,
@@ -196,7 +197,7 @@ class Host:
             inspector = sa.inspect(engine)
             tables = set(inspector.get_table_names())
             found: dict[str, Any] = {"tables": tables}
-            for table in (WORKFLOWS, STEP_EXECUTIONS):
+            for table in (WORKFLOWS, STEP_EXECUTIONS, "geneva_drive_maintenance_runs"):
                 if table not in tables:
                     continue
                 found[table] = {
@@ -319,6 +320,21 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         "index_geneva_drive_step_executions_on_state_and_wait_deadline"
         in executions["indexes"]
     )
+    # The last runs of the dispatcher and housekeeping (R-HK-40).
+    runs = schema["geneva_drive_maintenance_runs"]
+    assert set(runs["columns"]) == {
+        "name",
+        "run_id",
+        "started_at",
+        "finished_at",
+        "outcome",
+        "summary",
+        "error",
+        "hostname",
+        "pid",
+        "node_name",
+        "last_succeeded_at",
+    }
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:

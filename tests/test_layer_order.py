@@ -67,6 +67,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "transition_types",
             # The workers table (build_models defines it) and its statements.
             "worker_rows",
+            # The maintenance runs table (build_models defines it) and its statements.
+            "maintenance_rows",
             "store_model_queries",
             # The WorkflowSignal model (geneva_drive_signals).
             "signal_model",
@@ -121,6 +123,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "dispatcher",
             "outbox",
             "worker_registry",
+            "maintenance_runs",
             "publishing",
             # Workflow signals: send, gate, wake, consume (SPEC §23).
             "workflow_signals",

@@ -68,7 +68,8 @@ def test_format_default_writes_durations_in_whole_units():
         "30 days"
     )
     assert format_default(DEFAULTS["GENEVA_STUCK_IN_PROGRESS_THRESHOLD"]) == "1 hour"
-    assert format_default(DEFAULTS["GENEVA_DISPATCH_INTERVAL"]) == "1 minute"
+    assert format_default(DEFAULTS["GENEVA_DISPATCH_INTERVAL"]) == "30 seconds"
+    assert format_default(DEFAULTS["GENEVA_WORKER_DEAD_AFTER"]) == "1 minute"
     assert format_default(DEFAULTS["GENEVA_ENQUEUE_AFTER_COMMIT"]) == (
         "not app.testing"
     )

@@ -1,4 +1,4 @@
-"""The admin's overview page (R-ADM-10): counts, stuck and overdue, latest failures.
+"""The admin's overview page (R-ADM-10): counts, health, stuck and overdue, failures.
 
 Only reads (R-ADM-32). The stuck and overdue counts use the same criteria as the
 step executions list filters they link to (R-HK-20).
@@ -15,6 +15,7 @@ from flask import url_for
 from flask_admin import expose
 
 from flask_geneva import clock
+from flask_geneva import maintenance_runs
 from flask_geneva import store_admin_queries
 from flask_geneva import store_admin_stats
 from flask_geneva import worker_registry
@@ -55,14 +56,15 @@ class OverviewView(GenevaView):
 
     @expose("/")
     def index(self) -> str:
-        """Render the overview (R-ADM-10)."""
+        """Render the overview (R-ADM-10; health: R-WRK-09, R-HK-42/43)."""
         session = self.session
         workflow_cls = self.geneva.Workflow
         execution_cls = self.geneva.StepExecution
         config = current_state().config
-        # First: it ends the read transaction, which would expire the failures
+        # First: they end the read transaction, which would expire the failures
         # read below and reload each one row by row while rendering.
         workers = worker_registry.worker_overview(session, config=config)
+        health = maintenance_runs.last_runs(session, config=config)
         rows = store_admin_queries.workflow_counts_by_type_and_state(
             session, workflow_cls
         )
@@ -111,6 +113,9 @@ class OverviewView(GenevaView):
         return self.render(
             "geneva/admin/overview.html",
             workers=workers,
+            health=health,
+            health_jobs=maintenance_runs.JOBS,
+            duration_text=maintenance_runs.duration_text,
             charts=charts,
             oldest_overdue=oldest,
             class_url=lambda name: url_for(

@@ -16,6 +16,7 @@ from flask.cli import with_appcontext
 
 from flask_geneva import clock
 from flask_geneva import housekeeping
+from flask_geneva import maintenance_runs
 from flask_geneva import store_admin_queries
 from flask_geneva import worker_registry
 from flask_geneva.app_state import current_state
@@ -43,9 +44,11 @@ def status_command(as_json: bool) -> None:
     thresholds GENEVA_STUCK_IN_PROGRESS_THRESHOLD and
     GENEVA_STUCK_SCHEDULED_THRESHOLD (and, with the worker registry, the
     heartbeats of the workers holding them). Registered workers are listed as
-    alive or dead (GENEVA_WORKER_DEAD_AFTER).
+    alive or dead (GENEVA_WORKER_DEAD_AFTER). The last runs of the dispatcher and
+    housekeeping are shown, with a warning when one has not run for two of its
+    intervals (GENEVA_DISPATCH_INTERVAL, GENEVA_HOUSEKEEPING_INTERVAL) or failed.
     \f
-    Spec: R-ADM-10 counts, R-HK-20 thresholds, R-WRK-06/09.
+    Spec: R-ADM-10 counts, R-HK-20 thresholds, R-WRK-06/09, R-HK-42/43.
     """
     overview = _status_overview()
     if as_json:
@@ -65,6 +68,35 @@ def status_command(as_json: bool) -> None:
     click.echo(f"stuck in_progress executions: {overview['stuck_in_progress']}")
     click.echo(f"overdue scheduled executions: {overview['overdue_scheduled']}")
     _echo_workers(overview["workers"])
+    _echo_maintenance_runs(overview["maintenance_runs"])
+
+
+def _echo_maintenance_runs(runs: dict[str, Any] | None) -> None:
+    """When the dispatcher and housekeeping last ran, with warnings (R-HK-42/43)."""
+    if runs is None:
+        click.echo(
+            "last runs: not recorded (install unit add_maintenance_runs: "
+            "flask geneva install, then flask db upgrade)"
+        )
+        return
+    for name in maintenance_runs.JOBS:
+        run = runs[name]
+        if run is None:
+            click.echo(f"{name}: no run recorded")
+            continue
+        counts = ", ".join(
+            f"{key} {value}" for key, value in sorted((run["summary"] or {}).items())
+        )
+        where = run["node_name"] or run["hostname"]
+        click.echo(
+            f"{name}: last run started "
+            f"{maintenance_runs.duration_text(run['age_seconds'])} ago "
+            f"({run['started_at']}), {run['outcome']}"
+            + (f" ({counts})" if counts else "")
+            + f", on {escape_control_characters(where)} pid {run['pid']}"
+        )
+    for warning in runs["warnings"]:
+        click.echo(f"WARNING: {escape_control_characters(warning)}")
 
 
 def _echo_workers(workers: dict[str, Any] | None) -> None:
@@ -224,6 +256,7 @@ def _status_overview() -> dict[str, Any]:
         "stuck_in_progress": int(stuck or 0),
         "overdue_scheduled": int(overdue or 0),
         "workers": worker_registry.worker_overview(session, config=config),
+        "maintenance_runs": maintenance_runs.last_runs(session, config=config),
     }
 
 

@@ -20,8 +20,8 @@ def housekeeping_command() -> None:
 
     Deletes finished/canceled workflows older than
     GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER, recovers stuck executions and emits
-    the gauges. Schedule the `flask_geneva.housekeeping` beat task (every 30 min)
-    to run it periodically.
+    the gauges. Schedule the `flask_geneva.housekeeping` beat task (every
+    GENEVA_HOUSEKEEPING_INTERVAL, 30 min) to run it periodically.
     \f
     Spec: R-MIG-10, R-HK-01.
     """
@@ -33,12 +33,15 @@ def housekeeping_command() -> None:
 @click.command("dispatch")
 @with_appcontext
 def dispatch_command() -> None:
-    """Publish deferred executions that are due soon.
+    """Run the dispatcher once: publish due steps, recover dead workers' steps.
 
     Steps that wait longer than GENEVA_MAX_BROKER_DELAY are kept out of the
-    broker; run this (or the `flask_geneva.dispatch_due` beat task) periodically.
+    broker; the in-progress steps of workers that stopped heartbeating are
+    recovered. Run this (or the `flask_geneva.dispatch_due` beat task) every
+    GENEVA_DISPATCH_INTERVAL.
     \f
-    Spec: R-DSP-02.
+    Spec: R-DSP-02, R-WRK-13.
     """
-    count = dispatcher.dispatch_due(current_context())
-    click.echo(f"dispatched {count} step execution(s)")
+    run = dispatcher.run_dispatcher(current_context())
+    click.echo(f"dispatched {run.published} step execution(s)")
+    click.echo(f"recovered {run.recovered} step execution(s) of dead workers")

@@ -103,7 +103,10 @@ def worker_command(
         entries = dict(celery.conf.beat_schedule or {})
         entries.update(
             beat_schedule(
-                dispatch_interval_seconds=config.dispatch_interval.total_seconds()
+                dispatch_interval_seconds=config.dispatch_interval.total_seconds(),
+                housekeeping_interval_seconds=(
+                    config.housekeeping_interval.total_seconds()
+                ),
             )
         )
         celery.conf.beat_schedule = entries

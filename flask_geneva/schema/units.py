@@ -11,6 +11,7 @@ from dataclasses import dataclass
 __all__ = [
     "KEY_TYPES",
     "KEY_TYPE_CHOICES",
+    "MAINTENANCE_RUNS_TABLE",
     "OUR_TABLES",
     "SIGNALS_TABLE",
     "STEP_EXECUTIONS_TABLE",
@@ -24,8 +25,15 @@ WORKFLOWS_TABLE = "geneva_drive_workflows"
 STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 WORKERS_TABLE = "geneva_drive_workers"
 SIGNALS_TABLE = "geneva_drive_signals"
+MAINTENANCE_RUNS_TABLE = "geneva_drive_maintenance_runs"
 OUR_TABLES = frozenset(
-    {WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE, WORKERS_TABLE, SIGNALS_TABLE}
+    {
+        WORKFLOWS_TABLE,
+        STEP_EXECUTIONS_TABLE,
+        WORKERS_TABLE,
+        SIGNALS_TABLE,
+        MAINTENANCE_RUNS_TABLE,
+    }
 )
 """The tables flask_geneva's migrations create and manage."""
 
@@ -106,6 +114,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add_worker_registry",
         "create geneva_drive_workers and add step_executions.worker_id",
         "10_add_worker_registry.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_maintenance_runs",
+        "create geneva_drive_maintenance_runs (last dispatcher/housekeeping runs)",
+        "11_add_maintenance_runs.py.tmpl",
     ),
     SchemaUnit(
         "add_admin_indexes",

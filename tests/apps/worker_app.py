@@ -2,6 +2,9 @@
 
 ``GENEVA_TEST_WORKER_DATABASE_URL``: the database both the test and the worker use.
 ``GENEVA_TEST_BROKER_URL``: the Celery broker (e.g. ``redis://127.0.0.1:6379/15``).
+``GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL``, ``GENEVA_TEST_WORKER_DEAD_AFTER``,
+``GENEVA_TEST_DISPATCH_INTERVAL``: those settings in seconds, when set; the last
+also gives the Celery app the beat schedule of that interval.
 
 Start a worker with ``celery -A tests.apps.worker_app:celery worker``.
 """
@@ -14,6 +17,7 @@ from datetime import timedelta
 from celery import Celery
 from flask import Flask
 
+import flask_geneva
 from flask_geneva import Backoff
 from flask_geneva import ExceptionPolicy
 from flask_geneva import step
@@ -32,9 +36,18 @@ def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
     )
     heartbeats = {
         key: float(os.environ[f"GENEVA_TEST_{key}"])
-        for key in ("WORKER_HEARTBEAT_INTERVAL", "WORKER_DEAD_AFTER")
+        for key in (
+            "WORKER_HEARTBEAT_INTERVAL",
+            "WORKER_DEAD_AFTER",
+            "DISPATCH_INTERVAL",
+        )
         if os.environ.get(f"GENEVA_TEST_{key}")
     }
+    if "DISPATCH_INTERVAL" in heartbeats:
+        # `celery -A tests.apps.worker_app:celery beat` runs the dispatcher.
+        celery_app.conf.beat_schedule = flask_geneva.beat_schedule(
+            dispatch_interval_seconds=heartbeats["DISPATCH_INTERVAL"]
+        )
     flask_app = basic.create_app(
         database_url,
         celery=celery_app,

@@ -199,6 +199,104 @@ def test_the_dispatcher_task_recovers_a_killed_workers_step(
     ]
 
 
+DISPATCH_INTERVAL = 1.0
+
+
+@pytest.fixture
+def start_beat(tmp_path, broker_url, worker_database_url):
+    """Start ``celery beat`` for the worker app (the dispatcher every second)."""
+    import subprocess
+    import sys
+
+    from tests.worker.conftest import REPO_ROOT
+
+    processes = []
+
+    def start():
+        env = {
+            **os.environ,
+            "GENEVA_TEST_BROKER_URL": broker_url,
+            "GENEVA_TEST_WORKER_DATABASE_URL": worker_database_url,
+            "PYTHONPATH": str(REPO_ROOT),
+        }
+        log = open(tmp_path / "beat.log", "wb")  # noqa: SIM115 - closed below
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tests.apps.worker_app:celery",
+                "beat",
+                f"--schedule={tmp_path / 'beat-schedule'}",
+                "--max-interval=1",
+                "-l",
+                "info",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        processes.append((process, log))
+        return process
+
+    yield start
+    for process, log in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_beats_dispatcher_reruns_a_killed_workers_step(
+    heartbeat_app, start_worker, start_beat, tmp_path, monkeypatch
+):
+    """The deployment the README describes, with shortened settings: a worker and
+    Celery beat running flask_geneva.beat_schedule(). After kill -9 of the worker
+    mid-step and a restart (as a supervisor does), the dispatcher's periodic run
+    recovers the step once the heartbeats stopped for GENEVA_WORKER_DEAD_AFTER and
+    it runs again; no housekeeping runs. The dispatcher's runs are recorded with
+    the worker's node name (R-WRK-06, R-WRK-12, R-WRK-13, R-HK-40)."""
+    monkeypatch.setenv("GENEVA_TEST_DISPATCH_INTERVAL", str(DISPATCH_INTERVAL))
+    app = heartbeat_app
+    workflow_id = _create(app, "beat@example.com")
+    worker = start_worker(*INCLUDE)
+    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    start_beat()
+    killed_at = time.monotonic()
+    worker.kill()
+    worker.wait(timeout=30)
+    (tmp_path / "release").touch()
+    start_worker(*INCLUDE)
+
+    def rerun_started():
+        rows = _executions(app, workflow_id)
+        return len(rows) >= 2 and rows[1].state != "scheduled"
+
+    wait_for(rerun_started, timeout=60, interval=0.25)
+    elapsed = time.monotonic() - killed_at
+    # Dead after 3 s, found by the next run (every second), plus the new worker's
+    # start: never the hour of the age rule.
+    assert DEAD_AFTER - 0.5 <= elapsed < DEAD_AFTER + DISPATCH_INTERVAL + 30
+    _wait_finished(app, workflow_id)
+    rows = _executions(app, workflow_id)
+    assert [(r.step_name, r.outcome) for r in rows] == [
+        ("blocking", "recovered"),
+        ("blocking", "success"),
+        ("after", "success"),
+    ]
+    runs_table = basic.db.metadata.tables["geneva_drive_maintenance_runs"]
+    with app.app_context(), basic.db.engine.connect() as connection:
+        [run] = connection.execute(sa.select(runs_table)).all()
+    assert run.name == "dispatcher"
+    assert run.node_name.startswith("celery@")
+    assert run.outcome in ("running", "succeeded")
+
+
 def test_a_live_worker_running_a_long_step_is_never_recovered(
     heartbeat_app, start_worker, tmp_path
 ):

@@ -153,6 +153,30 @@ def test_rows_without_a_worker_keep_the_age_rule(app, user):
     assert summary["stuck_in_progress_recovered"] == 1
 
 
+def test_the_defaults_rerun_a_killed_workers_step_within_two_minutes():
+    """With the default settings a step killed with its worker is recovered at
+    most GENEVA_WORKER_DEAD_AFTER + GENEVA_DISPATCH_INTERVAL (+ the release spread)
+    after its worker's last heartbeat, clearly under 2 minutes, while a live worker
+    may miss three heartbeats in a row without being declared dead; the beat
+    schedule's default matches the setting (R-WRK-12; bench/recovery.py measures
+    it with real processes)."""
+    from flask_geneva import beat_schedule
+    from flask_geneva.config import DEFAULTS
+
+    heartbeat = DEFAULTS["GENEVA_WORKER_HEARTBEAT_INTERVAL"]
+    dead_after = DEFAULTS["GENEVA_WORKER_DEAD_AFTER"]
+    dispatch = DEFAULTS["GENEVA_DISPATCH_INTERVAL"]
+    spread = DEFAULTS["GENEVA_RELEASE_SPREAD"]
+    assert dead_after >= 4 * heartbeat
+    assert dead_after + dispatch + spread <= timedelta(seconds=100)
+    entry = beat_schedule()["flask-geneva-dispatch-due"]
+    assert entry["schedule"] == dispatch.total_seconds()
+    housekeeping = beat_schedule()["flask-geneva-housekeeping"]
+    assert housekeeping["schedule"] == (
+        DEFAULTS["GENEVA_HOUSEKEEPING_INTERVAL"].total_seconds()
+    )
+
+
 def test_dead_after_must_be_at_least_twice_the_interval(app):
     """A dead-after shorter than two heartbeats is refused (R-WRK-06, R-CFG-01)."""
     from flask_geneva.config import setting_problems
@@ -187,6 +211,47 @@ def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
     db.session.refresh(abandoned)
     db.session.refresh(old)
     assert (abandoned.state, old.state) == ("ready", "performing")
+
+
+@pytest.mark.parametrize("caller", ["geneva.dispatch_due", "operations.dispatch_due"])
+def test_dispatch_due_called_directly_recovers_dead_workers_too(app, user, caller):
+    """`geneva.dispatch_due()` and `flask_geneva.operations.dispatch_due()` are the
+    same dispatcher run as the Celery task: they recover dead workers' executions
+    (not old ones without a worker) and record the run (R-WRK-13, R-HK-40)."""
+    from flask_geneva import operations
+
+    run = (
+        geneva.dispatch_due
+        if caller == "geneva.dispatch_due"
+        else operations.dispatch_due
+    )
+    with clock.frozen(T0):
+        dead = _add_worker(T0 - DEAD_AFTER - timedelta(seconds=1))
+        abandoned = WrkOneStep.create(hero=user)
+        _in_progress_of(abandoned, dead, T0 - timedelta(seconds=5))
+        live = _add_worker(T0 - timedelta(seconds=1))
+        running = WrkOneStep.create(hero=make_user("live@example.com"))
+        _in_progress_of(running, live, T0 - timedelta(days=1))
+        old = WrkOneStep.create(hero=make_user())
+        make_in_progress(old, T0 - timedelta(days=1))
+        assert run() == 0
+        runs = worker_registry_runs()
+    db.session.refresh(abandoned)
+    db.session.refresh(running)
+    db.session.refresh(old)
+    assert (abandoned.state, running.state, old.state) == (
+        "ready",
+        "performing",
+        "performing",
+    )
+    assert runs["dispatcher"]["summary"] == {"published": 0, "recovered": 1}
+
+
+def worker_registry_runs():
+    from flask_geneva import maintenance_runs
+
+    context = current_context()
+    return maintenance_runs.last_runs(context.session, config=context.settings)
 
 
 def test_status_and_gauges_show_live_and_dead_workers(app, user):

@@ -1,0 +1,76 @@
+"""The overview's health panel: the dispatcher's and housekeeping's last runs and
+the warnings about them (R-HK-42, R-HK-43, R-HK-45)."""
+
+from __future__ import annotations
+
+import html
+
+import sqlalchemy as sa
+
+from flask_geneva import clock
+from flask_geneva import run_housekeeping
+from flask_geneva.app_state import current_context
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.workers.test_maintenance_runs import drop_maintenance_runs
+
+RUNS_TABLE = "geneva_drive_maintenance_runs"
+
+
+def overview(client) -> str:
+    response = client.get("/geneva/")
+    assert response.status_code == 200
+    return html.unescape(response.get_data(as_text=True))
+
+
+def _move_dispatcher_start(by):
+    table = db.metadata.tables[RUNS_TABLE]
+    db.session.remove()
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.update(table)
+            .where(table.c.name == "dispatcher")
+            .values(started_at=clock.now() - by)
+        )
+
+
+def test_the_overview_shows_the_last_runs(client):
+    """Each job's last run with its outcome, counts and process; no warning while
+    both ran recently (R-HK-42)."""
+    geneva.dispatch_due()
+    run_housekeeping()
+    db.session.remove()
+    text = overview(client)
+    assert '<tr data-job="dispatcher">' in text
+    assert '<tr data-job="housekeeping">' in text
+    assert "published 0, recovered 0" in text
+    assert "stuck in progress recovered 0" in text
+    assert "geneva-health-warning" not in text
+
+
+def test_the_overview_warns_when_the_dispatcher_has_not_run(client):
+    """Two dispatch intervals without a run: a warning at the top of the overview
+    naming the setting (R-HK-43)."""
+    geneva.dispatch_due()
+    run_housekeeping()
+    interval = current_context().settings.dispatch_interval
+    _move_dispatcher_start(5 * interval)
+    text = overview(client)
+    assert 'class="alert alert-warning geneva-health-warning"' in text
+    assert "The dispatcher has not run for 2 min 3" in text
+    assert "more than two intervals (GENEVA_DISPATCH_INTERVAL = 30 s)" in text
+
+
+def test_the_overview_says_how_to_install_the_unit(client):
+    """Without the add_maintenance_runs table the panel names the unit; the page
+    works (R-HK-45)."""
+    drop_maintenance_runs()
+    try:
+        text = overview(client)
+    finally:
+        from tests import conftest
+
+        conftest._server_schema_ready = False
+    assert "When the dispatcher and housekeeping last ran is not recorded" in text
+    assert "add_maintenance_runs" in text
+    assert "geneva-health-warning" not in text
