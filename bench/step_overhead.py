@@ -65,14 +65,28 @@ def main() -> None:
         "step per delivery",
     )
     parser.add_argument(
+        "--inline-budget",
+        type=float,
+        default=None,
+        help="GENEVA_INLINE_CONTINUATION_BUDGET in seconds (default: the library's); "
+        "bench/instructions.py passes 3600 so that a run slowed down by callgrind "
+        "continues exactly as a fast one",
+    )
+    parser.add_argument(
         "--json", default=None, help="also write the figures to this JSON file"
     )
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory()
     url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
+    extra = {}
+    if args.inline_budget is not None:
+        extra["GENEVA_INLINE_CONTINUATION_BUDGET"] = args.inline_budget
     app = basic.create_app(
-        url, TESTING=False, SQLALCHEMY_TRACK_MODIFICATIONS=args.track_modifications
+        url,
+        TESTING=False,
+        SQLALCHEMY_TRACK_MODIFICATIONS=args.track_modifications,
+        **extra,
     )
     with app.app_context():
         basic.db.drop_all()
