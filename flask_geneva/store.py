@@ -247,7 +247,7 @@ def _joined_lock_statement(
 ) -> Any:
     workflows = sa.inspect(workflow_cls).local_table
     executions = sa.inspect(execution_cls).local_table
-    probe = ()
+    probe: tuple[Any, ...] = ()
     if hero_key is not None:
         # A subquery of the select list: FOR UPDATE does not lock its rows.
         probe = (
