@@ -19,6 +19,7 @@ The database's geneva tables are dropped and re-created; the broker's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -88,7 +89,9 @@ def main() -> None:
         basic.db.drop_all()
         basic.db.create_all()
     with celery.connection_for_write() as connection:
-        connection.default_channel.queue_purge("celery")
+        purge_errors = contextlib.suppress(*connection.channel_errors)
+        with purge_errors:  # AMQP: a queue not declared yet has nothing to purge
+            connection.default_channel.queue_purge("celery")
 
     log_path = Path(tmp.name) / "worker.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
