@@ -290,8 +290,8 @@ def chart(results: dict[str, Any], path: Path) -> None:
         axis.set_xticks(range(len(groups)), [label for label, _ in groups])
         axis.set_ylabel("steps/s (higher is better)")
         axis.set_title(title, fontsize=11)
-        axis.legend(fontsize=8, loc="upper right")
-        axis.margins(y=0.15)
+        axis.set_ylim(0, max(h for _, v in groups for h in v.values()) * 1.35)
+        axis.legend(fontsize=8, loc="upper left", ncols=2)
 
     groups = []
     for database in _ordered(in_process, "database", DATABASE_NAMES):
