@@ -30,6 +30,8 @@ SQLite (the default database) runs the worker with ``--pool=solo``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import signal
 import statistics
@@ -334,6 +336,7 @@ def main() -> None:
         help="GENEVA_INLINE_CONTINUATION_BUDGET in seconds for the worker (0 = one "
         "step per delivery, as before inline continuation); default: the library's",
     )
+    parser.add_argument("--json", default=None, help="also write the medians here")
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory()
@@ -351,7 +354,9 @@ def main() -> None:
         bare_metadata.drop_all(basic.db.engine)
         bare_metadata.create_all(basic.db.engine)
     with celery.connection_for_write() as connection:
-        connection.default_channel.queue_purge("celery")
+        purge_errors = contextlib.suppress(*connection.channel_errors)
+        with purge_errors:  # AMQP: a queue not declared yet has nothing to purge
+            connection.default_channel.queue_purge("celery")
 
     pool = ["--pool=solo"] if sqlite else ["--pool=prefork", f"-c{args.concurrency}"]
     log_path = Path(tmp.name) / "worker.log"
@@ -545,6 +550,14 @@ def main() -> None:
         f"{args.rounds} alternating rounds (medians); baseline: {args.baseline}; "
         f"SQLALCHEMY_TRACK_MODIFICATIONS={args.track_modifications}"
     )
+    figures: dict[str, Any] = {
+        "database": sa.make_url(url).get_backend_name(),
+        "workers": 1 if sqlite else args.concurrency,
+        "workflows": args.workflows,
+        "rounds": args.rounds,
+        "baseline": args.baseline,
+        "ratio": statistics.median(ratios),
+    }
     for label, runs in (
         ("flask_geneva", geneva_runs),
         ("bare chain  ", bare_runs_measured),
@@ -552,6 +565,12 @@ def main() -> None:
         seconds = statistics.median(run[0] for run in runs)
         cpu = statistics.median(run[1] for run in runs)
         server = statistics.median(run[2] for run in runs)
+        figures[label.strip().replace(" ", "_")] = {
+            "steps_per_second": steps / seconds,
+            "rounds_steps_per_second": [steps / run[0] for run in runs],
+            "worker_cpu_ms_per_step": cpu / steps * 1000,
+            "server_cpu_ms_per_step": server / steps * 1000,
+        }
         print(
             f"{label}: {steps / seconds:8.1f} steps/s ({seconds:.2f} s; "
             f"CPU per step: worker {cpu / steps * 1000:.2f} ms, "
@@ -562,6 +581,8 @@ def main() -> None:
         + " ".join(f"{ratio:.2f}" for ratio in ratios)
         + ")"
     )
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

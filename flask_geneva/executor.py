@@ -30,7 +30,6 @@ from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import operator_finalize
 from flask_geneva import session_transactions
-from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transitions
 from flask_geneva.engine_context import EngineContext
@@ -163,6 +162,7 @@ class _Run(ContinuationSteps):
             if prepared is None:
                 return None
             workflow, execution, step = prepared
+            self._note_hero(workflow)  # R-EXE-78: probed with finalize's lock
             body = self._run_body(workflow, execution, step)
             self._finalize(step, body)
             return self.continuation
@@ -269,9 +269,7 @@ class _Run(ContinuationSteps):
             clock.now(),
             time.monotonic(),
         )  # R-SIG-01 timing
-        workflow, execution = store.lock_workflow_and_execution(
-            session, self.execution_id
-        )
+        workflow, execution = self._lock_for_finalize()
         if execution is None:
             _log.warning(
                 "step execution %s vanished during the step", self.execution_id

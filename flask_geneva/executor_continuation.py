@@ -9,6 +9,11 @@ instead of publishing it, and the same task runs it next (R-EXE-70..77), up to
 a run of its own: its own execution row, hooks, signals, policies and the
 finalize checks (a paused or canceled workflow ends the chain, R-EXE-42).
 Temporal's eager activity dispatch is the analogue.
+
+The hero check before an inline claim (R-EXE-73) rides on finalize's locking
+statement where the store can do that (:func:`~flask_geneva.store.
+lock_workflow_and_execution_probing_hero`): a continued step then sends no
+statement of its own for the hero (R-EXE-78).
 """
 
 from __future__ import annotations
@@ -17,13 +22,18 @@ import dataclasses
 import time
 from typing import Any
 
+import sqlalchemy as sa
+
 from flask_geneva import clock
+from flask_geneva import core_rows
 from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import scheduling
 from flask_geneva import signals
+from flask_geneva import store
 from flask_geneva.config import GenevaConfig
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
+from flask_geneva.exceptions import HeroTypeNotFoundError
 from flask_geneva.executor_prepare import PreparePhase
 from flask_geneva.flow_control import step_context
 
@@ -102,6 +112,70 @@ class ContinuationSteps(PreparePhase):
 
     inline_budget: InlineBudget | None = None
     continuation: ClaimedStep | None = None
+    #: ``(hero class, hero_type, hero_id)`` of the claimed step's workflow, for
+    #: finalize's hero probe (R-EXE-78); None: nothing to probe.
+    _hero_probe: tuple[Any, Any, Any] | None = None
+    #: Whether the hero row existed when finalize locked the rows; None: unknown.
+    _hero_present: bool | None = None
+
+    def _note_hero(self, workflow: Any) -> None:
+        """Remember the claimed workflow's hero for finalize's probe (R-EXE-78).
+
+        Only when this run may continue inline and the workflow needs its hero
+        (R-HERO-05), the hero class resolves and has a one-column primary key
+        of the stored id's type, and the session has no ``do_orm_execute``
+        listener (whose criteria an ORM load of the hero would apply).
+        """
+        if self.inline_budget is None or type(workflow).may_proceed_without_hero:
+            return
+        values = sa.inspect(workflow).dict
+        hero_type, hero_id = values.get("hero_type"), values.get("hero_id")
+        if hero_type is None or hero_id is None:
+            return
+        try:
+            hero_cls = workflow.__geneva__.hero_class(hero_type)
+        except HeroTypeNotFoundError:
+            return
+        keys = sa.inspect(hero_cls).primary_key
+        try:
+            if len(keys) != 1 or not isinstance(hero_id, keys[0].type.python_type):
+                return
+        except NotImplementedError:
+            return
+        if core_rows.actual_session(self.session).dispatch.do_orm_execute:
+            return
+        self._hero_probe = (hero_cls, hero_type, hero_id)
+
+    def _lock_for_finalize(self) -> tuple[Any, Any]:
+        """Lock the workflow and execution for Phase 3, probing the hero if noted.
+
+        Returns:
+            ``(workflow, execution)`` as :func:`~flask_geneva.store.
+            lock_workflow_and_execution` does; sets ``_hero_present`` when the
+            probe answered for the locked row's hero.
+        """
+        probe = self._hero_probe
+        if probe is None:
+            return store.lock_workflow_and_execution(self.session, self.execution_id)
+        hero_cls, hero_type, hero_id = probe
+        workflow, execution, present = store.lock_workflow_and_execution_probing_hero(
+            self.session, self.execution_id, hero_cls, hero_id
+        )
+        if (
+            present is not None
+            and workflow is not None
+            # The body may have set another hero: then the probe does not answer.
+            and workflow.hero_type == hero_type
+            and workflow.hero_id == hero_id
+        ):
+            self._hero_present = present
+        return workflow, execution
+
+    def _hero_exists(self, workflow: Any) -> bool:
+        """Whether the locked workflow's hero exists: the probe's answer or a load."""
+        if self._hero_present is not None:
+            return self._hero_present
+        return workflow.hero is not None
 
     def _continue_inline(self, workflow: Any, step: Any) -> bool:
         """Claim the step after ``step`` inline, if allowed; True if claimed.
@@ -155,10 +229,9 @@ class ContinuationSteps(PreparePhase):
             # Without autoflush, the outcome just applied and the claim go out in
             # one flush: one UPDATE for both rows, then the INSERT (R-DM-40).
             with self.session.no_autoflush:
-                if (
-                    not type(workflow).may_proceed_without_hero
-                    and workflow.hero is None
-                ):
+                if not type(
+                    workflow
+                ).may_proceed_without_hero and not self._hero_exists(workflow):
                     return None
                 with step_context(workflow.id, "conditions"):
                     definitions = type(workflow).__geneva_definitions__

@@ -404,6 +404,14 @@ class Geneva:
         hero_cls = self._resolve_hero_class(hero_type)
         return (session if session is not None else self.session).get(hero_cls, hero_id)
 
+    def hero_class(self, hero_type: str) -> type[Any]:
+        """The mapped model class a stored ``hero_type`` names (R-HERO-01).
+
+        Raises:
+            HeroTypeNotFoundError: ``hero_type`` names no mapped class (R-HERO-03).
+        """
+        return self._resolve_hero_class(hero_type)
+
     def _resolve_hero_class(self, hero_type: str) -> type[Any]:
         cached = self._hero_classes.get(hero_type)
         if cached is not None:

@@ -38,6 +38,7 @@ __all__ = [
     "lock_execution",
     "lock_workflow",
     "lock_workflow_and_execution",
+    "lock_workflow_and_execution_probing_hero",
 ]
 
 
@@ -95,6 +96,39 @@ def lock_workflow_and_execution(
     Returns:
         ``(workflow, execution)``; ``(None, None)`` when the execution row is gone.
     """
+    workflow, execution, _ = _lock_pair(session, step_execution_id, None)
+    return workflow, execution
+
+
+def lock_workflow_and_execution_probing_hero(
+    session: orm.Session, step_execution_id: Any, hero_cls: Any, hero_id: Any
+) -> tuple[Any, Any, bool | None]:
+    """:func:`lock_workflow_and_execution`, also telling whether a hero row exists.
+
+    On PostgreSQL and SQLite the locking statement carries an ``EXISTS`` on the
+    row of ``hero_cls`` whose primary key is ``hero_id``, so the hero check of
+    an inline continuation (R-EXE-73) costs no statement of its own. The
+    subquery takes no lock (PostgreSQL's ``FOR UPDATE`` locks only the rows of
+    its own FROM list). On MySQL/MariaDB, and when the rows are read by the ORM,
+    nothing is probed.
+
+    Args:
+        session: The session (its transaction takes the locks).
+        step_execution_id: The execution's primary key.
+        hero_cls: The hero's mapped class, with a one-column primary key.
+        hero_id: The primary key to look for, of that column's Python type.
+
+    Returns:
+        ``(workflow, execution, present)``: ``present`` is whether the hero row
+        exists, or None when it was not probed; ``(None, None, None)`` when the
+        execution row is gone.
+    """
+    return _lock_pair(session, step_execution_id, (hero_cls, hero_id))
+
+
+def _lock_pair(
+    session: orm.Session, step_execution_id: Any, hero_probe: tuple[Any, Any] | None
+) -> tuple[Any, Any, bool | None]:
     geneva = geneva_from_session(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     connection = core_rows.connection_of(session)
@@ -105,20 +139,32 @@ def lock_workflow_and_execution(
     params = {"step_execution_id": step_execution_id}
     workflow_values: Any
     execution_values: Any
+    hero_present: bool | None = None
     if connection.dialect.name in _JOINED_LOCK_DIALECTS:
+        hero_key = None
+        if hero_probe is not None:
+            hero_key = sa.inspect(hero_probe[0]).primary_key[0]
+            params["geneva_hero_id"] = hero_probe[1]
         row = connection.execute(
             cached_statement(
-                ("lock-pair", workflow_columns, execution_columns),
+                ("lock-pair", workflow_columns, execution_columns, hero_key),
                 lambda: _joined_lock_statement(
-                    workflow_cls, execution_cls, workflow_columns, execution_columns
+                    workflow_cls,
+                    execution_cls,
+                    workflow_columns,
+                    execution_columns,
+                    hero_key,
                 ),
             ),
             params,
         ).one_or_none()
         if row is None:
-            return None, None
-        workflow_values = row[: len(workflow_keys)]
-        execution_values = row[len(workflow_keys) :]
+            return None, None, None
+        split = len(workflow_keys)
+        workflow_values = row[:split]
+        execution_values = row[split : split + len(execution_keys)]
+        if hero_key is not None:
+            hero_present = bool(row[-1])
     else:
         # FOR UPDATE locks only the rows of the outer table: the workflow is
         # locked here and the execution second, as SPEC §7 orders.
@@ -132,7 +178,7 @@ def lock_workflow_and_execution(
             params,
         ).one_or_none()
         if workflow_values is None:
-            return None, None
+            return None, None, None
         execution_values = connection.execute(
             cached_statement(
                 ("lock-execution", execution_columns),
@@ -141,7 +187,7 @@ def lock_workflow_and_execution(
             params,
         ).one_or_none()
         if execution_values is None:
-            return None, None
+            return None, None, None
     workflow_mapper = _mapper_for_type(
         workflow_cls, workflow_values[workflow_keys.index("type")]
     )
@@ -159,12 +205,16 @@ def lock_workflow_and_execution(
         or getattr(workflow_mapper.class_, "__geneva_defines_init__", False)
     ):
         # The rows are locked already; the ORM reads them again.
-        return _orm_lock_pair(session, workflow_cls, execution_cls, step_execution_id)
+        workflow, execution = _orm_lock_pair(
+            session, workflow_cls, execution_cls, step_execution_id
+        )
+        return workflow, execution, None
     return (
         core_rows.materialize(session, workflow_mapper, workflow_keys, workflow_values),
         core_rows.materialize(
             session, execution_mapper, execution_keys, execution_values
         ),
+        hero_present,
     )
 
 
@@ -190,12 +240,24 @@ def _lock_columns(
 
 
 def _joined_lock_statement(
-    workflow_cls: Any, execution_cls: Any, workflow_columns: Any, execution_columns: Any
+    workflow_cls: Any,
+    execution_cls: Any,
+    workflow_columns: Any,
+    execution_columns: Any,
+    hero_key: Any = None,
 ) -> Any:
     workflows = sa.inspect(workflow_cls).local_table
     executions = sa.inspect(execution_cls).local_table
+    probe: tuple[Any, ...] = ()
+    if hero_key is not None:
+        # A subquery of the select list: FOR UPDATE does not lock its rows.
+        probe = (
+            sa.exists()
+            .where(hero_key == sa.bindparam("geneva_hero_id", type_=hero_key.type))
+            .label("geneva_hero_present"),
+        )
     return (
-        sa.select(*workflow_columns, *execution_columns)
+        sa.select(*workflow_columns, *execution_columns, *probe)
         .select_from(
             workflows.join(executions, executions.c.workflow_id == workflows.c.id)
         )

@@ -273,6 +273,12 @@ class WorkflowMixin(WorkflowActions):
 
     def read_metadata(self, key: str) -> Any:
         """Return the JSON value stored under ``key``, or None (R-WF-40)."""
+        loaded = self.__dict__.get("meta")
+        if isinstance(loaded, Mapping):
+            # Loaded from the column (or written by write_metadata, which checks
+            # it): no need to ask whether the column exists. The executor reads
+            # step_job_options this way twice per step.
+            return loaded.get(str(key))
         if not self._has_metadata_column():
             return None
         return as_dict(self.meta).get(str(key))

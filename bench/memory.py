@@ -1,0 +1,205 @@
+"""Worker memory over many steps: RSS of a real Celery worker, sampled per batch.
+
+Starts one ``celery worker`` (``--pool=solo``: the process that runs the steps
+is the one sampled) on ``bench/end_to_end.py``'s app, then feeds it batches of
+workflows of ten no-op steps (``BenchEndToEndTenSteps``), waits for each batch
+to finish and samples the worker's resident set size (``VmRSS`` from
+``/proc``). Prints the series and the least-squares slope in KiB per 10,000
+steps over the samples after the warm-up, and exits non-zero when the slope is
+above ``--max-slope`` (a leak). Usage::
+
+    python bench/memory.py --steps 100000 \\
+        --database-url postgresql+psycopg://postgres@127.0.0.1:5432/test \\
+        --broker redis://127.0.0.1:6379/15
+
+The database's geneva tables are dropped and re-created; the broker's
+``celery`` queue is purged. ``--json`` writes the series and the slope.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench import end_to_end  # noqa: E402
+from tests.apps import basic  # noqa: E402
+
+STEPS = end_to_end.STEPS
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of ``pid`` in KiB (``VmRSS`` of ``/proc/PID/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise SystemExit(f"no VmRSS for process {pid}")
+
+
+def slope_per_10k(points: list[tuple[int, int]]) -> float:
+    """Least-squares slope of ``(steps, KiB)`` points, in KiB per 10,000 steps."""
+    count = len(points)
+    mean_x = sum(x for x, _ in points) / count
+    mean_y = sum(y for _, y in points) / count
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    cov = sum((x - mean_x) * (y - mean_y) for x, y in points)
+    return cov / var * 10_000 if var else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument(
+        "--batch-steps", type=int, default=5_000, help="steps between two samples"
+    )
+    parser.add_argument(
+        "--warmup-samples",
+        type=int,
+        default=2,
+        help="first samples left out of the slope (imports, caches, pools)",
+    )
+    parser.add_argument(
+        "--max-slope",
+        type=float,
+        default=256.0,
+        help="KiB per 10,000 steps above which the run fails as a leak",
+    )
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--broker", default=end_to_end.BROKER_URL)
+    parser.add_argument("--timeout", type=float, default=600, help="per batch, s")
+    parser.add_argument("--json", default=None, help="write the figures here")
+    args = parser.parse_args()
+
+    tmp = tempfile.TemporaryDirectory()
+    url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
+    app, celery = end_to_end.build(url, args.broker)
+    with app.app_context():
+        basic.db.drop_all()
+        basic.db.create_all()
+    with celery.connection_for_write() as connection:
+        purge_errors = contextlib.suppress(*connection.channel_errors)
+        with purge_errors:  # AMQP: a queue not declared yet has nothing to purge
+            connection.default_channel.queue_purge("celery")
+
+    log_path = Path(tmp.name) / "worker.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "bench.end_to_end:celery",
+            "worker",
+            "--pool=solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "warning",
+        ],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "GENEVA_BENCH_WORKER": "1",
+            "GENEVA_BENCH_DATABASE_URL": url,
+            "GENEVA_BENCH_BROKER_URL": args.broker,
+        },
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    batch = max(args.batch_steps // STEPS, 1)
+    samples: list[tuple[int, int]] = []
+    started = time.monotonic()
+    try:
+        with app.app_context():
+            session = basic.db.session
+            workflow_cls = basic.geneva.Workflow
+            workflow_type = end_to_end.BenchEndToEndTenSteps.__geneva_type__
+
+            def finished() -> int:
+                count = session.scalar(
+                    sa.select(sa.func.count(workflow_cls.id))
+                    .where(workflow_cls.type == workflow_type)
+                    .where(workflow_cls.state == "finished")
+                )
+                session.rollback()
+                return int(count or 0)
+
+            created = 0
+            while created * STEPS < args.steps:
+                for _ in range(batch):
+                    end_to_end.BenchEndToEndTenSteps.create(
+                        allow_multiple=True, commit=False
+                    )
+                session.commit()
+                created += batch
+                end_to_end.wait_until(
+                    lambda target=created: finished() == target,
+                    args.timeout,
+                    log_path,
+                )
+                samples.append((created * STEPS, rss_kib(worker.pid)))
+                print(
+                    f"{samples[-1][0]:>8} steps  RSS {samples[-1][1]:>8} KiB  "
+                    f"({time.monotonic() - started:.0f} s)",
+                    flush=True,
+                )
+            session.remove()
+            basic.db.drop_all()
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+        log.close()
+
+    measured = samples[args.warmup_samples :]
+    slope = slope_per_10k(measured) if len(measured) >= 2 else 0.0
+    first, last = measured[0], measured[-1]
+    print(f"database: {sa.make_url(url).get_backend_name()}  broker: {args.broker}")
+    print(
+        f"RSS after warm-up ({first[0]} steps): {first[1]} KiB; at {last[0]} steps: "
+        f"{last[1]} KiB ({last[1] - first[1]:+d} KiB)"
+    )
+    print(
+        f"slope: {slope:+.1f} KiB per 10,000 steps (least squares over "
+        f"{len(measured)} samples; limit {args.max_slope:.0f})"
+    )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "database": sa.make_url(url).get_backend_name(),
+                    "samples": [{"steps": s, "rss_kib": r} for s, r in samples],
+                    "warmup_samples": args.warmup_samples,
+                    "slope_kib_per_10k_steps": slope,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    if slope > args.max_slope:
+        raise SystemExit(
+            f"LEAK: worker RSS grows {slope:.1f} KiB per 10,000 steps "
+            f"(limit {args.max_slope:.0f})"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The hero check of an inline claim rides on finalize's lock (R-EXE-73, R-EXE-78).
+
+The Celery task path (``perform_step_execution``) runs against the recording
+backend: a publication recorded means the chain ended there.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from flask_geneva import step
+from flask_geneva.tasks import perform_step_execution
+from tests.apps.basic import User
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.statements import recorded_statements
+from tests.workflow.support import execution_rows
+from tests.workflow.support import in_other_thread
+from tests.workflow.support import workflow_row
+
+
+class ProbeNoOps(geneva.Workflow):
+    """Four steps that do nothing."""
+
+    _steps = step.repeat(4, lambda wf: None)
+
+
+def _delete_user(user_id):
+    def action():
+        db.session.execute(sa.delete(User).where(User.id == user_id))
+        db.session.commit()
+
+    in_other_thread(action)
+
+
+class ProbeHeroDeletedMeanwhile(geneva.Workflow):
+    """The first step's hero is deleted by another session while the step runs."""
+
+    @step
+    def first(self):
+        _delete_user(self.hero_id)
+
+    @step
+    def second(self):
+        pass
+
+
+class ProbeHeroReplaced(geneva.Workflow):
+    """The first step gives the workflow a new hero and deletes the old one."""
+
+    @step
+    def first(self):
+        old_id = self.hero_id
+        replacement = User(email="replacement@example.com")
+        db.session.add(replacement)
+        db.session.flush()
+        self.hero = replacement
+        db.session.commit()
+        _delete_user(old_id)
+
+    @step
+    def second(self):
+        pass
+
+
+def _start(workflow_cls, user, geneva_jobs):
+    workflow = workflow_cls.create(hero=user)
+    first_id = workflow.current_execution.id
+    workflow_id = workflow.id
+    geneva_jobs.clear()
+    db.session.remove()
+    return workflow_id, first_id
+
+
+def _hero_reads(statements):
+    """Statements that read the users table on their own (not inside the lock)."""
+    return [s for s in statements if "users" in s and "step_executions" not in s]
+
+
+@pytest.mark.backends("postgresql", "sqlite")
+def test_continued_steps_send_no_statement_for_the_hero(app, user, geneva_jobs):
+    """Only the delivered step's Phase 1 loads the hero; continued ones probe it (R-EXE-78)."""
+    workflow_id, first_id = _start(ProbeNoOps, user, geneva_jobs)
+    with recorded_statements() as statements:
+        perform_step_execution(first_id)
+    assert workflow_row(workflow_id)["state"] == "finished"
+    assert geneva_jobs.enqueued == []
+    # Phase 1 of the delivered step loads the hero once (R-EXE-13).
+    assert len(_hero_reads(statements)) == 1
+    # Each finalize that claimed the next step carried the probe.
+    assert sum("EXISTS" in s.upper() and "users" in s for s in statements) >= 3
+
+
+def test_a_hero_deleted_during_the_step_ends_the_chain(app, user, geneva_jobs):
+    """The next step is published, and its delivery cancels the workflow (R-EXE-73, R-EXE-78)."""
+    workflow_id, first_id = _start(ProbeHeroDeletedMeanwhile, user, geneva_jobs)
+    perform_step_execution(first_id)
+    rows = execution_rows(workflow_id)
+    assert [(r["step_name"], r["state"]) for r in rows] == [
+        ("first", "completed"),
+        ("second", "scheduled"),
+    ]
+    assert [p.step_execution_id for p in geneva_jobs.enqueued] == [rows[1]["id"]]
+    geneva_jobs.drain()
+    assert workflow_row(workflow_id)["state"] == "canceled"
+
+
+def test_a_hero_set_by_the_step_is_checked_itself(app, user, geneva_jobs):
+    """The probe was for the old hero: the new one is loaded, and it exists (R-EXE-78)."""
+    workflow_id, first_id = _start(ProbeHeroReplaced, user, geneva_jobs)
+    perform_step_execution(first_id)
+    assert [(r["step_name"], r["state"]) for r in execution_rows(workflow_id)] == [
+        ("first", "completed"),
+        ("second", "completed"),
+    ]
+    assert geneva_jobs.enqueued == []
+    assert workflow_row(workflow_id)["state"] == "finished"
