@@ -321,6 +321,7 @@ def recover_stuck_in_progress(
         expected=StepExecutionState.IN_PROGRESS,
         action=action or config.stuck_recovery_action,
         reporter=config.error_reporter,
+        config=config,
     )
 
 
@@ -368,6 +369,7 @@ def _recover_all(
     expected: StepExecutionState,
     action: str,
     reporter: Any,
+    config: GenevaConfig | None = None,
 ) -> int:
     recovered = 0
     # R-SCH-20: the reattempts of one recovery run are spread over a window.
@@ -375,7 +377,12 @@ def _recover_all(
         for execution_id, workflow_id in candidates:
             try:
                 if _recover_row(
-                    session, execution_id, workflow_id, expected=expected, action=action
+                    session,
+                    execution_id,
+                    workflow_id,
+                    expected=expected,
+                    action=action,
+                    config=config,
                 ):
                     recovered += 1
                 session.commit()
@@ -409,13 +416,19 @@ def _recover_row(
     *,
     expected: StepExecutionState,
     action: str,
+    config: GenevaConfig | None = None,
 ) -> bool:
     """Recover one execution under the workflow and execution locks (R-HK-23..27).
 
+    With ``config`` (in-progress recovery), an execution whose worker is alive
+    once the locks are held is left alone: the candidates were read before the
+    locks, and a worker that heartbeat in between (after a freeze or a database
+    outage) still runs the step (R-WRK-06).
+
     Returns:
         True if the execution was recovered (counted), False if it was left alone:
-        gone, no longer in ``expected`` state, or a scheduled execution of a paused
-        workflow (R-HK-27).
+        gone, no longer in ``expected`` state, its worker alive again, or a
+        scheduled execution of a paused workflow (R-HK-27).
 
     Raises:
         ValueError: ``action`` is neither ``"reattempt"`` nor ``"cancel"`` (R-HK-26).
@@ -428,6 +441,12 @@ def _recover_row(
     workflow = store.lock_workflow(session, workflow_id)
     execution = store.lock_execution(session, execution_id)
     if workflow is None or execution is None or execution.state != expected:
+        return False
+    if (
+        config is not None
+        and worker_registry.live_worker_of(session, execution, config=config)
+        is not None
+    ):
         return False
     return recover_locked_execution(session, workflow, execution, action=action)
 

@@ -57,6 +57,8 @@ __all__ = [
 
 _log = logging.getLogger("flask_geneva.workers")
 _lock = threading.Lock()
+#: Seconds before a failed heartbeat is tried again (at most one interval).
+_HEARTBEAT_RETRY_SECONDS = 1.0
 #: The registrations of this process, by database engine.
 _registrations: dict[sa.Engine, WorkerRegistration] = {}
 
@@ -82,6 +84,10 @@ class WorkerRegistration:
         self.interval_seconds = interval_seconds
         self._table = table
         self._stop = threading.Event()
+        # Serializes a heartbeat's write with the deregistration, so that a
+        # heartbeat in flight during a clean shutdown cannot re-insert the row
+        # after it was deleted (R-WRK-04).
+        self._write_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._last_beat = time.monotonic()
 
@@ -105,16 +111,24 @@ class WorkerRegistration:
     def heartbeat(self) -> None:
         """Record a heartbeat now; insert the row again if it was pruned (R-WRK-03).
 
+        Does nothing once :meth:`stop` was called: a deregistered worker never
+        comes back (R-WRK-04).
+
         Raises:
             sqlalchemy.exc.SQLAlchemyError: The database refused the write.
         """
-        now = clock.now()
-        self._last_beat = time.monotonic()
-        with self.engine.begin() as connection:
-            if not worker_rows.touch_worker(
-                connection, self._table, self.identity.worker_id, now
-            ):
-                worker_rows.insert_worker(connection, self._table, self.identity, now)
+        with self._write_lock:
+            if self._stop.is_set():
+                return
+            now = clock.now()
+            self._last_beat = time.monotonic()
+            with self.engine.begin() as connection:
+                if not worker_rows.touch_worker(
+                    connection, self._table, self.identity.worker_id, now
+                ):
+                    worker_rows.insert_worker(
+                        connection, self._table, self.identity, now
+                    )
 
     def due(self) -> bool:
         """Half an interval passed since the last heartbeat."""
@@ -132,6 +146,8 @@ class WorkerRegistration:
             thread.join(timeout=max(1.0, self.interval_seconds))
         if not delete:
             return
+        # Wait (boundedly) for a heartbeat still writing; later ones see _stop.
+        locked = self._write_lock.acquire(timeout=max(1.0, self.interval_seconds))
         try:
             with self.engine.begin() as connection:
                 worker_rows.delete_worker(
@@ -141,18 +157,29 @@ class WorkerRegistration:
             _log.warning(
                 "could not deregister worker %s: %s", self.identity.worker_id, error
             )
+        finally:
+            if locked:
+                self._write_lock.release()
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.interval_seconds):
+        # A failed heartbeat is retried after about a second, not a whole
+        # interval, so that a worker writes again as soon as the database is
+        # back (R-WRK-03).
+        wait = self.interval_seconds
+        while not self._stop.wait(wait):
             try:
                 self.heartbeat()
-            except Exception as error:  # noqa: BLE001 - a failed beat is retried next interval
+            except Exception as error:  # noqa: BLE001 - a failed beat is retried soon
+                wait = min(_HEARTBEAT_RETRY_SECONDS, self.interval_seconds)
                 _log.warning(
-                    "heartbeat of worker %s failed: %s: %s",
+                    "heartbeat of worker %s failed (retrying in %.1f s): %s: %s",
                     self.identity.worker_id,
+                    wait,
                     type(error).__name__,
                     error,
                 )
+            else:
+                wait = self.interval_seconds
 
 
 def heartbeat_now(session: Any) -> bool:

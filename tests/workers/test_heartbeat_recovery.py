@@ -346,3 +346,67 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
         finally:
             db.session.rollback()
             worker_registry.deregister_workers()
+
+
+@pytest.mark.backends("postgresql", "mysql")
+def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
+    app, user, monkeypatch
+):
+    """Liveness is checked again once the rows are locked: a worker that
+    heartbeats between the candidates' read and its row's lock (after a freeze or
+    a database outage) keeps its execution; the dead one's is recovered (R-WRK-06).
+    """
+    from flask_geneva import store_maintenance
+
+    with clock.frozen(T0):
+        stale = T0 - DEAD_AFTER - timedelta(seconds=30)
+        dead = _add_worker(stale)
+        revived = _add_worker(stale)
+        first = WrkOneStep.create(hero=user)
+        _in_progress_of(first, dead, T0 - timedelta(seconds=20))
+        second = WrkOneStep.create(hero=make_user())
+        revived_execution = _in_progress_of(second, revived, T0 - timedelta(seconds=10))
+        read_candidates = store_maintenance.stuck_in_progress_candidates
+
+        def candidates_then_a_heartbeat(*args, **kwargs):
+            for number, candidate in enumerate(read_candidates(*args, **kwargs)):
+                if number == 1:
+                    # The revived worker writes a heartbeat before its row is locked.
+                    with db.engine.begin() as connection:
+                        worker_rows.touch_worker(connection, _workers(), revived, T0)
+                yield candidate
+
+        monkeypatch.setattr(
+            store_maintenance,
+            "stuck_in_progress_candidates",
+            candidates_then_a_heartbeat,
+        )
+        summary = run_housekeeping()
+    assert summary["stuck_in_progress_recovered"] == 1
+    db.session.refresh(first)
+    db.session.refresh(second)
+    assert (first.state, second.state) == ("ready", "performing")
+    with db.engine.connect() as connection:
+        state = connection.scalar(
+            sa.select(geneva.StepExecution.__table__.c.state).where(
+                geneva.StepExecution.__table__.c.id == revived_execution
+            )
+        )
+    assert state == "in_progress"
+
+
+def test_a_stopped_registration_never_writes_its_row_again(app):
+    """After a clean shutdown's deregistration, a heartbeat still in flight does
+    not re-insert the worker row (R-WRK-04)."""
+    identity = worker_rows.WorkerIdentity(
+        str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"
+    )
+    registration = worker_registry.WorkerRegistration(
+        identity, db.engine, _workers(), interval_seconds=60
+    )
+    registration.start()
+    assert identity.worker_id in _worker_ids()
+    registration.stop()
+    assert identity.worker_id not in _worker_ids()
+    registration.heartbeat()
+    assert identity.worker_id not in _worker_ids()
