@@ -301,6 +301,12 @@ def _warnings(name: str, run: dict[str, Any] | None, interval: timedelta) -> lis
         )
     if run["outcome"] == "failed":
         found.append(f"The last {name} run failed: {run['error']}")
+    if run["outcome"] == "running" and run["age_seconds"] > interval.total_seconds():
+        found.append(
+            f"The {name} run started {duration_text(run['age_seconds'])} ago on "
+            f"{run['hostname']} (pid {run['pid']}) is still running, longer than "
+            f"one interval ({setting}): it may have been killed; check that process"
+        )
     return found
 
 

@@ -297,3 +297,31 @@ def test_without_the_unit_everything_runs_and_status_says_how_to_install(
         "flask geneva install, then flask db upgrade)"
     ) in result.stdout
     assert json.loads(geneva_cli("status", "--json").stdout)["maintenance_runs"] is None
+
+
+def test_a_run_still_running_after_one_interval_is_a_warning(app):
+    """A run whose start was recorded but never its end (its process killed)
+    is named with its host and pid once it is older than one interval (R-HK-43)."""
+    run = maintenance_rows.RunStart(
+        name="housekeeping",
+        run_id=str(uuid.uuid4()),
+        started_at=T0,
+        hostname="deadhost",
+        pid=4242,
+        node_name=None,
+    )
+    db.session.remove()
+    with db.engine.begin() as connection:
+        maintenance_rows.record_start(connection, _runs(), run)
+
+    def about_housekeeping():
+        return [w for w in _last_runs()["warnings"] if "housekeeping run" in w]
+
+    with clock.frozen(T0 + timedelta(minutes=30)):
+        assert about_housekeeping() == []
+    with clock.frozen(T0 + timedelta(minutes=31)):
+        assert about_housekeeping() == [
+            "The housekeeping run started 31 min ago on deadhost (pid 4242) is "
+            "still running, longer than one interval (GENEVA_HOUSEKEEPING_INTERVAL "
+            "= 30 min): it may have been killed; check that process"
+        ]
