@@ -478,17 +478,27 @@ def _validated(
         fields["worker_heartbeat_interval"],
         fields["worker_dead_after"],
     )
+    if interval is not None and interval < MIN_HEARTBEAT_INTERVAL:
+        problems.append(
+            f"GENEVA_WORKER_HEARTBEAT_INTERVAL ({interval.total_seconds():g} s) must "
+            f"be at least {MIN_HEARTBEAT_INTERVAL.total_seconds():g} s: every "
+            "heartbeat is a database write (default 15 s)"
+        )
     if interval is not None and dead_after is not None and dead_after < 2 * interval:
         problems.append(
-            f"GENEVA_WORKER_DEAD_AFTER ({dead_after!r}) must be at least twice "
-            f"GENEVA_WORKER_HEARTBEAT_INTERVAL ({interval!r}), so that one late "
-            "heartbeat does not make a live worker dead"
+            f"GENEVA_WORKER_DEAD_AFTER ({dead_after.total_seconds():g} s) must be at "
+            f"least twice GENEVA_WORKER_HEARTBEAT_INTERVAL "
+            f"({interval.total_seconds():g} s), i.e. at least "
+            f"{2 * interval.total_seconds():g} s, so that one late heartbeat does "
+            "not make a live worker dead"
         )
     if problems:
         return None, problems
     return GenevaConfig(**fields), []
 
 
+#: Smallest ``GENEVA_WORKER_HEARTBEAT_INTERVAL``: each heartbeat is a write (R-WRK-03).
+MIN_HEARTBEAT_INTERVAL = timedelta(seconds=0.1)
 #: Largest ``GENEVA_RELEASE_SPREAD``: a spread is a short window (R-SCH-20).
 MAX_RELEASE_SPREAD = timedelta(hours=1)
 

@@ -188,7 +188,24 @@ def test_dead_after_must_be_at_least_twice_the_interval(app):
         },
         testing=True,
     )
-    assert any("GENEVA_WORKER_DEAD_AFTER" in problem for problem in problems)
+    assert (
+        "GENEVA_WORKER_DEAD_AFTER (15 s) must be at least twice "
+        "GENEVA_WORKER_HEARTBEAT_INTERVAL (10 s), i.e. at least 20 s"
+    ) in "\n".join(problems)
+
+
+@pytest.mark.parametrize("interval", [0.001, 0.09])
+def test_a_heartbeat_interval_under_a_tenth_of_a_second_is_refused(app, interval):
+    """Each heartbeat is a database write: the interval has a floor, named in
+    the message with the value given (R-WRK-03, R-CFG-01)."""
+    from flask_geneva.config import setting_problems
+
+    problems = setting_problems(
+        {"GENEVA_WORKER_HEARTBEAT_INTERVAL": interval}, testing=True
+    )
+    assert (
+        f"GENEVA_WORKER_HEARTBEAT_INTERVAL ({interval:g} s) must be at least 0.1 s"
+    ) in "\n".join(problems)
 
 
 def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
