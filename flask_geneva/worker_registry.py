@@ -68,8 +68,12 @@ class WorkerRegistration:
 
     Attributes:
         identity: Who the worker is; ``identity.worker_id`` is its key.
-        engine: The database engine the row lives in.
+        engine: The host's database engine the row lives in.
         interval_seconds: Seconds between two heartbeats.
+
+    The row is written through a pool of its own (:func:`_writer_engine`), so
+    that steps holding every connection of the host's pool never delay a
+    heartbeat until the worker looks dead (R-WRK-03).
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class WorkerRegistration:
     ) -> None:
         self.identity = identity
         self.engine = engine
+        self._writer = _writer_engine(engine)
         self.interval_seconds = interval_seconds
         self._table = table
         self._stop = threading.Event()
@@ -97,7 +102,7 @@ class WorkerRegistration:
         Raises:
             sqlalchemy.exc.SQLAlchemyError: The row could not be inserted.
         """
-        with self.engine.begin() as connection:
+        with self._writer.begin() as connection:
             worker_rows.insert_worker(
                 connection, self._table, self.identity, clock.now()
             )
@@ -122,7 +127,7 @@ class WorkerRegistration:
                 return
             now = clock.now()
             self._last_beat = time.monotonic()
-            with self.engine.begin() as connection:
+            with self._writer.begin() as connection:
                 if not worker_rows.touch_worker(
                     connection, self._table, self.identity.worker_id, now
                 ):
@@ -149,7 +154,7 @@ class WorkerRegistration:
         # Wait (boundedly) for a heartbeat still writing; later ones see _stop.
         locked = self._write_lock.acquire(timeout=max(1.0, self.interval_seconds))
         try:
-            with self.engine.begin() as connection:
+            with self._writer.begin() as connection:
                 worker_rows.delete_worker(
                     connection, self._table, self.identity.worker_id
                 )
@@ -160,6 +165,8 @@ class WorkerRegistration:
         finally:
             if locked:
                 self._write_lock.release()
+        if self._writer is not self.engine:
+            self._writer.dispose()
 
     def _beat(self) -> None:
         # A failed heartbeat is retried after about a second, not a whole
@@ -180,6 +187,22 @@ class WorkerRegistration:
                 )
             else:
                 wait = self.interval_seconds
+
+
+def _writer_engine(engine: sa.Engine) -> sa.Engine:
+    """An engine for the registration's own writes, with a pool of its own.
+
+    ``Pool.recreate()`` copies the host pool's class and connection arguments
+    (public SQLAlchemy API). An in-memory SQLite database is only reachable
+    through the host's pool, so it keeps the host engine.
+    """
+    url = engine.url
+    database = url.database or ""
+    if url.get_backend_name() == "sqlite" and (
+        database in ("", ":memory:") or "mode=memory" in str(url)
+    ):
+        return engine
+    return sa.create_engine(url, pool=engine.pool.recreate())
 
 
 def heartbeat_now(session: Any) -> bool:

@@ -427,3 +427,36 @@ def test_a_stopped_registration_never_writes_its_row_again(app):
     assert identity.worker_id not in _worker_ids()
     registration.heartbeat()
     assert identity.worker_id not in _worker_ids()
+
+
+def test_heartbeats_do_not_wait_for_the_hosts_connection_pool(app):
+    """Steps holding every connection of the host's pool do not delay the
+    registration or its heartbeats: they write through a pool of their own
+    (R-WRK-03)."""
+    host = sa.create_engine(
+        db.engine.url, pool_size=1, max_overflow=0, pool_timeout=0.5
+    )
+    identity = worker_rows.WorkerIdentity(
+        str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"
+    )
+    registration = worker_registry.WorkerRegistration(
+        identity, host, _workers(), interval_seconds=60
+    )
+    try:
+        with host.connect() as held:  # a running step holds the only connection
+            assert held.closed is False
+            registration.start()
+            with clock.frozen(T0 + timedelta(days=1)):
+                registration.heartbeat()
+            with db.engine.connect() as connection:
+                beat = worker_rows.last_heartbeat(
+                    connection, _workers(), identity.worker_id
+                )
+            assert beat is not None
+            assert beat.replace(tzinfo=None) == (T0 + timedelta(days=1)).replace(
+                tzinfo=None
+            )
+    finally:
+        registration.stop()
+        host.dispose()
+    assert identity.worker_id not in _worker_ids()
