@@ -151,7 +151,8 @@ def cleanup(session: orm.Session, *, config: GenevaConfig) -> tuple[int, int]:
     Eligible: state ``finished`` or ``canceled`` and ``transitioned_at`` before now
     minus ``GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER`` (computed once, R-HK-02).
     Ongoing workflows (paused ones too) and rows with NULL ``transitioned_at`` are
-    kept. Pass 1 deletes their executions, pass 2 the workflows, each in batches of
+    kept. Pass 1 deletes their workflow signals (when the unit is installed,
+    R-WSIG-63), pass 2 their executions, pass 3 the workflows, each in batches of
     ``GENEVA_HOUSEKEEPING_BATCH_SIZE`` rows, one committed ``DELETE`` per batch.
 
     One cleanup runs at a time per database (R-HK-13): it holds an advisory lock
@@ -186,13 +187,21 @@ def _cleanup_eligible(
     *,
     config: GenevaConfig,
 ) -> tuple[int, int]:
-    return store_maintenance.delete_ended_workflows(
+    # The signals of the workflows go first (R-WSIG-63): no foreign key removes them.
+    signal_cls = None
+    if column_detection.optional_columns(session).workflow_signals:
+        signal_cls = getattr(models_of(session), "WorkflowSignal", None)
+    workflows, executions, signals = store_maintenance.delete_ended_workflows(
         session,
         workflow_cls,
         execution_cls,
         clock.now() - retention,
         batch_size=config.housekeeping_batch_size,
+        signal_cls=signal_cls,
     )
+    if signals:
+        _log.info("cleanup deleted %d workflow signals", signals)
+    return workflows, executions
 
 
 # -- stuck execution recovery (R-HK-20..27) ------------------------------------------
