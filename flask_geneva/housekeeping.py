@@ -44,6 +44,7 @@ from flask_geneva import store
 from flask_geneva import store_maintenance
 from flask_geneva import transitions
 from flask_geneva import worker_registry
+from flask_geneva import workflow_signal_waits
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
@@ -187,8 +188,7 @@ def _cleanup_eligible(
     *,
     config: GenevaConfig,
 ) -> tuple[int, int]:
-    # The signals of the workflows go first (R-WSIG-63): no foreign key removes them.
-    signal_cls = None
+    signal_cls = None  # its signals go first (R-WSIG-63): no foreign key removes them
     if column_detection.optional_columns(session).workflow_signals:
         signal_cls = getattr(models_of(session), "WorkflowSignal", None)
     workflows, executions, signals = store_maintenance.delete_ended_workflows(
@@ -572,7 +572,9 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
     ``geneva_drive.paused_ratio`` (paused / all states of that type, 0.0..1.0).
     With the worker registry also ``geneva_drive.workers_alive``,
     ``geneva_drive.workers_dead`` and ``geneva_drive.executions_abandoned``
-    (R-WRK-09). States without rows are 0 (R-MET-05). Nothing is queried when
+    (R-WRK-09), and the workflow signal gauges (R-WSIG-65,
+    :func:`~flask_geneva.workflow_signal_waits.signal_gauges`). States without
+    rows are 0 (R-MET-05). Nothing is queried when
     ``GENEVA_METRICS`` is None. A hook that raises is logged and the remaining
     gauges are still sent (R-MET-06).
     """
@@ -599,6 +601,8 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
         _gauge(metrics, "geneva_drive.workers_dead", workers["dead"], None)
         abandoned = workers["abandoned_executions"]
         _gauge(metrics, "geneva_drive.executions_abandoned", abandoned, None)
+    for name, value in workflow_signal_waits.signal_gauges(session, config=config):
+        _gauge(metrics, name, value, None)  # R-WSIG-65
 
 
 def _gauge(metrics: Any, name: str, value: float, tags: dict[str, str] | None) -> None:

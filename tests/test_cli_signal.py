@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
+from flask_geneva import clock
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.cli_app import CliAwaiting
 from tests.test_cli import geneva_cli  # noqa: F401 - the fixture
 from tests.workflow.support import execution_rows
 from tests.workflow.support import make_user
+from tests.workflow.support import update_execution
 from tests.workflow.support import workflow_row
 from tests.workflow.test_workflow_signals_schema import without_signals  # noqa: F401
 
@@ -131,3 +134,41 @@ def test_signal_without_the_unit_is_a_usage_error(geneva_cli, without_signals): 
         workflow_id = workflow.id
     result = geneva_cli("signal", str(workflow_id), "paid")
     assert_usage_error(result, "flask geneva install")
+
+
+def test_status_shows_signal_waits(geneva_cli):  # noqa: F811
+    """status and status --json count waiting executions, long waits and pending signals (R-WSIG-65)."""
+    parked = CliAwaiting.create(hero=make_user("s1@example.com"))
+    perform_next_step(parked)
+    update_execution(
+        execution_rows(parked.id)[-1]["id"],
+        waiting_since=clock.now() - timedelta(days=2),
+    )
+    fresh = CliAwaiting.create(hero=make_user("s2@example.com"))
+    perform_next_step(fresh)
+    fresh.signal("other")
+    result = geneva_cli("status", "--json")
+    assert result.returncode == 0, result.stderr
+    waits = json.loads(result.stdout)["signal_waits"]
+    assert (waits["waiting"], waits["waiting_long"], waits["pending_signals"]) == (
+        2,
+        1,
+        1,
+    )
+    assert 0 <= waits["oldest_pending_signal_age_seconds"] < 600
+    table = geneva_cli("status")
+    assert table.returncode == 0, table.stderr
+    assert (
+        "signal waits: 2 executions waiting, 1 longer than "
+        "GENEVA_SIGNAL_WAIT_WARN_AFTER; 1 pending signals" in table.stdout
+    )
+
+
+def test_status_without_the_unit_has_no_signal_waits(geneva_cli, without_signals):  # noqa: F811
+    """Without add_workflow_signals status works and shows no signal line (R-WSIG-65, R-WSIG-04)."""
+    result = geneva_cli("status", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["signal_waits"] is None
+    table = geneva_cli("status")
+    assert table.returncode == 0, table.stderr
+    assert "signal waits" not in table.stdout
