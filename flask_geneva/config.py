@@ -73,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": True,
     "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE": 131072,
     "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW": 1000,
+    "GENEVA_SIGNAL_WAIT_WARN_AFTER": timedelta(days=1),
     "GENEVA_ADMIN_ENABLED": False,
     "GENEVA_ADMIN_URL": "/geneva",
     "GENEVA_ADMIN_ACCESS": None,
@@ -160,6 +161,9 @@ class GenevaConfig:
     max_signal_payload_size_bytes: int | None = 131072
     #: Most pending (unclaimed) workflow signals per workflow (R-WSIG-23).
     max_pending_signals_per_workflow: int = 1000
+    #: A parked execution waiting longer than this is counted as a long signal
+    #: wait (gauge and ``flask geneva status``, R-WSIG-65).
+    signal_wait_warn_after: timedelta = timedelta(days=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -472,6 +476,13 @@ def _validated(
         "max_signal_payload_size_bytes": take(_max_signal_payload_size, merged),
         "max_pending_signals_per_workflow": take(
             _positive_int, merged, "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"
+        ),
+        "signal_wait_warn_after": take(
+            _duration,
+            merged,
+            "GENEVA_SIGNAL_WAIT_WARN_AFTER",
+            allow_none=False,
+            positive=True,
         ),
     }
     interval, dead_after = (

@@ -44,6 +44,7 @@ from flask_geneva import store
 from flask_geneva import store_maintenance
 from flask_geneva import transitions
 from flask_geneva import worker_registry
+from flask_geneva import workflow_signal_waits
 from flask_geneva.cleanup_lock import cleanup_lock
 from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
@@ -151,7 +152,8 @@ def cleanup(session: orm.Session, *, config: GenevaConfig) -> tuple[int, int]:
     Eligible: state ``finished`` or ``canceled`` and ``transitioned_at`` before now
     minus ``GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER`` (computed once, R-HK-02).
     Ongoing workflows (paused ones too) and rows with NULL ``transitioned_at`` are
-    kept. Pass 1 deletes their executions, pass 2 the workflows, each in batches of
+    kept. Pass 1 deletes their workflow signals (when the unit is installed,
+    R-WSIG-63), pass 2 their executions, pass 3 the workflows, each in batches of
     ``GENEVA_HOUSEKEEPING_BATCH_SIZE`` rows, one committed ``DELETE`` per batch.
 
     One cleanup runs at a time per database (R-HK-13): it holds an advisory lock
@@ -186,13 +188,20 @@ def _cleanup_eligible(
     *,
     config: GenevaConfig,
 ) -> tuple[int, int]:
-    return store_maintenance.delete_ended_workflows(
+    signal_cls = None  # its signals go first (R-WSIG-63): no foreign key removes them
+    if column_detection.optional_columns(session).workflow_signals:
+        signal_cls = getattr(models_of(session), "WorkflowSignal", None)
+    workflows, executions, signals = store_maintenance.delete_ended_workflows(
         session,
         workflow_cls,
         execution_cls,
         clock.now() - retention,
         batch_size=config.housekeeping_batch_size,
+        signal_cls=signal_cls,
     )
+    if signals:
+        _log.info("cleanup deleted %d workflow signals", signals)
+    return workflows, executions
 
 
 # -- stuck execution recovery (R-HK-20..27) ------------------------------------------
@@ -582,7 +591,9 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
     ``geneva_drive.paused_ratio`` (paused / all states of that type, 0.0..1.0).
     With the worker registry also ``geneva_drive.workers_alive``,
     ``geneva_drive.workers_dead`` and ``geneva_drive.executions_abandoned``
-    (R-WRK-09). States without rows are 0 (R-MET-05). Nothing is queried when
+    (R-WRK-09), and the workflow signal gauges (R-WSIG-65,
+    :func:`~flask_geneva.workflow_signal_waits.signal_gauges`). States without
+    rows are 0 (R-MET-05). Nothing is queried when
     ``GENEVA_METRICS`` is None. A hook that raises is logged and the remaining
     gauges are still sent (R-MET-06).
     """
@@ -609,6 +620,8 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
         _gauge(metrics, "geneva_drive.workers_dead", workers["dead"], None)
         abandoned = workers["abandoned_executions"]
         _gauge(metrics, "geneva_drive.executions_abandoned", abandoned, None)
+    for name, value in workflow_signal_waits.signal_gauges(session, config=config):
+        _gauge(metrics, name, value, None)  # R-WSIG-65
 
 
 def _gauge(metrics: Any, name: str, value: float, tags: dict[str, str] | None) -> None:

@@ -143,6 +143,11 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "Most pending (unclaimed) workflow signals one workflow buffers; one "
         "more raises `SignalBufferFullError` (R-WSIG-23)."
     ),
+    "GENEVA_SIGNAL_WAIT_WARN_AFTER": (
+        "A step execution parked for a workflow signal longer than this counts "
+        "as a long wait: the gauge `geneva_drive.signal_waits_long` and "
+        "`flask geneva status` (R-WSIG-65)."
+    ),
     "GENEVA_ADMIN_ENABLED": (
         "Mount a dedicated Flask-Admin with the workflow views at "
         "`GENEVA_ADMIN_URL` from `init_app` (R-ADM-01)."

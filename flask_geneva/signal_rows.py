@@ -36,6 +36,7 @@ __all__ = [
     "lost_wake_ids",
     "pending_signals",
     "signal_by_key",
+    "signal_wait_counts",
     "signals_of_workflow",
     "timed_out_waiting_ids",
 ]
@@ -299,3 +300,39 @@ def signals_of_workflow(
             .order_by(signal_cls.created_at, signal_cls.id)
         )
     )
+
+
+def signal_wait_counts(
+    session: orm.Session,
+    workflow_cls: Any,
+    execution_cls: Any,
+    signal_cls: Any,
+    *,
+    long_before: datetime,
+) -> tuple[int, int, int, datetime | None]:
+    """What the signal gauges and ``flask geneva status`` show (R-WSIG-65).
+
+    Returns:
+        ``(waiting executions, those waiting since before long_before,
+        pending signals of ongoing workflows, the oldest such signal's
+        created_at or None)``. Pending signals of finished or canceled
+        workflows (kept until cleanup, R-WSIG-63) are not counted.
+    """
+    waiting = execution_cls.state == StepExecutionState.WAITING.value
+    long_wait = sa.case((execution_cls.waiting_since < long_before, 1), else_=0)
+    waits = session.execute(
+        sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(long_wait), 0)).where(
+            waiting
+        )
+    ).one()
+    pending = session.execute(
+        sa.select(sa.func.count(), sa.func.min(signal_cls.created_at))
+        .join(workflow_cls, workflow_cls.id == signal_cls.workflow_id)
+        .where(signal_cls.state == _PENDING)
+        .where(
+            workflow_cls.state.not_in(
+                (WorkflowState.FINISHED.value, WorkflowState.CANCELED.value)
+            )
+        )
+    ).one()
+    return int(waits[0]), int(waits[1]), int(pending[0]), pending[1]

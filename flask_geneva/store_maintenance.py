@@ -49,10 +49,13 @@ def delete_ended_workflows(
     cutoff: datetime,
     *,
     batch_size: int,
-) -> tuple[int, int]:
+    signal_cls: Any = None,
+) -> tuple[int, int, int]:
     """Delete finished/canceled workflows that ended before ``cutoff``, in batches.
 
-    Executions first, then their workflows (R-HK-10/11). Each batch is one
+    Their workflow signals first (``signal_cls`` given: the table has no foreign
+    key, so nothing else removes them, R-WSIG-63), then their executions, then
+    the workflows (R-HK-10/11). Each batch is one
     bounded ``DELETE … WHERE id IN (SELECT id FROM (SELECT … LIMIT n) AS batch)``
     in its own committed transaction (R-HK-12); no row lock is held between
     batches.
@@ -63,14 +66,26 @@ def delete_ended_workflows(
         execution_cls: The ``StepExecution`` class.
         cutoff: Workflows whose ``transitioned_at`` is earlier are deleted.
         batch_size: Rows per DELETE (``GENEVA_HOUSEKEEPING_BATCH_SIZE``).
+        signal_cls: The ``WorkflowSignal`` class when the ``add_workflow_signals``
+            unit is installed, else None (no signal is touched).
 
     Returns:
-        ``(workflows deleted, executions deleted)``.
+        ``(workflows deleted, executions deleted, signals deleted)``.
     """
     eligible = (
         workflow_cls.state.in_(TERMINAL_WORKFLOW_STATES),
         workflow_cls.transitioned_at < cutoff,
     )
+    signals = 0
+    if signal_cls is not None:
+        signal_ids = (
+            sa.select(signal_cls.id)
+            .join(workflow_cls, workflow_cls.id == signal_cls.workflow_id)
+            .where(*eligible)
+        )
+        signals = _delete_in_batches(
+            session, signal_cls, signal_ids, batch_size=batch_size
+        )
     execution_ids = (
         sa.select(execution_cls.id)
         .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
@@ -83,7 +98,7 @@ def delete_ended_workflows(
     workflows = _delete_in_batches(
         session, workflow_cls, workflow_ids, batch_size=batch_size
     )
-    return workflows, executions
+    return workflows, executions, signals
 
 
 def _delete_in_batches(

@@ -8,21 +8,36 @@ after its own passes, so both happen within one ``GENEVA_DISPATCH_INTERVAL``
 from __future__ import annotations
 
 import logging
+from datetime import UTC
 from typing import Any
 
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import column_detection
 from flask_geneva import publishing
 from flask_geneva import scheduling
 from flask_geneva import signal_rows
 from flask_geneva import store
 from flask_geneva import workflow_signals
+from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
+from flask_geneva.engine_context import models_of
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
-__all__ = ["dispatch_signal_waits"]
+__all__ = ["dispatch_signal_waits", "signal_gauges", "signal_wait_overview"]
+
+#: The workflow signal gauges and their keys in :func:`signal_wait_overview`.
+SIGNAL_GAUGES = (
+    ("geneva_drive.executions_waiting", "waiting"),
+    ("geneva_drive.executions_waiting_long", "waiting_long"),
+    ("geneva_drive.signals_pending", "pending_signals"),
+    (
+        "geneva_drive.signals_pending_oldest_age_seconds",
+        "oldest_pending_signal_age_seconds",
+    ),
+)
 
 _log = logging.getLogger("flask_geneva")
 
@@ -104,3 +119,65 @@ def _one_row(session: orm.Session, execution_id: Any, expected: str) -> int:
         )
         return 0
     return 1
+
+
+def signal_wait_overview(
+    session: orm.Session, *, config: GenevaConfig
+) -> dict[str, Any] | None:
+    """Parked executions and buffered signals, for gauges and status (R-WSIG-65).
+
+    Args:
+        session: A session bound to the models; only read (the caller ends the
+            transaction).
+        config: The settings (``GENEVA_SIGNAL_WAIT_WARN_AFTER``).
+
+    Returns:
+        None without the ``add_workflow_signals`` unit, else ``{"waiting":
+        executions parked at a wait_for gate, "waiting_long": those parked
+        longer than GENEVA_SIGNAL_WAIT_WARN_AFTER, "pending_signals": signals
+        of ongoing workflows no step claimed yet,
+        "oldest_pending_signal_age_seconds": the oldest one's age (0.0 without
+        one)}``.
+    """
+    if not column_detection.optional_columns(session).workflow_signals:
+        return None
+    models = models_of(session)
+    signal_cls = getattr(models, "WorkflowSignal", None)
+    if signal_cls is None:
+        return None
+    now = clock.now()
+    waiting, waiting_long, pending, oldest = signal_rows.signal_wait_counts(
+        session,
+        models.Workflow,
+        models.StepExecution,
+        signal_cls,
+        long_before=now - config.signal_wait_warn_after,
+    )
+    age = 0.0
+    if oldest is not None:
+        if oldest.tzinfo is None:  # SQLite and MySQL read back naive UTC
+            oldest = oldest.replace(tzinfo=UTC)
+        age = max(0.0, (now - oldest).total_seconds())
+    return {
+        "waiting": waiting,
+        "waiting_long": waiting_long,
+        "pending_signals": pending,
+        "oldest_pending_signal_age_seconds": age,
+    }
+
+
+def signal_gauges(
+    session: orm.Session, *, config: GenevaConfig
+) -> list[tuple[str, float]]:
+    """``(gauge name, value)`` of the workflow signal gauges (R-WSIG-65).
+
+    ``geneva_drive.executions_waiting``, ``geneva_drive.executions_waiting_long``
+    (parked longer than ``GENEVA_SIGNAL_WAIT_WARN_AFTER``),
+    ``geneva_drive.signals_pending`` and
+    ``geneva_drive.signals_pending_oldest_age_seconds``; empty without the
+    ``add_workflow_signals`` unit.
+    """
+    overview = signal_wait_overview(session, config=config)
+    if overview is None:
+        return []
+    return [(name, overview[key]) for name, key in SIGNAL_GAUGES]

@@ -35,6 +35,7 @@ COMMANDS = (
     "cancel",
     "skip",
     "recover",
+    "signal",
 )
 
 

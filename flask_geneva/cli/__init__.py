@@ -12,6 +12,8 @@ One module per concern; this one only assembles the group:
   read;
 - :mod:`~flask_geneva.cli.operator_actions`: ``pause``, ``resume``, ``cancel``,
   ``skip`` and ``recover`` (R-CLI-01/02);
+- :mod:`~flask_geneva.cli.signal_command`: ``signal``, a workflow signal
+  delivered by hand (R-WSIG-60..62);
 - :mod:`~flask_geneva.cli.step_check`: ``check-steps``, the deploy gate for step
   names (R-EVO-08).
 
@@ -35,6 +37,7 @@ from flask_geneva.cli.maintenance import housekeeping_command
 from flask_geneva.cli.operator_actions import FLOW_CONTROL_COMMANDS
 from flask_geneva.cli.operator_actions import recover_command
 from flask_geneva.cli.schema import install_command
+from flask_geneva.cli.signal_command import signal_command
 from flask_geneva.cli.step_check import check_steps_command
 from flask_geneva.cli.worker import worker_command
 
@@ -51,6 +54,7 @@ for _command in (
     show_command,
     *FLOW_CONTROL_COMMANDS,
     recover_command,
+    signal_command,
     check_steps_command,
     dispatch_command,
     worker_command,

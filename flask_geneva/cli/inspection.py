@@ -19,6 +19,7 @@ from flask_geneva import housekeeping
 from flask_geneva import maintenance_runs
 from flask_geneva import store_admin_queries
 from flask_geneva import worker_registry
+from flask_geneva import workflow_signal_waits
 from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
@@ -47,8 +48,11 @@ def status_command(as_json: bool) -> None:
     alive or dead (GENEVA_WORKER_DEAD_AFTER). The last runs of the dispatcher and
     housekeeping are shown, with a warning when one has not run for two of its
     intervals (GENEVA_DISPATCH_INTERVAL, GENEVA_HOUSEKEEPING_INTERVAL) or failed.
+    With workflow signals: executions waiting (and how many longer than
+    GENEVA_SIGNAL_WAIT_WARN_AFTER) and pending signals with the oldest's age.
     \f
-    Spec: R-ADM-10 counts, R-HK-20 thresholds, R-WRK-06/09, R-HK-42/43.
+    Spec: R-ADM-10 counts, R-HK-20 thresholds, R-WRK-06/09, R-HK-42/43,
+    R-WSIG-65.
     """
     overview = _status_overview()
     if as_json:
@@ -69,6 +73,24 @@ def status_command(as_json: bool) -> None:
     click.echo(f"overdue scheduled executions: {overview['overdue_scheduled']}")
     _echo_workers(overview["workers"])
     _echo_maintenance_runs(overview["maintenance_runs"])
+    _echo_signal_waits(overview["signal_waits"])
+
+
+def _echo_signal_waits(waits: dict[str, Any] | None) -> None:
+    """The workflow signals part of ``status`` (R-WSIG-65); nothing without the unit."""
+    if waits is None:
+        return
+    oldest = waits["oldest_pending_signal_age_seconds"]
+    click.echo(
+        f"signal waits: {waits['waiting']} executions waiting, "
+        f"{waits['waiting_long']} longer than GENEVA_SIGNAL_WAIT_WARN_AFTER; "
+        f"{waits['pending_signals']} pending signals"
+        + (
+            f", oldest {maintenance_runs.duration_text(oldest)} old"
+            if waits["pending_signals"]
+            else ""
+        )
+    )
 
 
 def _echo_maintenance_runs(runs: dict[str, Any] | None) -> None:
@@ -257,7 +279,15 @@ def _status_overview() -> dict[str, Any]:
         "overdue_scheduled": int(overdue or 0),
         "workers": worker_registry.worker_overview(session, config=config),
         "maintenance_runs": maintenance_runs.last_runs(session, config=config),
+        "signal_waits": _signal_waits(session, config),
     }
+
+
+def _signal_waits(session: Any, config: Any) -> dict[str, Any] | None:
+    """Parked executions and pending signals (R-WSIG-65); None without the unit."""
+    overview = workflow_signal_waits.signal_wait_overview(session, config=config)
+    session.rollback()
+    return overview
 
 
 def _describe_workflow(workflow: Any) -> list[str]:

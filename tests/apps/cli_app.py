@@ -27,7 +27,15 @@ def create_app() -> Flask:
             "set GENEVA_TEST_CLI_DATABASE_URL (or GENEVA_TEST_DATABASE_URL) to the "
             "database the CLI should use"
         )
-    return basic.create_app(url)
+    overrides: dict[str, object] = {}
+    # Settings a test lowers for one subprocess (tests/test_cli_signal.py).
+    for variable, setting in (
+        ("GENEVA_TEST_MAX_SIGNAL_PAYLOAD_SIZE", "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE"),
+        ("GENEVA_TEST_MAX_PENDING_SIGNALS", "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"),
+    ):
+        if os.environ.get(variable):
+            overrides[setting] = int(os.environ[variable])
+    return basic.create_app(url, **overrides)
 
 
 class CliOnboarding(basic.geneva.Workflow):
@@ -61,3 +69,11 @@ class CliEvolved(basic.geneva.Workflow):
         pass
 
     step.renamed("mail", to="send_mail")
+
+
+class CliAwaiting(basic.geneva.Workflow):
+    """A step that waits for the signal "paid"; used by tests/test_cli_signal.py."""
+
+    @step(wait_for="paid")
+    def ship(self):
+        pass
