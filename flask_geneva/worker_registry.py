@@ -25,13 +25,13 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 from importlib import metadata as importlib_metadata
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import worker_rows
 from flask_geneva.config import GenevaConfig
@@ -52,6 +52,7 @@ __all__ = [
     "register_worker",
     "registrations",
     "registry_table",
+    "suspended_recovery_warning",
     "worker_overview",
 ]
 
@@ -103,9 +104,7 @@ class WorkerRegistration:
             sqlalchemy.exc.SQLAlchemyError: The row could not be inserted.
         """
         with self._writer.begin() as connection:
-            worker_rows.insert_worker(
-                connection, self._table, self.identity, clock.now()
-            )
+            worker_rows.insert_worker(connection, self._table, self.identity)
         self._thread = threading.Thread(
             target=self._beat,
             name=f"geneva-heartbeat-{self.identity.worker_id[:8]}",
@@ -125,15 +124,12 @@ class WorkerRegistration:
         with self._write_lock:
             if self._stop.is_set():
                 return
-            now = clock.now()
             self._last_beat = time.monotonic()
             with self._writer.begin() as connection:
                 if not worker_rows.touch_worker(
-                    connection, self._table, self.identity.worker_id, now
+                    connection, self._table, self.identity.worker_id
                 ):
-                    worker_rows.insert_worker(
-                        connection, self._table, self.identity, now
-                    )
+                    worker_rows.insert_worker(connection, self._table, self.identity)
 
     def due(self) -> bool:
         """Half an interval passed since the last heartbeat."""
@@ -394,7 +390,6 @@ def prune_dead_workers(session: orm.Session, *, config: GenevaConfig) -> int:
         session.connection(),
         workers,
         execution_table,
-        now=clock.now(),
         dead_after=config.worker_dead_after,
     )
     session.commit()
@@ -406,9 +401,11 @@ def live_worker_of(
 ) -> tuple[str, Any] | None:
     """The live worker holding ``execution``: ``(worker id, last heartbeat)``.
 
-    None when the registry is absent, the execution names no worker, or its
-    worker missed its heartbeats for ``GENEVA_WORKER_DEAD_AFTER`` (R-WRK-06).
-    The read runs in the session's current transaction.
+    None when the registry is absent, the execution names no worker, its
+    worker is gone from the registry, or it is dead: it missed its heartbeats
+    for ``GENEVA_WORKER_DEAD_AFTER`` by the database's clock while another
+    worker heartbeated after it (R-WRK-06, R-WRK-14, R-WRK-15). The read runs
+    in the session's current transaction.
     """
     workers = registry_table(session)
     if workers is None:
@@ -416,10 +413,12 @@ def live_worker_of(
     worker_id = execution.worker_id
     if worker_id is None:
         return None
-    beat = worker_rows.last_heartbeat(session.connection(), workers, worker_id)
-    if beat is None or beat < clock.now() - config.worker_dead_after:
+    liveness = worker_rows.worker_liveness(
+        session.connection(), workers, worker_id, config.worker_dead_after
+    )
+    if liveness is None or not liveness[1]:
         return None
-    return worker_id, beat
+    return worker_id, liveness[0]
 
 
 def worker_overview(
@@ -433,30 +432,36 @@ def worker_overview(
         session: A session bound to the models.
         config: The validated settings (``GENEVA_WORKER_DEAD_AFTER``).
 
+    Liveness is judged by the database's clock and the newest heartbeat of any
+    worker (R-WRK-14/15). When no worker heartbeat for ``GENEVA_WORKER_DEAD_AFTER``
+    (a database outage, every worker stopped), ``warning`` says that recovery
+    of the executions of the workers last seen alive is suspended until one
+    heartbeats again.
+
     Returns:
         None without the worker registry; else ``{"alive": n, "dead": n,
-        "abandoned_executions": n, "workers": [...]}``, each worker a dict of
-        its columns (times in ISO 8601), ``alive`` and ``in_progress``.
+        "abandoned_executions": n, "newest_heartbeat_age_seconds": float or
+        None, "warning": str or None, "workers": [...]}``, each worker a dict
+        of its columns (times in ISO 8601), ``alive`` and ``in_progress``.
     """
     workers = registry_table(session)
     if workers is None:
         session.rollback()
         return None
     execution_table = models_of(session).StepExecution.__table__
-    now = clock.now()
+    dead_after = config.worker_dead_after
     connection = session.connection()
-    rows = worker_rows.workers_with_executions(connection, workers, execution_table)
-    abandoned = worker_rows.count_abandoned(
-        connection,
-        workers,
-        execution_table,
-        now=now,
-        dead_after=config.worker_dead_after,
+    rows = worker_rows.workers_with_executions(
+        connection, workers, execution_table, dead_after=dead_after
     )
+    abandoned = worker_rows.count_abandoned(
+        connection, workers, execution_table, dead_after=dead_after
+    )
+    newest_age = worker_rows.newest_heartbeat_age(connection, workers)
     session.rollback()
     listed = []
     for row in rows:
-        alive = row.last_heartbeat_at >= now - config.worker_dead_after
+        alive = bool(row.alive)
         listed.append(
             {
                 "id": row.id,
@@ -476,8 +481,36 @@ def worker_overview(
         "alive": alive_count,
         "dead": len(listed) - alive_count,
         "abandoned_executions": abandoned,
+        "newest_heartbeat_age_seconds": (
+            None if newest_age is None else newest_age.total_seconds()
+        ),
+        "warning": suspended_recovery_warning(newest_age, dead_after=dead_after),
         "workers": listed,
     }
+
+
+def suspended_recovery_warning(
+    newest_age: timedelta | None, *, dead_after: timedelta
+) -> str | None:
+    """The operator warning when no worker heartbeat recently (R-WRK-14).
+
+    Args:
+        newest_age: The age of the newest heartbeat of any worker, by the
+            database's clock; None when no worker is registered (no warning:
+            nothing heartbeats, and nothing is recovered by liveness either).
+        dead_after: ``GENEVA_WORKER_DEAD_AFTER``.
+
+    Returns:
+        None while some worker heartbeat within ``dead_after``; else the text.
+    """
+    if newest_age is None or newest_age < dead_after:
+        return None
+    return (
+        f"no worker has heartbeat for {newest_age.total_seconds():.0f} s: "
+        "recovery of abandoned executions is suspended until one does "
+        "(GENEVA_WORKER_DEAD_AFTER "
+        f"{dead_after.total_seconds():g} s; a database outage or stopped workers)"
+    )
 
 
 def _engine_of(session: Any) -> sa.Engine:
