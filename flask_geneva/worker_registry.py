@@ -96,15 +96,31 @@ class WorkerRegistration:
         self._write_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._last_beat = time.monotonic()
+        self._registered = threading.Event()
+
+    @property
+    def registered(self) -> bool:
+        """The row was written: claims may name this worker (R-WRK-16)."""
+        return self._registered.is_set()
 
     def start(self) -> None:
         """Insert the row and start the daemon heartbeat thread (R-WRK-02/03).
 
-        Raises:
-            sqlalchemy.exc.SQLAlchemyError: The row could not be inserted.
+        When the insert fails (the database unreachable), the failure is logged
+        and the thread starts anyway: it writes the row at its next heartbeat
+        that succeeds. Until then :attr:`registered` is False and claims name no
+        worker (R-WRK-16).
         """
-        with self._writer.begin() as connection:
-            worker_rows.insert_worker(connection, self._table, self.identity)
+        try:
+            self.heartbeat()
+        except Exception as error:  # noqa: BLE001 - retried by the heartbeat thread
+            _log.warning(
+                "could not register worker %s (retrying from its heartbeat "
+                "thread): %s: %s",
+                self.identity.worker_id,
+                type(error).__name__,
+                error,
+            )
         self._thread = threading.Thread(
             target=self._beat,
             name=f"geneva-heartbeat-{self.identity.worker_id[:8]}",
@@ -130,6 +146,7 @@ class WorkerRegistration:
                     connection, self._table, self.identity.worker_id
                 ):
                     worker_rows.insert_worker(connection, self._table, self.identity)
+            self._registered.set()
 
     def due(self) -> bool:
         """Half an interval passed since the last heartbeat."""
@@ -168,12 +185,22 @@ class WorkerRegistration:
         # A failed heartbeat is retried after about a second, not a whole
         # interval, so that a worker writes again as soon as the database is
         # back (R-WRK-03).
-        wait = self.interval_seconds
+        wait = (
+            self.interval_seconds
+            if self.registered
+            else min(_HEARTBEAT_RETRY_SECONDS, self.interval_seconds)
+        )
         while not self._stop.wait(wait):
             try:
                 self.heartbeat()
             except Exception as error:  # noqa: BLE001 - a failed beat is retried soon
-                wait = min(_HEARTBEAT_RETRY_SECONDS, self.interval_seconds)
+                # A registration never written retries once per interval: the
+                # table may be missing until the upgrade (R-WRK-16).
+                wait = (
+                    min(_HEARTBEAT_RETRY_SECONDS, self.interval_seconds)
+                    if self.registered
+                    else self.interval_seconds
+                )
                 _log.warning(
                     "heartbeat of worker %s failed (retrying in %.1f s): %s: %s",
                     self.identity.worker_id,
@@ -204,16 +231,27 @@ def _writer_engine(engine: sa.Engine) -> sa.Engine:
 def heartbeat_now(session: Any) -> bool:
     """Write this process's heartbeat for ``session``'s database now (R-WRK-11).
 
-    Returns:
-        True if written; False when this process is no registered worker.
+    Never raises for the write: a liveness write must not fail the step that
+    asked for it. A failure (a database blip) is logged as a warning; the
+    heartbeat thread keeps trying.
 
-    Raises:
-        sqlalchemy.exc.SQLAlchemyError: The database refused the write.
+    Returns:
+        True if written; False when this process is no registered worker or
+        the database refused the write.
     """
     registration = _own_registration(session)
     if registration is None:
         return False
-    registration.heartbeat()
+    try:
+        registration.heartbeat()
+    except Exception as error:  # noqa: BLE001 - never fail a step for a heartbeat
+        _log.warning(
+            "heartbeat of worker %s failed (the step goes on): %s: %s",
+            registration.identity.worker_id,
+            type(error).__name__,
+            error,
+        )
+        return False
     return True
 
 
@@ -249,7 +287,10 @@ def register_worker(
     Does nothing (returns None) when the database lacks the worker registry
     (R-WRK-08). Registering the same process again for the same database returns
     the existing registration; a registration inherited through ``fork()`` from
-    another process is replaced (the child is a worker of its own).
+    another process is replaced (the child is a worker of its own). When the
+    database cannot be reached (neither to detect the registry nor to insert
+    the row), the registration is returned unregistered and its heartbeat
+    thread retries until the row is written (R-WRK-16).
 
     Args:
         context: The settings and models of the app whose database is used.
@@ -257,18 +298,16 @@ def register_worker(
         queues: The queues the worker consumes from.
 
     Returns:
-        The running registration, or None without the registry.
-
-    Raises:
-        sqlalchemy.exc.SQLAlchemyError: The row could not be inserted.
+        The running registration (see ``registered``), or None without the
+        registry.
     """
     session = context.session
     try:
-        if not column_detection.optional_columns(session).worker_registry:
+        if not _registry_detected(session):
             return None
         engine = _engine_of(session)
     finally:
-        session.rollback()
+        _rollback_quietly(session)
     table = context.models.StepExecution.metadata.tables[WORKERS_TABLE]
     with _lock:
         existing = _registrations.get(engine)
@@ -290,12 +329,40 @@ def register_worker(
         registration.start()
         _registrations[engine] = registration
     _log.info(
-        "registered worker %s (pid %d, node %s)",
+        "registered worker %s (pid %d, node %s)%s",
         registration.identity.worker_id,
         registration.identity.pid,
         node_name,
+        "" if registration.registered else "; its row is not written yet",
     )
     return registration
+
+
+def _registry_detected(session: Any) -> bool:
+    """Whether the database has the registry; True when it cannot be reached.
+
+    An unreachable database at a worker's start must not leave the worker
+    unregistered for its whole life: the registration is made and retried
+    (R-WRK-16); should the table turn out to be missing, the heartbeat thread
+    logs its failures until the worker restarts after the upgrade.
+    """
+    try:
+        return column_detection.optional_columns(session).worker_registry
+    except sa.exc.SQLAlchemyError as error:
+        _log.warning(
+            "could not detect the worker registry (registering anyway, retried "
+            "from the heartbeat thread): %s: %s",
+            type(error).__name__,
+            error,
+        )
+        return True
+
+
+def _rollback_quietly(session: Any) -> None:
+    try:
+        session.rollback()
+    except sa.exc.SQLAlchemyError as error:
+        _log.debug("rollback after the registry detection failed: %s", error)
 
 
 def deregister_workers() -> int:
@@ -326,7 +393,9 @@ def current_worker_id(session: Any) -> str | None:
         request, a test, a worker without the registry).
     """
     registration = _own_registration(session)
-    return None if registration is None else registration.identity.worker_id
+    if registration is None or not registration.registered:
+        return None  # an unwritten row must not be named: it would look gone
+    return registration.identity.worker_id
 
 
 def claim_attributes(session: Any) -> dict[str, Any] | None:

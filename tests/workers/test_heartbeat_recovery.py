@@ -490,3 +490,59 @@ def test_heartbeats_do_not_wait_for_the_hosts_connection_pool(app):
         registration.stop()
         host.dispose()
     assert identity.worker_id not in _worker_ids()
+
+
+def _unreachable_engine(tmp_path):
+    """An engine whose every connection fails: the database is down."""
+    return sa.create_engine(f"sqlite:///{tmp_path / 'missing-dir' / 'db.sqlite3'}")
+
+
+def test_a_registration_that_fails_is_retried_by_its_heartbeat_thread(app, tmp_path):
+    """A worker whose registration fails (the database down at its start) runs
+    on and keeps trying from its heartbeat thread: it names no worker in its
+    claims until the row is written, then registers as soon as the database is
+    back (R-WRK-16)."""
+    from tests.worker.conftest import wait_for
+
+    identity = worker_rows.WorkerIdentity(
+        str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"
+    )
+    registration = worker_registry.WorkerRegistration(
+        identity, db.engine, _workers(), interval_seconds=0.2
+    )
+    working = registration._writer
+    registration._writer = _unreachable_engine(tmp_path)
+    try:
+        registration.start()
+        assert registration.registered is False
+        assert identity.worker_id not in _worker_ids()
+        registration._writer = working  # the database is back
+        wait_for(lambda: identity.worker_id in _worker_ids(), timeout=30)
+        assert registration.registered is True
+    finally:
+        registration.stop()
+    assert identity.worker_id not in _worker_ids()
+
+
+def test_a_step_heartbeat_during_a_database_blip_warns_and_returns_false(
+    app, user, tmp_path, caplog
+):
+    """self.heartbeat() never fails the step for a liveness write: when the
+    database refuses it, it logs a warning and returns False (R-WRK-11)."""
+    registration = worker_registry.register_worker(current_context())
+    assert registration is not None
+    working = registration._writer
+    registration._writer = _unreachable_engine(tmp_path)
+    try:
+        workflow = WrkHeartbeating.create(hero=user)
+        perform_next_step(workflow)
+        db.session.refresh(user)
+        assert user.counter == -1
+        db.session.refresh(workflow)
+        assert workflow.state == "finished"
+    finally:
+        registration._writer = working
+        db.session.rollback()
+        worker_registry.deregister_workers()
+    assert "heartbeat of worker" in caplog.text
+    assert "failed" in caplog.text
