@@ -165,12 +165,9 @@ def newest_heartbeat_age(
     row = connection.execute(
         sa.select(DatabaseTime().label("now"), _newest_heartbeat(table).label("newest"))
     ).one()
-    newest = row.newest
-    if newest is None:
+    if row.newest is None:
         return None
-    if isinstance(newest, str):  # SQLite hands the subquery's text back as is
-        newest = datetime.fromisoformat(newest).replace(tzinfo=row.now.tzinfo)
-    age: timedelta = row.now - newest
+    age: timedelta = row.now - row.newest
     return age
 
 
