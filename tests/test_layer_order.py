@@ -14,9 +14,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.import_graph import _runtime_imports
 from tests.import_graph import import_graph
 from tests.import_graph import module_names
+
+# Run once, in the SQLite pass: static import checks, independent of the database.
+pytestmark = pytest.mark.backends("sqlite")
 
 PACKAGE = Path(__file__).resolve().parents[1] / "flask_geneva"
 
