@@ -48,11 +48,14 @@ NOT_INSTALLED_NOTE = (
 def span_tag(value: datetime, now: datetime) -> Markup:
     """How long ago (or from now) ``value`` is, as ``<time>`` text without "ago".
 
-    ``"3 d"`` / ``"14 min"``, with the exact UTC time as its title (R-ADM-40,
-    R-WSIG-66). Made from a datetime only, never from stored text.
+    ``"3 d"`` / ``"14 min"`` (``"just now"`` under a second), with the exact UTC
+    time as its title (R-ADM-40, R-WSIG-66). Made from a datetime only, never
+    from stored text.
     """
     moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     phrase = relative_time(moment, now).removeprefix("in ").removesuffix(" ago")
+    if phrase == "now":
+        phrase = "just now"  # under a second: "since just now"
     iso = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Markup(  # noqa: S704 - digits and units only, no stored text
         f'<time class="geneva-time" datetime="{iso}" '
