@@ -117,6 +117,8 @@ def signal_row(signal: Any) -> dict[str, Any]:
     payload = None
     if signal.payload_data is not None:
         payload = cursor_display(signal.payload_data)
+        if payload["problem"]:  # stored text that is not JSON (R-ADM-31)
+            payload["problem"] = "unparsable payload: the stored text is shown as it is"
     return {
         "signal": signal,
         "id": signal.id,

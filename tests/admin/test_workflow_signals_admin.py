@@ -26,6 +26,7 @@ from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows
 from tests.workflow.support import update_execution
+from tests.workflow.support import update_workflow
 from tests.workflow.support import workflow_row
 
 SIGNALS_URL = "/geneva/signals/"
@@ -301,14 +302,19 @@ def test_a_full_buffer_is_a_flashed_refusal(client, app, geneva_jobs):
     assert [r["name"] for r in _signal_rows(workflow.id)] == ["first"]
 
 
+@pytest.mark.parametrize("ended", ["canceled", "finished"])
 def test_a_workflow_that_ended_after_the_page_was_rendered_is_refused(
-    client, geneva_jobs
+    client, geneva_jobs, ended
 ):
-    """The form was rendered while the workflow was ready; it was canceled before
-    the POST: a clear flash, nothing stored (R-WSIG-68, R-WSIG-24)."""
+    """The form was rendered while the workflow was ready; it was canceled (by
+    another operator) or finished before the POST: a clear flash, nothing stored
+    (R-WSIG-68, R-WSIG-24)."""
     workflow = _parked(geneva_jobs)
     token = csrf_token(client, detail_url(workflow.id))
-    workflow.cancel()  # another operator, meanwhile
+    if ended == "canceled":
+        workflow.cancel()
+    else:
+        update_workflow(workflow.id, state="finished")
     response = client.post(
         _deliver_url(workflow.id),
         data={"csrf_token": token, "name": "payment_confirmed"},
@@ -317,7 +323,7 @@ def test_a_workflow_that_ended_after_the_page_was_rendered_is_refused(
     assert response.status_code == 200
     text = html.unescape(response.get_data(as_text=True))
     assert (
-        f"Workflow {workflow.id}: Deliver signal refused: Cannot signal a canceled "
+        f"Workflow {workflow.id}: Deliver signal refused: Cannot signal a {ended} "
         f"workflow ({workflow.id}): signal 'payment_confirmed' was not stored"
     ) in text
     assert _signal_rows(workflow.id) == []
