@@ -17,7 +17,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-__all__ = ["signal_list_page", "signal_names_stored", "workflow_signals_newest"]
+from flask_geneva.model_states import StepExecutionState
+
+__all__ = [
+    "parked_workflow_ids",
+    "signal_list_page",
+    "signal_names_stored",
+    "workflow_signals_newest",
+]
 
 
 def workflow_signals_newest(
@@ -127,4 +134,25 @@ def signal_names_stored(
     )
     return sorted(
         str(value) for value in session.scalars(sa.select(newest.c.name).distinct())
+    )
+
+
+def parked_workflow_ids(
+    session: orm.Session, execution_cls: Any, workflow_ids: list[Any]
+) -> set[Any]:
+    """Which of the listed workflows have a parked (``waiting``) execution.
+
+    One query for a list page's workflows, by the ``(workflow_id, state)``
+    index; the workflows list says "waiting for a signal" for them (R-WSIG-66).
+    Needs the ``add_workflow_signals`` unit (the ``waiting`` state is stored only
+    with it).
+    """
+    if not workflow_ids:
+        return set()
+    return set(
+        session.scalars(
+            sa.select(execution_cls.workflow_id)
+            .where(execution_cls.workflow_id.in_(workflow_ids))
+            .where(execution_cls.state == StepExecutionState.WAITING.value)
+        )
     )

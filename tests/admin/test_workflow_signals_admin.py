@@ -114,7 +114,8 @@ def test_a_passed_deadline_and_no_timeout_read_as_such(client, geneva_jobs):
 
 def test_the_execution_pages_show_the_waiting_state(client, geneva_jobs):
     """The executions list shows a waiting badge and "waiting for a signal" in its
-    Next run column; the execution's page says what it waits for (R-WSIG-66)."""
+    Next run column, as the workflows list does for the workflow; the execution's
+    page says what it waits for (R-WSIG-66)."""
     workflow = _parked(geneva_jobs)
     parked = execution_rows(workflow.id)[-1]
     listed = _page(client, "/geneva/step-executions/?state=waiting")
@@ -126,6 +127,9 @@ def test_the_execution_pages_show_the_waiting_state(client, geneva_jobs):
     assert "payment_confirmed</code> since" in detail
     timeline = _page(client, detail_url(workflow.id))
     assert "geneva-badge--waiting" in timeline
+    workflows = _page(client, "/geneva/workflows/")
+    row = workflows[workflows.index(f'<tr data-workflow-id="{workflow.id}"') :]
+    assert "waiting for a signal" in row[: row.index("</tr>")]
 
 
 # -- R-WSIG-67: the signals panel ----------------------------------------------
@@ -463,6 +467,7 @@ def test_without_the_unit_the_pages_work_and_say_how_to_install_it(
     detail = _page(client, f"/geneva/step-executions/{execution_id}")
     assert "not in this database" in detail
     _page(client, "/geneva/step-executions/")
+    assert f'data-workflow-id="{workflow.id}"' in _page(client, "/geneva/workflows/")
     text = _deliver(client, workflow.id, name="go")
     assert f"Workflow {workflow.id}: Deliver signal refused: " in text
     assert "flask geneva install" in text
