@@ -110,18 +110,23 @@ def _payload(raw: str) -> Any:
     """The payload text as JSON; empty means no payload.
 
     Raises:
-        ValueError: The text is not JSON; the message says where and gives an
-            example.
+        ValueError: The text is not JSON (or nests too deeply to parse); the
+            message says where and gives an example.
     """
     if not raw.strip():
         return None
     try:
         return json.loads(raw)
+    except RecursionError:
+        # Thousands of nested brackets exhaust the parser's stack: refused like
+        # any other bad payload, never a 500.
+        reason = "nested too deeply"
     except ValueError as error:
-        raise ValueError(
-            f"the payload is not valid JSON ({error}); give a JSON document, e.g. "
-            '{"amount": 100}, or leave it empty for no payload'
-        ) from None
+        reason = str(error)
+    raise ValueError(
+        f"the payload is not valid JSON ({reason}); give a JSON document, e.g. "
+        '{"amount": 100}, or leave it empty for no payload'
+    )
 
 
 class WorkflowSignalDelivery(WorkflowPages):

@@ -274,6 +274,11 @@ def test_a_pending_delivery_and_a_duplicate_key_are_reported(client, geneva_jobs
             "more than GENEVA_MAX_SIGNAL_PAYLOAD_SIZE (50 bytes)",
         ),
         (
+            {"name": "payment_confirmed", "payload": "[" * 100_000 + "]" * 100_000},
+            {},
+            "the payload is not valid JSON (nested too deeply",
+        ),
+        (
             {"name": "n" * 256},
             {},
             "signal name must be a non-empty str of at most 255 characters",
