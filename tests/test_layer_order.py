@@ -96,6 +96,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "store_admin_queries",
             "store_admin_filters",
             "store_admin_stats",
+            "store_admin_signals",
             # Every statement on geneva_drive_signals (SPEC §23).
             "signal_rows",
             "schema",
