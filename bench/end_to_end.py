@@ -30,12 +30,9 @@ SQLite (the default database) runs the worker with ``--pool=solo``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +49,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import flask_geneva  # noqa: E402
+from bench.worker_process import QUIET_WORKER_OPTIONS  # noqa: E402
+from bench.worker_process import process_tree_cpu_seconds  # noqa: E402
+from bench.worker_process import purge_celery_queue  # noqa: E402
+from bench.worker_process import server_cpu_seconds  # noqa: E402
+from bench.worker_process import start_celery  # noqa: E402
+from bench.worker_process import stop  # noqa: E402
 from flask_geneva import clock  # noqa: E402
 from flask_geneva import step  # noqa: E402
 from tests.apps import basic  # noqa: E402
@@ -258,53 +261,6 @@ def wait_until(
         time.sleep(0.05)
 
 
-def process_tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and its live descendants (Linux /proc).
-
-    Returns 0.0 where /proc is not available. Used to print the worker's CPU cost
-    per step, which stays meaningful on a busy machine where throughput does not.
-    """
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total = 0.0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            stat = Path(f"/proc/{current}/stat").read_text()
-            children = Path(f"/proc/{current}/task/{current}/children").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-        pending.extend(int(child) for child in children.split())
-    return total
-
-
-#: Local server processes whose CPU the benchmark also reports (Linux /proc).
-SERVER_COMMANDS = frozenset({"postgres", "mariadbd", "mysqld", "redis-server"})
-
-
-def server_cpu_seconds() -> float:
-    """User + system CPU seconds of the local database and broker processes.
-
-    Sums every process whose command is in :data:`SERVER_COMMANDS`; 0.0 where
-    /proc is not available. Both sides' steps also cost server CPU, which the
-    throughput on a shared machine reflects.
-    """
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total = 0.0
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.find("(") + 1 : stat.rfind(")")]
-        if name in SERVER_COMMANDS:
-            fields = stat.rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workflows", type=int, default=200)
@@ -353,34 +309,15 @@ def main() -> None:
         basic.db.create_all()
         bare_metadata.drop_all(basic.db.engine)
         bare_metadata.create_all(basic.db.engine)
-    with celery.connection_for_write() as connection:
-        purge_errors = contextlib.suppress(*connection.channel_errors)
-        with purge_errors:  # AMQP: a queue not declared yet has nothing to purge
-            connection.default_channel.queue_purge("celery")
+    purge_celery_queue(celery)
 
     pool = ["--pool=solo"] if sqlite else ["--pool=prefork", f"-c{args.concurrency}"]
     log_path = Path(tmp.name) / "worker.log"
-    log = open(log_path, "wb")  # noqa: SIM115 - closed below
-    command = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
+    worker = start_celery(
         "bench.end_to_end:celery",
-        "worker",
-        *pool,
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "-l",
-        "warning",
-    ]
-    worker = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
-        command,
-        cwd=REPO,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(REPO),
+        ["worker", *pool, *QUIET_WORKER_OPTIONS, "-l", "warning"],
+        log_path,
+        {
             "GENEVA_BENCH_WORKER": "1",
             "GENEVA_BENCH_DATABASE_URL": url,
             "GENEVA_BENCH_BROKER_URL": args.broker,
@@ -389,8 +326,6 @@ def main() -> None:
                 "" if args.inline_budget is None else str(args.inline_budget)
             ),
         },
-        stdout=log,
-        stderr=subprocess.STDOUT,
     )
     steps = args.workflows * STEPS
     geneva_runs: list[tuple[float, float, float]] = []
@@ -529,13 +464,7 @@ def main() -> None:
                 bare_runs_measured.append(measure(run_bare))
             basic.db.session.remove()
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
-        log.close()
+        stop(worker)
 
     def rate(run: tuple[float, float, float]) -> float:
         return steps / run[0]

@@ -19,11 +19,7 @@ The database's geneva tables are dropped and re-created; the broker's
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,17 +31,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import end_to_end  # noqa: E402
+from bench.worker_process import QUIET_WORKER_OPTIONS  # noqa: E402
+from bench.worker_process import purge_celery_queue  # noqa: E402
+from bench.worker_process import rss_kib  # noqa: E402
+from bench.worker_process import start_celery  # noqa: E402
+from bench.worker_process import stop  # noqa: E402
 from tests.apps import basic  # noqa: E402
 
 STEPS = end_to_end.STEPS
-
-
-def rss_kib(pid: int) -> int:
-    """Resident set size of ``pid`` in KiB (``VmRSS`` of ``/proc/PID/status``)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise SystemExit(f"no VmRSS for process {pid}")
 
 
 def slope_per_10k(points: list[tuple[int, int]]) -> float:
@@ -88,38 +81,18 @@ def main() -> None:
     with app.app_context():
         basic.db.drop_all()
         basic.db.create_all()
-    with celery.connection_for_write() as connection:
-        purge_errors = contextlib.suppress(*connection.channel_errors)
-        with purge_errors:  # AMQP: a queue not declared yet has nothing to purge
-            connection.default_channel.queue_purge("celery")
+    purge_celery_queue(celery)
 
     log_path = Path(tmp.name) / "worker.log"
-    log = open(log_path, "wb")  # noqa: SIM115 - closed below
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "bench.end_to_end:celery",
-            "worker",
-            "--pool=solo",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-l",
-            "warning",
-        ],
-        cwd=REPO,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(REPO),
+    worker = start_celery(
+        "bench.end_to_end:celery",
+        ["worker", "--pool=solo", *QUIET_WORKER_OPTIONS, "-l", "warning"],
+        log_path,
+        {
             "GENEVA_BENCH_WORKER": "1",
             "GENEVA_BENCH_DATABASE_URL": url,
             "GENEVA_BENCH_BROKER_URL": args.broker,
         },
-        stdout=log,
-        stderr=subprocess.STDOUT,
     )
     batch = max(args.batch_steps // STEPS, 1)
     samples: list[tuple[int, int]] = []
@@ -161,13 +134,7 @@ def main() -> None:
             session.remove()
             basic.db.drop_all()
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
-        log.close()
+        stop(worker)
 
     measured = samples[args.warmup_samples :]
     slope = slope_per_10k(measured) if len(measured) >= 2 else 0.0

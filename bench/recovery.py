@@ -49,6 +49,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import flask_geneva  # noqa: E402
+from bench.worker_process import purge_celery_queue  # noqa: E402
+from bench.worker_process import start_celery  # noqa: E402
 from flask_geneva import step  # noqa: E402
 from flask_geneva.config import DEFAULTS  # noqa: E402
 from tests.apps import basic  # noqa: E402
@@ -152,9 +154,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     flags = tempfile.TemporaryDirectory(prefix="geneva-recovery-")
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
+    environment = {
         "GENEVA_BENCH_DATABASE_URL": args.database_url,
         "GENEVA_BENCH_BROKER_URL": args.broker,
         FLAG_DIR: flags.name,
@@ -164,19 +164,17 @@ def main() -> None:
     with bench_app.app_context():
         basic.db.drop_all()
         basic.db.create_all()
-    with bench_celery.connection_for_write() as connection:
-        connection.default_channel.queue_purge("celery")
+    purge_celery_queue(bench_celery)
     logs = Path(flags.name)
 
     def start(command: list[str], name: str) -> subprocess.Popen[bytes]:
-        log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - lives with the process
-        return subprocess.Popen(  # noqa: S603 - our interpreter, our arguments
-            [sys.executable, "-m", "celery", "-A", "bench.recovery:celery", *command],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: kill -9 takes all
+        # Its own process group: kill -9 of the group takes the children too.
+        return start_celery(
+            "bench.recovery:celery",
+            command,
+            logs / f"{name}.log",
+            environment,
+            own_process_group=True,
         )
 
     def start_worker() -> subprocess.Popen[bytes]:

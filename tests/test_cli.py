@@ -1,4 +1,4 @@
-"""The operator CLI, run as ``flask --app tests.apps.cli_app geneva ...`` subprocesses.
+"""The operator CLI: ``flask geneva ...`` on ``tests.apps.cli_app``, in-process (one subprocess run).
 
 Covers R-CLI-01/02, R-MIG-10 and the operator action record of R-PDR-05.
 """
@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from flask_geneva.testing import speedrun_workflow
 from tests import conftest
 from tests.apps.basic import db
 from tests.apps.cli_app import CliOnboarding
+from tests.apps.cli_app import create_app as create_cli_app
 from tests.workflow.support import execution_rows
 from tests.workflow.support import make_user
 from tests.workflow.support import update_execution
@@ -39,39 +41,60 @@ COMMANDS = (
 )
 
 
+@dataclass(frozen=True)
+class CliResult:
+    """What one ``flask geneva`` invocation printed and returned."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _database_url(tmp_path: Path) -> str:
+    return conftest.DATABASE_URL or f"sqlite:///{tmp_path / 'test.sqlite3'}"
+
+
 @pytest.fixture
 def geneva_cli(app, tmp_path):
-    """Run ``flask geneva ARGS`` against the test's database; returns the result."""
-    url = conftest.DATABASE_URL or f"sqlite:///{tmp_path / 'test.sqlite3'}"
+    """Run ``flask geneva ARGS`` in-process against the test's database.
+
+    Each call builds a fresh app with ``tests.apps.cli_app.create_app`` (as the
+    ``flask --app tests.apps.cli_app`` command does) and invokes it through
+    Flask's CLI runner, so the command has its own app context, session and
+    settings. An exception the command did not turn into an exit status is
+    re-raised: a traceback is never a passing "exit status 1".
+    ``test_the_flask_command_runs_geneva_in_a_subprocess`` runs the real
+    ``flask`` executable once.
+    """
 
     def run(*args, actor="alice"):
-        # The subprocess needs the rows committed and (on SQLite) the lock free.
+        # The command's own session must see the test's rows (and, on SQLite,
+        # find the write lock free).
         db.session.commit()
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO_ROOT),
-            "GENEVA_TEST_CLI_DATABASE_URL": url,
+        environment = {
+            "GENEVA_TEST_CLI_DATABASE_URL": _database_url(tmp_path),
             "GENEVA_ACTOR": actor,
-            "PYTHONWARNINGS": "ignore",
         }
-        env.pop("FLASK_APP", None)
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "flask",
-                "--app",
-                "tests.apps.cli_app",
-                "geneva",
-                *args,
-            ],
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in environment.items():
+                patch.setenv(name, value)
+            cli_app = create_cli_app()
+        # Pushed here: with the test's own context current, Flask would run the
+        # command in it instead of the command's app.
+        with cli_app.app_context():
+            try:
+                result = cli_app.test_cli_runner().invoke(
+                    args=["geneva", *args], env=environment
+                )
+            finally:
+                db.session.remove()
+                for engine in db.engines.values():
+                    engine.dispose()
+        if result.exception is not None and not isinstance(
+            result.exception, SystemExit
+        ):
+            raise result.exception
+        return CliResult(result.exit_code, result.stdout, result.stderr)
 
     return run
 
@@ -82,6 +105,35 @@ def assert_one_line_error(result, fragment):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert fragment in lines[0]
+
+
+def test_the_flask_command_runs_geneva_in_a_subprocess(app, tmp_path):
+    """The installed ``flask`` executable finds the ``geneva`` group and runs a
+    command against the database (R-CLI-01); the other tests run in-process.
+    """
+    CliOnboarding.create(hero=make_user("subprocess@example.com"))
+    db.session.commit()
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "GENEVA_TEST_CLI_DATABASE_URL": _database_url(tmp_path),
+        "PYTHONWARNINGS": "ignore",
+    }
+    environment.pop("FLASK_APP", None)
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "flask", "--app", "tests.apps.cli_app"),
+            *("geneva", "status", "--json"),
+        ],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["workflows"]["CliOnboarding"]["ready"] == 1
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -1,4 +1,4 @@
-"""``flask geneva signal ID NAME`` (R-WSIG-60..62), run as subprocesses like tests/test_cli.py."""
+"""``flask geneva signal ID NAME`` (R-WSIG-60..62), run in-process like tests/test_cli.py."""
 
 from __future__ import annotations
 

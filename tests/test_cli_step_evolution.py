@@ -1,6 +1,6 @@
 """``flask geneva check-steps``, ``resume --at`` and step names in ``show`` (issue 19).
 
-Run as subprocesses like tests/test_cli.py (R-EVO-04, R-EVO-06, R-EVO-08).
+Run in-process like tests/test_cli.py (R-EVO-04, R-EVO-06, R-EVO-08).
 """
 
 from __future__ import annotations

@@ -14,9 +14,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.import_graph import _runtime_imports
 from tests.import_graph import import_graph
 from tests.import_graph import module_names
+
+# Run once, in the SQLite pass: static import checks, independent of the database.
+pytestmark = pytest.mark.backends("sqlite")
 
 PACKAGE = Path(__file__).resolve().parents[1] / "flask_geneva"
 
@@ -91,6 +96,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "store_admin_queries",
             "store_admin_filters",
             "store_admin_stats",
+            "store_admin_signals",
             # Every statement on geneva_drive_signals (SPEC §23).
             "signal_rows",
             "schema",

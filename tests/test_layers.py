@@ -12,6 +12,9 @@ import pytest
 from tests.import_graph import import_cycles
 from tests.import_graph import import_graph
 
+# Run once, in the SQLite pass: static import checks, independent of the database.
+pytestmark = pytest.mark.backends("sqlite")
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,9 @@ from importlib.metadata import entry_points
 
 import pytest
 
+# Run once, in the SQLite pass: the user project brings its own SQLite database.
+pytestmark = pytest.mark.backends("sqlite")
+
 CONFTEST = """
 import pytest
 import sqlalchemy as sa

@@ -65,6 +65,8 @@ STORE_MODULES = frozenset(
         "flask_geneva/worker_rows.py",
         # The workflow signals' table and the waiting executions (SPEC §23).
         "flask_geneva/signal_rows.py",
+        # The admin's reads of the signals: a workflow's panel, the list (R-WSIG-69).
+        "flask_geneva/store_admin_signals.py",
         # The last dispatcher and housekeeping runs (R-HK-40..42).
         "flask_geneva/maintenance_rows.py",
     }

@@ -25,6 +25,7 @@ from flask import Flask
 
 from flask_geneva.admin import dependency as _dependency  # noqa: F401  (first)
 from flask_geneva.admin.views import OverviewView
+from flask_geneva.admin.views import SignalsView
 from flask_geneva.admin.views import StepExecutionsView
 from flask_geneva.admin.views import WorkflowsView
 from flask_geneva.exceptions import GenevaConfigurationError
@@ -32,6 +33,7 @@ from flask_geneva.exceptions import GenevaConfigurationError
 __all__ = [
     "CATEGORY",
     "OverviewView",
+    "SignalsView",
     "StepExecutionsView",
     "WorkflowsView",
     "init_standalone_admin",
@@ -45,7 +47,8 @@ CATEGORY = "Workflows"
 def register_admin(admin: Any, geneva: Any) -> list[Any]:
     """Add the Geneva views to a host's ``flask_admin.Admin`` (R-ADM-01).
 
-    The views live under ``<admin url>/geneva/`` in the menu category "Workflows".
+    The views live under ``<admin url>/geneva/`` in the menu category "Workflows"
+    (the signals list at ``geneva/signals``, R-WSIG-69).
     The host's ``Admin`` may be bound to an app already or later with
     ``admin.init_app(app)``.
 
@@ -79,19 +82,28 @@ def register_admin(admin: Any, geneva: Any) -> list[Any]:
         endpoint="geneva_step_executions",
         url="geneva/step-executions",
     )
-    _link(overview, workflows, executions)
+    signals = SignalsView(
+        geneva,
+        name="Signals",
+        category=CATEGORY,
+        endpoint="geneva_signals",
+        url="geneva/signals",
+    )
+    _link(overview, workflows, executions, signals)
     admin.add_view(overview)
     admin.add_view(workflows)
     admin.add_view(executions)
-    return [overview, workflows, executions]
+    admin.add_view(signals)
+    return [overview, workflows, executions, signals]
 
 
 def _link(*views: Any) -> None:
-    overview, workflows, executions = views
+    overview, workflows, executions, signals = views
     for view in views:
         view.overview_endpoint = overview.endpoint
         view.workflows_endpoint = workflows.endpoint
         view.executions_endpoint = executions.endpoint
+        view.signals_endpoint = signals.endpoint
 
 
 def init_standalone_admin(app: Flask, geneva: Any) -> Any:
@@ -99,7 +111,8 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
 
     The overview is the admin's index page (``/geneva/``); the workflows list is
     ``/geneva/workflows/``, a workflow ``/geneva/workflows/<id>`` and the step
-    executions list ``/geneva/step-executions/`` (R-ADM-01).
+    executions list ``/geneva/step-executions/`` (R-ADM-01); the workflow
+    signals list ``/geneva/signals/`` (R-WSIG-69).
 
     Args:
         app: The Flask app (``geneva.init_app`` has registered on it).
@@ -141,7 +154,10 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
         endpoint="geneva_step_executions",
         url="step-executions",
     )
-    _link(overview, workflows, executions)
+    signals = SignalsView(
+        geneva, name="Signals", endpoint="geneva_signals", url="signals"
+    )
+    _link(overview, workflows, executions, signals)
     admin = Admin(
         app,
         name="Geneva",
@@ -152,4 +168,5 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
     )
     admin.add_view(workflows)
     admin.add_view(executions)
+    admin.add_view(signals)
     return admin

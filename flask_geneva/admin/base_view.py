@@ -67,6 +67,7 @@ class GenevaView(BaseView):
         self.overview_endpoint = "geneva"
         self.workflows_endpoint = "geneva_workflows"
         self.executions_endpoint = "geneva_step_executions"
+        self.signals_endpoint = "geneva_signals"
         super().__init__(**kwargs)
 
     def create_blueprint(self, admin: Any) -> Blueprint:
@@ -98,6 +99,7 @@ class GenevaView(BaseView):
         kwargs.setdefault("overview_endpoint", self.overview_endpoint)
         kwargs.setdefault("workflows_endpoint", self.workflows_endpoint)
         kwargs.setdefault("executions_endpoint", self.executions_endpoint)
+        kwargs.setdefault("signals_endpoint", self.signals_endpoint)
         kwargs.setdefault("fmt_time", format_time)
         now = clock.now()
         kwargs.setdefault("when", functools.partial(time_tag, now=now))

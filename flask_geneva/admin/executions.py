@@ -258,6 +258,10 @@ _OPTIONAL = {
     "cursor": "cursor",
     "continues_from_id": "continues_from_id",
     "worker_id": "worker_id",
+    # The add_workflow_signals unit's columns (R-WSIG-02, R-WSIG-70).
+    "signal_id": "waiting_columns",
+    "waiting_since": "waiting_columns",
+    "wait_deadline": "waiting_columns",
 }
 #: Longest scalar JSON value shown inline in the columns table.
 _INLINE_CHARS = 60

@@ -49,6 +49,7 @@ __all__ = [
     "latest_error_classes",
     "matching_id_batches",
     "parse_workflow_filters",
+    "range_bound",
 ]
 
 #: Counts stop here: more matching rows show as "10,000+" (R-ADM-30).
@@ -199,12 +200,12 @@ def parse_workflow_filters(
             accepted.add("hero_id")
             descriptions.append(f"hero id = {key}")
             conditions.append(workflow_cls.hero_id == key)
-    start = _instant(params, "created_from", notes, end=False)
+    start = range_bound(params, "created_from", notes, end=False)
     if start is not None:
         accepted.add("created_from")
         descriptions.append(f"created at or after {_utc_text(start)}")
         conditions.append(workflow_cls.created_at >= start)
-    end = _instant(params, "created_to", notes, end=True)
+    end = range_bound(params, "created_to", notes, end=True)
     if end is not None:
         accepted.add("created_to")
         if _is_date(params["created_to"]):
@@ -284,10 +285,24 @@ def _is_date(raw: str) -> bool:
     return True
 
 
-def _instant(
+def range_bound(
     params: dict[str, str], name: str, notes: list[str], *, end: bool
 ) -> datetime | None:
-    """Parse a created-range bound; a date as the end means the next midnight."""
+    """Parse a date-range bound of a list filter (R-ADM-11, R-WSIG-69).
+
+    A date means midnight UTC; as the end (``end=True``) the next midnight. A
+    value that does not parse, or a year outside what every database stores,
+    is ignored with a note naming it and :data:`DATE_FORMAT_HELP`.
+
+    Args:
+        params: The filter values by name.
+        name: The bound's parameter name (``created_from``, ``received_to``...).
+        notes: The page's notes; a note is appended for an ignored value.
+        end: Whether this is the range's end.
+
+    Returns:
+        The aware UTC instant, or None (absent or ignored).
+    """
     raw = params.get(name)
     if raw is None:
         return None

@@ -26,6 +26,7 @@ from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import metadata_of
+from flask_geneva.admin.signal_display import waiting_line
 from flask_geneva.app_state import current_state
 from flask_geneva.models import StepExecutionState
 
@@ -124,4 +125,12 @@ class StepExecutionsView(GenevaView):
                 now=clock.now(),
             ),
             action_form=action_form(),  # Recover on an in-progress one (R-HK-28)
+            waiting=self._waiting(execution, columns),
         )
+
+    def _waiting(self, execution: Any, columns: Any) -> Any:
+        """A parked execution's "waiting for X since …" facts (R-WSIG-66)."""
+        workflow_type = execution.workflow.type if execution.workflow else None
+        workflow_cls = self.geneva.workflow_classes.get(workflow_type or "")
+        steps = workflow_cls.step_collection() if workflow_cls is not None else None
+        return waiting_line([execution], steps, columns, clock.now())

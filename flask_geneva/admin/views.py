@@ -7,7 +7,10 @@
   (:mod:`~flask_geneva.admin.flow_control_actions`), its "Resume at step…"
   form (:mod:`~flask_geneva.admin.resume_at_form`) and the bulk endpoint
   (:mod:`~flask_geneva.admin.bulk_actions`);
-* :class:`StepExecutionsView` (:mod:`~flask_geneva.admin.step_executions_view`).
+* :class:`StepExecutionsView` (:mod:`~flask_geneva.admin.step_executions_view`);
+* :class:`SignalsView` (:mod:`~flask_geneva.admin.signals_view`), the workflow
+  signals of every workflow, with the workflow page's "Deliver signal…" form
+  (:mod:`~flask_geneva.admin.signal_delivery`).
 
 The pages only read (R-ADM-32): plain selects, no row locks, no writes. The two
 writing endpoints, ``POST <workflows>/<id>/action`` and ``POST <workflows>/bulk``,
@@ -23,11 +26,19 @@ from flask_geneva.admin.bulk_actions import WorkflowBulkActions
 from flask_geneva.admin.flow_control_actions import WorkflowActions
 from flask_geneva.admin.overview_view import OverviewView
 from flask_geneva.admin.resume_at_form import WorkflowResumeAt
+from flask_geneva.admin.signal_delivery import WorkflowSignalDelivery
+from flask_geneva.admin.signals_view import SignalsView
 from flask_geneva.admin.step_executions_view import StepExecutionsView
 from flask_geneva.admin.workflow_detail import WorkflowDetailPage
 from flask_geneva.admin.workflow_list import WorkflowListPage
 
-__all__ = ["OverviewView", "StepExecutionsView", "WorkflowsView", "asset_dir"]
+__all__ = [
+    "OverviewView",
+    "SignalsView",
+    "StepExecutionsView",
+    "WorkflowsView",
+    "asset_dir",
+]
 
 
 class WorkflowsView(
@@ -35,11 +46,13 @@ class WorkflowsView(
     WorkflowDetailPage,
     WorkflowActions,
     WorkflowResumeAt,
+    WorkflowSignalDelivery,
     WorkflowBulkActions,
 ):
     """The workflows list, a workflow's detail page and its buttons.
 
     Endpoints (under the view's endpoint, e.g. ``geneva_workflows``): ``index``
     (the list, R-ADM-11), ``detail`` (R-ADM-12), ``action`` (R-ADM-20..22),
-    ``resume_at`` (R-EVO-06), ``bulk`` and ``bulk_get`` (R-ADM-23).
+    ``resume_at`` (R-EVO-06), ``deliver_signal`` (R-WSIG-68), ``bulk`` and
+    ``bulk_get`` (R-ADM-23).
     """

@@ -1,5 +1,8 @@
 """A workflow's page (R-ADM-12): step plan, executions, chains, chart, buttons.
 
+A parked step says what it waits for, and the page lists the workflow's
+signals with a "Deliver signal…" form (R-WSIG-66..68).
+
 Only reads (R-ADM-32); the buttons post to
 :class:`~flask_geneva.admin.flow_control_actions.WorkflowActions`.
 """
@@ -11,6 +14,7 @@ from typing import Any
 from flask import abort
 from flask_admin import expose
 
+from flask_geneva import clock
 from flask_geneva import store_admin_queries
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.base_view import WorkflowPages
@@ -30,6 +34,10 @@ from flask_geneva.admin.resume_at_form import resume_at_form
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import hero_reference_of
 from flask_geneva.admin.row_display import metadata_of
+from flask_geneva.admin.signal_delivery import signal_form
+from flask_geneva.admin.signal_display import NOT_INSTALLED_NOTE
+from flask_geneva.admin.signal_display import signal_panel
+from flask_geneva.admin.signal_display import waiting_line
 from flask_geneva.admin.timeline_chart import layout
 from flask_geneva.exceptions import GenevaError
 
@@ -79,6 +87,9 @@ class WorkflowDetailPage(WorkflowPages):
             session, execution_cls, workflow, steps, executions, columns
         )
         ended = workflow.state in ENDED_STATES
+        signals = signal_panel(
+            session, self.geneva.WorkflowSignal, workflow, executions, columns
+        )
         return self.render(
             "geneva/admin/workflow_detail.html",
             workflow=workflow,
@@ -108,6 +119,13 @@ class WorkflowDetailPage(WorkflowPages):
             if steps is not None and workflow.state == "paused" and can_act()
             else None,
             step_label=steps.display_name if steps is not None else str,
+            # Workflow signals (R-WSIG-66..70).
+            waiting=waiting_line(executions, steps, columns, clock.now()),
+            signals=signals,
+            signals_note=NOT_INSTALLED_NOTE,
+            signal_form=signal_form()
+            if signals["installed"] and not ended and can_act()
+            else None,
         )
 
 

@@ -12,6 +12,7 @@ from flask import request
 from flask_admin import expose
 
 from flask_geneva import store_admin_queries
+from flask_geneva import store_admin_signals
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.bulk_actions import BULK_ACTIONS
 from flask_geneva.admin.csrf import action_form
@@ -76,10 +77,20 @@ class WorkflowListPage(WorkflowPages):
         )
         hero_urls = hero_admin_urls(rows)
         runs = next_runs(session, self.geneva.StepExecution, [row.id for row in rows])
+        # A parked step has no next run: it waits for a signal (R-WSIG-66).
+        parked = (
+            store_admin_signals.parked_workflow_ids(
+                session, self.geneva.StepExecution, [row.id for row in rows]
+            )
+            if columns.workflow_signals
+            else set()
+        )
         count, more = capped_count(session, workflow_cls, matching)
         return self.render(
             "geneva/admin/workflows.html",
-            workflows=[self._summary(row, errors, hero_urls, runs) for row in rows],
+            workflows=[
+                self._summary(row, errors, hero_urls, runs, parked) for row in rows
+            ],
             filters=matching.params,
             filtered=matching.is_active,
             filter_descriptions=matching.descriptions,
@@ -119,6 +130,7 @@ class WorkflowListPage(WorkflowPages):
         errors: dict[Any, str],
         hero_urls: dict[Any, str],
         runs: dict[Any, Any],
+        parked: set[Any],
     ) -> dict[str, Any]:
         return {
             "id": workflow.id,
@@ -138,6 +150,7 @@ class WorkflowListPage(WorkflowPages):
             "next_run": runs.get(workflow.id)
             if workflow.state in ("ready", "performing")
             else None,
+            "waiting": workflow.state == "ready" and workflow.id in parked,
         }
 
 

@@ -187,3 +187,25 @@ def test_resume_at_form_works_with_either_token_scheme_and_refuses_a_tampered_on
     assert response.status_code == 303, response.get_data(as_text=True)[:500]
     row = workflow_row(workflow.id)
     assert (row["state"], row["next_step_name"]) == ("ready", "second")
+
+
+def test_deliver_signal_form_works_with_either_token_scheme_and_refuses_a_tampered_one(
+    client,
+):
+    """The "Deliver signal…" form carries the token the active scheme accepts; a
+    tampered one is 400 and stores nothing (R-ADM-05, R-WSIG-68).
+    """
+    workflow = ready_workflow()
+    url = f"/geneva/workflows/{workflow.id}/signal"
+    page = client.get(detail_url(workflow.id)).data
+    form = page[page.index(b"geneva-signal-form") :]
+    token = csrf_token_of(form)
+    refused = client.post(url, data={"name": "go", "csrf_token": _tampered(token)})
+    assert refused.status_code == 400
+    unchanged = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert "No signals delivered to this workflow." in unchanged
+    response = client.post(url, data={"name": "go", "csrf_token": token})
+    assert response.status_code == 303, response.get_data(as_text=True)[:500]
+    page = client.get(detail_url(workflow.id)).get_data(as_text=True)
+    assert "go: signal " in page
+    assert "stored, pending" in page

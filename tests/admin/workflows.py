@@ -56,3 +56,15 @@ class AdminEvolved(geneva.Workflow):
         pass
 
     step.renamed("mail", to="send_mail")
+
+
+class AdminSignalWait(geneva.Workflow):
+    """A step that waits for the workflow signal 'payment_confirmed' (issue 18)."""
+
+    @step(wait_for="payment_confirmed", wait_timeout=timedelta(days=2))
+    def ship(self):
+        self.hero.counter += 1
+
+    @step
+    def done(self):
+        pass

@@ -51,6 +51,9 @@ def create_app_for(
         TESTING=True,
         SQLALCHEMY_DATABASE_URI=database_url,
         GENEVA_TASK_BACKEND="recording",
+        # The longest budget allowed: a loaded machine must not end a chain that a
+        # test expects to run inline to the end (tests of the budget set their own).
+        GENEVA_INLINE_CONTINUATION_BUDGET=3600,
     )
     app.config.update(config)
     database.init_app(app)

@@ -1,0 +1,168 @@
+"""The signals list: every workflow signal across workflows (R-WSIG-69).
+
+Filters: ``state`` (pending, claimed, consumed, expired), ``name`` (exact),
+``type`` (the workflow's class), ``received_from`` / ``received_to`` (dates or
+datetimes in UTC, as the workflows list's created range). Newest first, one page
+plus one row along the primary key (``created_at`` for UUID keys), no
+``COUNT(*)`` (R-ADM-30). A value that cannot be applied is ignored with a note
+(R-ADM-31). Without the ``add_workflow_signals`` unit the page says how to
+install it and queries nothing (R-WSIG-70). Only reads (R-ADM-32).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from flask import request
+from flask_admin import expose
+
+from flask_geneva import store_admin_queries
+from flask_geneva import store_admin_signals
+from flask_geneva.admin.base_view import GenevaView
+from flask_geneva.admin.filters import range_bound
+from flask_geneva.admin.list_params import PAGE_SIZE
+from flask_geneva.admin.list_params import note_past_the_end
+from flask_geneva.admin.list_params import page_number
+from flask_geneva.admin.list_params import quoted
+from flask_geneva.admin.signal_display import NOT_INSTALLED_NOTE
+from flask_geneva.admin.signal_display import SIGNAL_STATES
+from flask_geneva.admin.signal_display import signal_row
+
+__all__ = ["FILTERS", "SignalsView"]
+
+#: The list's query-string filters.
+FILTERS = ("state", "name", "type", "received_from", "received_to")
+#: Names offered as suggestions come from this many newest signals.
+_NAME_SUGGESTIONS_FROM = 1000
+_MAX_TEXT = 255  # name and type are VARCHAR(255)
+
+
+def _is_date(raw: str) -> bool:
+    try:
+        date.fromisoformat(raw)
+    except ValueError:
+        return False
+    return True
+
+
+class SignalsView(GenevaView):
+    """``GET <signals>/``: the workflow signals of every workflow (R-WSIG-69)."""
+
+    @expose("/")
+    def index(self) -> str:
+        """Render one page of the filtered list, or the install note."""
+        if not self._columns().workflow_signals:
+            return self.render(
+                "geneva/admin/signals.html",
+                installed=False,
+                not_installed_note=NOT_INSTALLED_NOTE,
+                **self._empty_context(),
+            )
+        args = request.args
+        notes: list[str] = []
+        params = {
+            name: args[name].strip()
+            for name in FILTERS
+            if isinstance(args.get(name), str) and args[name].strip()
+        }
+        criteria: dict[str, Any] = {}
+        kept: dict[str, str] = {}
+        descriptions: list[str] = []
+        state = params.get("state")
+        if state is not None:
+            if state in SIGNAL_STATES:
+                criteria["state"] = kept["state"] = state
+                descriptions.append(f"state is {state}")
+            else:
+                notes.append(
+                    f"ignored state {quoted(state)}: use {', '.join(SIGNAL_STATES)}"
+                )
+        for field, column, what in (
+            ("name", "name", "name"),
+            ("type", "workflow_type", "workflow class"),
+        ):
+            value = params.get(field)
+            if value is None:
+                continue
+            if len(value) > _MAX_TEXT:
+                notes.append(
+                    f"ignored {field} {quoted(value)}: longer than {_MAX_TEXT} "
+                    "characters"
+                )
+                continue
+            criteria[column] = kept[field] = value
+            descriptions.append(f"{what} is {value!r}")
+        start = range_bound(params, "received_from", notes, end=False)
+        if start is not None:
+            criteria["received_from"] = start
+            kept["received_from"] = params["received_from"]
+            descriptions.append(f"received at or after {start:%Y-%m-%d %H:%M:%S} UTC")
+        end = range_bound(params, "received_to", notes, end=True)
+        if end is not None:
+            kept["received_to"] = params["received_to"]
+            if _is_date(params["received_to"]):
+                criteria["received_before"] = end
+                descriptions.append(f"received before {end:%Y-%m-%d %H:%M:%S} UTC")
+            else:
+                criteria["received_until"] = end
+                descriptions.append(
+                    f"received at or before {end:%Y-%m-%d %H:%M:%S} UTC"
+                )
+        page = page_number(args, notes)
+        session = self.session
+        rows = store_admin_signals.signal_list_page(
+            session,
+            self.geneva.WorkflowSignal,
+            self.geneva.Workflow,
+            order_by_created_at=self.geneva.key_type == "uuid",
+            limit=PAGE_SIZE + 1,
+            offset=(page - 1) * PAGE_SIZE,
+            **criteria,
+        )
+        has_next = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        note_past_the_end(page, bool(rows), notes)
+        signals = []
+        for signal, workflow_type, workflow_state in rows:
+            row = signal_row(signal)
+            row["workflow_type"] = workflow_type
+            row["workflow_state"] = workflow_state
+            signals.append(row)
+        return self.render(
+            "geneva/admin/signals.html",
+            installed=True,
+            not_installed_note="",
+            signals=signals,
+            filters=kept,
+            filter_descriptions=descriptions,
+            notes=notes,
+            page=page,
+            has_next=has_next,
+            states=SIGNAL_STATES,
+            known_types=self._types(),
+            names=store_admin_signals.signal_names_stored(
+                session, self.geneva.WorkflowSignal, limit=_NAME_SUGGESTIONS_FROM
+            ),
+        )
+
+    def _types(self) -> list[str]:
+        """The defined classes, then stored classes whose code is gone."""
+        defined = sorted(self.geneva.workflow_classes)
+        stored = store_admin_queries.workflow_types_stored(
+            self.session, self.geneva.Workflow
+        )
+        return defined + [name for name in stored if name not in defined]
+
+    def _empty_context(self) -> dict[str, Any]:
+        return {
+            "signals": [],
+            "filters": {},
+            "filter_descriptions": [],
+            "notes": [],
+            "page": 1,
+            "has_next": False,
+            "states": SIGNAL_STATES,
+            "known_types": [],
+            "names": [],
+        }
