@@ -66,8 +66,9 @@ def run_dispatcher(
     1. :func:`publish_deferred`: deferred executions due within the broker
        horizon are published (R-DSP-02);
     2. the ``in_progress`` executions of workers that missed their heartbeats
-       for ``GENEVA_WORKER_DEAD_AFTER`` are recovered (R-WRK-06; the age rule
-       stays with housekeeping), so a killed worker's step runs again within
+       for ``GENEVA_WORKER_DEAD_AFTER`` while another worker heartbeat are
+       recovered (R-WRK-06, R-WRK-14; the age rule stays with housekeeping),
+       so a killed worker's step runs again within
        ``GENEVA_WORKER_DEAD_AFTER`` + ``GENEVA_DISPATCH_INTERVAL`` (R-WRK-12);
     3. the run is recorded in ``geneva_drive_maintenance_runs`` when the table
        exists (start, end, counts, process; R-HK-40/41).

@@ -31,7 +31,10 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
     ),
     "GENEVA_STUCK_RECOVERY_ACTION": (
         'What recovery does with a stuck `in_progress` execution: `"reattempt"` '
-        'or `"cancel"`.'
+        'or `"cancel"`. With `"cancel"`, a worker wrongly judged dead (a step '
+        "holding the GIL longer than GENEVA_WORKER_DEAD_AFTER, a frozen "
+        "process) gets its running workflow canceled: raise "
+        "GENEVA_WORKER_DEAD_AFTER for such steps (R-HK-25, R-WRK-14)."
     ),
     "GENEVA_RECOVER_GRACE": (
         "`workflow.recover()` and `flask geneva recover` refuse, without force, "
@@ -77,10 +80,12 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "How often each registered worker process records that it is alive (R-WRK-03)."
     ),
     "GENEVA_WORKER_DEAD_AFTER": (
-        "A worker without a heartbeat for this long is dead: its in_progress "
-        "executions are recovered whatever their age, at the next dispatcher run "
-        "(R-WRK-06, R-WRK-12); at least twice GENEVA_WORKER_HEARTBEAT_INTERVAL. "
-        "The default, four heartbeats, lets three in a row fail or come late."
+        "A worker without a heartbeat for this long, while another worker "
+        "heartbeats, is dead: its in_progress executions are recovered whatever "
+        "their age, at the next dispatcher run (R-WRK-06, R-WRK-12, R-WRK-14); "
+        "at least twice GENEVA_WORKER_HEARTBEAT_INTERVAL. The default, four "
+        "heartbeats, lets three in a row fail or come late. A step holding the "
+        "GIL in one C call for longer looks dead: raise it for such steps."
     ),
     "GENEVA_DISPATCH_INTERVAL": (
         "How often the beat entry of `beat_schedule()` runs the dispatcher, which "

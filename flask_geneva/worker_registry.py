@@ -25,13 +25,13 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 from importlib import metadata as importlib_metadata
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import worker_rows
 from flask_geneva.config import GenevaConfig
@@ -52,6 +52,7 @@ __all__ = [
     "register_worker",
     "registrations",
     "registry_table",
+    "suspended_recovery_warning",
     "worker_overview",
 ]
 
@@ -95,16 +96,30 @@ class WorkerRegistration:
         self._write_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._last_beat = time.monotonic()
+        self._registered = threading.Event()
+
+    @property
+    def registered(self) -> bool:
+        """The row was written: claims may name this worker (R-WRK-16)."""
+        return self._registered.is_set()
 
     def start(self) -> None:
         """Insert the row and start the daemon heartbeat thread (R-WRK-02/03).
 
-        Raises:
-            sqlalchemy.exc.SQLAlchemyError: The row could not be inserted.
+        When the insert fails (the database unreachable), the failure is logged
+        and the thread starts anyway: it writes the row at its next heartbeat
+        that succeeds. Until then :attr:`registered` is False and claims name no
+        worker (R-WRK-16).
         """
-        with self._writer.begin() as connection:
-            worker_rows.insert_worker(
-                connection, self._table, self.identity, clock.now()
+        try:
+            self.heartbeat()
+        except Exception as error:  # noqa: BLE001 - retried by the heartbeat thread
+            _log.warning(
+                "could not register worker %s (retrying from its heartbeat "
+                "thread): %s: %s",
+                self.identity.worker_id,
+                type(error).__name__,
+                error,
             )
         self._thread = threading.Thread(
             target=self._beat,
@@ -125,15 +140,13 @@ class WorkerRegistration:
         with self._write_lock:
             if self._stop.is_set():
                 return
-            now = clock.now()
             self._last_beat = time.monotonic()
             with self._writer.begin() as connection:
                 if not worker_rows.touch_worker(
-                    connection, self._table, self.identity.worker_id, now
+                    connection, self._table, self.identity.worker_id
                 ):
-                    worker_rows.insert_worker(
-                        connection, self._table, self.identity, now
-                    )
+                    worker_rows.insert_worker(connection, self._table, self.identity)
+            self._registered.set()
 
     def due(self) -> bool:
         """Half an interval passed since the last heartbeat."""
@@ -172,12 +185,22 @@ class WorkerRegistration:
         # A failed heartbeat is retried after about a second, not a whole
         # interval, so that a worker writes again as soon as the database is
         # back (R-WRK-03).
-        wait = self.interval_seconds
+        wait = (
+            self.interval_seconds
+            if self.registered
+            else min(_HEARTBEAT_RETRY_SECONDS, self.interval_seconds)
+        )
         while not self._stop.wait(wait):
             try:
                 self.heartbeat()
             except Exception as error:  # noqa: BLE001 - a failed beat is retried soon
-                wait = min(_HEARTBEAT_RETRY_SECONDS, self.interval_seconds)
+                # A registration never written retries once per interval: the
+                # table may be missing until the upgrade (R-WRK-16).
+                wait = (
+                    min(_HEARTBEAT_RETRY_SECONDS, self.interval_seconds)
+                    if self.registered
+                    else self.interval_seconds
+                )
                 _log.warning(
                     "heartbeat of worker %s failed (retrying in %.1f s): %s: %s",
                     self.identity.worker_id,
@@ -208,16 +231,27 @@ def _writer_engine(engine: sa.Engine) -> sa.Engine:
 def heartbeat_now(session: Any) -> bool:
     """Write this process's heartbeat for ``session``'s database now (R-WRK-11).
 
-    Returns:
-        True if written; False when this process is no registered worker.
+    Never raises for the write: a liveness write must not fail the step that
+    asked for it. A failure (a database blip) is logged as a warning; the
+    heartbeat thread keeps trying.
 
-    Raises:
-        sqlalchemy.exc.SQLAlchemyError: The database refused the write.
+    Returns:
+        True if written; False when this process is no registered worker or
+        the database refused the write.
     """
     registration = _own_registration(session)
     if registration is None:
         return False
-    registration.heartbeat()
+    try:
+        registration.heartbeat()
+    except Exception as error:  # noqa: BLE001 - never fail a step for a heartbeat
+        _log.warning(
+            "heartbeat of worker %s failed (the step goes on): %s: %s",
+            registration.identity.worker_id,
+            type(error).__name__,
+            error,
+        )
+        return False
     return True
 
 
@@ -253,7 +287,10 @@ def register_worker(
     Does nothing (returns None) when the database lacks the worker registry
     (R-WRK-08). Registering the same process again for the same database returns
     the existing registration; a registration inherited through ``fork()`` from
-    another process is replaced (the child is a worker of its own).
+    another process is replaced (the child is a worker of its own). When the
+    database cannot be reached (neither to detect the registry nor to insert
+    the row), the registration is returned unregistered and its heartbeat
+    thread retries until the row is written (R-WRK-16).
 
     Args:
         context: The settings and models of the app whose database is used.
@@ -261,18 +298,16 @@ def register_worker(
         queues: The queues the worker consumes from.
 
     Returns:
-        The running registration, or None without the registry.
-
-    Raises:
-        sqlalchemy.exc.SQLAlchemyError: The row could not be inserted.
+        The running registration (see ``registered``), or None without the
+        registry.
     """
     session = context.session
     try:
-        if not column_detection.optional_columns(session).worker_registry:
+        if not _registry_detected(session):
             return None
         engine = _engine_of(session)
     finally:
-        session.rollback()
+        _rollback_quietly(session)
     table = context.models.StepExecution.metadata.tables[WORKERS_TABLE]
     with _lock:
         existing = _registrations.get(engine)
@@ -294,12 +329,40 @@ def register_worker(
         registration.start()
         _registrations[engine] = registration
     _log.info(
-        "registered worker %s (pid %d, node %s)",
+        "registered worker %s (pid %d, node %s)%s",
         registration.identity.worker_id,
         registration.identity.pid,
         node_name,
+        "" if registration.registered else "; its row is not written yet",
     )
     return registration
+
+
+def _registry_detected(session: Any) -> bool:
+    """Whether the database has the registry; True when it cannot be reached.
+
+    An unreachable database at a worker's start must not leave the worker
+    unregistered for its whole life: the registration is made and retried
+    (R-WRK-16); should the table turn out to be missing, the heartbeat thread
+    logs its failures until the worker restarts after the upgrade.
+    """
+    try:
+        return column_detection.optional_columns(session).worker_registry
+    except sa.exc.SQLAlchemyError as error:
+        _log.warning(
+            "could not detect the worker registry (registering anyway, retried "
+            "from the heartbeat thread): %s: %s",
+            type(error).__name__,
+            error,
+        )
+        return True
+
+
+def _rollback_quietly(session: Any) -> None:
+    try:
+        session.rollback()
+    except sa.exc.SQLAlchemyError as error:
+        _log.debug("rollback after the registry detection failed: %s", error)
 
 
 def deregister_workers() -> int:
@@ -330,7 +393,9 @@ def current_worker_id(session: Any) -> str | None:
         request, a test, a worker without the registry).
     """
     registration = _own_registration(session)
-    return None if registration is None else registration.identity.worker_id
+    if registration is None or not registration.registered:
+        return None  # an unwritten row must not be named: it would look gone
+    return registration.identity.worker_id
 
 
 def claim_attributes(session: Any) -> dict[str, Any] | None:
@@ -394,7 +459,6 @@ def prune_dead_workers(session: orm.Session, *, config: GenevaConfig) -> int:
         session.connection(),
         workers,
         execution_table,
-        now=clock.now(),
         dead_after=config.worker_dead_after,
     )
     session.commit()
@@ -406,9 +470,11 @@ def live_worker_of(
 ) -> tuple[str, Any] | None:
     """The live worker holding ``execution``: ``(worker id, last heartbeat)``.
 
-    None when the registry is absent, the execution names no worker, or its
-    worker missed its heartbeats for ``GENEVA_WORKER_DEAD_AFTER`` (R-WRK-06).
-    The read runs in the session's current transaction.
+    None when the registry is absent, the execution names no worker, its
+    worker is gone from the registry, or it is dead: it missed its heartbeats
+    for ``GENEVA_WORKER_DEAD_AFTER`` by the database's clock while another
+    worker heartbeated after it (R-WRK-06, R-WRK-14, R-WRK-15). The read runs
+    in the session's current transaction.
     """
     workers = registry_table(session)
     if workers is None:
@@ -416,10 +482,12 @@ def live_worker_of(
     worker_id = execution.worker_id
     if worker_id is None:
         return None
-    beat = worker_rows.last_heartbeat(session.connection(), workers, worker_id)
-    if beat is None or beat < clock.now() - config.worker_dead_after:
+    liveness = worker_rows.worker_liveness(
+        session.connection(), workers, worker_id, config.worker_dead_after
+    )
+    if liveness is None or not liveness[1]:
         return None
-    return worker_id, beat
+    return worker_id, liveness[0]
 
 
 def worker_overview(
@@ -433,30 +501,36 @@ def worker_overview(
         session: A session bound to the models.
         config: The validated settings (``GENEVA_WORKER_DEAD_AFTER``).
 
+    Liveness is judged by the database's clock and the newest heartbeat of any
+    worker (R-WRK-14/15). When no worker heartbeat for ``GENEVA_WORKER_DEAD_AFTER``
+    (a database outage, every worker stopped), ``warning`` says that recovery
+    of the executions of the workers last seen alive is suspended until one
+    heartbeats again.
+
     Returns:
         None without the worker registry; else ``{"alive": n, "dead": n,
-        "abandoned_executions": n, "workers": [...]}``, each worker a dict of
-        its columns (times in ISO 8601), ``alive`` and ``in_progress``.
+        "abandoned_executions": n, "newest_heartbeat_age_seconds": float or
+        None, "warning": str or None, "workers": [...]}``, each worker a dict
+        of its columns (times in ISO 8601), ``alive`` and ``in_progress``.
     """
     workers = registry_table(session)
     if workers is None:
         session.rollback()
         return None
     execution_table = models_of(session).StepExecution.__table__
-    now = clock.now()
+    dead_after = config.worker_dead_after
     connection = session.connection()
-    rows = worker_rows.workers_with_executions(connection, workers, execution_table)
-    abandoned = worker_rows.count_abandoned(
-        connection,
-        workers,
-        execution_table,
-        now=now,
-        dead_after=config.worker_dead_after,
+    rows = worker_rows.workers_with_executions(
+        connection, workers, execution_table, dead_after=dead_after
     )
+    abandoned = worker_rows.count_abandoned(
+        connection, workers, execution_table, dead_after=dead_after
+    )
+    newest_age = worker_rows.newest_heartbeat_age(connection, workers)
     session.rollback()
     listed = []
     for row in rows:
-        alive = row.last_heartbeat_at >= now - config.worker_dead_after
+        alive = bool(row.alive)
         listed.append(
             {
                 "id": row.id,
@@ -476,8 +550,36 @@ def worker_overview(
         "alive": alive_count,
         "dead": len(listed) - alive_count,
         "abandoned_executions": abandoned,
+        "newest_heartbeat_age_seconds": (
+            None if newest_age is None else newest_age.total_seconds()
+        ),
+        "warning": suspended_recovery_warning(newest_age, dead_after=dead_after),
         "workers": listed,
     }
+
+
+def suspended_recovery_warning(
+    newest_age: timedelta | None, *, dead_after: timedelta
+) -> str | None:
+    """The operator warning when no worker heartbeat recently (R-WRK-14).
+
+    Args:
+        newest_age: The age of the newest heartbeat of any worker, by the
+            database's clock; None when no worker is registered (no warning:
+            nothing heartbeats, and nothing is recovered by liveness either).
+        dead_after: ``GENEVA_WORKER_DEAD_AFTER``.
+
+    Returns:
+        None while some worker heartbeat within ``dead_after``; else the text.
+    """
+    if newest_age is None or newest_age < dead_after:
+        return None
+    return (
+        f"no worker has heartbeat for {newest_age.total_seconds():.0f} s: "
+        "recovery of abandoned executions is suspended until one does "
+        "(GENEVA_WORKER_DEAD_AFTER "
+        f"{dead_after.total_seconds():g} s; a database outage or stopped workers)"
+    )
 
 
 def _engine_of(session: Any) -> sa.Engine:

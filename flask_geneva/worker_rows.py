@@ -7,6 +7,15 @@ thread of :mod:`flask_geneva.worker_registry` writes it; recovery reads it
 (:func:`abandoned_criteria`). The table is optional: without the
 ``add_worker_registry`` install unit nothing here is called (R-WRK-08).
 
+Heartbeats are written and judged with the database's clock
+(:class:`DatabaseTime`, R-WRK-15), never a process's: a worker whose clock
+lags, or a recovering host whose clock runs ahead, cannot make a live worker
+look dead. A worker is dead only when its heartbeat is older than the dead-after
+both by the database's clock and relative to the newest heartbeat of any worker
+(:func:`dead_heartbeat`, R-WRK-14): after a database outage longer than the
+dead-after every worker looks stale, and none is judged dead until some worker
+has written a heartbeat again.
+
 Statements are Core statements on a connection of their own, so the heartbeat
 thread never touches the host's ORM session.
 """
@@ -20,21 +29,28 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
 
 from flask_geneva.model_columns import UTCDateTime
 from flask_geneva.model_states import WORKERS_TABLE
 from flask_geneva.model_states import StepExecutionState
 
 __all__ = [
+    "DatabaseTime",
     "WorkerIdentity",
     "abandoned_criteria",
+    "age_heartbeat",
+    "alive_heartbeat",
     "count_abandoned",
+    "dead_heartbeat",
     "delete_worker",
     "insert_worker",
     "last_heartbeat",
     "live_worker_ids",
+    "newest_heartbeat_age",
     "prune_dead_workers",
     "touch_worker",
+    "worker_liveness",
     "worker_rows",
     "workers_table",
     "workers_with_executions",
@@ -61,6 +77,133 @@ class WorkerIdentity:
     node_name: str | None
     queues: tuple[str, ...]
     library_version: str
+
+
+class DatabaseTime(sa.sql.expression.ColumnElement[datetime]):
+    """The database server's UTC time, or a time minus a duration, in SQL (R-WRK-15).
+
+    ``DatabaseTime()`` is the server's current time; ``DatabaseTime(base,
+    minus)`` is the SQL expression ``base`` (a column or a scalar subquery) or
+    the current time, minus ``minus``. The value has the storage format of
+    :class:`~flask_geneva.model_columns.UTCDateTime` columns (naive UTC, text
+    with microseconds on SQLite), so it compares with them and is written to
+    them. A NULL ``base`` gives NULL. Rendered per dialect: PostgreSQL
+    ``timezone('UTC', statement_timestamp())``, MySQL/MariaDB
+    ``UTC_TIMESTAMP(6)``, SQLite ``strftime(…, 'now')`` (the host's clock: an
+    SQLite database has no server).
+
+    Raises:
+        sqlalchemy.exc.CompileError: On another dialect (the message names it).
+    """
+
+    # Rendered with literal durations: statements holding it are not cached.
+    inherit_cache = False
+    type = UTCDateTime()
+
+    def __init__(self, base: Any = None, minus: timedelta = timedelta(0)) -> None:
+        self.base = base
+        self.minus_microseconds = int(minus / timedelta(microseconds=1))
+
+
+def _base_sql(element: DatabaseTime, compiler: Any, default: str, **kw: Any) -> str:
+    if element.base is None:
+        return default
+    return str(compiler.process(element.base, **kw))
+
+
+@compiles(DatabaseTime)
+def _compile_database_time(element: DatabaseTime, compiler: Any, **kw: Any) -> str:
+    raise sa.exc.CompileError(
+        f"the worker registry needs the database clock, unsupported on "
+        f"{compiler.dialect.name!r}; supported: 'postgresql', 'mysql', "
+        f"'mariadb', 'sqlite'"
+    )
+
+
+@compiles(DatabaseTime, "postgresql")
+def _compile_database_time_postgresql(
+    element: DatabaseTime, compiler: Any, **kw: Any
+) -> str:
+    base = _base_sql(element, compiler, "timezone('UTC', statement_timestamp())", **kw)
+    if not element.minus_microseconds:
+        return base
+    return f"({base} - INTERVAL '{element.minus_microseconds} microseconds')"
+
+
+@compiles(DatabaseTime, "mysql")
+@compiles(DatabaseTime, "mariadb")
+def _compile_database_time_mysql(
+    element: DatabaseTime, compiler: Any, **kw: Any
+) -> str:
+    base = _base_sql(element, compiler, "UTC_TIMESTAMP(6)", **kw)
+    if not element.minus_microseconds:
+        return base
+    return f"({base} - INTERVAL {element.minus_microseconds} MICROSECOND)"
+
+
+@compiles(DatabaseTime, "sqlite")
+def _compile_database_time_sqlite(
+    element: DatabaseTime, compiler: Any, **kw: Any
+) -> str:
+    # strftime's %f has milliseconds; '000' completes the microseconds of the
+    # stored format, so that text comparison orders the values.
+    base = _base_sql(element, compiler, "'now'", **kw)
+    seconds = element.minus_microseconds / 1_000_000
+    return (
+        f"(strftime('%Y-%m-%d %H:%M:%f', {base}, '{-seconds:+.6f} seconds') || '000')"
+    )
+
+
+def newest_heartbeat_age(
+    connection: sa.Connection, table: sa.Table
+) -> timedelta | None:
+    """How long ago, by the database's clock, any worker last heartbeat (R-WRK-14).
+
+    Returns:
+        The age of the newest heartbeat, or None when no worker is registered.
+    """
+    row = connection.execute(
+        sa.select(DatabaseTime().label("now"), _newest_heartbeat(table).label("newest"))
+    ).one()
+    if row.newest is None:
+        return None
+    age: timedelta = row.now - row.newest
+    return age
+
+
+def _newest_heartbeat(table: sa.Table) -> Any:
+    # A derived table: MySQL refuses a DELETE whose subquery reads the table
+    # deleted from, unless the subquery is materialized.
+    other = table.alias("other_worker")
+    newest = sa.select(sa.func.max(other.c.last_heartbeat_at).label("newest")).subquery(
+        "newest_heartbeat"
+    )
+    return sa.select(newest.c.newest).scalar_subquery()
+
+
+def dead_heartbeat(table: sa.Table, dead_after: timedelta) -> Any:
+    """Criterion of a dead worker row of ``table`` (R-WRK-06, R-WRK-14).
+
+    Its ``last_heartbeat_at`` is older than ``dead_after`` by the database's
+    clock and older than the newest heartbeat of any worker minus
+    ``dead_after``: some worker heartbeated after it stopped. After a database
+    outage every worker looks stale by the clock, and none is dead until one
+    of them heartbeats again.
+    """
+    beat = table.c.last_heartbeat_at
+    return sa.and_(
+        beat < DatabaseTime(None, dead_after),
+        beat < DatabaseTime(_newest_heartbeat(table), dead_after),
+    )
+
+
+def alive_heartbeat(table: sa.Table, dead_after: timedelta) -> Any:
+    """Criterion of a live worker row of ``table``: not :func:`dead_heartbeat`."""
+    beat = table.c.last_heartbeat_at
+    return sa.or_(
+        beat >= DatabaseTime(None, dead_after),
+        beat >= DatabaseTime(_newest_heartbeat(table), dead_after),
+    )
 
 
 def workers_table(metadata: sa.MetaData) -> sa.Table:
@@ -91,9 +234,13 @@ def workers_table(metadata: sa.MetaData) -> sa.Table:
 
 
 def insert_worker(
-    connection: sa.Connection, table: sa.Table, identity: WorkerIdentity, now: datetime
+    connection: sa.Connection, table: sa.Table, identity: WorkerIdentity
 ) -> None:
-    """INSERT the worker's row, started and last seen at ``now`` (R-WRK-02)."""
+    """INSERT the worker's row, started and last seen now (R-WRK-02).
+
+    The time is the database's (R-WRK-15).
+    """
+    now = DatabaseTime()
     connection.execute(
         sa.insert(table).values(
             id=identity.worker_id,
@@ -108,18 +255,32 @@ def insert_worker(
     )
 
 
-def touch_worker(
-    connection: sa.Connection, table: sa.Table, worker_id: str, now: datetime
-) -> bool:
-    """Record a heartbeat (R-WRK-03).
+def touch_worker(connection: sa.Connection, table: sa.Table, worker_id: str) -> bool:
+    """Record a heartbeat at the database's current time (R-WRK-03, R-WRK-15).
 
     Returns:
         False when the row is gone (pruned as dead): the caller inserts it again.
     """
     result = connection.execute(
-        sa.update(table).where(table.c.id == worker_id).values(last_heartbeat_at=now)
+        sa.update(table)
+        .where(table.c.id == worker_id)
+        .values(last_heartbeat_at=DatabaseTime())
     )
     return bool(result.rowcount)
+
+
+def age_heartbeat(
+    connection: sa.Connection, table: sa.Table, worker_id: str, age: timedelta
+) -> None:
+    """Set the worker's last heartbeat to ``age`` before the database's now.
+
+    For tests and benchmarks that need a worker whose heartbeats stopped.
+    """
+    connection.execute(
+        sa.update(table)
+        .where(table.c.id == worker_id)
+        .values(last_heartbeat_at=DatabaseTime(None, age))
+    )
 
 
 def delete_worker(connection: sa.Connection, table: sa.Table, worker_id: str) -> None:
@@ -137,9 +298,36 @@ def last_heartbeat(
     return value
 
 
-def live_worker_ids(table: sa.Table, now: datetime, dead_after: timedelta) -> Any:
-    """SELECT of the ids of workers whose last heartbeat is within ``dead_after``."""
-    return sa.select(table.c.id).where(table.c.last_heartbeat_at >= now - dead_after)
+def worker_liveness(
+    connection: sa.Connection, table: sa.Table, worker_id: str, dead_after: timedelta
+) -> tuple[datetime, bool] | None:
+    """``(last heartbeat, alive)`` of the worker, or None when it is not registered.
+
+    ``alive`` is judged in SQL with the database's clock and the newest
+    heartbeat of any worker (:func:`alive_heartbeat`, R-WRK-14/15).
+    """
+    row = connection.execute(
+        sa.select(
+            table.c.last_heartbeat_at,
+            sa.case((alive_heartbeat(table, dead_after), True), else_=False).label(
+                "alive"
+            ),
+        ).where(table.c.id == worker_id)
+    ).first()
+    if row is None:
+        return None
+    return row.last_heartbeat_at, bool(row.alive)
+
+
+def live_worker_ids(table: sa.Table, dead_after: timedelta) -> Any:
+    """SELECT of the ids of live workers (:func:`alive_heartbeat`, R-WRK-14)."""
+    return sa.select(table.c.id).where(alive_heartbeat(table, dead_after))
+
+
+def _gone_is_dead(table: sa.Table) -> Any:
+    # A worker missing from the registry (deregistered, or pruned) is dead only
+    # when some worker has a row: an empty registry is no evidence (R-WRK-14).
+    return sa.exists(sa.select(table.c.id))
 
 
 def abandoned_criteria(
@@ -152,16 +340,19 @@ def abandoned_criteria(
 ) -> Any:
     """WHERE clause of an abandoned ``in_progress`` execution (R-WRK-05/06).
 
-    An execution that names a worker is abandoned when that worker has not
-    heartbeated for ``dead_after`` or is gone from the registry, whatever the
-    step's age; while its worker is alive it never is. An execution without a
+    An execution that names a worker is abandoned when that worker is dead
+    (:func:`dead_heartbeat`: no heartbeat for ``dead_after`` by the database's
+    clock while another worker heartbeated after it, R-WRK-14/15) or is gone
+    from a registry that lists some worker, whatever the step's age; while its
+    worker is alive it never is. An execution without a
     worker (claimed before the upgrade, or outside a registered worker) keeps
     the age rule: ``started_at`` earlier than ``now - age_threshold`` (R-HK-20).
 
     Args:
         execution: The ``StepExecution`` model or its table's columns (``.c``).
         table: The workers table.
-        now: The reference time (aware UTC).
+        now: The reference time of the age rule (aware UTC); liveness uses the
+            database's clock.
         dead_after: ``GENEVA_WORKER_DEAD_AFTER``.
         age_threshold: ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``.
     """
@@ -172,7 +363,8 @@ def abandoned_criteria(
         ),
         sa.and_(
             execution.worker_id.is_not(None),
-            execution.worker_id.not_in(live_worker_ids(table, now, dead_after)),
+            execution.worker_id.not_in(live_worker_ids(table, dead_after)),
+            _gone_is_dead(table),
         ),
     )
 
@@ -182,7 +374,6 @@ def prune_dead_workers(
     table: sa.Table,
     execution_table: sa.Table,
     *,
-    now: datetime,
     dead_after: timedelta,
 ) -> int:
     """DELETE dead workers that hold no ``in_progress`` execution (R-WRK-07).
@@ -199,7 +390,7 @@ def prune_dead_workers(
     )
     result = connection.execute(
         sa.delete(table).where(
-            table.c.last_heartbeat_at < now - dead_after,
+            dead_heartbeat(table, dead_after),
             table.c.id.not_in(holding),
         )
     )
@@ -214,12 +405,16 @@ def worker_rows(connection: sa.Connection, table: sa.Table) -> Sequence[Any]:
 
 
 def workers_with_executions(
-    connection: sa.Connection, table: sa.Table, execution_table: sa.Table
+    connection: sa.Connection,
+    table: sa.Table,
+    execution_table: sa.Table,
+    *,
+    dead_after: timedelta,
 ) -> Sequence[Any]:
     """Every registered worker with its number of ``in_progress`` executions.
 
-    Rows have the worker's columns and ``in_progress``, oldest heartbeat first
-    (R-WRK-09).
+    Rows have the worker's columns, ``in_progress`` and ``alive``
+    (:func:`alive_heartbeat`), oldest heartbeat first (R-WRK-09).
     """
     holding = (
         sa.select(sa.func.count())
@@ -231,9 +426,13 @@ def workers_with_executions(
         .scalar_subquery()
     )
     return connection.execute(
-        sa.select(table, holding.label("in_progress")).order_by(
-            table.c.last_heartbeat_at, table.c.id
-        )
+        sa.select(
+            table,
+            holding.label("in_progress"),
+            sa.case((alive_heartbeat(table, dead_after), True), else_=False).label(
+                "alive"
+            ),
+        ).order_by(table.c.last_heartbeat_at, table.c.id)
     ).all()
 
 
@@ -242,10 +441,9 @@ def count_abandoned(
     table: sa.Table,
     execution_table: sa.Table,
     *,
-    now: datetime,
     dead_after: timedelta,
 ) -> int:
-    """``in_progress`` executions whose worker is dead or gone (R-WRK-09)."""
+    """``in_progress`` executions whose worker is dead or gone (R-WRK-09, R-WRK-14)."""
     columns = execution_table.c
     count = connection.scalar(
         sa.select(sa.func.count())
@@ -253,7 +451,8 @@ def count_abandoned(
         .where(
             columns.state == StepExecutionState.IN_PROGRESS.value,
             columns.worker_id.is_not(None),
-            columns.worker_id.not_in(live_worker_ids(table, now, dead_after)),
+            columns.worker_id.not_in(live_worker_ids(table, dead_after)),
+            _gone_is_dead(table),
         )
     )
     return int(count or 0)

@@ -355,9 +355,14 @@ class WorkflowActions:
         the GIL between calls, say); a resumable step's ``checkpoint()``
         counts as one. Outside a registered worker process it does nothing.
 
+        Never fails the step for the write: when the database refuses it (a
+        blip), a warning is logged and False returned; the heartbeat thread
+        keeps trying.
+
         Returns:
             True if a heartbeat was written, False when this process is no
-            registered worker (or the database has no worker registry).
+            registered worker (or the database has no worker registry), or the
+            write failed.
         """
         return model_engine().heartbeat(self)
 

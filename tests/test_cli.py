@@ -185,6 +185,8 @@ def test_status_json_counts_per_class_and_state(geneva_cli):
         "alive": 0,
         "dead": 0,
         "abandoned_executions": 0,
+        "newest_heartbeat_age_seconds": None,
+        "warning": None,
         "workers": [],
     }
     table = geneva_cli("status")

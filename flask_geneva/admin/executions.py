@@ -357,13 +357,13 @@ def _worker_display(
     workers = worker_registry.registry_table(session)
     if workers is None:
         return None
-    beat = worker_rows.last_heartbeat(
-        session.connection(), workers, execution.worker_id
+    liveness = worker_rows.worker_liveness(
+        session.connection(), workers, execution.worker_id, config.worker_dead_after
     )
     return {
         "id": execution.worker_id,
-        "last_heartbeat_at": beat,
-        "alive": beat is not None and beat >= now - config.worker_dead_after,
+        "last_heartbeat_at": None if liveness is None else liveness[0],
+        "alive": liveness is not None and liveness[1],
     }
 
 

@@ -45,13 +45,15 @@ def status_command(as_json: bool) -> None:
     thresholds GENEVA_STUCK_IN_PROGRESS_THRESHOLD and
     GENEVA_STUCK_SCHEDULED_THRESHOLD (and, with the worker registry, the
     heartbeats of the workers holding them). Registered workers are listed as
-    alive or dead (GENEVA_WORKER_DEAD_AFTER). The last runs of the dispatcher and
-    housekeeping are shown, with a warning when one has not run for two of its
-    intervals (GENEVA_DISPATCH_INTERVAL, GENEVA_HOUSEKEEPING_INTERVAL) or failed.
+    alive or dead (GENEVA_WORKER_DEAD_AFTER), with a warning when no worker has
+    heartbeat for that long (recovery is then suspended). The last runs of the
+    dispatcher and housekeeping are shown, with a warning when one has not run
+    for two of its intervals (GENEVA_DISPATCH_INTERVAL,
+    GENEVA_HOUSEKEEPING_INTERVAL) or failed.
     With workflow signals: executions waiting (and how many longer than
     GENEVA_SIGNAL_WAIT_WARN_AFTER) and pending signals with the oldest's age.
     \f
-    Spec: R-ADM-10 counts, R-HK-20 thresholds, R-WRK-06/09, R-HK-42/43,
+    Spec: R-ADM-10 counts, R-HK-20 thresholds, R-WRK-06/09/14, R-HK-42/43,
     R-WSIG-65.
     """
     overview = _status_overview()
@@ -130,6 +132,8 @@ def _echo_workers(workers: dict[str, Any] | None) -> None:
         f"workers: {workers['alive']} alive, {workers['dead']} dead; "
         f"executions abandoned by dead workers: {workers['abandoned_executions']}"
     )
+    if workers["warning"]:  # R-WRK-14: recovery suspended without heartbeats
+        click.echo(f"WARNING: {workers['warning']}")
     if not workers["workers"]:
         return
     rows = [["worker", "status", "host", "pid", "node", "last heartbeat", "running"]]

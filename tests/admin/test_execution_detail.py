@@ -408,24 +408,23 @@ def test_the_page_names_the_worker_and_goes_by_its_liveness(client):
     import uuid
     from datetime import timedelta
 
-    from flask_geneva import clock
     from flask_geneva import worker_rows
     from tests.admin.execution_support import overdue_by
 
     workflow = ready_workflow()
     execution_id = execution_rows(workflow.id)[0]["id"]
     workers = db.metadata.tables["geneva_drive_workers"]
-    now = clock.now()
 
-    def add_worker(last_beat):
+    def add_worker(age):
         worker_id = str(uuid.uuid4())
         identity = worker_rows.WorkerIdentity(worker_id, "h", 1, None, (), "t")
         db.session.remove()
         with db.engine.begin() as connection:
-            worker_rows.insert_worker(connection, workers, identity, last_beat)
+            worker_rows.insert_worker(connection, workers, identity)
+            worker_rows.age_heartbeat(connection, workers, worker_id, age)
         return worker_id
 
-    live = add_worker(now)
+    live = add_worker(timedelta(0))
     update_execution(
         execution_id,
         state="in_progress",
@@ -436,7 +435,7 @@ def test_the_page_names_the_worker_and_goes_by_its_liveness(client):
     assert f"Claimed by worker {live}:" in text
     assert "alive" in section(text, "geneva-worker")
     assert "stuck in progress" not in text
-    dead = add_worker(now - timedelta(hours=1))
+    dead = add_worker(timedelta(hours=1))
     update_execution(execution_id, worker_id=dead)
     text = page_text(client, execution_id)
     assert "<strong>dead</strong>" in section(text, "geneva-worker")

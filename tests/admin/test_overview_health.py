@@ -4,6 +4,7 @@ the warnings about them (R-HK-42, R-HK-43, R-HK-45)."""
 from __future__ import annotations
 
 import html
+import re
 
 import sqlalchemy as sa
 
@@ -74,3 +75,28 @@ def test_the_overview_says_how_to_install_the_unit(client):
     assert "When the dispatcher and housekeeping last ran is not recorded" in text
     assert "add_maintenance_runs" in text
     assert "geneva-health-warning" not in text
+
+
+def test_the_overview_warns_while_no_worker_heartbeats(client):
+    """When no worker has heartbeat for GENEVA_WORKER_DEAD_AFTER (a database
+    outage, every worker stopped), the overview says that recovery of abandoned
+    executions is suspended; a fresh heartbeat removes the warning (R-WRK-14)."""
+    import uuid
+    from datetime import timedelta
+
+    from flask_geneva import worker_rows
+
+    workers = db.metadata.tables["geneva_drive_workers"]
+    worker_id = str(uuid.uuid4())
+    identity = worker_rows.WorkerIdentity(worker_id, "h", 1, None, (), "t")
+    db.session.remove()
+    with db.engine.begin() as connection:
+        worker_rows.insert_worker(connection, workers, identity)
+        worker_rows.age_heartbeat(connection, workers, worker_id, timedelta(hours=1))
+    text = overview(client)
+    assert re.search(r"no worker has heartbeat for 36\d\d s", text)
+    assert "recovery of abandoned executions is suspended until one does" in text
+    db.session.remove()
+    with db.engine.begin() as connection:
+        worker_rows.touch_worker(connection, workers, worker_id)
+    assert "no worker has heartbeat" not in overview(client)

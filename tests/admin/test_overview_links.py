@@ -176,14 +176,15 @@ def test_the_overview_lists_live_and_dead_workers(client):
     workers = db.metadata.tables["geneva_drive_workers"]
     now = clock.now()
     ids = []
-    for beat in (now, now - timedelta(hours=1)):
+    for age in (timedelta(0), timedelta(hours=1)):
         worker_id = str(uuid.uuid4())
         identity = worker_rows.WorkerIdentity(
             worker_id, "box<1>", 7, "celery@box", ("q",), "t"
         )
         db.session.remove()
         with db.engine.begin() as connection:
-            worker_rows.insert_worker(connection, workers, identity, beat)
+            worker_rows.insert_worker(connection, workers, identity)
+            worker_rows.age_heartbeat(connection, workers, worker_id, age)
         ids.append(worker_id)
     workflow = ready_workflow()
     execution_id = execution_rows(workflow.id)[0]["id"]

@@ -135,9 +135,10 @@ def _wait_finished(app, workflow_id, timeout=60):
 def test_a_killed_worker_is_recovered_within_the_dead_after(
     heartbeat_app, start_worker, tmp_path
 ):
-    """SIGKILL of a solo worker mid-step: its execution is recovered once its
-    heartbeats stop for GENEVA_WORKER_DEAD_AFTER, although the step is far younger
-    than the age threshold, and re-run to the end (R-WRK-02/05/06/07).
+    """SIGKILL of a solo worker mid-step: while another worker heartbeats, its
+    execution is recovered once its heartbeats stop for GENEVA_WORKER_DEAD_AFTER,
+    although the step is far younger than the age threshold, and re-run to the
+    end (R-WRK-02/05/06/07, R-WRK-14).
     """
     app = heartbeat_app
     workflow_id = _create(app, "killed@example.com")
@@ -147,6 +148,10 @@ def test_a_killed_worker_is_recovered_within_the_dead_after(
     assert row.pid == worker.pid
     [(stuck_id, _, state, _, worker_id)] = _executions(app, workflow_id)
     assert (state, worker_id) == ("in_progress", row.id)
+    # A second, idle worker: its heartbeats after the kill are the evidence that
+    # the database is up and the first worker is dead (R-WRK-14).
+    survivor = start_worker(*INCLUDE)
+    wait_for(lambda: len(_worker_rows(app)) == 2, timeout=60)
     # While the worker lives, recovery leaves the execution alone.
     assert _housekeeping(app)["stuck_in_progress_recovered"] == 0
     killed_at = time.monotonic()
@@ -160,9 +165,9 @@ def test_a_killed_worker_is_recovered_within_the_dead_after(
     elapsed = time.monotonic() - killed_at
     assert DEAD_AFTER - 0.5 <= elapsed < DEAD_AFTER + 10
     # The dead worker held nothing any more: pruned by the same run.
-    assert _worker_rows(app) == []
+    assert [r.pid for r in _worker_rows(app)] == [survivor.pid]
+    # The survivor runs the rescheduled step once released.
     (tmp_path / "release").touch()
-    start_worker(*INCLUDE)
     _wait_finished(app, workflow_id)
     rows = _executions(app, workflow_id)
     assert [(r.step_name, r.state, r.outcome) for r in rows] == [

@@ -45,13 +45,19 @@ def _workers():
     return db.metadata.tables["geneva_drive_workers"]
 
 
-def _add_worker(last_heartbeat_at):
+def _add_worker(age):
+    """A worker row whose last heartbeat is ``age`` old by the database's clock.
+
+    Liveness is judged with the database's clock (R-WRK-15), so the rows are
+    aged, not the Python clock moved.
+    """
     worker_id = str(uuid.uuid4())
     identity = worker_rows.WorkerIdentity(
         worker_id, "host", 4242, "celery@host", ("default",), "test"
     )
     with db.engine.begin() as connection:
-        worker_rows.insert_worker(connection, _workers(), identity, last_heartbeat_at)
+        worker_rows.insert_worker(connection, _workers(), identity)
+        worker_rows.age_heartbeat(connection, _workers(), worker_id, age)
     return worker_id
 
 
@@ -114,7 +120,7 @@ def test_a_registered_process_names_itself_in_its_claims(app, user):
 def test_a_live_workers_execution_is_never_recovered_for_age(app, user):
     """A fresh heartbeat keeps a day-old in_progress execution alone (R-WRK-06)."""
     with clock.frozen(T0):
-        live = _add_worker(T0 - timedelta(seconds=10))
+        live = _add_worker(timedelta(seconds=10))
         workflow = WrkOneStep.create(hero=user)
         _in_progress_of(workflow, live, T0 - timedelta(days=1))
         summary = run_housekeeping()
@@ -123,10 +129,12 @@ def test_a_live_workers_execution_is_never_recovered_for_age(app, user):
 
 
 def test_a_dead_workers_execution_is_recovered_whatever_its_age(app, user):
-    """A missed heartbeat or a missing worker row abandons the execution (R-WRK-06/07)."""
+    """A missed heartbeat or a missing worker row abandons the execution, while
+    another worker heartbeats (R-WRK-06/07, R-WRK-14)."""
     with clock.frozen(T0):
-        dead = _add_worker(T0 - DEAD_AFTER - timedelta(seconds=1))
-        idle_dead = _add_worker(T0 - timedelta(hours=3))
+        live = _add_worker(timedelta(0))  # the evidence that heartbeats go through
+        dead = _add_worker(DEAD_AFTER + timedelta(seconds=1))
+        _add_worker(timedelta(hours=3))  # idle and dead: pruned
         workflow = WrkOneStep.create(hero=user)
         _in_progress_of(workflow, dead, T0 - timedelta(seconds=5))
         gone = WrkOneStep.create(hero=make_user())
@@ -134,9 +142,7 @@ def test_a_dead_workers_execution_is_recovered_whatever_its_age(app, user):
         summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 2
     # Both dead workers hold nothing any more: pruned.
-    remaining = _worker_ids()
-    assert dead not in remaining
-    assert idle_dead not in remaining
+    assert _worker_ids() == [live]
     db.session.refresh(workflow)
     assert workflow.state == "ready"
     assert workflow.current_execution.step_name == "only"
@@ -210,7 +216,7 @@ def test_a_heartbeat_interval_under_a_tenth_of_a_second_is_refused(app, interval
 
 def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
     """The dispatcher's periodic task recovers dead workers' executions, not old
-    ones without a worker (R-WRK-06)."""
+    ones without a worker (R-WRK-06); another worker heartbeats (R-WRK-14)."""
     from celery import Celery
 
     from flask_geneva.publishing import DISPATCH_DUE_TASK
@@ -219,7 +225,8 @@ def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
     celery = Celery("dispatch-task-test", set_as_current=False)
     register_tasks(celery, geneva=geneva, app=app)
     with clock.frozen(T0):
-        dead = _add_worker(T0 - timedelta(hours=1))
+        _add_worker(timedelta(0))
+        dead = _add_worker(timedelta(hours=1))
         abandoned = WrkOneStep.create(hero=user)
         _in_progress_of(abandoned, dead, T0 - timedelta(seconds=5))
         old = WrkOneStep.create(hero=make_user())
@@ -243,10 +250,10 @@ def test_dispatch_due_called_directly_recovers_dead_workers_too(app, user, calle
         else operations.dispatch_due
     )
     with clock.frozen(T0):
-        dead = _add_worker(T0 - DEAD_AFTER - timedelta(seconds=1))
+        dead = _add_worker(DEAD_AFTER + timedelta(seconds=1))
         abandoned = WrkOneStep.create(hero=user)
         _in_progress_of(abandoned, dead, T0 - timedelta(seconds=5))
-        live = _add_worker(T0 - timedelta(seconds=1))
+        live = _add_worker(timedelta(seconds=1))
         running = WrkOneStep.create(hero=make_user("live@example.com"))
         _in_progress_of(running, live, T0 - timedelta(days=1))
         old = WrkOneStep.create(hero=make_user())
@@ -278,8 +285,8 @@ def test_status_and_gauges_show_live_and_dead_workers(app, user):
     from tests.housekeeping.support import RecordingMetrics
 
     with clock.frozen(T0):
-        live = _add_worker(T0 - timedelta(seconds=5))
-        dead = _add_worker(T0 - timedelta(hours=1))
+        live = _add_worker(timedelta(seconds=5))
+        dead = _add_worker(timedelta(hours=1))
         _in_progress_of(WrkOneStep.create(hero=user), dead, T0 - timedelta(seconds=5))
         _in_progress_of(
             WrkOneStep.create(hero=make_user()), live, T0 - timedelta(hours=5)
@@ -306,13 +313,13 @@ def test_operator_recover_refuses_an_execution_of_a_live_worker(app, user):
     from flask_geneva import InvalidStateError
 
     with clock.frozen(T0):
-        live = _add_worker(T0 - timedelta(seconds=5))
+        live = _add_worker(timedelta(seconds=5))
         workflow = WrkOneStep.create(hero=user)
         _in_progress_of(workflow, live, T0 - timedelta(hours=2))
         with pytest.raises(InvalidStateError, match=f"its worker {live} is alive"):
             workflow.recover()
         workflow.recover(force=True)
-        dead = _add_worker(T0 - timedelta(hours=1))
+        dead = _add_worker(timedelta(hours=1))
         other = WrkOneStep.create(hero=make_user())
         _in_progress_of(other, dead, T0 - timedelta(hours=2))
         other.recover()
@@ -350,16 +357,33 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
                 db.session.rollback()
                 return value
 
-            assert last_beat() == T0
+            # The database's clock writes the beats (R-WRK-15): each step's
+            # beat is later than the one before, whatever the frozen clock.
+            with db.engine.begin() as connection:
+                worker_rows.age_heartbeat(
+                    connection,
+                    _workers(),
+                    registration.identity.worker_id,
+                    timedelta(seconds=30),
+                )
+            registered = last_beat()
             frozen.advance(timedelta(seconds=10))
             perform_next_step(WrkHeartbeating.create(hero=user))
             db.session.refresh(user)
             assert user.counter == 1
-            assert last_beat() == T0 + timedelta(seconds=10)
-            frozen.advance(timedelta(seconds=10))
+            stepped = last_beat()
+            assert stepped > registered
+            with db.engine.begin() as connection:
+                worker_rows.age_heartbeat(
+                    connection,
+                    _workers(),
+                    registration.identity.worker_id,
+                    timedelta(seconds=30),
+                )
+            aged = last_beat()
             registration._last_beat -= 60  # half an interval ago and more
             perform_next_step(WrkCheckpointing.create(hero=make_user("c@example.com")))
-            assert last_beat() == T0 + timedelta(seconds=20)
+            assert last_beat() > aged
         finally:
             db.session.rollback()
             worker_registry.deregister_workers()
@@ -376,7 +400,8 @@ def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
     from flask_geneva import store_maintenance
 
     with clock.frozen(T0):
-        stale = T0 - DEAD_AFTER - timedelta(seconds=30)
+        _add_worker(timedelta(0))  # another worker heartbeats (R-WRK-14)
+        stale = DEAD_AFTER + timedelta(seconds=30)
         dead = _add_worker(stale)
         revived = _add_worker(stale)
         first = WrkOneStep.create(hero=user)
@@ -390,7 +415,7 @@ def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
                 if number == 1:
                     # The revived worker writes a heartbeat before its row is locked.
                     with db.engine.begin() as connection:
-                        worker_rows.touch_worker(connection, _workers(), revived, T0)
+                        worker_rows.touch_worker(connection, _workers(), revived)
                 yield candidate
 
         monkeypatch.setattr(
@@ -446,17 +471,78 @@ def test_heartbeats_do_not_wait_for_the_hosts_connection_pool(app):
         with host.connect() as held:  # a running step holds the only connection
             assert held.closed is False
             registration.start()
-            with clock.frozen(T0 + timedelta(days=1)):
-                registration.heartbeat()
+            with db.engine.begin() as connection:
+                worker_rows.age_heartbeat(
+                    connection, _workers(), identity.worker_id, timedelta(hours=1)
+                )
+                aged = worker_rows.last_heartbeat(
+                    connection, _workers(), identity.worker_id
+                )
+            registration.heartbeat()
             with db.engine.connect() as connection:
                 beat = worker_rows.last_heartbeat(
                     connection, _workers(), identity.worker_id
                 )
             assert beat is not None
-            assert beat.replace(tzinfo=None) == (T0 + timedelta(days=1)).replace(
-                tzinfo=None
-            )
+            assert aged is not None
+            assert beat > aged
     finally:
         registration.stop()
         host.dispose()
     assert identity.worker_id not in _worker_ids()
+
+
+def _unreachable_engine(tmp_path):
+    """An engine whose every connection fails: the database is down."""
+    return sa.create_engine(f"sqlite:///{tmp_path / 'missing-dir' / 'db.sqlite3'}")
+
+
+def test_a_registration_that_fails_is_retried_by_its_heartbeat_thread(app, tmp_path):
+    """A worker whose registration fails (the database down at its start) runs
+    on and keeps trying from its heartbeat thread: it names no worker in its
+    claims until the row is written, then registers as soon as the database is
+    back (R-WRK-16)."""
+    from tests.worker.conftest import wait_for
+
+    identity = worker_rows.WorkerIdentity(
+        str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"
+    )
+    registration = worker_registry.WorkerRegistration(
+        identity, db.engine, _workers(), interval_seconds=0.2
+    )
+    working = registration._writer
+    registration._writer = _unreachable_engine(tmp_path)
+    try:
+        registration.start()
+        assert registration.registered is False
+        assert identity.worker_id not in _worker_ids()
+        registration._writer = working  # the database is back
+        wait_for(lambda: identity.worker_id in _worker_ids(), timeout=30)
+        assert registration.registered is True
+    finally:
+        registration.stop()
+    assert identity.worker_id not in _worker_ids()
+
+
+def test_a_step_heartbeat_during_a_database_blip_warns_and_returns_false(
+    app, user, tmp_path, caplog
+):
+    """self.heartbeat() never fails the step for a liveness write: when the
+    database refuses it, it logs a warning and returns False (R-WRK-11)."""
+    registration = worker_registry.register_worker(current_context())
+    assert registration is not None
+    working = registration._writer
+    registration._writer = _unreachable_engine(tmp_path)
+    try:
+        workflow = WrkHeartbeating.create(hero=user)
+        perform_next_step(workflow)
+        db.session.refresh(user)
+        assert user.counter == -1
+        db.session.refresh(workflow)
+        assert workflow.state == "finished"
+    finally:
+        registration._writer = working
+        db.session.rollback()
+        worker_registry.deregister_workers()
+    assert "heartbeat of worker" in caplog.text
+    assert "failed" in caplog.text
