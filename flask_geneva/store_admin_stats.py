@@ -53,9 +53,15 @@ def outcome_counts(
         ``completed`` or ``failed``.
     """
     finished = execution_cls.finished_at
-    bucket = sa.case(
-        *[(finished < edge, index) for index, edge in enumerate(edges[1:-1])],
-        else_=len(edges) - 2,
+    inner = edges[1:-1]
+    # One bucket has no inner edge: a CASE with no WHEN is not SQL.
+    bucket: Any = (
+        sa.case(
+            *[(finished < edge, index) for index, edge in enumerate(inner)],
+            else_=len(edges) - 2,
+        )
+        if inner
+        else sa.literal(0)
     )
     rows = (
         sa.select(

@@ -222,3 +222,20 @@ def test_overview_reads_its_failures_in_one_statement(client):
         and "count(" not in statement.lower()
     ]
     assert len(executions) == 2, executions
+
+
+def test_outcome_counts_of_a_single_hour(client):
+    """One bucket (two edges) is counted too: the cache reads a lone live hour so once every other hour is kept (R-ADM-54)."""
+    from flask_geneva import store_admin_stats
+    from tests.apps import basic
+
+    _finished_workflow()
+    now = clock.now()
+    start = now.replace(minute=0, second=0, microsecond=0)
+    rows = store_admin_stats.outcome_counts(
+        basic.db.session,
+        basic.geneva.StepExecution,
+        basic.geneva.Workflow,
+        [start, start + timedelta(hours=1)],
+    )
+    assert rows == [("AdminTwoStep", 0, "completed", 2)]
