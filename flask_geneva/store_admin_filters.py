@@ -18,12 +18,15 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement
 
 from flask_geneva.model_states import StepExecutionState
 
 __all__ = [
     "ERROR_SEARCH_DEPTH",
     "ERROR_STATES",
+    "IdAmong",
     "count_at_most",
     "error_class_matches",
     "error_text_contains",
@@ -51,17 +54,50 @@ _EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
 # -- conditions ----------------------------------------------------------------------
 
 
+class IdAmong(ColumnElement[bool]):
+    """The condition "``column`` is one of the values ``ids`` selects".
+
+    ``column IN (<ids>)`` on most databases. On PostgreSQL it is written
+    ``column = ANY(ARRAY(<ids>))``: the ids are read first, once, then looked up
+    along ``column``'s index, whatever the planner estimates. With ``IN`` it
+    trusts its estimate of how many ids there are, and for a filter whose rows it
+    misjudges (the overdue executions: ``scheduled_for < now`` holds for nearly
+    every execution but few scheduled ones; the recorded errors) it reads all
+    1,000,000 workflows to join them, or every matching workflow to sort it,
+    instead of walking the list's order (``bench/admin.py``, R-ADM-30).
+    """
+
+    inherit_cache = False  # the statements holding it are not cached
+    type = sa.Boolean()
+
+    def __init__(self, column: Any, ids: sa.Select[Any]) -> None:
+        self.column = column
+        self.ids = ids
+
+
+@compiles(IdAmong)
+def _id_among(element: IdAmong, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.column.in_(element.ids), **kw))
+
+
+@compiles(IdAmong, "postgresql")
+def _id_among_postgresql(element: IdAmong, compiler: Any, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    ids = compiler.process(element.ids.scalar_subquery(), **kw)
+    return f"{column} = ANY(ARRAY{ids})"
+
+
 def has_overdue_execution(workflow_cls: Any, execution_cls: Any, now: datetime) -> Any:
     """The condition "the workflow has a ``scheduled`` execution due before ``now``".
 
     The workflows list's ``overdue`` filter (R-ADM-11).
     """
-    return sa.exists(
-        sa.select(execution_cls.id).where(
-            execution_cls.workflow_id == workflow_cls.id,
+    return IdAmong(
+        workflow_cls.id,
+        sa.select(execution_cls.workflow_id).where(
             execution_cls.state == StepExecutionState.SCHEDULED.value,
             execution_cls.scheduled_for < now,
-        )
+        ),
     )
 
 
@@ -193,11 +229,12 @@ def latest_error_class_is(
         .where(_has_recorded_error(execution_cls))
         .subquery()
     )
-    return workflow_cls.id.in_(
+    return IdAmong(
+        workflow_cls.id,
         sa.select(ranked.c.workflow_id).where(
             ranked.c.recency == 1,
             error_class_matches(ranked.c.error_class_name, class_name),
-        )
+        ),
     )
 
 
