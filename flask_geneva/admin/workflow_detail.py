@@ -47,7 +47,7 @@ RUNNING_STATES = ("ready", "performing")
 #: Executions shown on a detail page (the newest ones when there are more).
 MAX_TIMELINE_ROWS = 1000
 # Stands for the execution id in a URL built once per page: building a URL per
-# row cost a tenth of a 1,000-execution page (R-ADM-30).
+# row cost about 7 % of a 1,000-execution page's rendering (R-ADM-30).
 _ID_SLOT = "geneva-execution-id"
 
 
