@@ -266,6 +266,22 @@ def build_models(
                 sqlite_where=sa.text("state IN ('scheduled','in_progress')"),
                 info={"geneva_dialect_specific": True},
             ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+            # The admin's error filters (unit add_recorded_error_index, R-DM-16):
+            # no partial indexes on MariaDB, so none there.
+            sa.Index(
+                "index_geneva_drive_step_executions_recorded_errors",
+                "created_at",
+                "id",
+                "workflow_id",
+                "error_class_name",
+                postgresql_where=sa.text(
+                    "state IN ('failed','skipped') AND error_message IS NOT NULL"
+                ),
+                sqlite_where=sa.text(
+                    "state IN ('failed','skipped') AND error_message IS NOT NULL"
+                ),
+                info={"geneva_dialect_specific": True},
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
             sa.Index(
                 "index_geneva_drive_step_executions_in_progress_started_at",
                 "started_at",

@@ -12,16 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from collections.abc import Sequence
+from datetime import UTC
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement
 
 from flask_geneva.model_states import StepExecutionState
 
 __all__ = [
+    "ERROR_SEARCH_DEPTH",
     "ERROR_STATES",
+    "IdAmong",
     "count_at_most",
     "error_class_matches",
     "error_text_contains",
@@ -39,9 +44,47 @@ __all__ = [
 #: reattempted executions keep theirs in metadata only, R-SE-21). Restricting to
 #: them lets the state index find the few candidate rows among millions.
 ERROR_STATES = ("failed", "skipped")
+#: The error-text search reads this many of the newest recorded errors
+#: (R-ADM-50): a bounded read, whatever the number of failures kept.
+ERROR_SEARCH_DEPTH = 10_000
+# Earlier than any stored time (MariaDB DATETIME starts at year 1000).
+_EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
 
 
 # -- conditions ----------------------------------------------------------------------
+
+
+class IdAmong(ColumnElement[bool]):
+    """The condition "``column`` is one of the values ``ids`` selects".
+
+    ``column IN (<ids>)`` on most databases. On PostgreSQL it is written
+    ``column = ANY(ARRAY(<ids>))``: the ids are read first, once, then looked up
+    along ``column``'s index, whatever the planner estimates. With ``IN`` it
+    trusts its estimate of how many ids there are, and for a filter whose rows it
+    misjudges (the overdue executions: ``scheduled_for < now`` holds for nearly
+    every execution but few scheduled ones; the recorded errors) it reads all
+    1,000,000 workflows to join them, or every matching workflow to sort it,
+    instead of walking the list's order (``bench/admin.py``, R-ADM-30).
+    """
+
+    inherit_cache = False  # the statements holding it are not cached
+    type = sa.Boolean()
+
+    def __init__(self, column: Any, ids: sa.Select[Any]) -> None:
+        self.column = column
+        self.ids = ids
+
+
+@compiles(IdAmong)
+def _id_among(element: IdAmong, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.column.in_(element.ids), **kw))
+
+
+@compiles(IdAmong, "postgresql")
+def _id_among_postgresql(element: IdAmong, compiler: Any, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    ids = compiler.process(element.ids.scalar_subquery(), **kw)
+    return f"{column} = ANY(ARRAY{ids})"
 
 
 def has_overdue_execution(workflow_cls: Any, execution_cls: Any, now: datetime) -> Any:
@@ -49,12 +92,12 @@ def has_overdue_execution(workflow_cls: Any, execution_cls: Any, now: datetime) 
 
     The workflows list's ``overdue`` filter (R-ADM-11).
     """
-    return sa.exists(
-        sa.select(execution_cls.id).where(
-            execution_cls.workflow_id == workflow_cls.id,
+    return IdAmong(
+        workflow_cls.id,
+        sa.select(execution_cls.workflow_id).where(
             execution_cls.state == StepExecutionState.SCHEDULED.value,
             execution_cls.scheduled_for < now,
-        )
+        ),
     )
 
 
@@ -74,17 +117,37 @@ def hero_type_in(workflow_cls: Any, spellings: Sequence[str]) -> Any:
 
 
 def error_text_contains(workflow_cls: Any, execution_cls: Any, text: str) -> Any:
-    """The condition "an execution of the workflow failed or was skipped with
-    ``text`` in its error message", ignoring case (R-ADM-50).
+    """The condition "one of the newest recorded errors is the workflow's and has
+    ``text`` in its message", ignoring case (R-ADM-50).
 
-    Only ``failed`` and ``skipped`` executions carry a recorded error (R-SE-20),
-    so the ``state`` index narrows the candidates; ``%``, ``_`` and the escape
-    character in ``text`` match themselves.
+    Only ``failed`` and ``skipped`` executions with an error message carry a
+    recorded error (R-SE-20). The search reads the newest
+    :data:`ERROR_SEARCH_DEPTH` of them (by ``created_at``; ties at the oldest one
+    searched are searched too), found at the
+    end of ``index_geneva_drive_step_executions_recorded_errors`` (R-DM-16), so
+    its cost does not grow with the number of failures kept; older errors are
+    not searched and the list says so. ``%``, ``_`` and the escape character in
+    ``text`` match themselves.
     """
-    return sa.exists(
-        sa.select(execution_cls.id).where(
-            execution_cls.workflow_id == workflow_cls.id,
-            execution_cls.state.in_(ERROR_STATES),
+    created = execution_cls.created_at
+    # The created_at of the DEPTH-th newest recorded error, read from the index
+    # alone; with fewer recorded errors every one is searched. A subquery with
+    # LIMIT in the IN list would do, but PostgreSQL misjudges how many rows
+    # have a recorded error (state and error_message are not independent) and
+    # then reads every one of them to sort them.
+    cutoff = (
+        sa.select(created)
+        .where(_has_recorded_error(execution_cls))
+        .order_by(created.desc(), execution_cls.id.desc())
+        .offset(ERROR_SEARCH_DEPTH - 1)
+        .limit(1)
+        .scalar_subquery()
+    )
+    since = sa.func.coalesce(cutoff, sa.literal(_EARLIEST, created.type))
+    return workflow_cls.id.in_(
+        sa.select(execution_cls.workflow_id).where(
+            _has_recorded_error(execution_cls),
+            created >= since,
             execution_cls.error_message.icontains(text, autoescape=True),
         )
     )
@@ -166,11 +229,12 @@ def latest_error_class_is(
         .where(_has_recorded_error(execution_cls))
         .subquery()
     )
-    return workflow_cls.id.in_(
+    return IdAmong(
+        workflow_cls.id,
         sa.select(ranked.c.workflow_id).where(
             ranked.c.recency == 1,
             error_class_matches(ranked.c.error_class_name, class_name),
-        )
+        ),
     )
 
 

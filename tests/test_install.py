@@ -312,6 +312,17 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         assert in_progress["column_names"] == ["started_at"]
     if installed.dialect == "postgresql":
         assert executions["columns"]["cursor"]["type"].__visit_name__ == "JSONB"
+    # The admin's recorded-error index: partial, so none on MariaDB (R-DM-16).
+    recorded = "index_geneva_drive_step_executions_recorded_errors"
+    if installed.dialect == "mysql":
+        assert recorded not in executions["indexes"]
+    else:
+        assert executions["indexes"][recorded]["column_names"] == [
+            "created_at",
+            "id",
+            "workflow_id",
+            "error_class_name",
+        ]
     # The worker registry (R-WRK-01).
     assert "geneva_drive_workers" in schema["tables"]
     # Workflow signals (R-WSIG-02..04).

@@ -268,6 +268,11 @@ def parse_workflow_filters(
         else:
             # Neither an id nor a hero: the text of a recorded error (R-ADM-50).
             descriptions.append(f"error message contains {search!r}")
+            caveats.append(
+                "the search reads the newest "
+                f"{store_admin_filters.ERROR_SEARCH_DEPTH:,} recorded errors "
+                "(failed or skipped executions); older errors are not searched"
+            )
             conditions.append(
                 store_admin_filters.error_text_contains(
                     workflow_cls, execution_cls, search

@@ -31,12 +31,15 @@ from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.app_state import current_state
 from flask_geneva.models import WorkflowState
 
-__all__ = ["DURATION_SAMPLE", "DURATION_WINDOW", "OverviewView"]
+__all__ = ["DURATION_SAMPLE", "DURATION_SCAN", "DURATION_WINDOW", "OverviewView"]
 
 #: A class page's step durations: the latest completed executions in this window,
 #: at most this many (R-ADM-55).
 DURATION_WINDOW = timedelta(days=7)
 DURATION_SAMPLE = 5000
+#: The class page's sample is taken among this many latest completed executions
+#: of every class (R-ADM-55): its cost does not depend on how rare the class is.
+DURATION_SCAN = 20_000
 
 
 class OverviewView(GenevaView):
@@ -162,6 +165,7 @@ class OverviewView(GenevaView):
             type_name,
             since=now - DURATION_WINDOW,
             limit=DURATION_SAMPLE,
+            scan=DURATION_SCAN,
         )
         order = list(defined.step_collection().names) if defined is not None else []
         edges = hour_edges(now)
@@ -182,6 +186,7 @@ class OverviewView(GenevaView):
             durations=step_durations(rows, order),
             sample_size=len(rows),
             sample_cap=DURATION_SAMPLE,
+            scan_cap=DURATION_SCAN,
             window_days=DURATION_WINDOW.days,
             charts=charts,
         )

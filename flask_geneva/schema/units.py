@@ -130,5 +130,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "create geneva_drive_signals and add the waiting columns to step_executions",
         "13_add_workflow_signals.py.tmpl",
     ),
+    SchemaUnit(
+        "add_recorded_error_index",
+        "add the partial index of step executions with a recorded error (admin)",
+        "14_add_recorded_error_index.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

@@ -222,3 +222,43 @@ def test_overview_reads_its_failures_in_one_statement(client):
         and "count(" not in statement.lower()
     ]
     assert len(executions) == 2, executions
+
+
+def test_outcome_counts_of_a_single_hour(client):
+    """One bucket (two edges) is counted too: the cache reads a lone live hour so once every other hour is kept (R-ADM-54)."""
+    from flask_geneva import store_admin_stats
+    from tests.apps import basic
+
+    _finished_workflow()
+    now = clock.now()
+    start = now.replace(minute=0, second=0, microsecond=0)
+    rows = store_admin_stats.outcome_counts(
+        basic.db.session,
+        basic.geneva.StepExecution,
+        basic.geneva.Workflow,
+        [start, start + timedelta(hours=1)],
+    )
+    assert rows == [("AdminTwoStep", 0, "completed", 2)]
+
+
+def test_class_durations_are_sampled_among_the_latest_completed_executions(
+    client, monkeypatch
+):
+    """The class page's sample is the class's executions among the latest DURATION_SCAN completed ones of every class, so a rare class costs no more; the page says so (R-ADM-55, R-ADM-30)."""
+    from flask_geneva.admin import overview_view
+
+    now = clock.now()
+    workflow = _finished_workflow()
+    for row in execution_rows(workflow.id):
+        update_execution(
+            row["id"],
+            started_at=now - timedelta(minutes=10, seconds=3),
+            finished_at=now - timedelta(minutes=10),
+        )
+    newer = _finished_workflow()
+    for row in execution_rows(newer.id):
+        update_execution(row["id"], started_at=now - timedelta(seconds=1))
+    monkeypatch.setattr(overview_view, "DURATION_SCAN", 2)
+    text = client.get("/geneva/class/AdminTwoStep").get_data(as_text=True)
+    assert "among the latest 2 completed step executions of all classes" in text
+    assert "From the latest 2 completed step executions of this class" in text

@@ -341,7 +341,7 @@ def _drop_optional_execution_columns() -> None:
     with engine.begin() as connection:
         if engine.dialect.name == "sqlite":
             # SQLite refuses to drop an indexed column.
-            for index in ("on_continues_from_id", "on_worker_id"):
+            for index in ("on_continues_from_id", "on_worker_id", "recorded_errors"):
                 connection.execute(
                     sa.text(
                         "DROP INDEX IF EXISTS "

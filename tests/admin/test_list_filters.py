@@ -503,3 +503,27 @@ def test_an_unknown_sort_or_direction_is_ignored_with_a_note(client):
     assert "sideways" not in re.sub(r'<div class="alert[^>]*>.*?</div>', "", text)
     assert "ignored" not in page_text(client, dir="asc", sort="created_at")
     assert "ignored" not in page_text(client, dir="", sort="", page="")
+
+
+def test_overdue_and_error_class_filters_read_their_ids_first_on_postgresql():
+    """On PostgreSQL the overdue and error-class filters are ``id = ANY(ARRAY(...))``: the few matching ids are read once and looked up along the list's order, whatever the planner estimates; elsewhere ``id IN (...)`` (R-ADM-30, R-ADM-11)."""
+    import sqlalchemy as sa
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.dialects import sqlite
+
+    from flask_geneva import store_admin_filters
+    from tests.apps.basic import geneva
+
+    workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    for condition in (
+        store_admin_filters.has_overdue_execution(workflow_cls, execution_cls, now),
+        store_admin_filters.latest_error_class_is(
+            workflow_cls, execution_cls, "TimeoutError"
+        ),
+    ):
+        query = sa.select(workflow_cls.id).where(condition)
+        on_postgresql = str(query.compile(dialect=postgresql.dialect()))
+        assert "geneva_drive_workflows.id = ANY(ARRAY(SELECT " in on_postgresql
+        on_sqlite = str(query.compile(dialect=sqlite.dialect()))
+        assert "geneva_drive_workflows.id IN (SELECT " in on_sqlite

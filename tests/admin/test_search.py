@@ -82,3 +82,29 @@ def test_stored_types_walk_the_type_index(client):
     assert store_admin_queries.workflow_types_stored(
         db.session, type(ready_workflow()).__mro__[1]
     ) == ["AdminFailing", "AdminTwoStep"]
+
+
+def test_error_text_search_reads_the_newest_recorded_errors(client, monkeypatch):
+    """The error-text search reads the newest ERROR_SEARCH_DEPTH recorded errors, by created_at, and the list says so (R-ADM-50, R-ADM-30)."""
+    from datetime import timedelta
+
+    import pytest
+
+    from flask_geneva import clock
+    from flask_geneva import store_admin_filters
+    from flask_geneva.testing import perform_next_step
+    from tests.admin.support import new_user
+    from tests.admin.workflows import AdminFailing
+
+    newer = failed_workflow()
+    older = AdminFailing.create(hero=new_user("older@example.com"))
+    with pytest.raises(RuntimeError):
+        perform_next_step(older)
+    [row] = [r for r in execution_rows(older.id) if r["error_message"]]
+    update_execution(row["id"], created_at=clock.now() - timedelta(days=1))
+    word = row["error_message"].split()[0]
+    assert set(listed(client, q=word)) == {str(newer.id), str(older.id)}
+    monkeypatch.setattr(store_admin_filters, "ERROR_SEARCH_DEPTH", 1)
+    assert listed(client, q=word) == [str(newer.id)]
+    page = client.get(LIST, query_string={"q": word}).get_data(as_text=True)
+    assert "the search reads the newest 1 recorded errors" in page

@@ -31,6 +31,14 @@ def _drop(table: str, columns: tuple[str, ...]) -> None:
     db.session.remove()
     quote = db.engine.dialect.identifier_preparer.quote
     with db.engine.begin() as connection:
+        if db.engine.dialect.name == "sqlite":
+            # SQLite refuses to drop an indexed column (error_class_name, R-DM-16).
+            connection.execute(
+                sa.text(
+                    "DROP INDEX IF EXISTS "
+                    "index_geneva_drive_step_executions_recorded_errors"
+                )
+            )
         for column in columns:
             connection.execute(
                 sa.text(f"ALTER TABLE {quote(table)} DROP COLUMN {quote(column)}")
