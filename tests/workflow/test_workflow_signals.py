@@ -25,6 +25,7 @@ from flask_geneva import step
 from flask_geneva.testing import WaitingForSignal
 from flask_geneva.testing import assert_waiting_for_signal
 from flask_geneva.testing import perform_next_step
+from flask_geneva.testing import speedrun_current_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -616,6 +617,24 @@ def test_assert_waiting_for_signal_says_what_it_found(user):
     assert_waiting_for_signal(workflow, "payment_confirmed")
     with pytest.raises(AssertionError, match="waits for payment_confirmed"):
         assert_waiting_for_signal(workflow, "other")
+
+
+def test_speedrun_current_step_stops_naming_a_custom_matcher(user):
+    """speedrun_current_step raises WaitingForSignal too; a custom matcher is named
+    by its repr, which assert_waiting_for_signal accepts (R-WSIG-50)."""
+    workflow = SigCustom.create(hero=user)
+    with pytest.raises(
+        WaitingForSignal, match=r"_AnyNamed\('a', 'b'\).*'either'"
+    ) as info:
+        speedrun_current_step(workflow)
+    assert (info.value.step_name, info.value.awaited) == (
+        "either",
+        "_AnyNamed('a', 'b')",
+    )
+    assert info.value.workflow_id == workflow.id
+    assert_waiting_for_signal(workflow, "_AnyNamed('a', 'b')")
+    with pytest.raises(AssertionError, match="waits for _AnyNamed"):
+        assert_waiting_for_signal(workflow, "a")
 
 
 def test_the_received_signal_is_none_outside_a_wait_for_step(user):
