@@ -31,6 +31,7 @@ __all__ = [
     "claimed_signal_for_step",
     "consume_claimed_signals",
     "count_pending_signals",
+    "end_signals_of_workflows",
     "insert_signal",
     "lock_waiting_execution",
     "lost_wake_ids",
@@ -44,6 +45,7 @@ __all__ = [
 _PENDING = WorkflowSignalState.PENDING.value
 _CLAIMED = WorkflowSignalState.CLAIMED.value
 _CONSUMED = WorkflowSignalState.CONSUMED.value
+_EXPIRED = WorkflowSignalState.EXPIRED.value
 
 
 def signal_by_key(
@@ -214,6 +216,44 @@ def consume_claimed_signals(
     if step_name is not None:
         statement = statement.where(signal_cls.step_name == step_name)
     return int(session.execute(statement).rowcount or 0)  # type: ignore[attr-defined]
+
+
+def end_signals_of_workflows(
+    session: orm.Session, signal_cls: Any, workflow_ids: Sequence[Any], now: datetime
+) -> int:
+    """End the signals of workflows that just ended (R-WSIG-15, R-WSIG-34).
+
+    One guarded UPDATE: ``claimed`` signals become ``consumed`` (``consumed_at``
+    = now), ``pending`` ones ``expired`` (no step will ever claim them);
+    ``updated_at`` = now. The caller holds the workflows' row locks, which every
+    sender takes before inserting, so no signal of theirs commits meanwhile.
+    Loaded instances of the affected signals are expired in the session (the
+    ORM cannot evaluate the CASE in memory).
+
+    Returns:
+        The number of signals ended.
+    """
+    claimed = signal_cls.state == _CLAIMED
+    table = signal_cls.__table__
+    result = session.execute(
+        sa.update(table)
+        .where(table.c.workflow_id.in_(list(workflow_ids)))
+        .where(table.c.state.in_((_PENDING, _CLAIMED)))
+        # consumed_at first: MySQL/MariaDB evaluate SET assignments left to
+        # right, so a CASE after the state assignment would see the new state.
+        .ordered_values(
+            (table.c.consumed_at, sa.case((claimed, now), else_=table.c.consumed_at)),
+            (table.c.updated_at, now),
+            (table.c.state, sa.case((claimed, _CONSUMED), else_=_EXPIRED)),
+        )
+    )
+    ended = int(result.rowcount or 0)  # type: ignore[attr-defined]
+    if ended:
+        ids = set(workflow_ids)
+        for instance in list(session.identity_map.values()):
+            if isinstance(instance, signal_cls) and instance.workflow_id in ids:
+                session.expire(instance)
+    return ended
 
 
 def lock_waiting_execution(

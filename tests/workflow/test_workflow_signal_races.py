@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 
 import pytest
 import sqlalchemy as sa
@@ -54,6 +55,7 @@ def _run_together(app, actions):
                 db.session.remove()
         except BaseException as error:  # noqa: BLE001 - collected and asserted below
             errors.append(error)
+            traceback.print_exc()
 
     threads = [
         threading.Thread(target=run, args=(index, action))

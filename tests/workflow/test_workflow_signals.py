@@ -233,7 +233,8 @@ def test_a_signal_arriving_first_is_buffered_and_claimed_at_the_gate(user, genev
 
 
 def test_the_oldest_matching_signal_is_claimed_first(user, geneva_jobs):
-    """Two buffered matches: the oldest is claimed, the other stays pending (R-WSIG-13)."""
+    """Two buffered matches: the oldest is claimed; the others stay pending until
+    the workflow finishes, which expires them (R-WSIG-13, R-WSIG-34)."""
     workflow = SigPayment.create(hero=user)
     workflow.signal("payment_confirmed", 1)
     workflow.signal("payment_confirmed", 2)
@@ -242,8 +243,8 @@ def test_the_oldest_matching_signal_is_claimed_first(user, geneva_jobs):
     assert SEEN == [("ship", "payment_confirmed", 1)]
     assert [(r["payload"], r["state"]) for r in _signal_rows(workflow.id)] == [
         (1, "consumed"),
-        (2, "pending"),
-        (3, "pending"),
+        (2, "expired"),
+        (3, "expired"),
     ]
 
 
@@ -298,7 +299,8 @@ def test_skip_if_is_evaluated_again_when_the_signal_wakes_the_step(user, geneva_
 
 
 def test_a_reattempt_re_reads_the_same_claimed_signal(user, geneva_jobs):
-    """The reattempt's execution runs with the signal the step claimed (R-WSIG-14, R-WSIG-15)."""
+    """The reattempt's execution runs with the signal the step claimed, not the
+    newer one, which expires with the workflow (R-WSIG-14, R-WSIG-15, R-WSIG-34)."""
     workflow = SigFlaky.create(hero=user)
     workflow.signal("go", "first")
     workflow.signal("go", "second")
@@ -306,7 +308,7 @@ def test_a_reattempt_re_reads_the_same_claimed_signal(user, geneva_jobs):
     assert SEEN == [("use", "go", "first"), ("use", "go", "first")]
     assert [(r["payload"], r["state"]) for r in _signal_rows(workflow.id)] == [
         ("first", "consumed"),
-        ("second", "pending"),
+        ("second", "expired"),
     ]
     assert workflow_row(workflow.id)["state"] == "finished"
 
