@@ -27,6 +27,7 @@ from flask_geneva.signal_model import SIGNAL_KEY_INDEX
 from flask_geneva.sqlite_locking import write_transaction
 
 __all__ = [
+    "WORKFLOW_STATE_INDEX",
     "claim_signal",
     "claimed_signal_for_step",
     "consume_claimed_signals",
@@ -46,6 +47,8 @@ _PENDING = WorkflowSignalState.PENDING.value
 _CLAIMED = WorkflowSignalState.CLAIMED.value
 _CONSUMED = WorkflowSignalState.CONSUMED.value
 _EXPIRED = WorkflowSignalState.EXPIRED.value
+#: The step executions index a sender's locking read scans on MySQL/MariaDB.
+WORKFLOW_STATE_INDEX = "index_geneva_drive_step_executions_on_workflow_id_and_state"
 
 
 def signal_by_key(
@@ -261,10 +264,17 @@ def lock_waiting_execution(
 ) -> Any:
     """Lock and return the workflow's ``waiting`` execution, or None (R-WSIG-11).
 
-    The caller holds the workflow lock (taken first, SPEC §7).
+    The caller holds the workflow lock (taken first, SPEC §7). On MySQL/MariaDB
+    the locking read is made to scan the ``(workflow_id, state)`` index: with
+    few parked rows the optimizer picks the ``state`` index instead, whose
+    next-key locks cover every ``waiting`` entry of every workflow, so each
+    concurrent park (an insert into that range) waited for this sender and
+    two of them deadlocked with a gate's gap lock on the signals index (the
+    1,000-round race, R-WSIG-30). On the workflow's own index range the locks
+    stay within this workflow's entries.
     """
     write_transaction(session)
-    return session.scalars(
+    statement = (
         sa.select(execution_cls)
         .where(execution_cls.workflow_id == workflow_id)
         .where(execution_cls.state == StepExecutionState.WAITING.value)
@@ -272,7 +282,12 @@ def lock_waiting_execution(
         .order_by(execution_cls.created_at, execution_cls.id)
         .with_for_update()
         .execution_options(populate_existing=True)
-    ).first()
+    )
+    for dialect in ("mysql", "mariadb"):
+        statement = statement.with_hint(
+            execution_cls, f"FORCE INDEX ({WORKFLOW_STATE_INDEX})", dialect
+        )
+    return session.scalars(statement).first()
 
 
 def timed_out_waiting_ids(

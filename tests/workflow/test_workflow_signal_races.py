@@ -14,7 +14,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 
 import pytest
 import sqlalchemy as sa
@@ -55,7 +54,6 @@ def _run_together(app, actions):
                 db.session.remove()
         except BaseException as error:  # noqa: BLE001 - collected and asserted below
             errors.append(error)
-            traceback.print_exc()
 
     threads = [
         threading.Thread(target=run, args=(index, action))
@@ -65,7 +63,7 @@ def _run_together(app, actions):
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert errors == []
+    assert errors == [], [f"{type(e).__name__}: {e}" for e in errors]
     return results
 
 
@@ -211,3 +209,47 @@ def test_a_signal_racing_the_park_is_never_lost(app, geneva_jobs, capsys):
     assert tally["lost wake-ups"] == 0
     assert tally["double runs"] == 0
     assert tally["claimed at the gate"] + tally["woken by the sender"] == rounds * pairs
+
+
+@pytest.mark.backends("mysql")
+def test_a_senders_lock_on_the_parked_step_never_blocks_another_workflows_park(
+    app, geneva_jobs
+):
+    """MariaDB/MySQL: the sender's locking read of the parked execution stays on
+    its workflow's index range, so another workflow's step can park meanwhile
+    (it used to wait on a gap lock over every waiting row, and two such waits
+    deadlocked in the 1,000-round race; R-WSIG-30)."""
+    from flask_geneva import signal_rows
+    from flask_geneva import store
+    from flask_geneva.app_state import current_context
+
+    targets = []
+    for index in range(4):
+        workflow = SigRace.create(hero=make_user(f"gap{index}@example.com"))
+        targets.append((workflow.id, workflow.current_execution.id))
+    for _, execution_id in targets[:3]:
+        Executor.execute(execution_id)  # parks
+    db.session.remove()
+    sender_id = targets[1][0]
+    parker_execution_id = targets[3][1]
+    session = current_context().bind(db.session())
+    store.lock_workflow(session, sender_id)
+    parked = signal_rows.lock_waiting_execution(
+        session, geneva.StepExecution, sender_id
+    )
+    assert parked is not None
+    table = geneva.StepExecution.__table__
+    try:
+        with db.engine.connect() as other:
+            other.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
+            # The park's UPDATE (R-WSIG-10); before the fix: lock wait timeout.
+            updated = other.execute(
+                sa.update(table)
+                .where(table.c.id == parker_execution_id)
+                .where(table.c.state == "scheduled")
+                .values(state="waiting")
+            ).rowcount
+            other.rollback()
+            assert updated == 1
+    finally:
+        session.rollback()
