@@ -184,6 +184,7 @@ def test_a_signal_racing_the_park_is_never_lost(app, geneva_jobs, capsys):
                 assert execution["signal_id"] == signal["id"]
                 assert woken == (execution_id,)
                 assert published.count(execution_id) == 1
+        assert tally["lost wake-ups"] == 0, f"lost wake-up in round {round_number}"
         geneva_jobs.drain()
         assert geneva_jobs.failures == []
         for workflow_id, _ in targets:
@@ -191,7 +192,7 @@ def test_a_signal_racing_the_park_is_never_lost(app, geneva_jobs, capsys):
             runs = RACE_RUNS.pop(workflow_id, [])
             if len(runs) > 1:
                 tally["double runs"] += 1
-            assert runs == [signal["id"]]
+            assert runs == [signal["id"]], f"round {round_number}: ran with {runs}"
             assert signal["state"] == "consumed"
             assert [
                 (e["step_name"], e["state"], e["outcome"])
