@@ -30,6 +30,8 @@ checks the rows and the session states.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,13 +40,16 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import row_updates
+from flask_geneva.model_states import WorkflowState
 
 __all__ = [
+    "WorkflowsEnded",
     "column_keys",
     "flush",
     "insert_step_execution",
     "materialize",
     "materialize_allowed",
+    "on_workflows_ended",
     "write_geneva_rows",
 ]
 
@@ -64,6 +69,32 @@ _UNDO_KEY = "geneva_core_undo"
 
 _cache: dict[tuple[Any, ...], Any] = {}
 _cache_lock = threading.Lock()
+
+#: Workflow states that end a workflow (R-WF-02).
+_END_STATES = frozenset({WorkflowState.FINISHED.value, WorkflowState.CANCELED.value})
+
+WorkflowsEnded = Callable[[orm.Session, Any, list[Any], datetime], object]
+"""``(session, geneva, workflow ids, now)``: workflows were just written ended.
+
+The return value is ignored."""
+
+_end_listeners: list[WorkflowsEnded] = []
+
+
+def on_workflows_ended(listener: WorkflowsEnded) -> WorkflowsEnded:
+    """Call ``listener`` whenever :func:`write_geneva_rows` ends workflows.
+
+    Whatever ends a workflow (the executor, an operator, housekeeping,
+    ``transition_to``) writes its new state here, so a listener runs in the
+    same transaction as every end, after the rows were written. The engine
+    registers what must end with a workflow (its workflow signals, R-WSIG-34)
+    without this data layer importing it.
+
+    Returns:
+        ``listener`` (usable as a decorator).
+    """
+    _end_listeners.append(listener)
+    return listener
 
 
 def actual_session(session: orm.Session | orm.scoped_session[Any]) -> orm.Session:
@@ -244,7 +275,8 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
     ``onupdate`` column are set as the ORM would. A change of ``state`` is
     guarded by the state read before it (R-DM-40). The instances are left
     clean and persistent. A relationship assignment (not a column change) is
-    left to the ORM flush.
+    left to the ORM flush. Workflows written ``finished`` or ``canceled`` are
+    then handed to the :func:`on_workflows_ended` listeners (R-WSIG-34).
 
     Args:
         session: The session whose dirty instances are written.
@@ -294,6 +326,14 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
             _record(session, instance, inserted=False)
     for state, keys in reloaded:
         session.expire(state.obj(), keys)
+    ended = [
+        state.key[1][0]
+        for state, row, changes in planned
+        if row == "workflow" and changes.get("state") in _END_STATES
+    ]
+    if ended:
+        for listener in _end_listeners:
+            listener(session, geneva, ended, now)
     return others_left
 
 

@@ -46,7 +46,9 @@ class WorkflowSignalMixin:
         idempotency_key: Unique per workflow; a second delivery with the same key
             is a duplicate (R-WSIG-22).
         state: ``pending`` (buffered), ``claimed`` (a step took it), ``consumed``
-            (its step resolved) or ``expired``.
+            (its step resolved, or its workflow ended while claimed) or
+            ``expired`` (its workflow ended before any step claimed it,
+            R-WSIG-34).
         step_name: The step that claimed it, while claimed or consumed.
         matcher_error: ``"<class>: <message>"`` when a step's matcher raised while
             the signal was sent (R-WSIG-33); the error itself surfaces on the
@@ -88,6 +90,11 @@ class WorkflowSignalMixin:
     @property
     def is_consumed(self) -> bool:
         return self.state == WorkflowSignalState.CONSUMED
+
+    @property
+    def is_expired(self) -> bool:
+        """Its workflow ended before a step claimed it (R-WSIG-34)."""
+        return self.state == WorkflowSignalState.EXPIRED
 
     def __repr__(self) -> str:
         return (

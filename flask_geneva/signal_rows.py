@@ -27,10 +27,12 @@ from flask_geneva.signal_model import SIGNAL_KEY_INDEX
 from flask_geneva.sqlite_locking import write_transaction
 
 __all__ = [
+    "WORKFLOW_STATE_INDEX",
     "claim_signal",
     "claimed_signal_for_step",
     "consume_claimed_signals",
     "count_pending_signals",
+    "end_signals_of_workflows",
     "insert_signal",
     "lock_waiting_execution",
     "lost_wake_ids",
@@ -44,6 +46,9 @@ __all__ = [
 _PENDING = WorkflowSignalState.PENDING.value
 _CLAIMED = WorkflowSignalState.CLAIMED.value
 _CONSUMED = WorkflowSignalState.CONSUMED.value
+_EXPIRED = WorkflowSignalState.EXPIRED.value
+#: The step executions index a sender's locking read scans on MySQL/MariaDB.
+WORKFLOW_STATE_INDEX = "index_geneva_drive_step_executions_on_workflow_id_and_state"
 
 
 def signal_by_key(
@@ -216,15 +221,60 @@ def consume_claimed_signals(
     return int(session.execute(statement).rowcount or 0)  # type: ignore[attr-defined]
 
 
+def end_signals_of_workflows(
+    session: orm.Session, signal_cls: Any, workflow_ids: Sequence[Any], now: datetime
+) -> int:
+    """End the signals of workflows that just ended (R-WSIG-15, R-WSIG-34).
+
+    One guarded UPDATE: ``claimed`` signals become ``consumed`` (``consumed_at``
+    = now), ``pending`` ones ``expired`` (no step will ever claim them);
+    ``updated_at`` = now. The caller holds the workflows' row locks, which every
+    sender takes before inserting, so no signal of theirs commits meanwhile.
+    Loaded instances of the affected signals are expired in the session (the
+    ORM cannot evaluate the CASE in memory).
+
+    Returns:
+        The number of signals ended.
+    """
+    claimed = signal_cls.state == _CLAIMED
+    table = signal_cls.__table__
+    result = session.execute(
+        sa.update(table)
+        .where(table.c.workflow_id.in_(list(workflow_ids)))
+        .where(table.c.state.in_((_PENDING, _CLAIMED)))
+        # consumed_at first: MySQL/MariaDB evaluate SET assignments left to
+        # right, so a CASE after the state assignment would see the new state.
+        .ordered_values(
+            (table.c.consumed_at, sa.case((claimed, now), else_=table.c.consumed_at)),
+            (table.c.updated_at, now),
+            (table.c.state, sa.case((claimed, _CONSUMED), else_=_EXPIRED)),
+        )
+    )
+    ended = int(result.rowcount or 0)  # type: ignore[attr-defined]
+    if ended:
+        ids = set(workflow_ids)
+        for instance in list(session.identity_map.values()):
+            if isinstance(instance, signal_cls) and instance.workflow_id in ids:
+                session.expire(instance)
+    return ended
+
+
 def lock_waiting_execution(
     session: orm.Session, execution_cls: Any, workflow_id: Any
 ) -> Any:
     """Lock and return the workflow's ``waiting`` execution, or None (R-WSIG-11).
 
-    The caller holds the workflow lock (taken first, SPEC §7).
+    The caller holds the workflow lock (taken first, SPEC §7). On MySQL/MariaDB
+    the locking read is made to scan the ``(workflow_id, state)`` index: with
+    few parked rows the optimizer picks the ``state`` index instead, whose
+    next-key locks cover every ``waiting`` entry of every workflow, so each
+    concurrent park (an insert into that range) waited for this sender and
+    two of them deadlocked with a gate's gap lock on the signals index (the
+    1,000-round race, R-WSIG-30). On the workflow's own index range the locks
+    stay within this workflow's entries.
     """
     write_transaction(session)
-    return session.scalars(
+    statement = (
         sa.select(execution_cls)
         .where(execution_cls.workflow_id == workflow_id)
         .where(execution_cls.state == StepExecutionState.WAITING.value)
@@ -232,7 +282,12 @@ def lock_waiting_execution(
         .order_by(execution_cls.created_at, execution_cls.id)
         .with_for_update()
         .execution_options(populate_existing=True)
-    ).first()
+    )
+    for dialect in ("mysql", "mariadb"):
+        statement = statement.with_hint(
+            execution_cls, f"FORCE INDEX ({WORKFLOW_STATE_INDEX})", dialect
+        )
+    return session.scalars(statement).first()
 
 
 def timed_out_waiting_ids(

@@ -36,6 +36,7 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import core_rows
 from flask_geneva import cursors
 from flask_geneva import scheduling
 from flask_geneva import signal_rows
@@ -60,6 +61,7 @@ __all__ = [
     "GateResult",
     "SignalDelivery",
     "deliver_signal",
+    "end_signals_with_workflows",
     "pass_gate",
     "settle_claimed_signals",
     "signal_hero",
@@ -510,6 +512,26 @@ def settle_claimed_signals(
     return signal_rows.consume_claimed_signals(
         session, signal_cls, workflow.id, now, step_name=execution.step_name
     )
+
+
+@core_rows.on_workflows_ended
+def end_signals_with_workflows(
+    session: orm.Session, geneva: Any, workflow_ids: list[Any], now: Any
+) -> int:
+    """End the signals of workflows just written finished or canceled (R-WSIG-34).
+
+    Called by the write path (:func:`flask_geneva.core_rows.write_geneva_rows`)
+    in the transaction that ends the workflows, whatever ended them: pending
+    signals become ``expired``, claimed ones ``consumed`` (R-WSIG-15).
+
+    Returns:
+        How many signals were ended (0 without the install unit or a
+        ``WorkflowSignal`` model).
+    """
+    signal_cls = getattr(geneva, "WorkflowSignal", None)
+    if signal_cls is None or not installed(session):
+        return 0
+    return signal_rows.end_signals_of_workflows(session, signal_cls, workflow_ids, now)
 
 
 def consume_for_skipped_step(

@@ -3,8 +3,9 @@
 ``GENEVA_TEST_WORKER_DATABASE_URL``: the database both the test and the worker use.
 ``GENEVA_TEST_BROKER_URL``: the Celery broker (e.g. ``redis://127.0.0.1:6379/15``).
 ``GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL``, ``GENEVA_TEST_WORKER_DEAD_AFTER``,
-``GENEVA_TEST_DISPATCH_INTERVAL``: those settings in seconds, when set; the last
-also gives the Celery app the beat schedule of that interval.
+``GENEVA_TEST_DISPATCH_INTERVAL``, ``GENEVA_TEST_PUBLISH_TIMEOUT``: those settings
+in seconds, when set; the dispatch interval also gives the Celery app the beat
+schedule of that interval.
 
 Start a worker with ``celery -A tests.apps.worker_app:celery worker``.
 """
@@ -40,6 +41,7 @@ def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
             "WORKER_HEARTBEAT_INTERVAL",
             "WORKER_DEAD_AFTER",
             "DISPATCH_INTERVAL",
+            "PUBLISH_TIMEOUT",
         )
         if os.environ.get(f"GENEVA_TEST_{key}")
     }

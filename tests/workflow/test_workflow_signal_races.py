@@ -1,34 +1,44 @@
-"""Workflow signals under concurrency, on PostgreSQL and MariaDB (R-WSIG-22, R-WSIG-30).
+"""Workflow signals under concurrency (R-WSIG-22, R-WSIG-30).
 
-Small versions of the issue-18 race tests (the 1,000-round one is still to
-come): threads deliver one idempotency key at once, and a signal races the
-step's park, round after round, with no lost wake-up.
+Threads deliver one idempotency key at once; and a signal races the step's
+park, round after round, 8 threads a round, with no lost wake-up and no step
+run twice. On all three databases (SQLite serializes the threads with BEGIN
+IMMEDIATE; the servers with row locks). ``GENEVA_TEST_SIGNAL_RACE_ROUNDS`` sets
+the rounds (default 10, a few seconds; issue 18's figures were measured with
+1000 on PostgreSQL and MariaDB).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 
 import pytest
 import sqlalchemy as sa
 
 from flask_geneva import Executor
 from flask_geneva import step
-from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import make_user
 
-pytestmark = pytest.mark.backends("postgresql", "mysql")
-
 THREADS = 8
-ROUNDS = 25
+DEFAULT_ROUNDS = 10
+
+
+#: workflow id -> ids of the signals its step ran with (appended by the step).
+RACE_RUNS: dict[object, list[object]] = {}
+_RACE_RUNS_LOCK = threading.Lock()
 
 
 class SigRace(geneva.Workflow):
     @step(wait_for="go")
     def use(self):
         self.hero.counter += 1
+        with _RACE_RUNS_LOCK:
+            RACE_RUNS.setdefault(self.id, []).append(self.received_signal.id)
 
 
 def _run_together(app, actions):
@@ -53,7 +63,7 @@ def _run_together(app, actions):
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert errors == []
+    assert errors == [], [f"{type(e).__name__}: {e}" for e in errors]
     return results
 
 
@@ -96,38 +106,151 @@ def test_eight_deliveries_with_one_key_give_one_row_and_one_wake(
     ]
 
 
-def test_a_signal_racing_the_park_is_never_lost(app, geneva_jobs):
-    """Round after round the step's gate and the sender race: no wake-up is lost (R-WSIG-30)."""
+def _race_rounds() -> int:
+    """Rounds of the park race: ``GENEVA_TEST_SIGNAL_RACE_ROUNDS`` (default 10).
+
+    CI runs the default (a few seconds per backend); the issue-18 figure is
+    1,000 rounds: ``GENEVA_TEST_SIGNAL_RACE_ROUNDS=1000``.
+    """
+    raw = os.environ.get("GENEVA_TEST_SIGNAL_RACE_ROUNDS", str(DEFAULT_ROUNDS))
+    try:
+        rounds = int(raw)
+    except ValueError:
+        rounds = 0
+    if rounds < 1:
+        raise ValueError(
+            f"GENEVA_TEST_SIGNAL_RACE_ROUNDS must be a positive integer, got {raw!r}"
+        )
+    return rounds
+
+
+@pytest.mark.timeout(120 + 2 * _race_rounds())
+def test_a_signal_racing_the_park_is_never_lost(app, geneva_jobs, capsys):
+    """8 threads per round: 4 steps reach their gate while 4 signals are sent to
+    them; each signal wakes its step exactly once, or is claimed at the gate,
+    and each step runs exactly once with its signal (R-WSIG-11, R-WSIG-13,
+    R-WSIG-30).
+    """
+    rounds = _race_rounds()
+    pairs = THREADS // 2
     signal_table = geneva.WorkflowSignal.__table__
     execution_table = geneva.StepExecution.__table__
-    outcomes = {"claimed at the gate": 0, "woken by the sender": 0}
-    for round_number in range(ROUNDS):
-        hero = make_user(f"race{round_number}@example.com")
-        workflow = SigRace.create(hero=hero)
-        workflow_id = workflow.id
-        execution_id = workflow.current_execution.id
+    tally = {
+        "claimed at the gate": 0,
+        "woken by the sender": 0,
+        "lost wake-ups": 0,
+        "double runs": 0,
+    }
+    RACE_RUNS.clear()
+    started = time.monotonic()
+    for round_number in range(rounds):
+        targets = []
+        for pair in range(pairs):
+            hero = make_user(f"race{round_number}-{pair}@example.com")
+            workflow = SigRace.create(hero=hero)
+            targets.append((workflow.id, workflow.current_execution.id))
         geneva_jobs.clear()
         db.session.remove()
 
-        def execute(execution_id=execution_id):
-            Executor.execute(execution_id)
+        actions = []
+        for workflow_id, execution_id in targets:
 
-        def send(workflow_id=workflow_id):
-            db.session.get(SigRace, workflow_id).signal("go")
+            def execute(execution_id=execution_id):
+                Executor.execute(execution_id)
 
-        _run_together(app, [execute, send])
+            def send(workflow_id=workflow_id):
+                workflow = db.session.get(SigRace, workflow_id)
+                return workflow.signal("go", {"w": str(workflow_id)}).woken
 
-        execution = _rows(execution_table, workflow_id)[0]
-        signal = _rows(signal_table, workflow_id)[0]
-        # Lost wake-up: the step parked while its signal stayed pending.
-        assert not (execution["state"] == "waiting" and signal["state"] == "pending")
-        if execution["state"] == "completed":
-            outcomes["claimed at the gate"] += 1
-        else:
-            assert execution["state"] == "scheduled"
-            assert execution["signal_id"] == signal["id"]
-            outcomes["woken by the sender"] += 1
-        speedrun_workflow(db.session.get(SigRace, workflow_id))
-        assert _rows(signal_table, workflow_id)[0]["state"] == "consumed"
+            actions += [execute, send]
+        results = _run_together(app, actions)
+
+        published = [p.step_execution_id for p in geneva_jobs.enqueued]
+        for index, (workflow_id, execution_id) in enumerate(targets):
+            woken = results[2 * index + 1]
+            execution = _rows(execution_table, workflow_id)[0]
+            (signal,) = _rows(signal_table, workflow_id)
+            if execution["state"] == "completed":
+                # The gate saw the signal pending and claimed it: no wake.
+                tally["claimed at the gate"] += 1
+                assert woken == ()
+                assert execution_id not in published
+            elif execution["state"] == "waiting" and signal["state"] == "pending":
+                tally["lost wake-ups"] += 1
+            else:
+                # The step parked first; the sender woke it, once.
+                tally["woken by the sender"] += 1
+                assert execution["state"] == "scheduled"
+                assert execution["signal_id"] == signal["id"]
+                assert woken == (execution_id,)
+                assert published.count(execution_id) == 1
+        assert tally["lost wake-ups"] == 0, f"lost wake-up in round {round_number}"
+        geneva_jobs.drain()
+        assert geneva_jobs.failures == []
+        for workflow_id, _ in targets:
+            (signal,) = _rows(signal_table, workflow_id)
+            runs = RACE_RUNS.pop(workflow_id, [])
+            if len(runs) > 1:
+                tally["double runs"] += 1
+            assert runs == [signal["id"]], f"round {round_number}: ran with {runs}"
+            assert signal["state"] == "consumed"
+            assert [
+                (e["step_name"], e["state"], e["outcome"])
+                for e in _rows(execution_table, workflow_id)
+            ] == [("use", "completed", "success")]
+            assert db.session.get(SigRace, workflow_id).hero.counter == 1
         db.session.remove()
-    assert sum(outcomes.values()) == ROUNDS
+    elapsed = time.monotonic() - started
+    with capsys.disabled():
+        sys.stdout.write(
+            f"\nsignal races the park on {db.engine.dialect.name}: {rounds} rounds x "
+            f"{THREADS} threads ({rounds * pairs} races), {tally}, "
+            f"{elapsed:.1f} s\n"
+        )
+    assert tally["lost wake-ups"] == 0
+    assert tally["double runs"] == 0
+    assert tally["claimed at the gate"] + tally["woken by the sender"] == rounds * pairs
+
+
+@pytest.mark.backends("mysql")
+def test_a_senders_lock_on_the_parked_step_never_blocks_another_workflows_park(
+    app, geneva_jobs
+):
+    """MariaDB/MySQL: the sender's locking read of the parked execution stays on
+    its workflow's index range, so another workflow's step can park meanwhile
+    (it used to wait on a gap lock over every waiting row, and two such waits
+    deadlocked in the 1,000-round race; R-WSIG-30)."""
+    from flask_geneva import signal_rows
+    from flask_geneva import store
+    from flask_geneva.app_state import current_context
+
+    targets = []
+    for index in range(4):
+        workflow = SigRace.create(hero=make_user(f"gap{index}@example.com"))
+        targets.append((workflow.id, workflow.current_execution.id))
+    for _, execution_id in targets[:3]:
+        Executor.execute(execution_id)  # parks
+    db.session.remove()
+    sender_id = targets[1][0]
+    parker_execution_id = targets[3][1]
+    session = current_context().bind(db.session())
+    store.lock_workflow(session, sender_id)
+    parked = signal_rows.lock_waiting_execution(
+        session, geneva.StepExecution, sender_id
+    )
+    assert parked is not None
+    table = geneva.StepExecution.__table__
+    try:
+        with db.engine.connect() as other:
+            other.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
+            # The park's UPDATE (R-WSIG-10); before the fix: lock wait timeout.
+            updated = other.execute(
+                sa.update(table)
+                .where(table.c.id == parker_execution_id)
+                .where(table.c.state == "scheduled")
+                .values(state="waiting")
+            ).rowcount
+            other.rollback()
+            assert updated == 1
+    finally:
+        session.rollback()

@@ -25,6 +25,7 @@ from flask_geneva import step
 from flask_geneva.testing import WaitingForSignal
 from flask_geneva.testing import assert_waiting_for_signal
 from flask_geneva.testing import perform_next_step
+from flask_geneva.testing import speedrun_current_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -232,7 +233,8 @@ def test_a_signal_arriving_first_is_buffered_and_claimed_at_the_gate(user, genev
 
 
 def test_the_oldest_matching_signal_is_claimed_first(user, geneva_jobs):
-    """Two buffered matches: the oldest is claimed, the other stays pending (R-WSIG-13)."""
+    """Two buffered matches: the oldest is claimed; the others stay pending until
+    the workflow finishes, which expires them (R-WSIG-13, R-WSIG-34)."""
     workflow = SigPayment.create(hero=user)
     workflow.signal("payment_confirmed", 1)
     workflow.signal("payment_confirmed", 2)
@@ -241,8 +243,8 @@ def test_the_oldest_matching_signal_is_claimed_first(user, geneva_jobs):
     assert SEEN == [("ship", "payment_confirmed", 1)]
     assert [(r["payload"], r["state"]) for r in _signal_rows(workflow.id)] == [
         (1, "consumed"),
-        (2, "pending"),
-        (3, "pending"),
+        (2, "expired"),
+        (3, "expired"),
     ]
 
 
@@ -297,7 +299,8 @@ def test_skip_if_is_evaluated_again_when_the_signal_wakes_the_step(user, geneva_
 
 
 def test_a_reattempt_re_reads_the_same_claimed_signal(user, geneva_jobs):
-    """The reattempt's execution runs with the signal the step claimed (R-WSIG-14, R-WSIG-15)."""
+    """The reattempt's execution runs with the signal the step claimed, not the
+    newer one, which expires with the workflow (R-WSIG-14, R-WSIG-15, R-WSIG-34)."""
     workflow = SigFlaky.create(hero=user)
     workflow.signal("go", "first")
     workflow.signal("go", "second")
@@ -305,7 +308,7 @@ def test_a_reattempt_re_reads_the_same_claimed_signal(user, geneva_jobs):
     assert SEEN == [("use", "go", "first"), ("use", "go", "first")]
     assert [(r["payload"], r["state"]) for r in _signal_rows(workflow.id)] == [
         ("first", "consumed"),
-        ("second", "pending"),
+        ("second", "expired"),
     ]
     assert workflow_row(workflow.id)["state"] == "finished"
 
@@ -616,6 +619,24 @@ def test_assert_waiting_for_signal_says_what_it_found(user):
     assert_waiting_for_signal(workflow, "payment_confirmed")
     with pytest.raises(AssertionError, match="waits for payment_confirmed"):
         assert_waiting_for_signal(workflow, "other")
+
+
+def test_speedrun_current_step_stops_naming_a_custom_matcher(user):
+    """speedrun_current_step raises WaitingForSignal too; a custom matcher is named
+    by its repr, which assert_waiting_for_signal accepts (R-WSIG-50)."""
+    workflow = SigCustom.create(hero=user)
+    with pytest.raises(
+        WaitingForSignal, match=r"_AnyNamed\('a', 'b'\).*'either'"
+    ) as info:
+        speedrun_current_step(workflow)
+    assert (info.value.step_name, info.value.awaited) == (
+        "either",
+        "_AnyNamed('a', 'b')",
+    )
+    assert info.value.workflow_id == workflow.id
+    assert_waiting_for_signal(workflow, "_AnyNamed('a', 'b')")
+    with pytest.raises(AssertionError, match="waits for _AnyNamed"):
+        assert_waiting_for_signal(workflow, "a")
 
 
 def test_the_received_signal_is_none_outside_a_wait_for_step(user):
