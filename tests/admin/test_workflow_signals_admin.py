@@ -138,8 +138,9 @@ def test_the_execution_pages_show_the_waiting_state(client, geneva_jobs):
 def test_the_panel_lists_each_signal_with_its_state_key_payload_and_executions(
     client, geneva_jobs
 ):
-    """A buffered signal and a consumed one: state, key, payload, times, and links
-    to the execution that claimed and consumed it (R-WSIG-67)."""
+    """A consumed signal and one that expired with its workflow: state, key,
+    payload, times, and links to the execution that claimed and consumed it
+    (R-WSIG-67, R-WSIG-34)."""
     workflow = AdminSignalWait.create(hero=new_user())
     workflow.signal("other", {"amount": 5}, idempotency_key="key-1")
     geneva_jobs.drain()  # 'other' does not match: ship parks
@@ -158,13 +159,15 @@ def test_the_panel_lists_each_signal_with_its_state_key_payload_and_executions(
     assert "claimed by" in consumed
     assert "consumed by" in consumed
     assert "&#34;ok&#34;: true" in consumed or "&quot;ok&quot;: true" in consumed
+    # The unmatched signal expired with its workflow (R-WSIG-34).
     other = next(r for r in _signal_rows(workflow.id) if r["name"] == "other")
-    pending = panel[panel.index(f'data-signal-id="{other["id"]}"') :]
-    pending = pending[: pending.index("</tr>")]
-    assert "geneva-badge--pending" in pending
-    assert "key-1" in pending
-    assert "amount" in pending
-    assert "claimed by" not in pending
+    assert other["state"] == "expired"
+    expired = panel[panel.index(f'data-signal-id="{other["id"]}"') :]
+    expired = expired[: expired.index("</tr>")]
+    assert "geneva-badge--expired" in expired
+    assert "key-1" in expired
+    assert "amount" in expired
+    assert "claimed by" not in expired
 
 
 def test_a_long_payload_is_cut_with_a_control_to_see_all(client, geneva_jobs):
