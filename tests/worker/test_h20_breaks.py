@@ -1,0 +1,316 @@
+"""h20 break tests for issue 17 (worker heartbeats), real workers and databases."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from flask_geneva import step
+from tests.apps import basic
+from tests.worker.conftest import REPO_ROOT
+from tests.worker.conftest import prepare_database
+from tests.worker.conftest import wait_for
+
+FLAG_DIR_VARIABLE = "GENEVA_TEST_H20_FLAG_DIR"
+HEARTBEAT = 0.5
+DEAD_AFTER = 3.0
+INCLUDE = ("--include", "tests.worker.test_h20_breaks")
+
+
+class H20Blocking(basic.geneva.Workflow):
+    @step
+    def blocking(self):
+        flags = Path(os.environ[FLAG_DIR_VARIABLE])
+        (flags / f"started-{os.getpid()}").touch()
+        deadline = time.monotonic() + 120
+        while not (flags / "release").exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("never released")
+            time.sleep(0.05)
+        (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
+
+    @step
+    def after(self):
+        pass
+
+
+class H20CancelledError(basic.geneva.Workflow):
+    """A step whose asyncio code lets CancelledError (a BaseException) escape."""
+
+    @step
+    def cancelled(self):
+        import asyncio
+
+        async def inner():
+            task = asyncio.ensure_future(asyncio.sleep(10))
+            task.cancel()
+            await task
+
+        asyncio.run(inner())
+
+
+@pytest.fixture
+def h20_app(broker_url, worker_database_url, tmp_path, monkeypatch):
+    redis.Redis.from_url(broker_url).flushdb()
+    monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
+    monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", str(HEARTBEAT))
+    monkeypatch.setenv("GENEVA_TEST_WORKER_DEAD_AFTER", str(DEAD_AFTER))
+    from tests.apps import worker_app
+
+    app, _ = worker_app.build_app(worker_database_url, broker_url)
+    prepare_database(app)
+    with app.app_context(), basic.db.engine.begin() as connection:
+        connection.execute(sa.delete(basic.db.metadata.tables["geneva_drive_workers"]))
+    return app
+
+
+def _create(app, email):
+    with app.app_context():
+        hero = basic.User(email=email)
+        basic.db.session.add(hero)
+        basic.db.session.commit()
+        workflow_id = H20Blocking.create(hero=hero).id
+        basic.db.session.remove()
+        return workflow_id
+
+
+def _executions(app, workflow_id):
+    with app.app_context():
+        e = basic.geneva.StepExecution
+        rows = basic.db.session.execute(
+            sa.select(e.id, e.step_name, e.state, e.outcome, e.worker_id)
+            .where(e.workflow_id == workflow_id)
+            .order_by(e.created_at, e.id)
+        ).all()
+        basic.db.session.remove()
+        return rows
+
+
+def _housekeeping(app, **config):
+    with app.app_context():
+        app.config.update(
+            GENEVA_WORKER_HEARTBEAT_INTERVAL=HEARTBEAT,
+            GENEVA_WORKER_DEAD_AFTER=DEAD_AFTER,
+            **config,
+        )
+        basic.geneva.reload_settings(app)
+        summary = basic.geneva.run_housekeeping()
+        basic.db.session.remove()
+        return summary
+
+
+def _start_worker(tmp_path, database_url, broker_url, *extra, name="w", **env_extra):
+    env = {
+        **os.environ,
+        **env_extra,
+        "GENEVA_TEST_BROKER_URL": broker_url,
+        "GENEVA_TEST_WORKER_DATABASE_URL": database_url,
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    with open(tmp_path / f"{name}.log", "wb") as log:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tests.apps.worker_app:celery",
+                "worker",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-l",
+                "info",
+                *extra,
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "h20 finding 1: a step whose finalize failed (lock timeout / DB blip) stays "
+        "in_progress under a live worker and is never recovered, where the age rule "
+        "recovered it before (R-WRK-06)"
+    ),
+)
+def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
+    h20_app, broker_url, worker_database_url, tmp_path
+):
+    """The worker is alive, but the step's run is over: its finalize raised
+    (here a lock timeout on the workflow row; in production a failover between
+    the body and finalize). Before the registry the age rule recovered it after
+    GENEVA_STUCK_IN_PROGRESS_THRESHOLD; now it stays in_progress for as long as
+    the worker lives."""
+    app = h20_app
+    backend = sa.make_url(worker_database_url).get_backend_name()
+    if backend == "postgresql":
+        url = worker_database_url + "?options=-c%20lock_timeout%3D1000"
+    elif backend == "mysql":
+        url = worker_database_url + ("?init_command=SET%20innodb_lock_wait_timeout%3D1")
+    else:
+        pytest.skip("needs a server database")
+    workflow_id = _create(app, "finalize@example.com")
+    worker = _start_worker(tmp_path, url, broker_url, "--pool=solo", *INCLUDE)
+    try:
+        wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+        with app.app_context():
+            engine = basic.db.engine
+        locker = engine.connect()
+        trans = locker.begin()
+        wf = basic.db.metadata.tables["geneva_drive_workflows"]
+        locker.execute(
+            sa.select(wf.c.id).where(wf.c.id == workflow_id).with_for_update()
+        )
+        (tmp_path / "release").touch()
+        wait_for(lambda: list(tmp_path.glob("ran-*")), timeout=30)
+        time.sleep(4)  # the finalize waits 1 s for the lock, then fails
+        trans.rollback()
+        locker.close()
+        [row] = _executions(app, workflow_id)
+        assert row.state == "in_progress"  # the run is over, the row is not
+        assert worker.poll() is None  # the worker lives on and heartbeats
+        time.sleep(DEAD_AFTER + 2)
+        summary = _housekeeping(
+            app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
+        )
+        rows = _executions(app, workflow_id)
+        assert summary["stuck_in_progress_recovered"] == 1, (summary, rows)
+    finally:
+        _stop(worker)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "h20 finding 2: the recovering process judges every worker with its own "
+        "GENEVA_WORKER_DEAD_AFTER, never checked against the interval the worker "
+        "actually heartbeats at (R-WRK-03/06/14): a live worker's step runs twice"
+    ),
+)
+def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
+    h20_app, broker_url, worker_database_url, tmp_path
+):
+    """Rolling deploy: the worker heartbeats every 2 s (valid with its own
+    dead-after 4 s); the process running housekeeping has interval 0.5 s and
+    dead-after 1 s (also valid). Nothing warns; the live worker is judged dead
+    between two of its heartbeats and its running step is recovered."""
+    app = h20_app
+    workflow_id = _create(app, "mismatch@example.com")
+    slow = _start_worker(
+        tmp_path,
+        worker_database_url,
+        broker_url,
+        "--pool=solo",
+        *INCLUDE,
+        name="slow",
+        GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL="2",
+        GENEVA_TEST_WORKER_DEAD_AFTER="8",
+    )
+    fast = None
+    try:
+        wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+        # Another (idle) worker with the new, short interval: the evidence.
+        fast = _start_worker(
+            tmp_path,
+            worker_database_url,
+            broker_url,
+            "--pool=solo",
+            *INCLUDE,
+            name="fast",
+            GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL="0.2",
+            GENEVA_TEST_WORKER_DEAD_AFTER="0.5",
+        )
+        time.sleep(5)
+        recovered = 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not recovered:
+            with app.app_context():
+                app.config.update(
+                    GENEVA_WORKER_HEARTBEAT_INTERVAL=0.5,
+                    GENEVA_WORKER_DEAD_AFTER=1.0,
+                )
+                basic.geneva.reload_settings(app)
+                recovered = basic.geneva.run_housekeeping()[
+                    "stuck_in_progress_recovered"
+                ]
+                basic.db.session.remove()
+            time.sleep(0.1)
+        assert slow.poll() is None
+        # The worker is alive and still running the step: nothing may be recovered.
+        assert recovered == 0, _executions(app, workflow_id)
+    finally:
+        (tmp_path / "release").touch()
+        _stop(slow)
+        if fast is not None:
+            _stop(fast)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "h20 finding 1b: a step raising a BaseException that is no flow-control "
+        "signal (asyncio.CancelledError) leaves its execution in_progress under a "
+        "live worker, never recovered (R-WRK-06; the age rule recovered it before)"
+    ),
+)
+@pytest.mark.parametrize("pool", ["threads", "prefork"])
+def test_a_step_escaping_with_cancelled_error_is_recovered(
+    h20_app, broker_url, worker_database_url, tmp_path, pool
+):
+    app = h20_app
+    with app.app_context():
+        hero = basic.User(email="cancelled@example.com")
+        basic.db.session.add(hero)
+        basic.db.session.commit()
+        workflow_id = H20CancelledError.create(hero=hero).id
+        basic.db.session.remove()
+    worker = _start_worker(
+        tmp_path,
+        worker_database_url,
+        broker_url,
+        f"--pool={pool}",
+        "--concurrency=1",
+        *INCLUDE,
+    )
+    try:
+        # (threads pool: the CancelledError vanishes silently, nothing is logged)
+        wait_for(
+            lambda: [r.state for r in _executions(app, workflow_id)] == ["in_progress"],
+            timeout=60,
+        )
+        time.sleep(DEAD_AFTER + 2)
+        [row] = _executions(app, workflow_id)
+        assert row.state == "in_progress"
+        assert row.worker_id is not None
+        assert worker.poll() is None
+        summary = _housekeeping(
+            app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
+        )
+        assert summary["stuck_in_progress_recovered"] == 1, _executions(
+            app, workflow_id
+        )
+    finally:
+        _stop(worker)
