@@ -308,7 +308,7 @@ def register_worker(
         engine = _engine_of(session)
     finally:
         _rollback_quietly(session)
-    table = context.models.StepExecution.metadata.tables[WORKERS_TABLE]
+    table = _registration_table(context)
     with _lock:
         existing = _registrations.get(engine)
         if existing is not None and existing.identity.pid == os.getpid():
@@ -321,6 +321,7 @@ def register_worker(
                 node_name=node_name,
                 queues=tuple(queues),
                 library_version=_library_version(),
+                dead_after=context.settings.worker_dead_after,
             ),
             engine,
             table,
@@ -336,6 +337,22 @@ def register_worker(
         "" if registration.registered else "; its row is not written yet",
     )
     return registration
+
+
+def _registration_table(context: EngineContext) -> sa.Table:
+    """The workers table to write, with ``dead_after_ms`` only if it exists.
+
+    Detection failed (the database unreachable): without it, so that the row
+    is written either way (NULL is judged with each judge's setting, R-WRK-17).
+    """
+    table = context.models.StepExecution.metadata.tables[WORKERS_TABLE]
+    try:
+        present = column_detection.optional_columns(context.session).worker_dead_after
+    except sa.exc.SQLAlchemyError:
+        present = False
+    finally:
+        _rollback_quietly(context.session)
+    return table if present else worker_rows.without_dead_after(table)
 
 
 def _registry_detected(session: Any) -> bool:
@@ -441,6 +458,8 @@ def registry_table(session: orm.Session) -> sa.Table | None:
         return None
     execution_cls = models_of(session).StepExecution
     table: sa.Table = execution_cls.metadata.tables[WORKERS_TABLE]
+    if not column_detection.optional_columns(session).worker_dead_after:
+        return worker_rows.without_dead_after(table)  # R-WRK-17
     return table
 
 
