@@ -59,11 +59,11 @@ __all__ = [
     "newest_heartbeat_age",
     "prune_dead_workers",
     "touch_worker",
+    "without_dead_after",
     "worker_liveness",
     "worker_rows",
     "workers_table",
     "workers_with_executions",
-    "without_dead_after",
 ]
 
 #: The optional column of the ``add_worker_dead_after`` unit: the worker's own
