@@ -18,6 +18,7 @@ from flask_geneva.engine_context import models_of
 from flask_geneva.worker_registry import registry_table
 
 __all__ = [
+    "dead_after_warning",
     "suspended_recovery_warning",
     "worker_overview",
 ]
@@ -38,13 +39,18 @@ def worker_overview(
     worker (R-WRK-14/15). When no worker heartbeat for ``GENEVA_WORKER_DEAD_AFTER``
     (a database outage, every worker stopped), ``warning`` says that recovery
     of the executions of the workers last seen alive is suspended until one
-    heartbeats again.
+    heartbeats again. A worker that recorded a longer dead-after than
+    ``GENEVA_WORKER_DEAD_AFTER`` is judged with its own (R-WRK-17);
+    ``dead_after_warnings`` names each such worker (:func:`dead_after_warning`).
 
     Returns:
         None without the worker registry; else ``{"alive": n, "dead": n,
         "abandoned_executions": n, "newest_heartbeat_age_seconds": float or
-        None, "warning": str or None, "workers": [...]}``, each worker a dict
-        of its columns (times in ISO 8601), ``alive`` and ``in_progress``.
+        None, "warning": str or None, "dead_after_warnings": [str],
+        "workers": [...]}``, each worker a dict of its columns (times in ISO
+        8601), ``dead_after_seconds`` (its own dead-after, None when not
+        recorded or without the ``add_worker_dead_after`` unit), ``alive`` and
+        ``in_progress``.
     """
     workers = registry_table(session)
     if workers is None:
@@ -62,8 +68,16 @@ def worker_overview(
     newest_age = worker_rows.newest_heartbeat_age(connection, workers)
     session.rollback()
     listed = []
+    warnings = []
     for row in rows:
         alive = bool(row.alive)
+        own_ms = getattr(row, worker_rows.DEAD_AFTER_COLUMN, None)
+        own = None if own_ms is None else timedelta(milliseconds=own_ms)
+        warning = dead_after_warning(
+            row.id, row.node_name or row.hostname, own, dead_after=dead_after
+        )
+        if warning is not None:
+            warnings.append(warning)
         listed.append(
             {
                 "id": row.id,
@@ -74,6 +88,7 @@ def worker_overview(
                 "library_version": row.library_version,
                 "started_at": row.started_at.isoformat(),
                 "last_heartbeat_at": row.last_heartbeat_at.isoformat(),
+                "dead_after_seconds": None if own is None else own.total_seconds(),
                 "alive": alive,
                 "in_progress": int(row.in_progress or 0),
             }
@@ -87,8 +102,38 @@ def worker_overview(
             None if newest_age is None else newest_age.total_seconds()
         ),
         "warning": suspended_recovery_warning(newest_age, dead_after=dead_after),
+        "dead_after_warnings": warnings,
         "workers": listed,
     }
+
+
+def dead_after_warning(
+    worker_id: str, name: str, own: timedelta | None, *, dead_after: timedelta
+) -> str | None:
+    """The operator warning for a worker with a longer dead-after (R-WRK-17).
+
+    Its executions are judged with its own dead-after, so recovery after its
+    death is slower than this process's setting says: the settings of the
+    processes differ (a rolling deploy, a beat or web process with others).
+
+    Args:
+        worker_id: The worker's id.
+        name: Its Celery node name, else its host name.
+        own: The dead-after the worker recorded; None when it recorded none.
+        dead_after: This process's ``GENEVA_WORKER_DEAD_AFTER``.
+
+    Returns:
+        None unless ``own`` is longer than ``dead_after``; else the text.
+    """
+    if own is None or own <= dead_after:
+        return None
+    return (
+        f"worker {worker_id} ({name}) heartbeats with dead-after "
+        f"{own.total_seconds():g} s, this process uses "
+        f"{dead_after.total_seconds():g} s: its executions are judged with "
+        f"{own.total_seconds():g} s (GENEVA_WORKER_DEAD_AFTER should be the same "
+        "in every process)"
+    )
 
 
 def suspended_recovery_warning(

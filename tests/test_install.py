@@ -629,7 +629,9 @@ def test_the_worker_dead_after_unit_downgrades_and_upgrades_again(
 ) -> None:
     """``add_worker_dead_after`` adds the nullable column; its downgrade drops
     only it, and upgrading again adds it back (R-WRK-17, R-MIG-07)."""
-    installed.flask("db", "downgrade", installed.revision_of("add_recorded_error_index"))
+    installed.flask(
+        "db", "downgrade", installed.revision_of("add_recorded_error_index")
+    )
     workers = installed.inspect()["geneva_drive_workers"]
     assert "dead_after_ms" not in workers["columns"]
     assert "last_heartbeat_at" in workers["columns"]

@@ -135,6 +135,8 @@ def _echo_workers(workers: dict[str, Any] | None) -> None:
     )
     if workers["warning"]:  # R-WRK-14: recovery suspended without heartbeats
         click.echo(f"WARNING: {workers['warning']}")
+    for warning in workers["dead_after_warnings"]:  # R-WRK-17: settings differ
+        click.echo(f"WARNING: {escape_control_characters(warning)}")
     if not workers["workers"]:
         return
     rows = [["worker", "status", "host", "pid", "node", "last heartbeat", "running"]]
