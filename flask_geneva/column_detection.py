@@ -2,7 +2,8 @@
 
 The optional columns (workflow and execution ``metadata``, ``error_class_name``,
 ``cursor``, ``continues_from_id``, ``worker_id``, the waiting columns
-``signal_id``/``waiting_since``/``wait_deadline``), the workers, signals and
+``signal_id``/``waiting_since``/``wait_deadline``, the workers'
+``dead_after_ms``), the workers, signals and
 maintenance runs tables are
 detected once per engine, on first use, and cached until
 :func:`reset_column_caches`. Queries load only the columns that
@@ -28,6 +29,7 @@ from flask_geneva.model_states import SIGNALS_TABLE
 from flask_geneva.models import STEP_EXECUTIONS_TABLE
 from flask_geneva.models import WORKERS_TABLE
 from flask_geneva.models import WORKFLOWS_TABLE
+from flask_geneva.worker_rows import DEAD_AFTER_COLUMN
 
 __all__ = [
     "OptionalColumns",
@@ -58,6 +60,8 @@ class OptionalColumns:
     signals_table: bool = True
     #: The ``add_maintenance_runs`` unit's table (R-HK-45).
     maintenance_runs: bool = True
+    #: ``geneva_drive_workers.dead_after_ms`` (``add_worker_dead_after``, R-WRK-17).
+    worker_dead_after: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -122,6 +126,11 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             if STEP_EXECUTIONS_TABLE in tables
             else set()
         )
+        worker_columns = (
+            {c["name"] for c in inspector.get_columns(WORKERS_TABLE)}
+            if WORKERS_TABLE in tables
+            else set()
+        )
         if not workflow_columns or not execution_columns:
             # Tables not created yet: assume a complete schema and do not cache, so
             # the first use after `flask db upgrade` detects for real.
@@ -137,6 +146,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             waiting_columns=execution_columns >= _WAITING_COLUMNS,
             signals_table=SIGNALS_TABLE in tables,
             maintenance_runs=MAINTENANCE_RUNS_TABLE in tables,
+            worker_dead_after=DEAD_AFTER_COLUMN in worker_columns,
         )
         _column_cache[engine] = detected
         return detected

@@ -43,6 +43,7 @@ from flask_geneva import step_evolution
 from flask_geneva import store
 from flask_geneva import store_maintenance
 from flask_geneva import transitions
+from flask_geneva import worker_health
 from flask_geneva import worker_registry
 from flask_geneva import workflow_signal_waits
 from flask_geneva.cleanup_lock import cleanup_lock
@@ -614,7 +615,7 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
         total = sum(per_state.values())
         ratio = per_state.get(WorkflowState.PAUSED.value, 0) / total if total else 0.0
         _gauge(metrics, "geneva_drive.paused_ratio", ratio, tags)
-    workers = worker_registry.worker_overview(session, config=config)
+    workers = worker_health.worker_overview(session, config=config)
     if workers is not None:  # R-WRK-09
         _gauge(metrics, "geneva_drive.workers_alive", workers["alive"], None)
         _gauge(metrics, "geneva_drive.workers_dead", workers["dead"], None)

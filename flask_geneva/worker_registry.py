@@ -25,7 +25,6 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
 from importlib import metadata as importlib_metadata
 from typing import Any
 
@@ -52,8 +51,6 @@ __all__ = [
     "register_worker",
     "registrations",
     "registry_table",
-    "suspended_recovery_warning",
-    "worker_overview",
 ]
 
 _log = logging.getLogger("flask_geneva.workers")
@@ -308,7 +305,7 @@ def register_worker(
         engine = _engine_of(session)
     finally:
         _rollback_quietly(session)
-    table = context.models.StepExecution.metadata.tables[WORKERS_TABLE]
+    table = _registration_table(context)
     with _lock:
         existing = _registrations.get(engine)
         if existing is not None and existing.identity.pid == os.getpid():
@@ -321,6 +318,7 @@ def register_worker(
                 node_name=node_name,
                 queues=tuple(queues),
                 library_version=_library_version(),
+                dead_after=context.settings.worker_dead_after,
             ),
             engine,
             table,
@@ -336,6 +334,22 @@ def register_worker(
         "" if registration.registered else "; its row is not written yet",
     )
     return registration
+
+
+def _registration_table(context: EngineContext) -> sa.Table:
+    """The workers table to write, with ``dead_after_ms`` only if it exists.
+
+    Detection failed (the database unreachable): without it, so that the row
+    is written either way (NULL is judged with each judge's setting, R-WRK-17).
+    """
+    table = context.models.StepExecution.metadata.tables[WORKERS_TABLE]
+    try:
+        present = column_detection.optional_columns(context.session).worker_dead_after
+    except sa.exc.SQLAlchemyError:
+        present = False
+    finally:
+        _rollback_quietly(context.session)
+    return table if present else worker_rows.without_dead_after(table)
 
 
 def _registry_detected(session: Any) -> bool:
@@ -441,6 +455,8 @@ def registry_table(session: orm.Session) -> sa.Table | None:
         return None
     execution_cls = models_of(session).StepExecution
     table: sa.Table = execution_cls.metadata.tables[WORKERS_TABLE]
+    if not column_detection.optional_columns(session).worker_dead_after:
+        return worker_rows.without_dead_after(table)  # R-WRK-17
     return table
 
 
@@ -488,98 +504,6 @@ def live_worker_of(
     if liveness is None or not liveness[1]:
         return None
     return worker_id, liveness[0]
-
-
-def worker_overview(
-    session: orm.Session, *, config: GenevaConfig
-) -> dict[str, Any] | None:
-    """Live and dead workers and abandoned executions, for operators (R-WRK-09).
-
-    Ends the session's read transaction.
-
-    Args:
-        session: A session bound to the models.
-        config: The validated settings (``GENEVA_WORKER_DEAD_AFTER``).
-
-    Liveness is judged by the database's clock and the newest heartbeat of any
-    worker (R-WRK-14/15). When no worker heartbeat for ``GENEVA_WORKER_DEAD_AFTER``
-    (a database outage, every worker stopped), ``warning`` says that recovery
-    of the executions of the workers last seen alive is suspended until one
-    heartbeats again.
-
-    Returns:
-        None without the worker registry; else ``{"alive": n, "dead": n,
-        "abandoned_executions": n, "newest_heartbeat_age_seconds": float or
-        None, "warning": str or None, "workers": [...]}``, each worker a dict
-        of its columns (times in ISO 8601), ``alive`` and ``in_progress``.
-    """
-    workers = registry_table(session)
-    if workers is None:
-        session.rollback()
-        return None
-    execution_table = models_of(session).StepExecution.__table__
-    dead_after = config.worker_dead_after
-    connection = session.connection()
-    rows = worker_rows.workers_with_executions(
-        connection, workers, execution_table, dead_after=dead_after
-    )
-    abandoned = worker_rows.count_abandoned(
-        connection, workers, execution_table, dead_after=dead_after
-    )
-    newest_age = worker_rows.newest_heartbeat_age(connection, workers)
-    session.rollback()
-    listed = []
-    for row in rows:
-        alive = bool(row.alive)
-        listed.append(
-            {
-                "id": row.id,
-                "hostname": row.hostname,
-                "pid": row.pid,
-                "node_name": row.node_name,
-                "queues": row.queues.split(",") if row.queues else [],
-                "library_version": row.library_version,
-                "started_at": row.started_at.isoformat(),
-                "last_heartbeat_at": row.last_heartbeat_at.isoformat(),
-                "alive": alive,
-                "in_progress": int(row.in_progress or 0),
-            }
-        )
-    alive_count = sum(1 for worker in listed if worker["alive"])
-    return {
-        "alive": alive_count,
-        "dead": len(listed) - alive_count,
-        "abandoned_executions": abandoned,
-        "newest_heartbeat_age_seconds": (
-            None if newest_age is None else newest_age.total_seconds()
-        ),
-        "warning": suspended_recovery_warning(newest_age, dead_after=dead_after),
-        "workers": listed,
-    }
-
-
-def suspended_recovery_warning(
-    newest_age: timedelta | None, *, dead_after: timedelta
-) -> str | None:
-    """The operator warning when no worker heartbeat recently (R-WRK-14).
-
-    Args:
-        newest_age: The age of the newest heartbeat of any worker, by the
-            database's clock; None when no worker is registered (no warning:
-            nothing heartbeats, and nothing is recovered by liveness either).
-        dead_after: ``GENEVA_WORKER_DEAD_AFTER``.
-
-    Returns:
-        None while some worker heartbeat within ``dead_after``; else the text.
-    """
-    if newest_age is None or newest_age < dead_after:
-        return None
-    return (
-        f"no worker has heartbeat for {newest_age.total_seconds():.0f} s: "
-        "recovery of abandoned executions is suspended until one does "
-        "(GENEVA_WORKER_DEAD_AFTER "
-        f"{dead_after.total_seconds():g} s; a database outage or stopped workers)"
-    )
 
 
 def _engine_of(session: Any) -> sa.Engine:

@@ -16,6 +16,14 @@ both by the database's clock and relative to the newest heartbeat of any worker
 dead-after every worker looks stale, and none is judged dead until some worker
 has written a heartbeat again.
 
+Each worker may record its own dead-after (``dead_after_ms``, the
+``add_worker_dead_after`` unit, R-WRK-17). A row is judged with the greater of
+the judge's ``GENEVA_WORKER_DEAD_AFTER`` and its own value (NULL, or a table
+without the column: the judge's), so a process configured with a shorter
+dead-after than a worker heartbeats for can slow recovery, never kill that
+worker's running steps. A table passed without the column (the database lacks
+the unit, :func:`without_dead_after`) is judged as before.
+
 Statements are Core statements on a connection of their own, so the heartbeat
 thread never touches the host's ORM session.
 """
@@ -36,6 +44,7 @@ from flask_geneva.model_states import WORKERS_TABLE
 from flask_geneva.model_states import StepExecutionState
 
 __all__ = [
+    "DEAD_AFTER_COLUMN",
     "DatabaseTime",
     "WorkerIdentity",
     "abandoned_criteria",
@@ -50,11 +59,16 @@ __all__ = [
     "newest_heartbeat_age",
     "prune_dead_workers",
     "touch_worker",
+    "without_dead_after",
     "worker_liveness",
     "worker_rows",
     "workers_table",
     "workers_with_executions",
 ]
+
+#: The optional column of the ``add_worker_dead_after`` unit: the worker's own
+#: ``GENEVA_WORKER_DEAD_AFTER`` in milliseconds, NULL when unknown (R-WRK-17).
+DEAD_AFTER_COLUMN = "dead_after_ms"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +83,9 @@ class WorkerIdentity:
         node_name: The Celery node name (``celery@host``), or None.
         queues: The queues the worker consumes from.
         library_version: flask_geneva's version in that process.
+        dead_after: The worker's own ``GENEVA_WORKER_DEAD_AFTER``, recorded
+            with its row when the table has the column (R-WRK-17); None to
+            record none.
     """
 
     worker_id: str
@@ -77,6 +94,7 @@ class WorkerIdentity:
     node_name: str | None
     queues: tuple[str, ...]
     library_version: str
+    dead_after: timedelta | None = None
 
 
 class DatabaseTime(sa.sql.expression.ColumnElement[datetime]):
@@ -84,7 +102,9 @@ class DatabaseTime(sa.sql.expression.ColumnElement[datetime]):
 
     ``DatabaseTime()`` is the server's current time; ``DatabaseTime(base,
     minus)`` is the SQL expression ``base`` (a column or a scalar subquery) or
-    the current time, minus ``minus``. The value has the storage format of
+    the current time, minus ``minus``. ``DatabaseTime(base, minus_ms=expr)``
+    subtracts the SQL integer expression ``expr`` of milliseconds instead (a
+    row's own dead-after, R-WRK-17). The value has the storage format of
     :class:`~flask_geneva.model_columns.UTCDateTime` columns (naive UTC, text
     with microseconds on SQLite), so it compares with them and is written to
     them. A NULL ``base`` gives NULL. Rendered per dialect: PostgreSQL
@@ -100,9 +120,12 @@ class DatabaseTime(sa.sql.expression.ColumnElement[datetime]):
     inherit_cache = False
     type = UTCDateTime()
 
-    def __init__(self, base: Any = None, minus: timedelta = timedelta(0)) -> None:
+    def __init__(
+        self, base: Any = None, minus: timedelta = timedelta(0), *, minus_ms: Any = None
+    ) -> None:
         self.base = base
         self.minus_microseconds = int(minus / timedelta(microseconds=1))
+        self.minus_ms = minus_ms
 
 
 def _base_sql(element: DatabaseTime, compiler: Any, default: str, **kw: Any) -> str:
@@ -125,6 +148,9 @@ def _compile_database_time_postgresql(
     element: DatabaseTime, compiler: Any, **kw: Any
 ) -> str:
     base = _base_sql(element, compiler, "timezone('UTC', statement_timestamp())", **kw)
+    if element.minus_ms is not None:
+        minus = compiler.process(element.minus_ms, **kw)
+        return f"({base} - ({minus}) * INTERVAL '1 millisecond')"
     if not element.minus_microseconds:
         return base
     return f"({base} - INTERVAL '{element.minus_microseconds} microseconds')"
@@ -136,6 +162,9 @@ def _compile_database_time_mysql(
     element: DatabaseTime, compiler: Any, **kw: Any
 ) -> str:
     base = _base_sql(element, compiler, "UTC_TIMESTAMP(6)", **kw)
+    if element.minus_ms is not None:
+        minus = compiler.process(element.minus_ms, **kw)
+        return f"({base} - INTERVAL ({minus}) * 1000 MICROSECOND)"
     if not element.minus_microseconds:
         return base
     return f"({base} - INTERVAL {element.minus_microseconds} MICROSECOND)"
@@ -148,6 +177,12 @@ def _compile_database_time_sqlite(
     # strftime's %f has milliseconds; '000' completes the microseconds of the
     # stored format, so that text comparison orders the values.
     base = _base_sql(element, compiler, "'now'", **kw)
+    if element.minus_ms is not None:
+        minus = compiler.process(element.minus_ms, **kw)
+        return (
+            f"(strftime('%Y-%m-%d %H:%M:%f', {base}, "
+            f"printf('%+.3f seconds', -({minus}) / 1000.0)) || '000')"
+        )
     seconds = element.minus_microseconds / 1_000_000
     return (
         f"(strftime('%Y-%m-%d %H:%M:%f', {base}, '{-seconds:+.6f} seconds') || '000')"
@@ -192,8 +227,8 @@ def dead_heartbeat(table: sa.Table, dead_after: timedelta) -> Any:
     """
     beat = table.c.last_heartbeat_at
     return sa.and_(
-        beat < DatabaseTime(None, dead_after),
-        beat < DatabaseTime(_newest_heartbeat(table), dead_after),
+        beat < _minus_dead_after(None, table, dead_after),
+        beat < _minus_dead_after(_newest_heartbeat(table), table, dead_after),
     )
 
 
@@ -201,9 +236,30 @@ def alive_heartbeat(table: sa.Table, dead_after: timedelta) -> Any:
     """Criterion of a live worker row of ``table``: not :func:`dead_heartbeat`."""
     beat = table.c.last_heartbeat_at
     return sa.or_(
-        beat >= DatabaseTime(None, dead_after),
-        beat >= DatabaseTime(_newest_heartbeat(table), dead_after),
+        beat >= _minus_dead_after(None, table, dead_after),
+        beat >= _minus_dead_after(_newest_heartbeat(table), table, dead_after),
     )
+
+
+def _minus_dead_after(base: Any, table: sa.Table, dead_after: timedelta) -> Any:
+    """``base`` (None: the database's now) minus the row's effective dead-after.
+
+    The effective dead-after is the greater of ``dead_after`` (the judge's
+    setting) and the row's own ``dead_after_ms``; NULL, or a table without the
+    column, gives ``dead_after`` (R-WRK-17). A CASE rather than GREATEST:
+    SQLite has none, and PostgreSQL's ignores NULL while MariaDB's returns it.
+    """
+    own = table.c.get(DEAD_AFTER_COLUMN)
+    if own is None:
+        return DatabaseTime(base, dead_after)
+    configured = sa.literal(_milliseconds(dead_after), sa.BigInteger())
+    effective = sa.case((own > configured, own), else_=configured)
+    return DatabaseTime(base, minus_ms=effective)
+
+
+def _milliseconds(duration: timedelta) -> int:
+    # Rounded up: a judge never uses less than its setting.
+    return -(-duration // timedelta(milliseconds=1))
 
 
 def workers_table(metadata: sa.MetaData) -> sa.Table:
@@ -216,6 +272,31 @@ def workers_table(metadata: sa.MetaData) -> sa.Table:
     existing = metadata.tables.get(WORKERS_TABLE)
     if existing is not None:
         return existing
+    return _define_table(metadata, with_dead_after=True)
+
+
+def without_dead_after(table: sa.Table) -> sa.Table:
+    """``table`` as it is without the ``add_worker_dead_after`` unit (R-WRK-17).
+
+    A copy without the ``dead_after_ms`` column, defined once per table (kept
+    in ``table.info``) in a metadata of its own: statements on it neither read
+    nor write the column, and liveness uses the judge's dead-after alone.
+    """
+    if DEAD_AFTER_COLUMN not in table.c:
+        return table
+    reduced: sa.Table | None = table.info.get("geneva_without_dead_after")
+    if reduced is None:
+        reduced = _define_table(sa.MetaData(), with_dead_after=False)
+        table.info["geneva_without_dead_after"] = reduced
+    return reduced
+
+
+def _define_table(metadata: sa.MetaData, *, with_dead_after: bool) -> sa.Table:
+    optional = (
+        [sa.Column(DEAD_AFTER_COLUMN, sa.BigInteger(), nullable=True)]
+        if with_dead_after
+        else []
+    )
     return sa.Table(
         WORKERS_TABLE,
         metadata,
@@ -227,6 +308,7 @@ def workers_table(metadata: sa.MetaData) -> sa.Table:
         sa.Column("library_version", sa.String(64), nullable=False),
         sa.Column("started_at", UTCDateTime(), nullable=False),
         sa.Column("last_heartbeat_at", UTCDateTime(), nullable=False),
+        *optional,
         sa.Index(
             "index_geneva_drive_workers_on_last_heartbeat_at", "last_heartbeat_at"
         ),
@@ -238,11 +320,16 @@ def insert_worker(
 ) -> None:
     """INSERT the worker's row, started and last seen now (R-WRK-02).
 
-    The time is the database's (R-WRK-15).
+    The time is the database's (R-WRK-15). The worker's own dead-after is
+    written when the table has its column (R-WRK-17).
     """
     now = DatabaseTime()
+    own: dict[str, Any] = {}
+    if DEAD_AFTER_COLUMN in table.c and identity.dead_after is not None:
+        own[DEAD_AFTER_COLUMN] = _milliseconds(identity.dead_after)
     connection.execute(
         sa.insert(table).values(
+            **own,
             id=identity.worker_id,
             hostname=identity.hostname[:255],
             pid=identity.pid,

@@ -187,6 +187,7 @@ def test_status_json_counts_per_class_and_state(geneva_cli):
         "abandoned_executions": 0,
         "newest_heartbeat_age_seconds": None,
         "warning": None,
+        "dead_after_warnings": [],
         "workers": [],
     }
     table = geneva_cli("status")

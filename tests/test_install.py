@@ -197,7 +197,12 @@ class Host:
             inspector = sa.inspect(engine)
             tables = set(inspector.get_table_names())
             found: dict[str, Any] = {"tables": tables}
-            for table in (WORKFLOWS, STEP_EXECUTIONS, "geneva_drive_maintenance_runs"):
+            for table in (
+                WORKFLOWS,
+                STEP_EXECUTIONS,
+                "geneva_drive_maintenance_runs",
+                "geneva_drive_workers",
+            ):
                 if table not in tables:
                     continue
                 found[table] = {
@@ -323,8 +328,9 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
             "workflow_id",
             "error_class_name",
         ]
-    # The worker registry (R-WRK-01).
+    # The worker registry (R-WRK-01) and each worker's own dead-after (R-WRK-17).
     assert "geneva_drive_workers" in schema["tables"]
+    assert schema["geneva_drive_workers"]["columns"]["dead_after_ms"]["nullable"]
     # Workflow signals (R-WSIG-02..04).
     assert "geneva_drive_signals" in schema["tables"]
     assert (
@@ -616,6 +622,22 @@ def test_allow_null_hero_upgrades_a_legacy_table_and_keeps_executions(
 
 
 # -- downgrade (R-MIG-07/08/09) ---------------------------------------------------
+
+
+def test_the_worker_dead_after_unit_downgrades_and_upgrades_again(
+    installed: Host,
+) -> None:
+    """``add_worker_dead_after`` adds the nullable column; its downgrade drops
+    only it, and upgrading again adds it back (R-WRK-17, R-MIG-07)."""
+    installed.flask(
+        "db", "downgrade", installed.revision_of("add_recorded_error_index")
+    )
+    workers = installed.inspect()["geneva_drive_workers"]
+    assert "dead_after_ms" not in workers["columns"]
+    assert "last_heartbeat_at" in workers["columns"]
+    installed.flask("db", "upgrade")
+    workers = installed.inspect()["geneva_drive_workers"]
+    assert workers["columns"]["dead_after_ms"]["nullable"]
 
 
 def test_downgrade_removes_the_units_and_finally_the_tables(installed: Host) -> None:

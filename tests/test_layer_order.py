@@ -129,6 +129,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "dispatcher",
             "outbox",
             "worker_registry",
+            # What operators see of the registry (status, admin, gauges).
+            "worker_health",
             "maintenance_runs",
             "publishing",
             # Workflow signals: send, gate, wake, consume (SPEC §23).

@@ -18,7 +18,7 @@ from flask_geneva import clock
 from flask_geneva import maintenance_runs
 from flask_geneva import store_admin_queries
 from flask_geneva import store_admin_stats
-from flask_geneva import worker_registry
+from flask_geneva import worker_health
 from flask_geneva.admin.activity import activity_charts
 from flask_geneva.admin.activity import hour_edges
 from flask_geneva.admin.activity import step_durations
@@ -66,7 +66,7 @@ class OverviewView(GenevaView):
         config = current_state().config
         # First: they end the read transaction, which would expire the failures
         # read below and reload each one row by row while rendering.
-        workers = worker_registry.worker_overview(session, config=config)
+        workers = worker_health.worker_overview(session, config=config)
         health = maintenance_runs.last_runs(session, config=config)
         rows = store_admin_queries.workflow_counts_by_type_and_state(
             session, workflow_cls

@@ -18,6 +18,7 @@ from flask_geneva import clock
 from flask_geneva import housekeeping
 from flask_geneva import maintenance_runs
 from flask_geneva import store_admin_queries
+from flask_geneva import worker_health
 from flask_geneva import worker_registry
 from flask_geneva import workflow_signal_waits
 from flask_geneva.app_state import current_state
@@ -134,6 +135,8 @@ def _echo_workers(workers: dict[str, Any] | None) -> None:
     )
     if workers["warning"]:  # R-WRK-14: recovery suspended without heartbeats
         click.echo(f"WARNING: {workers['warning']}")
+    for warning in workers["dead_after_warnings"]:  # R-WRK-17: settings differ
+        click.echo(f"WARNING: {escape_control_characters(warning)}")
     if not workers["workers"]:
         return
     rows = [["worker", "status", "host", "pid", "node", "last heartbeat", "running"]]
@@ -281,7 +284,7 @@ def _status_overview() -> dict[str, Any]:
         "paused_ratio": ratios,
         "stuck_in_progress": int(stuck or 0),
         "overdue_scheduled": int(overdue or 0),
-        "workers": worker_registry.worker_overview(session, config=config),
+        "workers": worker_health.worker_overview(session, config=config),
         "maintenance_runs": maintenance_runs.last_runs(session, config=config),
         "signal_waits": _signal_waits(session, config),
     }

@@ -135,5 +135,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add the partial index of step executions with a recorded error (admin)",
         "14_add_recorded_error_index.py.tmpl",
     ),
+    SchemaUnit(
+        "add_worker_dead_after",
+        "add geneva_drive_workers.dead_after_ms (each worker's own dead-after)",
+        "15_add_worker_dead_after.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

@@ -100,3 +100,32 @@ def test_the_overview_warns_while_no_worker_heartbeats(client):
     with db.engine.begin() as connection:
         worker_rows.touch_worker(connection, workers, worker_id)
     assert "no worker has heartbeat" not in overview(client)
+
+
+def test_the_overview_warns_about_a_worker_with_a_longer_dead_after(client):
+    """A worker that registered with a longer GENEVA_WORKER_DEAD_AFTER than this
+    process's is named at the top of the overview with both values (R-WRK-17);
+    one with the same value is not."""
+    import uuid
+
+    from flask_geneva import worker_rows
+
+    workers = db.metadata.tables["geneva_drive_workers"]
+    configured = current_context().settings.worker_dead_after
+    longer, same = str(uuid.uuid4()), str(uuid.uuid4())
+    db.session.remove()
+    with db.engine.begin() as connection:
+        for worker_id, dead_after in ((longer, 3 * configured), (same, configured)):
+            identity = worker_rows.WorkerIdentity(
+                worker_id, "h", 1, "celery@h", (), "t", dead_after=dead_after
+            )
+            worker_rows.insert_worker(connection, workers, identity)
+    text = overview(client)
+    own = (3 * configured).total_seconds()
+    assert 'class="alert alert-warning geneva-health-warning geneva-dead-after' in text
+    assert (
+        f"worker {longer} (celery@h) heartbeats with dead-after {own:g} s, this "
+        f"process uses {configured.total_seconds():g} s: its executions are "
+        f"judged with {own:g} s"
+    ) in text
+    assert f"worker {same}" not in text

@@ -281,7 +281,7 @@ def worker_registry_runs():
 def test_status_and_gauges_show_live_and_dead_workers(app, user):
     """`status --json` lists workers as alive/dead with what they hold; housekeeping
     emits the worker gauges (R-WRK-09)."""
-    from flask_geneva.worker_registry import worker_overview
+    from flask_geneva.worker_health import worker_overview
     from tests.housekeeping.support import RecordingMetrics
 
     with clock.frozen(T0):

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
+from flask_geneva import worker_health
 from flask_geneva import worker_registry
 from flask_geneva.app_state import current_context
 from tests.apps.basic import db
@@ -104,7 +105,7 @@ def test_an_outage_longer_than_dead_after_recovers_no_live_worker(app):
     assert run_housekeeping()["stuck_in_progress_recovered"] == 0
     assert geneva.dispatch_due() == 0
     assert _states(on_first, on_second) == ("performing", "performing")
-    overview = worker_registry.worker_overview(
+    overview = worker_health.worker_overview(
         db.session, config=current_context().settings
     )
     assert (overview["alive"], overview["dead"], overview["abandoned_executions"]) == (
@@ -125,7 +126,7 @@ def test_an_outage_longer_than_dead_after_recovers_no_live_worker(app):
     _heartbeat_at(first, datetime.now(UTC))
     assert run_housekeeping()["stuck_in_progress_recovered"] == 1
     assert _states(on_first, on_second) == ("performing", "ready")
-    overview = worker_registry.worker_overview(
+    overview = worker_health.worker_overview(
         db.session, config=current_context().settings
     )
     assert overview["warning"] is None
@@ -153,7 +154,7 @@ def test_a_judge_whose_clock_runs_ahead_sees_live_workers_alive(app):
     live = _insert_worker(datetime.now(UTC))
     workflow = _running_on(live)
     with clock.frozen(datetime.now(UTC) + timedelta(days=1)):
-        overview = worker_registry.worker_overview(
+        overview = worker_health.worker_overview(
             db.session, config=current_context().settings
         )
         assert (overview["alive"], overview["dead"]) == (1, 0)

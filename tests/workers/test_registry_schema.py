@@ -96,6 +96,6 @@ def test_without_the_unit_workflows_run_and_recovery_uses_age(app, without_regis
 def test_status_says_when_there_is_no_registry(app, without_registry):
     """Without the unit the overview has no workers part (R-WRK-08/09)."""
     from flask_geneva.app_state import current_context
-    from flask_geneva.worker_registry import worker_overview
+    from flask_geneva.worker_health import worker_overview
 
     assert worker_overview(db.session, config=current_context().settings) is None

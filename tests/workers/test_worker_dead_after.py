@@ -1,0 +1,261 @@
+"""Each worker is judged with at least its own dead-after (R-WRK-17, R-WRK-14).
+
+The judging process here is configured with ``GENEVA_WORKER_DEAD_AFTER`` 60 s;
+worker rows are written with plain SQL and the database's clock, with their own
+``dead_after_ms`` (what a worker with other settings recorded at registration).
+A fresh worker supplies the evidence that heartbeats get through (R-WRK-14).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from flask_geneva import reset_column_caches
+from flask_geneva import run_housekeeping
+from flask_geneva import step
+from flask_geneva import worker_health
+from flask_geneva import worker_registry
+from flask_geneva import worker_rows
+from flask_geneva.app_state import current_context
+from flask_geneva.column_detection import optional_columns
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.housekeeping.support import make_in_progress
+from tests.workflow.support import make_user
+from tests.workflow.support import update_execution
+
+DEAD_AFTER = timedelta(seconds=60)
+
+
+class WrkOwnDeadAfterStep(geneva.Workflow):
+    @step
+    def only(self):
+        self.hero.counter += 1
+
+
+@pytest.fixture
+def app_config():
+    return {
+        "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
+        "GENEVA_WORKER_DEAD_AFTER": DEAD_AFTER,
+    }
+
+
+def _workers():
+    return db.metadata.tables["geneva_drive_workers"]
+
+
+def _insert_worker(silent_for: timedelta, dead_after_ms: int | None = None) -> str:
+    """A worker whose last heartbeat is ``silent_for`` ago by the database clock."""
+    worker_id = str(uuid.uuid4())
+    table = _workers()
+    values = {
+        "id": worker_id,
+        "hostname": "host",
+        "pid": 4242,
+        "node_name": "celery@host",
+        "queues": "default",
+        "library_version": "test",
+        "started_at": worker_rows.DatabaseTime(None, silent_for),
+        "last_heartbeat_at": worker_rows.DatabaseTime(None, silent_for),
+    }
+    if dead_after_ms is not None:
+        values["dead_after_ms"] = dead_after_ms
+    with db.engine.begin() as connection:
+        connection.execute(sa.insert(table).values(**values))
+    return worker_id
+
+
+def _running_on(worker_id):
+    workflow = WrkOwnDeadAfterStep.create(hero=make_user())
+    execution_id = make_in_progress(workflow, datetime.now(UTC) - timedelta(seconds=5))
+    update_execution(execution_id, worker_id=worker_id)
+    return workflow
+
+
+def _states(*workflows):
+    for workflow in workflows:
+        db.session.refresh(workflow)
+    states = tuple(workflow.state for workflow in workflows)
+    db.session.rollback()
+    return states
+
+
+def _overview():
+    context = current_context()
+    return worker_health.worker_overview(context.session, config=context.settings)
+
+
+def _alive_by_id():
+    return {worker["id"]: worker["alive"] for worker in _overview()["workers"]}
+
+
+def test_a_worker_with_a_longer_own_dead_after_is_not_judged_dead(app):
+    """Silent for 90 s: with its own 120 s the worker is alive for a judge
+    configured with 60 s, its step is not recovered (housekeeping, dispatcher,
+    status, pruning); a worker without its own value, or with a smaller one,
+    is judged with the judge's 60 s and is dead (R-WRK-17)."""
+    evidence = _insert_worker(timedelta(0))  # the evidence (R-WRK-14)
+    longer = _insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
+    unknown = _insert_worker(timedelta(seconds=90))
+    shorter = _insert_worker(timedelta(seconds=90), dead_after_ms=30_000)
+    idle_longer = _insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
+    idle_unknown = _insert_worker(timedelta(seconds=90))
+    on_longer, on_unknown, on_shorter = (
+        _running_on(longer),
+        _running_on(unknown),
+        _running_on(shorter),
+    )
+    overview = _overview()
+    assert (overview["alive"], overview["dead"], overview["abandoned_executions"]) == (
+        3,
+        3,
+        2,
+    )
+
+    summary = run_housekeeping()
+
+    assert summary["stuck_in_progress_recovered"] == 2
+    assert _states(on_longer, on_unknown, on_shorter) == (
+        "performing",
+        "ready",
+        "ready",
+    )
+    # Pruning (R-WRK-07) keeps the worker alive by its own dead-after.
+    assert _alive_by_id() == {evidence: True, longer: True, idle_longer: True}
+    assert idle_unknown not in _alive_by_id()
+
+
+def test_a_worker_silent_for_longer_than_its_own_dead_after_is_dead(app):
+    """Its own 120 s passed too: the worker is dead and its step recovered."""
+    _insert_worker(timedelta(0))
+    gone = _insert_worker(timedelta(seconds=150), dead_after_ms=120_000)
+    workflow = _running_on(gone)
+
+    assert run_housekeeping()["stuck_in_progress_recovered"] == 1
+    assert _states(workflow) == ("ready",)
+
+
+def test_the_newest_heartbeat_part_uses_the_rows_own_dead_after(app):
+    """Evidence: the newest heartbeat is 70 s after the worker's last one but
+    the worker's own dead-after is 120 s, so it is not dead relative to the
+    newest heartbeat either, even though both are old by the clock (R-WRK-14,
+    R-WRK-17)."""
+    _insert_worker(timedelta(seconds=200))  # newest: 200 s ago
+    own = _insert_worker(timedelta(seconds=270), dead_after_ms=120_000)
+    workflow = _running_on(own)
+    plain = _insert_worker(timedelta(seconds=270))
+    plain_workflow = _running_on(plain)
+
+    run_housekeeping()
+
+    assert _states(workflow, plain_workflow) == ("performing", "ready")
+
+
+def test_operator_recovery_refuses_a_worker_alive_by_its_own_dead_after(app):
+    """``live_worker_of`` (operator recovery, the admin) names the worker (R-WRK-10)."""
+    _insert_worker(timedelta(0))
+    longer = _insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
+    workflow = _running_on(longer)
+    execution = workflow.current_execution
+    live = worker_registry.live_worker_of(
+        db.session, execution, config=current_context().settings
+    )
+    db.session.rollback()
+    assert live is not None
+    assert live[0] == longer
+
+
+def test_status_warns_about_a_worker_with_a_longer_dead_after(app):
+    """The overview names the worker and both values (R-WRK-17); a worker with
+    a smaller or no own value gives no warning."""
+    _insert_worker(timedelta(0), dead_after_ms=30_000)
+    longer = _insert_worker(timedelta(0), dead_after_ms=90_000)
+    _insert_worker(timedelta(0))
+    overview = _overview()
+    assert overview["dead_after_warnings"] == [
+        f"worker {longer} (celery@host) heartbeats with dead-after 90 s, this "
+        "process uses 60 s: its executions are judged with 90 s "
+        "(GENEVA_WORKER_DEAD_AFTER should be the same in every process)"
+    ]
+    own = {worker["id"]: worker["dead_after_seconds"] for worker in overview["workers"]}
+    assert own[longer] == 90.0
+    status = app.test_cli_runner().invoke(args=["geneva", "status"])
+    assert status.exit_code == 0, status.output
+    assert (
+        f"WARNING: worker {longer} (celery@host) heartbeats with dead-after 90 s"
+        in status.output
+    )
+    listed = app.test_cli_runner().invoke(args=["geneva", "status", "--json"])
+    assert (
+        json.loads(listed.output)["workers"]["dead_after_warnings"]
+        == (overview["dead_after_warnings"])
+    )
+
+
+def test_registration_records_the_workers_own_dead_after(app):
+    """The registration INSERT writes the worker's GENEVA_WORKER_DEAD_AFTER."""
+    registration = worker_registry.register_worker(current_context())
+    try:
+        with db.engine.connect() as connection:
+            recorded = connection.scalar(
+                sa.select(_workers().c.dead_after_ms).where(
+                    _workers().c.id == registration.identity.worker_id
+                )
+            )
+        assert recorded == 60_000
+    finally:
+        worker_registry.deregister_workers()
+
+
+def _drop_dead_after_column() -> None:
+    db.session.remove()
+    quote = db.engine.dialect.identifier_preparer.quote
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                f"ALTER TABLE {quote('geneva_drive_workers')} "
+                f"DROP COLUMN {quote('dead_after_ms')}"
+            )
+        )
+    reset_column_caches()
+
+
+@pytest.fixture
+def without_the_unit(app):
+    _drop_dead_after_column()
+    yield
+    db.session.remove()
+    from tests import conftest
+
+    conftest._server_schema_ready = False
+    reset_column_caches()
+
+
+def test_without_the_unit_workers_register_and_are_judged_as_before(
+    app, without_the_unit
+):
+    """Without ``add_worker_dead_after`` the column is detected missing, a
+    worker registers without it, and liveness uses the judge's setting
+    alone: a worker silent for 90 s is dead (R-WRK-17, R-DM-30)."""
+    assert not optional_columns(db.session).worker_dead_after
+    db.session.rollback()
+    registration = worker_registry.register_worker(current_context())
+    try:
+        assert registration.registered
+        silent = _insert_worker(timedelta(seconds=90))
+        workflow = _running_on(silent)
+        assert run_housekeeping()["stuck_in_progress_recovered"] == 1
+        assert _states(workflow) == ("ready",)
+        overview = _overview()
+        assert overview["dead_after_warnings"] == []
+        assert {w["dead_after_seconds"] for w in overview["workers"]} == {None}
+    finally:
+        worker_registry.deregister_workers()
