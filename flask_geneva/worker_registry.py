@@ -34,6 +34,7 @@ from sqlalchemy import orm
 
 from flask_geneva import column_detection
 from flask_geneva import worker_rows
+from flask_geneva import worker_running
 from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import models_of
@@ -52,6 +53,7 @@ __all__ = [
     "register_worker",
     "registrations",
     "registry_table",
+    "running_executions",
     "suspended_recovery_warning",
     "worker_overview",
 ]
@@ -83,8 +85,14 @@ class WorkerRegistration:
         engine: sa.Engine,
         table: sa.Table,
         interval_seconds: float,
+        execution_table: sa.Table | None = None,
+        release_margin: timedelta | None = None,
     ) -> None:
         self.identity = identity
+        #: The executions this process is running (R-WRK-17).
+        self.running = worker_running.RunningExecutions()
+        self._execution_table = execution_table
+        self._release_margin = release_margin
         self.engine = engine
         self._writer = _writer_engine(engine)
         self.interval_seconds = interval_seconds
@@ -210,6 +218,32 @@ class WorkerRegistration:
                 )
             else:
                 wait = self.interval_seconds
+                self.release_finished()
+
+    def release_finished(self) -> list[Any]:
+        """Release this worker's executions whose run ended (R-WRK-17).
+
+        Called by the heartbeat thread after each heartbeat. A failure is
+        logged and tried again at the next heartbeat.
+
+        Returns:
+            The ids released.
+        """
+        table, margin = self._execution_table, self._release_margin
+        if table is None or margin is None or self._stop.is_set():
+            return []
+        try:
+            with self._writer.begin() as connection:
+                return worker_running.release_finished(
+                    connection,
+                    table,
+                    self.identity.worker_id,
+                    self.running,
+                    margin=margin,
+                )
+        except sa.exc.SQLAlchemyError as error:
+            _log.warning("releasing finished executions failed: %s", error)
+            return []
 
 
 def _writer_engine(engine: sa.Engine) -> sa.Engine:
@@ -325,6 +359,8 @@ def register_worker(
             engine,
             table,
             context.settings.worker_heartbeat_interval.total_seconds(),
+            context.models.StepExecution.__table__,
+            context.settings.worker_dead_after,
         )
         registration.start()
         _registrations[engine] = registration
@@ -424,6 +460,12 @@ def _own_registration(session: Any) -> WorkerRegistration | None:
     if registration is None or registration.identity.pid != os.getpid():
         return None
     return registration
+
+
+def running_executions(session: Any) -> worker_running.RunningExecutions | None:
+    """The running set of this process's registration, or None (R-WRK-17)."""
+    registration = _own_registration(session)
+    return None if registration is None else registration.running
 
 
 def registrations() -> list[WorkerRegistration]:
