@@ -5,7 +5,10 @@ A process that executes steps (a Celery prefork child, a ``solo`` or
 worker's row is inserted into ``geneva_drive_workers`` and a daemon thread
 updates its ``last_heartbeat_at`` every ``GENEVA_WORKER_HEARTBEAT_INTERVAL``.
 The executor writes the worker's id into every execution it claims
-(:func:`current_worker_id`, R-WRK-05). A clean shutdown calls
+(:func:`current_worker_id`, R-WRK-05) and holds the ids it is running in
+the registration's set, which the heartbeat thread uses to release the
+executions whose run ended without their outcome (:mod:`flask_geneva.
+worker_running`, R-WRK-17). A clean shutdown calls
 :func:`deregister_workers`, which stops the threads and deletes the rows
 (R-WRK-04). A process killed with SIGKILL leaves its row behind; once it has
 not heartbeated for ``GENEVA_WORKER_DEAD_AFTER``, recovery treats its
@@ -223,27 +226,15 @@ class WorkerRegistration:
     def release_finished(self) -> list[Any]:
         """Release this worker's executions whose run ended (R-WRK-17).
 
-        Called by the heartbeat thread after each heartbeat. A failure is
-        logged and tried again at the next heartbeat.
-
-        Returns:
-            The ids released.
+        Called by the heartbeat thread after each heartbeat; a failure is
+        logged and tried again at the next one. Returns the ids released.
         """
         table, margin = self._execution_table, self._release_margin
         if table is None or margin is None or self._stop.is_set():
             return []
-        try:
-            with self._writer.begin() as connection:
-                return worker_running.release_finished(
-                    connection,
-                    table,
-                    self.identity.worker_id,
-                    self.running,
-                    margin=margin,
-                )
-        except sa.exc.SQLAlchemyError as error:
-            _log.warning("releasing finished executions failed: %s", error)
-            return []
+        return worker_running.release_logged(
+            self._writer, table, self.identity.worker_id, self.running, margin=margin
+        )
 
 
 def _writer_engine(engine: sa.Engine) -> sa.Engine:

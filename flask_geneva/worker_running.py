@@ -36,7 +36,7 @@ import sqlalchemy as sa
 
 from flask_geneva import worker_rows
 
-__all__ = ["RunningExecutions", "release_finished"]
+__all__ = ["RunningExecutions", "release_finished", "release_logged"]
 
 _log = logging.getLogger("flask_geneva.workers")
 
@@ -127,3 +127,32 @@ def release_finished(
             ", ".join(str(i) for i in finished),
         )
     return finished if released else []
+
+
+def release_logged(
+    engine: sa.Engine,
+    execution_table: sa.Table,
+    worker_id: str,
+    running: RunningExecutions,
+    *,
+    margin: timedelta,
+) -> list[Any]:
+    """:func:`release_finished` in a transaction of its own on ``engine``.
+
+    A failure (a database blip, a lock wait) is logged as a warning and
+    returns no id: the next heartbeat tries again.
+    """
+    try:
+        with engine.begin() as connection:
+            return release_finished(
+                connection, execution_table, worker_id, running, margin=margin
+            )
+    except sa.exc.SQLAlchemyError as error:
+        _log.warning(
+            "worker %s could not release finished executions (retried at the "
+            "next heartbeat): %s: %s",
+            worker_id,
+            type(error).__name__,
+            error,
+        )
+        return []

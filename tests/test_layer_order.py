@@ -129,6 +129,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "dispatcher",
             "outbox",
             "worker_registry",
+            "worker_running",
             "maintenance_runs",
             "publishing",
             # Workflow signals: send, gate, wake, consume (SPEC §23).

@@ -59,7 +59,8 @@ def app_config():
 @pytest.fixture
 def registration(app):
     registered = worker_registry.register_worker(current_context())
-    assert registered is not None and registered.registered
+    assert registered is not None
+    assert registered.registered
     yield registered
     db.session.rollback()
     worker_registry.deregister_workers()

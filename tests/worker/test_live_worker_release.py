@@ -1,0 +1,245 @@
+"""A live worker's execution whose run ended is recovered (R-WRK-17, R-EXE-35).
+
+Real Celery workers and databases: the run ends without finalize committing
+(finalize fails, or a BaseException escapes the step) while the worker lives on
+and heartbeats; its heartbeat thread releases the execution (worker_id NULL),
+and the age rule recovers it (R-HK-20, R-WRK-06). Before, it stayed
+``in_progress`` for as long as the worker lived.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from flask_geneva import step
+from tests.apps import basic
+from tests.worker.conftest import REPO_ROOT
+from tests.worker.conftest import prepare_database
+from tests.worker.conftest import wait_for
+
+FLAG_DIR_VARIABLE = "GENEVA_TEST_RELEASE_FLAG_DIR"
+HEARTBEAT = 0.5
+DEAD_AFTER = 3.0
+INCLUDE = ("--include", "tests.worker.test_live_worker_release")
+
+
+class RelBlocking(basic.geneva.Workflow):
+    @step
+    def blocking(self):
+        flags = Path(os.environ[FLAG_DIR_VARIABLE])
+        (flags / f"started-{os.getpid()}").touch()
+        deadline = time.monotonic() + 120
+        while not (flags / "release").exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("never released")
+            time.sleep(0.05)
+        (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
+
+    @step
+    def after(self):
+        pass
+
+
+class RelCancelledError(basic.geneva.Workflow):
+    """A step whose asyncio code lets CancelledError (a BaseException) escape."""
+
+    @step
+    def cancelled(self):
+        import asyncio
+
+        async def inner():
+            task = asyncio.ensure_future(asyncio.sleep(10))
+            task.cancel()
+            await task
+
+        asyncio.run(inner())
+
+
+@pytest.fixture
+def release_app(broker_url, worker_database_url, tmp_path, monkeypatch):
+    redis.Redis.from_url(broker_url).flushdb()
+    monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
+    monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", str(HEARTBEAT))
+    monkeypatch.setenv("GENEVA_TEST_WORKER_DEAD_AFTER", str(DEAD_AFTER))
+    from tests.apps import worker_app
+
+    app, _ = worker_app.build_app(worker_database_url, broker_url)
+    prepare_database(app)
+    with app.app_context(), basic.db.engine.begin() as connection:
+        connection.execute(sa.delete(basic.db.metadata.tables["geneva_drive_workers"]))
+    return app
+
+
+def _create(app, email):
+    with app.app_context():
+        hero = basic.User(email=email)
+        basic.db.session.add(hero)
+        basic.db.session.commit()
+        workflow_id = RelBlocking.create(hero=hero).id
+        basic.db.session.remove()
+        return workflow_id
+
+
+def _executions(app, workflow_id):
+    with app.app_context():
+        e = basic.geneva.StepExecution
+        rows = basic.db.session.execute(
+            sa.select(e.id, e.step_name, e.state, e.outcome, e.worker_id)
+            .where(e.workflow_id == workflow_id)
+            .order_by(e.created_at, e.id)
+        ).all()
+        basic.db.session.remove()
+        return rows
+
+
+def _housekeeping(app, **config):
+    with app.app_context():
+        app.config.update(
+            GENEVA_WORKER_HEARTBEAT_INTERVAL=HEARTBEAT,
+            GENEVA_WORKER_DEAD_AFTER=DEAD_AFTER,
+            **config,
+        )
+        basic.geneva.reload_settings(app)
+        summary = basic.geneva.run_housekeeping()
+        basic.db.session.remove()
+        return summary
+
+
+def _start_worker(tmp_path, database_url, broker_url, *extra, name="w", **env_extra):
+    env = {
+        **os.environ,
+        **env_extra,
+        "GENEVA_TEST_BROKER_URL": broker_url,
+        "GENEVA_TEST_WORKER_DATABASE_URL": database_url,
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    with open(tmp_path / f"{name}.log", "wb") as log:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tests.apps.worker_app:celery",
+                "worker",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-l",
+                "info",
+                *extra,
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _released(app, workflow_id):
+    return [(r.state, r.worker_id) for r in _executions(app, workflow_id)] == [
+        ("in_progress", None)
+    ]
+
+
+def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
+    release_app, broker_url, worker_database_url, tmp_path
+):
+    """The worker is alive, but the step's run is over: its finalize raised
+    (here a lock timeout on the workflow row; in production a failover between
+    the body and finalize). The worker's heartbeat releases the execution once
+    GENEVA_WORKER_DEAD_AFTER passed since it started, and the age rule
+    (GENEVA_STUCK_IN_PROGRESS_THRESHOLD) recovers it (R-WRK-17, R-WRK-06)."""
+    app = release_app
+    backend = sa.make_url(worker_database_url).get_backend_name()
+    if backend == "postgresql":
+        url = worker_database_url + "?options=-c%20lock_timeout%3D1000"
+    elif backend == "mysql":
+        url = worker_database_url + ("?init_command=SET%20innodb_lock_wait_timeout%3D1")
+    else:
+        pytest.skip("needs a server database")
+    workflow_id = _create(app, "finalize@example.com")
+    worker = _start_worker(tmp_path, url, broker_url, "--pool=solo", *INCLUDE)
+    try:
+        wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+        with app.app_context():
+            engine = basic.db.engine
+        locker = engine.connect()
+        trans = locker.begin()
+        wf = basic.db.metadata.tables["geneva_drive_workflows"]
+        locker.execute(
+            sa.select(wf.c.id).where(wf.c.id == workflow_id).with_for_update()
+        )
+        (tmp_path / "release").touch()
+        wait_for(lambda: list(tmp_path.glob("ran-*")), timeout=30)
+        time.sleep(3)  # the finalize waits 1 s for the lock, then fails
+        trans.rollback()
+        locker.close()
+        wait_for(lambda: _released(app, workflow_id), timeout=30)
+        assert worker.poll() is None  # the worker lives on and heartbeats
+        summary = _housekeeping(
+            app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
+        )
+        rows = _executions(app, workflow_id)
+        assert summary["stuck_in_progress_recovered"] == 1, (summary, rows)
+        assert rows[0].state != "in_progress"
+    finally:
+        _stop(worker)
+
+
+@pytest.mark.parametrize("pool", ["threads", "prefork"])
+def test_a_step_escaping_with_cancelled_error_is_recovered(
+    release_app, broker_url, worker_database_url, tmp_path, pool
+):
+    """asyncio.CancelledError (a BaseException, no flow-control signal) escapes
+    the step: it is logged at ERROR with the execution id (R-EXE-35), the
+    worker's heartbeat releases the execution and the age rule recovers it
+    (R-WRK-17)."""
+    app = release_app
+    with app.app_context():
+        hero = basic.User(email="cancelled@example.com")
+        basic.db.session.add(hero)
+        basic.db.session.commit()
+        workflow_id = RelCancelledError.create(hero=hero).id
+        basic.db.session.remove()
+    [(execution_id, *_)] = _executions(app, workflow_id)
+    worker = _start_worker(
+        tmp_path,
+        worker_database_url,
+        broker_url,
+        f"--pool={pool}",
+        "--concurrency=1",
+        *INCLUDE,
+    )
+    try:
+        wait_for(lambda: _released(app, workflow_id), timeout=60)
+        assert worker.poll() is None
+        summary = _housekeeping(
+            app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
+        )
+        assert summary["stuck_in_progress_recovered"] == 1, _executions(
+            app, workflow_id
+        )
+    finally:
+        _stop(worker)
+    log = (tmp_path / "w.log").read_text(errors="replace")
+    assert f"step execution {execution_id}: CancelledError escaped the step" in log
