@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from flask_geneva import Executor
 from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
@@ -33,6 +34,18 @@ seen_running: list[bool] = []
 class RelOneStep(geneva.Workflow):
     @step
     def only(self):
+        running = worker_registry.running_executions(db.session)
+        seen_running.append(self.current_execution.id in running.snapshot())
+
+
+class RelTwoSteps(geneva.Workflow):
+    @step
+    def first(self):
+        running = worker_registry.running_executions(db.session)
+        seen_running.append(self.current_execution.id in running.snapshot())
+
+    @step
+    def second(self):
         running = worker_registry.running_executions(db.session)
         seen_running.append(self.current_execution.id in running.snapshot())
 
@@ -150,3 +163,23 @@ def test_a_base_exception_escaping_a_step_is_logged_and_released(
     assert _row(execution_id) == ("in_progress", me)
     update_execution(execution_id, started_at=clock.now() - timedelta(hours=2))
     assert registration.release_finished() == [execution_id]
+
+
+def test_an_inline_continued_step_is_held_as_running(registration, user):
+    """The step claimed inline by its predecessor's finalize is in the set
+    while it runs, and the set is empty once the task ends (R-WRK-17, R-EXE-70)."""
+    seen_running.clear()
+    workflow = RelTwoSteps.create(hero=user)
+    first_id, workflow_id = workflow.current_execution.id, workflow.id
+    db.session.remove()
+    Executor.execute(first_id, continue_inline=True)
+    assert seen_running == [True, True]
+    assert registration.running.snapshot() == frozenset()
+    execution = geneva.StepExecution
+    rows = db.session.execute(
+        sa.select(execution.step_name, execution.state, execution.worker_id)
+        .where(execution.workflow_id == workflow_id)
+        .order_by(execution.id)
+    ).all()
+    me = registration.identity.worker_id
+    assert rows == [("first", "completed", me), ("second", "completed", me)]
