@@ -136,7 +136,7 @@ def execute_step(
             try:
                 context.run_queued_tasks()
             except BaseException:
-                run.drop_handed_over()  # no next run will hold it (R-WRK-17)
+                run.drop_handed_over()  # no next run will hold it (R-WRK-18)
                 raise
         if claimed is None:
             return
@@ -172,7 +172,7 @@ class _Run(ContinuationSteps):
                 body = self._run_body(workflow, execution, step)
             except BaseException as escaped:
                 # R-EXE-35: no flow-control signal (those are caught): it
-                # propagates, and must not vanish unlogged (R-WRK-17).
+                # propagates, and must not vanish unlogged (R-WRK-18).
                 self.logger.error(
                     "step execution %s: %s escaped the step and propagates; the "
                     "execution stays in_progress until recovered (R-EXE-35)",
@@ -186,7 +186,7 @@ class _Run(ContinuationSteps):
                 handed_over = self.continuation.execution.id
             return self.continuation
         finally:
-            # Committed or not, this run is over (R-WRK-17).
+            # Committed or not, this run is over (R-WRK-18).
             self._unmark_running(keep=handed_over)
             self._restore_loggers()
             if self._error_context_token is not None:

@@ -89,16 +89,16 @@ class RunBase:
         self._passed_timing: dict[str, Any] = {}
         self.iterable_step: Any = None
         #: ``(running set, execution id)`` this run added to its worker's set
-        #: of running executions, removed when the run ends (R-WRK-17).
+        #: of running executions, removed when the run ends (R-WRK-18).
         self._running: list[tuple[Any, Any]] = []
         self._handed_over: list[tuple[Any, Any]] = []
 
-    # -- running executions (R-WRK-17) -------------------------------------------------
+    # -- running executions (R-WRK-18) -------------------------------------------------
 
     def _mark_running(self, execution_id: Any, *, adopted: bool = False) -> None:
         """Hold ``execution_id`` in this worker's running set until the run ends.
 
-        Called before the claim commits (R-WRK-17). ``adopted``: the previous
+        Called before the claim commits (R-WRK-18). ``adopted``: the previous
         run of the task added it with its inline claim and hands it over.
         """
         running = worker_registry.running_executions(self.session)
@@ -117,7 +117,7 @@ class RunBase:
         self._running.clear()
 
     def drop_handed_over(self) -> None:
-        """Remove the inline-claimed id when no next run will adopt it (R-WRK-17)."""
+        """Remove the inline-claimed id when no next run will adopt it (R-WRK-18)."""
         for running, execution_id in self._handed_over:
             running.discard(execution_id)
         self._handed_over.clear()

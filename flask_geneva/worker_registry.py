@@ -8,7 +8,7 @@ The executor writes the worker's id into every execution it claims
 (:func:`current_worker_id`, R-WRK-05) and holds the ids it is running in
 the registration's set, which the heartbeat thread uses to release the
 executions whose run ended without their outcome (:mod:`flask_geneva.
-worker_running`, R-WRK-17). A clean shutdown calls
+worker_running`, R-WRK-18). A clean shutdown calls
 :func:`deregister_workers`, which stops the threads and deletes the rows
 (R-WRK-04). A process killed with SIGKILL leaves its row behind; once it has
 not heartbeated for ``GENEVA_WORKER_DEAD_AFTER``, recovery treats its
@@ -92,7 +92,7 @@ class WorkerRegistration:
         release_margin: timedelta | None = None,
     ) -> None:
         self.identity = identity
-        #: The executions this process is running (R-WRK-17).
+        #: The executions this process is running (R-WRK-18).
         self.running = worker_running.RunningExecutions()
         self._execution_table = execution_table
         self._release_margin = release_margin
@@ -224,7 +224,7 @@ class WorkerRegistration:
                 self.release_finished()
 
     def release_finished(self) -> list[Any]:
-        """Release this worker's executions whose run ended (R-WRK-17).
+        """Release this worker's executions whose run ended (R-WRK-18).
 
         Called by the heartbeat thread after each heartbeat; a failure is
         logged and tried again at the next one. Returns the ids released.
@@ -454,7 +454,7 @@ def _own_registration(session: Any) -> WorkerRegistration | None:
 
 
 def running_executions(session: Any) -> worker_running.RunningExecutions | None:
-    """The running set of this process's registration, or None (R-WRK-17)."""
+    """The running set of this process's registration, or None (R-WRK-18)."""
     registration = _own_registration(session)
     return None if registration is None else registration.running
 

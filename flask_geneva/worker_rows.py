@@ -470,7 +470,7 @@ def held_executions(
     """Ids of the worker's ``in_progress`` executions started ``started_before`` ago.
 
     The age is judged against the database's clock (R-WRK-15), so an execution
-    claimed a moment ago is never a candidate for a release (R-WRK-17). A plain
+    claimed a moment ago is never a candidate for a release (R-WRK-18). A plain
     read: it locks nothing and waits for no lock.
     """
     columns = execution_table.c
@@ -493,7 +493,7 @@ def release_executions(
     worker_id: str,
     execution_ids: Sequence[Any],
 ) -> int:
-    """Set ``worker_id`` to NULL on the worker's ``in_progress`` executions (R-WRK-17).
+    """Set ``worker_id`` to NULL on the worker's ``in_progress`` executions (R-WRK-18).
 
     Guarded: only rows still ``in_progress`` and still naming ``worker_id`` are
     changed, so a row recovered or finished meanwhile is left alone. Without a

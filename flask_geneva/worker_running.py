@@ -1,4 +1,4 @@
-"""The executions a registered worker process is running, and their release (R-WRK-17).
+"""The executions a registered worker process is running, and their release (R-WRK-18).
 
 A live worker's ``in_progress`` executions are never recovered for age alone
 (R-WRK-06). But a run can end without its finalize committing while the
@@ -42,7 +42,7 @@ _log = logging.getLogger("flask_geneva.workers")
 
 
 class RunningExecutions:
-    """A thread-safe set of the execution ids this process is running (R-WRK-17).
+    """A thread-safe set of the execution ids this process is running (R-WRK-18).
 
     One per registration, hence per process: a prefork child has its own.
     """
@@ -88,7 +88,7 @@ def release_finished(
     *,
     margin: timedelta,
 ) -> list[Any]:
-    """Release the worker's ``in_progress`` executions it no longer runs (R-WRK-17).
+    """Release the worker's ``in_progress`` executions it no longer runs (R-WRK-18).
 
     Runs in the caller's transaction on ``connection`` (the heartbeat thread's
     own, after the heartbeat committed). Logs a WARNING naming the released ids.
@@ -121,7 +121,7 @@ def release_finished(
         _log.warning(
             "worker %s released %d in_progress execution(s) it no longer runs "
             "(their run ended without finalize committing); the age rule "
-            "GENEVA_STUCK_IN_PROGRESS_THRESHOLD recovers them (R-WRK-17): %s",
+            "GENEVA_STUCK_IN_PROGRESS_THRESHOLD recovers them (R-WRK-18): %s",
             worker_id,
             released,
             ", ".join(str(i) for i in finished),

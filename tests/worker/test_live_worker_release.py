@@ -1,4 +1,4 @@
-"""A live worker's execution whose run ended is recovered (R-WRK-17, R-EXE-35).
+"""A live worker's execution whose run ended is recovered (R-WRK-18, R-EXE-35).
 
 Real Celery workers and databases: the run ends without finalize committing
 (finalize fails, or a BaseException escapes the step) while the worker lives on
@@ -168,7 +168,7 @@ def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
     (here a lock timeout on the workflow row; in production a failover between
     the body and finalize). The worker's heartbeat releases the execution once
     GENEVA_WORKER_DEAD_AFTER passed since it started, and the age rule
-    (GENEVA_STUCK_IN_PROGRESS_THRESHOLD) recovers it (R-WRK-17, R-WRK-06)."""
+    (GENEVA_STUCK_IN_PROGRESS_THRESHOLD) recovers it (R-WRK-18, R-WRK-06)."""
     app = release_app
     backend = sa.make_url(worker_database_url).get_backend_name()
     if backend == "postgresql":
@@ -213,7 +213,7 @@ def test_a_step_escaping_with_cancelled_error_is_recovered(
     """asyncio.CancelledError (a BaseException, no flow-control signal) escapes
     the step: it is logged at ERROR with the execution id (R-EXE-35), the
     worker's heartbeat releases the execution and the age rule recovers it
-    (R-WRK-17)."""
+    (R-WRK-18)."""
     app = release_app
     with app.app_context():
         hero = basic.User(email="cancelled@example.com")

@@ -1,4 +1,4 @@
-"""A live worker releases the executions whose run ended (R-WRK-17, R-EXE-35).
+"""A live worker releases the executions whose run ended (R-WRK-18, R-EXE-35).
 
 The registration's set of running executions and the release statement,
 without a Celery worker: the registration is made in the test process, and
@@ -102,7 +102,7 @@ def test_a_live_worker_releases_only_the_old_executions_it_no_longer_runs(
 ):
     """Released: this worker's in_progress execution, started before the margin
     (GENEVA_WORKER_DEAD_AFTER by the database's clock) and not in its running set.
-    Kept: a fresh claim, an old one it is running, another worker's (R-WRK-17)."""
+    Kept: a fresh claim, an old one it is running, another worker's (R-WRK-18)."""
     me = registration.identity.worker_id
     fresh = _claimed(me, timedelta(seconds=1))
     running = _claimed(me, timedelta(hours=2))
@@ -133,7 +133,7 @@ def test_a_released_execution_is_recovered_by_the_age_rule(registration):
 
 def test_a_run_holds_its_execution_as_running_until_it_ends(registration, user):
     """The executor adds the id before the claim commits and removes it when the
-    run ends (R-WRK-17)."""
+    run ends (R-WRK-18)."""
     seen_running.clear()
     workflow = RelOneStep.create(hero=user)
     execution_id = workflow.current_execution.id
@@ -148,7 +148,7 @@ def test_a_base_exception_escaping_a_step_is_logged_and_released(
 ):
     """asyncio.CancelledError is no flow-control signal: it propagates (R-EXE-35),
     logged at ERROR with the execution id, and the execution leaves the running
-    set so that the heartbeat releases it (R-WRK-17)."""
+    set so that the heartbeat releases it (R-WRK-18)."""
     workflow = RelCancelled.create(hero=user)
     execution_id = workflow.current_execution.id
     caplog.set_level(logging.ERROR, logger="flask_geneva")
@@ -167,7 +167,7 @@ def test_a_base_exception_escaping_a_step_is_logged_and_released(
 
 def test_an_inline_continued_step_is_held_as_running(registration, user):
     """The step claimed inline by its predecessor's finalize is in the set
-    while it runs, and the set is empty once the task ends (R-WRK-17, R-EXE-70)."""
+    while it runs, and the set is empty once the task ends (R-WRK-18, R-EXE-70)."""
     seen_running.clear()
     workflow = RelTwoSteps.create(hero=user)
     first_id, workflow_id = workflow.current_execution.id, workflow.id
