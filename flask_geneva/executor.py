@@ -133,7 +133,11 @@ def execute_step(
         try:
             claimed = run.execute(claimed)
         finally:
-            context.run_queued_tasks()
+            try:
+                context.run_queued_tasks()
+            except BaseException:
+                run.drop_handed_over()  # no next run will hold it (R-WRK-18)
+                raise
         if claimed is None:
             return
         # R-EXE-70: the next step was claimed with this one's outcome; run it here.
@@ -155,6 +159,7 @@ class _Run(ContinuationSteps):
         session = self.session
         if session.in_transaction():
             session.commit()
+        handed_over = None
         try:
             prepared = (
                 self._adopt_claim(claimed) if claimed is not None else self._prepare()
@@ -163,10 +168,26 @@ class _Run(ContinuationSteps):
                 return None
             workflow, execution, step = prepared
             self._note_hero(workflow)  # R-EXE-78: probed with finalize's lock
-            body = self._run_body(workflow, execution, step)
+            try:
+                body = self._run_body(workflow, execution, step)
+            except BaseException as escaped:
+                # R-EXE-35: no flow-control signal (those are caught): it
+                # propagates, and must not vanish unlogged (R-WRK-18).
+                self.logger.error(
+                    "step execution %s: %s escaped the step and propagates; the "
+                    "execution stays in_progress until recovered (R-EXE-35)",
+                    execution.id,
+                    type(escaped).__name__,
+                    exc_info=escaped,
+                )
+                raise
             self._finalize(step, body)
+            if self.continuation is not None:
+                handed_over = self.continuation.execution.id
             return self.continuation
         finally:
+            # Committed or not, this run is over (R-WRK-18).
+            self._unmark_running(keep=handed_over)
             self._restore_loggers()
             if self._error_context_token is not None:
                 error_reporting.reset_error_context(self._error_context_token)

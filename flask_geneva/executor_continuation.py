@@ -209,6 +209,7 @@ class ContinuationSteps(PreparePhase):
             cancel_stray=False,
             claim_inline=True,
         )
+        self._mark_running(execution.id)  # before finalize commits the claim
         budget.steps_run += 1
         self.continuation = ClaimedStep(workflow, execution, following, timing)
         return True
@@ -258,6 +259,7 @@ class ContinuationSteps(PreparePhase):
         ``precondition`` signal with outcome ``passed`` (R-EXE-74, R-SIG-02).
         """
         workflow, execution, step = claimed.workflow, claimed.execution, claimed.step
+        self._mark_running(execution.id, adopted=True)
         self._install_loggers(workflow, execution)
         if self._error_context_token is None:
             self._error_context_token = error_reporting.set_error_context(

@@ -198,6 +198,7 @@ class PreparePhase(OutcomeSteps):
                     if signal is None:
                         return None
                     attributes = {**(attributes or {}), "signal_id": signal.id}
+                self._mark_running(execution.id)  # before the claim commits
                 transitions.apply(
                     transitions.CLAIM,
                     now,

@@ -18,6 +18,7 @@ from sqlalchemy import orm
 
 from flask_geneva import executor_events
 from flask_geneva import task_failures
+from flask_geneva import worker_registry
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import StepInterrupt
@@ -87,6 +88,39 @@ class RunBase:
         self._error_context_token: Any = None
         self._passed_timing: dict[str, Any] = {}
         self.iterable_step: Any = None
+        #: ``(running set, execution id)`` this run added to its worker's set
+        #: of running executions, removed when the run ends (R-WRK-18).
+        self._running: list[tuple[Any, Any]] = []
+        self._handed_over: list[tuple[Any, Any]] = []
+
+    # -- running executions (R-WRK-18) -------------------------------------------------
+
+    def _mark_running(self, execution_id: Any, *, adopted: bool = False) -> None:
+        """Hold ``execution_id`` in this worker's running set until the run ends.
+
+        Called before the claim commits (R-WRK-18). ``adopted``: the previous
+        run of the task added it with its inline claim and hands it over.
+        """
+        running = worker_registry.running_executions(self.session)
+        if running is None or execution_id is None:
+            return
+        if adopted or running.add(execution_id):
+            self._running.append((running, execution_id))
+
+    def _unmark_running(self, keep: Any = None) -> None:
+        """Remove what this run added, except ``keep`` (handed to the next run)."""
+        for running, execution_id in self._running:
+            if keep is None or execution_id != keep:
+                running.discard(execution_id)
+            else:
+                self._handed_over.append((running, execution_id))
+        self._running.clear()
+
+    def drop_handed_over(self) -> None:
+        """Remove the inline-claimed id when no next run will adopt it (R-WRK-18)."""
+        for running, execution_id in self._handed_over:
+            running.discard(execution_id)
+        self._handed_over.clear()
 
     # -- loggers (R-EXE-01) ------------------------------------------------------------
 

@@ -5,7 +5,10 @@ A process that executes steps (a Celery prefork child, a ``solo`` or
 worker's row is inserted into ``geneva_drive_workers`` and a daemon thread
 updates its ``last_heartbeat_at`` every ``GENEVA_WORKER_HEARTBEAT_INTERVAL``.
 The executor writes the worker's id into every execution it claims
-(:func:`current_worker_id`, R-WRK-05). A clean shutdown calls
+(:func:`current_worker_id`, R-WRK-05) and holds the ids it is running in
+the registration's set, which the heartbeat thread uses to release the
+executions whose run ended without their outcome (:mod:`flask_geneva.
+worker_running`, R-WRK-18). A clean shutdown calls
 :func:`deregister_workers`, which stops the threads and deletes the rows
 (R-WRK-04). A process killed with SIGKILL leaves its row behind; once it has
 not heartbeated for ``GENEVA_WORKER_DEAD_AFTER``, recovery treats its
@@ -33,6 +36,7 @@ from sqlalchemy import orm
 
 from flask_geneva import column_detection
 from flask_geneva import worker_rows
+from flask_geneva import worker_running
 from flask_geneva.config import GenevaConfig
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import models_of
@@ -51,6 +55,7 @@ __all__ = [
     "register_worker",
     "registrations",
     "registry_table",
+    "running_executions",
 ]
 
 _log = logging.getLogger("flask_geneva.workers")
@@ -80,8 +85,14 @@ class WorkerRegistration:
         engine: sa.Engine,
         table: sa.Table,
         interval_seconds: float,
+        execution_table: sa.Table | None = None,
+        release_margin: timedelta | None = None,
     ) -> None:
         self.identity = identity
+        #: The executions this process is running (R-WRK-18).
+        self.running = worker_running.RunningExecutions()
+        self._execution_table = execution_table
+        self._release_margin = release_margin
         self.engine = engine
         self._writer = _writer_engine(engine)
         self.interval_seconds = interval_seconds
@@ -207,6 +218,20 @@ class WorkerRegistration:
                 )
             else:
                 wait = self.interval_seconds
+                self.release_finished()
+
+    def release_finished(self) -> list[Any]:
+        """Release this worker's executions whose run ended (R-WRK-18).
+
+        Called by the heartbeat thread after each heartbeat; a failure is
+        logged and tried again at the next one. Returns the ids released.
+        """
+        table, margin = self._execution_table, self._release_margin
+        if table is None or margin is None or self._stop.is_set():
+            return []
+        return worker_running.release_logged(
+            self._writer, table, self.identity.worker_id, self.running, margin=margin
+        )
 
 
 def _writer_engine(engine: sa.Engine) -> sa.Engine:
@@ -323,6 +348,8 @@ def register_worker(
             engine,
             table,
             context.settings.worker_heartbeat_interval.total_seconds(),
+            context.models.StepExecution.__table__,
+            context.settings.worker_dead_after,
         )
         registration.start()
         _registrations[engine] = registration
@@ -438,6 +465,12 @@ def _own_registration(session: Any) -> WorkerRegistration | None:
     if registration is None or registration.identity.pid != os.getpid():
         return None
     return registration
+
+
+def running_executions(session: Any) -> worker_running.RunningExecutions | None:
+    """The running set of this process's registration, or None (R-WRK-18)."""
+    registration = _own_registration(session)
+    return None if registration is None else registration.running
 
 
 def registrations() -> list[WorkerRegistration]:

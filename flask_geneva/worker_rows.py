@@ -53,11 +53,13 @@ __all__ = [
     "count_abandoned",
     "dead_heartbeat",
     "delete_worker",
+    "held_executions",
     "insert_worker",
     "last_heartbeat",
     "live_worker_ids",
     "newest_heartbeat_age",
     "prune_dead_workers",
+    "release_executions",
     "touch_worker",
     "without_dead_after",
     "worker_liveness",
@@ -543,3 +545,60 @@ def count_abandoned(
         )
     )
     return int(count or 0)
+
+
+def held_executions(
+    connection: sa.Connection,
+    execution_table: sa.Table,
+    worker_id: str,
+    *,
+    started_before: timedelta,
+) -> list[Any]:
+    """Ids of the worker's ``in_progress`` executions started ``started_before`` ago.
+
+    The age is judged against the database's clock (R-WRK-15), so an execution
+    claimed a moment ago is never a candidate for a release (R-WRK-18). A plain
+    read: it locks nothing and waits for no lock.
+    """
+    columns = execution_table.c
+    return list(
+        connection.scalars(
+            sa.select(columns.id)
+            .where(
+                columns.worker_id == worker_id,
+                columns.state == StepExecutionState.IN_PROGRESS.value,
+                columns.started_at < DatabaseTime(None, started_before),
+            )
+            .order_by(columns.id)
+        )
+    )
+
+
+def release_executions(
+    connection: sa.Connection,
+    execution_table: sa.Table,
+    worker_id: str,
+    execution_ids: Sequence[Any],
+) -> int:
+    """Set ``worker_id`` to NULL on the worker's ``in_progress`` executions (R-WRK-18).
+
+    Guarded: only rows still ``in_progress`` and still naming ``worker_id`` are
+    changed, so a row recovered or finished meanwhile is left alone. Without a
+    worker the age rule recovers them (R-HK-20, R-WRK-06).
+
+    Returns:
+        The number of rows released.
+    """
+    if not execution_ids:
+        return 0
+    columns = execution_table.c
+    result = connection.execute(
+        sa.update(execution_table)
+        .where(
+            columns.id.in_(list(execution_ids)),
+            columns.worker_id == worker_id,
+            columns.state == StepExecutionState.IN_PROGRESS.value,
+        )
+        .values(worker_id=None)
+    )
+    return int(result.rowcount or 0)

@@ -131,6 +131,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "worker_registry",
             # What operators see of the registry (status, admin, gauges).
             "worker_health",
+            "worker_running",
             "maintenance_runs",
             "publishing",
             # Workflow signals: send, gate, wake, consume (SPEC §23).

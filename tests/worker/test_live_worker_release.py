@@ -1,4 +1,11 @@
-"""h20 break tests for issue 17 (worker heartbeats), real workers and databases."""
+"""A live worker's execution whose run ended is recovered (R-WRK-18, R-EXE-35).
+
+Real Celery workers and databases: the run ends without finalize committing
+(finalize fails, or a BaseException escapes the step) while the worker lives on
+and heartbeats; its heartbeat thread releases the execution (worker_id NULL),
+and the age rule recovers it (R-HK-20, R-WRK-06). Before, it stayed
+``in_progress`` for as long as the worker lived.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +26,13 @@ from tests.worker.conftest import REPO_ROOT
 from tests.worker.conftest import prepare_database
 from tests.worker.conftest import wait_for
 
-FLAG_DIR_VARIABLE = "GENEVA_TEST_H20_FLAG_DIR"
+FLAG_DIR_VARIABLE = "GENEVA_TEST_RELEASE_FLAG_DIR"
 HEARTBEAT = 0.5
 DEAD_AFTER = 3.0
-INCLUDE = ("--include", "tests.worker.test_h20_breaks")
+INCLUDE = ("--include", "tests.worker.test_live_worker_release")
 
 
-class H20Blocking(basic.geneva.Workflow):
+class RelBlocking(basic.geneva.Workflow):
     @step
     def blocking(self):
         flags = Path(os.environ[FLAG_DIR_VARIABLE])
@@ -42,7 +49,7 @@ class H20Blocking(basic.geneva.Workflow):
         pass
 
 
-class H20CancelledError(basic.geneva.Workflow):
+class RelCancelledError(basic.geneva.Workflow):
     """A step whose asyncio code lets CancelledError (a BaseException) escape."""
 
     @step
@@ -58,7 +65,7 @@ class H20CancelledError(basic.geneva.Workflow):
 
 
 @pytest.fixture
-def h20_app(broker_url, worker_database_url, tmp_path, monkeypatch):
+def release_app(broker_url, worker_database_url, tmp_path, monkeypatch):
     redis.Redis.from_url(broker_url).flushdb()
     monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
     monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", str(HEARTBEAT))
@@ -77,7 +84,7 @@ def _create(app, email):
         hero = basic.User(email=email)
         basic.db.session.add(hero)
         basic.db.session.commit()
-        workflow_id = H20Blocking.create(hero=hero).id
+        workflow_id = RelBlocking.create(hero=hero).id
         basic.db.session.remove()
         return workflow_id
 
@@ -148,23 +155,21 @@ def _stop(process):
             process.wait()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "h20 finding 1: a step whose finalize failed (lock timeout / DB blip) stays "
-        "in_progress under a live worker and is never recovered, where the age rule "
-        "recovered it before (R-WRK-06)"
-    ),
-)
+def _released(app, workflow_id):
+    return [(r.state, r.worker_id) for r in _executions(app, workflow_id)] == [
+        ("in_progress", None)
+    ]
+
+
 def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
-    h20_app, broker_url, worker_database_url, tmp_path
+    release_app, broker_url, worker_database_url, tmp_path
 ):
     """The worker is alive, but the step's run is over: its finalize raised
     (here a lock timeout on the workflow row; in production a failover between
-    the body and finalize). Before the registry the age rule recovered it after
-    GENEVA_STUCK_IN_PROGRESS_THRESHOLD; now it stays in_progress for as long as
-    the worker lives."""
-    app = h20_app
+    the body and finalize). The worker's heartbeat releases the execution once
+    GENEVA_WORKER_DEAD_AFTER passed since it started, and the age rule
+    (GENEVA_STUCK_IN_PROGRESS_THRESHOLD) recovers it (R-WRK-18, R-WRK-06)."""
+    app = release_app
     backend = sa.make_url(worker_database_url).get_backend_name()
     if backend == "postgresql":
         url = worker_database_url + "?options=-c%20lock_timeout%3D1000"
@@ -186,41 +191,37 @@ def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
         )
         (tmp_path / "release").touch()
         wait_for(lambda: list(tmp_path.glob("ran-*")), timeout=30)
-        time.sleep(4)  # the finalize waits 1 s for the lock, then fails
+        time.sleep(3)  # the finalize waits 1 s for the lock, then fails
         trans.rollback()
         locker.close()
-        [row] = _executions(app, workflow_id)
-        assert row.state == "in_progress"  # the run is over, the row is not
+        wait_for(lambda: _released(app, workflow_id), timeout=30)
         assert worker.poll() is None  # the worker lives on and heartbeats
-        time.sleep(DEAD_AFTER + 2)
         summary = _housekeeping(
             app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
         )
         rows = _executions(app, workflow_id)
         assert summary["stuck_in_progress_recovered"] == 1, (summary, rows)
+        assert rows[0].state != "in_progress"
     finally:
         _stop(worker)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "h20 finding 1b: a step raising a BaseException that is no flow-control "
-        "signal (asyncio.CancelledError) leaves its execution in_progress under a "
-        "live worker, never recovered (R-WRK-06; the age rule recovered it before)"
-    ),
-)
 @pytest.mark.parametrize("pool", ["threads", "prefork"])
 def test_a_step_escaping_with_cancelled_error_is_recovered(
-    h20_app, broker_url, worker_database_url, tmp_path, pool
+    release_app, broker_url, worker_database_url, tmp_path, pool
 ):
-    app = h20_app
+    """asyncio.CancelledError (a BaseException, no flow-control signal) escapes
+    the step: it is logged at ERROR with the execution id (R-EXE-35), the
+    worker's heartbeat releases the execution and the age rule recovers it
+    (R-WRK-18)."""
+    app = release_app
     with app.app_context():
         hero = basic.User(email="cancelled@example.com")
         basic.db.session.add(hero)
         basic.db.session.commit()
-        workflow_id = H20CancelledError.create(hero=hero).id
+        workflow_id = RelCancelledError.create(hero=hero).id
         basic.db.session.remove()
+    [(execution_id, *_)] = _executions(app, workflow_id)
     worker = _start_worker(
         tmp_path,
         worker_database_url,
@@ -230,15 +231,7 @@ def test_a_step_escaping_with_cancelled_error_is_recovered(
         *INCLUDE,
     )
     try:
-        # (threads pool: the CancelledError vanishes silently, nothing is logged)
-        wait_for(
-            lambda: [r.state for r in _executions(app, workflow_id)] == ["in_progress"],
-            timeout=60,
-        )
-        time.sleep(DEAD_AFTER + 2)
-        [row] = _executions(app, workflow_id)
-        assert row.state == "in_progress"
-        assert row.worker_id is not None
+        wait_for(lambda: _released(app, workflow_id), timeout=60)
         assert worker.poll() is None
         summary = _housekeeping(
             app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
@@ -248,3 +241,5 @@ def test_a_step_escaping_with_cancelled_error_is_recovered(
         )
     finally:
         _stop(worker)
+    log = (tmp_path / "w.log").read_text(errors="replace")
+    assert f"step execution {execution_id}: CancelledError escaped the step" in log
