@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 from importlib import metadata as importlib_metadata
 from typing import Any
 
