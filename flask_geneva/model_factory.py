@@ -38,6 +38,10 @@ from flask_geneva.workflow_model import WorkflowMixin
 
 __all__ = ["build_models"]
 
+# At most one scheduled, in_progress or waiting execution per workflow
+# (R-DM-09..11, R-DM-17, R-WSIG-16).
+_ONE_ACTIVE_WHERE = "state IN ('scheduled','in_progress','waiting')"
+
 
 class _FallbackPolymorphicMap(dict[Any, Any]):
     """Polymorphic map loading unknown ``type`` values as the base class (R-STI-02)."""
@@ -258,12 +262,16 @@ def build_models(
                 "state",
                 "wait_deadline",
             ),
+            # The one-active index as the latest unit leaves it: widened to
+            # `waiting` (unit widen_one_active_to_waiting, R-DM-17). Alembic
+            # does not compare the predicate, so a database with the narrow
+            # index (before that unit) shows no drift either.
             sa.Index(
                 "index_geneva_drive_step_executions_one_active",
                 "workflow_id",
                 unique=True,
-                postgresql_where=sa.text("state IN ('scheduled','in_progress')"),
-                sqlite_where=sa.text("state IN ('scheduled','in_progress')"),
+                postgresql_where=sa.text(_ONE_ACTIVE_WHERE),
+                sqlite_where=sa.text(_ONE_ACTIVE_WHERE),
                 info={"geneva_dialect_specific": True},
             ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
             # The admin's error filters (unit add_recorded_error_index, R-DM-16):

@@ -497,6 +497,87 @@ def test_database_rejects_a_second_active_execution_of_a_workflow(
         engine.dispose()
 
 
+def _waiting_then_scheduled_rejected(engine: sa.Engine) -> bool:
+    """Whether the database refuses a ``scheduled`` row beside a ``waiting`` one."""
+    with engine.begin() as connection:
+        workflow_id = _insert_workflow(connection, hero_id=77, allow_multiple=True)
+        _insert_execution(connection, workflow_id, "waiting")
+    return _rejected(engine, lambda c: _insert_execution(c, workflow_id, "scheduled"))
+
+
+def test_the_widened_index_rejects_a_second_execution_beside_a_waiting_one(
+    installed: Host,
+) -> None:
+    """With ``widen_one_active_to_waiting`` PostgreSQL and SQLite refuse a second
+    scheduled/in_progress/waiting execution of a workflow; below it (and always
+    on MySQL/MariaDB) only the engine's workflow lock keeps the rule
+    (R-DM-17, R-WSIG-16)."""
+    engine = installed.engine()
+    try:
+        enforced = installed.dialect in ("postgresql", "sqlite")
+        assert _waiting_then_scheduled_rejected(engine) is enforced
+        with engine.begin() as connection:
+            workflow_id = _insert_workflow(connection, hero_id=78, allow_multiple=True)
+            _insert_execution(connection, workflow_id, "waiting")
+            # Finished rows still never collide.
+            _insert_execution(connection, workflow_id, "completed")
+            _insert_execution(connection, workflow_id, "canceled")
+        installed.flask(
+            "db", "downgrade", installed.revision_of("add_worker_dead_after")
+        )
+        # The narrow index again: a waiting row no longer blocks a scheduled one.
+        assert _waiting_then_scheduled_rejected(engine) is False
+        assert (
+            _rejected(
+                engine, lambda c: _insert_execution(c, workflow_id, "in_progress")
+            )
+            is False
+        )
+    finally:
+        engine.dispose()
+
+
+def test_widening_names_the_workflows_that_already_break_the_rule(
+    installed: Host,
+) -> None:
+    """The upgrade refuses, naming the workflow ids, when a workflow already
+    has a waiting execution beside an active one; once they are canceled it
+    succeeds, and running it again changes nothing (R-DM-17, R-MIG-04)."""
+    installed.flask("db", "downgrade", installed.revision_of("add_worker_dead_after"))
+    engine = installed.engine()
+    try:
+        with engine.begin() as connection:
+            workflow_id = _insert_workflow(connection, hero_id=79, allow_multiple=True)
+            _insert_execution(connection, workflow_id, "waiting")
+            _insert_execution(connection, workflow_id, "scheduled")
+        result = installed.flask("db", "upgrade", check=False)
+        if installed.dialect == "mysql":
+            assert result.returncode == 0, result.stderr
+            return
+        assert result.returncode != 0
+        assert "cannot be built" in result.stderr
+        assert f": {workflow_id}." in result.stderr
+        with engine.begin() as connection:
+            connection.execute(
+                sa.update(_RAW_EXECUTIONS)
+                .where(_RAW_EXECUTIONS.c.workflow_id == workflow_id)
+                .where(_RAW_EXECUTIONS.c.state == "waiting")
+                .values(state="canceled")
+            )
+        installed.flask("db", "upgrade")
+        indexes = installed.inspect()[STEP_EXECUTIONS]["indexes"]
+        assert "index_geneva_drive_step_executions_one_active" in indexes
+        assert not any(name.endswith("_building") for name in indexes)
+        assert _waiting_then_scheduled_rejected(engine)
+        # Idempotent (R-MIG-04): re-running the unit on the widened index
+        # changes nothing.
+        installed.flask("db", "stamp", installed.revision_of("add_worker_dead_after"))
+        installed.flask("db", "upgrade")
+        assert _waiting_then_scheduled_rejected(engine)
+    finally:
+        engine.dispose()
+
+
 # -- re-running install (R-MIG-03/04/05) ---------------------------------------------
 
 

@@ -140,5 +140,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add geneva_drive_workers.dead_after_ms (each worker's own dead-after)",
         "15_add_worker_dead_after.py.tmpl",
     ),
+    SchemaUnit(
+        "widen_one_active_to_waiting",
+        "widen the one-active index to waiting executions (PostgreSQL, SQLite)",
+        "16_widen_one_active_to_waiting.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

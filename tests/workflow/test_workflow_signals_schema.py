@@ -13,6 +13,8 @@ from flask_geneva.column_detection import optional_columns
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.workflow.support import executions_table
+from tests.workflow.support import external_writer
 from tests.workflow.support import workflow_row
 
 WAITING_INDEX = "index_geneva_drive_step_executions_on_state_and_wait_deadline"
@@ -71,6 +73,38 @@ def test_the_unit_is_detected_when_installed(app):
     assert "geneva_drive_signals" in inspector.get_table_names()
     columns = {c["name"] for c in inspector.get_columns("geneva_drive_step_executions")}
     assert {"signal_id", "waiting_since", "wait_deadline"} <= columns
+
+
+def test_the_schema_refuses_a_second_execution_beside_a_waiting_one(user):
+    """The suite's schema (every install unit on a server, ``db.create_all()``
+    on SQLite) has the wide one-active index: PostgreSQL and SQLite refuse a
+    scheduled execution beside a waiting one; MySQL/MariaDB keep the narrow
+    generated-column index (R-DM-17, R-WSIG-16)."""
+    workflow_id = SigSchemaPlain.create(hero=user).id
+    db.session.commit()
+    table = executions_table()
+    with external_writer() as connection:
+        connection.execute(
+            sa.update(table)
+            .where(table.c.workflow_id == workflow_id)
+            .values(state="waiting")
+        )
+        row = connection.execute(
+            sa.select(table).where(table.c.workflow_id == workflow_id)
+        ).one()
+    copy = {
+        key: value
+        for key, value in row._mapping.items()
+        if key != "id" and key in table.c
+    }
+    copy["state"] = "scheduled"
+    refused = False
+    try:
+        with external_writer() as connection:
+            connection.execute(sa.insert(table).values(**copy))
+    except sa.exc.IntegrityError:
+        refused = True
+    assert refused is (db.engine.dialect.name in ("postgresql", "sqlite"))
 
 
 def test_without_the_unit_other_workflows_run(user, without_signals):
