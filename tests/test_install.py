@@ -582,7 +582,7 @@ def test_widening_names_the_workflows_that_already_break_the_rule(
 
 
 def test_running_install_again_writes_nothing(installed: Host) -> None:
-    """A second install finds all ten units and writes no file (R-MIG-03)."""
+    """A second install finds every unit and writes no file (R-MIG-03)."""
     before = sorted(installed.versions.iterdir())
     result = installed.flask("geneva", "install")
     assert "Nothing to write" in result.stdout
