@@ -10,24 +10,20 @@ finding 2).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import redis
 import sqlalchemy as sa
 
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import REPO_ROOT
-from tests.worker.conftest import prepare_database
+from tests.worker import heartbeat_worker
 from tests.worker.conftest import wait_for
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_DEAD_AFTER_FLAG_DIR"
-HEARTBEAT = 0.5
-DEAD_AFTER = 3.0
+HEARTBEAT = heartbeat_worker.HEARTBEAT
+DEAD_AFTER = heartbeat_worker.DEAD_AFTER
 INCLUDE = ("--include", "tests.worker.test_worker_dead_after_mismatch")
 
 
@@ -50,93 +46,19 @@ class DeadAfterBlocking(basic.geneva.Workflow):
 
 @pytest.fixture
 def mismatch_app(broker_url, worker_database_url, tmp_path, monkeypatch):
-    redis.Redis.from_url(broker_url).flushdb()
-    monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
-    monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", str(HEARTBEAT))
-    monkeypatch.setenv("GENEVA_TEST_WORKER_DEAD_AFTER", str(DEAD_AFTER))
-    from tests.apps import worker_app
-
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
-    with app.app_context(), basic.db.engine.begin() as connection:
-        connection.execute(sa.delete(basic.db.metadata.tables["geneva_drive_workers"]))
-    return app
+    return heartbeat_worker.build_app(
+        broker_url, worker_database_url, tmp_path, monkeypatch, FLAG_DIR_VARIABLE
+    )
 
 
 def _create(app, email):
-    with app.app_context():
-        hero = basic.User(email=email)
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow_id = DeadAfterBlocking.create(hero=hero).id
-        basic.db.session.remove()
-        return workflow_id
+    return heartbeat_worker.create(app, DeadAfterBlocking, email)
 
 
-def _executions(app, workflow_id):
-    with app.app_context():
-        e = basic.geneva.StepExecution
-        rows = basic.db.session.execute(
-            sa.select(e.id, e.step_name, e.state, e.outcome, e.worker_id)
-            .where(e.workflow_id == workflow_id)
-            .order_by(e.created_at, e.id)
-        ).all()
-        basic.db.session.remove()
-        return rows
-
-
-def _housekeeping(app, **config):
-    with app.app_context():
-        app.config.update(
-            GENEVA_WORKER_HEARTBEAT_INTERVAL=HEARTBEAT,
-            GENEVA_WORKER_DEAD_AFTER=DEAD_AFTER,
-            **config,
-        )
-        basic.geneva.reload_settings(app)
-        summary = basic.geneva.run_housekeeping()
-        basic.db.session.remove()
-        return summary
-
-
-def _start_worker(tmp_path, database_url, broker_url, *extra, name="w", **env_extra):
-    env = {
-        **os.environ,
-        **env_extra,
-        "GENEVA_TEST_BROKER_URL": broker_url,
-        "GENEVA_TEST_WORKER_DATABASE_URL": database_url,
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-    with open(tmp_path / f"{name}.log", "wb") as log:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "tests.apps.worker_app:celery",
-                "worker",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-l",
-                "info",
-                *extra,
-            ],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def _stop(process):
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+_executions = heartbeat_worker.executions
+_housekeeping = heartbeat_worker.run_housekeeping
+_start_worker = heartbeat_worker.start_worker
+_stop = heartbeat_worker.stop
 
 
 def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
