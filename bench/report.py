@@ -277,11 +277,15 @@ def chart(results: dict[str, Any], path: Path) -> None:
     def bars(axis: Any, groups: list[tuple[str, dict[str, float]]], title: str) -> None:
         systems = [s for s in SYSTEM_NAMES if any(s in values for _, values in groups)]
         width = 0.8 / max(len(systems), 1)
-        for index, system in enumerate(systems):
+        for system in systems:
             xs, heights = [], []
             for position, (_, values) in enumerate(groups):
                 if system in values:
-                    xs.append(position + (index - (len(systems) - 1) / 2) * width)
+                    # Centred among the systems this group has (a group with
+                    # flask_geneva alone gets one centred bar).
+                    present = [s for s in systems if s in values]
+                    offset = present.index(system) - (len(present) - 1) / 2
+                    xs.append(position + offset * width)
                     heights.append(values[system])
             drawn = axis.bar(
                 xs, heights, width, label=SYSTEM_NAMES[system], color=colors[system]
@@ -356,7 +360,52 @@ def markdown_table(results: dict[str, Any]) -> str:
             f"{DATABASE_NAMES[entry['database']]} | {SYSTEM_NAMES[entry['system']]} | "
             f"{entry['steps_per_second']:,.0f} | | |"
         )
+    lines += ["", *ratio_table(results)]
     return "\n".join(lines)
+
+
+def ratio_table(results: dict[str, Any]) -> list[str]:
+    """flask_geneva's ratios to its peers (issue 16's targets), as Markdown lines.
+
+    In process, the ratio of the medians and the ratio within each alternating
+    round (the rounds ran one after the other, so a round's ratio shares its
+    machine's load); end to end, flask_geneva over the bare chain per database
+    and worker count.
+    """
+    lines = [
+        "| comparison | ratio of medians | ratio per round | target |",
+        "| --- | ---: | --- | ---: |",
+    ]
+    by_key = {(e["database"], e["system"]): e for e in results["in_process"]}
+    ours = by_key.get(("postgresql", "flask_geneva"))
+    for peer, target in (("dbos", "1.3x"), ("floor", "0.6x")):
+        theirs = by_key.get(("postgresql", peer))
+        if ours is None or theirs is None:
+            continue
+        rounds = zip(
+            ours["rounds_steps_per_second"],
+            theirs["rounds_steps_per_second"],
+            strict=False,
+        )
+        lines.append(
+            f"| in process, PostgreSQL: flask_geneva / {SYSTEM_NAMES[peer]} | "
+            f"{ours['steps_per_second'] / theirs['steps_per_second']:.2f}x | "
+            + ", ".join(f"{a / b:.2f}x" for a, b in rounds)
+            + f" | {target} |"
+        )
+    end_to_end = {
+        (e["database"], e["workers"], e["system"]): e for e in results["end_to_end"]
+    }
+    for (database, workers, system), entry in end_to_end.items():
+        bare = end_to_end.get((database, workers, "bare_chain"))
+        if system != "flask_geneva" or bare is None:
+            continue
+        lines.append(
+            f"| end to end, {DATABASE_NAMES[database]}, {workers} worker"
+            f"{'s' if workers > 1 else ''}: flask_geneva / bare Celery chain | "
+            f"{entry['steps_per_second'] / bare['steps_per_second']:.2f}x | | 1.5x |"
+        )
+    return lines
 
 
 def main() -> None:
