@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -31,13 +30,7 @@ INCLUDE = ("--include", "tests.worker.test_live_worker_release")
 class RelBlocking(basic.geneva.Workflow):
     @step
     def blocking(self):
-        flags = Path(os.environ[FLAG_DIR_VARIABLE])
-        (flags / f"started-{os.getpid()}").touch()
-        deadline = time.monotonic() + 120
-        while not (flags / "release").exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError("never released")
-            time.sleep(0.05)
+        flags = heartbeat_worker.block_until_released(FLAG_DIR_VARIABLE, os.getpid())
         (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
 
     @step
@@ -137,12 +130,9 @@ def test_a_step_escaping_with_cancelled_error_is_recovered(
     worker's heartbeat releases the execution and the age rule recovers it
     (R-WRK-18)."""
     app = release_app
-    with app.app_context():
-        hero = basic.User(email="cancelled@example.com")
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow_id = RelCancelledError.create(hero=hero).id
-        basic.db.session.remove()
+    workflow_id = heartbeat_worker.create(
+        app, RelCancelledError, "cancelled@example.com"
+    )
     [(execution_id, *_)] = _executions(app, workflow_id)
     worker = _start_worker(
         tmp_path,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -30,13 +29,7 @@ INCLUDE = ("--include", "tests.worker.test_worker_dead_after_mismatch")
 class DeadAfterBlocking(basic.geneva.Workflow):
     @step
     def blocking(self):
-        flags = Path(os.environ[FLAG_DIR_VARIABLE])
-        (flags / f"started-{os.getpid()}").touch()
-        deadline = time.monotonic() + 120
-        while not (flags / "release").exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError("never released")
-            time.sleep(0.05)
+        flags = heartbeat_worker.block_until_released(FLAG_DIR_VARIABLE, os.getpid())
         (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
 
     @step
@@ -100,16 +93,9 @@ def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
         recovered = 0
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not recovered:
-            with app.app_context():
-                app.config.update(
-                    GENEVA_WORKER_HEARTBEAT_INTERVAL=0.5,
-                    GENEVA_WORKER_DEAD_AFTER=1.0,
-                )
-                basic.geneva.reload_settings(app)
-                recovered = basic.geneva.run_housekeeping()[
-                    "stuck_in_progress_recovered"
-                ]
-                basic.db.session.remove()
+            recovered = _housekeeping(
+                app, GENEVA_WORKER_HEARTBEAT_INTERVAL=0.5, GENEVA_WORKER_DEAD_AFTER=1.0
+            )["stuck_in_progress_recovered"]
             time.sleep(0.1)
         assert slow.poll() is None
         # The worker is alive and still running the step: nothing may be recovered.
