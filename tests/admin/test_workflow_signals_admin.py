@@ -425,17 +425,8 @@ def test_the_signals_list_is_in_the_menu(client):
 
 
 @pytest.fixture
-def without_signals(app):
-    from tests.workflow.test_workflow_signals_schema import drop_workflow_signals
-
-    drop_workflow_signals()
-    yield
-    db.session.remove()
-    from flask_geneva import reset_column_caches
-    from tests import conftest
-
-    conftest._server_schema_ready = False
-    reset_column_caches()
+def without_signals(without_unit):
+    without_unit("add_workflow_signals")
 
 
 def test_without_the_unit_the_pages_work_and_say_how_to_install_it(

@@ -14,7 +14,6 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import reset_column_caches
 from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva import worker_health
@@ -179,28 +178,9 @@ def test_registration_records_the_workers_own_dead_after(app):
         worker_registry.deregister_workers()
 
 
-def _drop_dead_after_column() -> None:
-    db.session.remove()
-    quote = db.engine.dialect.identifier_preparer.quote
-    with db.engine.begin() as connection:
-        connection.execute(
-            sa.text(
-                f"ALTER TABLE {quote('geneva_drive_workers')} "
-                f"DROP COLUMN {quote('dead_after_ms')}"
-            )
-        )
-    reset_column_caches()
-
-
 @pytest.fixture
-def without_the_unit(app):
-    _drop_dead_after_column()
-    yield
-    db.session.remove()
-    from tests import conftest
-
-    conftest._server_schema_ready = False
-    reset_column_caches()
+def without_the_unit(without_unit):
+    without_unit("add_worker_dead_after")
 
 
 def test_without_the_unit_workers_register_and_are_judged_as_before(
