@@ -124,6 +124,28 @@ def start_worker(
         sys.stderr.write(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}\n")
 
 
+@pytest.fixture
+def heartbeat_app(
+    broker_url: str,
+    worker_database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> Any:
+    """The worker app with short heartbeats (``tests/worker/heartbeat_worker.py``);
+    the test module's ``FLAG_DIR_VARIABLE`` names its blocking steps' flag
+    directory (``tmp_path``)."""
+    from tests.worker import heartbeat_worker
+
+    return heartbeat_worker.build_app(
+        broker_url,
+        worker_database_url,
+        tmp_path,
+        monkeypatch,
+        request.module.FLAG_DIR_VARIABLE,
+    )
+
+
 def prepare_database(app: Any) -> None:
     """Give ``app``'s database our schema and empty tables (server or SQLite file)."""
     from tests import conftest

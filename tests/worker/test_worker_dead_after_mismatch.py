@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
 import sqlalchemy as sa
 
 from flask_geneva import step
@@ -37,13 +36,6 @@ class DeadAfterBlocking(basic.geneva.Workflow):
         pass
 
 
-@pytest.fixture
-def mismatch_app(broker_url, worker_database_url, tmp_path, monkeypatch):
-    return heartbeat_worker.build_app(
-        broker_url, worker_database_url, tmp_path, monkeypatch, FLAG_DIR_VARIABLE
-    )
-
-
 def _create(app, email):
     return heartbeat_worker.create(app, DeadAfterBlocking, email)
 
@@ -55,7 +47,7 @@ _stop = heartbeat_worker.stop
 
 
 def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
-    mismatch_app, broker_url, worker_database_url, tmp_path
+    heartbeat_app, broker_url, worker_database_url, tmp_path
 ):
     """Rolling deploy: the worker heartbeats every 2 s with its own dead-after
     8 s; the process running housekeeping has interval 0.5 s and dead-after 1 s,
@@ -63,7 +55,7 @@ def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
     slow worker recorded 8 s at registration, so housekeeping judges it with
     8 s, not 1 s: its running step is never recovered, and runs once
     (R-WRK-17)."""
-    app = mismatch_app
+    app = heartbeat_app
     workflow_id = _create(app, "mismatch@example.com")
     slow = _start_worker(
         tmp_path,

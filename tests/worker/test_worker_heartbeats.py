@@ -43,14 +43,6 @@ class WrkWorkerBlocking(basic.geneva.Workflow):
         self.hero.counter += 10
 
 
-@pytest.fixture
-def heartbeat_app(broker_url, worker_database_url, tmp_path, monkeypatch):
-    """The test's app with the workers' shortened heartbeat settings."""
-    return heartbeat_worker.build_app(
-        broker_url, worker_database_url, tmp_path, monkeypatch, FLAG_DIR_VARIABLE
-    )
-
-
 def _create(app, email):
     return heartbeat_worker.create(app, WrkWorkerBlocking, email)
 
