@@ -10,6 +10,7 @@ only on those dialects.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
@@ -128,3 +129,26 @@ def user(app: Flask) -> Any:
     basic.db.session.add(hero)
     basic.db.session.commit()
     return hero
+
+
+@pytest.fixture
+def without_unit(app: Flask) -> Iterator[Callable[[str], None]]:
+    """Drop an optional install unit from the test's database (R-DM-30):
+    ``without_unit("add_worker_registry")`` (see ``tests/schema_units.py``).
+
+    After the test the shared server schema is rebuilt for the next one.
+    """
+    global _server_schema_ready
+    from tests.schema_units import drop_unit
+
+    dropped: list[str] = []
+
+    def drop(unit: str) -> None:
+        dropped.append(unit)
+        drop_unit(unit)
+
+    yield drop
+    if dropped:
+        basic.db.session.remove()
+        _server_schema_ready = False
+        reset_column_caches()

@@ -13,7 +13,6 @@ from flask_geneva import run_housekeeping
 from flask_geneva.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workers.test_maintenance_runs import drop_maintenance_runs
 
 RUNS_TABLE = "geneva_drive_maintenance_runs"
 
@@ -62,16 +61,11 @@ def test_the_overview_warns_when_the_dispatcher_has_not_run(client):
     assert "more than two intervals (GENEVA_DISPATCH_INTERVAL = 30 s)" in text
 
 
-def test_the_overview_says_how_to_install_the_unit(client):
+def test_the_overview_says_how_to_install_the_unit(client, without_unit):
     """Without the add_maintenance_runs table the panel names the unit; the page
     works (R-HK-45)."""
-    drop_maintenance_runs()
-    try:
-        text = overview(client)
-    finally:
-        from tests import conftest
-
-        conftest._server_schema_ready = False
+    without_unit("add_maintenance_runs")
+    text = overview(client)
     assert "When the dispatcher and housekeeping last ran is not recorded" in text
     assert "add_maintenance_runs" in text
     assert "geneva-health-warning" not in text

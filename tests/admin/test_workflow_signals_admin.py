@@ -25,25 +25,12 @@ from tests.admin.workflows import AdminSignalWait
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows
+from tests.workflow.support import signal_rows
 from tests.workflow.support import update_execution
 from tests.workflow.support import update_workflow
 from tests.workflow.support import workflow_row
 
 SIGNALS_URL = "/geneva/signals/"
-
-
-def _signal_rows(workflow_id):
-    table = geneva.WorkflowSignal.__table__
-    with db.engine.connect().execution_options(
-        isolation_level="AUTOCOMMIT"
-    ) as connection:
-        return list(
-            connection.execute(
-                sa.select(table)
-                .where(table.c.workflow_id == workflow_id)
-                .order_by(table.c.id)
-            ).mappings()
-        )
 
 
 def _parked(geneva_jobs, email="waiter@example.com"):
@@ -160,7 +147,7 @@ def test_the_panel_lists_each_signal_with_its_state_key_payload_and_executions(
     assert "consumed by" in consumed
     assert "&#34;ok&#34;: true" in consumed or "&quot;ok&quot;: true" in consumed
     # The unmatched signal expired with its workflow (R-WSIG-34).
-    other = next(r for r in _signal_rows(workflow.id) if r["name"] == "other")
+    other = next(r for r in signal_rows(workflow.id) if r["name"] == "other")
     assert other["state"] == "expired"
     expired = panel[panel.index(f'data-signal-id="{other["id"]}"') :]
     expired = expired[: expired.index("</tr>")]
@@ -200,7 +187,7 @@ def test_stored_signal_text_is_escaped_everywhere(client, geneva_jobs):
             "idempotency_key": "<b>k</b>",
         },
     )
-    assert _signal_rows(workflow.id)[0]["name"] == evil
+    assert signal_rows(workflow.id)[0]["name"] == evil
     for url in (detail_url(workflow.id), SIGNALS_URL):
         text = _page(client, url)
         assert "<script>alert" not in text
@@ -227,7 +214,7 @@ def test_the_form_delivers_the_signal_wakes_the_step_and_is_audited(
         text = _deliver(
             client, workflow.id, name="payment_confirmed", payload='{"amount": 100}'
         )
-    signal = _signal_rows(workflow.id)[0]
+    signal = signal_rows(workflow.id)[0]
     assert (
         f"Workflow {workflow.id}: payment_confirmed: signal {signal['id']} stored, "
         f"woke execution {parked['id']}"
@@ -251,14 +238,14 @@ def test_a_pending_delivery_and_a_duplicate_key_are_reported(client, geneva_jobs
     duplicate that changes nothing (R-WSIG-68, R-WSIG-22)."""
     workflow = _parked(geneva_jobs)
     first = _deliver(client, workflow.id, name="later", idempotency_key="k-7")
-    signal = _signal_rows(workflow.id)[0]
+    signal = signal_rows(workflow.id)[0]
     assert f"later: signal {signal['id']} stored, pending" in first
     again = _deliver(client, workflow.id, name="later", idempotency_key="k-7")
     assert (
         f"later: duplicate of signal {signal['id']} (idempotency key 'k-7'), "
         "nothing changed"
     ) in again
-    assert len(_signal_rows(workflow.id)) == 1
+    assert len(signal_rows(workflow.id)) == 1
     assert execution_rows(workflow.id)[-1]["state"] == "waiting"
 
 
@@ -298,7 +285,7 @@ def test_bad_input_is_a_flashed_refusal_that_stores_nothing(
     text = _deliver(client, workflow.id, **data)
     assert f"Workflow {workflow.id}: Deliver signal refused: " in text
     assert expected in text
-    assert _signal_rows(workflow.id) == []
+    assert signal_rows(workflow.id) == []
     assert execution_rows(workflow.id)[-1]["state"] == "waiting"
 
 
@@ -311,7 +298,7 @@ def test_a_full_buffer_is_a_flashed_refusal(client, app, geneva_jobs):
     text = _deliver(client, workflow.id, name="second")
     assert f"Workflow {workflow.id}: Deliver signal refused: " in text
     assert "1 pending" in text
-    assert [r["name"] for r in _signal_rows(workflow.id)] == ["first"]
+    assert [r["name"] for r in signal_rows(workflow.id)] == ["first"]
 
 
 @pytest.mark.parametrize("ended", ["canceled", "finished"])
@@ -338,7 +325,7 @@ def test_a_workflow_that_ended_after_the_page_was_rendered_is_refused(
         f"Workflow {workflow.id}: Deliver signal refused: Cannot signal a {ended} "
         f"workflow ({workflow.id}): signal 'payment_confirmed' was not stored"
     ) in text
-    assert _signal_rows(workflow.id) == []
+    assert signal_rows(workflow.id) == []
     # The ended workflow's page offers no form any more.
     assert 'data-geneva-action="deliver_signal"' not in text
 
@@ -360,7 +347,7 @@ def test_no_token_is_400_and_a_read_only_operator_gets_no_form_and_403(
     )
     assert refused.status_code == 403
     assert client.post(_deliver_url("999999"), data={}).status_code == 404
-    assert _signal_rows(workflow.id) == []
+    assert signal_rows(workflow.id) == []
 
 
 # -- R-WSIG-69: the signals list -----------------------------------------------
@@ -438,17 +425,8 @@ def test_the_signals_list_is_in_the_menu(client):
 
 
 @pytest.fixture
-def without_signals(app):
-    from tests.workflow.test_workflow_signals_schema import drop_workflow_signals
-
-    drop_workflow_signals()
-    yield
-    db.session.remove()
-    from flask_geneva import reset_column_caches
-    from tests import conftest
-
-    conftest._server_schema_ready = False
-    reset_column_caches()
+def without_signals(without_unit):
+    without_unit("add_workflow_signals")
 
 
 def test_without_the_unit_the_pages_work_and_say_how_to_install_it(

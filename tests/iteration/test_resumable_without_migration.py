@@ -7,20 +7,18 @@ On a server the shared schema is rebuilt for the next test.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from flask_geneva import StepConfigurationError
-from flask_geneva import reset_column_caches
 from flask_geneva import resumable_step
 from flask_geneva import step
 from flask_geneva.testing import assert_cursor
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
-from tests import conftest
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.workflow.support import executions_table
@@ -28,27 +26,6 @@ from tests.workflow.support import hero_counter
 from tests.workflow.support import workflow_row
 
 from tests.apps.basic import geneva  # isort: skip
-
-
-def _drop_resumable_columns() -> None:
-    engine = db.engine
-    quote = engine.dialect.identifier_preparer.quote
-    table = quote("geneva_drive_step_executions")
-    db.session.remove()
-    with engine.begin() as connection:
-        if engine.dialect.name == "sqlite":
-            # SQLite refuses to drop an indexed column.
-            connection.execute(
-                sa.text(
-                    "DROP INDEX IF EXISTS "
-                    "index_geneva_drive_step_executions_on_continues_from_id"
-                )
-            )
-        for column in ("cursor", "continues_from_id"):
-            connection.execute(
-                sa.text(f"ALTER TABLE {table} DROP COLUMN {quote(column)}")
-            )
-    reset_column_caches()
 
 
 def execution_rows(workflow_id: Any) -> list[Any]:
@@ -70,19 +47,14 @@ def execution_rows(workflow_id: Any) -> list[Any]:
 
 
 @pytest.fixture
-def degraded(app: Any) -> Iterator[None]:
+def degraded(without_unit: Callable[[str], None]) -> None:
     """The app's database without the resumable columns."""
-    _drop_resumable_columns()
+    without_unit("add_resumable_support")
     columns = {
         c["name"]
         for c in sa.inspect(db.engine).get_columns("geneva_drive_step_executions")
     }
     assert not {"cursor", "continues_from_id"} & columns
-    yield
-    db.session.remove()
-    reset_column_caches()
-    # The server schema is shared by the session: have it rebuilt.
-    conftest._server_schema_ready = False
 
 
 @pytest.fixture

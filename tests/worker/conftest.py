@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BROKER_URL = os.environ.get("GENEVA_TEST_BROKER_URL", "")
@@ -48,6 +49,42 @@ def worker_database_url(tmp_path: Path) -> str:
     return DATABASE_URL or f"sqlite:///{tmp_path / 'worker.sqlite3'}"
 
 
+def celery_process(
+    app: str,
+    command: str,
+    *arguments: str,
+    log_path: Path,
+    broker_url: str,
+    database_url: str,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``celery -A app command *arguments`` from the repository root.
+
+    The subprocess gets this process's environment, ``env`` and the test's broker
+    and database (``GENEVA_TEST_BROKER_URL``, ``GENEVA_TEST_WORKER_DATABASE_URL``);
+    its output goes to ``log_path``.
+    """
+    environment = {
+        **os.environ,
+        **(env or {}),
+        "GENEVA_TEST_BROKER_URL": broker_url,
+        "GENEVA_TEST_WORKER_DATABASE_URL": database_url,
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", app, command, *arguments],
+            cwd=REPO_ROOT,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+#: ``celery worker`` options of every test worker: no gossip, mingle or heartbeat.
+WORKER_OPTIONS = ("--without-gossip", "--without-mingle", "--without-heartbeat")
+
+
 @pytest.fixture
 def start_worker(
     broker_url: str, worker_database_url: str, tmp_path: Path
@@ -58,36 +95,19 @@ def start_worker(
     def start(
         *extra: str, app: str = "tests.apps.worker_app:celery"
     ) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "GENEVA_TEST_BROKER_URL": broker_url,
-            "GENEVA_TEST_WORKER_DATABASE_URL": worker_database_url,
-            "PYTHONPATH": str(REPO_ROOT),
-        }
-        log_path = tmp_path / f"worker-{len(processes)}.log"
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    app,
-                    "worker",
-                    "--pool=solo",
-                    "--concurrency=1",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "-l",
-                    "info",
-                    *extra,
-                ],
-                cwd=REPO_ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        process = celery_process(
+            app,
+            "worker",
+            "--pool=solo",
+            "--concurrency=1",
+            *WORKER_OPTIONS,
+            "-l",
+            "info",
+            *extra,
+            log_path=tmp_path / f"worker-{len(processes)}.log",
+            broker_url=broker_url,
+            database_url=worker_database_url,
+        )
         processes.append(process)
         return process
 
@@ -104,6 +124,28 @@ def start_worker(
         sys.stderr.write(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}\n")
 
 
+@pytest.fixture
+def heartbeat_app(
+    broker_url: str,
+    worker_database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> Any:
+    """The worker app with short heartbeats (``tests/worker/heartbeat_worker.py``);
+    the test module's ``FLAG_DIR_VARIABLE`` names its blocking steps' flag
+    directory (``tmp_path``)."""
+    from tests.worker import heartbeat_worker
+
+    return heartbeat_worker.build_app(
+        broker_url,
+        worker_database_url,
+        tmp_path,
+        monkeypatch,
+        request.module.FLAG_DIR_VARIABLE,
+    )
+
+
 def prepare_database(app: Any) -> None:
     """Give ``app``'s database our schema and empty tables (server or SQLite file)."""
     from tests import conftest
@@ -115,6 +157,61 @@ def prepare_database(app: Any) -> None:
     else:
         with app.app_context():
             basic.db.create_all()
+
+
+def worker_test_app(broker_url: str, database_url: str) -> Any:
+    """The test process's ``tests.apps.worker_app`` app on an empty broker and
+    prepared database (:func:`prepare_database`).
+
+    The app reads its ``GENEVA_TEST_*`` settings from the environment: set them
+    before the call.
+    """
+    import redis
+
+    from tests.apps import worker_app
+
+    redis.Redis.from_url(broker_url).flushdb()
+    app, _ = worker_app.build_app(database_url, broker_url)
+    prepare_database(app)
+    return app
+
+
+def create_workflow(app: Any, workflow_cls: Any, email: str) -> tuple[Any, Any]:
+    """Create a ``workflow_cls`` workflow for a new hero ``email``.
+
+    Returns:
+        ``(workflow id, hero id)``.
+    """
+    from tests.apps import basic
+
+    with app.app_context():
+        hero = basic.User(email=email)
+        basic.db.session.add(hero)
+        basic.db.session.commit()
+        workflow = workflow_cls.create(hero=hero)
+        workflow_id, hero_id = workflow.id, hero.id
+        basic.db.session.remove()
+        return workflow_id, hero_id
+
+
+def workflow_state(app: Any, workflow_id: Any) -> str | None:
+    """The workflow's stored state, read in a session of its own."""
+    from tests.apps import basic
+
+    with app.app_context():
+        workflow_cls = basic.geneva.Workflow
+        state: str | None = basic.db.session.scalar(
+            sa.select(workflow_cls.state).where(workflow_cls.id == workflow_id)
+        )
+        basic.db.session.remove()
+        return state
+
+
+def wait_for_state(
+    app: Any, workflow_id: Any, state: str, *, timeout: float = 60
+) -> None:
+    """Poll until the workflow's stored state is ``state`` (:func:`wait_for`)."""
+    wait_for(lambda: workflow_state(app, workflow_id) == state, timeout=timeout)
 
 
 def wait_for(

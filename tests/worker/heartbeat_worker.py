@@ -1,23 +1,27 @@
 """A real worker harness with short heartbeats, shared by the heartbeat tests.
 
+``tests/worker/test_worker_heartbeats.py`` (R-WRK-02..07),
 ``tests/worker/test_live_worker_release.py`` (R-WRK-18) and
 ``tests/worker/test_worker_dead_after_mismatch.py`` (R-WRK-17) start Celery
-workers on ``tests.apps.worker_app`` whose steps block on a flag file, and run
-housekeeping with the same short interval and dead-after.
+workers on ``tests.apps.worker_app`` whose steps block on a flag file
+(:func:`block_until_released`), and run housekeeping with the same short
+interval and dead-after.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
+import time
+from pathlib import Path
 
-import redis
 import sqlalchemy as sa
 
 from tests.apps import basic
-from tests.worker.conftest import REPO_ROOT
-from tests.worker.conftest import prepare_database
+from tests.worker.conftest import WORKER_OPTIONS
+from tests.worker.conftest import celery_process
+from tests.worker.conftest import create_workflow
+from tests.worker.conftest import worker_test_app
 
 HEARTBEAT = 0.5
 DEAD_AFTER = 3.0
@@ -26,35 +30,53 @@ DEAD_AFTER = 3.0
 def build_app(broker_url, database_url, tmp_path, monkeypatch, flag_variable):
     """The worker app with short heartbeats, an empty broker and registry;
     ``flag_variable`` names the blocking steps' flag directory (``tmp_path``)."""
-    redis.Redis.from_url(broker_url).flushdb()
     monkeypatch.setenv(flag_variable, str(tmp_path))
     monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", str(HEARTBEAT))
     monkeypatch.setenv("GENEVA_TEST_WORKER_DEAD_AFTER", str(DEAD_AFTER))
-    from tests.apps import worker_app
-
-    app, _ = worker_app.build_app(database_url, broker_url)
-    prepare_database(app)
+    app = worker_test_app(broker_url, database_url)
     with app.app_context(), basic.db.engine.begin() as connection:
-        connection.execute(sa.delete(basic.db.metadata.tables["geneva_drive_workers"]))
+        connection.execute(sa.delete(workers_table()))
     return app
+
+
+def workers_table():
+    return basic.db.metadata.tables["geneva_drive_workers"]
+
+
+def worker_rows(app):
+    """Every row of the worker registry."""
+    with app.app_context(), basic.db.engine.connect() as connection:
+        return connection.execute(sa.select(workers_table())).all()
+
+
+def block_until_released(flag_variable, started):
+    """In a step body: touch ``started-<started>`` in the flag directory named by
+    the environment variable ``flag_variable``, then wait (at most 120 s) until
+    the test writes ``release`` there. Returns the flag directory."""
+    flags = Path(os.environ[flag_variable])
+    (flags / f"started-{started}").touch()
+    deadline = time.monotonic() + 120
+    while not (flags / "release").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never released the blocking step")
+        time.sleep(0.05)
+    return flags
 
 
 def create(app, workflow_cls, email):
     """Create a ``workflow_cls`` workflow for a new hero; returns its id."""
-    with app.app_context():
-        hero = basic.User(email=email)
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow_id = workflow_cls.create(hero=hero).id
-        basic.db.session.remove()
-        return workflow_id
+    return create_workflow(app, workflow_cls, email)[0]
 
 
-def executions(app, workflow_id):
+EXECUTION_COLUMNS = ("id", "step_name", "state", "outcome", "worker_id")
+
+
+def executions(app, workflow_id, columns=EXECUTION_COLUMNS):
+    """The workflow's executions, oldest first: rows of ``columns`` (names)."""
     with app.app_context():
         e = basic.geneva.StepExecution
         rows = basic.db.session.execute(
-            sa.select(e.id, e.step_name, e.state, e.outcome, e.worker_id)
+            sa.select(*(getattr(e, name) for name in columns))
             .where(e.workflow_id == workflow_id)
             .order_by(e.created_at, e.id)
         ).all()
@@ -63,11 +85,15 @@ def executions(app, workflow_id):
 
 
 def run_housekeeping(app, **config):
+    """One housekeeping run in the test process with the short heartbeat
+    settings, or ``config`` over them; returns its summary."""
     with app.app_context():
         app.config.update(
-            GENEVA_WORKER_HEARTBEAT_INTERVAL=HEARTBEAT,
-            GENEVA_WORKER_DEAD_AFTER=DEAD_AFTER,
-            **config,
+            {
+                "GENEVA_WORKER_HEARTBEAT_INTERVAL": HEARTBEAT,
+                "GENEVA_WORKER_DEAD_AFTER": DEAD_AFTER,
+                **config,
+            }
         )
         basic.geneva.reload_settings(app)
         summary = basic.geneva.run_housekeeping()
@@ -76,34 +102,18 @@ def run_housekeeping(app, **config):
 
 
 def start_worker(tmp_path, database_url, broker_url, *extra, name="w", **env_extra):
-    env = {
-        **os.environ,
-        **env_extra,
-        "GENEVA_TEST_BROKER_URL": broker_url,
-        "GENEVA_TEST_WORKER_DATABASE_URL": database_url,
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-    with open(tmp_path / f"{name}.log", "wb") as log:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "tests.apps.worker_app:celery",
-                "worker",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-l",
-                "info",
-                *extra,
-            ],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    return celery_process(
+        "tests.apps.worker_app:celery",
+        "worker",
+        *WORKER_OPTIONS,
+        "-l",
+        "info",
+        *extra,
+        log_path=tmp_path / f"{name}.log",
+        broker_url=broker_url,
+        database_url=database_url,
+        env=env_extra,
+    )
 
 
 def stop(process):

@@ -6,13 +6,13 @@ from datetime import UTC
 from datetime import timedelta
 
 import pytest
-import redis
 import sqlalchemy as sa
 
 from flask_geneva.backoff import jitter_fraction
 from flask_geneva.backoff import jitter_key
-from tests.worker.conftest import prepare_database
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import create_workflow
+from tests.worker.conftest import wait_for_state
+from tests.worker.conftest import worker_test_app
 
 
 def as_utc(value):
@@ -23,33 +23,17 @@ def test_worker_waits_the_exponential_backoff_between_reattempts(
     start_worker, broker_url, worker_database_url
 ):
     """Reattempts are due 1 s and 2 s (+ jitter) after each failure and do not start earlier; then the cap pauses (R-POL-51..53, R-PDR-07)."""
-    redis.Redis.from_url(broker_url).flushdb()
     from tests.apps import basic
     from tests.apps import worker_app
 
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
-    with app.app_context():
-        hero = basic.User(email="backoff@example.com")
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow = worker_app.WorkerBackoffRetries.create(hero=hero)
-        workflow_id = workflow.id
-        basic.db.session.remove()
+    app = worker_test_app(broker_url, worker_database_url)
+    workflow_id = create_workflow(
+        app, worker_app.WorkerBackoffRetries, "backoff@example.com"
+    )[0]
 
     start_worker()
 
-    def paused():
-        with app.app_context():
-            state = basic.db.session.scalar(
-                sa.select(basic.geneva.Workflow.state).where(
-                    basic.geneva.Workflow.id == workflow_id
-                )
-            )
-            basic.db.session.remove()
-            return state == "paused"
-
-    wait_for(paused, timeout=60)
+    wait_for_state(app, workflow_id, "paused")
     with app.app_context():
         table = basic.geneva.StepExecution.__table__
         with basic.db.engine.connect() as connection:

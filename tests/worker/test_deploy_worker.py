@@ -9,14 +9,13 @@ worker starts: one of the removed step, one of the renamed step.
 
 from __future__ import annotations
 
-import redis
 import sqlalchemy as sa
 
 from flask_geneva import Executor
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import prepare_database
 from tests.worker.conftest import wait_for
+from tests.worker.conftest import worker_test_app
 
 
 class OldDeployedSignup(basic.geneva.Workflow):
@@ -65,11 +64,7 @@ def test_a_deploy_with_a_removed_and_a_renamed_step_strands_nothing(
     """The new worker skips the removed step's execution and runs the renamed one
     as the new step; both workflows finish (R-EVO-02, R-EVO-04).
     """
-    redis.Redis.from_url(broker_url).flushdb()
-    from tests.apps import worker_app
-
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
+    app = worker_test_app(broker_url, worker_database_url)
     with app.app_context():
         heroes = [basic.User(email=f"deploy-{i}@example.com") for i in range(2)]
         basic.db.session.add_all(heroes)

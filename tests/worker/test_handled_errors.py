@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 
-import redis
 import sqlalchemy as sa
 
-from tests.worker.conftest import prepare_database
+from tests.worker.conftest import create_workflow
 from tests.worker.conftest import wait_for
+from tests.worker.conftest import wait_for_state
+from tests.worker.conftest import worker_test_app
 
 #: A record line of Celery's worker log formats: ``[<time>: <LEVEL>/<process>] ...``.
 _RECORD = re.compile(r"^\[[^\]]*: (?P<level>[A-Z]+)/[^\]]*\] (?P<message>.*)$")
@@ -33,33 +34,17 @@ def test_handled_reattempts_log_warnings_and_do_not_fail_tasks(
     start_worker, broker_url, worker_database_url, tmp_path
 ):
     """Three handled reattempts log WARNING with the decision and succeed; the terminal pause alone logs ERROR and fails its task; no line repeats the task id (R-EXE-50, R-LOG-03, R-LOG-06)."""
-    redis.Redis.from_url(broker_url).flushdb()
     from tests.apps import basic
     from tests.apps import worker_app
 
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
-    with app.app_context():
-        hero = basic.User(email="flaky@example.com")
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow = worker_app.WorkerHandledRetries.create(hero=hero)
-        workflow_id, hero_id = workflow.id, hero.id
-        basic.db.session.remove()
+    app = worker_test_app(broker_url, worker_database_url)
+    workflow_id, hero_id = create_workflow(
+        app, worker_app.WorkerHandledRetries, "flaky@example.com"
+    )
 
     start_worker()
 
-    def paused():
-        with app.app_context():
-            state = basic.db.session.scalar(
-                sa.select(basic.geneva.Workflow.state).where(
-                    basic.geneva.Workflow.id == workflow_id
-                )
-            )
-            basic.db.session.remove()
-            return state == "paused"
-
-    wait_for(paused, timeout=60)
+    wait_for_state(app, workflow_id, "paused")
     with app.app_context():
         table = basic.geneva.StepExecution.__table__
         with basic.db.engine.connect() as connection:

@@ -7,20 +7,16 @@ is ``in_progress`` and its body has not finished.
 
 from __future__ import annotations
 
-import os
-import time
 from datetime import timedelta
-from pathlib import Path
-
-import redis
-import sqlalchemy as sa
 
 from flask_geneva import clock
 from flask_geneva import step
 from tests.apps import basic
 from tests.apps.basic import geneva
-from tests.worker.conftest import prepare_database
+from tests.worker import heartbeat_worker
 from tests.worker.conftest import wait_for
+from tests.worker.conftest import wait_for_state
+from tests.worker.conftest import worker_test_app
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_HK_FLAG_DIR"
 
@@ -30,13 +26,9 @@ class HkWorkerBlocking(basic.geneva.Workflow):
 
     @step
     def blocking(self):
-        flags = Path(os.environ[FLAG_DIR_VARIABLE])
-        (flags / f"started-{self.current_execution.id}").touch()
-        deadline = time.monotonic() + 120
-        while not (flags / "release").exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the test never released the blocking step")
-            time.sleep(0.05)
+        heartbeat_worker.block_until_released(
+            FLAG_DIR_VARIABLE, self.current_execution.id
+        )
         self.hero.counter += 1
 
     @step
@@ -52,21 +44,10 @@ class HkWorkerIdle(basic.geneva.Workflow):
         self.hero.counter += 100
 
 
-def _executions(workflow_id):
-    execution_cls = basic.geneva.StepExecution
-    rows = basic.db.session.execute(
-        sa.select(
-            execution_cls.id,
-            execution_cls.step_name,
-            execution_cls.state,
-            execution_cls.outcome,
-            execution_cls.started_at,
-        )
-        .where(execution_cls.workflow_id == workflow_id)
-        .order_by(execution_cls.created_at, execution_cls.id)
-    ).all()
-    basic.db.session.rollback()
-    return rows
+def _executions(app, workflow_id):
+    return heartbeat_worker.executions(
+        app, workflow_id, ("id", "step_name", "state", "outcome", "started_at")
+    )
 
 
 def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
@@ -77,20 +58,16 @@ def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
     workflow, and nothing else is touched (R-HK-20, R-HK-24, R-EXE-35, R-WRK-06,
     R-WRK-14).
     """
-    redis.Redis.from_url(broker_url).flushdb()
     monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
     # The worker registers and heartbeats: its execution is abandoned once its
     # heartbeats stop for GENEVA_WORKER_DEAD_AFTER (R-WRK-06).
     monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", "0.5")
     monkeypatch.setenv("GENEVA_TEST_WORKER_DEAD_AFTER", "1")
-    from tests.apps import worker_app
-
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
+    app = worker_test_app(broker_url, worker_database_url)
     app.config["GENEVA_STUCK_IN_PROGRESS_THRESHOLD"] = timedelta(seconds=1)
     app.config["GENEVA_WORKER_HEARTBEAT_INTERVAL"] = 0.5
     app.config["GENEVA_WORKER_DEAD_AFTER"] = 1
     geneva.reload_settings(app)
-    prepare_database(app)
     with app.app_context():
         hero = basic.User(email="killed@example.com")
         bystander_hero = basic.User(email="bystander@example.com")
@@ -99,8 +76,8 @@ def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
         workflow_id = HkWorkerBlocking.create(hero=hero).id
         bystander_id = HkWorkerIdle.create(hero=bystander_hero).id
         hero_id, bystander_hero_id = hero.id, bystander_hero.id
-        bystander_before = _executions(bystander_id)
         basic.db.session.remove()
+    bystander_before = _executions(app, bystander_id)
 
     include = ("--include", "tests.worker.test_housekeeping_recovery")
     first_worker = start_worker(*include)
@@ -108,12 +85,10 @@ def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
     first_worker.kill()
     first_worker.wait(timeout=30)
 
-    with app.app_context():
-        [(stuck_id, _, state, _, started_at)] = _executions(workflow_id)
-        assert state == "in_progress"
-        assert started[0].name == f"started-{stuck_id}"
-        wait_for(lambda: clock.now() - started_at > timedelta(seconds=1), timeout=10)
-        basic.db.session.remove()
+    [(stuck_id, _, state, _, started_at)] = _executions(app, workflow_id)
+    assert state == "in_progress"
+    assert started[0].name == f"started-{stuck_id}"
+    wait_for(lambda: clock.now() - started_at > timedelta(seconds=1), timeout=10)
     # A new worker starts (as a supervisor restarts one): its heartbeats are the
     # evidence that the killed worker's stopped for another reason than an
     # outage (R-WRK-14). It will run the rescheduled step once released.
@@ -132,25 +107,15 @@ def test_killed_worker_step_is_recovered_and_the_workflow_finishes(
 
     (tmp_path / "release").touch()
 
-    def finished():
-        with app.app_context():
-            state = basic.db.session.scalar(
-                sa.select(basic.geneva.Workflow.state).where(
-                    basic.geneva.Workflow.id == workflow_id
-                )
-            )
-            basic.db.session.remove()
-            return state == "finished"
-
-    wait_for(finished, timeout=60)
+    wait_for_state(app, workflow_id, "finished")
+    rows = _executions(app, workflow_id)
+    assert [(r.step_name, r.state, r.outcome) for r in rows] == [
+        ("blocking", "completed", "recovered"),
+        ("blocking", "completed", "success"),
+        ("after", "completed", "success"),
+    ]
+    assert rows[0].id == stuck_id
+    assert _executions(app, bystander_id) == bystander_before
     with app.app_context():
-        rows = _executions(workflow_id)
-        assert [(r.step_name, r.state, r.outcome) for r in rows] == [
-            ("blocking", "completed", "recovered"),
-            ("blocking", "completed", "success"),
-            ("after", "completed", "success"),
-        ]
-        assert rows[0].id == stuck_id
         assert basic.db.session.get(basic.User, hero_id).counter == 11
-        assert _executions(bystander_id) == bystander_before
         assert basic.db.session.get(basic.User, bystander_hero_id).counter == 0

@@ -4,44 +4,28 @@ from __future__ import annotations
 
 import re
 
-import redis
 import sqlalchemy as sa
 
-from tests.worker.conftest import prepare_database
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import create_workflow
+from tests.worker.conftest import wait_for_state
+from tests.worker.conftest import worker_test_app
 
 
 def test_ten_steps_finish_with_fewer_deliveries_than_steps(
     start_worker, broker_url, worker_database_url, tmp_path
 ):
     """The worker continues inline: one delivery runs several steps (R-EXE-70, R-EXE-72)."""
-    redis.Redis.from_url(broker_url).flushdb()
     from tests.apps import basic
     from tests.apps import worker_app
 
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
-    with app.app_context():
-        hero = basic.User(email="inline@example.com")
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow = worker_app.WorkerTenSteps.create(hero=hero)
-        workflow_id, hero_id = workflow.id, hero.id
-        basic.db.session.remove()
+    app = worker_test_app(broker_url, worker_database_url)
+    workflow_id, hero_id = create_workflow(
+        app, worker_app.WorkerTenSteps, "inline@example.com"
+    )
 
     start_worker()
 
-    def finished():
-        with app.app_context():
-            state = basic.db.session.scalar(
-                sa.select(basic.geneva.Workflow.state).where(
-                    basic.geneva.Workflow.id == workflow_id
-                )
-            )
-            basic.db.session.remove()
-            return state == "finished"
-
-    wait_for(finished, timeout=60)
+    wait_for_state(app, workflow_id, "finished")
     with app.app_context():
         execution_cls = basic.geneva.StepExecution
         executions = basic.db.session.scalars(

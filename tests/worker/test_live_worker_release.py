@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -31,13 +30,7 @@ INCLUDE = ("--include", "tests.worker.test_live_worker_release")
 class RelBlocking(basic.geneva.Workflow):
     @step
     def blocking(self):
-        flags = Path(os.environ[FLAG_DIR_VARIABLE])
-        (flags / f"started-{os.getpid()}").touch()
-        deadline = time.monotonic() + 120
-        while not (flags / "release").exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError("never released")
-            time.sleep(0.05)
+        flags = heartbeat_worker.block_until_released(FLAG_DIR_VARIABLE, os.getpid())
         (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
 
     @step
@@ -60,13 +53,6 @@ class RelCancelledError(basic.geneva.Workflow):
         asyncio.run(inner())
 
 
-@pytest.fixture
-def release_app(broker_url, worker_database_url, tmp_path, monkeypatch):
-    return heartbeat_worker.build_app(
-        broker_url, worker_database_url, tmp_path, monkeypatch, FLAG_DIR_VARIABLE
-    )
-
-
 def _create(app, email):
     return heartbeat_worker.create(app, RelBlocking, email)
 
@@ -84,14 +70,14 @@ def _released(app, workflow_id):
 
 
 def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
-    release_app, broker_url, worker_database_url, tmp_path
+    heartbeat_app, broker_url, worker_database_url, tmp_path
 ):
     """The worker is alive, but the step's run is over: its finalize raised
     (here a lock timeout on the workflow row; in production a failover between
     the body and finalize). The worker's heartbeat releases the execution once
     GENEVA_WORKER_DEAD_AFTER passed since it started, and the age rule
     (GENEVA_STUCK_IN_PROGRESS_THRESHOLD) recovers it (R-WRK-18, R-WRK-06)."""
-    app = release_app
+    app = heartbeat_app
     backend = sa.make_url(worker_database_url).get_backend_name()
     if backend == "postgresql":
         url = worker_database_url + "?options=-c%20lock_timeout%3D1000"
@@ -130,19 +116,16 @@ def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
 
 @pytest.mark.parametrize("pool", ["threads", "prefork"])
 def test_a_step_escaping_with_cancelled_error_is_recovered(
-    release_app, broker_url, worker_database_url, tmp_path, pool
+    heartbeat_app, broker_url, worker_database_url, tmp_path, pool
 ):
     """asyncio.CancelledError (a BaseException, no flow-control signal) escapes
     the step: it is logged at ERROR with the execution id (R-EXE-35), the
     worker's heartbeat releases the execution and the age rule recovers it
     (R-WRK-18)."""
-    app = release_app
-    with app.app_context():
-        hero = basic.User(email="cancelled@example.com")
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow_id = RelCancelledError.create(hero=hero).id
-        basic.db.session.remove()
+    app = heartbeat_app
+    workflow_id = heartbeat_worker.create(
+        app, RelCancelledError, "cancelled@example.com"
+    )
     [(execution_id, *_)] = _executions(app, workflow_id)
     worker = _start_worker(
         tmp_path,

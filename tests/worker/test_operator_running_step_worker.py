@@ -7,19 +7,15 @@ execution is ``in_progress`` and the body has not returned.
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
-
 import pytest
-import redis
 import sqlalchemy as sa
 
 from flask_geneva import InvalidStateError
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import prepare_database
+from tests.worker import heartbeat_worker
 from tests.worker.conftest import wait_for
+from tests.worker.conftest import worker_test_app
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_OP_FLAG_DIR"
 INCLUDE = ("--include", "tests.worker.test_operator_running_step_worker")
@@ -30,17 +26,11 @@ class OpWorkerCharge(basic.geneva.Workflow):
 
     @step
     def charge(self):
-        flags = Path(os.environ[FLAG_DIR_VARIABLE])
         execution_id = self.current_execution.id
         # End the read transaction: on SQLite (BEGIN IMMEDIATE) it would hold the
         # write lock while the step waits, and the operator could not act.
         basic.db.session.commit()
-        (flags / f"started-{execution_id}").touch()
-        deadline = time.monotonic() + 120
-        while not (flags / "release").exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the test never released the step")
-            time.sleep(0.05)
+        heartbeat_worker.block_until_released(FLAG_DIR_VARIABLE, execution_id)
         self.hero.counter += 100
 
     @step
@@ -67,12 +57,8 @@ def _workflow(workflow_id):
 @pytest.fixture
 def op_app(broker_url, worker_database_url, tmp_path, monkeypatch):
     """The test's app on the worker's database, with one hero; the flag folder set."""
-    redis.Redis.from_url(broker_url).flushdb()
     monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
-    from tests.apps import worker_app
-
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
+    app = worker_test_app(broker_url, worker_database_url)
     with app.app_context():
         hero = basic.User(email="payer@example.com")
         basic.db.session.add(hero)

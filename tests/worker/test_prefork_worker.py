@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import re
 
-import redis
 import sqlalchemy as sa
 
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import prepare_database
 from tests.worker.conftest import wait_for
+from tests.worker.conftest import worker_test_app
 
 WORKFLOWS = 30
 CONNECTION_ERRORS = (
@@ -67,11 +66,7 @@ def test_prefork_children_get_their_own_connections(
     start_worker, broker_url, worker_database_url, tmp_path
 ):
     """30 workflows on a prefork worker whose module used the database: every step runs once (R-JOB-20..22, SQLAlchemy's dispose(close=False) in each child)."""
-    redis.Redis.from_url(broker_url).flushdb()
-    from tests.apps import worker_app
-
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
+    app = worker_test_app(broker_url, worker_database_url)
     with app.app_context():
         heroes = [
             basic.User(email=f"prefork-{i}@example.com", counter=0)

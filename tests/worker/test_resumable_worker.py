@@ -13,13 +13,13 @@ import os
 import time
 from pathlib import Path
 
-import redis
 import sqlalchemy as sa
 
 from flask_geneva import resumable_step
 from tests.apps import basic
-from tests.worker.conftest import prepare_database
 from tests.worker.conftest import wait_for
+from tests.worker.conftest import wait_for_state
+from tests.worker.conftest import worker_test_app
 
 ROWS = 5_000
 #: The body blocks at this row until the gate file exists (set by the test).
@@ -64,14 +64,10 @@ def test_sigterm_mid_iteration_continues_in_a_successor_after_restart(
     start_worker, broker_url, worker_database_url, tmp_path, monkeypatch
 ):
     """SIGTERM ends the chunk `continued`; a restarted worker finishes; every row once (R-INT-01, R-INT-03, R-RES-20, R-IT-10)."""
-    redis.Redis.from_url(broker_url).flushdb()
-    from tests.apps import worker_app
-
     log_path, gate = tmp_path / "processed.log", tmp_path / "gate"
     monkeypatch.setenv(LOG_ENV, str(log_path))
     monkeypatch.setenv(GATE_ENV, str(gate))
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
+    app = worker_test_app(broker_url, worker_database_url)
     with app.app_context():
         basic.db.session.execute(
             sa.insert(basic.User),
@@ -111,17 +107,7 @@ def test_sigterm_mid_iteration_continues_in_a_successor_after_restart(
 
     start_worker(*include)
 
-    def finished():
-        with app.app_context():
-            state = basic.db.session.scalar(
-                sa.select(basic.geneva.Workflow.state).where(
-                    basic.geneva.Workflow.id == workflow_id
-                )
-            )
-            basic.db.session.remove()
-            return state == "finished"
-
-    wait_for(finished, timeout=120)
+    wait_for_state(app, workflow_id, "finished", timeout=120)
     walk = _executions(app, workflow_id)
     assert [r["outcome"] for r in walk] == ["continued", "success"]
     with app.app_context():

@@ -11,13 +11,13 @@ run publishes it again and the worker runs the step with the signal.
 from __future__ import annotations
 
 import pytest
-import redis
 import sqlalchemy as sa
 
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import prepare_database
+from tests.worker.conftest import create_workflow
 from tests.worker.conftest import wait_for
+from tests.worker.conftest import worker_test_app
 
 INCLUDE = ("--include", "tests.worker.test_signal_worker")
 DISPATCH_INTERVAL = 1.0
@@ -35,13 +35,9 @@ class SigWorkerPayment(basic.geneva.Workflow):
 @pytest.fixture
 def signal_app(broker_url, worker_database_url, monkeypatch):
     """The test's app and the workers' settings: dispatcher every second."""
-    redis.Redis.from_url(broker_url).flushdb()
     monkeypatch.setenv("GENEVA_TEST_DISPATCH_INTERVAL", str(DISPATCH_INTERVAL))
     monkeypatch.setenv("GENEVA_TEST_PUBLISH_TIMEOUT", str(PUBLISH_TIMEOUT))
-    from tests.apps import worker_app
-
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
+    app = worker_test_app(broker_url, worker_database_url)
     yield app
     with app.app_context():
         basic.db.session.remove()
@@ -93,13 +89,9 @@ def test_a_woken_step_whose_publication_was_lost_runs_after_the_dispatcher(
 ):
     """The dispatcher publishes the lost wake again and the step runs with its signal (R-WSIG-11, R-WSIG-31)."""
     app = signal_app
-    with app.app_context():
-        hero = basic.User(email="lost-wake@example.com")
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        hero_id = hero.id
-        workflow_id = SigWorkerPayment.create(hero=hero).id
-        basic.db.session.remove()
+    workflow_id, hero_id = create_workflow(
+        app, SigWorkerPayment, "lost-wake@example.com"
+    )
     start_worker(*INCLUDE, "--beat", f"--schedule={tmp_path / 'beat-schedule'}")
     wait_for(
         lambda: [e["state"] for e in _executions(app, workflow_id)] == ["waiting"],

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from flask_geneva import step
@@ -30,25 +28,12 @@ INCLUDE = ("--include", "tests.worker.test_worker_dead_after_mismatch")
 class DeadAfterBlocking(basic.geneva.Workflow):
     @step
     def blocking(self):
-        flags = Path(os.environ[FLAG_DIR_VARIABLE])
-        (flags / f"started-{os.getpid()}").touch()
-        deadline = time.monotonic() + 120
-        while not (flags / "release").exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError("never released")
-            time.sleep(0.05)
+        flags = heartbeat_worker.block_until_released(FLAG_DIR_VARIABLE, os.getpid())
         (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
 
     @step
     def after(self):
         pass
-
-
-@pytest.fixture
-def mismatch_app(broker_url, worker_database_url, tmp_path, monkeypatch):
-    return heartbeat_worker.build_app(
-        broker_url, worker_database_url, tmp_path, monkeypatch, FLAG_DIR_VARIABLE
-    )
 
 
 def _create(app, email):
@@ -62,7 +47,7 @@ _stop = heartbeat_worker.stop
 
 
 def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
-    mismatch_app, broker_url, worker_database_url, tmp_path
+    heartbeat_app, broker_url, worker_database_url, tmp_path
 ):
     """Rolling deploy: the worker heartbeats every 2 s with its own dead-after
     8 s; the process running housekeeping has interval 0.5 s and dead-after 1 s,
@@ -70,7 +55,7 @@ def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
     slow worker recorded 8 s at registration, so housekeeping judges it with
     8 s, not 1 s: its running step is never recovered, and runs once
     (R-WRK-17)."""
-    app = mismatch_app
+    app = heartbeat_app
     workflow_id = _create(app, "mismatch@example.com")
     slow = _start_worker(
         tmp_path,
@@ -100,16 +85,9 @@ def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
         recovered = 0
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not recovered:
-            with app.app_context():
-                app.config.update(
-                    GENEVA_WORKER_HEARTBEAT_INTERVAL=0.5,
-                    GENEVA_WORKER_DEAD_AFTER=1.0,
-                )
-                basic.geneva.reload_settings(app)
-                recovered = basic.geneva.run_housekeeping()[
-                    "stuck_in_progress_recovered"
-                ]
-                basic.db.session.remove()
+            recovered = _housekeeping(
+                app, GENEVA_WORKER_HEARTBEAT_INTERVAL=0.5, GENEVA_WORKER_DEAD_AFTER=1.0
+            )["stuck_in_progress_recovered"]
             time.sleep(0.1)
         assert slow.poll() is None
         # The worker is alive and still running the step: nothing may be recovered.

@@ -11,20 +11,20 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
-import redis
 import sqlalchemy as sa
 
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import prepare_database
+from tests.worker import heartbeat_worker
+from tests.worker.conftest import celery_process
 from tests.worker.conftest import wait_for
+from tests.worker.conftest import wait_for_state
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_WRK_FLAG_DIR"
-HEARTBEAT = 0.5
-DEAD_AFTER = 3.0
+HEARTBEAT = heartbeat_worker.HEARTBEAT
+DEAD_AFTER = heartbeat_worker.DEAD_AFTER
 INCLUDE = ("--include", "tests.worker.test_worker_heartbeats")
 
 
@@ -33,15 +33,9 @@ class WrkWorkerBlocking(basic.geneva.Workflow):
 
     @step
     def blocking(self):
-        flags = Path(os.environ[FLAG_DIR_VARIABLE])
         # No database access while blocking: on SQLite a read would hold the
         # write lock (BEGIN IMMEDIATE) and block the heartbeats.
-        (flags / f"started-{os.getpid()}").touch()
-        deadline = time.monotonic() + 120
-        while not (flags / "release").exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the test never released the blocking step")
-            time.sleep(0.05)
+        heartbeat_worker.block_until_released(FLAG_DIR_VARIABLE, os.getpid())
         self.hero.counter += 1
 
     @step
@@ -49,87 +43,17 @@ class WrkWorkerBlocking(basic.geneva.Workflow):
         self.hero.counter += 10
 
 
-@pytest.fixture
-def heartbeat_app(broker_url, worker_database_url, tmp_path, monkeypatch):
-    """The test's app with the workers' shortened heartbeat settings."""
-    redis.Redis.from_url(broker_url).flushdb()
-    monkeypatch.setenv(FLAG_DIR_VARIABLE, str(tmp_path))
-    monkeypatch.setenv("GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL", str(HEARTBEAT))
-    monkeypatch.setenv("GENEVA_TEST_WORKER_DEAD_AFTER", str(DEAD_AFTER))
-    from tests.apps import worker_app
-
-    app, _ = worker_app.build_app(worker_database_url, broker_url)
-    prepare_database(app)
-    with app.app_context(), basic.db.engine.begin() as connection:
-        connection.execute(sa.delete(_workers()))
-    return app
+def _create(app, email):
+    return heartbeat_worker.create(app, WrkWorkerBlocking, email)
 
 
-def _workers():
-    return basic.db.metadata.tables["geneva_drive_workers"]
-
-
-def _worker_rows(app):
-    with app.app_context(), basic.db.engine.connect() as connection:
-        return connection.execute(sa.select(_workers())).all()
-
-
-def _executions(app, workflow_id):
-    with app.app_context():
-        execution_cls = basic.geneva.StepExecution
-        rows = basic.db.session.execute(
-            sa.select(
-                execution_cls.id,
-                execution_cls.step_name,
-                execution_cls.state,
-                execution_cls.outcome,
-                execution_cls.worker_id,
-            )
-            .where(execution_cls.workflow_id == workflow_id)
-            .order_by(execution_cls.created_at, execution_cls.id)
-        ).all()
-        basic.db.session.remove()
-        return rows
-
-
-def _create(app, email, config=None):
-    with app.app_context():
-        if config:
-            app.config.update(config)
-            basic.geneva.reload_settings(app)
-        hero = basic.User(email=email)
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow_id = WrkWorkerBlocking.create(hero=hero).id
-        basic.db.session.remove()
-        return workflow_id
-
-
-def _housekeeping(app, **config):
-    with app.app_context():
-        app.config.update(
-            GENEVA_WORKER_HEARTBEAT_INTERVAL=HEARTBEAT,
-            GENEVA_WORKER_DEAD_AFTER=DEAD_AFTER,
-            **config,
-        )
-        basic.geneva.reload_settings(app)
-        summary = basic.geneva.run_housekeeping()
-        basic.db.session.remove()
-        return summary
+_worker_rows = heartbeat_worker.worker_rows
+_executions = heartbeat_worker.executions
+_housekeeping = heartbeat_worker.run_housekeeping
 
 
 def _wait_finished(app, workflow_id, timeout=60):
-    def finished():
-        with app.app_context():
-            state = basic.db.session.scalar(
-                sa.select(basic.geneva.Workflow.state).where(
-                    basic.geneva.Workflow.id == workflow_id
-                )
-            )
-            basic.db.session.remove()
-            return state == "finished"
-
-    wait_for(finished, timeout=timeout)
+    wait_for_state(app, workflow_id, "finished", timeout=timeout)
 
 
 def test_a_killed_worker_is_recovered_within_the_dead_after(
@@ -210,51 +134,26 @@ DISPATCH_INTERVAL = 1.0
 @pytest.fixture
 def start_beat(tmp_path, broker_url, worker_database_url):
     """Start ``celery beat`` for the worker app (the dispatcher every second)."""
-    import subprocess
-    import sys
-
-    from tests.worker.conftest import REPO_ROOT
-
     processes = []
 
     def start():
-        env = {
-            **os.environ,
-            "GENEVA_TEST_BROKER_URL": broker_url,
-            "GENEVA_TEST_WORKER_DATABASE_URL": worker_database_url,
-            "PYTHONPATH": str(REPO_ROOT),
-        }
-        log = open(tmp_path / "beat.log", "wb")  # noqa: SIM115 - closed below
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "tests.apps.worker_app:celery",
-                "beat",
-                f"--schedule={tmp_path / 'beat-schedule'}",
-                "--max-interval=1",
-                "-l",
-                "info",
-            ],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        process = celery_process(
+            "tests.apps.worker_app:celery",
+            "beat",
+            f"--schedule={tmp_path / 'beat-schedule'}",
+            "--max-interval=1",
+            "-l",
+            "info",
+            log_path=tmp_path / "beat.log",
+            broker_url=broker_url,
+            database_url=worker_database_url,
         )
-        processes.append((process, log))
+        processes.append(process)
         return process
 
     yield start
-    for process, log in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    for process in processes:
+        heartbeat_worker.stop(process)
 
 
 def test_beats_dispatcher_reruns_a_killed_workers_step(

@@ -21,6 +21,8 @@ from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0
 from tests.housekeeping.support import make_in_progress
+from tests.workers.support import insert_worker
+from tests.workers.support import workers_table
 from tests.workflow.support import make_user
 from tests.workflow.support import update_execution
 
@@ -41,29 +43,19 @@ def app_config():
     }
 
 
-def _workers():
-    return db.metadata.tables["geneva_drive_workers"]
-
-
 def _add_worker(age):
-    """A worker row whose last heartbeat is ``age`` old by the database's clock.
+    """A worker started now whose last heartbeat is ``age`` old by the database's
+    clock.
 
     Liveness is judged with the database's clock (R-WRK-15), so the rows are
     aged, not the Python clock moved.
     """
-    worker_id = str(uuid.uuid4())
-    identity = worker_rows.WorkerIdentity(
-        worker_id, "host", 4242, "celery@host", ("default",), "test"
-    )
-    with db.engine.begin() as connection:
-        worker_rows.insert_worker(connection, _workers(), identity)
-        worker_rows.age_heartbeat(connection, _workers(), worker_id, age)
-    return worker_id
+    return insert_worker(age, started_at=timedelta(0))
 
 
 def _worker_ids():
     with db.engine.connect() as connection:
-        return [row.id for row in worker_rows.worker_rows(connection, _workers())]
+        return [row.id for row in worker_rows.worker_rows(connection, workers_table())]
 
 
 def _in_progress_of(workflow, worker_id, started_at):
@@ -80,7 +72,7 @@ def test_a_registered_process_names_itself_in_its_claims(app, user):
     try:
         assert registration is not None
         assert worker_registry.register_worker(current_context()) is registration
-        [row] = db.session.execute(sa.select(_workers())).all()
+        [row] = db.session.execute(sa.select(workers_table())).all()
         db.session.rollback()
         assert (row.id, row.pid, row.node_name, row.queues) == (
             registration.identity.worker_id,
@@ -90,7 +82,9 @@ def test_a_registered_process_names_itself_in_its_claims(app, user):
         )
         before = row.last_heartbeat_at
         registration.heartbeat()
-        assert db.session.scalar(sa.select(_workers().c.last_heartbeat_at)) >= before
+        assert (
+            db.session.scalar(sa.select(workers_table().c.last_heartbeat_at)) >= before
+        )
         db.session.rollback()
         workflow = WrkOneStep.create(hero=user)
         perform_next_step(workflow)
@@ -353,7 +347,9 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
         try:
 
             def last_beat():
-                value = db.session.scalar(sa.select(_workers().c.last_heartbeat_at))
+                value = db.session.scalar(
+                    sa.select(workers_table().c.last_heartbeat_at)
+                )
                 db.session.rollback()
                 return value
 
@@ -362,7 +358,7 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
             with db.engine.begin() as connection:
                 worker_rows.age_heartbeat(
                     connection,
-                    _workers(),
+                    workers_table(),
                     registration.identity.worker_id,
                     timedelta(seconds=30),
                 )
@@ -376,7 +372,7 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
             with db.engine.begin() as connection:
                 worker_rows.age_heartbeat(
                     connection,
-                    _workers(),
+                    workers_table(),
                     registration.identity.worker_id,
                     timedelta(seconds=30),
                 )
@@ -415,7 +411,7 @@ def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
                 if number == 1:
                     # The revived worker writes a heartbeat before its row is locked.
                     with db.engine.begin() as connection:
-                        worker_rows.touch_worker(connection, _workers(), revived)
+                        worker_rows.touch_worker(connection, workers_table(), revived)
                 yield candidate
 
         monkeypatch.setattr(
@@ -444,7 +440,7 @@ def test_a_stopped_registration_never_writes_its_row_again(app):
         str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"
     )
     registration = worker_registry.WorkerRegistration(
-        identity, db.engine, _workers(), interval_seconds=60
+        identity, db.engine, workers_table(), interval_seconds=60
     )
     registration.start()
     assert identity.worker_id in _worker_ids()
@@ -465,7 +461,7 @@ def test_heartbeats_do_not_wait_for_the_hosts_connection_pool(app):
         str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"
     )
     registration = worker_registry.WorkerRegistration(
-        identity, host, _workers(), interval_seconds=60
+        identity, host, workers_table(), interval_seconds=60
     )
     try:
         with host.connect() as held:  # a running step holds the only connection
@@ -473,15 +469,15 @@ def test_heartbeats_do_not_wait_for_the_hosts_connection_pool(app):
             registration.start()
             with db.engine.begin() as connection:
                 worker_rows.age_heartbeat(
-                    connection, _workers(), identity.worker_id, timedelta(hours=1)
+                    connection, workers_table(), identity.worker_id, timedelta(hours=1)
                 )
                 aged = worker_rows.last_heartbeat(
-                    connection, _workers(), identity.worker_id
+                    connection, workers_table(), identity.worker_id
                 )
             registration.heartbeat()
             with db.engine.connect() as connection:
                 beat = worker_rows.last_heartbeat(
-                    connection, _workers(), identity.worker_id
+                    connection, workers_table(), identity.worker_id
                 )
             assert beat is not None
             assert aged is not None
@@ -508,7 +504,7 @@ def test_a_registration_that_fails_is_retried_by_its_heartbeat_thread(app, tmp_p
         str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"
     )
     registration = worker_registry.WorkerRegistration(
-        identity, db.engine, _workers(), interval_seconds=0.2
+        identity, db.engine, workers_table(), interval_seconds=0.2
     )
     working = registration._writer
     registration._writer = _unreachable_engine(tmp_path)

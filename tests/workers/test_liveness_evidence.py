@@ -23,8 +23,10 @@ from flask_geneva import worker_registry
 from flask_geneva.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.housekeeping.support import make_in_progress
-from tests.workflow.support import make_user
+from tests.workers.support import insert_worker
+from tests.workers.support import running_on
+from tests.workers.support import states
+from tests.workers.support import workers_table
 from tests.workflow.support import update_execution
 
 DEAD_AFTER = timedelta(seconds=60)
@@ -44,51 +46,20 @@ def app_config():
     }
 
 
-def _workers():
-    return db.metadata.tables["geneva_drive_workers"]
-
-
-def _insert_worker(last_heartbeat_at):
-    """A worker row as a worker wrote it at ``last_heartbeat_at``."""
-    worker_id = str(uuid.uuid4())
-    with db.engine.begin() as connection:
-        connection.execute(
-            sa.insert(_workers()).values(
-                id=worker_id,
-                hostname="host",
-                pid=4242,
-                node_name="celery@host",
-                queues="default",
-                library_version="test",
-                started_at=last_heartbeat_at,
-                last_heartbeat_at=last_heartbeat_at,
-            )
-        )
-    return worker_id
-
-
 def _heartbeat_at(worker_id, last_heartbeat_at):
     with db.engine.begin() as connection:
         connection.execute(
-            sa.update(_workers())
-            .where(_workers().c.id == worker_id)
+            sa.update(workers_table())
+            .where(workers_table().c.id == worker_id)
             .values(last_heartbeat_at=last_heartbeat_at)
         )
 
 
 def _running_on(worker_id):
-    workflow = WrkEvidenceStep.create(hero=make_user())
-    execution_id = make_in_progress(workflow, datetime.now(UTC) - timedelta(seconds=5))
-    update_execution(execution_id, worker_id=worker_id)
-    return workflow
+    return running_on(WrkEvidenceStep, worker_id)
 
 
-def _states(*workflows):
-    for workflow in workflows:
-        db.session.refresh(workflow)
-    states = tuple(workflow.state for workflow in workflows)
-    db.session.rollback()  # on SQLite a read holds the write lock
-    return states
+_states = states
 
 
 def test_an_outage_longer_than_dead_after_recovers_no_live_worker(app):
@@ -98,8 +69,8 @@ def test_an_outage_longer_than_dead_after_recovers_no_live_worker(app):
     recovery is suspended. Once one worker heartbeats again, a worker that stays
     silent is dead and only its execution is recovered (R-WRK-14)."""
     outage_began = datetime.now(UTC) - 3 * DEAD_AFTER
-    first = _insert_worker(outage_began)
-    second = _insert_worker(outage_began - timedelta(seconds=5))
+    first = insert_worker(outage_began)
+    second = insert_worker(outage_began - timedelta(seconds=5))
     on_first, on_second = _running_on(first), _running_on(second)
 
     assert run_housekeeping()["stuck_in_progress_recovered"] == 0
@@ -139,7 +110,7 @@ def test_an_empty_registry_recovers_no_execution_of_a_gone_worker(app):
     orphan = _running_on(str(uuid.uuid4()))
     assert run_housekeeping()["stuck_in_progress_recovered"] == 0
     assert _states(orphan) == ("performing",)
-    _insert_worker(datetime.now(UTC))
+    insert_worker(datetime.now(UTC))
     assert run_housekeeping()["stuck_in_progress_recovered"] == 1
     assert _states(orphan) == ("ready",)
 
@@ -151,7 +122,7 @@ def test_a_judge_whose_clock_runs_ahead_sees_live_workers_alive(app):
     (R-WRK-15)."""
     from flask_geneva import InvalidStateError
 
-    live = _insert_worker(datetime.now(UTC))
+    live = insert_worker(datetime.now(UTC))
     workflow = _running_on(live)
     with clock.frozen(datetime.now(UTC) + timedelta(days=1)):
         overview = worker_health.worker_overview(
@@ -167,7 +138,7 @@ def test_a_judge_whose_clock_runs_ahead_sees_live_workers_alive(app):
 def test_a_worker_whose_clock_lags_writes_fresh_heartbeats(app):
     """A worker writes its heartbeat with the database's clock, not its own: one
     whose clock lags a day behind its peers is not dead to them (R-WRK-15)."""
-    peer = _insert_worker(datetime.now(UTC))
+    peer = insert_worker(datetime.now(UTC))
     lagging = _running_on(None)
     with clock.frozen(datetime.now(UTC) - timedelta(days=1)):
         registration = worker_registry.register_worker(current_context())
@@ -181,8 +152,8 @@ def test_a_worker_whose_clock_lags_writes_fresh_heartbeats(app):
             db.session.rollback()
     try:
         beat = db.session.scalar(
-            sa.select(_workers().c.last_heartbeat_at).where(
-                _workers().c.id == registration.identity.worker_id
+            sa.select(workers_table().c.last_heartbeat_at).where(
+                workers_table().c.id == registration.identity.worker_id
             )
         )
         db.session.rollback()

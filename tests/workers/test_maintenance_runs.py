@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from flask_geneva import clock
 from flask_geneva import maintenance_rows
 from flask_geneva import maintenance_runs
-from flask_geneva import reset_column_caches
 from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva.app_state import current_context
@@ -255,24 +254,9 @@ def test_status_prints_the_last_runs_and_the_warning(app, user, geneva_cli):  # 
     assert json_warning.startswith("The dispatcher has not run for 1 min ")
 
 
-def drop_maintenance_runs() -> None:
-    """Remove what the ``add_maintenance_runs`` unit adds."""
-    db.session.remove()
-    quote = db.engine.dialect.identifier_preparer.quote
-    with db.engine.begin() as connection:
-        connection.execute(sa.text(f"DROP TABLE {quote(RUNS_TABLE)}"))
-    reset_column_caches()
-
-
 @pytest.fixture
-def without_runs_table(app):
-    drop_maintenance_runs()
-    yield
-    db.session.remove()
-    from tests import conftest
-
-    conftest._server_schema_ready = False
-    reset_column_caches()
+def without_runs_table(without_unit):
+    without_unit("add_maintenance_runs")
 
 
 def test_without_the_unit_everything_runs_and_status_says_how_to_install(

@@ -8,7 +8,6 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import clock
-from flask_geneva import reset_column_caches
 from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva.column_detection import optional_columns
@@ -30,35 +29,9 @@ class WrkSchemaTwoSteps(geneva.Workflow):
         self.hero.counter += 10
 
 
-def drop_worker_registry() -> None:
-    """Remove what the ``add_worker_registry`` unit adds."""
-    db.session.remove()
-    quote = db.engine.dialect.identifier_preparer.quote
-    table = "geneva_drive_step_executions"
-    with db.engine.begin() as connection:
-        connection.execute(
-            sa.text(
-                "DROP INDEX "
-                + quote("index_geneva_drive_step_executions_on_worker_id")
-                + (f" ON {quote(table)}" if db.engine.dialect.name == "mysql" else "")
-            )
-        )
-        connection.execute(
-            sa.text(f"ALTER TABLE {quote(table)} DROP COLUMN {quote('worker_id')}")
-        )
-        connection.execute(sa.text(f"DROP TABLE {quote('geneva_drive_workers')}"))
-    reset_column_caches()
-
-
 @pytest.fixture
-def without_registry(app):
-    drop_worker_registry()
-    yield
-    db.session.remove()
-    from tests import conftest
-
-    conftest._server_schema_ready = False
-    reset_column_caches()
+def without_registry(without_unit):
+    without_unit("add_worker_registry")
 
 
 def test_the_registry_is_detected_when_installed(app):

@@ -9,27 +9,23 @@ A fresh worker supplies the evidence that heartbeats get through (R-WRK-14).
 from __future__ import annotations
 
 import json
-import uuid
-from datetime import UTC
-from datetime import datetime
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import reset_column_caches
 from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva import worker_health
 from flask_geneva import worker_registry
-from flask_geneva import worker_rows
 from flask_geneva.app_state import current_context
 from flask_geneva.column_detection import optional_columns
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.housekeeping.support import make_in_progress
-from tests.workflow.support import make_user
-from tests.workflow.support import update_execution
+from tests.workers.support import insert_worker
+from tests.workers.support import running_on
+from tests.workers.support import states
+from tests.workers.support import workers_table
 
 DEAD_AFTER = timedelta(seconds=60)
 
@@ -48,44 +44,11 @@ def app_config():
     }
 
 
-def _workers():
-    return db.metadata.tables["geneva_drive_workers"]
-
-
-def _insert_worker(silent_for: timedelta, dead_after_ms: int | None = None) -> str:
-    """A worker whose last heartbeat is ``silent_for`` ago by the database clock."""
-    worker_id = str(uuid.uuid4())
-    table = _workers()
-    values = {
-        "id": worker_id,
-        "hostname": "host",
-        "pid": 4242,
-        "node_name": "celery@host",
-        "queues": "default",
-        "library_version": "test",
-        "started_at": worker_rows.DatabaseTime(None, silent_for),
-        "last_heartbeat_at": worker_rows.DatabaseTime(None, silent_for),
-    }
-    if dead_after_ms is not None:
-        values["dead_after_ms"] = dead_after_ms
-    with db.engine.begin() as connection:
-        connection.execute(sa.insert(table).values(**values))
-    return worker_id
-
-
 def _running_on(worker_id):
-    workflow = WrkOwnDeadAfterStep.create(hero=make_user())
-    execution_id = make_in_progress(workflow, datetime.now(UTC) - timedelta(seconds=5))
-    update_execution(execution_id, worker_id=worker_id)
-    return workflow
+    return running_on(WrkOwnDeadAfterStep, worker_id)
 
 
-def _states(*workflows):
-    for workflow in workflows:
-        db.session.refresh(workflow)
-    states = tuple(workflow.state for workflow in workflows)
-    db.session.rollback()
-    return states
+_states = states
 
 
 def _overview():
@@ -102,12 +65,12 @@ def test_a_worker_with_a_longer_own_dead_after_is_not_judged_dead(app):
     configured with 60 s, its step is not recovered (housekeeping, dispatcher,
     status, pruning); a worker without its own value, or with a smaller one,
     is judged with the judge's 60 s and is dead (R-WRK-17)."""
-    evidence = _insert_worker(timedelta(0))  # the evidence (R-WRK-14)
-    longer = _insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
-    unknown = _insert_worker(timedelta(seconds=90))
-    shorter = _insert_worker(timedelta(seconds=90), dead_after_ms=30_000)
-    idle_longer = _insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
-    idle_unknown = _insert_worker(timedelta(seconds=90))
+    evidence = insert_worker(timedelta(0))  # the evidence (R-WRK-14)
+    longer = insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
+    unknown = insert_worker(timedelta(seconds=90))
+    shorter = insert_worker(timedelta(seconds=90), dead_after_ms=30_000)
+    idle_longer = insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
+    idle_unknown = insert_worker(timedelta(seconds=90))
     on_longer, on_unknown, on_shorter = (
         _running_on(longer),
         _running_on(unknown),
@@ -135,8 +98,8 @@ def test_a_worker_with_a_longer_own_dead_after_is_not_judged_dead(app):
 
 def test_a_worker_silent_for_longer_than_its_own_dead_after_is_dead(app):
     """Its own 120 s passed too: the worker is dead and its step recovered."""
-    _insert_worker(timedelta(0))
-    gone = _insert_worker(timedelta(seconds=150), dead_after_ms=120_000)
+    insert_worker(timedelta(0))
+    gone = insert_worker(timedelta(seconds=150), dead_after_ms=120_000)
     workflow = _running_on(gone)
 
     assert run_housekeeping()["stuck_in_progress_recovered"] == 1
@@ -148,10 +111,10 @@ def test_the_newest_heartbeat_part_uses_the_rows_own_dead_after(app):
     the worker's own dead-after is 120 s, so it is not dead relative to the
     newest heartbeat either, even though both are old by the clock (R-WRK-14,
     R-WRK-17)."""
-    _insert_worker(timedelta(seconds=200))  # newest: 200 s ago
-    own = _insert_worker(timedelta(seconds=270), dead_after_ms=120_000)
+    insert_worker(timedelta(seconds=200))  # newest: 200 s ago
+    own = insert_worker(timedelta(seconds=270), dead_after_ms=120_000)
     workflow = _running_on(own)
-    plain = _insert_worker(timedelta(seconds=270))
+    plain = insert_worker(timedelta(seconds=270))
     plain_workflow = _running_on(plain)
 
     run_housekeeping()
@@ -161,8 +124,8 @@ def test_the_newest_heartbeat_part_uses_the_rows_own_dead_after(app):
 
 def test_operator_recovery_refuses_a_worker_alive_by_its_own_dead_after(app):
     """``live_worker_of`` (operator recovery, the admin) names the worker (R-WRK-10)."""
-    _insert_worker(timedelta(0))
-    longer = _insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
+    insert_worker(timedelta(0))
+    longer = insert_worker(timedelta(seconds=90), dead_after_ms=120_000)
     workflow = _running_on(longer)
     execution = workflow.current_execution
     live = worker_registry.live_worker_of(
@@ -176,9 +139,9 @@ def test_operator_recovery_refuses_a_worker_alive_by_its_own_dead_after(app):
 def test_status_warns_about_a_worker_with_a_longer_dead_after(app):
     """The overview names the worker and both values (R-WRK-17); a worker with
     a smaller or no own value gives no warning."""
-    _insert_worker(timedelta(0), dead_after_ms=30_000)
-    longer = _insert_worker(timedelta(0), dead_after_ms=90_000)
-    _insert_worker(timedelta(0))
+    insert_worker(timedelta(0), dead_after_ms=30_000)
+    longer = insert_worker(timedelta(0), dead_after_ms=90_000)
+    insert_worker(timedelta(0))
     overview = _overview()
     assert overview["dead_after_warnings"] == [
         f"worker {longer} (celery@host) heartbeats with dead-after 90 s, this "
@@ -206,8 +169,8 @@ def test_registration_records_the_workers_own_dead_after(app):
     try:
         with db.engine.connect() as connection:
             recorded = connection.scalar(
-                sa.select(_workers().c.dead_after_ms).where(
-                    _workers().c.id == registration.identity.worker_id
+                sa.select(workers_table().c.dead_after_ms).where(
+                    workers_table().c.id == registration.identity.worker_id
                 )
             )
         assert recorded == 60_000
@@ -215,28 +178,9 @@ def test_registration_records_the_workers_own_dead_after(app):
         worker_registry.deregister_workers()
 
 
-def _drop_dead_after_column() -> None:
-    db.session.remove()
-    quote = db.engine.dialect.identifier_preparer.quote
-    with db.engine.begin() as connection:
-        connection.execute(
-            sa.text(
-                f"ALTER TABLE {quote('geneva_drive_workers')} "
-                f"DROP COLUMN {quote('dead_after_ms')}"
-            )
-        )
-    reset_column_caches()
-
-
 @pytest.fixture
-def without_the_unit(app):
-    _drop_dead_after_column()
-    yield
-    db.session.remove()
-    from tests import conftest
-
-    conftest._server_schema_ready = False
-    reset_column_caches()
+def without_the_unit(without_unit):
+    without_unit("add_worker_dead_after")
 
 
 def test_without_the_unit_workers_register_and_are_judged_as_before(
@@ -250,7 +194,7 @@ def test_without_the_unit_workers_register_and_are_judged_as_before(
     registration = worker_registry.register_worker(current_context())
     try:
         assert registration.registered
-        silent = _insert_worker(timedelta(seconds=90))
+        silent = insert_worker(timedelta(seconds=90))
         workflow = _running_on(silent)
         assert run_housekeeping()["stuck_in_progress_recovered"] == 1
         assert _states(workflow) == ("ready",)

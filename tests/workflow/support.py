@@ -60,11 +60,9 @@ def workflow_row(workflow_id: Any) -> Any:
         )
 
 
-def execution_rows(workflow_id: Any) -> list[Any]:
-    """Read the workflow's stored executions, oldest first, through a separate
-    connection.
-    """
-    table = executions_table()
+def _rows_of_workflow(table: sa.Table, workflow_id: Any) -> list[Any]:
+    """The ``table`` rows of the workflow, oldest first, read through a separate
+    connection."""
     with _reader() as connection:
         return list(
             connection.execute(
@@ -73,6 +71,19 @@ def execution_rows(workflow_id: Any) -> list[Any]:
                 .order_by(table.c.created_at, table.c.id)
             ).mappings()
         )
+
+
+def execution_rows(workflow_id: Any) -> list[Any]:
+    """Read the workflow's stored executions, oldest first, through a separate
+    connection.
+    """
+    return _rows_of_workflow(executions_table(), workflow_id)
+
+
+def signal_rows(workflow_id: Any) -> list[Any]:
+    """Read the signals stored for the workflow, oldest first, through a separate
+    connection (R-WSIG-20)."""
+    return _rows_of_workflow(geneva.WorkflowSignal.__table__, workflow_id)
 
 
 def execution_row(execution_id: Any) -> Any:

@@ -33,6 +33,7 @@ from tests.workflow.support import execution_rows
 from tests.workflow.support import external_writer
 from tests.workflow.support import hero_counter
 from tests.workflow.support import make_user
+from tests.workflow.support import signal_rows
 from tests.workflow.support import workflow_row
 
 #: What the bodies saw as self.received_signal: (step, name, payload).
@@ -163,20 +164,6 @@ def _clear_seen():
     SEEN.clear()
 
 
-def _signal_rows(workflow_id):
-    table = geneva.WorkflowSignal.__table__
-    with db.engine.connect().execution_options(
-        isolation_level="AUTOCOMMIT"
-    ) as connection:
-        return list(
-            connection.execute(
-                sa.select(table)
-                .where(table.c.workflow_id == workflow_id)
-                .order_by(table.c.created_at, table.c.id)
-            ).mappings()
-        )
-
-
 def _states(workflow_id):
     return [(row["step_name"], row["state"]) for row in execution_rows(workflow_id)]
 
@@ -208,14 +195,14 @@ def test_the_signal_wakes_the_parked_step_in_the_senders_transaction(user, genev
     assert delivery.woken == (parked["id"],)
     assert parked["state"] == "scheduled"
     assert parked["signal_id"] == delivery.signal.id
-    assert _signal_rows(workflow.id)[0]["state"] == "claimed"
+    assert signal_rows(workflow.id)[0]["state"] == "claimed"
     assert [p.step_execution_id for p in geneva_jobs.enqueued] == [parked["id"]]
 
     geneva_jobs.drain()
     assert [("ship", "payment_confirmed", {"amount": Decimal("9.90")})] == SEEN
     assert workflow_row(workflow.id)["state"] == "finished"
     assert hero_counter(user.id) == 11
-    row = _signal_rows(workflow.id)[0]
+    row = signal_rows(workflow.id)[0]
     assert (row["state"], row["step_name"]) == ("consumed", "ship")
     assert row["consumed_at"] is not None
 
@@ -225,11 +212,11 @@ def test_a_signal_arriving_first_is_buffered_and_claimed_at_the_gate(user, genev
     workflow = SigPayment.create(hero=user)
     delivery = workflow.signal("payment_confirmed", {"on": date(2030, 1, 2)})
     assert delivery.woken == ()
-    assert _signal_rows(workflow.id)[0]["state"] == "pending"
+    assert signal_rows(workflow.id)[0]["state"] == "pending"
     geneva_jobs.drain()
     assert [("ship", "payment_confirmed", {"on": date(2030, 1, 2)})] == SEEN
     assert workflow_row(workflow.id)["state"] == "finished"
-    assert _signal_rows(workflow.id)[0]["state"] == "consumed"
+    assert signal_rows(workflow.id)[0]["state"] == "consumed"
 
 
 def test_the_oldest_matching_signal_is_claimed_first(user, geneva_jobs):
@@ -241,7 +228,7 @@ def test_the_oldest_matching_signal_is_claimed_first(user, geneva_jobs):
     workflow.signal("something_else", 3)
     geneva_jobs.drain()
     assert SEEN == [("ship", "payment_confirmed", 1)]
-    assert [(r["payload"], r["state"]) for r in _signal_rows(workflow.id)] == [
+    assert [(r["payload"], r["state"]) for r in signal_rows(workflow.id)] == [
         (1, "consumed"),
         (2, "expired"),
         (3, "expired"),
@@ -292,7 +279,7 @@ def test_skip_if_is_evaluated_again_when_the_signal_wakes_the_step(user, geneva_
     geneva_jobs.drain()
     assert SEEN == []
     assert _states(workflow.id) == [("use", "skipped"), ("after", "completed")]
-    assert _signal_rows(workflow.id)[0]["state"] == "consumed"
+    assert signal_rows(workflow.id)[0]["state"] == "consumed"
 
 
 # -- reattempts and pauses re-read the same signal --------------------------------------
@@ -306,7 +293,7 @@ def test_a_reattempt_re_reads_the_same_claimed_signal(user, geneva_jobs):
     workflow.signal("go", "second")
     geneva_jobs.drain()
     assert SEEN == [("use", "go", "first"), ("use", "go", "first")]
-    assert [(r["payload"], r["state"]) for r in _signal_rows(workflow.id)] == [
+    assert [(r["payload"], r["state"]) for r in signal_rows(workflow.id)] == [
         ("first", "consumed"),
         ("second", "expired"),
     ]
@@ -320,11 +307,11 @@ def test_resume_after_a_failure_re_reads_the_claimed_signal(user, geneva_jobs):
     with pytest.raises(RuntimeError):
         speedrun_workflow(workflow)
     assert workflow_row(workflow.id)["state"] == "paused"
-    assert _signal_rows(workflow.id)[0]["state"] == "claimed"
+    assert signal_rows(workflow.id)[0]["state"] == "claimed"
     workflow.resume()
     speedrun_workflow(workflow)
     assert SEEN == [("use", "go", "only"), ("use", "go", "only")]
-    assert _signal_rows(workflow.id)[0]["state"] == "consumed"
+    assert signal_rows(workflow.id)[0]["state"] == "consumed"
 
 
 def test_signals_sent_while_paused_are_delivered_on_resume(user, geneva_jobs):
@@ -367,7 +354,7 @@ def test_cancel_of_a_parked_step(user, geneva_jobs):
     assert workflow_row(workflow.id)["state"] == "canceled"
     with pytest.raises(InvalidStateError, match="Cannot signal a canceled workflow"):
         workflow.signal("payment_confirmed")
-    assert _signal_rows(workflow.id) == []
+    assert signal_rows(workflow.id) == []
 
 
 def test_skip_of_a_parked_step_runs_the_next_one(user, geneva_jobs):
@@ -387,7 +374,7 @@ def test_skip_consumes_the_signal_of_a_paused_step(user, geneva_jobs):
     with pytest.raises(RuntimeError):
         speedrun_workflow(workflow)
     workflow.skip()
-    assert _signal_rows(workflow.id)[0]["state"] == "consumed"
+    assert signal_rows(workflow.id)[0]["state"] == "consumed"
     assert workflow_row(workflow.id)["state"] == "finished"
 
 
@@ -419,7 +406,7 @@ def test_an_idempotency_key_makes_a_second_delivery_a_duplicate(user, geneva_job
     assert again.duplicate
     assert again.woken == ()
     assert again.signal.id == first.signal.id
-    assert len(_signal_rows(workflow.id)) == 1
+    assert len(signal_rows(workflow.id)) == 1
     assert geneva_jobs.enqueued == []
 
 
@@ -431,7 +418,7 @@ def test_the_payload_size_is_capped(app, user):
         SignalPayloadTooLargeError, match="GENEVA_MAX_SIGNAL_PAYLOAD_SIZE"
     ):
         workflow.signal("payment_confirmed", {"text": "x" * 100})
-    assert _signal_rows(workflow.id) == []
+    assert signal_rows(workflow.id) == []
 
 
 def test_the_pending_buffer_is_capped(app, user):
@@ -442,7 +429,7 @@ def test_the_pending_buffer_is_capped(app, user):
     workflow.signal("b")
     with pytest.raises(SignalBufferFullError, match="2 pending"):
         workflow.signal("c")
-    assert len(_signal_rows(workflow.id)) == 2
+    assert len(signal_rows(workflow.id)) == 2
 
 
 def test_invalid_names_and_keys_are_refused(user):
@@ -460,7 +447,7 @@ def test_a_raising_matcher_never_fails_the_sender(user, geneva_jobs):
     geneva_jobs.drain()
     delivery = workflow.signal("go", {"x": 1})
     assert len(delivery.woken) == 1
-    row = _signal_rows(workflow.id)[0]
+    row = signal_rows(workflow.id)[0]
     assert row["state"] == "pending"
     assert row["matcher_error"].startswith("KeyError")
     geneva_jobs.drain()
@@ -568,7 +555,7 @@ def test_a_signal_at_the_deadline_still_wins(user, geneva_jobs):
     workflow.resume()
     geneva_jobs.drain()
     assert workflow_row(workflow.id)["state"] == "finished"
-    assert _signal_rows(workflow.id)[0]["state"] == "consumed"
+    assert signal_rows(workflow.id)[0]["state"] == "consumed"
 
 
 # -- lost publications ----------------------------------------------------------------------

@@ -7,7 +7,6 @@ import sqlalchemy as sa
 
 from flask_geneva import GenevaError
 from flask_geneva import StepConfigurationError
-from flask_geneva import reset_column_caches
 from flask_geneva import step
 from flask_geneva.column_detection import optional_columns
 from flask_geneva.testing import speedrun_workflow
@@ -16,8 +15,6 @@ from tests.apps.basic import geneva
 from tests.workflow.support import executions_table
 from tests.workflow.support import external_writer
 from tests.workflow.support import workflow_row
-
-WAITING_INDEX = "index_geneva_drive_step_executions_on_state_and_wait_deadline"
 
 
 class SigSchemaPlain(geneva.Workflow):
@@ -32,37 +29,9 @@ class SigSchemaWaiting(geneva.Workflow):
         pass
 
 
-def drop_workflow_signals() -> None:
-    """Remove what the ``add_workflow_signals`` unit adds."""
-    db.session.remove()
-    dialect = db.engine.dialect.name
-    quote = db.engine.dialect.identifier_preparer.quote
-    table = "geneva_drive_step_executions"
-    with db.engine.begin() as connection:
-        connection.execute(
-            sa.text(
-                "DROP INDEX "
-                + quote(WAITING_INDEX)
-                + (f" ON {quote(table)}" if dialect == "mysql" else "")
-            )
-        )
-        for column in ("signal_id", "waiting_since", "wait_deadline"):
-            connection.execute(
-                sa.text(f"ALTER TABLE {quote(table)} DROP COLUMN {quote(column)}")
-            )
-        connection.execute(sa.text(f"DROP TABLE {quote('geneva_drive_signals')}"))
-    reset_column_caches()
-
-
 @pytest.fixture
-def without_signals(app):
-    drop_workflow_signals()
-    yield
-    db.session.remove()
-    from tests import conftest
-
-    conftest._server_schema_ready = False
-    reset_column_caches()
+def without_signals(without_unit):
+    without_unit("add_workflow_signals")
 
 
 def test_the_unit_is_detected_when_installed(app):
