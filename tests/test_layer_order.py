@@ -122,6 +122,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "iteration",
             "early_delivery",
             "housekeeping",
+            # Recovery of stuck and abandoned executions (split from housekeeping).
+            "stuck_recovery",
             "operator_finalize",
             "operator_recovery",
             "operator_resume_at",
