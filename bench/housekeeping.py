@@ -34,6 +34,7 @@ from flask_geneva import clock
 from flask_geneva import housekeeping
 from flask_geneva import step
 from flask_geneva import store_maintenance
+from flask_geneva import stuck_recovery
 from flask_geneva.app_state import current_state
 from flask_geneva.models import StepExecutionState
 from tests.apps import basic
@@ -165,7 +166,7 @@ def main() -> None:
         candidates.close()
         begin = time.perf_counter()
         for execution_id, workflow_id in first_batch:
-            housekeeping._recover_row(
+            stuck_recovery._recover_row(
                 session,
                 execution_id,
                 workflow_id,

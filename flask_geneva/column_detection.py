@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import core_rows
+from flask_geneva import core_session
 from flask_geneva.model_states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.model_states import SIGNALS_TABLE
 from flask_geneva.models import STEP_EXECUTIONS_TABLE
@@ -103,7 +104,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
     Detection inspects the schema on first use (never at import time) and is cached
     per engine until :func:`reset_column_caches`.
     """
-    bind = core_rows.bind_of(session)
+    bind = core_session.bind_of(session)
     engine = bind.engine if isinstance(bind, sa.Connection) else bind
     cached = _column_cache.get(engine)
     if cached is not None:

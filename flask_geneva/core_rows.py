@@ -1,4 +1,4 @@
-"""Geneva's write path: its two tables written with Core, the session kept in step.
+"""Geneva's write path: its two tables written with Core statements.
 
 A step run changes two loaded rows twice and inserts one row. Through the ORM,
 loading (``populate_existing``) and the unit of work cost more CPU than the SQL
@@ -6,25 +6,26 @@ itself (``bench/end_to_end.py``). So geneva's own rows (workflows and step
 executions) are always read under lock, updated and inserted with Core
 statements, whatever listeners the host has (R-DM-41):
 
-* :func:`materialize` turns a locked row into the session's instance (a new one,
-  or the one already in the identity map, overwritten like ``populate_existing``);
 * :func:`write_geneva_rows` writes the pending column changes of workflows and
   step executions as UPDATEs (state changes guarded, R-DM-40, see
   :mod:`flask_geneva.row_updates`); it also runs at the start of every ORM flush
   (a ``before_flush`` listener), so a plain ``session.commit()`` writes them the
-  same way;
+  same way; workflows it writes ended go to the :func:`on_workflows_ended`
+  listeners (R-WSIG-34);
 * :func:`insert_step_execution` INSERTs a new execution.
 
 The instances are then left as an ORM load or flush would leave them, through
-public API only: a written (or re-read) instance is marked clean in place by
-``Session.merge(instance, load=False)`` into its own session, a new one is
-attached with ``make_transient_to_detached`` and ``Session.add``, and session
-events (``after_rollback``, ``after_transaction_end``) undo what a rolled-back
-transaction or savepoint wrote: written instances are expired, inserted ones
-expunged and made transient. No ORM flush or mapper events fire for these
-writes; load listeners (a ``@reconstructor``) and attach listeners still get an
-ORM load (:func:`materialize_allowed`). ``tests/workflow/test_core_rows.py``
-checks the rows and the session states.
+public API only, by :mod:`flask_geneva.core_session` (which also turns a locked
+row into the session's instance, :func:`~flask_geneva.core_session.materialize`):
+a written instance is marked clean in place, a new one is attached with
+``make_transient_to_detached`` and ``Session.add``, and what a rolled-back
+transaction or savepoint wrote is undone. No ORM flush or mapper events fire for
+these writes. ``tests/workflow/test_core_rows.py`` checks the rows and the
+session states.
+
+The session helpers this module exported before the split (``actual_session``,
+``bind_of``, ``connection_of``, ``column_keys``, ``materialize``,
+``materialize_allowed``) are still importable from here.
 """
 
 from __future__ import annotations
@@ -39,12 +40,23 @@ from sqlalchemy import event
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import core_session
 from flask_geneva import row_updates
+from flask_geneva.core_session import actual_session
+from flask_geneva.core_session import bind_of
+from flask_geneva.core_session import column_keys
+from flask_geneva.core_session import connection_of
+from flask_geneva.core_session import materialize
+from flask_geneva.core_session import materialize_allowed
 from flask_geneva.model_states import WorkflowState
 
 __all__ = [
     "WorkflowsEnded",
+    "actual_session",
+    "bind_of",
+    "clear_caches",
     "column_keys",
+    "connection_of",
     "flush",
     "insert_step_execution",
     "materialize",
@@ -52,20 +64,6 @@ __all__ = [
     "on_workflows_ended",
     "write_geneva_rows",
 ]
-
-#: Session events whose listeners expect an ORM load to attach instances.
-_ATTACH_EVENTS = (
-    "before_attach",
-    "after_attach",
-    "loaded_as_persistent",
-    "detached_to_persistent",
-    "pending_to_persistent",
-    "transient_to_pending",
-)
-#: ``Session.info`` key: instances written or inserted, per open transaction.
-_WRITES_KEY = "geneva_core_writes"
-#: ``Session.info`` key: writes of a transaction being rolled back.
-_UNDO_KEY = "geneva_core_undo"
 
 _cache: dict[tuple[Any, ...], Any] = {}
 _cache_lock = threading.Lock()
@@ -97,152 +95,12 @@ def on_workflows_ended(listener: WorkflowsEnded) -> WorkflowsEnded:
     return listener
 
 
-def actual_session(session: orm.Session | orm.scoped_session[Any]) -> orm.Session:
-    """The :class:`~sqlalchemy.orm.Session` behind ``session`` (or a scoped one)."""
-    if isinstance(session, orm.scoped_session):
-        resolved: orm.Session = session()
-        return resolved
-    return session
-
-
 def clear_caches() -> None:
     """Forget built statements and column lists (after a schema change)."""
     with _cache_lock:
         _cache.clear()
+    core_session.clear_cache()
     row_updates.clear_statements()
-
-
-# -- the session's bind --------------------------------------------------------------
-
-#: ``Session.info`` key of the session's default bind, read once per session.
-_BIND_KEY = "geneva_bind"
-
-
-def bind_of(session: orm.Session) -> sa.Engine | sa.Connection:
-    """Return ``session.get_bind()``, read once per session and kept in its info.
-
-    A session keeps its default bind for its lifetime, and Flask-SQLAlchemy's
-    ``get_bind`` looks the app's engines up on every call; geneva asks for it
-    several times per step.
-    """
-    info = session.info
-    bind: sa.Engine | sa.Connection | None = info.get(_BIND_KEY)
-    if bind is None:
-        bind = info[_BIND_KEY] = session.get_bind()
-    return bind
-
-
-def connection_of(session: orm.Session) -> sa.Connection:
-    """Return the connection of ``session``'s transaction on its default bind.
-
-    The same as ``session.connection()`` (begins the transaction when none is
-    open), with the bind from :func:`bind_of`.
-    """
-    return session.connection(bind_arguments={"bind": bind_of(session)})
-
-
-# -- reading -------------------------------------------------------------------------
-
-
-def column_keys(
-    cls: Any, absent: frozenset[str]
-) -> tuple[tuple[str, ...], tuple[sa.Column[Any], ...]]:
-    """Attribute keys and columns of ``cls`` that exist, primary key first.
-
-    Args:
-        cls: A mapped class (a workflow or step execution model).
-        absent: Attribute keys of optional columns missing from the database
-            (R-DM-30); they are left unloaded, as the ORM's deferred loading does.
-
-    Returns:
-        ``(keys, columns)`` in the same order.
-    """
-    key = ("columns", cls, absent)
-    cached = _cache.get(key)
-    if cached is None:
-        props = sorted(
-            (prop for prop in sa.inspect(cls).column_attrs if prop.key not in absent),
-            key=lambda prop: prop.key != "id",
-        )
-        cached = (tuple(p.key for p in props), tuple(p.columns[0] for p in props))
-        _cache[key] = cached
-    return cached
-
-
-def materialize_allowed(session: orm.Session, mappers: Any) -> bool:
-    """Whether :func:`materialize` may stand in for an ORM load of ``mappers``.
-
-    False when load/refresh listeners (e.g. a ``@reconstructor``) or session
-    attach events are listened to: those expect an ORM load.
-    """
-    dispatch = actual_session(session).dispatch
-    for name in _ATTACH_EVENTS:
-        if getattr(dispatch, name):
-            return False
-    for mapper in mappers:
-        manager_dispatch = mapper.class_manager.dispatch
-        if manager_dispatch.load or manager_dispatch.refresh:
-            return False
-    return True
-
-
-def materialize(
-    session: orm.Session, mapper: Any, keys: tuple[str, ...], values: Any
-) -> Any:
-    """The session's instance of a row read by Core, holding exactly ``values``.
-
-    Like an ORM load with ``populate_existing``: an instance already in the
-    identity map is overwritten (unflushed changes included, loaded
-    relationships reset) and left clean; otherwise the mapped class is called
-    without arguments (as ``create()`` does) and the instance attached as
-    persistent. Columns not in ``keys`` stay unloaded (a later access loads
-    them).
-
-    Args:
-        session: The session the instance belongs to.
-        mapper: The instance's mapper (for a workflow, the one its ``type`` names).
-        keys: Attribute keys, primary key first (see :func:`column_keys`).
-        values: The row's values in the order of ``keys``.
-
-    Returns:
-        The persistent, unmodified instance.
-    """
-    session = actual_session(session)
-    identity = mapper.identity_key_from_primary_key((values[0],))
-    instance = session.identity_map.get(identity)
-    if instance is None:
-        instance = mapper.class_()
-        values_by_key = sa.inspect(instance).dict
-    else:
-        state = sa.inspect(instance)
-        if not state.modified and not state.expired_attributes:
-            # Loaded and unchanged: new values carry no history, so writing them
-            # into the instance's dict leaves it clean (no re-attach needed).
-            values_by_key = state.dict
-            for key in _relationship_keys(mapper):
-                values_by_key.pop(key, None)
-            values_by_key.update(zip(keys, values, strict=True))
-            return instance
-        values_by_key = state.dict
-        # populate_existing resets loaded relationships: the next access loads
-        # them again (a many-to-one from the identity map, without SQL).
-        for key in _relationship_keys(mapper):
-            values_by_key.pop(key, None)
-        values_by_key.update(zip(keys, values, strict=True))
-        _mark_committed(session, instance)
-        return instance
-    values_by_key.update(zip(keys, values, strict=True))
-    orm.make_transient_to_detached(instance)
-    session.add(instance)
-    return instance
-
-
-def _relationship_keys(mapper: Any) -> tuple[str, ...]:
-    key = ("relationships", mapper)
-    cached = _cache.get(key)
-    if cached is None:
-        cached = _cache[key] = tuple(mapper.relationships.keys())
-    return cached
 
 
 # -- writing -------------------------------------------------------------------------
@@ -261,7 +119,7 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
         sqlalchemy.orm.exc.StaleDataError: An UPDATE matched no row (the row was
             deleted), as the ORM flush raises.
     """
-    session = actual_session(session)
+    session = core_session.actual_session(session)
     if write_geneva_rows(session, geneva) or session.new or session.deleted:
         session.flush()  # other objects: the ORM (geneva's rows are clean now)
 
@@ -317,13 +175,13 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
             if expired:
                 reloaded.append((state, expired))
     if updates:
-        row_updates.update_rows(connection_of(session), updates)
+        row_updates.update_rows(core_session.connection_of(session), updates)
     in_savepoint = session.get_nested_transaction() is not None
     for state, _, changes in planned:
         instance = state.obj()
-        _settle(session, instance)
+        core_session.settle_written(session, instance)
         if changes and in_savepoint:
-            _record(session, instance, inserted=False)
+            core_session.record_write(session, instance, inserted=False)
     for state, keys in reloaded:
         session.expire(state.obj(), keys)
     ended = [
@@ -458,7 +316,7 @@ def insert_step_execution(
         execution: A new (transient or pending) step execution.
         absent: Attribute keys of optional columns missing from the database.
     """
-    session = actual_session(session)
+    session = core_session.actual_session(session)
     flush(session, geneva)
     state = sa.inspect(execution)
     if state.pending:
@@ -497,7 +355,7 @@ def insert_step_execution(
         statement = _cache[("insert", mapper.local_table)] = sa.insert(
             mapper.local_table
         )
-    result = connection_of(session).execute(statement, row)
+    result = core_session.connection_of(session).execute(statement, row)
     if values_by_key.get("id") is None:
         inserted = result.inserted_primary_key
         if inserted is None or inserted[0] is None:
@@ -507,115 +365,7 @@ def insert_step_execution(
         values_by_key["id"] = inserted[0]
     orm.make_transient_to_detached(execution)
     session.add(execution)
-    _record(session, execution, inserted=True)
-
-
-# -- keeping the session in step -----------------------------------------------------
-
-
-def _settle(session: orm.Session, instance: Any) -> None:
-    """Leave a written instance clean and persistent, as a flush leaves it.
-
-    Its loaded values are what was written: they are marked committed in
-    place (:func:`_mark_committed`). Loaded relationships are reset: the next
-    access reads them from the identity map.
-    """
-    state = sa.inspect(instance)
-    identity = state.key[1]
-    values_by_key = state.dict
-    mapper = state.mapper
-    for key in _relationship_keys(mapper):
-        if key in values_by_key:
-            del values_by_key[key]
-    # An expired instance may hold no primary key value: keep its identity.
-    for key, value in zip(_primary_key_keys(mapper), identity, strict=True):
-        values_by_key.setdefault(key, value)
-    _mark_committed(session, instance)
-
-
-def _mark_committed(session: orm.Session, instance: Any) -> None:
-    """Mark the loaded values of a persistent ``instance`` as its row's.
-
-    ``Session.merge(load=False)`` of an instance into the session that holds
-    it merges nothing (source and target are the same object) and, as for
-    every merge without load, leaves the target without history: loaded
-    values committed, not modified, out of ``Session.dirty``, expired
-    attributes other than the loaded ones still expired. That is what an ORM
-    load or flush leaves, through public API, in place (no detach and
-    re-attach, no session attach events), at about a third of the cost of
-    ``make_transient`` / ``make_transient_to_detached`` / ``Session.add``.
-    Only called once the values are in the row (written or just read).
-    """
-    session.merge(instance, load=False)
-
-
-def _primary_key_keys(mapper: Any) -> tuple[str, ...]:
-    key = ("primary-key", mapper)
-    cached = _cache.get(key)
-    if cached is None:
-        cached = _cache[key] = tuple(
-            mapper.get_property_by_column(column).key for column in mapper.primary_key
-        )
-    return cached
-
-
-def _current_transaction(session: orm.Session) -> Any:
-    return session.get_nested_transaction() or session.get_transaction()
-
-
-def _record(session: orm.Session, instance: Any, *, inserted: bool) -> None:
-    """Remember a Core write so that a rollback of its transaction undoes it.
-
-    Updates in the outer transaction need no record: its rollback expires every
-    instance of the session.
-    """
-    log = session.info.get(_WRITES_KEY)
-    if log is None:
-        log = session.info[_WRITES_KEY] = {}
-    log.setdefault(_current_transaction(session), []).append((instance, inserted))
-
-
-def _after_rollback(session: orm.Session) -> None:
-    """Take the Core writes of the transaction or savepoint being rolled back.
-
-    They are undone by :func:`_after_soft_rollback`, once the session has
-    restored its own snapshot (which expunges objects the ORM inserted in it,
-    keeping their values).
-    """
-    log = session.info.get(_WRITES_KEY)
-    if not log:
-        return
-    entries = log.pop(_current_transaction(session), None)
-    if entries:
-        session.info.setdefault(_UNDO_KEY, []).extend(entries)
-
-
-def _after_soft_rollback(session: orm.Session, previous_transaction: Any) -> None:
-    """Expire what a rolled-back transaction wrote; drop what it inserted."""
-    entries = session.info.pop(_UNDO_KEY, None)
-    if not entries:
-        return
-    for instance, inserted in entries:
-        if inserted:
-            if instance in session:
-                session.expunge(instance)
-            if sa.inspect(instance).key is not None:
-                orm.make_transient(instance)
-        elif instance in session:
-            session.expire(instance)
-
-
-def _after_transaction_end(session: orm.Session, transaction: Any) -> None:
-    """A committed savepoint's writes belong to the enclosing transaction."""
-    log = session.info.get(_WRITES_KEY)
-    if not log:
-        return
-    entries = log.pop(transaction, None)
-    parent = transaction.parent
-    if parent is None:
-        log.clear()
-    elif entries:
-        log.setdefault(parent, []).extend(entries)
+    core_session.record_write(session, execution, inserted=True)
 
 
 def _before_flush(session: orm.Session, flush_context: Any, instances: Any) -> None:
@@ -630,6 +380,3 @@ def _before_flush(session: orm.Session, flush_context: Any, instances: Any) -> N
 
 
 event.listen(orm.Session, "before_flush", _before_flush)
-event.listen(orm.Session, "after_rollback", _after_rollback)
-event.listen(orm.Session, "after_soft_rollback", _after_soft_rollback)
-event.listen(orm.Session, "after_transaction_end", _after_transaction_end)

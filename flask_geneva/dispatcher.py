@@ -24,11 +24,11 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import error_reporting
-from flask_geneva import housekeeping
 from flask_geneva import maintenance_runs
 from flask_geneva import publishing
 from flask_geneva import scheduling
 from flask_geneva import store_maintenance
+from flask_geneva import stuck_recovery
 from flask_geneva import workflow_signal_waits
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.engine_context import models_of
@@ -93,7 +93,7 @@ def run_dispatcher(
         node_name=node_name,
     ) as record:
         published = publish_deferred(context, session)
-        recovered = housekeeping.recover_abandoned_executions(context, session)
+        recovered = stuck_recovery.recover_abandoned_executions(context, session)
         record.summary.update(published=published, recovered=recovered)
     if recovered:
         _log.info("recovered %d step executions of dead workers", recovered)

@@ -333,8 +333,7 @@ class _Run(ContinuationSteps):
                     ),
                     now=now,
                 )
-                self._settle_workflow_signals(workflow, execution, step)
-                session_transactions.commit_keeping_state(session)
+                self._commit_resolved(workflow, execution, step, keep_state=True)
                 self.events.emit_finalize((workflow.state, execution.state), None)
                 self.events.drop_error(self.logger, error)
                 return
@@ -373,8 +372,7 @@ class _Run(ContinuationSteps):
                 self._apply_policy(
                     workflow, execution, step, result, error, "exception_policy"
                 )
-            self._settle_workflow_signals(workflow, execution, step)
-            session_transactions.commit_keeping_state(session)
+            self._commit_resolved(workflow, execution, step, keep_state=True)
         except BaseException as finalize_error:
             session_transactions.rollback_after_error(session, finalize_error)
             if error is not None:

@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from flask_geneva import clock
-from flask_geneva import core_rows
+from flask_geneva import core_session
 from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import scheduling
@@ -142,7 +142,7 @@ class ContinuationSteps(PreparePhase):
                 return
         except NotImplementedError:
             return
-        if core_rows.actual_session(self.session).dispatch.do_orm_execute:
+        if core_session.actual_session(self.session).dispatch.do_orm_execute:
             return
         self._hero_probe = (hero_cls, hero_type, hero_id)
 

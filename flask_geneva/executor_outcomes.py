@@ -17,6 +17,7 @@ from flask_geneva import column_detection
 from flask_geneva import error_recording
 from flask_geneva import policy_decisions
 from flask_geneva import scheduling
+from flask_geneva import session_transactions
 from flask_geneva import task_failures
 from flask_geneva import transitions
 from flask_geneva import workflow_signals
@@ -153,17 +154,52 @@ class OutcomeSteps(RunBase):
         elif schedules is not kind.NOTHING:  # pragma: no cover - not an engine entry
             raise AssertionError(f"the executor does not schedule {schedules!r}")
 
-    def _settle_workflow_signals(
-        self, workflow: Any, execution: Any, step: Any
+    def _transition_and_commit(
+        self,
+        transition: transitions.Transition,
+        now: Any,
+        workflow: Any,
+        execution: Any,
+        step: Any,
     ) -> None:
-        """Consume the workflow signals a ``wait_for`` step resolved (R-WSIG-15).
+        """Apply ``transition``, schedule what it says, settle signals, commit.
 
-        Only for ``wait_for`` steps, so other steps pay one attribute check.
+        One transaction: :meth:`_transition`, then :meth:`_commit_resolved`.
+        ``step`` may be None (no step definition: nothing is scheduled after
+        the entry, no signal is settled).
+
+        Raises:
+            InvalidStateTransition: A row is not in a from-state of the entry.
         """
+        self._transition(transition, now, workflow, execution, step)
+        self._commit_resolved(workflow, execution, step)
+
+    def _commit_resolved(
+        self, workflow: Any, execution: Any, step: Any, *, keep_state: bool = False
+    ) -> None:
+        """Settle the workflow signals the step resolved, then commit (R-WSIG-15).
+
+        The end of every transaction in which a run writes its execution's
+        outcome (prepare's skip, cancel, wait timeout or failure; finalize).
+        Signals are settled only for ``wait_for`` steps, so other steps pay one
+        attribute check.
+
+        Args:
+            workflow: The locked workflow.
+            execution: The locked execution just written.
+            step: Its step definition, or None.
+            keep_state: Commit without expiring the loaded rows
+                (:func:`~flask_geneva.session_transactions.commit_keeping_state`).
+        """
+        session = self.session
         if step is not None and step.wait_for is not None:
             workflow_signals.settle_claimed_signals(
-                self.session, workflow, execution, clock.now()
+                session, workflow, execution, clock.now()
             )
+        if keep_state:
+            session_transactions.commit_keeping_state(session)
+        else:
+            session.commit()
 
     def _create_reattempt(
         self, workflow: Any, execution: Any, step: Any, wait: timedelta | None

@@ -113,13 +113,9 @@ class PreparePhase(OutcomeSteps):
             self.logger.info(
                 "workflow is %s, canceling the execution (R-EXE-12)", workflow.state
             )
-            transitions.apply(
-                transitions.DROP_FOR_STOPPED_WORKFLOW,
-                now,
-                workflow=workflow,
-                execution=execution,
+            self._transition_and_commit(
+                transitions.DROP_FOR_STOPPED_WORKFLOW, now, workflow, execution, None
             )
-            session.commit()
             return None
 
         raise_after_commit: BaseException | None = None
@@ -127,13 +123,9 @@ class PreparePhase(OutcomeSteps):
         try:
             if not type(workflow).may_proceed_without_hero and workflow.hero is None:
                 self.logger.info("hero is gone, canceling the workflow (R-EXE-13)")
-                transitions.apply(
-                    transitions.CANCEL_BEFORE_STEP,
-                    now,
-                    workflow=workflow,
-                    execution=execution,
+                self._transition_and_commit(
+                    transitions.CANCEL_BEFORE_STEP, now, workflow, execution, None
                 )
-                session.commit()
                 return None
 
             step = workflow.steps.named(execution.step_name)
@@ -261,19 +253,9 @@ class PreparePhase(OutcomeSteps):
             raise error
         self.logger.info("%s; on_wait_timeout=%s", error, step.on_wait_timeout)
         execution.error_message = str(error)
-        self._perform(
-            transitions.apply(
-                _WAIT_TIMEOUT[step.on_wait_timeout],
-                now,
-                workflow=workflow,
-                execution=execution,
-            ),
-            workflow,
-            execution,
-            step,
+        self._transition_and_commit(
+            _WAIT_TIMEOUT[step.on_wait_timeout], now, workflow, execution, step
         )
-        self._settle_workflow_signals(workflow, execution, step)
-        session.commit()
         return None
 
     def _skip_removed(self, workflow: Any, execution: Any, now: Any) -> None:
@@ -352,18 +334,14 @@ class PreparePhase(OutcomeSteps):
             self.logger.info(
                 "cancel condition %s is true", describe_condition(condition)
             )
-            transitions.apply(
-                transitions.CANCEL_BEFORE_STEP,
-                now,
-                workflow=workflow,
-                execution=execution,
+            self._transition(
+                transitions.CANCEL_BEFORE_STEP, now, workflow, execution, step
             )
             execution.write_metadata(
                 "precondition",
                 {"outcome": "canceled", "condition": describe_condition(condition)},
             )
-            self._settle_workflow_signals(workflow, execution, step)
-            session.commit()
+            self._commit_resolved(workflow, execution, step)
             self.events.emit(signals.precondition, timing, outcome="canceled")
             return True
         if skip:
@@ -372,19 +350,9 @@ class PreparePhase(OutcomeSteps):
                 "precondition",
                 {"outcome": "skipped", "condition": step.skip_condition_description()},
             )
-            self._perform(
-                transitions.apply(
-                    transitions.SKIP_BEFORE_STEP,
-                    now,
-                    workflow=workflow,
-                    execution=execution,
-                ),
-                workflow,
-                execution,
-                step,
+            self._transition_and_commit(
+                transitions.SKIP_BEFORE_STEP, now, workflow, execution, step
             )
-            self._settle_workflow_signals(workflow, execution, step)
-            session.commit()
             self.events.emit(signals.precondition, timing, outcome="skipped")
             return True
         self._passed_timing = timing
@@ -458,8 +426,7 @@ class PreparePhase(OutcomeSteps):
                 scheduling.schedule_next_step(session, workflow)
             if should_report(result):
                 self.reports.append((error, {}, execution.id))
-            self._settle_workflow_signals(workflow, execution, step)
-            session.commit()
+            self._commit_resolved(workflow, execution, step)
         except BaseException:
             session.rollback()
             task_failures.log_unrecorded(self.logger, error, "prepare phase raised")

@@ -4,7 +4,7 @@ After a worker died (``kill -9``, an OOM kill, a lost machine) its execution sta
 ``in_progress`` until housekeeping finds it older than
 ``GENEVA_STUCK_IN_PROGRESS_THRESHOLD`` (one hour by default). ``recover()`` lets an
 operator apply the same recovery (R-HK-23..27, shared with housekeeping through
-:func:`flask_geneva.housekeeping.recover_locked_execution`) to one workflow now.
+:func:`flask_geneva.stuck_recovery.recover_locked_execution`) to one workflow now.
 Without ``force`` it refuses an execution younger than ``GENEVA_RECOVER_GRACE``,
 whose worker may well still be running the step, and one whose registered worker
 still heartbeats (R-WRK-06). Without the worker registry, or for an execution
@@ -19,8 +19,8 @@ from typing import Any
 
 from flask_geneva import clock
 from flask_geneva import flow_control
-from flask_geneva import housekeeping
 from flask_geneva import keys
+from flask_geneva import stuck_recovery
 from flask_geneva import worker_registry
 from flask_geneva.engine_context import context_of
 from flask_geneva.exceptions import InvalidStateError
@@ -118,7 +118,7 @@ def recover(
                 "or force it (force=True, --force) if you know it is stuck"
             )
         from_state = locked.state
-        housekeeping.recover_locked_execution(
+        stuck_recovery.recover_locked_execution(
             session,
             locked,
             running,

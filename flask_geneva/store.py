@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import core_rows
+from flask_geneva import core_session
 from flask_geneva.column_detection import absent_execution_columns
 from flask_geneva.column_detection import cached_statement
 from flask_geneva.column_detection import optional_columns
@@ -90,7 +90,7 @@ def lock_workflow_and_execution(
     Both rows are re-read from the database: the session's instances (new ones,
     or those it already holds, overwritten) carry exactly the locked rows. The
     reads are Core statements turned into instances by
-    :func:`flask_geneva.core_rows.materialize`, or an ORM load where that must
+    :func:`flask_geneva.core_session.materialize`, or an ORM load where that must
     not stand in (load listeners, a subclass with columns of its own).
 
     Returns:
@@ -131,7 +131,7 @@ def _lock_pair(
 ) -> tuple[Any, Any, bool | None]:
     geneva = geneva_from_session(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
-    connection = core_rows.connection_of(session)
+    connection = core_session.connection_of(session)
     write_transaction(session, connection)
     workflow_keys, workflow_columns, execution_keys, execution_columns = _lock_columns(
         session, workflow_cls, execution_cls
@@ -197,11 +197,11 @@ def _lock_pair(
         # A subclass with columns of its own: the base columns do not fill it.
         or len(workflow_mapper.column_attrs)
         != len(workflow_keys) + (0 if "meta" in workflow_keys else 1)
-        or not core_rows.materialize_allowed(
+        or not core_session.materialize_allowed(
             session, (workflow_mapper, execution_mapper)
         )
         # A workflow class with an __init__ of its own is loaded by the ORM,
-        # which never calls __init__ (core_rows.materialize would call it).
+        # which never calls __init__ (core_session.materialize would call it).
         or getattr(workflow_mapper.class_, "__geneva_defines_init__", False)
     ):
         # The rows are locked already; the ORM reads them again.
@@ -210,8 +210,10 @@ def _lock_pair(
         )
         return workflow, execution, None
     return (
-        core_rows.materialize(session, workflow_mapper, workflow_keys, workflow_values),
-        core_rows.materialize(
+        core_session.materialize(
+            session, workflow_mapper, workflow_keys, workflow_values
+        ),
+        core_session.materialize(
             session, execution_mapper, execution_keys, execution_values
         ),
         hero_present,
@@ -230,10 +232,10 @@ def _lock_columns(
     session: orm.Session, workflow_cls: Any, execution_cls: Any
 ) -> tuple[tuple[str, ...], Any, tuple[str, ...], Any]:
     columns = optional_columns(session)
-    workflow_keys, workflow_columns = core_rows.column_keys(
+    workflow_keys, workflow_columns = core_session.column_keys(
         workflow_cls, frozenset() if columns.workflow_metadata else frozenset({"meta"})
     )
-    execution_keys, execution_columns = core_rows.column_keys(
+    execution_keys, execution_columns = core_session.column_keys(
         execution_cls, absent_execution_columns(columns)
     )
     return workflow_keys, workflow_columns, execution_keys, execution_columns

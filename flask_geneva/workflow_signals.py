@@ -487,6 +487,12 @@ def settle_claimed_signals(
     completed with ``success`` or was skipped. A reattempt, a pause, a failure
     or a continuation keeps it claimed for the step's next execution.
 
+    The ended-workflow case mostly repeats :func:`end_signals_with_workflows`
+    (R-WSIG-34), but not always: a workflow row whose changes include a
+    non-column attribute (a relationship assigned in the same flush) is left
+    by :func:`flask_geneva.core_rows.write_geneva_rows` to the ORM flush, which
+    calls no ``on_workflows_ended`` listener. So it stays.
+
     Args:
         execution: The execution just written, or None (an operator's action on
             the workflow alone).

@@ -84,6 +84,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
         (
             "engine_context",
             "core_rows",
+            # Core reads and writes kept in the session (split from core_rows).
+            "core_session",
             "row_updates",
             "store",
             "column_detection",
@@ -120,6 +122,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "iteration",
             "early_delivery",
             "housekeeping",
+            # Recovery of stuck and abandoned executions (split from housekeeping).
+            "stuck_recovery",
             "operator_finalize",
             "operator_recovery",
             "operator_resume_at",

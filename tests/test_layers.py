@@ -138,6 +138,7 @@ ENGINE_MODULES = (
     "flask_geneva.sqlite_locking",
     "flask_geneva.step_execution_rows",
     "flask_geneva.store",
+    "flask_geneva.stuck_recovery",
     "flask_geneva.transitions",
 )
 

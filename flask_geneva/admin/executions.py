@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva import column_detection
-from flask_geneva import housekeeping
 from flask_geneva import store_admin_queries
+from flask_geneva import stuck_recovery
 from flask_geneva import worker_registry
 from flask_geneva import worker_rows
 from flask_geneva.admin.filters import ERROR_CLASS_CAVEAT
@@ -104,10 +104,10 @@ def flag_criteria(
     if flag == "overdue":
         return [execution_cls.state == scheduled, execution_cls.scheduled_for < now]
     if flag == "stuck_scheduled":
-        return housekeeping.stuck_scheduled_criteria(execution_cls, config, now)
+        return stuck_recovery.stuck_scheduled_criteria(execution_cls, config, now)
     if flag == "stuck":
         workers = worker_registry.registry_table(execution_cls.__geneva__.session)
-        return housekeeping.stuck_in_progress_criteria(
+        return stuck_recovery.stuck_in_progress_criteria(
             execution_cls, config, now, workers
         )
     if flag == "has_cursor":

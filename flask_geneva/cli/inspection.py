@@ -18,6 +18,7 @@ from flask_geneva import clock
 from flask_geneva import housekeeping
 from flask_geneva import maintenance_runs
 from flask_geneva import store_admin_queries
+from flask_geneva import stuck_recovery
 from flask_geneva import worker_health
 from flask_geneva import worker_registry
 from flask_geneva import workflow_signal_waits
@@ -268,14 +269,14 @@ def _status_overview() -> dict[str, Any]:
     stuck = store_admin_queries.count_executions(
         session,
         execution_table,
-        housekeeping.stuck_in_progress_criteria(
+        stuck_recovery.stuck_in_progress_criteria(
             execution_table.c, config, now, workers
         ),
     )
     overdue = store_admin_queries.count_executions(
         session,
         execution_table,
-        housekeeping.stuck_scheduled_criteria(execution_table.c, config, now),
+        stuck_recovery.stuck_scheduled_criteria(execution_table.c, config, now),
     )
     session.rollback()
     return {
