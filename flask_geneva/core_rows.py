@@ -78,6 +78,10 @@ The return value is ignored."""
 
 _end_listeners: list[WorkflowsEnded] = []
 
+#: ``session.info`` key: (geneva, workflow id) of workflows whose end the ORM
+#: flush writes (a relationship changed with the state).
+_ENDED_BY_ORM = "geneva_workflows_ended_by_orm_flush"
+
 
 def on_workflows_ended(listener: WorkflowsEnded) -> WorkflowsEnded:
     """Call ``listener`` whenever :func:`write_geneva_rows` ends workflows.
@@ -162,6 +166,11 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
             changes = _column_changes(state)
             if changes is not None:
                 planned.append((state, row, changes))
+            elif row == "workflow" and _ends(state):
+                # Left to the ORM flush (a relationship changed too): its end
+                # listeners run after that flush (_after_flush, R-WSIG-34).
+                ended_by_orm = session.info.setdefault(_ENDED_BY_ORM, set())
+                ended_by_orm.add((geneva, state.key[1][0]))
     others_left = len(planned) != len(dirty)
     if not planned:
         return others_left
@@ -193,6 +202,13 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
         for listener in _end_listeners:
             listener(session, geneva, ended, now)
     return others_left
+
+
+def _ends(state: Any) -> bool:
+    """Whether ``state``'s pending ``state`` change ends its workflow."""
+    if "state" not in state.committed_state:
+        return False
+    return state.dict.get("state") in _END_STATES
 
 
 def _column_changes(state: Any) -> dict[str, Any] | None:
@@ -379,4 +395,32 @@ def _before_flush(session: orm.Session, flush_context: Any, instances: Any) -> N
         write_geneva_rows(session, geneva)
 
 
+def _after_flush(session: orm.Session, flush_context: Any) -> None:
+    """Run the end listeners for workflows the ORM flush itself ended.
+
+    A workflow whose change includes a relationship is written by the ORM
+    flush, not by :func:`write_geneva_rows`; what must end with it (R-WSIG-34)
+    runs here, in the same transaction, once its row is written.
+    """
+    ended_by_orm = session.info.pop(_ENDED_BY_ORM, None)
+    if not ended_by_orm:
+        return
+    now = clock.now()
+    by_geneva: dict[Any, list[Any]] = {}
+    for geneva, workflow_id in sorted(ended_by_orm, key=lambda pair: pair[1]):
+        by_geneva.setdefault(geneva, []).append(workflow_id)
+    for geneva, workflow_ids in by_geneva.items():
+        for listener in _end_listeners:
+            listener(session, geneva, workflow_ids, now)
+
+
 event.listen(orm.Session, "before_flush", _before_flush)
+
+
+def _forget_ended_by_orm(session: orm.Session, previous_transaction: Any) -> None:
+    """A failed flush's ended workflows were never written: forget them."""
+    session.info.pop(_ENDED_BY_ORM, None)
+
+
+event.listen(orm.Session, "after_flush", _after_flush)
+event.listen(orm.Session, "after_soft_rollback", _forget_ended_by_orm)

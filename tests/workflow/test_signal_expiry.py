@@ -8,8 +8,10 @@ cancel(), transition_to), the same transaction expires the signals still
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy import orm
 
 from flask_geneva import step
+from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import workflow_row
@@ -105,4 +107,37 @@ def test_transition_to_an_end_state_expires_and_consumes(user, geneva_jobs):
     signals = _signals(workflow.id)
     assert signals["go"]["state"] == "consumed"
     assert signals["go"]["consumed_at"] is not None
+    assert signals["late"]["state"] == "expired"
+
+
+class OwnedSignalWorkflow(geneva.Workflow):
+    """A workflow class with a relationship: a change of it is flushed by the ORM."""
+
+    owner = orm.relationship(
+        User,
+        primaryjoin=lambda: orm.foreign(geneva.Workflow.hero_id) == User.id,
+        viewonly=False,
+    )
+
+    @step(wait_for="go")
+    def use(self):
+        raise RuntimeError("fails while holding the signal")
+
+
+def test_an_end_flushed_with_a_relationship_change_still_ends_the_signals(
+    user, geneva_jobs
+):
+    """R-WSIG-34: a workflow ended by ``transition_to`` with a relationship
+    attribute (written by the ORM flush, not the Core write path) still
+    consumes its claimed signal and expires its pending one."""
+    workflow = OwnedSignalWorkflow.create(hero=user)
+    workflow.signal("go")
+    workflow.signal("late")
+    geneva_jobs.drain()
+    assert workflow_row(workflow.id)["state"] == "paused"
+    assert _signals(workflow.id)["go"]["state"] == "claimed"
+    workflow.transition_to("canceled", owner=user)
+    assert workflow_row(workflow.id)["state"] == "canceled"
+    signals = _signals(workflow.id)
+    assert signals["go"]["state"] == "consumed"
     assert signals["late"]["state"] == "expired"
