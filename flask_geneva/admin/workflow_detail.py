@@ -13,6 +13,7 @@ Only reads (R-ADM-32); the buttons post to
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from flask import abort
@@ -180,7 +181,8 @@ def _timeline_page(
     pager's values. ``first``/``last`` are the shown rows' positions counted
     from the newest execution (1 is the newest), ``total`` the workflow's
     executions ("N+" past :data:`TIMELINE_COUNT_CAP`), ``older``/``newer`` the
-    page numbers the links lead to, or None. Counted only when paged.
+    page numbers the links lead to (past the end, ``newer`` is the last page
+    with rows), or None. Counted only when paged.
     """
     size = TIMELINE_PAGE_SIZE
     # One row more than a page says whether older executions exist.
@@ -205,6 +207,8 @@ def _timeline_page(
         else len(executions)
     )
     first = (page - 1) * size + 1
+    # Past the end, "newer" leads to the last page with rows.
+    last_page = max(1, math.ceil(min(total, TIMELINE_COUNT_CAP) / size))
     pages = {
         "page": page,
         "size": size,
@@ -214,7 +218,7 @@ def _timeline_page(
         + ("+" if total > TIMELINE_COUNT_CAP else ""),
         "is_paged": is_paged,
         "older": page + 1 if has_older else None,
-        "newer": page - 1 if page > 1 else None,
+        "newer": min(page - 1, last_page) if page > 1 else None,
     }
     return executions, head, pages
 

@@ -111,7 +111,10 @@ def test_a_bad_page_or_one_past_the_end_says_so(client):
     assert "page 7 is past the end of the list: it has no rows" in text
     assert "No executions on this page: the timeline has 121." in text
     assert timeline_ids(text) == []
-    assert link(NEWER, text) is not None
+    newer = link(NEWER, text)  # the last page with rows
+    assert newer is not None
+    assert newer.endswith("?page=2#geneva-timeline")
+    assert timeline_ids(client.get(newer).get_data(as_text=True)) == every[:21]
 
 
 def test_a_workflow_with_few_executions_has_no_pager(client):
