@@ -159,11 +159,13 @@ def _pages(engine: sa.Engine, big: int) -> list[tuple[str, str, bool]]:
         ("workflows error_class=CardDeclined", f"{w}?error_class=CardDeclined", True),
         ("workflows overdue=1", f"{w}?overdue=1", True),
         ("workflows created one day, a week ago", f"{w}?created_from=2000-01-01&created_to=2100-01-01", True),
+        ("workflows created one day, a week ago, sort=id", f"{w}?created_from=2000-01-01&created_to=2100-01-01&sort=id", True),
         ("workflows sort=created_at", f"{w}?sort=created_at", True),
         ("workflows sort=created_at asc", f"{w}?sort=created_at&dir=asc", True),
         ("workflows sort=transitioned_at", f"{w}?sort=transitioned_at", True),
         ("workflows state=paused sort=transitioned_at", f"{w}?state=paused&sort=transitioned_at", True),
         (f"workflow {big} (1,000 executions)", f"{w}{big}", False),
+        (f"workflow {big} (1,000 executions), oldest page", f"{w}{big}?page=10", False),
         ("workflow, finished order", f"{w}{typical}", False),
         ("workflow, failed", f"{w}{failed_workflow}", False),
         ("workflow, resumable chain", f"{w}{chain_workflow}", False),
@@ -190,9 +192,10 @@ def _pages(engine: sa.Engine, big: int) -> list[tuple[str, str, bool]]:
 def _created_range(pages: list[tuple[str, str, bool]], t0: Any) -> None:
     """Point the created-range page at one day a week before the seed."""
     start = (t0 - __import__("datetime").timedelta(days=7)).date()
-    for index, (label, _url, is_list) in enumerate(pages):
+    for index, (label, url, is_list) in enumerate(pages):
         if label.startswith("workflows created"):
-            url = f"/geneva/workflows/?created_from={start}&created_to={start}"
+            sort = "&sort=id" if url.endswith("&sort=id") else ""
+            url = f"/geneva/workflows/?created_from={start}&created_to={start}{sort}"
             pages[index] = (label, url, is_list)
 
 

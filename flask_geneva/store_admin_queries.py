@@ -24,11 +24,13 @@ from flask_geneva.store_admin_filters import count_at_most
 __all__ = [
     "count_executions",
     "count_failed_executions",
+    "count_workflow_executions",
     "execution_chain",
     "execution_list_page",
     "execution_neighbours",
     "in_progress_execution",
     "in_progress_execution_id",
+    "latest_execution_per_step",
     "latest_failures",
     "load_execution",
     "load_workflow",
@@ -173,10 +175,16 @@ def load_execution(session: orm.Session, execution_cls: Any, key: Any) -> Any:
 
 
 def timeline_executions(
-    session: orm.Session, execution_cls: Any, workflow_id: Any, *, limit: int
+    session: orm.Session,
+    execution_cls: Any,
+    workflow_id: Any,
+    *,
+    limit: int,
+    offset: int = 0,
 ) -> list[Any]:
-    """The workflow's newest ``limit`` executions, newest first (R-ADM-12).
+    """The workflow's executions, newest first, ``limit`` from ``offset`` (R-ADM-12).
 
+    Timeline order is ``(created_at, id)``; ``offset`` 0 starts at the newest.
     With every optional column, re-read even if the session saw them earlier.
     """
     return list(
@@ -186,8 +194,55 @@ def timeline_executions(
             .options(*undefer_options(session, None, execution_cls))
             .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
             .limit(limit)
+            .offset(offset)
             .execution_options(populate_existing=True)
         )
+    )
+
+
+def count_workflow_executions(
+    session: orm.Session, execution_cls: Any, workflow_id: Any, cap: int
+) -> int:
+    """How many executions the workflow has, counting at most ``cap + 1`` (R-ADM-30)."""
+    return count_at_most(
+        session,
+        sa.select(execution_cls.id).where(execution_cls.workflow_id == workflow_id),
+        cap,
+    )
+
+
+def latest_execution_per_step(
+    session: orm.Session, execution_cls: Any, workflow_id: Any
+) -> list[Any]:
+    """Each step name's latest execution of the workflow, oldest first (R-ADM-12).
+
+    The step plan's markers: one ``(step_name, state)`` row per step name the
+    workflow ran, whatever the number of its executions, in timeline order
+    ``(created_at, id)`` of those latest executions (a renamed step's old and new
+    names then resolve in the order they ran).
+    """
+    ranked = (
+        sa.select(
+            execution_cls.step_name,
+            execution_cls.state,
+            execution_cls.created_at,
+            execution_cls.id,
+            sa.func.row_number()
+            .over(
+                partition_by=execution_cls.step_name,
+                order_by=(execution_cls.created_at.desc(), execution_cls.id.desc()),
+            )
+            .label("recency"),
+        )
+        .where(execution_cls.workflow_id == workflow_id)
+        .subquery()
+    )
+    return list(
+        session.execute(
+            sa.select(ranked.c.step_name, ranked.c.state)
+            .where(ranked.c.recency == 1)
+            .order_by(ranked.c.created_at, ranked.c.id)
+        ).all()
     )
 
 

@@ -1,5 +1,9 @@
 """A workflow's page (R-ADM-12): step plan, executions, chains, chart, buttons.
 
+The execution timeline is paged (R-ADM-57): ``?page=1`` (the default) holds the
+newest :data:`TIMELINE_PAGE_SIZE` executions, each further page the next older
+ones; the chart draws the rows of the page shown.
+
 A parked step says what it waits for, and the page lists the workflow's
 signals with a "Deliver signal…" form (R-WSIG-66..68).
 
@@ -9,10 +13,12 @@ Only reads (R-ADM-32); the buttons post to
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from flask import abort
 from flask import get_template_attribute
+from flask import request
 from flask import url_for
 from flask_admin import expose
 
@@ -26,6 +32,8 @@ from flask_geneva.admin.executions import recorded_backtrace
 from flask_geneva.admin.executions import recorded_error_message
 from flask_geneva.admin.flow_control_actions import disabled_reasons
 from flask_geneva.admin.flow_control_actions import workflow_buttons
+from flask_geneva.admin.list_params import note_past_the_end
+from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.presenters import describe_policy
 from flask_geneva.admin.presenters import describe_policy_decision
 from flask_geneva.admin.presenters import describe_policy_list
@@ -44,15 +52,23 @@ from flask_geneva.admin.time_display import time_tag
 from flask_geneva.admin.timeline_chart import layout
 from flask_geneva.exceptions import GenevaError
 
-__all__ = ["ENDED_STATES", "MAX_TIMELINE_ROWS", "WorkflowDetailPage"]
+__all__ = [
+    "ENDED_STATES",
+    "TIMELINE_COUNT_CAP",
+    "TIMELINE_PAGE_SIZE",
+    "WorkflowDetailPage",
+]
 
 #: Workflow states after which no step runs: no next step, nothing upcoming.
 ENDED_STATES = ("finished", "canceled")
 #: Workflow states in which a scheduled execution runs when due.
 RUNNING_STATES = ("ready", "performing")
 
-#: Executions shown on a detail page (the newest ones when there are more).
-MAX_TIMELINE_ROWS = 1000
+#: Executions on one page of a workflow's timeline (R-ADM-57): a 1,000-execution
+#: workflow's page renders a tenth of its rows (R-ADM-30).
+TIMELINE_PAGE_SIZE = 100
+#: The timeline's execution count reads at most this many rows, then says "N+".
+TIMELINE_COUNT_CAP = 100_000
 # Stands for the execution id in a URL built once per page: building a URL per
 # row cost about 7 % of a 1,000-execution page's rendering (R-ADM-30).
 _ID_SLOT = "geneva-execution-id"
@@ -74,11 +90,12 @@ class WorkflowDetailPage(WorkflowPages):
         session = self.session
         columns = self._columns()
         execution_cls = self.geneva.StepExecution
-        executions = store_admin_queries.timeline_executions(
-            session, execution_cls, workflow.id, limit=MAX_TIMELINE_ROWS + 1
+        notes: list[str] = []
+        page = page_number(request.args, notes)
+        executions, head, pages = _timeline_page(
+            session, execution_cls, workflow.id, page
         )
-        truncated = len(executions) > MAX_TIMELINE_ROWS
-        executions = list(reversed(executions[:MAX_TIMELINE_ROWS]))
+        note_past_the_end(page, bool(executions), notes)
         known = workflow.type in self.geneva.workflow_classes
         steps = type(workflow).step_collection() if known else None
         url = url_for(f"{self.executions_endpoint}.detail", execution_id=_ID_SLOT)
@@ -101,27 +118,34 @@ class WorkflowDetailPage(WorkflowPages):
             else []
         )
         buttons = workflow_buttons(
-            session, execution_cls, workflow, steps, executions, columns
+            session, execution_cls, workflow, steps, head, columns
         )
         ended = workflow.state in ENDED_STATES
+        # The shown page's executions, then the newest page's (both oldest first).
+        context = head if page == 1 else executions + head
         signals = signal_panel(
-            session, self.geneva.WorkflowSignal, workflow, executions, columns
+            session, self.geneva.WorkflowSignal, workflow, context, columns
         )
         return self.render(
             "geneva/admin/workflow_detail.html",
             workflow=workflow,
             ended=ended,
             # A paused workflow's scheduled execution does not run (R-ADM-44).
-            next_run=_next_run(executions)
-            if workflow.state in RUNNING_STATES
-            else None,
+            next_run=_next_run(head) if workflow.state in RUNNING_STATES else None,
             known=known,
             hero=hero_reference_of(workflow),
             hero_label=_hero_label(workflow),
             job_options=_job_options(meta),
-            plan=_plan(workflow, steps, executions),
+            plan=_plan(
+                workflow,
+                steps,
+                store_admin_queries.latest_execution_per_step(
+                    session, execution_cls, workflow.id
+                ),
+            ),
             timeline=timeline,
-            truncated=truncated,
+            timeline_pages=pages,
+            notes=notes,
             chains=_chains(timeline),
             chart=layout(
                 executions,
@@ -137,13 +161,66 @@ class WorkflowDetailPage(WorkflowPages):
             else None,
             step_label=steps.display_name if steps is not None else str,
             # Workflow signals (R-WSIG-66..70).
-            waiting=waiting_line(executions, steps, columns, clock.now()),
+            waiting=waiting_line(head, steps, columns, clock.now()),
             signals=signals,
             signals_note=NOT_INSTALLED_NOTE,
             signal_form=signal_form()
             if signals["installed"] and not ended and can_act()
             else None,
         )
+
+
+def _timeline_page(
+    session: Any, execution_cls: Any, workflow_id: Any, page: int
+) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """``(executions, head, pages)`` of the timeline's ``page`` (R-ADM-57).
+
+    ``executions``: the page's rows, oldest first; ``head``: the newest page's
+    (the same list on page 1), which decides the buttons, the waiting line and
+    the next run, as the active execution is the newest one; ``pages``: the
+    pager's values. ``first``/``last`` are the shown rows' positions counted
+    from the newest execution (1 is the newest), ``total`` the workflow's
+    executions ("N+" past :data:`TIMELINE_COUNT_CAP`), ``older``/``newer`` the
+    page numbers the links lead to (past the end, ``newer`` is the last page
+    with rows), or None. Counted only when paged.
+    """
+    size = TIMELINE_PAGE_SIZE
+    # One row more than a page says whether older executions exist.
+    newest_first = store_admin_queries.timeline_executions(
+        session, execution_cls, workflow_id, limit=size + 1, offset=(page - 1) * size
+    )
+    has_older = len(newest_first) > size
+    executions = list(reversed(newest_first[:size]))
+    if page == 1:
+        head = executions
+    else:
+        newest = store_admin_queries.timeline_executions(
+            session, execution_cls, workflow_id, limit=size
+        )
+        head = list(reversed(newest))
+    is_paged = page > 1 or has_older
+    total = (
+        store_admin_queries.count_workflow_executions(
+            session, execution_cls, workflow_id, TIMELINE_COUNT_CAP
+        )
+        if is_paged
+        else len(executions)
+    )
+    first = (page - 1) * size + 1
+    # Past the end, "newer" leads to the last page with rows.
+    last_page = max(1, math.ceil(min(total, TIMELINE_COUNT_CAP) / size))
+    pages = {
+        "page": page,
+        "size": size,
+        "first": first,
+        "last": first + len(executions) - 1,
+        "total": f"{min(total, TIMELINE_COUNT_CAP):,}"
+        + ("+" if total > TIMELINE_COUNT_CAP else ""),
+        "is_paged": is_paged,
+        "older": page + 1 if has_older else None,
+        "newer": min(page - 1, last_page) if page > 1 else None,
+    }
+    return executions, head, pages
 
 
 def _next_run(executions: list[Any]) -> Any:
@@ -211,6 +288,8 @@ def _execution_row(
 
 
 def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, Any]]:
+    """The step plan (R-ADM-12); ``executions``: each step name's latest execution
+    (``step_name``, ``state``), oldest first."""
     latest: dict[str, Any] = {}
     for execution in executions:
         # An execution under a renamed step's old name counts for the new step.

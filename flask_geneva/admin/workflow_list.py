@@ -45,8 +45,15 @@ class WorkflowListPage(WorkflowPages):
         workflow_cls = self.geneva.Workflow
         columns = self._columns()
         matching = self._filters(args)
-        # Newest first by default: the id for sequential keys, else created_at.
-        default_sort = "created_at" if self.geneva.key_type == "uuid" else "id"
+        # Newest first by default: the id for sequential keys, else created_at;
+        # with a created range, created_at, so the list is read along the range's
+        # own index from its end wherever the range sits (R-ADM-11, R-ADM-30).
+        created_range = "created_from" in matching.params or (
+            "created_to" in matching.params
+        )
+        default_sort = (
+            "created_at" if self.geneva.key_type == "uuid" or created_range else "id"
+        )
         notes = list(matching.notes)
         sort = choice(args, "sort", SORTS, default_sort, notes)
         direction = choice(args, "dir", ("asc", "desc"), "desc", notes)

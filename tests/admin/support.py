@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from flask_geneva.testing import perform_next_step
 from tests.admin.workflows import AdminFailing
 from tests.admin.workflows import AdminTwoStep
 from tests.apps.basic import User
 from tests.apps.basic import db
+from tests.workflow.support import execution_rows
+from tests.workflow.support import executions_table
+from tests.workflow.support import external_writer
+
+#: When :func:`store_executions` starts its executions (long before any test runs).
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def new_user(email: str = "hero@example.com") -> Any:
@@ -60,3 +70,31 @@ def paused_resumable_workflow() -> Any:
     run_iterations(workflow, 2)
     workflow.pause()
     return workflow
+
+
+def store_executions(
+    workflow_id: Any, count: int, *, steps: tuple[str, ...] = ("first",)
+) -> list[str]:
+    """Add ``count`` completed executions, 5 min apart from T0 (older than the
+    workflow's own scheduled one); ``steps[n * len(steps) // count]`` names
+    execution n. Returns every execution id of the workflow, oldest first."""
+    rows = []
+    for n in range(count):
+        start = T0 + timedelta(minutes=5 * n)
+        rows.append(
+            {
+                "workflow_id": workflow_id,
+                "step_name": steps[n * len(steps) // count],
+                "state": "completed",
+                "outcome": "success",
+                "scheduled_for": start,
+                "started_at": start + timedelta(milliseconds=3),
+                "completed_at": start + timedelta(milliseconds=40),
+                "finished_at": start + timedelta(milliseconds=40),
+                "created_at": start,
+                "updated_at": start,
+            }
+        )
+    with external_writer() as connection:
+        connection.execute(sa.insert(executions_table()), rows)
+    return [str(row["id"]) for row in execution_rows(workflow_id)]

@@ -133,6 +133,26 @@ def test_created_range_with_dates_and_datetimes(client):
     assert listed(client, created_from="2024-02-11T00:15:00+01:00") == ids(late, mid)
 
 
+def test_a_created_range_lists_the_newest_created_first_unless_sorted(client):
+    """With a created range and no sort asked the list is ordered by created_at, newest first (read along the created_at index from the range's end), even where ids do not follow creation times; an explicit sort still applies (R-ADM-11, R-ADM-30)."""
+    noon = ready_workflow()
+    morning = ready_workflow()
+    ten = ready_workflow()
+    _created(noon, datetime(2024, 2, 10, 12, 0, tzinfo=UTC))
+    _created(morning, datetime(2024, 2, 10, 8, 0, tzinfo=UTC))
+    _created(ten, datetime(2024, 2, 10, 10, 0, tzinfo=UTC))
+    by_created = ids(noon, ten, morning)
+    assert listed(client, created_from="2024-02-10", created_to="2024-02-10") == (
+        by_created
+    )
+    assert listed(client, created_from="2024-02-01") == by_created
+    assert listed(client, created_to="2024-02-10") == by_created
+    assert listed(client, created_to="2024-02-10", dir="asc") == by_created[::-1]
+    # An explicit sort, and no range, keep their order (newest id first).
+    assert listed(client, created_to="2024-02-10", sort="id") == ids(ten, morning, noon)
+    assert listed(client) == ids(ten, morning, noon)
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [
