@@ -10,11 +10,11 @@ from flask_geneva import clock
 from flask_geneva import transitions
 from flask_geneva.exceptions import InvalidStateError
 from tests.admin.conftest import csrf_token
-from tests.apps.basic import geneva
 from tests.admin.support import action_url
 from tests.admin.support import detail_url
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
+from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows
 from tests.workflow.support import update_execution
 from tests.workflow.support import workflow_row
