@@ -330,3 +330,15 @@ def test_confirmation_and_bulk_pages_fit_the_window_at_three_sizes(live_url, pag
     page.wait_for_selector(".geneva-bulk-summary")
     too_wide += _measure_and_capture(page, "bulk_result")
     assert too_wide == []
+
+
+def test_a_long_idempotency_key_does_not_squeeze_the_signals_panel(live_url, page):
+    """On the workflow page's signals panel a 100-character idempotency key is cut to its cell (whole on hover), so the payload keeps its width (R-WSIG-67, R-ADM-42)."""
+    pages = seed_admin()
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{live_url}{pages['workflow_waiting']}")
+    key = page.locator(".geneva-signals .geneva-signal-key .geneva-clip").first
+    assert key.get_attribute("title").startswith("refund-7f3a9c21")
+    assert key.bounding_box()["height"] <= 24  # one line
+    payload = page.locator(".geneva-signals pre.geneva-payload").first
+    assert payload.bounding_box()["width"] >= 300
