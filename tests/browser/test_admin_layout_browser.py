@@ -314,7 +314,7 @@ def _measure_and_capture(page: Any, name: str) -> list[tuple[str, int, int]]:
 
 
 def test_confirmation_and_bulk_pages_fit_the_window_at_three_sizes(live_url, page):
-    """The confirmation page, the bulk "all matching" confirmation and the bulk result fit at the three sizes; screenshots are saved (R-ADM-42)."""
+    """The confirmation page, the bulk confirmations (checked rows, all matching) and the bulk result fit at the three sizes; screenshots are saved (R-ADM-42)."""
     pages = seed_admin()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     too_wide = []
@@ -322,6 +322,11 @@ def test_confirmation_and_bulk_pages_fit_the_window_at_three_sizes(live_url, pag
     page.click('button[data-geneva-action="cancel"]')
     page.wait_for_selector('button[data-geneva-confirm="cancel"]')
     too_wide += _measure_and_capture(page, "confirm")
+    page.goto(f"{live_url}{pages['workflows_paused']}")
+    page.check('tr[data-workflow-id] input[name="ids"]')
+    page.click('button[data-geneva-bulk="cancel"]')
+    page.wait_for_selector('button[data-geneva-confirm="bulk-cancel"]')
+    too_wide += _measure_and_capture(page, "bulk_confirm")
     page.goto(f"{live_url}{pages['workflows_paused']}")
     page.click('button[data-geneva-bulk-all="resume"]')
     page.wait_for_selector('button[data-geneva-confirm="bulk-all-resume"]')
