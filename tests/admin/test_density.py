@@ -80,3 +80,23 @@ def test_step_plan_policy_and_wait_are_in_words(client):
     assert "0:" not in plan
     assert plan.count("<div>default: pause</div>") == 2
     assert "ExceptionPolicy" not in plan
+
+
+def test_deferred_job_reads_plainly_on_the_execution_page_and_the_overview(client):
+    """The execution page's Job and the overview's oldest overdue execution say
+    "waiting for the dispatcher" for the job id geneva:deferred (R-ADM-46, R-ADM-56)."""
+    ready = ready_workflow()
+    execution_id = execution_rows(ready.id)[0]["id"]
+    update_execution(
+        execution_id,
+        job_id="geneva:deferred",
+        scheduled_for=clock.now() - timedelta(minutes=5),
+    )
+    text = client.get(f"/geneva/step-executions/{execution_id}").get_data(as_text=True)
+    job = re.search(r'<dd class="col-sm-10 geneva-job">(.*?)</dd>', text, re.S)
+    assert ">waiting for the dispatcher</span>" in job.group(1)
+    assert ">geneva:deferred<" not in job.group(1)
+    text = client.get("/geneva/").get_data(as_text=True)
+    oldest = re.search(r'<p class="geneva-oldest-overdue">(.*?)</p>', text, re.S)
+    assert f">{execution_id}</a>" in oldest.group(1)
+    assert ", waiting for the dispatcher." in oldest.group(1)

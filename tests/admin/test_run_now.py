@@ -14,6 +14,7 @@ from tests.admin.support import action_url
 from tests.admin.support import detail_url
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
+from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows
 from tests.workflow.support import update_execution
 from tests.workflow.support import workflow_row
@@ -150,3 +151,26 @@ def test_bulk_buttons_only_for_actions_that_apply_and_rows_that_match(client):
     page = client.get(LIST, query_string={"state": "finished"}).get_data(as_text=True)
     assert "data-geneva-bulk" not in page
     assert _bulk_buttons(client, type="NoSuchClass") == ([], [])
+
+
+def test_run_now_from_the_admin_is_audited_with_the_operator(app, client):
+    """The button and the bulk action each record `run_now` with via="admin", the
+    operator and the new execution, as every other admin action (R-ADM-51,
+    R-ADM-24, R-PDR-05)."""
+    app.config["GENEVA_ADMIN_ACTOR"] = lambda: "ops@example.com"
+    geneva.reload_settings(app)
+    single, bulk = _waiting_workflow(), _waiting_workflow()
+    _press(client, single.id)
+    token = csrf_token(client, LIST)
+    client.post(
+        f"{LIST}bulk",
+        data={"csrf_token": token, "action": "run_now", "ids": [bulk.id]},
+    )
+    for workflow in (single, bulk):
+        action = workflow_row(workflow.id)["metadata"]["operator_actions"][-1]
+        assert (action["action"], action["actor"], action["via"]) == (
+            "run_now",
+            "ops@example.com",
+            "admin",
+        )
+        assert action["execution_id"] == execution_rows(workflow.id)[-1]["id"]

@@ -20,6 +20,7 @@ from flask_geneva import step
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import new_user
 from tests.admin.workflows import AdminFailing
+from tests.admin.workflows import AdminSignalWait
 from tests.admin.workflows import AdminTwoStep
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -65,9 +66,11 @@ def _run(workflow: Any, steps: int) -> None:
 def seed_admin() -> dict[str, str]:
     """Create the workflows; return ``{page name: URL path}`` of every admin page.
 
-    Pages: overview, workflows list, executions list, a failed workflow, a
-    reattempted-then-paused one, a finished one, a canceled one, a failed
-    execution's page, the filtered lists, and the four error pages.
+    Pages: overview, a class page, workflows list, executions list, signals
+    list, a failed workflow, a reattempted-then-paused one, a finished one, a
+    canceled one, one whose step waits for a signal, a failed and a waiting
+    execution's page, the filtered lists, and the 404 page (the other error
+    pages are reached in ``test_error_pages_browser.py``).
     """
     now = clock.now()
     ready = [
@@ -106,6 +109,19 @@ def seed_admin() -> dict[str, str]:
     for i in range(6):
         paused = AdminTwoStep.create(hero=new_user(f"paused{i}@example.com"))
         paused.pause()
+    # A step parked at a wait_for gate beside a pending signal that does not match
+    # it (a long payload and key); another woken by its signal (claimed).
+    waiting = AdminSignalWait.create(hero=new_user("parked@example.com"))
+    waiting.signal(
+        "refund_requested",
+        {"reason": "duplicate charge " * 40, "order": 17},
+        idempotency_key="refund-" + "7f3a9c21" * 12,
+    )
+    perform_next_step(waiting)
+    signalled = AdminSignalWait.create(hero=new_user("signalled@example.com"))
+    perform_next_step(signalled)
+    signalled.signal("payment_confirmed", {"amount": "129.90", "currency": "EUR"})
+    waiting_execution = execution_rows(waiting.id)[-1]["id"]
     failed_execution = [
         row["id"] for row in execution_rows(charge.id) if row["state"] == "failed"
     ][-1]
@@ -114,6 +130,7 @@ def seed_admin() -> dict[str, str]:
         "charge": charge.id,
         "finished": finished.id,
         "canceled": canceled.id,
+        "waiting": waiting.id,
     }
     db.session.remove()
     return {
@@ -127,5 +144,11 @@ def seed_admin() -> dict[str, str]:
         "workflow_finished": f"/geneva/workflows/{ids['finished']}",
         "workflow_canceled": f"/geneva/workflows/{ids['canceled']}",
         "execution_failed": f"/geneva/step-executions/{failed_execution}",
+        "executions_waiting": "/geneva/step-executions/?state=waiting",
+        "workflow_waiting": f"/geneva/workflows/{ids['waiting']}",
+        "execution_waiting": f"/geneva/step-executions/{waiting_execution}",
+        "signals": "/geneva/signals/",
+        "signals_pending": "/geneva/signals/?state=pending",
+        "class_page": "/geneva/class/ChargeCustomer",
         "error_404": "/geneva/workflows/999999",
     }

@@ -33,10 +33,14 @@ ROW_HEIGHTS = (
 
 
 def test_every_admin_page_fits_the_window_at_three_sizes(live_url, page):
-    """No admin page scrolls sideways at 1440x900, 1280x800 or 390x844; a screenshot of each is saved (R-ADM-42)."""
+    """No admin page (overview, class page, the three lists, workflow, execution and 404 pages) scrolls sideways at 1440x900, 1280x800 or 390x844 and each has one heading; a screenshot of each is saved (R-ADM-42, R-ADM-46)."""
     pages = seed_admin()
+    assert {"signals", "class_page", "workflow_waiting", "execution_waiting"} <= set(
+        pages
+    )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    too_wide = []
+    too_wide: list[tuple[str, int, int]] = []
+    headings: list[tuple[str, int, int]] = []
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})
         for name, path in pages.items():
@@ -45,32 +49,87 @@ def test_every_admin_page_fits_the_window_at_three_sizes(live_url, page):
             scroll_width, inner_width = page.evaluate(OVERFLOW)
             if scroll_width > inner_width:
                 too_wide.append((name, width, scroll_width))
+            # One heading per page: the layout's stacked view name is gone (R-ADM-46).
+            headings.append(
+                (name, page.locator("h2").count(), page.locator("h4").count())
+            )
             page.screenshot(
                 path=str(ARTIFACTS / f"admin-{name}-{width}x{height}.png"),
                 full_page=True,
             )
     assert too_wide == []
+    assert [h for h in headings if h[1:] != (1, 0)] == []
     assert page.geneva_dialogs == []
 
 
 @pytest.mark.parametrize(
-    ("path", "table"),
+    ("path", "table", "rows"),
     [
-        ("/geneva/workflows/", ".geneva-workflows"),
-        ("/geneva/step-executions/", ".geneva-executions"),
+        ("/geneva/workflows/", ".geneva-workflows", 20),
+        ("/geneva/step-executions/", ".geneva-executions", 20),
+        # A long idempotency key and payload are cut to their cells (R-WSIG-69).
+        ("/geneva/signals/", ".geneva-signals", 2),
     ],
 )
-def test_list_rows_are_one_line_so_twenty_fit_the_screen(live_url, page, path, table):
+def test_list_rows_are_one_line_so_twenty_fit_the_screen(
+    live_url, page, path, table, rows
+):
     """At 1440x900 every list row is at most 40 px high (about 20 rows on a screen) and the page heading is not doubled (R-ADM-42, R-ADM-46)."""
     seed_admin()
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(f"{live_url}{path}")
     heights = page.evaluate(ROW_HEIGHTS, table)
-    assert len(heights) >= 20
+    assert len(heights) >= rows
     assert max(heights) <= 40, heights
     # One heading: the layout's stacked view name is gone.
     assert page.locator("h4").count() == 0
     assert page.locator("h2").count() == 1
+
+
+#: Per list table: the visible header cells and their right edges, and whether a
+#: secondary column (class, hero, created, ...) is displayed.
+PHONE_COLUMNS = """(selector) => {
+  const table = document.querySelector(selector);
+  const shown = (el) => getComputedStyle(el).display !== "none";
+  return {
+    headers: Array.from(table.querySelectorAll("thead th")).filter(shown)
+      .map(th => [th.innerText.trim(), th.getBoundingClientRect().right]),
+    secondary: Array.from(table.querySelectorAll(".geneva-wide, .geneva-hero"))
+      .filter(shown).length,
+    tallest: Math.max(...Array.from(table.querySelectorAll("tbody tr"))
+      .map(row => row.getBoundingClientRect().height)),
+  };
+}"""
+
+
+@pytest.mark.parametrize(
+    ("page_name", "table", "essential"),
+    [
+        (
+            "workflows",
+            ".geneva-workflows",
+            ["Id", "State", "Current/next step", "Next run"],
+        ),
+        ("executions", ".geneva-executions", ["Id", "Workflow", "Step", "State"]),
+        ("signals", ".geneva-signals", ["Id", "Workflow", "Name", "State"]),
+    ],
+)
+def test_a_phone_sees_the_essential_columns_of_each_list(
+    live_url, page, page_name, table, essential
+):
+    """At 390x844 the lists hide their secondary columns (class, hero, created, transitioned, started, finished, key, ...), their essential columns lie inside the window without scrolling the table, and rows stay one line (R-ADM-42)."""
+    pages = seed_admin()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_url}{pages[page_name]}")
+    found = page.evaluate(PHONE_COLUMNS, table)
+    inner_width = page.evaluate("() => window.innerWidth")
+    assert found["secondary"] == 0
+    assert "Class" not in [name for name, _ in found["headers"]]
+    edges = dict(found["headers"])
+    assert {name: edges[name] <= inner_width for name in essential} == dict.fromkeys(
+        essential, True
+    ), (edges, inner_width)
+    assert found["tallest"] <= 40
 
 
 def test_times_are_relative_with_the_exact_time_on_hover(live_url, page):
@@ -255,7 +314,7 @@ def _measure_and_capture(page: Any, name: str) -> list[tuple[str, int, int]]:
 
 
 def test_confirmation_and_bulk_pages_fit_the_window_at_three_sizes(live_url, page):
-    """The confirmation page, the bulk "all matching" confirmation and the bulk result fit at the three sizes; screenshots are saved (R-ADM-42)."""
+    """The confirmation page, the bulk confirmations (checked rows, all matching) and the bulk result fit at the three sizes; screenshots are saved (R-ADM-42)."""
     pages = seed_admin()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     too_wide = []
@@ -264,6 +323,11 @@ def test_confirmation_and_bulk_pages_fit_the_window_at_three_sizes(live_url, pag
     page.wait_for_selector('button[data-geneva-confirm="cancel"]')
     too_wide += _measure_and_capture(page, "confirm")
     page.goto(f"{live_url}{pages['workflows_paused']}")
+    page.check('tr[data-workflow-id] input[name="ids"]')
+    page.click('button[data-geneva-bulk="cancel"]')
+    page.wait_for_selector('button[data-geneva-confirm="bulk-cancel"]')
+    too_wide += _measure_and_capture(page, "bulk_confirm")
+    page.goto(f"{live_url}{pages['workflows_paused']}")
     page.click('button[data-geneva-bulk-all="resume"]')
     page.wait_for_selector('button[data-geneva-confirm="bulk-all-resume"]')
     too_wide += _measure_and_capture(page, "bulk_all_confirm")
@@ -271,3 +335,15 @@ def test_confirmation_and_bulk_pages_fit_the_window_at_three_sizes(live_url, pag
     page.wait_for_selector(".geneva-bulk-summary")
     too_wide += _measure_and_capture(page, "bulk_result")
     assert too_wide == []
+
+
+def test_a_long_idempotency_key_does_not_squeeze_the_signals_panel(live_url, page):
+    """On the workflow page's signals panel a 100-character idempotency key is cut to its cell (whole on hover), so the payload keeps its width (R-WSIG-67, R-ADM-42)."""
+    pages = seed_admin()
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{live_url}{pages['workflow_waiting']}")
+    key = page.locator(".geneva-signals .geneva-signal-key .geneva-clip").first
+    assert key.get_attribute("title").startswith("refund-7f3a9c21")
+    assert key.bounding_box()["height"] <= 24  # one line
+    payload = page.locator(".geneva-signals pre.geneva-payload").first
+    assert payload.bounding_box()["width"] >= 300

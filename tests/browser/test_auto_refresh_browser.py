@@ -16,6 +16,8 @@ from tests.admin.conftest import ADMIN_CONFIG
 from tests.admin.support import detail_url
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
+from tests.workflow.support import execution_rows
+from tests.workflow.support import update_execution
 from tests.workflow.support import update_workflow
 
 pytestmark = pytest.mark.browser
@@ -125,3 +127,38 @@ def test_pages_without_live_content_show_no_toggle(live_url, page):
     assert page.locator("#geneva-live").get_attribute("data-geneva-refresh") == "1"
     page.goto(f"{live_url}/geneva/nothing-here")
     assert page.locator("[data-geneva-refresh-toggle]").is_hidden()
+
+
+def test_the_filtered_executions_list_shows_a_changed_row_without_a_reload(
+    live_url, page
+):
+    """An execution that fails in the database reads "failed" in the open,
+    filtered executions list, with its error, without a reload; the filter stays
+    (R-ADM-49, R-ADM-44)."""
+    workflow_id = ready_workflow().id
+    execution_id = execution_rows(workflow_id)[0]["id"]
+    db.session.remove()
+    url = f"{live_url}/geneva/step-executions/?type=AdminTwoStep"
+    page.goto(url)
+    row = f'tr[data-execution-id="{execution_id}"]'
+    assert "scheduled" in page.inner_text(row)
+    page.evaluate(MARK)
+    update_execution(
+        execution_id,
+        state="failed",
+        outcome="failed",
+        error_class_name="builtins.TimeoutError",
+        error_message="the gateway did not answer",
+    )
+    page.wait_for_function(
+        "(selector) => document.querySelector(selector).innerText"
+        ".includes('the gateway did not answer')",
+        arg=row,
+        timeout=10_000,
+    )
+    assert "failed" in page.inner_text(f"{row} td:nth-child(5)")
+    assert page.evaluate(NOT_RELOADED)
+    assert page.url == url
+    assert page.locator('.geneva-filters select[name="type"]').input_value() == (
+        "AdminTwoStep"
+    )
