@@ -36,6 +36,7 @@ from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import error_reporting
 from flask_geneva import maintenance_runs
+from flask_geneva import outcome_rollup
 from flask_geneva import release_spread
 from flask_geneva import scheduling
 from flask_geneva import session_transactions
@@ -141,6 +142,7 @@ def _housekeeping_pass(session: orm.Session, config: GenevaConfig) -> dict[str, 
     )
     worker_registry.prune_dead_workers(session, config=config)
     emit_gauges(session, config=config)
+    outcome_rollup.roll_up_outcome_hours(session)  # the admin's chart (R-ADM-57)
     return summary
 
 
