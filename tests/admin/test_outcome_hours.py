@@ -288,3 +288,65 @@ def test_the_count_turns_jit_off_for_its_transaction_only(client):
     session.rollback()
     assert session.execute(sa.text("SHOW jit")).scalar_one() == before
     session.rollback()
+
+
+def test_two_roll_ups_racing_store_each_hour_once(app):
+    """Two housekeeping runs in two threads, each with its own connection, count
+    the same hours and insert them at the same moment (PostgreSQL, MariaDB; on
+    SQLite the runs serialize): every hour is stored once with the right
+    counts, and neither run raises (R-ADM-57)."""
+    import threading
+
+    from sqlalchemy import orm
+
+    from flask_geneva import store_outcome_hours
+
+    workflows = _seed()
+    context = current_context()
+    engine = db.engine
+    barrier = threading.Barrier(2, timeout=30)
+    insert = store_outcome_hours.record_hour
+    waited: set[int] = set()
+
+    # On SQLite a transaction holds the database's write lock from its BEGIN
+    # IMMEDIATE: two runs serialize there, and a barrier inside would deadlock.
+    race = engine.dialect.name != "sqlite"
+
+    def record_hour(*args, **kwargs):
+        if race and threading.get_ident() not in waited:
+            waited.add(threading.get_ident())
+            barrier.wait()
+        return insert(*args, **kwargs)
+
+    results: list[object] = []
+
+    def run() -> None:
+        session = context.bind(orm.Session(engine))
+        try:
+            results.append(outcome_rollup.roll_up_outcome_hours(session, now=NOW))
+        except Exception as error:  # noqa: BLE001 - the test reports it
+            results.append(error)
+        finally:
+            session.close()
+
+    db.session.remove()  # the test's own transaction would hold SQLite's lock
+    store_outcome_hours.record_hour = record_hour
+    try:
+        threads = [threading.Thread(target=run) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        store_outcome_hours.record_hour = insert
+    assert sorted(results) == [0, 23] or sum(results) == 23, results  # type: ignore[arg-type]
+    rows = _stored_rows()
+    markers = [row for row in rows if row[1] == ""]
+    assert len(markers) == len({row[0] for row in markers}) == 23
+    expected = _direct_count(workflows)
+    stored = {
+        (type_name, hour, state): count
+        for hour, type_name, state, count in rows
+        if type_name and hour < CURRENT
+    }
+    assert stored == {key: count for key, count in expected.items() if key[1] < CURRENT}
