@@ -272,20 +272,25 @@ def test_without_the_unit_the_overview_counts_live(client):
 
 @pytest.mark.backends("postgresql")
 def test_the_count_turns_jit_off_for_its_transaction_only(client):
-    """The live count's per-execution class lookups would be JIT-compiled on
+    """A short range's per-execution class lookups would be JIT-compiled on
     PostgreSQL; it sets ``jit = off`` with ``SET LOCAL``, which ends with the
-    transaction (R-ADM-54)."""
+    transaction; a day's range (a join) leaves JIT alone (R-ADM-54)."""
     from flask_geneva import store_admin_stats
 
     geneva = current_context()
     session = db.session
     before = session.execute(sa.text("SHOW jit")).scalar_one()
     session.rollback()
+    models = geneva.models
     store_admin_stats.outcome_counts(
-        session, geneva.models.StepExecution, geneva.models.Workflow, _edges()
+        session, models.StepExecution, models.Workflow, _edges()[-3:]
     )
     assert session.execute(sa.text("SHOW jit")).scalar_one() == "off"
     session.rollback()
+    assert session.execute(sa.text("SHOW jit")).scalar_one() == before
+    store_admin_stats.outcome_counts(
+        session, models.StepExecution, models.Workflow, _edges()
+    )
     assert session.execute(sa.text("SHOW jit")).scalar_one() == before
     session.rollback()
 
@@ -350,3 +355,31 @@ def test_two_roll_ups_racing_store_each_hour_once(app):
         if type_name and hour < CURRENT
     }
     assert stored == {key: count for key, count in expected.items() if key[1] < CURRENT}
+
+
+def test_short_ranges_look_classes_up_and_long_ones_join_with_equal_counts(client):
+    """Ranges of up to three hours read each execution's class by primary key,
+    longer ones join the workflows: both count what a row-by-row count does,
+    hour edges included (R-ADM-54)."""
+    from flask_geneva import store_admin_stats
+
+    workflows = _seed()
+    models = current_context().models
+    session = db.session
+    edges = _edges()
+
+    def count(bounds):
+        counts = {}
+        for type_name, index, state, number in store_admin_stats.outcome_counts(
+            session, models.StepExecution, models.Workflow, bounds
+        ):
+            counts[(type_name, bounds[index], state)] = number
+        session.rollback()
+        return counts
+
+    assert store_admin_stats.LOOKUP_SPAN == 3 * HOUR
+    joined = count(edges)
+    looked_up: dict[tuple[str, datetime, str], int] = {}
+    for start in range(0, 24, 3):
+        looked_up.update(count(edges[start : start + 4]))
+    assert joined == looked_up == _direct_count(workflows)
