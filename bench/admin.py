@@ -21,7 +21,7 @@
 
 Before rendering, the hourly outcome counts are stored as a housekeeping run
 ``--housekeeping-lag`` minutes before the seed instant would have stored them
-(R-ADM-57; default 35: housekeeping runs every 30 minutes, so a render may find
+(R-ADM-58; default 35: housekeeping runs every 30 minutes, so a render may find
 the hours that ended since then not stored yet); ``--housekeeping-lag -1``
 stores nothing (a database without the roll-up: every hour counted live).
 The warm-up render is then a fresh process's first render (after a deploy,

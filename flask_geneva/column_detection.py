@@ -63,7 +63,7 @@ class OptionalColumns:
     maintenance_runs: bool = True
     #: ``geneva_drive_workers.dead_after_ms`` (``add_worker_dead_after``, R-WRK-17).
     worker_dead_after: bool = True
-    #: The ``add_outcome_hours`` unit's table (R-ADM-57).
+    #: The ``add_outcome_hours`` unit's table (R-ADM-58).
     outcome_hours: bool = True
 
     @property

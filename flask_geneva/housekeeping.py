@@ -142,7 +142,7 @@ def _housekeeping_pass(session: orm.Session, config: GenevaConfig) -> dict[str, 
     )
     worker_registry.prune_dead_workers(session, config=config)
     emit_gauges(session, config=config)
-    outcome_rollup.roll_up_outcome_hours(session)  # the admin's chart (R-ADM-57)
+    outcome_rollup.roll_up_outcome_hours(session)  # the admin's chart (R-ADM-58)
     return summary
 
 

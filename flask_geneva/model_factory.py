@@ -305,6 +305,6 @@ def build_models(
     workers_table(model_base.metadata)
     # The last runs of the dispatcher and housekeeping (R-HK-40).
     maintenance_runs_table(model_base.metadata)
-    # The admin's hourly outcome counts, filled by housekeeping (R-ADM-57).
+    # The admin's hourly outcome counts, filled by housekeeping (R-ADM-58).
     outcome_hours_table(model_base.metadata)
     return Workflow, StepExecution

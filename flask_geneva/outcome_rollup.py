@@ -1,4 +1,4 @@
-"""Hourly outcome counts, counted once by housekeeping (R-ADM-57).
+"""Hourly outcome counts, counted once by housekeeping (R-ADM-58).
 
 The admin's outcome chart (R-ADM-54) shows the completed and failed step
 executions per workflow class in each of the last 24 UTC hours. Counting them
@@ -90,7 +90,7 @@ def outcome_hours_table(session: orm.Session) -> sa.Table | None:
 def counted_hours(
     session: orm.Session, start: datetime, end: datetime
 ) -> dict[datetime, list[tuple[str, str, int]]]:
-    """The stored counts of the hours counted in ``[start, end)`` (R-ADM-57).
+    """The stored counts of the hours counted in ``[start, end)`` (R-ADM-58).
 
     Only reads. Empty without the unit.
 
@@ -118,7 +118,7 @@ def counted_hours(
 
 
 def roll_up_outcome_hours(session: orm.Session, *, now: datetime | None = None) -> int:
-    """Count and store every settled, uncounted hour of the window (R-ADM-57).
+    """Count and store every settled, uncounted hour of the window (R-ADM-58).
 
     Housekeeping calls it on every run. Commits the session's open
     transaction first; each hour is written in a transaction of its own. An

@@ -1,4 +1,4 @@
-"""The outcome hours table and every SQL statement on it (R-ADM-57).
+"""The outcome hours table and every SQL statement on it (R-ADM-58).
 
 ``geneva_drive_outcome_hours`` holds, for each whole UTC hour that housekeeping
 counted (:mod:`flask_geneva.outcome_rollup`), the number of step executions of
@@ -44,7 +44,7 @@ def outcome_hours_table(metadata: sa.MetaData) -> sa.Table:
 
     :func:`flask_geneva.model_factory.build_models` calls it with the host's
     ``db.metadata``, so ``db.create_all()`` creates it, and the install unit
-    ``add_outcome_hours`` matches it (R-ADM-57).
+    ``add_outcome_hours`` matches it (R-ADM-58).
     """
     existing = metadata.tables.get(OUTCOME_HOURS_TABLE)
     if existing is not None:
@@ -89,7 +89,7 @@ def record_hour(
     hour_start: datetime,
     counts: Sequence[tuple[str, str, int]],
 ) -> None:
-    """Insert one hour's marker and counts in one statement (R-ADM-57).
+    """Insert one hour's marker and counts in one statement (R-ADM-58).
 
     Args:
         connection: The connection to write with (the caller commits).

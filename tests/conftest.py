@@ -94,7 +94,7 @@ def make_app(tmp_path: Any, **config: Any) -> Flask:
 
     url = DATABASE_URL or f"sqlite:///{tmp_path / 'test.sqlite3'}"
     # Hours an earlier test's overview kept in memory: the server's tables were
-    # emptied, but the cache is keyed by the database URL (R-ADM-54, R-ADM-57).
+    # emptied, but the cache is keyed by the database URL (R-ADM-54, R-ADM-58).
     forget_kept_hours()
     app = basic.create_app(url, **config)
     if DATABASE_URL:

@@ -354,7 +354,7 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         "node_name",
         "last_succeeded_at",
     }
-    # The admin's hourly outcome counts, keyed by hour, class and state (R-ADM-57).
+    # The admin's hourly outcome counts, keyed by hour, class and state (R-ADM-58).
     hours = schema["geneva_drive_outcome_hours"]
     assert set(hours["columns"]) == {
         "hour_start",

@@ -135,7 +135,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "worker_health",
             "worker_running",
             "maintenance_runs",
-            # Housekeeping's hourly outcome counts for the admin (R-ADM-57).
+            # Housekeeping's hourly outcome counts for the admin (R-ADM-58).
             "outcome_rollup",
             "publishing",
             # Workflow signals: send, gate, wake, consume (SPEC §23).

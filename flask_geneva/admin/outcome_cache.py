@@ -17,7 +17,7 @@ everything live, as before; a busy one reads about one hour per render.
 Deleting executions of the last 24 hours (a manual purge; the cleanup keeps
 recent workflows) is not reflected in kept hours until they leave the window.
 
-With the install unit ``add_outcome_hours`` (R-ADM-57) the settled hours that
+With the install unit ``add_outcome_hours`` (R-ADM-58) the settled hours that
 housekeeping already counted are read from ``geneva_drive_outcome_hours``
 (:func:`flask_geneva.outcome_rollup.counted_hours`, one small read) and kept
 like busy hours, whatever their volume: a process's first render then counts
@@ -77,7 +77,7 @@ def outcome_counts(
     The same rows as :func:`flask_geneva.store_admin_stats.outcome_counts`,
     with busy hours that ended :data:`SETTLE` before ``now`` taken from this
     process's memory once counted, and settled hours that housekeeping stored
-    read from the outcome hours table (R-ADM-57).
+    read from the outcome hours table (R-ADM-58).
 
     Args:
         session: The admin's session.

@@ -1,4 +1,4 @@
-"""Hourly outcome counts stored by housekeeping, read by the overview (issue 21; R-ADM-57)."""
+"""Hourly outcome counts stored by housekeeping, read by the overview (issue 21; R-ADM-58)."""
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def _seed():
 def test_chart_equals_a_direct_count_with_stored_and_live_hours(client):
     """Hours stored by an earlier roll-up are read from the table, later ones counted
     live; per class, hour and state the chart equals a row-by-row count, hour edges
-    included; a fresh process (no kept hours) shows the same (R-ADM-54, R-ADM-57)."""
+    included; a fresh process (no kept hours) shows the same (R-ADM-54, R-ADM-58)."""
     workflows = _seed()
     # Housekeeping ran at 09:30: the hours up to 08:00-09:00 are stored.
     stored = _roll_up(CURRENT - 3 * HOUR + timedelta(minutes=30))
@@ -181,7 +181,7 @@ def test_chart_equals_a_direct_count_with_stored_and_live_hours(client):
 def test_a_stored_hour_is_not_counted_again(client):
     """Once stored, an hour's counts are read from the table, not recounted: a row
     that lands in it later (a late commit, a hand edit) is not shown, even by a
-    fresh process; the live hours still are (the guarantee of R-ADM-57)."""
+    fresh process; the live hours still are (the guarantee of R-ADM-58)."""
     workflows = _seed()
     late = _finished_workflow()
     _place([late], [CURRENT - 3 * 24 * HOUR] * 2)
@@ -201,7 +201,7 @@ def test_a_stored_hour_is_not_counted_again(client):
 
 def test_an_hour_is_stored_once_it_settled():
     """The previous hour is stored only 5 minutes after it ended; the current hour
-    never (R-ADM-57)."""
+    never (R-ADM-58)."""
     _seed()
     previous = CURRENT - HOUR
     _roll_up(CURRENT + timedelta(minutes=5) - MICRO)
@@ -216,7 +216,7 @@ def test_an_hour_is_stored_once_it_settled():
 def test_concurrent_roll_ups_store_each_hour_once(client):
     """A second roll-up stores nothing; one that missed the other's rows (two
     housekeeping runs at once) fails on the key, rolls back, and raises nothing;
-    the counts are not doubled (R-ADM-57)."""
+    the counts are not doubled (R-ADM-58)."""
     workflows = _seed()
     assert _roll_up(NOW) == 23
     rows = _stored_rows()
@@ -234,7 +234,7 @@ def test_concurrent_roll_ups_store_each_hour_once(client):
 
 
 def test_housekeeping_stores_the_hours_and_deletes_old_ones():
-    """Each housekeeping run rolls up; hours older than 48 hours are deleted (R-ADM-57)."""
+    """Each housekeeping run rolls up; hours older than 48 hours are deleted (R-ADM-58)."""
     _seed()
     with clock.frozen(NOW):
         run_housekeeping()
@@ -249,7 +249,7 @@ def test_housekeeping_stores_the_hours_and_deletes_old_ones():
 
 def test_without_the_unit_the_overview_counts_live(client):
     """Without geneva_drive_outcome_hours the overview counts every hour from the
-    executions and housekeeping runs as before (R-ADM-57, R-DM-30)."""
+    executions and housekeeping runs as before (R-ADM-58, R-DM-30)."""
     workflows = _seed()
     db.session.remove()
     with db.engine.begin() as connection:
@@ -299,7 +299,7 @@ def test_two_roll_ups_racing_store_each_hour_once(app):
     """Two housekeeping runs in two threads, each with its own connection, count
     the same hours and insert them at the same moment (PostgreSQL, MariaDB; on
     SQLite the runs serialize): every hour is stored once with the right
-    counts, and neither run raises (R-ADM-57)."""
+    counts, and neither run raises (R-ADM-58)."""
     import threading
 
     from sqlalchemy import orm

@@ -86,7 +86,7 @@ def test_gauges_reflect_recovery_and_use_one_grouped_query(app, geneva_jobs, met
         frozen.advance(timedelta(hours=2))
         with recorded_statements() as sent:
             run_housekeeping()
-        # The outcome hours' roll-up that ends the run groups too (R-ADM-57).
+        # The outcome hours' roll-up that ends the run groups too (R-ADM-58).
         statements = [
             s for s in sent if "GROUP BY" in s.upper() and "AS outcomes" not in s
         ]
