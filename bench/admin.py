@@ -19,6 +19,14 @@
 3. Checks that no list page runs an unbounded ``COUNT(*)`` (R-ADM-30): every
    statement with ``count(`` on a list page must count a ``LIMIT``-ed subquery.
 
+Before rendering, the hourly outcome counts are stored as a housekeeping run
+``--housekeeping-lag`` minutes before the seed instant would have stored them
+(R-ADM-58; default 35: housekeeping runs every 30 minutes, so a render may find
+the hours that ended since then not stored yet); ``--housekeeping-lag -1``
+stores nothing (a database without the roll-up: every hour counted live).
+The warm-up render is then a fresh process's first render (after a deploy,
+each gunicorn worker's first).
+
 ``--explain`` prints ``EXPLAIN (ANALYZE, BUFFERS)`` of the slowest statement of
 every page over ``--explain-ms``. ``--only`` picks pages by a label substring.
 Target: each page < 500 ms. Use a scratch database. Usage::
@@ -49,6 +57,7 @@ from admin_seed import populate
 from admin_seed import seeded
 
 from flask_geneva import clock
+from flask_geneva import outcome_rollup
 from flask_geneva import resumable_step
 from flask_geneva import step
 from tests.apps import basic
@@ -199,6 +208,32 @@ def _created_range(pages: list[tuple[str, str, bool]], t0: Any) -> None:
             pages[index] = (label, url, is_list)
 
 
+def _roll_up(t0: Any, lag_minutes: float) -> None:
+    """Store the outcome hours as housekeeping ``lag_minutes`` before ``t0`` did.
+
+    In the app context. Stored hours are deleted first, so each run starts
+    from the same state.
+    """
+    from datetime import timedelta
+
+    from flask_geneva.app_state import current_context
+
+    engine = basic.db.engine
+    with engine.begin() as connection:
+        connection.execute(sa.text("DELETE FROM geneva_drive_outcome_hours"))
+    if lag_minutes < 0:
+        print("outcome hours: none stored (every hour counted live)")
+        return
+    started = time.perf_counter()
+    at = t0 - timedelta(minutes=lag_minutes)
+    stored = outcome_rollup.roll_up_outcome_hours(current_context().session, now=at)
+    basic.db.session.remove()
+    print(
+        f"outcome hours: {stored} stored as housekeeping at {at:%H:%M} UTC would "
+        f"(in {time.perf_counter() - started:.1f} s)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -213,6 +248,12 @@ def main() -> None:
     parser.add_argument("--only", default="", help="pages whose label contains this")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--explain-ms", type=float, default=100.0)
+    parser.add_argument(
+        "--housekeeping-lag",
+        type=float,
+        default=35.0,
+        help="minutes before the seed instant the outcome hours were stored; -1: none",
+    )
     args = parser.parse_args()
     if sa.make_url(args.database_url).get_backend_name() != "postgresql":
         raise SystemExit("bench/admin.py measures PostgreSQL (R-ADM-30)")
@@ -255,6 +296,8 @@ def main() -> None:
         for name, rows, size in sizes:
             print(f"  {name}: about {rows:,} rows, {size} with indexes")
         pages = _pages(engine, big)
+        if not args.seed_only:
+            _roll_up(t0, args.housekeeping_lag)
     if args.seed_only:
         return
     _created_range(pages, t0)

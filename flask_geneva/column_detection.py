@@ -3,8 +3,8 @@
 The optional columns (workflow and execution ``metadata``, ``error_class_name``,
 ``cursor``, ``continues_from_id``, ``worker_id``, the waiting columns
 ``signal_id``/``waiting_since``/``wait_deadline``, the workers'
-``dead_after_ms``), the workers, signals and
-maintenance runs tables are
+``dead_after_ms``), the workers, signals,
+maintenance runs and outcome hours tables are
 detected once per engine, on first use, and cached until
 :func:`reset_column_caches`. Queries load only the columns that
 exist (:func:`undefer_options`, :func:`absent_execution_columns`). The cache of
@@ -26,6 +26,7 @@ from sqlalchemy import orm
 from flask_geneva import core_rows
 from flask_geneva import core_session
 from flask_geneva.model_states import MAINTENANCE_RUNS_TABLE
+from flask_geneva.model_states import OUTCOME_HOURS_TABLE
 from flask_geneva.model_states import SIGNALS_TABLE
 from flask_geneva.models import STEP_EXECUTIONS_TABLE
 from flask_geneva.models import WORKERS_TABLE
@@ -63,6 +64,8 @@ class OptionalColumns:
     maintenance_runs: bool = True
     #: ``geneva_drive_workers.dead_after_ms`` (``add_worker_dead_after``, R-WRK-17).
     worker_dead_after: bool = True
+    #: The ``add_outcome_hours`` unit's table (R-ADM-58).
+    outcome_hours: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -148,6 +151,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             signals_table=SIGNALS_TABLE in tables,
             maintenance_runs=MAINTENANCE_RUNS_TABLE in tables,
             worker_dead_after=DEAD_AFTER_COLUMN in worker_columns,
+            outcome_hours=OUTCOME_HOURS_TABLE in tables,
         )
         _column_cache[engine] = detected
         return detected

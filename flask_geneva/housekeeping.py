@@ -30,6 +30,7 @@ from sqlalchemy import orm
 from flask_geneva import clock
 from flask_geneva import column_detection
 from flask_geneva import maintenance_runs
+from flask_geneva import outcome_rollup
 from flask_geneva import store_maintenance
 from flask_geneva import worker_health
 from flask_geneva import worker_registry
@@ -131,6 +132,7 @@ def _housekeeping_pass(session: orm.Session, config: GenevaConfig) -> dict[str, 
     )
     worker_registry.prune_dead_workers(session, config=config)
     emit_gauges(session, config=config)
+    outcome_rollup.roll_up_outcome_hours(session)  # the admin's chart (R-ADM-58)
     return summary
 
 

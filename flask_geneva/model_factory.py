@@ -33,6 +33,7 @@ from flask_geneva.model_states import WORKFLOWS_TABLE
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import WorkflowState
 from flask_geneva.step_execution_model import StepExecutionMixin
+from flask_geneva.store_outcome_hours import outcome_hours_table
 from flask_geneva.worker_rows import workers_table
 from flask_geneva.workflow_model import WorkflowMixin
 
@@ -304,4 +305,6 @@ def build_models(
     workers_table(model_base.metadata)
     # The last runs of the dispatcher and housekeeping (R-HK-40).
     maintenance_runs_table(model_base.metadata)
+    # The admin's hourly outcome counts, filled by housekeeping (R-ADM-58).
+    outcome_hours_table(model_base.metadata)
     return Workflow, StepExecution

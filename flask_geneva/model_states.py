@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "ACTIVE_EXECUTION_STATES",
     "MAINTENANCE_RUNS_TABLE",
+    "OUTCOME_HOURS_TABLE",
     "SIGNALS_TABLE",
     "STEP_EXECUTIONS_TABLE",
     "TERMINAL_WORKFLOW_STATES",
@@ -29,6 +30,7 @@ STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 WORKERS_TABLE = "geneva_drive_workers"
 SIGNALS_TABLE = "geneva_drive_signals"
 MAINTENANCE_RUNS_TABLE = "geneva_drive_maintenance_runs"
+OUTCOME_HOURS_TABLE = "geneva_drive_outcome_hours"
 
 
 class WorkflowState(enum.StrEnum):

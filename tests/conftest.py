@@ -81,13 +81,22 @@ def _empty_tables(app: Flask) -> None:
             connection.execute(sa.delete(basic.geneva.StepExecution.__table__))
             connection.execute(sa.delete(basic.geneva.Workflow.__table__))
             connection.execute(sa.delete(basic.User.__table__))
-            for table in ("geneva_drive_workers", "geneva_drive_maintenance_runs"):
+            for table in (
+                "geneva_drive_workers",
+                "geneva_drive_maintenance_runs",
+                "geneva_drive_outcome_hours",
+            ):
                 connection.execute(sa.delete(basic.db.metadata.tables[table]))
 
 
 def make_app(tmp_path: Any, **config: Any) -> Flask:
     """Create a test app on the selected database with ``config`` overrides."""
+    from flask_geneva.admin.outcome_cache import forget_kept_hours
+
     url = DATABASE_URL or f"sqlite:///{tmp_path / 'test.sqlite3'}"
+    # Hours an earlier test's overview kept in memory: the server's tables were
+    # emptied, but the cache is keyed by the database URL (R-ADM-54, R-ADM-58).
+    forget_kept_hours()
     app = basic.create_app(url, **config)
     if DATABASE_URL:
         _prepare_server_schema(app)

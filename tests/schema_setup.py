@@ -30,6 +30,7 @@ OUR_TABLES = (
     "geneva_drive_workers",
     "geneva_drive_signals",
     "geneva_drive_maintenance_runs",
+    "geneva_drive_outcome_hours",
 )
 
 _ENV_PY = """\

@@ -113,6 +113,7 @@ HOST_TABLES = (
     "geneva_drive_workers",
     "geneva_drive_signals",
     "geneva_drive_maintenance_runs",
+    "geneva_drive_outcome_hours",
     "alembic_version",
     "accounts",
     *PROBE_TABLES,
@@ -202,6 +203,7 @@ class Host:
                 STEP_EXECUTIONS,
                 "geneva_drive_maintenance_runs",
                 "geneva_drive_workers",
+                "geneva_drive_outcome_hours",
             ):
                 if table not in tables:
                     continue
@@ -352,6 +354,16 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         "node_name",
         "last_succeeded_at",
     }
+    # The admin's hourly outcome counts, keyed by hour, class and state (R-ADM-58).
+    hours = schema["geneva_drive_outcome_hours"]
+    assert set(hours["columns"]) == {
+        "hour_start",
+        "workflow_type",
+        "state",
+        "executions",
+    }
+    if installed.dialect == "mysql":
+        assert hours["columns"]["hour_start"]["type"].fsp == 6
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:

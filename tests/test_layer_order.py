@@ -74,6 +74,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "worker_rows",
             # The maintenance runs table (build_models defines it) and its statements.
             "maintenance_rows",
+            # The admin's hourly outcome counts (build_models defines the table).
+            "store_outcome_hours",
             "store_model_queries",
             # The WorkflowSignal model (geneva_drive_signals).
             "signal_model",
@@ -137,6 +139,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "worker_health",
             "worker_running",
             "maintenance_runs",
+            # Housekeeping's hourly outcome counts for the admin (R-ADM-58).
+            "outcome_rollup",
             "publishing",
             # Workflow signals: send, gate, wake, consume (SPEC §23).
             "workflow_signals",

@@ -69,6 +69,8 @@ STORE_MODULES = frozenset(
         "flask_geneva/store_admin_signals.py",
         # The last dispatcher and housekeeping runs (R-HK-40..42).
         "flask_geneva/maintenance_rows.py",
+        # The admin's hourly outcome counts (R-ADM-58).
+        "flask_geneva/store_outcome_hours.py",
     }
 )
 

@@ -16,6 +16,14 @@ render, in one statement per run of consecutive hours. A quiet system reads
 everything live, as before; a busy one reads about one hour per render.
 Deleting executions of the last 24 hours (a manual purge; the cleanup keeps
 recent workflows) is not reflected in kept hours until they leave the window.
+
+With the install unit ``add_outcome_hours`` (R-ADM-58) the settled hours that
+housekeeping already counted are read from ``geneva_drive_outcome_hours``
+(:func:`flask_geneva.outcome_rollup.counted_hours`, one small read) and kept
+like busy hours, whatever their volume: a process's first render then counts
+from the executions only the hours housekeeping has not stored yet (the
+current one, and those that ended since its last run), instead of the whole
+day. The admin never writes that table (R-ADM-32).
 """
 
 from __future__ import annotations
@@ -23,18 +31,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva import outcome_rollup
 from flask_geneva import store_admin_stats
+from flask_geneva.outcome_rollup import SETTLE
 
 __all__ = ["KEEP_AT_LEAST", "SETTLE", "forget_kept_hours", "outcome_counts"]
 
-#: An hour's counts are kept once it ended at least this long ago.
-SETTLE = timedelta(minutes=5)
 #: Only hours with at least this many ended executions are kept (R-ADM-54).
 KEEP_AT_LEAST = 5_000
 
@@ -69,7 +76,8 @@ def outcome_counts(
 
     The same rows as :func:`flask_geneva.store_admin_stats.outcome_counts`,
     with busy hours that ended :data:`SETTLE` before ``now`` taken from this
-    process's memory once counted.
+    process's memory once counted, and settled hours that housekeeping stored
+    read from the outcome hours table (R-ADM-58).
 
     Args:
         session: The admin's session.
@@ -91,6 +99,22 @@ def outcome_counts(
             for index in range(buckets)
             if (source, edges[index]) in _kept
         }
+    wanted = [
+        index
+        for index in range(buckets)
+        if index not in kept and edges[index + 1] <= now - SETTLE
+    ]
+    if wanted:
+        stored = outcome_rollup.counted_hours(
+            session, edges[wanted[0]], edges[wanted[-1] + 1]
+        )
+        found = {
+            index: stored[edges[index]] for index in wanted if edges[index] in stored
+        }
+        kept.update(found)
+        with _lock:
+            for index, rows in found.items():
+                _kept[(source, edges[index])] = rows
     result = [
         (type_name, index, state, count)
         for index, rows in kept.items()

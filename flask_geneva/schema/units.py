@@ -13,6 +13,7 @@ __all__ = [
     "KEY_TYPE_CHOICES",
     "MAINTENANCE_RUNS_TABLE",
     "OUR_TABLES",
+    "OUTCOME_HOURS_TABLE",
     "SIGNALS_TABLE",
     "STEP_EXECUTIONS_TABLE",
     "UNITS",
@@ -26,6 +27,7 @@ STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
 WORKERS_TABLE = "geneva_drive_workers"
 SIGNALS_TABLE = "geneva_drive_signals"
 MAINTENANCE_RUNS_TABLE = "geneva_drive_maintenance_runs"
+OUTCOME_HOURS_TABLE = "geneva_drive_outcome_hours"
 OUR_TABLES = frozenset(
     {
         WORKFLOWS_TABLE,
@@ -33,6 +35,7 @@ OUR_TABLES = frozenset(
         WORKERS_TABLE,
         SIGNALS_TABLE,
         MAINTENANCE_RUNS_TABLE,
+        OUTCOME_HOURS_TABLE,
     }
 )
 """The tables flask_geneva's migrations create and manage."""
@@ -144,6 +147,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "widen_one_active_to_waiting",
         "widen the one-active index to waiting executions (PostgreSQL, SQLite)",
         "16_widen_one_active_to_waiting.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_outcome_hours",
+        "create geneva_drive_outcome_hours (the admin's hourly outcome counts)",
+        "17_add_outcome_hours.py.tmpl",
     ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""
