@@ -33,7 +33,7 @@ def test_run_now_button_runs_the_waiting_step_now(live_url, page):
     page.goto(f"{live_url}/geneva/workflows/{workflow_id}")
     page.click('button[data-geneva-action="run_now"]')
     page.wait_for_selector(f"text=Workflow {workflow_id}: Run now done")
-    rows = execution_rows(workflow_id)
+    rows = execution_rows(int(workflow_id))
     assert [row["state"] for row in rows] == ["canceled", "scheduled"]
     assert rows[1]["scheduled_for"] <= clock.now()
     button = page.locator('button[data-geneva-action="run_now"]')

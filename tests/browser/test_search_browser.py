@@ -24,7 +24,7 @@ def test_one_box_finds_heroes_errors_and_ids(live_url, page):
     ready_id, hero_id = str(ready.id), ready.hero_id
     failing_id = str(failed_workflow().id)
     retired_id = str(ready_workflow().id)
-    update_workflow(retired_id, type="RetiredFlow")
+    update_workflow(int(retired_id), type="RetiredFlow")
     db.session.remove()
     page.goto(f"{live_url}/geneva/workflows/")
     search = page.locator('.geneva-filters input[name="q"]')
