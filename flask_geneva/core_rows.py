@@ -338,34 +338,29 @@ def insert_step_execution(
     if state.pending:
         session.expunge(execution)
     mapper = state.mapper
-    attrs = mapper.attrs
     values_by_key = state.dict
-    for key in values_by_key:
-        if key in attrs and not isinstance(attrs[key], orm.ColumnProperty):
-            # A relationship was assigned: the ORM works out its foreign key.
-            session.add(execution)
-            session.flush()
-            return
+    other_attributes, plan = _insert_plan(mapper, absent)
+    if not other_attributes.isdisjoint(values_by_key):
+        # A relationship was assigned: the ORM works out its foreign key.
+        session.add(execution)
+        session.flush()
+        return
     row: dict[str, Any] = {}
-    for prop in mapper.column_attrs:
-        if prop.key in absent:
-            continue
-        column = prop.columns[0]
-        value = values_by_key.get(prop.key)
-        default = column.default
-        if value is None and default is not None:
-            if default.is_scalar:
-                value = default.arg
-            elif default.is_callable:
-                value = default.arg(None)
+    for key, name, default_kind, default in plan:
+        value = values_by_key.get(key)
+        if value is None and default_kind is not None:
+            if default_kind == "scalar":
+                value = default
+            elif default_kind == "callable":
+                value = default(None)
             else:
                 # A SQL expression or sequence: the INSERT evaluates it and the
                 # attribute stays unloaded (read on access).
-                values_by_key.pop(prop.key, None)
+                values_by_key.pop(key, None)
                 continue
-        values_by_key[prop.key] = value
+        values_by_key[key] = value
         if value is not None:
-            row[column.name] = value
+            row[name] = value
     statement = _cache.get(("insert", mapper.local_table))
     if statement is None:
         statement = _cache[("insert", mapper.local_table)] = sa.insert(
@@ -382,6 +377,45 @@ def insert_step_execution(
     orm.make_transient_to_detached(execution)
     session.add(execution)
     core_session.record_write(session, execution, inserted=True)
+
+
+def _insert_plan(
+    mapper: Any, absent: frozenset[str]
+) -> tuple[frozenset[str], tuple[tuple[str, str, str | None, Any], ...]]:
+    """What :func:`insert_step_execution` reads of ``mapper``, built once.
+
+    Returns:
+        The keys of attributes that are not columns (relationships and the
+        like), and ``(attribute key, column name, default kind, default)`` of
+        each column not in ``absent``, in mapper order; the default kind is
+        None (no default), ``"scalar"``, ``"callable"`` (called with None) or
+        ``"sql"`` (evaluated by the INSERT), the default its ``arg``.
+    """
+    key = ("insert-plan", mapper, absent)
+    cached = _cache.get(key)
+    if cached is None:
+        other_attributes = frozenset(
+            name
+            for name, prop in mapper.attrs.items()
+            if not isinstance(prop, orm.ColumnProperty)
+        )
+        plan = []
+        for prop in mapper.column_attrs:
+            if prop.key in absent:
+                continue
+            column = prop.columns[0]
+            default = column.default
+            kind: str | None = None
+            if default is not None:
+                if default.is_scalar:
+                    kind = "scalar"
+                elif default.is_callable:
+                    kind = "callable"
+                else:
+                    kind = "sql"
+            plan.append((prop.key, column.name, kind, default.arg if kind else None))
+        cached = _cache[key] = (other_attributes, tuple(plan))
+    return cached
 
 
 def _before_flush(session: orm.Session, flush_context: Any, instances: Any) -> None:

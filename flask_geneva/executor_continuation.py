@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import weakref
 from typing import Any
 
 import sqlalchemy as sa
@@ -100,6 +101,32 @@ class ClaimedStep:
     precondition_timing: dict[str, Any]
 
 
+#: Hero class -> the Python type of its one-column primary key, or None.
+_probe_key_types: weakref.WeakKeyDictionary[Any, type[Any] | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _probe_key_type(hero_cls: Any) -> type[Any] | None:
+    """The Python type of ``hero_cls``'s primary key, if one column; else None.
+
+    A mapped class's primary key does not change: read once per class.
+    """
+    try:
+        return _probe_key_types[hero_cls]
+    except KeyError:
+        pass
+    keys = sa.inspect(hero_cls).primary_key
+    key_type: type[Any] | None = None
+    if len(keys) == 1:
+        try:
+            key_type = keys[0].type.python_type
+        except NotImplementedError:
+            key_type = None
+    _probe_key_types[hero_cls] = key_type
+    return key_type
+
+
 class ContinuationSteps(PreparePhase):
     """The executor's inline continuation (R-EXE-70..77).
 
@@ -136,11 +163,8 @@ class ContinuationSteps(PreparePhase):
             hero_cls = workflow.__geneva__.hero_class(hero_type)
         except HeroTypeNotFoundError:
             return
-        keys = sa.inspect(hero_cls).primary_key
-        try:
-            if len(keys) != 1 or not isinstance(hero_id, keys[0].type.python_type):
-                return
-        except NotImplementedError:
+        key_type = _probe_key_type(hero_cls)
+        if key_type is None or not isinstance(hero_id, key_type):
             return
         if core_session.actual_session(self.session).dispatch.do_orm_execute:
             return

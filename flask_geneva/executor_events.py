@@ -120,14 +120,16 @@ class RunEvents:
 
     def emit(self, signal: Any, timing: dict[str, Any], **fields: Any) -> None:
         """Send ``signal`` with the run's payload; receivers cannot break it."""
-        if self._workflow_cls is None:
-            return
+        if self._workflow_cls is None or not signal.receivers:
+            return  # nobody listens: no payload to build
         signals.send_safely(
             signal, self._workflow_cls, {**self._payload_base, **timing, **fields}
         )
 
     def emit_step_signal(self, result: Any, timing: dict[str, Any]) -> None:
         """Send ``step`` with how the body ended (R-SIG-03)."""
+        if not signals.step.receivers:
+            return
         fields: dict[str, Any] = {"outcome": result.label}
         if result.kind == "exception":
             fields["exception"] = result.error
@@ -137,6 +139,8 @@ class RunEvents:
 
     def emit_finalize(self, states: tuple[str, str], error: Exception | None) -> None:
         """Send ``finalize`` with the states as stored (R-SIG-04)."""
+        if not signals.finalize.receivers:
+            return
         fields: dict[str, Any] = {"workflow_state": states[0], "step_state": states[1]}
         if error is not None:
             fields["exception"] = error

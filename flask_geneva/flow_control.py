@@ -10,10 +10,8 @@ the workflow row and re-checks the state under the lock (R-EXT-01..27).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 from typing import NoReturn
@@ -95,16 +93,27 @@ def current_step_context() -> StepContext | None:
     return _context.get()
 
 
-@contextlib.contextmanager
-def step_context(
-    workflow_id: Any, phase: str, *, resumable: bool = False
-) -> Iterator[None]:
-    """Mark the block as running inside a step of ``workflow_id`` (R-FC-01)."""
-    token = _context.set(StepContext(workflow_id, phase, resumable))
-    try:
-        yield
-    finally:
-        _context.reset(token)
+class step_context:
+    """Mark the block as running inside a step of ``workflow_id`` (R-FC-01).
+
+    A class rather than a generator context manager: the executor enters it
+    three times per step.
+    """
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(
+        self, workflow_id: Any, phase: str, *, resumable: bool = False
+    ) -> None:
+        self._context = StepContext(workflow_id, phase, resumable)
+        self._token: contextvars.Token[StepContext | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _context.set(self._context)
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._token is not None  # noqa: S101 - set by __enter__
+        _context.reset(self._token)
 
 
 def _in_step(workflow: Any, action: str) -> bool:

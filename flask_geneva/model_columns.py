@@ -49,6 +49,8 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
             return None
         if not isinstance(value, datetime):
             raise TypeError(f"expected a datetime, got {value!r}")
+        if value.tzinfo is UTC:
+            return value.replace(tzinfo=None)  # clock.now()'s: nothing to convert
         return clock.ensure_aware(value).replace(tzinfo=None)
 
     def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:

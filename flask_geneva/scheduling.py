@@ -308,12 +308,14 @@ def create_step_execution(
         ),
     )
     _request(session, execution, publication, context)
-    workflow.logger.debug(
-        "scheduled step %r (execution %s) for %s",
-        step.name,
-        execution.id,
-        scheduled_for.isoformat(),
-    )
+    logger = workflow.logger
+    if logger.isEnabledFor(logging.DEBUG):  # isoformat() only for a record
+        logger.debug(
+            "scheduled step %r (execution %s) for %s",
+            step.name,
+            execution.id,
+            scheduled_for.isoformat(),
+        )
     return execution
 
 

@@ -105,12 +105,14 @@ def lock_workflow_and_execution_probing_hero(
 ) -> tuple[Any, Any, bool | None]:
     """:func:`lock_workflow_and_execution`, also telling whether a hero row exists.
 
-    On PostgreSQL and SQLite the locking statement carries an ``EXISTS`` on the
-    row of ``hero_cls`` whose primary key is ``hero_id``, so the hero check of
-    an inline continuation (R-EXE-73) costs no statement of its own. The
-    subquery takes no lock (PostgreSQL's ``FOR UPDATE`` locks only the rows of
-    its own FROM list). On MySQL/MariaDB, and when the rows are read by the ORM,
-    nothing is probed.
+    A locking statement carries an ``EXISTS`` on the row of ``hero_cls`` whose
+    primary key is ``hero_id``, so the hero check of an inline continuation
+    (R-EXE-73) costs no statement of its own: the joined statement on
+    PostgreSQL and SQLite, the execution's (second) locking statement on
+    MariaDB. The subquery takes no lock (``FOR UPDATE`` locks only the rows of
+    its own FROM list; MariaDB reads a select-list subquery as a plain
+    ``SELECT``). On MySQL, and when the rows are read by the ORM, nothing is
+    probed.
 
     Args:
         session: The session (its transaction takes the locks).
@@ -179,15 +181,24 @@ def _lock_pair(
         ).one_or_none()
         if workflow_values is None:
             return None, None, None
+        hero_key = None
+        if hero_probe is not None and _probe_is_lock_free(connection.dialect):
+            hero_key = sa.inspect(hero_probe[0]).primary_key[0]
+            params["geneva_hero_id"] = hero_probe[1]
         execution_values = connection.execute(
             cached_statement(
-                ("lock-execution", execution_columns),
-                lambda: _execution_lock_statement(execution_cls, execution_columns),
+                ("lock-execution", execution_columns, hero_key),
+                lambda: _execution_lock_statement(
+                    execution_cls, execution_columns, hero_key
+                ),
             ),
             params,
         ).one_or_none()
         if execution_values is None:
             return None, None, None
+        if hero_key is not None:
+            hero_present = bool(execution_values[-1])
+            execution_values = execution_values[: len(execution_keys)]
     workflow_mapper = _mapper_for_type(
         workflow_cls, workflow_values[workflow_keys.index("type")]
     )
@@ -250,22 +261,39 @@ def _joined_lock_statement(
 ) -> Any:
     workflows = sa.inspect(workflow_cls).local_table
     executions = sa.inspect(execution_cls).local_table
-    probe: tuple[Any, ...] = ()
-    if hero_key is not None:
-        # A subquery of the select list: FOR UPDATE does not lock its rows.
-        probe = (
-            sa.exists()
-            .where(hero_key == sa.bindparam("geneva_hero_id", type_=hero_key.type))
-            .label("geneva_hero_present"),
-        )
     return (
-        sa.select(*workflow_columns, *execution_columns, *probe)
+        sa.select(*workflow_columns, *execution_columns, *_hero_probe_columns(hero_key))
         .select_from(
             workflows.join(executions, executions.c.workflow_id == workflows.c.id)
         )
         .where(executions.c.id == sa.bindparam("step_execution_id"))
         .with_for_update()
     )
+
+
+def _hero_probe_columns(hero_key: Any) -> tuple[Any, ...]:
+    """The ``EXISTS`` on the hero row for a locking statement's select list, if any.
+
+    A subquery of the select list: ``FOR UPDATE`` does not lock its rows, and it
+    reads as a plain ``SELECT`` would (R-EXE-78).
+    """
+    if hero_key is None:
+        return ()
+    return (
+        sa.exists()
+        .where(hero_key == sa.bindparam("geneva_hero_id", type_=hero_key.type))
+        .label("geneva_hero_present"),
+    )
+
+
+def _probe_is_lock_free(dialect: sa.Dialect) -> bool:
+    """Whether a MySQL-family ``FOR UPDATE`` leaves a select-list subquery unlocked.
+
+    MariaDB reads it as a consistent (non-locking) read: checked on 10.11, where
+    the probe neither waits for nor takes a lock on the hero row. MySQL is not
+    checked: there the hero check stays a statement of its own.
+    """
+    return bool(getattr(dialect, "is_mariadb", False))
 
 
 def _owner_lock_statement(
@@ -281,10 +309,12 @@ def _owner_lock_statement(
     return sa.select(*workflow_columns).where(workflows.c.id == owner).with_for_update()
 
 
-def _execution_lock_statement(execution_cls: Any, execution_columns: Any) -> Any:
+def _execution_lock_statement(
+    execution_cls: Any, execution_columns: Any, hero_key: Any = None
+) -> Any:
     executions = sa.inspect(execution_cls).local_table
     return (
-        sa.select(*execution_columns)
+        sa.select(*execution_columns, *_hero_probe_columns(hero_key))
         .where(executions.c.id == sa.bindparam("step_execution_id"))
         .with_for_update()
     )

@@ -125,4 +125,8 @@ def execution_logger(
         execution: The step execution being run.
         base: Base logger or adapter whose tags come first (see :func:`as_tagged`).
     """
-    return workflow_logger(workflow, base).tagged(execution_tag(execution))
+    # One adapter, as workflow_logger(...).tagged(...) composes it (once per step).
+    outer = as_tagged(base)
+    return TaggedLoggerAdapter(
+        outer.logger, (*outer.tags, workflow_tag(workflow), execution_tag(execution))
+    )

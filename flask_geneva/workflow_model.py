@@ -273,12 +273,16 @@ class WorkflowMixin(WorkflowActions):
 
     def read_metadata(self, key: str) -> Any:
         """Return the JSON value stored under ``key``, or None (R-WF-40)."""
-        loaded = self.__dict__.get("meta")
+        values = self.__dict__
+        loaded = values.get("meta")
         if isinstance(loaded, Mapping):
             # Loaded from the column (or written by write_metadata, which checks
             # it): no need to ask whether the column exists. The executor reads
             # step_job_options this way twice per step.
             return loaded.get(str(key))
+        if loaded is None and "meta" in values:
+            # Loaded NULL (an absent column is never loaded): nothing stored.
+            return None
         if not self._has_metadata_column():
             return None
         return as_dict(self.meta).get(str(key))

@@ -78,9 +78,11 @@ def _hero_reads(statements):
     return [s for s in statements if "users" in s and "step_executions" not in s]
 
 
-@pytest.mark.backends("postgresql", "sqlite")
 def test_continued_steps_send_no_statement_for_the_hero(app, user, geneva_jobs):
     """Only the delivered step's Phase 1 loads the hero; continued ones probe it (R-EXE-78)."""
+    dialect = db.engine.dialect
+    if dialect.name == "mysql" and not getattr(dialect, "is_mariadb", False):
+        pytest.skip("MySQL (not MariaDB) loads the hero with a statement of its own")
     workflow_id, first_id = _start(ProbeNoOps, user, geneva_jobs)
     with recorded_statements() as statements:
         perform_step_execution(first_id)
@@ -88,8 +90,40 @@ def test_continued_steps_send_no_statement_for_the_hero(app, user, geneva_jobs):
     assert geneva_jobs.enqueued == []
     # Phase 1 of the delivered step loads the hero once (R-EXE-13).
     assert len(_hero_reads(statements)) == 1
-    # Each finalize that claimed the next step carried the probe.
+    # Each finalize that claimed the next step carried the probe (on MariaDB in
+    # the execution's locking statement, the second).
     assert sum("EXISTS" in s.upper() and "users" in s for s in statements) >= 3
+
+
+@pytest.mark.backends("postgresql", "mysql")
+def test_the_probe_locks_no_hero_row(app, user):
+    """Another session updates the hero while the probing lock is held (R-EXE-78)."""
+    from flask_geneva import store
+    from flask_geneva.app_state import current_context
+
+    workflow = ProbeNoOps.create(hero=user)
+    execution_id, user_id = workflow.current_execution.id, user.id
+    db.session.remove()
+    session = current_context().bind(db.session())
+    locked, _, present = store.lock_workflow_and_execution_probing_hero(
+        session, execution_id, User, user_id
+    )
+    assert locked is not None
+    assert present is True
+    users = User.__table__
+    try:
+        with db.engine.connect() as other:
+            if other.dialect.name == "mysql":
+                other.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
+            else:
+                other.exec_driver_sql("SET lock_timeout = '2s'")
+            updated = other.execute(
+                sa.update(users).where(users.c.id == user_id).values(email="x@y.z")
+            ).rowcount
+            other.rollback()
+        assert updated == 1  # a lock on the hero row would time out here
+    finally:
+        session.rollback()
 
 
 def test_a_hero_deleted_during_the_step_ends_the_chain(app, user, geneva_jobs):
