@@ -18,6 +18,7 @@ from typing import Any
 
 from flask_geneva.dsl.conditions import CANCEL_CONDITION_MARK
 from flask_geneva.dsl.definitions import STEP_MARK
+from flask_geneva.dsl.definitions import DecoratedStep
 from flask_geneva.dsl.definitions import StepDefinition
 from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.evolution import RemovedStep
@@ -139,6 +140,8 @@ class _Collector:
         self.inherited_removed = frozenset(marker for marker, _ in self.removed)
         self.renamed: dict[str, RenamedStep] = dict(parent.renamed) if parent else {}
         self.seen_history: set[int] = set()
+        self.namespace: dict[str, object] = {}
+        self.decorated: list[DecoratedStep] = []
         self.conditions: list[object] = list(parent.cancel_conditions) if parent else []
         self.policies: list[ExceptionPolicy] = (
             list(parent.exception_policies) if parent else []
@@ -148,6 +151,7 @@ class _Collector:
         )
 
     def visit(self, attribute: str, value: object) -> None:
+        self.namespace[attribute] = value
         if attribute == "default_job_options":
             self._add_job_options(value)
         elif attribute == "cancel_conditions":
@@ -156,6 +160,8 @@ class _Collector:
             self._add_exception_policies(value)
         elif isinstance(value, RemovedStep | RenamedStep):
             self._add_history(value)
+        elif isinstance(value, DecoratedStep):
+            self.decorated.append(value)
         elif isinstance(value, StepSpec):
             self._add_step(value, attribute=None)
         elif isinstance(value, list | tuple) and value and _all_specs(value):
@@ -289,7 +295,28 @@ class _Collector:
         )
         self.job_options = merge_job_options(self.job_options, options)
 
+    def _check_replaced_steps(self) -> None:
+        """Refuse a decorated step that a later definition replaced (R-DEF-02)."""
+        for record in self.decorated:
+            held = self.namespace.get(record.attribute)
+            marks = getattr(held, "__dict__", {})
+            if marks.get(STEP_MARK) is record.spec:
+                continue
+            spec = record.spec
+            first = f"{spec.definition_location[0]}:{spec.definition_location[1]}"
+            later = ""
+            code = getattr(held, "__code__", None)
+            if code is not None:
+                later = f" at {code.co_filename}:{code.co_firstlineno}"
+            step_name = spec.name if spec.name is not None else record.attribute
+            raise StepConfigurationError(
+                f"step {step_name!r} is already defined in {self.type_name}: a "
+                f"second definition of {record.attribute!r}{later} replaces the "
+                f"step decorated at {first}; give each step its own method name"
+            )
+
     def result(self) -> WorkflowDefinitions:
+        self._check_replaced_steps()
         validate_history(
             self.type_name,
             [definition.name for definition in self.steps],

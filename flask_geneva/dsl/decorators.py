@@ -12,7 +12,9 @@ Pure code: no database, no Flask.
 from __future__ import annotations
 
 import inspect
+import itertools
 import sys
+import types
 from collections.abc import Callable
 from collections.abc import Mapping
 from datetime import timedelta
@@ -20,6 +22,7 @@ from typing import Any
 from typing import overload
 
 from flask_geneva.dsl.definitions import STEP_MARK
+from flask_geneva.dsl.definitions import DecoratedStep
 from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.evolution import RemovedStep
 from flask_geneva.dsl.evolution import RenamedStep
@@ -80,7 +83,34 @@ def _decorate(
         options=options,
     )
     setattr(func, STEP_MARK, spec)
+    _record_in_class_body(func, spec)
     return func
+
+
+_decorated_keys = itertools.count(1)
+
+
+def _record_in_class_body(func: Callable[..., Any], spec: StepSpec) -> None:
+    """Record ``@step`` in the namespace of the class body defining ``func``.
+
+    The class body is the frame a few levels up whose namespace has the
+    ``__qualname__`` of ``func``'s class; a function decorated elsewhere
+    (defined outside the class, or a lambda) is not recorded. The collector
+    then refuses a later definition that replaced it (R-DEF-02).
+    """
+    owner, _, attribute = func.__qualname__.rpartition(".")
+    if not owner or not attribute.isidentifier():
+        return
+    frame: types.FrameType | None = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return
+        namespace = frame.f_locals
+        if namespace.get("__qualname__") == owner and "__module__" in namespace:
+            key = f"__geneva_decorated_step_{next(_decorated_keys)}__"
+            namespace[key] = DecoratedStep(attribute, spec)
+            return
+        frame = frame.f_back
 
 
 def _anonymous(

@@ -24,10 +24,28 @@ from flask_geneva.policies import ExceptionPolicy
 from flask_geneva.policies import PolicyList
 from flask_geneva.signal_matchers import WaitFor
 
-__all__ = ["STEP_MARK", "StepDefinition", "StepSpec"]
+__all__ = ["STEP_MARK", "DecoratedStep", "StepDefinition", "StepSpec"]
 
 #: Attribute holding the :class:`StepSpec` on a function decorated with ``@step``.
 STEP_MARK = "__geneva_step__"
+
+
+@dataclass(frozen=True)
+class DecoratedStep:
+    """A ``@step`` applied in a class body, recorded in that class's namespace.
+
+    The class body's namespace keeps only the last function defined under a
+    name, so a second ``def welcome`` would silently replace a decorated
+    ``welcome``; the collector compares these records with what the class
+    holds and refuses such a replacement (R-DEF-02).
+
+    Attributes:
+        attribute: The function's name, the attribute it is defined under.
+        spec: The :class:`StepSpec` the decorator marked it with.
+    """
+
+    attribute: str
+    spec: StepSpec
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -165,6 +165,66 @@ def test_duplicate_step_names_are_rejected():
                 pass
 
 
+def test_a_second_decorated_method_of_the_same_name_is_rejected():
+    """Two ``@step def work`` in one class body: Python keeps only the second
+    function, so without a check the class would silently have one step 'work'
+    running the second body; it is refused, naming both lines (R-DEF-02)."""
+    with pytest.raises(StepConfigurationError) as refused:
+
+        class Twice(Workflow):
+            @step
+            def work(self):
+                pass
+
+            @step
+            def work(self):  # noqa: F811 - the mistake under test
+                pass
+
+    message = str(refused.value)
+    assert "'work' is already defined in Twice" in message
+    assert message.count("test_step_definition.py:") == 2
+
+
+def test_a_plain_method_replacing_a_decorated_step_is_rejected():
+    """A later undecorated ``def work`` would make the step vanish (R-DEF-02)."""
+    with pytest.raises(StepConfigurationError, match="'work' is already defined"):
+
+        class Replaced(Workflow):
+            @step(wait=timedelta(hours=1))
+            def work(self):
+                pass
+
+            def work(self):  # noqa: F811 - the mistake under test
+                pass
+
+
+def test_a_wrapped_step_and_an_overridden_parent_body_are_accepted():
+    """A decorator over ``@step`` that keeps the function's attributes
+    (``functools.wraps``), and a subclass overriding the parent's body method
+    without re-declaring it (R-INH-03), are not replacements."""
+    import functools
+
+    def logged(func):
+        @functools.wraps(func)
+        def wrapper(self):
+            return func(self)
+
+        return wrapper
+
+    class Wrapped(Workflow):
+        @logged
+        @step
+        def work(self):
+            pass
+
+    class Child(Wrapped):
+        def work(self):
+            pass
+
+    assert steps_of(Wrapped).names == ["work"]
+    assert steps_of(Child).names == ["work"]
+
+
 def test_names_are_converted_with_str_before_the_duplicate_check():
     """Non-str names are str()-converted, so 1 and '1' collide (R-DEF-02)."""
 
