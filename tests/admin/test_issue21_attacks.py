@@ -312,3 +312,29 @@ def test_created_ranges_match_exactly_and_never_fail(
         text = response.get_data(as_text=True)
         shown = f'/geneva/workflows/{workflow_id}"' in text
         assert shown == (expected == 1 and extra != "&page=2"), extra
+
+
+def test_a_class_whose_code_is_gone_is_counted_stored_and_live(client):
+    """Executions of a class no longer in the code: housekeeping stores its hour,
+    the overview, the class page and the class filter show it (R-ADM-58, R-ADM-55)."""
+    from tests.workflow.support import update_workflow
+
+    now = clock.now().replace(minute=30, second=0, microsecond=0)
+    with clock.frozen(now - timedelta(hours=3)):
+        workflow = failed_workflow()
+    update_workflow(workflow.id, type="GoneClass")
+    db.session.remove()
+    outcome_cache.forget_kept_hours()
+    with clock.frozen(now):
+        assert roll_up_outcome_hours(current_context().session) >= 1
+        db.session.remove()
+        for url in (
+            "/geneva/",
+            "/geneva/class/GoneClass",
+            "/geneva/workflows/?type=GoneClass",
+        ):
+            response = client.get(url)
+            assert response.status_code == 200, url
+            assert "GoneClass" in response.get_data(as_text=True)
+        text = client.get("/geneva/class/GoneClass").get_data(as_text=True)
+        assert "1 failed" in text
