@@ -28,6 +28,7 @@ day. The admin never writes that table (R-ADM-32).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from datetime import datetime
@@ -44,6 +45,8 @@ __all__ = ["KEEP_AT_LEAST", "SETTLE", "forget_kept_hours", "outcome_counts"]
 
 #: Only hours with at least this many ended executions are kept (R-ADM-54).
 KEEP_AT_LEAST = 5_000
+
+_log = logging.getLogger("flask_geneva.admin")
 
 _lock = threading.Lock()
 #: (database and table, hour start) -> [(type, state, count)] of a kept hour.
@@ -105,9 +108,7 @@ def outcome_counts(
         if index not in kept and edges[index + 1] <= now - SETTLE
     ]
     if wanted:
-        stored = outcome_rollup.counted_hours(
-            session, edges[wanted[0]], edges[wanted[-1] + 1]
-        )
+        stored = _stored_hours(session, edges[wanted[0]], edges[wanted[-1] + 1])
         found = {
             index: stored[edges[index]] for index in wanted if edges[index] in stored
         }
@@ -139,6 +140,26 @@ def outcome_counts(
             for index in settled:
                 _kept[(source, edges[index])] = counted[index]
     return result
+
+
+def _stored_hours(
+    session: orm.Session, start: datetime, end: datetime
+) -> dict[datetime, list[tuple[str, str, int]]]:
+    """The hours housekeeping stored in ``[start, end)``, or ``{}`` when they
+    cannot be read (R-ADM-58, R-ADM-31).
+
+    The table is detected once per engine (R-DM-30): when the unit is
+    downgraded while the process runs, the read fails; it is then made in a
+    savepoint, so the failure leaves the request's transaction usable
+    (PostgreSQL aborts a transaction on an error) and every hour is counted
+    from the executions, as without the unit.
+    """
+    try:
+        with session.begin_nested():
+            return outcome_rollup.counted_hours(session, start, end)
+    except sa.exc.SQLAlchemyError as error:
+        _log.warning("could not read the stored outcome hours: %s", error)
+        return {}
 
 
 def _runs(indexes: list[int]) -> list[tuple[int, int]]:

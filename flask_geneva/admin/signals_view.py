@@ -85,6 +85,9 @@ class SignalsView(GenevaView):
             value = params.get(field)
             if value is None:
                 continue
+            if "\x00" in value:  # PostgreSQL text cannot hold NUL (R-ADM-31)
+                notes.append(f"ignored {field} {quoted(value)}: contains a NUL byte")
+                continue
             if len(value) > _MAX_TEXT:
                 notes.append(
                     f"ignored {field} {quoted(value)}: longer than {_MAX_TEXT} "
