@@ -181,16 +181,23 @@ def timeline_executions(
     *,
     limit: int,
     offset: int = 0,
+    upto: tuple[Any, Any] | None = None,
 ) -> list[Any]:
     """The workflow's executions, newest first, ``limit`` from ``offset`` (R-ADM-12).
 
-    Timeline order is ``(created_at, id)``; ``offset`` 0 starts at the newest.
-    With every optional column, re-read even if the session saw them earlier.
+    Timeline order is ``(created_at, id)``; ``offset`` 0 starts at the newest,
+    or with ``upto`` (a ``(created_at, id)`` from :func:`timeline_anchor`) at
+    that execution, so executions created since do not shift the pages
+    (R-ADM-57). With every optional column, re-read even if the session saw
+    them earlier.
     """
     return list(
         session.scalars(
             sa.select(execution_cls)
-            .where(execution_cls.workflow_id == workflow_id)
+            .where(
+                execution_cls.workflow_id == workflow_id,
+                *_up_to(execution_cls, upto),
+            )
             .options(*undefer_options(session, None, execution_cls))
             .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
             .limit(limit)
@@ -200,13 +207,53 @@ def timeline_executions(
     )
 
 
+def _up_to(execution_cls: Any, upto: tuple[Any, Any] | None) -> list[Any]:
+    """The condition "at or before ``upto`` in timeline order", or none."""
+    if upto is None:
+        return []
+    created_at, execution_id = upto
+    return [
+        sa.or_(
+            execution_cls.created_at < created_at,
+            sa.and_(
+                execution_cls.created_at == created_at,
+                execution_cls.id <= execution_id,
+            ),
+        )
+    ]
+
+
+def timeline_anchor(
+    session: orm.Session, execution_cls: Any, workflow_id: Any, execution_id: Any
+) -> tuple[Any, Any] | None:
+    """``(created_at, id)`` of the workflow's execution ``execution_id``, or None.
+
+    The position a paged timeline counts from (R-ADM-57); None when the
+    execution is not the workflow's (or is gone).
+    """
+    row = session.execute(
+        sa.select(execution_cls.created_at, execution_cls.id).where(
+            execution_cls.workflow_id == workflow_id,
+            execution_cls.id == execution_id,
+        )
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
 def count_workflow_executions(
-    session: orm.Session, execution_cls: Any, workflow_id: Any, cap: int
+    session: orm.Session,
+    execution_cls: Any,
+    workflow_id: Any,
+    cap: int,
+    upto: tuple[Any, Any] | None = None,
 ) -> int:
-    """How many executions the workflow has, counting at most ``cap + 1`` (R-ADM-30)."""
+    """How many executions the workflow has (at or before ``upto``), counting
+    at most ``cap + 1`` (R-ADM-30)."""
     return count_at_most(
         session,
-        sa.select(execution_cls.id).where(execution_cls.workflow_id == workflow_id),
+        sa.select(execution_cls.id).where(
+            execution_cls.workflow_id == workflow_id, *_up_to(execution_cls, upto)
+        ),
         cap,
     )
 

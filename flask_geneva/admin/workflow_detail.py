@@ -34,6 +34,7 @@ from flask_geneva.admin.flow_control_actions import disabled_reasons
 from flask_geneva.admin.flow_control_actions import workflow_buttons
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
+from flask_geneva.admin.list_params import quoted
 from flask_geneva.admin.presenters import describe_policy
 from flask_geneva.admin.presenters import describe_policy_decision
 from flask_geneva.admin.presenters import describe_policy_list
@@ -92,8 +93,9 @@ class WorkflowDetailPage(WorkflowPages):
         execution_cls = self.geneva.StepExecution
         notes: list[str] = []
         page = page_number(request.args, notes)
+        anchor = self._timeline_anchor(execution_cls, workflow.id, notes)
         executions, head, pages = _timeline_page(
-            session, execution_cls, workflow.id, page
+            session, execution_cls, workflow.id, page, anchor
         )
         note_past_the_end(page, bool(executions), notes)
         known = workflow.type in self.geneva.workflow_classes
@@ -122,7 +124,7 @@ class WorkflowDetailPage(WorkflowPages):
         )
         ended = workflow.state in ENDED_STATES
         # The shown page's executions, then the newest page's (both oldest first).
-        context = head if page == 1 else executions + head
+        context = head if executions is head else executions + head
         signals = signal_panel(
             session, self.geneva.WorkflowSignal, workflow, context, columns
         )
@@ -169,9 +171,39 @@ class WorkflowDetailPage(WorkflowPages):
             else None,
         )
 
+    def _timeline_anchor(
+        self, execution_cls: Any, workflow_id: Any, notes: list[str]
+    ) -> tuple[Any, Any] | None:
+        """The ``upto`` execution the pager's links count from (R-ADM-57).
+
+        None without ``upto``; an ``upto`` that is not one of the workflow's
+        executions is ignored with a note (the newest is counted from).
+        """
+        raw = request.args.get("upto")
+        if not raw:
+            return None
+        key = self._parse_key(raw)
+        anchor = (
+            store_admin_queries.timeline_anchor(
+                self.session, execution_cls, workflow_id, key
+            )
+            if key is not None
+            else None
+        )
+        if anchor is None:
+            notes.append(
+                f"upto={quoted(raw)} is not an execution of this workflow: the "
+                "timeline is counted from its newest execution"
+            )
+        return anchor
+
 
 def _timeline_page(
-    session: Any, execution_cls: Any, workflow_id: Any, page: int
+    session: Any,
+    execution_cls: Any,
+    workflow_id: Any,
+    page: int,
+    anchor: tuple[Any, Any] | None = None,
 ) -> tuple[list[Any], list[Any], dict[str, Any]]:
     """``(executions, head, pages)`` of the timeline's ``page`` (R-ADM-57).
 
@@ -182,16 +214,24 @@ def _timeline_page(
     from the newest execution (1 is the newest), ``total`` the workflow's
     executions ("N+" past :data:`TIMELINE_COUNT_CAP`), ``older``/``newer`` the
     page numbers the links lead to (past the end, ``newer`` is the last page
-    with rows), or None. Counted only when paged.
+    with rows), or None. Counted only when paged. Pages are counted from
+    ``anchor`` (``(created_at, id)`` of the ``upto`` execution) when given;
+    the links carry ``upto``, the newest execution when the pager was made,
+    so executions created in between shift no page (R-ADM-57).
     """
     size = TIMELINE_PAGE_SIZE
     # One row more than a page says whether older executions exist.
     newest_first = store_admin_queries.timeline_executions(
-        session, execution_cls, workflow_id, limit=size + 1, offset=(page - 1) * size
+        session,
+        execution_cls,
+        workflow_id,
+        limit=size + 1,
+        offset=(page - 1) * size,
+        upto=anchor,
     )
     has_older = len(newest_first) > size
     executions = list(reversed(newest_first[:size]))
-    if page == 1:
+    if page == 1 and anchor is None:
         head = executions
     else:
         newest = store_admin_queries.timeline_executions(
@@ -201,7 +241,7 @@ def _timeline_page(
     is_paged = page > 1 or has_older
     total = (
         store_admin_queries.count_workflow_executions(
-            session, execution_cls, workflow_id, TIMELINE_COUNT_CAP
+            session, execution_cls, workflow_id, TIMELINE_COUNT_CAP, anchor
         )
         if is_paged
         else len(executions)
@@ -219,6 +259,9 @@ def _timeline_page(
         "is_paged": is_paged,
         "older": page + 1 if has_older else None,
         "newer": min(page - 1, last_page) if page > 1 else None,
+        "anchored": anchor is not None,
+        # The execution the links count from: this view's, or the newest now.
+        "upto": anchor[1] if anchor is not None else (head[-1].id if head else None),
     }
     return executions, head, pages
 
