@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
@@ -147,7 +148,8 @@ def roll_up_outcome_hours(session: orm.Session, *, now: datetime | None = None) 
     try:
         done = set(counted_hours(session, first, end))
         missing = [hour for hour in _hours(first, end) if hour not in done]
-        for start, stop in _runs(missing):
+        for start, last in consecutive_runs(missing, _HOUR):
+            stop = last + _HOUR
             stored += _count_and_store(session, table, start, stop)
         connection = session.connection()
         store_outcome_hours.delete_hours_before(connection, table, current - KEEP_FOR)
@@ -197,12 +199,16 @@ def _hours(start: datetime, end: datetime) -> list[datetime]:
     return hours
 
 
-def _runs(hours: list[datetime]) -> list[tuple[datetime, datetime]]:
-    """``(start, end)`` of each run of consecutive ascending hour starts."""
-    runs: list[tuple[datetime, datetime]] = []
-    for hour in hours:
-        if runs and runs[-1][1] == hour:
-            runs[-1] = (runs[-1][0], hour + _HOUR)
+def consecutive_runs(items: list[Any], step: Any) -> list[tuple[Any, Any]]:
+    """``(first, last)`` of each run of ascending ``items`` ``step`` apart.
+
+    Hour starts (``step`` one hour) or bucket indexes (``step`` 1): the ranges
+    counted or stored together, one statement per run.
+    """
+    runs: list[tuple[Any, Any]] = []
+    for item in items:
+        if runs and runs[-1][1] + step == item:
+            runs[-1] = (runs[-1][0], item)
         else:
-            runs.append((hour, hour + _HOUR))
+            runs.append((item, item))
     return runs

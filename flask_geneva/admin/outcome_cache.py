@@ -121,7 +121,9 @@ def outcome_counts(
         for index, rows in kept.items()
         for type_name, state, count in rows
     ]
-    for first, last in _runs([index for index in range(buckets) if index not in kept]):
+    for first, last in outcome_rollup.consecutive_runs(
+        [index for index in range(buckets) if index not in kept], 1
+    ):
         counted: dict[int, list[tuple[str, str, int]]] = {
             index: [] for index in range(first, last + 1)
         }
@@ -160,14 +162,3 @@ def _stored_hours(
     except sa.exc.SQLAlchemyError as error:
         _log.warning("could not read the stored outcome hours: %s", error)
         return {}
-
-
-def _runs(indexes: list[int]) -> list[tuple[int, int]]:
-    """``(first, last)`` of each run of consecutive ascending ``indexes``."""
-    runs: list[tuple[int, int]] = []
-    for index in indexes:
-        if runs and runs[-1][1] == index - 1:
-            runs[-1] = (runs[-1][0], index)
-        else:
-            runs.append((index, index))
-    return runs
