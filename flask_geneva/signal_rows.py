@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
+from flask_geneva import core_session
 from flask_geneva.column_detection import cached_statement
 from flask_geneva.column_detection import undefer_options
 from flask_geneva.model_states import StepExecutionState
@@ -238,11 +239,13 @@ def end_signals_of_workflows(
         The number of signals ended.
     """
     table = signal_cls.__table__
-    result = session.execute(
+    # Core on the session's connection, as geneva writes its other rows
+    # (R-DM-41): no ORM execution around a statement on a table.
+    result = core_session.connection_of(session).execute(
         cached_statement(("end-signals", table), lambda: _end_signals_statement(table)),
         {"geneva_workflow_ids": list(workflow_ids), "geneva_now": now},
     )
-    ended = int(result.rowcount or 0)  # type: ignore[attr-defined]
+    ended = int(result.rowcount or 0)
     if ended:
         ids = set(workflow_ids)
         for instance in list(session.identity_map.values()):
