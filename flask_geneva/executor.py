@@ -290,7 +290,7 @@ class _Run(ContinuationSteps):
             clock.now(),
             time.monotonic(),
         )  # R-SIG-01 timing
-        workflow, execution = self._lock_for_finalize()
+        workflow, execution = self._lock_for_finalize(body.kind == "completed")
         if execution is None:
             _log.warning(
                 "step execution %s vanished during the step", self.execution_id

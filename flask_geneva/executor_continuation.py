@@ -170,20 +170,28 @@ class ContinuationSteps(PreparePhase):
             return
         self._hero_probe = (hero_cls, hero_type, hero_id)
 
-    def _lock_for_finalize(self) -> tuple[Any, Any]:
+    def _lock_for_finalize(self, completed: bool = False) -> tuple[Any, Any]:
         """Lock the workflow and execution for Phase 3, probing the hero if noted.
+
+        Args:
+            completed: The body returned normally: the execution's lock reads
+                only :data:`~flask_geneva.store.FINALIZE_EXECUTION_KEYS`
+                (R-EXE-48).
 
         Returns:
             ``(workflow, execution)`` as :func:`~flask_geneva.store.
             lock_workflow_and_execution` does; sets ``_hero_present`` when the
             probe answered for the locked row's hero.
         """
+        keys = store.FINALIZE_EXECUTION_KEYS if completed else None
         probe = self._hero_probe
         if probe is None:
-            return store.lock_workflow_and_execution(self.session, self.execution_id)
+            return store.lock_workflow_and_execution(
+                self.session, self.execution_id, execution_keys=keys
+            )
         hero_cls, hero_type, hero_id = probe
         workflow, execution, present = store.lock_workflow_and_execution_probing_hero(
-            self.session, self.execution_id, hero_cls, hero_id
+            self.session, self.execution_id, hero_cls, hero_id, execution_keys=keys
         )
         if (
             present is not None

@@ -19,6 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
+from flask_geneva import core_session
+from flask_geneva.column_detection import cached_statement
 from flask_geneva.column_detection import undefer_options
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import WorkflowSignalState
@@ -236,27 +238,45 @@ def end_signals_of_workflows(
     Returns:
         The number of signals ended.
     """
-    claimed = signal_cls.state == _CLAIMED
     table = signal_cls.__table__
-    result = session.execute(
-        sa.update(table)
-        .where(table.c.workflow_id.in_(list(workflow_ids)))
-        .where(table.c.state.in_((_PENDING, _CLAIMED)))
-        # consumed_at first: MySQL/MariaDB evaluate SET assignments left to
-        # right, so a CASE after the state assignment would see the new state.
-        .ordered_values(
-            (table.c.consumed_at, sa.case((claimed, now), else_=table.c.consumed_at)),
-            (table.c.updated_at, now),
-            (table.c.state, sa.case((claimed, _CONSUMED), else_=_EXPIRED)),
-        )
+    # Core on the session's connection, as geneva writes its other rows
+    # (R-DM-41): no ORM execution around a statement on a table.
+    result = core_session.connection_of(session).execute(
+        cached_statement(("end-signals", table), lambda: _end_signals_statement(table)),
+        {"geneva_workflow_ids": list(workflow_ids), "geneva_now": now},
     )
-    ended = int(result.rowcount or 0)  # type: ignore[attr-defined]
+    ended = int(result.rowcount or 0)
     if ended:
         ids = set(workflow_ids)
         for instance in list(session.identity_map.values()):
             if isinstance(instance, signal_cls) and instance.workflow_id in ids:
                 session.expire(instance)
     return ended
+
+
+def _end_signals_statement(table: sa.Table) -> Any:
+    """The UPDATE of :func:`end_signals_of_workflows`, built once per table.
+
+    Its values are bound parameters (``geneva_workflow_ids``, expanding, and
+    ``geneva_now``), so a workflow's end builds no statement of its own.
+    """
+    columns = table.c
+    claimed = columns.state == _CLAIMED
+    now = sa.bindparam("geneva_now", type_=columns.updated_at.type)
+    return (
+        sa.update(table)
+        .where(
+            columns.workflow_id.in_(sa.bindparam("geneva_workflow_ids", expanding=True))
+        )
+        .where(columns.state.in_((_PENDING, _CLAIMED)))
+        # consumed_at first: MySQL/MariaDB evaluate SET assignments left to
+        # right, so a CASE after the state assignment would see the new state.
+        .ordered_values(
+            (columns.consumed_at, sa.case((claimed, now), else_=columns.consumed_at)),
+            (columns.updated_at, now),
+            (columns.state, sa.case((claimed, _CONSUMED), else_=_EXPIRED)),
+        )
+    )
 
 
 def lock_waiting_execution(

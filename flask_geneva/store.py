@@ -41,6 +41,13 @@ __all__ = [
     "lock_workflow_and_execution_probing_hero",
 ]
 
+#: The step-execution columns finalize reads under its lock after a body that
+#: returned normally (R-EXE-40, R-EXE-44): the guard of the state write
+#: (R-DM-40) and what the outcome, the next step and the signals' payloads
+#: read. The others are expired on the instance, not re-read: an access
+#: reads them from the row (R-EXE-48).
+FINALIZE_EXECUTION_KEYS = frozenset({"id", "workflow_id", "step_name", "state"})
+
 
 # -- locking reads -----------------------------------------------------------------
 
@@ -76,7 +83,10 @@ def lock_execution(session: orm.Session, step_execution_id: Any) -> Any:
 
 
 def lock_workflow_and_execution(
-    session: orm.Session, step_execution_id: Any
+    session: orm.Session,
+    step_execution_id: Any,
+    *,
+    execution_keys: frozenset[str] | None = None,
 ) -> tuple[Any, Any]:
     """Lock the execution's workflow, then the execution (SPEC §7 order, R-EXE-10).
 
@@ -93,15 +103,31 @@ def lock_workflow_and_execution(
     :func:`flask_geneva.core_session.materialize`, or an ORM load where that must
     not stand in (load listeners, a subclass with columns of its own).
 
+    Args:
+        session: The session (its transaction takes the locks).
+        step_execution_id: The execution's primary key.
+        execution_keys: Read only these attribute keys of the execution (e.g.
+            :data:`FINALIZE_EXECUTION_KEYS`; its primary key always): the
+            statement carries fewer columns, and the execution's other
+            attributes are expired, so an access reads them from the row
+            (R-EXE-48). None reads every column. The ORM fallback reads all.
+
     Returns:
         ``(workflow, execution)``; ``(None, None)`` when the execution row is gone.
     """
-    workflow, execution, _ = _lock_pair(session, step_execution_id, None)
+    workflow, execution, _ = _lock_pair(
+        session, step_execution_id, None, execution_keys
+    )
     return workflow, execution
 
 
 def lock_workflow_and_execution_probing_hero(
-    session: orm.Session, step_execution_id: Any, hero_cls: Any, hero_id: Any
+    session: orm.Session,
+    step_execution_id: Any,
+    hero_cls: Any,
+    hero_id: Any,
+    *,
+    execution_keys: frozenset[str] | None = None,
 ) -> tuple[Any, Any, bool | None]:
     """:func:`lock_workflow_and_execution`, also telling whether a hero row exists.
 
@@ -119,24 +145,28 @@ def lock_workflow_and_execution_probing_hero(
         step_execution_id: The execution's primary key.
         hero_cls: The hero's mapped class, with a one-column primary key.
         hero_id: The primary key to look for, of that column's Python type.
+        execution_keys: As for :func:`lock_workflow_and_execution`.
 
     Returns:
         ``(workflow, execution, present)``: ``present`` is whether the hero row
         exists, or None when it was not probed; ``(None, None, None)`` when the
         execution row is gone.
     """
-    return _lock_pair(session, step_execution_id, (hero_cls, hero_id))
+    return _lock_pair(session, step_execution_id, (hero_cls, hero_id), execution_keys)
 
 
 def _lock_pair(
-    session: orm.Session, step_execution_id: Any, hero_probe: tuple[Any, Any] | None
+    session: orm.Session,
+    step_execution_id: Any,
+    hero_probe: tuple[Any, Any] | None,
+    only_execution_keys: frozenset[str] | None = None,
 ) -> tuple[Any, Any, bool | None]:
     geneva = geneva_from_session(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     connection = core_session.connection_of(session)
     write_transaction(session, connection)
-    workflow_keys, workflow_columns, execution_keys, execution_columns = _lock_columns(
-        session, workflow_cls, execution_cls
+    workflow_keys, workflow_columns, execution_keys, execution_columns, unread = (
+        _lock_columns(session, workflow_cls, execution_cls, only_execution_keys)
     )
     params = {"step_execution_id": step_execution_id}
     workflow_values: Any
@@ -220,15 +250,16 @@ def _lock_pair(
             session, workflow_cls, execution_cls, step_execution_id
         )
         return workflow, execution, None
-    return (
-        core_session.materialize(
-            session, workflow_mapper, workflow_keys, workflow_values
-        ),
-        core_session.materialize(
-            session, execution_mapper, execution_keys, execution_values
-        ),
-        hero_present,
+    workflow = core_session.materialize(
+        session, workflow_mapper, workflow_keys, workflow_values
     )
+    execution = core_session.materialize(
+        session, execution_mapper, execution_keys, execution_values
+    )
+    if unread:
+        # Not re-read: what the instance held may be stale (R-EXE-48).
+        session.expire(execution, unread)
+    return workflow, execution, hero_present
 
 
 def _mapper_for_type(workflow_cls: Any, type_name: Any) -> Any:
@@ -240,16 +271,50 @@ def _mapper_for_type(workflow_cls: Any, type_name: Any) -> Any:
 
 
 def _lock_columns(
-    session: orm.Session, workflow_cls: Any, execution_cls: Any
-) -> tuple[tuple[str, ...], Any, tuple[str, ...], Any]:
+    session: orm.Session,
+    workflow_cls: Any,
+    execution_cls: Any,
+    only_execution_keys: frozenset[str] | None,
+) -> tuple[tuple[str, ...], Any, tuple[str, ...], Any, tuple[str, ...]]:
+    """Keys and columns of both rows' reads, and the execution keys not read.
+
+    ``only_execution_keys``: read only these of the execution's existing
+    columns (the primary key always); None: all of them. Worked out once per
+    classes, detected columns and key set.
+    """
     columns = optional_columns(session)
-    workflow_keys, workflow_columns = core_session.column_keys(
-        workflow_cls, frozenset() if columns.workflow_metadata else frozenset({"meta"})
+
+    def build() -> tuple[tuple[str, ...], Any, tuple[str, ...], Any, tuple[str, ...]]:
+        workflow_keys, workflow_columns = core_session.column_keys(
+            workflow_cls,
+            frozenset() if columns.workflow_metadata else frozenset({"meta"}),
+        )
+        absent = absent_execution_columns(columns)
+        execution_keys, execution_columns = core_session.column_keys(
+            execution_cls, absent
+        )
+        unread: tuple[str, ...] = ()
+        if only_execution_keys is not None:
+            unread = tuple(
+                key
+                for key in execution_keys
+                if key not in only_execution_keys and key != "id"
+            )
+            execution_keys, execution_columns = core_session.column_keys(
+                execution_cls, absent.union(unread)
+            )
+        return (
+            workflow_keys,
+            workflow_columns,
+            execution_keys,
+            execution_columns,
+            unread,
+        )
+
+    return cached_statement(  # type: ignore[no-any-return]
+        ("lock-columns", workflow_cls, execution_cls, columns, only_execution_keys),
+        build,
     )
-    execution_keys, execution_columns = core_session.column_keys(
-        execution_cls, absent_execution_columns(columns)
-    )
-    return workflow_keys, workflow_columns, execution_keys, execution_columns
 
 
 def _joined_lock_statement(

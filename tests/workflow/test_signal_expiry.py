@@ -141,3 +141,31 @@ def test_an_end_flushed_with_a_relationship_change_still_ends_the_signals(
     signals = _signals(workflow.id)
     assert signals["go"]["state"] == "consumed"
     assert signals["late"]["state"] == "expired"
+
+
+def test_each_end_reuses_one_built_statement(user, geneva_jobs, monkeypatch):
+    """The UPDATE that ends signals is built once and bound per end (R-WSIG-34):
+    a workflow's end builds no SQL statement of its own, and each end still
+    expires its own workflow's signals only."""
+    from flask_geneva import signal_rows
+
+    built = []
+    build = signal_rows._end_signals_statement
+
+    def counting(table):
+        built.append(table)
+        return build(table)
+
+    monkeypatch.setattr(signal_rows, "_end_signals_statement", counting)
+    other = User(email="other@example.com")
+    db.session.add(other)
+    db.session.commit()
+    first, second = SigExpiryShip.create(hero=user), SigExpiryShip.create(hero=other)
+    first.signal("unrelated")
+    second.signal("unrelated")
+    first.cancel()
+    assert _signals(first.id)["unrelated"]["state"] == "expired"
+    assert _signals(second.id)["unrelated"]["state"] == "pending"
+    second.cancel()
+    assert _signals(second.id)["unrelated"]["state"] == "expired"
+    assert len(built) <= 1
