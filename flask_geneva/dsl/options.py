@@ -191,8 +191,9 @@ def make_spec(
         wait_delta = coerce_duration(wait, name="wait")
     except (TypeError, ValueError) as exc:
         raise StepConfigurationError(
-            f"{label}: invalid wait value {wait!r}: must be non-negative (a timedelta "
-            f"or a number of seconds, at most 100 years) or None"
+            f"{label}: invalid wait value {wait!r}: {exc}; allowed: a timedelta "
+            f"or a number of seconds from 0 to 100 years (e.g. timedelta(days=2) "
+            f"or 172800), or None"
         ) from exc
     skip_if = _validate_condition("skip_if", options["skip_if"], label)
     run_if = _validate_condition("run_if", options["run_if"], label)

@@ -297,13 +297,27 @@ def test_wait_accepts_durations_and_zero(wait, expected):
 
 
 @pytest.mark.parametrize(
-    "wait", [-1, timedelta(seconds=-1), "soon", True, 10**12, timedelta(days=36501)]
+    ("wait", "reason"),
+    [
+        (-1, "wait must be non-negative, got -1"),
+        (timedelta(seconds=-1), "wait must be non-negative"),
+        (
+            "2 days",
+            "wait must be a timedelta or a number of seconds, got '2 days' (str)",
+        ),
+        (True, "got True (bool)"),
+        (10**12, "wait must be at most 36500 days (100 years)"),
+        (timedelta(days=36501), "wait must be at most 36500 days (100 years)"),
+    ],
 )
-def test_wait_rejects_negative_and_non_durations(wait):
-    """Negative, non-duration or date-overflowing (> 100 years) waits are rejected (R-DEF-04)."""
+def test_wait_rejects_negative_and_non_durations(wait, reason):
+    """Negative, non-duration or date-overflowing (> 100 years) waits are rejected,
+    the message saying which of these the value is and what is allowed (R-DEF-04)."""
     with pytest.raises(StepConfigurationError, match="invalid wait value") as excinfo:
         single_step(wait=wait)
-    assert "must be non-negative" in str(excinfo.value)
+    message = str(excinfo.value)
+    assert reason in message
+    assert "allowed: a timedelta or a number of seconds from 0 to 100 years" in message
 
 
 @pytest.mark.parametrize("action", ["pause", "cancel", "reattempt", "skip"])
