@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
+from typing import Any
 
-__all__ = ["MAX_DURATION", "coerce_duration"]
+__all__ = ["MAX_DURATION", "coerce_duration", "format_interval"]
 
 #: The longest duration accepted anywhere (waits, thresholds, retention): 100
 #: years. Far longer values cannot be added to a date (``datetime`` ends in year
@@ -55,3 +56,35 @@ def coerce_duration(
         qualifier = "positive" if positive else "non-negative"
         raise ValueError(f"{name} must be {qualifier}, got {value!r}")
     return delta
+
+
+def format_interval(value: Any) -> str:
+    """A duration in words, its two largest parts: ``"2 h"``, ``"1 d 6 h"``,
+    ``"1 min 30 s"`` (90 seconds), ``"0 s"``.
+
+    The admin's step plan (R-ADM-43) and ``flask geneva show`` print waits this
+    way instead of ``str(timedelta)`` (``"2:00:00"``, ``"0:00:00"``).
+
+    Args:
+        value: A ``timedelta`` or a number of seconds; None gives ``""``.
+
+    Returns:
+        Days ``d``, hours ``h``, minutes ``min`` and seconds ``s`` (up to three
+        significant digits below a minute), the two largest non-zero parts.
+    """
+    if value is None:
+        return ""
+    seconds = value.total_seconds() if hasattr(value, "total_seconds") else value
+    seconds = float(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            whole = int(seconds // size)
+            parts.append(f"{whole} {unit}")
+            seconds -= whole * size
+    if seconds or not parts:
+        rounded = round(seconds, 3)
+        parts.append(
+            f"{int(rounded)} s" if float(rounded).is_integer() else f"{rounded:.3g} s"
+        )
+    return " ".join(parts[:2])

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from datetime import timedelta
 from pathlib import Path
 
@@ -257,7 +258,9 @@ def test_show_prints_plan_and_timeline(geneva_cli, user, geneva_jobs):
     out = result.stdout
     assert f"Workflow {workflow.id} (CliOnboarding)" in out
     assert "1. welcome: done" in out
-    assert "2. follow_up: done" in out
+    # The wait in words, as the admin's step plan prints it, not str(timedelta).
+    assert "2. follow_up: done  (wait 1 h)" in out
+    assert "1:00:00" not in out
     assert "3. sweep: done  (resumable)" in out
     assert "Timeline:" in out
     assert out.count("completed/success") == 3
@@ -315,6 +318,13 @@ def test_pause_records_the_operator_and_refuses_per_id(geneva_cli):
     assert record["actor"] == "alice"
     assert (record["from_state"], record["to_state"]) == ("ready", "paused")
     assert workflow_row(finished.id)["state"] == "canceled"
+    # `show` prints the action's time to the second, like its other times, not
+    # the stored ISO text with microseconds and offset (R-CLI-01, R-ADM-24).
+    shown = geneva_cli("show", str(ready.id)).stdout
+    stored = datetime.fromisoformat(record["at"])
+    stamp = stored.isoformat(sep=" ", timespec="seconds")
+    assert f"  {stamp} pause via cli by alice (ready -> paused)" in shown
+    assert record["at"] not in shown
 
 
 def test_resume_cancel_and_skip_succeed_with_exit_status_zero(geneva_cli):

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from flask_geneva.durations import format_interval
 from flask_geneva.policy_matchers import describe_matcher
 
 __all__ = [
@@ -170,27 +171,6 @@ def describe_policy(policy: Any) -> str:
 def describe_policy_list(policies: Any) -> list[str]:
     """:func:`describe_policy` of each policy of a policy or policy list, in order."""
     return [describe_policy(policy) for policy in getattr(policies, "policies", ())]
-
-
-def format_interval(value: Any) -> str:
-    """A step's wait in words: ``"2 h"``, ``"1 d 6 h"``, ``"90 s"``, ``"15 min"``.
-
-    Accepts a ``timedelta`` or seconds; None gives ``""``. Used by the step plan
-    instead of ``str(timedelta)`` (``"2:00:00"``, R-ADM-43).
-    """
-    if value is None:
-        return ""
-    seconds = value.total_seconds() if hasattr(value, "total_seconds") else value
-    seconds = float(seconds)
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            whole = int(seconds // size)
-            parts.append(f"{whole} {unit}")
-            seconds -= whole * size
-    if seconds or not parts:
-        parts.append(_seconds(round(seconds, 3)))
-    return " ".join(parts[:2])
 
 
 def format_duration(start: datetime | None, end: datetime | None) -> str:

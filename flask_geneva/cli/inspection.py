@@ -9,6 +9,7 @@ read transaction.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import click
@@ -28,6 +29,7 @@ from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import echo_table
 from flask_geneva.cli.output import format_time
 from flask_geneva.cli.output import one_line
+from flask_geneva.durations import format_interval
 from flask_geneva.keys import format_hero
 from flask_geneva.keys import split_hero
 from flask_geneva.models import ACTIVE_EXECUTION_STATES
@@ -331,7 +333,7 @@ def _describe_workflow(workflow: Any) -> list[str]:
             marker = execution.state
         details = []
         if step.wait is not None:
-            details.append(f"wait {step.wait}")
+            details.append(f"wait {format_interval(step.wait)}")
         if step.is_resumable:
             details.append("resumable")
         suffix = f"  ({', '.join(details)})" if details else ""
@@ -360,12 +362,23 @@ def _describe_workflow(workflow: Any) -> list[str]:
         for entry in actions:
             if isinstance(entry, dict):
                 lines.append(
-                    f"  {entry.get('at')} {entry.get('action')} via "
+                    f"  {_action_time(entry.get('at'))} {entry.get('action')} via "
                     f"{entry.get('via')} by {entry.get('actor') or '-'} "
                     f"({entry.get('from_state')} -> {entry.get('to_state')})"
                     + (f" at step {entry['step']}" if entry.get("step") else "")
                 )
     return lines
+
+
+def _action_time(value: Any) -> str:
+    """An operator action's stored ISO time as the other times print, to the
+    second (R-ADM-24); a value that is not an ISO time is printed as stored."""
+    if not isinstance(value, str):
+        return format_time(value)
+    try:
+        return format_time(datetime.fromisoformat(value))
+    except ValueError:
+        return value
 
 
 def _display(workflow: Any, name: str | None) -> str:
