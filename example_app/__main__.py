@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -36,10 +37,19 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument(
         "--timeout", type=float, default=600, help="seconds before giving up"
     )
+    demo.add_argument(
+        "--keep-database",
+        action="store_true",
+        help="keep the new SQLite file (default: deleted when the demo ends)",
+    )
     args = parser.parse_args(argv)
     os.environ["EXAMPLE_TIME_SCALE"] = str(args.time_scale)
     return run_demo(
-        args.users, args.database_url, args.timeout, subscriber_count=args.subscribers
+        args.users,
+        args.database_url,
+        args.timeout,
+        subscriber_count=args.subscribers,
+        keep_database=args.keep_database,
     )
 
 
@@ -49,7 +59,29 @@ def run_demo(
     timeout: float,
     *,
     subscriber_count: int = 20_000,
+    keep_database: bool = False,
 ) -> int:
+    """Run the demo on ``database_url``, or on a new SQLite file in a temporary
+    folder that is deleted when the demo ends unless ``keep_database``.
+
+    Returns:
+        The exit status: 0 once every workflow settled, 1 on a timeout.
+    """
+    if database_url is not None:
+        return _run_demo(user_count, database_url, timeout, subscriber_count)
+    workdir = Path(tempfile.mkdtemp(prefix="geneva-example-"))
+    url = f"sqlite:///{workdir / 'example.sqlite3'}"
+    try:
+        return _run_demo(user_count, url, timeout, subscriber_count)
+    finally:
+        if keep_database:
+            print(f"the database is kept: {url}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+            print(f"deleted {workdir} (--keep-database keeps it)")
+
+
+def _run_demo(user_count: int, url: str, timeout: float, subscriber_count: int) -> int:
     import logging
 
     import sqlalchemy as sa
@@ -67,8 +99,6 @@ def run_demo(
     logging.getLogger("flask_geneva").setLevel(logging.CRITICAL)
     logging.getLogger("flask_geneva.tasks").setLevel(logging.CRITICAL)
 
-    workdir = Path(tempfile.mkdtemp(prefix="geneva-example-"))
-    url = database_url or f"sqlite:///{workdir / 'example.sqlite3'}"
     app = create_app(url, broker_url="memory://")
     from example_app.models import Campaign
     from example_app.models import Export

@@ -54,3 +54,34 @@ def test_demo_settles_every_workflow_and_prints_a_summary(tmp_path):
     assert onboarding == 20
     assert payments == 20
     assert counts.get(("ExportReview", "finished")) == 1
+
+
+@pytest.mark.backends("sqlite")
+def test_demo_deletes_its_own_sqlite_folder_unless_kept(tmp_path):
+    """Without --database-url the demo's new SQLite folder is deleted when it
+    ends; --keep-database keeps it and says where (R-APP-02)."""
+
+    def demo(*extra):
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "example_app", "demo", "--users", "2"),
+                *("--subscribers", "5", "--timeout", "120", *extra),
+            ],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "every workflow settled" in result.stdout
+        return result.stdout
+
+    output = demo()
+    assert list(tmp_path.glob("geneva-example-*")) == []
+    assert "deleted " in output
+    output = demo("--keep-database")
+    [kept] = tmp_path.glob("geneva-example-*")
+    assert (kept / "example.sqlite3").is_file()
+    assert f"the database is kept: sqlite:///{kept / 'example.sqlite3'}" in output
