@@ -312,9 +312,14 @@ def update_rows_and_insert(
             .cte(f"geneva_update_{index}")
             for index, update in enumerate(updates)
         ]
+        # Joined ON true (not a bare cartesian product, which SQLAlchemy warns
+        # about): one row when every UPDATE returned its row, none otherwise.
+        source: Any = written[0]
+        for cte in written[1:]:
+            source = source.join(cte, sa.true())
         values = sa.select(
             *(sa.bindparam(f"new_{name}", type_=table.c[name].type) for name in row)
-        ).select_from(*written)
+        ).select_from(source)
         inserted = (
             sa.insert(table)
             .from_select(list(row), values)

@@ -19,6 +19,7 @@ from flask_geneva import StateConflictError
 from flask_geneva import core_rows
 from flask_geneva import scheduling
 from flask_geneva import step
+from flask_geneva.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.conftest import dialect_name
@@ -205,6 +206,7 @@ def test_a_lost_race_before_an_insert_inserts_nothing(
     and the refusal is the one of two statements (R-DM-40).
     """
     session, workflow, execution = _loaded(user)
+    current_context().bind(session)  # create_step_execution reads the settings
     workflow_id, execution_id = workflow.id, execution.id
     if changed == "execution":
         table, row_id = geneva.StepExecution.__table__, execution_id
@@ -216,6 +218,8 @@ def test_a_lost_race_before_an_insert_inserts_nothing(
     with (
         recorded_statements() as statements,
         pytest.raises(StateConflictError) as refused,
+        # As in finalize, nothing loads a column meanwhile (no autoflush first).
+        session.no_autoflush,
     ):
         scheduling.create_step_execution(
             session,
