@@ -30,6 +30,7 @@ The session helpers this module exported before the split (``actual_session``,
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from datetime import datetime
@@ -151,9 +152,32 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
         StateConflictError: A guarded row held another state.
         sqlalchemy.orm.exc.StaleDataError: A row is gone.
     """
+    pending = _plan_writes(session, geneva)
+    if pending is None:
+        return False
+    if pending.updates:
+        row_updates.update_rows(core_session.connection_of(session), pending.updates)
+    _settle_writes(session, geneva, pending)
+    return pending.others_left
+
+
+@dataclasses.dataclass
+class _PendingWrites:
+    """What :func:`write_geneva_rows` writes, planned before any statement."""
+
+    planned: list[tuple[Any, str, dict[str, Any]]]
+    updates: list[row_updates.RowUpdate]
+    reloaded: list[tuple[Any, tuple[str, ...]]]
+    ended: list[Any]
+    others_left: bool
+    now: datetime
+
+
+def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
+    """The UPDATEs of ``session``'s changed geneva rows; None when nothing is dirty."""
     dirty = session.dirty
     if not dirty:
-        return False
+        return None
     planned: list[tuple[Any, str, dict[str, Any]]] = []
     for owner, row in (
         (geneva.StepExecution, "step execution"),
@@ -171,9 +195,6 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
                 # listeners run after that flush (_after_flush, R-WSIG-34).
                 ended_by_orm = session.info.setdefault(_ENDED_BY_ORM, set())
                 ended_by_orm.add((geneva, state.key[1][0]))
-    others_left = len(planned) != len(dirty)
-    if not planned:
-        return others_left
     now = clock.now()
     updates: list[row_updates.RowUpdate] = []
     reloaded: list[tuple[Any, tuple[str, ...]]] = []
@@ -183,25 +204,31 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
             updates.append(update)
             if expired:
                 reloaded.append((state, expired))
-    if updates:
-        row_updates.update_rows(core_session.connection_of(session), updates)
-    in_savepoint = session.get_nested_transaction() is not None
-    for state, _, changes in planned:
-        instance = state.obj()
-        core_session.settle_written(session, instance)
-        if changes and in_savepoint:
-            core_session.record_write(session, instance, inserted=False)
-    for state, keys in reloaded:
-        session.expire(state.obj(), keys)
     ended = [
         state.key[1][0]
         for state, row, changes in planned
         if row == "workflow" and changes.get("state") in _END_STATES
     ]
-    if ended:
+    return _PendingWrites(
+        planned, updates, reloaded, ended, len(planned) != len(dirty), now
+    )
+
+
+def _settle_writes(session: orm.Session, geneva: Any, pending: _PendingWrites) -> None:
+    """Leave the written instances as a flush would; run the end listeners."""
+    if not pending.planned:
+        return
+    in_savepoint = session.get_nested_transaction() is not None
+    for state, _, changes in pending.planned:
+        instance = state.obj()
+        core_session.settle_written(session, instance)
+        if changes and in_savepoint:
+            core_session.record_write(session, instance, inserted=False)
+    for state, keys in pending.reloaded:
+        session.expire(state.obj(), keys)
+    if pending.ended:
         for listener in _end_listeners:
-            listener(session, geneva, ended, now)
-    return others_left
+            listener(session, geneva, pending.ended, pending.now)
 
 
 def _ends(state: Any) -> bool:
@@ -320,6 +347,10 @@ def insert_step_execution(
 
     The pending UPDATEs go first: the unique index on active executions
     (R-DM-09) needs the ended execution's new state before the new row arrives.
+    On PostgreSQL, when the pending changes are geneva's rows only (one row, or
+    an execution and its own workflow) and end no workflow, they go out with
+    the INSERT as one statement, the INSERT reading from the UPDATEs so that it
+    runs only after, and only if, every UPDATE matched its row (R-EXE-79).
     Column defaults are evaluated as a flush evaluates them; columns left None
     are left out of the INSERT (so absent optional columns are never named,
     R-DM-32) and read None afterwards, without a reload. A rollback of the
@@ -331,16 +362,36 @@ def insert_step_execution(
         geneva: The :class:`~flask_geneva.Geneva` whose models are written.
         execution: A new (transient or pending) step execution.
         absent: Attribute keys of optional columns missing from the database.
+
+    Raises:
+        StateConflictError: A pending state write found its row in another
+            state (R-DM-40); nothing was inserted, the caller rolls back.
+        sqlalchemy.orm.exc.StaleDataError: A row to update is gone.
     """
     session = core_session.actual_session(session)
-    flush(session, geneva)
     state = sa.inspect(execution)
-    if state.pending:
-        session.expunge(execution)
     mapper = state.mapper
     values_by_key = state.dict
     other_attributes, plan = _insert_plan(mapper, absent)
-    if not other_attributes.isdisjoint(values_by_key):
+    core_insert = other_attributes.isdisjoint(values_by_key)
+    pending = _plan_writes(session, geneva)
+    merged = (
+        pending is not None
+        and core_insert
+        and not state.pending
+        and not pending.others_left
+        and not pending.ended
+        and not session.new
+        and not session.deleted
+        and row_updates.merges_with_insert(
+            core_session.bind_of(session).dialect, pending.updates
+        )
+    )
+    if not merged:
+        _flush_planned(session, geneva, pending)
+        if state.pending:
+            session.expunge(execution)
+    if not core_insert:
         # A relationship was assigned: the ORM works out its foreign key.
         session.add(execution)
         session.flush()
@@ -361,12 +412,49 @@ def insert_step_execution(
         values_by_key[key] = value
         if value is not None:
             row[name] = value
-    statement = _cache.get(("insert", mapper.local_table))
-    if statement is None:
-        statement = _cache[("insert", mapper.local_table)] = sa.insert(
-            mapper.local_table
+    connection = core_session.connection_of(session)
+    if merged:
+        assert pending is not None  # noqa: S101 - merged implies it
+        new_id = row_updates.update_rows_and_insert(
+            connection, pending.updates, mapper.local_table, row
         )
-    result = core_session.connection_of(session).execute(statement, row)
+        _settle_writes(session, geneva, pending)
+        if values_by_key.get("id") is None:
+            values_by_key["id"] = new_id
+    else:
+        _insert_row(connection, mapper.local_table, row, values_by_key)
+    orm.make_transient_to_detached(execution)
+    session.add(execution)
+    core_session.record_write(session, execution, inserted=True)
+
+
+def _flush_planned(
+    session: orm.Session, geneva: Any, pending: _PendingWrites | None
+) -> None:
+    """:func:`flush` with the writes :func:`_plan_writes` planned already."""
+    others_left = False
+    if pending is not None:
+        if pending.updates:
+            row_updates.update_rows(
+                core_session.connection_of(session), pending.updates
+            )
+        _settle_writes(session, geneva, pending)
+        others_left = pending.others_left
+    if others_left or session.new or session.deleted:
+        session.flush()  # other objects: the ORM (geneva's rows are clean now)
+
+
+def _insert_row(
+    connection: sa.Connection,
+    table: sa.Table,
+    row: dict[str, Any],
+    values_by_key: dict[str, Any],
+) -> None:
+    """INSERT ``row``; a primary key the database chose goes into ``values_by_key``."""
+    statement = _cache.get(("insert", table))
+    if statement is None:
+        statement = _cache[("insert", table)] = sa.insert(table)
+    result = connection.execute(statement, row)
     if values_by_key.get("id") is None:
         inserted = result.inserted_primary_key
         if inserted is None or inserted[0] is None:
@@ -374,9 +462,6 @@ def insert_step_execution(
                 "the database returned no primary key for the new step execution"
             )
         values_by_key["id"] = inserted[0]
-    orm.make_transient_to_detached(execution)
-    session.add(execution)
-    core_session.record_write(session, execution, inserted=True)
 
 
 def _insert_plan(

@@ -10,7 +10,11 @@ the transaction back.
 
 An execution's and its own workflow's change go out as one statement: a
 data-modifying CTE on PostgreSQL, a multiple-table UPDATE on MySQL/MariaDB.
-Statements are built once per table and set of columns.
+On PostgreSQL the UPDATEs written just before a new execution's INSERT go out
+with that INSERT as one statement, the INSERT reading from the UPDATEs'
+``RETURNING`` so that it runs only once every UPDATE matched its row
+(:func:`update_rows_and_insert`, R-EXE-79). Statements are built once per table
+and set of columns.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from flask_geneva.exceptions import StateConflictError
 
-__all__ = ["UNGUARDED", "RowUpdate", "clear_statements", "update_rows"]
+__all__ = [
+    "UNGUARDED",
+    "RowUpdate",
+    "clear_statements",
+    "merges_with_insert",
+    "update_rows",
+    "update_rows_and_insert",
+]
 
 #: ``RowUpdate.expected_state`` of an UPDATE that leaves ``state`` alone.
 UNGUARDED: Any = object()
@@ -240,6 +251,103 @@ def _update_pair_multi_table(
     params.update(_params(second, "b_"))
     if connection.execute(statement, params).rowcount != 2:
         _refuse(connection, [first, second])
+
+
+def merges_with_insert(dialect: sa.Dialect, updates: list[RowUpdate]) -> bool:
+    """Whether :func:`update_rows_and_insert` may send ``updates`` with an INSERT.
+
+    On PostgreSQL, for one UPDATE, or an execution's followed by its own
+    workflow's (the pair :func:`update_rows` sends as one statement).
+    """
+    if dialect.name != "postgresql" or not updates or len(updates) > 2:
+        return False
+    if len(updates) == 1:
+        return True
+    first, second = updates
+    return (
+        first.row == "step execution"
+        and second.row == "workflow"
+        and first.workflow_id == second.row_id
+    )
+
+
+def update_rows_and_insert(
+    connection: sa.Connection,
+    updates: list[RowUpdate],
+    table: sa.Table,
+    row: dict[str, Any],
+) -> Any:
+    """Send ``updates`` and the INSERT of ``row`` as one statement (R-EXE-79).
+
+    Each UPDATE is a data-modifying CTE returning its row's id; the INSERT is
+    ``INSERT ... SELECT`` from those CTEs, so it inserts a row only when every
+    UPDATE matched its row, and, reading their ``RETURNING``, only after the
+    UPDATEs wrote them: the unique index on active executions (R-DM-09) sees
+    the finished execution's new state before the new row arrives, as with
+    two statements. The outer SELECT returns each UPDATE's count of rows
+    written and the new row's id.
+
+    Args:
+        connection: The session's connection (inside its transaction).
+        updates: As :func:`merges_with_insert` accepts them, in that order.
+        table: The table inserted into (step executions).
+        row: ``{column name: value}`` of the new row.
+
+    Returns:
+        The new row's primary key.
+
+    Raises:
+        StateConflictError: A guarded row held another state (R-DM-40); nothing
+            was inserted, and the caller rolls back what the other CTE wrote.
+        sqlalchemy.orm.exc.StaleDataError: A row is gone.
+    """
+    shapes = tuple(_shape(update) for update in updates)
+
+    def build() -> Any:
+        written = [
+            sa.update(update.table)
+            .where(*_conditions(update, f"u{index}_"))
+            .values(_assignments(update, f"u{index}_"))
+            .returning(update.table.c.id)
+            .cte(f"geneva_update_{index}")
+            for index, update in enumerate(updates)
+        ]
+        # Joined ON true (not a bare cartesian product, which SQLAlchemy warns
+        # about): one row when every UPDATE returned its row, none otherwise.
+        source: Any = written[0]
+        for cte in written[1:]:
+            source = source.join(cte, sa.true())
+        values = sa.select(
+            *(sa.bindparam(f"new_{name}", type_=table.c[name].type) for name in row)
+        ).select_from(source)
+        inserted = (
+            sa.insert(table)
+            .from_select(list(row), values)
+            .returning(table.c.id)
+            .cte("geneva_insert")
+        )
+        counts = [
+            sa.select(sa.func.count()).select_from(cte).scalar_subquery()
+            for cte in written
+        ]
+        return sa.select(*counts, sa.select(inserted.c.id).scalar_subquery())
+
+    statement = _cached(("with-insert", shapes, table, tuple(row)), build)
+    params: dict[str, Any] = {}
+    for index, update in enumerate(updates):
+        params.update(_params(update, f"u{index}_"))
+    params.update({f"new_{name}": value for name, value in row.items()})
+    result = connection.execute(statement, params).one()
+    counts, new_id = result[: len(updates)], result[len(updates)]
+    for update, count in zip(updates, counts, strict=True):
+        if count != 1:
+            # This UPDATE wrote nothing: its row is as the refusal reads it.
+            _refuse(connection, [update])
+    if new_id is None:
+        raise sa.exc.InvalidRequestError(
+            f"the INSERT into {table.name} returned no primary key"
+        )
+    return new_id
 
 
 def _refuse(connection: sa.Connection, updates: list[RowUpdate]) -> None:

@@ -17,11 +17,15 @@ import sqlalchemy as sa
 
 from flask_geneva import StateConflictError
 from flask_geneva import core_rows
+from flask_geneva import scheduling
 from flask_geneva import step
+from flask_geneva.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.conftest import dialect_name
+from tests.statements import recorded_statements
 from tests.workflow.support import execution_row
+from tests.workflow.support import execution_rows
 from tests.workflow.support import workflow_row
 
 
@@ -170,3 +174,71 @@ def test_the_refusal_pickles_and_names_row_and_states():
     assert "workflow 17" in str(error)
     assert "'canceled'" in str(error)
     assert "'ready'" in str(error)
+
+
+def _rows_in_transaction(session: Any, workflow_id: Any) -> list[str]:
+    """The workflow's execution states as the session's own transaction sees them."""
+    table = geneva.StepExecution.__table__
+    return list(
+        session.connection().scalars(
+            sa.select(table.c.state)
+            .where(table.c.workflow_id == workflow_id)
+            .order_by(table.c.id)
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("changed", "row", "expected", "actual"),
+    [
+        ("execution", "step execution", "scheduled", "skipped"),
+        ("workflow", "workflow", "ready", "paused"),
+    ],
+)
+def test_a_lost_race_before_an_insert_inserts_nothing(
+    app, user, changed, row, expected, actual
+):
+    """The pending UPDATEs and the next execution's INSERT: no row when a guard fails.
+
+    On PostgreSQL the UPDATEs and the INSERT are one statement whose INSERT reads
+    the UPDATEs' ``RETURNING`` (R-EXE-79): a row changed underneath makes its
+    UPDATE match nothing, so nothing is inserted, even inside the transaction,
+    and the refusal is the one of two statements (R-DM-40).
+    """
+    session, workflow, execution = _loaded(user)
+    current_context().bind(session)  # create_step_execution reads the settings
+    workflow_id, execution_id = workflow.id, execution.id
+    if changed == "execution":
+        table, row_id = geneva.StepExecution.__table__, execution_id
+    else:
+        table, row_id = geneva.Workflow.__table__, workflow_id
+    _change_underneath(session, table, row_id, actual)
+    execution.state = "completed"
+    workflow.state = "performing"
+    with (
+        recorded_statements() as statements,
+        pytest.raises(StateConflictError) as refused,
+        # As in finalize, nothing loads a column meanwhile (no autoflush first).
+        session.no_autoflush,
+    ):
+        scheduling.create_step_execution(
+            session,
+            workflow,
+            workflow.steps.named("second"),
+            wait=None,
+            cancel_stray=False,
+        )
+    error = refused.value
+    assert (error.row, error.expected, error.actual) == (row, expected, actual)
+    if dialect_name() == "postgresql":
+        merged = [s for s in statements if s.lstrip().upper().startswith("WITH")]
+        assert len(merged) == 1
+        assert "INSERT INTO geneva_drive_step_executions" in merged[0]
+        assert not any(s.lstrip().upper().startswith("INSERT") for s in statements)
+    # Nothing was inserted, not even in the transaction that is rolled back.
+    assert len(_rows_in_transaction(session, workflow_id)) == 1
+    assert _held(session, table, row_id) == actual
+    session.rollback()
+    assert [r["state"] for r in execution_rows(workflow_id)] == [
+        actual if changed == "execution" and dialect_name() != "sqlite" else "scheduled"
+    ]

@@ -21,6 +21,7 @@ from flask_geneva.tasks import perform_step_execution
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.statements import recorded_statements
 from tests.workflow.support import execution_rows
 from tests.workflow.support import externally
 from tests.workflow.support import hero_counter
@@ -49,6 +50,18 @@ class InlineNoOps(geneva.Workflow):
     """Five steps that do nothing."""
 
     _steps = step.repeat(5, lambda wf: None)
+
+
+class InlineThreeNoOps(geneva.Workflow):
+    """Three steps that do nothing."""
+
+    _steps = step.repeat(3, lambda wf: None)
+
+
+class InlineSixNoOps(geneva.Workflow):
+    """Six steps that do nothing."""
+
+    _steps = step.repeat(6, lambda wf: None)
 
 
 class InlineWaitingThird(geneva.Workflow):
@@ -224,6 +237,31 @@ def test_each_continued_step_commits_once(app, user, geneva_jobs):
     assert workflow_row(workflow_id)["state"] == "finished"
     # The claim of the first step, then one commit per step (finalize + next claim).
     assert len(commits) == 1 + 5
+
+
+def _chain_statements(workflow_cls, user, geneva_jobs):
+    """The statements of one task that runs all steps of ``workflow_cls`` inline."""
+    workflow_id, first_id = _start(workflow_cls, user, geneva_jobs)
+    with recorded_statements() as statements:
+        perform_step_execution(first_id)
+    assert workflow_row(workflow_id)["state"] == "finished"
+    return statements
+
+
+@pytest.mark.backends("postgresql")
+def test_a_continued_step_sends_two_statements(app, user, geneva_jobs):
+    """Finalize's lock, then one statement that ends the step and claims the next (R-EXE-79).
+
+    Three more steps in the chain cost six more statements: per continued step
+    the lock and one data-modifying CTE holding the finished execution's and
+    its workflow's guarded UPDATE and the next execution's INSERT.
+    """
+    short = _chain_statements(InlineThreeNoOps, user, geneva_jobs)
+    long = _chain_statements(InlineSixNoOps, user, geneva_jobs)
+    assert (len(long) - len(short)) / 3 == 2
+    merged = [s for s in long if "INSERT INTO geneva_drive_step_executions" in s]
+    assert len(merged) == 5
+    assert all(s.lstrip().upper().startswith("WITH") for s in merged)
 
 
 def test_budget_of_steps_ends_the_chain_and_publishes(app, user, geneva_jobs):
