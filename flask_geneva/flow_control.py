@@ -568,7 +568,7 @@ def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> A
 def _resumable_continuation(
     session: orm.Session, workflow: Any, *, rewind: bool
 ) -> Any:
-    """R-EXT-22 (a)/(b): continue a paused or failed resumable chain."""
+    """R-EXT-22 (a)/(b)/(c): continue a paused, failed or canceled resumable chain."""
     execution_cls = workflow.__geneva__.StepExecution
     paused_marker = store_queries.latest_pause_marker(
         session, execution_cls, workflow.id
@@ -577,17 +577,16 @@ def _resumable_continuation(
         return scheduling.create_successor_execution(
             session, workflow, paused_marker, clear_cursor=rewind
         )
-    failed = store_queries.latest_failed_execution_of_step(
-        session, execution_cls, workflow.id, workflow.next_step_name
-    )
-    if (
-        failed is not None
-        and failed.cursor not in (None, "", [], {})
-        and failed.successor is None
+    for find in (
+        store_queries.latest_failed_execution_of_step,  # (b)
+        store_queries.canceled_latest_execution_of_step,  # (c), R-EXE-12
     ):
-        return scheduling.create_successor_execution(
-            session, workflow, failed, clear_cursor=rewind
-        )
+        found = find(session, execution_cls, workflow.id, workflow.next_step_name)
+        cursor = None if found is None else found.cursor
+        if cursor not in (None, "", [], {}) and found.successor is None:
+            return scheduling.create_successor_execution(
+                session, workflow, found, clear_cursor=rewind
+            )
     return None
 
 
