@@ -424,8 +424,7 @@ def skip(
             )
         refuse_while_running(session, locked, "skip")
         if reference is not None and not locked.steps.is_known(reference):
-            # Skipping past a step the code no longer has would silently finish
-            # the workflow (or skip steps that still exist): refuse, as resume does.
+            # Skipping past an unknown step could finish the workflow: refuse.
             raise scheduling.step_not_defined(locked, reference)
         if from_state == WorkflowState.READY:
             for execution in store.lock_active_executions(session, locked.id):
@@ -443,7 +442,11 @@ def skip(
         )
         if from_state == WorkflowState.READY:
             session.flush()
-        created = scheduling.schedule_next_step(session, locked)
+        if reference is None:  # the last step completed while paused (R-EXE-42a)
+            transitions.apply(transitions.FINISH_AFTER_LAST_STEP, now, workflow=locked)
+            created = None
+        else:
+            created = scheduling.schedule_next_step(session, locked)
         _record_operator_action(
             locked,
             action="skip",

@@ -248,6 +248,13 @@ def _check_consistent(workflow_id: Any) -> None:
         assert row["state"] not in ("in_progress",), row
 
 
+def _describe(workflow_id: Any) -> str:
+    """The workflow's rows, for a failure message."""
+    keys = ("id", "step_name", "state", "outcome", "cursor", "continues_from_id")
+    rows = [tuple(r[k] for k in keys) for r in execution_rows(workflow_id)]
+    return f"{rows}; workflow {dict(workflow_row(workflow_id))}"
+
+
 def _settle(app: Any, geneva_jobs: Any, workflow_id: Any) -> str:
     """Resume and run the workflow to its end; return its final state."""
     for _ in range(20):
@@ -325,9 +332,8 @@ def _race(
             _check_consistent(workflow_id)
             runs = [name for wf, name in RUNS if wf == workflow_id]
             assert len(runs) == len(set(runs)), (
-                f"a step ran twice: {runs}; plan {results[2 * index + 1]}; "
-                + repr([(r["id"], r["step_name"], r["state"], r["outcome"], r["cursor"], r["continues_from_id"], r["error_message"]) for r in execution_rows(workflow_id)])
-                + repr(dict(workflow_row(workflow_id)))
+                f"a step ran twice: {runs}; operator {results[2 * index + 1]}; "
+                f"{_describe(workflow_id)}"
             )
             rows = execution_rows(workflow_id)
             completed = [r["step_name"] for r in rows if r["state"] == "completed"]
@@ -338,7 +344,8 @@ def _race(
                 n for n in runs if n not in walks
             ), rows
             ended_walks = [
-                r for r in rows
+                r
+                for r in rows
                 if r["step_name"] == "walk" and r["state"] in ("completed", "canceled")
             ]
             assert completed.count("walk") <= len(walks) <= len(ended_walks), rows
