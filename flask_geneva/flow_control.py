@@ -424,8 +424,7 @@ def skip(
             )
         refuse_while_running(session, locked, "skip")
         if reference is not None and not locked.steps.is_known(reference):
-            # Skipping past a step the code no longer has would silently finish
-            # the workflow (or skip steps that still exist): refuse, as resume does.
+            # Skipping past an unknown step could finish the workflow: refuse.
             raise scheduling.step_not_defined(locked, reference)
         if from_state == WorkflowState.READY:
             for execution in store.lock_active_executions(session, locked.id):
@@ -443,7 +442,11 @@ def skip(
         )
         if from_state == WorkflowState.READY:
             session.flush()
-        created = scheduling.schedule_next_step(session, locked)
+        if reference is None:  # the last step completed while paused (R-EXE-42a)
+            transitions.apply(transitions.FINISH_AFTER_LAST_STEP, now, workflow=locked)
+            created = None
+        else:
+            created = scheduling.schedule_next_step(session, locked)
         _record_operator_action(
             locked,
             action="skip",
@@ -568,7 +571,7 @@ def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> A
 def _resumable_continuation(
     session: orm.Session, workflow: Any, *, rewind: bool
 ) -> Any:
-    """R-EXT-22 (a)/(b): continue a paused or failed resumable chain."""
+    """R-EXT-22 (a)/(b)/(c): continue a paused, failed or canceled resumable chain."""
     execution_cls = workflow.__geneva__.StepExecution
     paused_marker = store_queries.latest_pause_marker(
         session, execution_cls, workflow.id
@@ -577,17 +580,16 @@ def _resumable_continuation(
         return scheduling.create_successor_execution(
             session, workflow, paused_marker, clear_cursor=rewind
         )
-    failed = store_queries.latest_failed_execution_of_step(
-        session, execution_cls, workflow.id, workflow.next_step_name
-    )
-    if (
-        failed is not None
-        and failed.cursor not in (None, "", [], {})
-        and failed.successor is None
+    for find in (
+        store_queries.latest_failed_execution_of_step,  # (b)
+        store_queries.canceled_latest_execution_of_step,  # (c), R-EXE-12
     ):
-        return scheduling.create_successor_execution(
-            session, workflow, failed, clear_cursor=rewind
-        )
+        found = find(session, execution_cls, workflow.id, workflow.next_step_name)
+        cursor = None if found is None else found.cursor
+        if cursor not in (None, "", [], {}) and found.successor is None:
+            return scheduling.create_successor_execution(
+                session, workflow, found, clear_cursor=rewind
+            )
     return None
 
 

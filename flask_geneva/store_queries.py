@@ -23,6 +23,7 @@ from flask_geneva.model_states import Outcome
 from flask_geneva.model_states import StepExecutionState
 
 __all__ = [
+    "canceled_latest_execution_of_step",
     "executed_step_id",
     "latest_completed_execution",
     "latest_failed_execution_of_step",
@@ -121,6 +122,24 @@ def latest_failed_execution_of_step(
         .where(execution_cls.state == StepExecutionState.FAILED)
         .where(execution_cls.step_name == step_name)
     ).first()
+
+
+def canceled_latest_execution_of_step(
+    session: orm.Session, execution_cls: Any, workflow_id: Any, step_name: Any
+) -> Any:
+    """The newest execution of ``step_name`` if it is ``canceled``, else None.
+
+    A resumable step's successor delivered while its workflow was paused is
+    canceled (R-EXE-12) with the cursor it was to continue from (R-EXT-22 c).
+    """
+    latest = session.scalars(
+        _latest_execution(session, execution_cls, workflow_id).where(
+            execution_cls.step_name == step_name
+        )
+    ).first()
+    if latest is None or latest.state != StepExecutionState.CANCELED:
+        return None
+    return latest
 
 
 def step_history(
