@@ -423,6 +423,8 @@ def skip(
                 f"{locked.id} is now {reference!r} (it ran or was skipped meanwhile)"
             )
         refuse_while_running(session, locked, "skip")
+        if reference is None:
+            _refuse_finish_beside_active(session, locked)
         if reference is not None and not locked.steps.is_known(reference):
             # Skipping past an unknown step could finish the workflow: refuse.
             raise scheduling.step_not_defined(locked, reference)
@@ -566,6 +568,22 @@ def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> A
         )
         return None
     return step_evolution.resume_step(session, workflow, name)
+
+
+def _refuse_finish_beside_active(session: orm.Session, workflow: Any) -> None:
+    """Refuse to finish a workflow by ``skip()`` while it has an active execution.
+
+    With neither a current nor a next step, skip finishes the workflow
+    (R-EXT-05); an active execution beside that would be left behind a finished
+    workflow, so the skip is refused, naming it (seen in an operator race).
+    """
+    active = store.lock_active_executions(session, workflow.id)
+    if active:
+        raise InvalidStateError(
+            f"Cannot skip on workflow {workflow.id}: it has no current or next "
+            f"step, but execution {active[0].id} ({active[0].step_name!r}) is "
+            f"{active[0].state}; resume the workflow instead"
+        )
 
 
 def _resumable_continuation(
