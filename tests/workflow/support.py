@@ -180,3 +180,51 @@ def externally(workflow_id: Any, operation: str, **kwargs: Any) -> Any:
         return getattr(result, "id", result)
 
     return in_other_thread(action)
+
+
+def start_without_jobs(
+    workflow_cls: Any, user: Any, geneva_jobs: Any
+) -> tuple[Any, Any]:
+    """Create ``workflow_cls`` for ``user`` and forget its published job.
+
+    Returns ``(workflow id, first execution id)``; the session is removed, so
+    the test runs the execution itself.
+    """
+    workflow = workflow_cls.create(hero=user)
+    first_id = workflow.current_execution.id
+    workflow_id = workflow.id
+    geneva_jobs.clear()
+    db.session.remove()
+    return workflow_id, first_id
+
+
+def run_together(app: Any, actions: list[Callable[[], Any]]) -> list[Any]:
+    """Run ``actions`` in threads of their own, each in an app context, started
+    at one barrier; return their results in order.
+
+    Raises:
+        AssertionError: An action raised; the message lists every such error.
+    """
+    barrier = threading.Barrier(len(actions))
+    errors: list[BaseException] = []
+    results: list[Any] = [None] * len(actions)
+
+    def run(index: int, action: Callable[[], Any]) -> None:
+        try:
+            with app.app_context():
+                barrier.wait(timeout=30)
+                results[index] = action()
+                db.session.remove()
+        except BaseException as error:  # noqa: BLE001 - collected and asserted below
+            errors.append(error)
+
+    threads = [
+        threading.Thread(target=run, args=(index, action))
+        for index, action in enumerate(actions)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == [], [f"{type(e).__name__}: {e}" for e in errors]
+    return results

@@ -19,6 +19,7 @@ from tests.statements import recorded_statements
 from tests.workflow.support import execution_rows
 from tests.workflow.support import executions_table
 from tests.workflow.support import in_other_thread
+from tests.workflow.support import start_without_jobs
 from tests.workflow.support import workflow_row
 
 
@@ -68,15 +69,6 @@ class NarrowFailing(geneva.Workflow):
         raise RuntimeError("boom")
 
 
-def _start(workflow_cls, user, geneva_jobs):
-    workflow = workflow_cls.create(hero=user)
-    first_id = workflow.current_execution.id
-    workflow_id = workflow.id
-    geneva_jobs.clear()
-    db.session.remove()
-    return workflow_id, first_id
-
-
 def _finalize_locks(statements):
     """The joined locking reads (``FOR UPDATE`` on PostgreSQL; SQLite's is plain)."""
     return [
@@ -88,7 +80,7 @@ def _finalize_locks(statements):
 
 def test_a_column_written_meanwhile_is_read_from_the_row(app, user, geneva_jobs):
     """Not re-read under the lock, yet not stale: the instance reads the row (R-EXE-48)."""
-    workflow_id, first_id = _start(NarrowNoted, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(NarrowNoted, user, geneva_jobs)
     NarrowNoted.held.clear()
     NarrowNoted.seen.clear()
     Executor.execute(first_id)
@@ -101,7 +93,7 @@ def test_a_column_written_meanwhile_is_read_from_the_row(app, user, geneva_jobs)
 
 def test_inline_chain_reads_a_column_written_meanwhile(app, user, geneva_jobs):
     """The next step run inline sees the row's value, not the claim's (R-EXE-48, R-EXE-70)."""
-    workflow_id, first_id = _start(NarrowNoted, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(NarrowNoted, user, geneva_jobs)
     NarrowNoted.held.clear()
     NarrowNoted.seen.clear()
     perform_step_execution(first_id)
@@ -112,10 +104,10 @@ def test_inline_chain_reads_a_column_written_meanwhile(app, user, geneva_jobs):
 @pytest.mark.backends("postgresql", "sqlite")
 def test_the_lock_of_a_completed_body_names_few_columns(app, user, geneva_jobs):
     """Completed: finalize's lock leaves out e.g. ``error_backtrace``; a failure's reads all (R-EXE-48)."""
-    _, first_id = _start(NarrowNoOp, user, geneva_jobs)
+    _, first_id = start_without_jobs(NarrowNoOp, user, geneva_jobs)
     with recorded_statements() as completed:
         Executor.execute(first_id)
-    _, failing_id = _start(NarrowFailing, user, geneva_jobs)
+    _, failing_id = start_without_jobs(NarrowFailing, user, geneva_jobs)
     with recorded_statements() as failed, pytest.raises(RuntimeError):
         Executor.execute(failing_id)
     # Phase 1's lock first, finalize's last.

@@ -25,6 +25,7 @@ from tests.statements import recorded_statements
 from tests.workflow.support import execution_rows
 from tests.workflow.support import externally
 from tests.workflow.support import hero_counter
+from tests.workflow.support import start_without_jobs
 from tests.workflow.support import workflow_row
 
 
@@ -188,15 +189,6 @@ class InlineSlowSteps(geneva.Workflow):
     _steps = step.repeat(4, lambda wf: time.sleep(0.1))
 
 
-def _start(workflow_cls, user, geneva_jobs):
-    workflow = workflow_cls.create(hero=user)
-    first_id = workflow.current_execution.id
-    workflow_id = workflow.id
-    geneva_jobs.clear()
-    db.session.remove()
-    return workflow_id, first_id
-
-
 def _steps(workflow_id):
     return [
         (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
@@ -210,7 +202,7 @@ def _published(geneva_jobs):
 def test_the_task_runs_due_steps_of_the_same_route_inline(app, user, geneva_jobs):
     """One delivery runs all five steps, each with its own row and one commit (R-EXE-70)."""
     user_id = user.id
-    workflow_id, first_id = _start(InlineFiveSteps, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineFiveSteps, user, geneva_jobs)
     perform_step_execution(first_id)
     assert _published(geneva_jobs) == []
     rows = execution_rows(workflow_id)
@@ -223,7 +215,7 @@ def test_the_task_runs_due_steps_of_the_same_route_inline(app, user, geneva_jobs
 
 def test_each_continued_step_commits_once(app, user, geneva_jobs):
     """No-op steps: the first claim, then one commit per step (R-EXE-70)."""
-    workflow_id, first_id = _start(InlineNoOps, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineNoOps, user, geneva_jobs)
     commits = []
 
     def count_commit(*_args):
@@ -241,7 +233,7 @@ def test_each_continued_step_commits_once(app, user, geneva_jobs):
 
 def _chain_statements(workflow_cls, user, geneva_jobs):
     """The statements of one task that runs all steps of ``workflow_cls`` inline."""
-    workflow_id, first_id = _start(workflow_cls, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(workflow_cls, user, geneva_jobs)
     with recorded_statements() as statements:
         perform_step_execution(first_id)
     assert workflow_row(workflow_id)["state"] == "finished"
@@ -267,7 +259,7 @@ def test_a_continued_step_sends_two_statements(app, user, geneva_jobs):
 def test_budget_of_steps_ends_the_chain_and_publishes(app, user, geneva_jobs):
     """GENEVA_INLINE_CONTINUATION_MAX_STEPS bounds the steps of one task (R-EXE-72)."""
     app.config["GENEVA_INLINE_CONTINUATION_MAX_STEPS"] = 2
-    workflow_id, first_id = _start(InlineFiveSteps, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineFiveSteps, user, geneva_jobs)
     perform_step_execution(first_id)
     rows = execution_rows(workflow_id)
     assert [r["state"] for r in rows] == ["completed", "completed", "scheduled"]
@@ -281,7 +273,7 @@ def test_budget_of_steps_ends_the_chain_and_publishes(app, user, geneva_jobs):
 def test_zero_turns_continuation_off(app, user, geneva_jobs, setting):
     """A budget or step count of 0 runs one step per task (R-EXE-72)."""
     app.config[setting] = 0
-    workflow_id, first_id = _start(InlineFiveSteps, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineFiveSteps, user, geneva_jobs)
     perform_step_execution(first_id)
     rows = execution_rows(workflow_id)
     assert [r["state"] for r in rows] == ["completed", "scheduled"]
@@ -296,7 +288,7 @@ def test_time_budget_ends_the_chain(app, user, geneva_jobs, budget, states):
     with 60 s all four run in the one task, whatever the machine's load.
     """
     app.config["GENEVA_INLINE_CONTINUATION_BUDGET"] = budget
-    workflow_id, first_id = _start(InlineSlowSteps, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineSlowSteps, user, geneva_jobs)
     perform_step_execution(first_id)
     rows = execution_rows(workflow_id)
     assert [r["state"] for r in rows][:states] == ["completed"] * states
@@ -309,7 +301,7 @@ def test_time_budget_ends_the_chain(app, user, geneva_jobs, budget, states):
 
 def test_a_waiting_step_ends_the_chain(app, user, geneva_jobs):
     """A step with a wait is published with its eta, not claimed (R-EXE-71)."""
-    workflow_id, first_id = _start(InlineWaitingThird, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineWaitingThird, user, geneva_jobs)
     perform_step_execution(first_id)
     assert _steps(workflow_id) == [
         ("first", "completed", "success"),
@@ -323,7 +315,7 @@ def test_a_waiting_step_ends_the_chain(app, user, geneva_jobs):
 @pytest.mark.parametrize("workflow_cls", [InlineOtherQueue, InlineOtherPriority])
 def test_another_queue_or_priority_ends_the_chain(app, user, geneva_jobs, workflow_cls):
     """The next step is published when its queue or priority differs (R-EXE-71)."""
-    workflow_id, first_id = _start(workflow_cls, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(workflow_cls, user, geneva_jobs)
     perform_step_execution(first_id)
     assert [r["state"] for r in execution_rows(workflow_id)] == [
         "completed",
@@ -334,7 +326,7 @@ def test_another_queue_or_priority_ends_the_chain(app, user, geneva_jobs, workfl
 
 def test_a_resumable_next_step_ends_the_chain(app, user, geneva_jobs):
     """A resumable step is published, not claimed inline (R-EXE-71)."""
-    workflow_id, first_id = _start(InlineResumableSecond, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineResumableSecond, user, geneva_jobs)
     perform_step_execution(first_id)
     assert [r["state"] for r in execution_rows(workflow_id)] == [
         "completed",
@@ -345,7 +337,7 @@ def test_a_resumable_next_step_ends_the_chain(app, user, geneva_jobs):
 
 def test_the_same_queue_and_priority_continue(app, user, geneva_jobs):
     """Class-level job options shared by both steps do not end the chain (R-EXE-71)."""
-    workflow_id, first_id = _start(InlineSameQueue, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineSameQueue, user, geneva_jobs)
     perform_step_execution(first_id)
     assert workflow_row(workflow_id)["state"] == "finished"
     assert geneva_jobs.enqueued == []
@@ -355,7 +347,7 @@ def test_a_holding_skip_condition_is_left_to_the_delivery(app, user, geneva_jobs
     """skip_if that holds: published, and its delivery skips it (R-EXE-73)."""
     user.archived = True
     db.session.commit()
-    workflow_id, first_id = _start(InlineSkipIf, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineSkipIf, user, geneva_jobs)
     perform_step_execution(first_id)
     assert _steps(workflow_id) == [
         ("first", "completed", "success"),
@@ -373,7 +365,7 @@ def test_a_cancel_condition_that_became_true_is_left_to_the_delivery(
     app, user, geneva_jobs
 ):
     """A cancel condition made true by the step: nothing claimed (R-EXE-73, R-EXE-20)."""
-    workflow_id, first_id = _start(InlineCancelIf, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineCancelIf, user, geneva_jobs)
     perform_step_execution(first_id)
     assert [r["state"] for r in execution_rows(workflow_id)] == [
         "completed",
@@ -385,7 +377,7 @@ def test_a_cancel_condition_that_became_true_is_left_to_the_delivery(
 
 def test_a_flow_control_signal_ends_the_chain(app, user, geneva_jobs):
     """A reattempt is published as without continuation (R-EXE-71)."""
-    workflow_id, first_id = _start(InlineSignal, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineSignal, user, geneva_jobs)
     perform_step_execution(first_id)
     assert _steps(workflow_id) == [
         ("first", "completed", "reattempted"),
@@ -398,7 +390,7 @@ def test_a_failing_continued_step_applies_its_policy_and_fails_the_task(
     app, user, geneva_jobs
 ):
     """The second step's exception pauses the workflow and escapes the task (R-EXE-75)."""
-    workflow_id, first_id = _start(InlineFailingSecond, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineFailingSecond, user, geneva_jobs)
     with pytest.raises(Boom):
         perform_step_execution(first_id)
     assert _steps(workflow_id) == [
@@ -411,7 +403,9 @@ def test_a_failing_continued_step_applies_its_policy_and_fails_the_task(
 
 def test_a_pause_from_another_session_stops_the_chain(app, user, geneva_jobs):
     """Paused while the second step ran: it is recorded, the third is not run (R-EXE-71, R-EXE-42)."""
-    workflow_id, first_id = _start(InlinePausedFromOutside, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(
+        InlinePausedFromOutside, user, geneva_jobs
+    )
     perform_step_execution(first_id)
     assert _steps(workflow_id) == [
         ("first", "completed", "success"),
@@ -441,7 +435,7 @@ def test_signals_and_hooks_fire_for_every_step(app, user, geneva_jobs):
     for name, receiver in receivers.items():
         getattr(signals, name).connect(receiver, sender=InlineFiveSteps)
     try:
-        workflow_id, first_id = _start(InlineFiveSteps, user, geneva_jobs)
+        workflow_id, first_id = start_without_jobs(InlineFiveSteps, user, geneva_jobs)
         perform_step_execution(first_id)
     finally:
         for name, receiver in receivers.items():
@@ -483,7 +477,7 @@ def test_test_helpers_run_one_step(app, user, geneva_jobs):
 
 def test_executor_execute_can_continue_inline(app, user, geneva_jobs):
     """Executor.execute(continue_inline=True) runs the chain as the task does (R-EXE-70)."""
-    workflow_id, first_id = _start(InlineFiveSteps, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(InlineFiveSteps, user, geneva_jobs)
     Executor.execute(first_id, continue_inline=True)
     assert workflow_row(workflow_id)["state"] == "finished"
     assert geneva_jobs.enqueued == []

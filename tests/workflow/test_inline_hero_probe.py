@@ -17,6 +17,7 @@ from tests.apps.basic import geneva
 from tests.statements import recorded_statements
 from tests.workflow.support import execution_rows
 from tests.workflow.support import in_other_thread
+from tests.workflow.support import start_without_jobs
 from tests.workflow.support import workflow_row
 
 
@@ -64,15 +65,6 @@ class ProbeHeroReplaced(geneva.Workflow):
         pass
 
 
-def _start(workflow_cls, user, geneva_jobs):
-    workflow = workflow_cls.create(hero=user)
-    first_id = workflow.current_execution.id
-    workflow_id = workflow.id
-    geneva_jobs.clear()
-    db.session.remove()
-    return workflow_id, first_id
-
-
 def _hero_reads(statements):
     """Statements that read the users table on their own (not inside the lock)."""
     return [s for s in statements if "users" in s and "step_executions" not in s]
@@ -83,7 +75,7 @@ def test_continued_steps_send_no_statement_for_the_hero(app, user, geneva_jobs):
     dialect = db.engine.dialect
     if dialect.name == "mysql" and not getattr(dialect, "is_mariadb", False):
         pytest.skip("MySQL (not MariaDB) loads the hero with a statement of its own")
-    workflow_id, first_id = _start(ProbeNoOps, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(ProbeNoOps, user, geneva_jobs)
     with recorded_statements() as statements:
         perform_step_execution(first_id)
     assert workflow_row(workflow_id)["state"] == "finished"
@@ -128,7 +120,9 @@ def test_the_probe_locks_no_hero_row(app, user):
 
 def test_a_hero_deleted_during_the_step_ends_the_chain(app, user, geneva_jobs):
     """The next step is published, and its delivery cancels the workflow (R-EXE-73, R-EXE-78)."""
-    workflow_id, first_id = _start(ProbeHeroDeletedMeanwhile, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(
+        ProbeHeroDeletedMeanwhile, user, geneva_jobs
+    )
     perform_step_execution(first_id)
     rows = execution_rows(workflow_id)
     assert [(r["step_name"], r["state"]) for r in rows] == [
@@ -142,7 +136,7 @@ def test_a_hero_deleted_during_the_step_ends_the_chain(app, user, geneva_jobs):
 
 def test_a_hero_set_by_the_step_is_checked_itself(app, user, geneva_jobs):
     """The probe was for the old hero: the new one is loaded, and it exists (R-EXE-78)."""
-    workflow_id, first_id = _start(ProbeHeroReplaced, user, geneva_jobs)
+    workflow_id, first_id = start_without_jobs(ProbeHeroReplaced, user, geneva_jobs)
     perform_step_execution(first_id)
     assert [(r["step_name"], r["state"]) for r in execution_rows(workflow_id)] == [
         ("first", "completed"),

@@ -32,6 +32,7 @@ from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows
 from tests.workflow.support import hero_counter
 from tests.workflow.support import make_user
+from tests.workflow.support import run_together
 from tests.workflow.support import workflow_row
 
 #: A known bug, not fixed yet (found by h34): on MySQL/MariaDB an operator's
@@ -219,32 +220,6 @@ def _operator(workflow_id: Any, operations: tuple[str, ...], delay: float) -> li
     return outcomes
 
 
-def _run_together(app: Any, actions: list) -> list:
-    barrier = threading.Barrier(len(actions))
-    errors: list[str] = []
-    results: list[Any] = [None] * len(actions)
-
-    def run(index: int, action: Any) -> None:
-        try:
-            with app.app_context():
-                barrier.wait(timeout=30)
-                results[index] = action()
-                db.session.remove()
-        except BaseException as error:  # noqa: BLE001 - asserted below
-            errors.append(f"{type(error).__name__}: {error}")
-
-    threads = [
-        threading.Thread(target=run, args=(index, action))
-        for index, action in enumerate(actions)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == []
-    return results
-
-
 def _check_consistent(workflow_id: Any) -> None:
     """At most one active execution, and the workflow row agrees with it."""
     rows = execution_rows(workflow_id)
@@ -335,7 +310,7 @@ def _race(
                 return _operator(workflow_id, plan, delay)
 
             actions += [work, operate]
-        results = _run_together(app, actions)
+        results = run_together(app, actions)
         for index, (workflow_id, _, hero_id) in enumerate(targets):
             for name, outcome in results[2 * index + 1]:
                 key = f"{name} {outcome}"

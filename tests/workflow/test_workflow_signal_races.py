@@ -23,6 +23,7 @@ from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import make_user
+from tests.workflow.support import run_together
 
 THREADS = 8
 DEFAULT_ROUNDS = 10
@@ -39,32 +40,6 @@ class SigRace(geneva.Workflow):
         self.hero.counter += 1
         with _RACE_RUNS_LOCK:
             RACE_RUNS.setdefault(self.id, []).append(self.received_signal.id)
-
-
-def _run_together(app, actions):
-    barrier = threading.Barrier(len(actions))
-    errors: list[BaseException] = []
-    results: list[object] = [None] * len(actions)
-
-    def run(index, action):
-        try:
-            with app.app_context():
-                barrier.wait(timeout=30)
-                results[index] = action()
-                db.session.remove()
-        except BaseException as error:  # noqa: BLE001 - collected and asserted below
-            errors.append(error)
-
-    threads = [
-        threading.Thread(target=run, args=(index, action))
-        for index, action in enumerate(actions)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == [], [f"{type(e).__name__}: {e}" for e in errors]
-    return results
 
 
 def _rows(table, workflow_id):
@@ -94,7 +69,7 @@ def test_eight_deliveries_with_one_key_give_one_row_and_one_wake(
         delivery = target.signal("go", {"n": 1}, idempotency_key="evt-42")
         return (delivery.duplicate, delivery.woken)
 
-    results = _run_together(app, [deliver] * THREADS)
+    results = run_together(app, [deliver] * THREADS)
     assert sorted(duplicate for duplicate, _ in results) == [False] + [True] * 7
     assert sum(len(woken) for _, woken in results) == 1
     assert len(_rows(geneva.WorkflowSignal.__table__, workflow_id)) == 1
@@ -163,7 +138,7 @@ def test_a_signal_racing_the_park_is_never_lost(app, geneva_jobs, capsys):
                 return workflow.signal("go", {"w": str(workflow_id)}).woken
 
             actions += [execute, send]
-        results = _run_together(app, actions)
+        results = run_together(app, actions)
 
         published = [p.step_execution_id for p in geneva_jobs.enqueued]
         for index, (workflow_id, execution_id) in enumerate(targets):
