@@ -49,11 +49,36 @@ def app_config() -> dict[str, Any]:
     return dict(ADMIN_CONFIG)
 
 
+def body_closed_before_sending(wsgi_app: Any) -> Any:
+    """Wrap ``wsgi_app`` so each response body is read and closed before it is sent.
+
+    Werkzeug's development server skips ``close()`` on the response iterable when
+    the browser drops the connection mid-request (the read after the response raises
+    ``ConnectionResetError`` in its ``finally``). A static file served by
+    ``send_file`` then stays open until the garbage collector finds it, and its
+    ``ResourceWarning`` fails whichever test is running (CI, stop 27). Reading the
+    body first closes the file on every path; the admin sends no streamed response.
+    """
+
+    def application(environ: Any, start_response: Any) -> list[bytes]:
+        body_chunks = wsgi_app(environ, start_response)
+        try:
+            return [b"".join(body_chunks)]
+        finally:
+            close = getattr(body_chunks, "close", None)
+            if close is not None:
+                close()
+
+    return application
+
+
 @pytest.fixture
 def live_url(app: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 from a server thread; yield its base URL."""
     app.jinja_env.undefined = StrictUndefined
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    server = make_server(
+        "127.0.0.1", 0, body_closed_before_sending(app), threaded=True
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
