@@ -76,9 +76,7 @@ def body_closed_before_sending(wsgi_app: Any) -> Any:
 def live_url(app: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 from a server thread; yield its base URL."""
     app.jinja_env.undefined = StrictUndefined
-    server = make_server(
-        "127.0.0.1", 0, body_closed_before_sending(app), threaded=True
-    )
+    server = make_server("127.0.0.1", 0, body_closed_before_sending(app), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

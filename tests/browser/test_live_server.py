@@ -5,12 +5,12 @@ Flask-Admin asset's ResourceWarning)."""
 from __future__ import annotations
 
 import gc
+import http.client
 import re
 import socket
 import struct
 import sys
 import time
-import urllib.request
 from typing import Any
 
 import pytest
@@ -18,9 +18,11 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
-def _script_paths(live_url: str) -> list[str]:
-    with urllib.request.urlopen(f"{live_url}/geneva/") as response:
-        page = response.read().decode()
+def _script_paths(port: int) -> list[str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    connection.request("GET", "/geneva/")
+    page = connection.getresponse().read().decode()
+    connection.close()
     return re.findall(r'<script[^>]+src="(/[^"?]+)', page)
 
 
@@ -38,9 +40,9 @@ def test_dropped_asset_requests_leave_no_open_file(live_url, monkeypatch):
     collector to warn about (werkzeug skips close() on that path)."""
     unraisable: list[Any] = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
-    scripts = _script_paths(live_url)
-    assert scripts, "the admin page names no script to request"
     port = int(live_url.rsplit(":", 1)[1])
+    scripts = _script_paths(port)
+    assert scripts, "the admin page names no script to request"
     for attempt in range(20):
         _request_then_reset(port, scripts[attempt % len(scripts)])
     time.sleep(1.0)
