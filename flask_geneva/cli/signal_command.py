@@ -20,6 +20,7 @@ from typing import Any
 import click
 from flask.cli import with_appcontext
 
+from flask_geneva.cli.lookup import OneIdArgumentCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
@@ -42,7 +43,7 @@ def _json_payload(ctx: Any, param: Any, value: str | None) -> Any:
         ) from None
 
 
-@click.command("signal")
+@click.command("signal", cls=OneIdArgumentCommand)
 @with_appcontext
 @click.argument("workflow_id", metavar="ID")
 @click.argument("name")
