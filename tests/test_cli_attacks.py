@@ -12,6 +12,7 @@ seconds.
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import HealthCheck
@@ -28,6 +29,7 @@ from tests.test_cli import _dead_worker_workflow
 from tests.test_cli import geneva_cli  # noqa: F401 - the fixture
 from tests.workflow.support import execution_rows
 from tests.workflow.support import make_user
+from tests.workflow.support import signal_rows
 from tests.workflow.support import update_workflow
 from tests.workflow.support import workflow_row
 
@@ -310,3 +312,118 @@ def test_list_refuses_text_no_row_can_hold(geneva_cli, args, fragment):  # noqa:
     assert error.startswith("Error: ")
     assert fragment in error
     assert "\x00" not in error
+
+
+# -- signal --------------------------------------------------------------------------
+
+
+def test_a_negative_id_for_signal_names_the_allowed_ids(geneva_cli):  # noqa: F811
+    """``signal -7 NAME`` names the allowed ids; a name like ``-5`` after the id is
+    not called a workflow id (Click's option error; after ``--`` it is the name)
+    (R-WSIG-61, R-CLI-01).
+    """
+    error = _usage_error(geneva_cli("signal", "-7", "paid"))
+    assert f"invalid workflow id '-7': {ALLOWED_IDS}" in error
+    workflow = CliOnboarding.create(hero=_hero())
+    assert "workflow id" not in _usage_error(
+        geneva_cli("signal", str(workflow.id), "-5")
+    )
+    stored = geneva_cli("signal", str(workflow.id), "--", "-5")
+    assert stored.returncode == 0, stored
+    assert [row["name"] for row in signal_rows(workflow.id)] == ["-5"]
+
+
+def _awaiting():
+    workflow = CliAwaiting.create(hero=_hero())
+    perform_next_step(workflow)
+    return workflow.id
+
+
+@pytest.mark.parametrize("depth", [500, 100_000])
+def test_a_payload_nested_too_deeply_is_a_usage_error(geneva_cli, depth):  # noqa: F811
+    """Thousands of nested brackets exhaust json's parser, hundreds the payload's
+    encoder (the cursor codec): a usage error saying so, as the admin's form does
+    (R-WSIG-21, R-WSIG-61, R-WSIG-68), not a RecursionError.
+    """
+    workflow_id = _awaiting()
+    deep = "[" * depth + "]" * depth
+    error = _usage_error(
+        geneva_cli("signal", str(workflow_id), "paid", "--payload", deep)
+    )
+    assert "nested too deeply" in error
+    assert signal_rows(workflow_id) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (
+            ("pa\x00id",),
+            "signal name must be a non-empty str of at most 255 characters",
+        ),
+        (("paid", "--idempotency-key", "k\x00"), "idempotency_key must be"),
+        (("paid", "--payload", '"\\u0000"'), "NUL character at payload"),
+        (("paid", "--payload", '{"k\\u0000": 1}'), "NUL character at payload"),
+        (("paid", "--payload", '{"a": [1, "x\\u0000"]}'), 'at payload["a"][1]'),
+    ],
+)
+def test_a_nul_character_in_a_signal_is_refused_on_every_database(
+    geneva_cli,  # noqa: F811
+    args,
+    fragment,
+):
+    """PostgreSQL cannot store a NUL character in text or JSON; the signal is refused
+    before anything is written, on every database alike (R-WSIG-20/21/61), never a
+    DataError.
+    """
+    workflow_id = _awaiting()
+    error = _usage_error(geneva_cli("signal", str(workflow_id), *args))
+    assert fragment in error
+    assert "NUL" in error
+    assert signal_rows(workflow_id) == []
+    assert execution_rows(workflow_id)[-1]["state"] == "waiting"
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_non_finite_payload_is_refused_as_a_payload_not_a_cursor(
+    geneva_cli,  # noqa: F811
+    constant,
+):
+    """``--payload NaN`` is refused naming the payload, not "the cursor" (R-WSIG-21)."""
+    workflow_id = _awaiting()
+    error = _usage_error(
+        geneva_cli("signal", str(workflow_id), "paid", "--payload", constant)
+    )
+    assert "cannot store the payload: float" in error
+    assert "cursor" not in error
+    assert signal_rows(workflow_id) == []
+
+
+@FUZZ
+@given(
+    name=st.text(min_size=0, max_size=20),
+    payload=st.one_of(st.none(), st.text(max_size=20)),
+    key=st.one_of(st.none(), st.text(max_size=20)),
+)
+def test_fuzzed_signals_are_stored_or_refused(geneva_cli, name, payload, key):  # noqa: F811
+    """Any name, payload text and key: stored (exit 0, one row more) or refused as a
+    usage error with nothing stored (R-WSIG-60/61); never a traceback.
+    """
+    workflow = CliOnboarding.create(hero=_hero())
+    args = ["signal", str(workflow.id), "--", name]
+    if payload is not None:
+        args[2:2] = ["--payload", payload]
+    if key is not None:
+        args[2:2] = ["--idempotency-key", key]
+    result = geneva_cli(*args)
+    rows = signal_rows(workflow.id)
+    if result.returncode == 0:
+        [row] = rows
+        assert row["name"] == name
+        stored = row["payload"]
+        if isinstance(stored, str):
+            stored = json.loads(stored)
+        assert "Traceback" not in result.stderr
+    else:
+        _usage_error(result)
+        assert rows == []
