@@ -427,3 +427,16 @@ def test_fuzzed_signals_are_stored_or_refused(geneva_cli, name, payload, key):  
     else:
         _usage_error(result)
         assert rows == []
+
+
+# -- worker ------------------------------------------------------------------------
+
+
+def test_worker_schedule_without_beat_is_a_usage_error(geneva_cli):  # noqa: F811
+    """``--schedule`` names beat's schedule file: without ``--beat`` it would be
+    ignored silently, so the contradiction is a usage error before anything starts
+    (R-CLI-03).
+    """
+    error = _usage_error(geneva_cli("worker", "--schedule", "beat.db"))
+    assert "--schedule needs --beat" in error
+    assert "'beat.db'" in error
