@@ -11,8 +11,10 @@ seconds.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck
@@ -427,6 +429,73 @@ def test_fuzzed_signals_are_stored_or_refused(geneva_cli, name, payload, key):  
     else:
         _usage_error(result)
         assert rows == []
+
+
+# -- install -----------------------------------------------------------------------
+
+
+def _migrations(tmp_path):
+    """A bare Alembic directory, as ``flask db init`` leaves one (no revisions)."""
+    directory = tmp_path / "migrations"
+    (directory / "versions").mkdir(parents=True)
+    (directory / "alembic.ini").write_text("[alembic]\n")
+    (directory / "env.py").write_text("")
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("x" * 5000, "cannot use migrations directory"),
+        ("a-file", "is not a directory"),
+        ("missing", "does not exist"),
+    ],
+)
+def test_install_into_a_path_that_cannot_be_one_is_refused_in_one_line(
+    geneva_cli,  # noqa: F811
+    tmp_path,
+    name,
+    fragment,
+):
+    """A name too long for the file system (an OSError), a file, or a missing
+    folder: one line naming the path, never a traceback (R-MIG-01, R-CLI-01).
+    """
+    (tmp_path / "a-file").write_text("")
+    result = geneva_cli("install", "--directory", str(tmp_path / name))
+    assert result.returncode == 1, result
+    [line] = _error_lines(result)
+    assert fragment in line
+
+
+def test_install_that_cannot_write_every_revision_writes_none(
+    geneva_cli,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """The disk fills up after two revision files: the command says nothing was
+    written and removes the two, so a later install does not chain after a head
+    that lacks units (R-MIG-01/03).
+    """
+    directory = _migrations(tmp_path)
+    original = Path.write_text
+    calls = []
+
+    def fill_up(self, *args, **kwargs):
+        if self.parent.name == "versions":
+            calls.append(self)
+            if len(calls) > 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", fill_up)
+    result = geneva_cli("install", "--directory", str(directory))
+    monkeypatch.undo()
+    assert result.returncode == 1, result
+    [line] = _error_lines(result)
+    assert "No space left on device" in line
+    assert "nothing was written" in line
+    assert len(calls) == 3
+    assert list((directory / "versions").iterdir()) == []
 
 
 # -- worker ------------------------------------------------------------------------
