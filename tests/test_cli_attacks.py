@@ -290,6 +290,20 @@ def test_fuzzed_resume_at_steps_are_refused_naming_the_allowed_steps(
     assert workflow_row(workflow.id)["state"] == "paused"
 
 
+def test_show_prints_operator_actions_edited_by_hand(geneva_cli):  # noqa: F811
+    """Operator actions whose time is not an ISO text (a number, a nested object)
+    or that are not objects, as a hand edit or another version may leave them:
+    ``show`` prints them as stored, never an AttributeError (R-CLI-01, R-PDR-05).
+    """
+    workflow = CliOnboarding.create(hero=_hero())
+    actions = [{"at": 5, "action": "pause"}, {"at": {"x": 1}}, None, "text"]
+    update_workflow(workflow.id, metadata={"operator_actions": actions})
+    result = geneva_cli("show", str(workflow.id))
+    assert result.returncode == 0, result
+    assert "  5 pause via None by - (None -> None)" in result.stdout
+    assert "  {'x': 1} None via" in result.stdout
+
+
 # -- list ----------------------------------------------------------------------------
 
 

@@ -398,9 +398,12 @@ def _describe_workflow(workflow: Any) -> list[str]:
 
 def _action_time(value: Any) -> str:
     """An operator action's stored ISO time as the other times print, to the
-    second (R-ADM-24); a value that is not an ISO time is printed as stored."""
-    if not isinstance(value, str):
+    second (R-ADM-24); a value that is not an ISO time (a row edited by hand, a
+    number) is printed as stored."""
+    if value is None or isinstance(value, datetime):
         return format_time(value)
+    if not isinstance(value, str):
+        return str(value)
     try:
         return format_time(datetime.fromisoformat(value))
     except ValueError:
