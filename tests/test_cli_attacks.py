@@ -182,6 +182,33 @@ def test_fuzzed_ids_never_raise_and_change_nothing(geneva_cli, raw):  # noqa: F8
         assert len(_error_lines(result)) == 1, result.stderr
 
 
+@FUZZ
+@given(
+    picks=st.lists(
+        st.tuples(st.integers(0, 2), st.sampled_from(["{}", "0{}", " {} ", "x{}"])),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_fuzzed_id_lists_pause_each_valid_workflow_once(geneva_cli, picks):  # noqa: F811
+    """Any mix of valid, repeated (``5``, ``05``, `` 5 ``) and invalid ids: each
+    named workflow is paused exactly once, each invalid id refused on its own
+    line, exit status 1 exactly when something was refused (R-CLI-02).
+    """
+    workflows = [CliOnboarding.create(hero=_hero()).id for _ in range(3)]
+    args = [shape.format(workflows[index]) for index, shape in picks]
+    result = geneva_cli("pause", *args)
+    named = {workflows[index] for index, shape in picks if not shape.startswith("x")}
+    invalid = sum(shape.startswith("x") for _, shape in picks)
+    assert result.returncode == (1 if invalid else 0), result
+    assert len(_error_lines(result)) == invalid, result.stderr
+    assert result.stdout.count("pause done") == len(named), result.stdout
+    for workflow_id in workflows:
+        row = workflow_row(workflow_id)
+        actions = (row["metadata"] or {}).get("operator_actions", [])
+        assert len(actions) == (1 if workflow_id in named else 0), (args, actions)
+
+
 # -- every command on every state, including a class whose code is gone --------------
 
 
