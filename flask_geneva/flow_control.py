@@ -388,8 +388,9 @@ def skip(
     """Skip the current step: a signal in a step, else R-EXT-04 under the row lock.
 
     From ``ready`` the scheduled execution becomes skipped/``skipped``; from
-    ``paused`` the workflow becomes ``ready``. Then the next step is scheduled, or
-    the workflow finishes after the last one (R-EXT-05).
+    ``paused`` a preserved one becomes canceled/``canceled`` (R-SCH-03) and the
+    workflow ``ready``. Then the next step is scheduled, or the workflow finishes
+    after the last one (R-EXT-05), never beside an active execution.
 
     Args:
         expected_step: When given, skip only if the current step (``current_step_name``
@@ -434,6 +435,10 @@ def skip(
                     transitions.apply(
                         transitions.OPERATOR_SKIP, now, execution=execution
                     )
+        else:
+            # From paused the preserved execution ends canceled, as R-SCH-03 ends
+            # it, also when no step follows and nothing is inserted (R-EXT-04).
+            store.cancel_scheduled_executions(session, locked.id, now)
         # Skipping a step consumes the workflow signal it claimed (R-WSIG-12).
         workflow_signals.consume_for_skipped_step(session, locked, reference, now)
         transitions.apply(
@@ -448,7 +453,9 @@ def skip(
             transitions.apply(transitions.FINISH_AFTER_LAST_STEP, now, workflow=locked)
             created = None
         else:
-            created = scheduling.schedule_next_step(session, locked)
+            created = scheduling.schedule_next_step(
+                session, locked, cancel_stray=from_state == WorkflowState.READY
+            )
         _record_operator_action(
             locked,
             action="skip",

@@ -230,6 +230,9 @@ def _check_consistent(workflow_id: Any) -> None:
         assert active == [], _describe(workflow_id)
     elif workflow["state"] == "ready":
         assert [r["step_name"] for r in active] == [workflow["next_step_name"]]
+    elif workflow["state"] == "paused" and active:
+        expected = workflow["current_step_name"] or workflow["next_step_name"]
+        assert active[0]["step_name"] == expected, _describe(workflow_id)
     elif workflow["state"] == "performing":
         raise AssertionError(f"left performing with no worker: {rows}")
     for row in rows:
