@@ -54,6 +54,7 @@ __all__ = [
     "deserialize_cursor",
     "dump_cursor",
     "encoded_size",
+    "nul_character_path",
     "serialize_cursor",
 ]
 
@@ -79,7 +80,7 @@ _TIMEDELTA_RE = re.compile(
 _ONE_MICROSECOND = timedelta(microseconds=1)
 
 
-def serialize_cursor(value: Any) -> Any:
+def serialize_cursor(value: Any, *, root: str = "cursor") -> Any:
     """Return ``value`` as a JSON-compatible structure (R-CUR-01..03).
 
     The result holds only None, bool, int, finite float, str, list and dict with str
@@ -95,6 +96,8 @@ def serialize_cursor(value: Any) -> Any:
             as the fixed offset it had), ``datetime.time`` (with its fixed-offset
             tzinfo, if any), ``datetime.timedelta``, finite ``decimal.Decimal``
             (exponent kept) and ``uuid.UUID``. Exact types only, not subclasses.
+        root: What the value is, for error messages and paths (``"payload"``
+            for a workflow signal's payload, R-WSIG-21).
 
     Returns:
         The JSON-compatible structure; :func:`deserialize_cursor` inverts it
@@ -103,14 +106,20 @@ def serialize_cursor(value: Any) -> Any:
     Raises:
         CursorSerializationError: A value of an unsupported type, a non-str dict
             key, a NaN or infinite float or Decimal, a ``time`` whose tzinfo gives
-            no fixed offset, a str that is not valid Unicode (lone surrogates), or a
-            container that contains itself. The message names the offending type
-            and its path inside the cursor (``cursor["page"][2]``) and lists the
-            supported types (R-CUR-03).
+            no fixed offset, a str that is not valid Unicode (lone surrogates), a
+            container that contains itself, or containers nested too deeply for
+            the interpreter's stack (several hundred levels). The message names
+            the offending type and its path inside the value (``cursor["page"][2]``,
+            ``root`` first) and lists the supported types (R-CUR-03).
 
     .. versionadded:: 0.1
     """
-    return _serialize(value, "cursor", set())
+    try:
+        return _serialize(value, root, set())
+    except RecursionError:
+        # Hundreds of nested containers exhaust the stack: refused like any
+        # other value that cannot be stored, not a crash of the caller.
+        raise _unsupported(root, "containers nested too deeply") from None
 
 
 def deserialize_cursor(data: Any) -> Any:
@@ -218,12 +227,47 @@ def dump_cursor(value: Any, *, max_size: int | None) -> Any:
     return serialized
 
 
+def nul_character_path(serialized: Any, path: str) -> str | None:
+    """Where a serialized value holds a NUL character, in a str or a dict key.
+
+    PostgreSQL stores no NUL character in text or JSON (``\\u0000``), while the
+    other databases do; a value meant for every database is checked with this
+    (a workflow signal's payload, R-WSIG-21).
+
+    Args:
+        serialized: What :func:`serialize_cursor` returned.
+        path: The name of the value, the start of the path returned.
+
+    Returns:
+        The path of the first such str (``payload["a"][1]``), or None.
+    """
+    if isinstance(serialized, str):
+        return path if "\x00" in serialized else None
+    if isinstance(serialized, list):
+        children = [(f"{path}[{index}]", item) for index, item in enumerate(serialized)]
+    elif isinstance(serialized, dict):
+        children = [
+            (f"{path}[{json.dumps(key)}]", item) for key, item in serialized.items()
+        ]
+        for (child_path, _), key in zip(children, serialized, strict=True):
+            if "\x00" in key:
+                return child_path
+    else:
+        return None
+    for child_path, item in children:
+        found = nul_character_path(item, child_path)
+        if found is not None:
+            return found
+    return None
+
+
 # --- serialization ------------------------------------------------------------
 
 
 def _unsupported(path: str, detail: str) -> CursorSerializationError:
+    root = path.partition("[")[0]
     return CursorSerializationError(
-        f"cannot store the cursor: {detail} at {path}. Supported types: "
+        f"cannot store the {root}: {detail} at {path}. Supported types: "
         f"{_SUPPORTED_TYPES}"
     )
 

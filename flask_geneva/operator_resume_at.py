@@ -27,7 +27,9 @@ def allowed_steps(workflow: Any) -> list[str]:
 
 
 def _allowed(workflow: Any) -> str:
-    return ", ".join(repr(name) for name in allowed_steps(workflow)) or "(none)"
+    """The allowed steps for a message; for a type no class defines, says so."""
+    names = ", ".join(repr(name) for name in allowed_steps(workflow)) or "(none)"
+    return names + scheduling.unregistered_type_hint(workflow)
 
 
 def _target_step(workflow: Any, step_name: object) -> Any:

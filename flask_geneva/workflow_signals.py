@@ -44,6 +44,7 @@ from flask_geneva import store
 from flask_geneva import store_queries
 from flask_geneva import transitions
 from flask_geneva.engine_context import context_of
+from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
@@ -123,20 +124,28 @@ def _require_installed(session: orm.Session, what: str) -> None:
 def _validated_text(value: Any, what: str, *, allow_none: bool) -> str | None:
     if value is None and allow_none:
         return None
-    if not isinstance(value, str) or not value or len(value) > 255:
+    # PostgreSQL text cannot hold a NUL character: refused on every database.
+    if not isinstance(value, str) or not value or len(value) > 255 or "\x00" in value:
         allowed = "None or " if allow_none else ""
         raise ValueError(
-            f"{what} must be {allowed}a non-empty str of at most 255 characters, "
-            f"got {value!r}"
+            f"{what} must be {allowed}a non-empty str of at most 255 characters "
+            f"and no NUL character, got {value!r}"
         )
     return value
 
 
 def _encoded_payload(payload: Any, max_size: int | None) -> Any:
-    """The payload through the cursor codec, size-checked (R-WSIG-21)."""
+    """The payload through the cursor codec, NUL- and size-checked (R-WSIG-21)."""
     if payload is None:
         return None
-    data = cursors.serialize_cursor(payload)
+    data = cursors.serialize_cursor(payload, root="payload")
+    nul_at = cursors.nul_character_path(data, "payload")
+    if nul_at is not None:
+        raise CursorSerializationError(
+            f"cannot store the payload: a str with a NUL character at {nul_at} "
+            "(PostgreSQL stores no NUL in text or JSON, so no database takes one "
+            "here); remove it or encode the value, e.g. as base64"
+        )
     if max_size is not None:
         size = cursors.encoded_size(data)
         if size > max_size:

@@ -24,6 +24,7 @@ from flask_geneva import worker_health
 from flask_geneva import worker_registry
 from flask_geneva import workflow_signal_waits
 from flask_geneva.app_state import current_state
+from flask_geneva.cli.lookup import OneIdArgumentCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import echo_table
@@ -37,6 +38,9 @@ from flask_geneva.models import WorkflowState
 from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["list_command", "show_command", "status_command"]
+
+#: The length of the ``type`` and ``hero_type`` columns (SPEC §2.1).
+_MAX_STORED_TEXT = 255
 
 
 @click.command("status")
@@ -192,6 +196,8 @@ def list_command(
         "created_at",
     )
     hero_key = None
+    if class_name is not None:
+        _check_stored_text("--class", class_name)
     if state is not None:
         allowed = [s.value for s in WorkflowState]
         if state not in allowed:
@@ -206,6 +212,7 @@ def list_command(
                 f"(e.g. User#7), got {hero!r}"
             )
         hero_type, hero_id = parts
+        _check_stored_text("--hero's type", hero_type, option="--hero")
         hero_key = (hero_type, parse_key_argument(hero_id, what="hero id"))
     session = geneva.session
     rows = [["id", "class", "hero", "state", "current", "next", "created_at"]]
@@ -236,7 +243,26 @@ def list_command(
     echo_table(rows)
 
 
-@click.command("show")
+def _check_stored_text(what: str, value: str, *, option: str | None = None) -> None:
+    """Refuse filter text no row can hold, on every database (R-CLI-01).
+
+    A NUL character (PostgreSQL text cannot hold one: the query itself would
+    fail) or more characters than the 255 of the ``type``/``hero_type`` columns.
+    """
+    if "\x00" in value:
+        raise click.ClickException(
+            f"{option or what} must not contain a NUL character, got "
+            f"{escape_control_characters(repr(value[:80]))}"
+        )
+    if len(value) > _MAX_STORED_TEXT:
+        raise click.ClickException(
+            f"{what} is longer than {_MAX_STORED_TEXT} characters, which no stored "
+            f"workflow has ({len(value)} characters, starting "
+            f"{escape_control_characters(repr(value[:40]))})"
+        )
+
+
+@click.command("show", cls=OneIdArgumentCommand)
 @with_appcontext
 @click.argument("workflow_id")
 def show_command(workflow_id: str) -> None:
@@ -372,9 +398,12 @@ def _describe_workflow(workflow: Any) -> list[str]:
 
 def _action_time(value: Any) -> str:
     """An operator action's stored ISO time as the other times print, to the
-    second (R-ADM-24); a value that is not an ISO time is printed as stored."""
-    if not isinstance(value, str):
+    second (R-ADM-24); a value that is not an ISO time (a row edited by hand, a
+    number) is printed as stored."""
+    if value is None or isinstance(value, datetime):
         return format_time(value)
+    if not isinstance(value, str):
+        return str(value)
     try:
         return format_time(datetime.fromisoformat(value))
     except ValueError:

@@ -8,6 +8,7 @@ actor recorded with each action is ``$GENEVA_ACTOR``, else the OS user name.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import os
 from typing import Any
@@ -17,6 +18,7 @@ from flask.cli import with_appcontext
 
 from flask_geneva import store_admin_queries
 from flask_geneva.app_state import current_state
+from flask_geneva.cli.lookup import IdArgumentsCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
@@ -30,7 +32,7 @@ __all__ = ["FLOW_CONTROL_COMMANDS", "recover_command"]
 def _flow_control_command(action: str, help_text: str) -> click.Command:
     """The command applying ``workflow.<action>()`` to each id (R-CLI-02)."""
 
-    @click.command(action, help=help_text)
+    @click.command(action, help=help_text, cls=IdArgumentsCommand)
     @with_appcontext
     @click.argument("workflow_ids", nargs=-1, required=True, metavar="ID...")
     def command(workflow_ids: tuple[str, ...], **options: Any) -> None:
@@ -92,7 +94,7 @@ FLOW_CONTROL_COMMANDS: tuple[click.Command, ...] = (
 """``pause``, ``resume`` (with ``--rewind``), ``cancel`` and ``skip``."""
 
 
-@click.command("recover")
+@click.command("recover", cls=IdArgumentsCommand)
 @with_appcontext
 @click.argument("workflow_ids", nargs=-1, required=True, metavar="ID...")
 @click.option(
@@ -111,30 +113,67 @@ def recover_command(workflow_ids: tuple[str, ...], force: bool) -> None:
     command started is recovered: if it ended meanwhile (another operator's
     recover, say) and the next step already runs, that one is left alone.
     """
-    _apply_to_each(
-        "recover",
-        workflow_ids,
-        rewind=False,
-        force=force,
-        pinned_executions=_in_progress_executions(workflow_ids),
-    )
+    _apply_to_each("recover", workflow_ids, rewind=False, force=force)
 
 
-def _in_progress_executions(workflow_ids: tuple[str, ...]) -> dict[str, Any]:
-    """The id of each workflow's in-progress execution now (absent: none or bad id)."""
-    geneva = current_geneva()
-    execution_cls = geneva.StepExecution
-    pinned: dict[str, Any] = {}
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """One id of the command line: its key, or why it is not a valid id."""
+
+    label: str
+    key: Any = None
+    error: str | None = None
+
+
+def _targets(workflow_ids: tuple[str, ...]) -> list[_Target]:
+    """The ids in the order given, each workflow once (R-CLI-02).
+
+    An id given again (``5 5``, ``5 05``) is dropped with a note: processing it
+    twice would skip two steps or refuse the second pause of one request.
+    """
+    targets: list[_Target] = []
+    seen: set[Any] = set()
+    noted: set[Any] = set()
     for raw_id in workflow_ids:
         try:
             key = parse_key_argument(raw_id, what="workflow id")
-        except click.ClickException:
-            continue  # refused with its message when the id is processed
-        pinned[raw_id] = store_admin_queries.in_progress_execution_id(
-            geneva.session, execution_cls, key
-        )
-    geneva.session.rollback()
-    return pinned
+        except click.ClickException as error:
+            targets.append(_Target(raw_id, error=error.format_message()))
+            continue
+        if key not in seen:
+            seen.add(key)
+            targets.append(_Target(str(key), key=key))
+        elif key not in noted:
+            noted.add(key)
+            click.echo(f"workflow {key}: given more than once, processed once")
+    return targets
+
+
+def _pins(action: str, targets: list[_Target]) -> dict[Any, Any]:
+    """What each workflow looked like when the command started, for the guards.
+
+    ``recover`` recovers only the execution in progress then (R-HK-28); ``skip``
+    skips only the step current then (``expected_step``), so a step that ran or
+    another operator skipped meanwhile is refused, never a second step skipped.
+    """
+    if action not in ("recover", "skip"):
+        return {}
+    geneva = current_geneva()
+    session = geneva.session
+    pins: dict[Any, Any] = {}
+    for target in targets:
+        if target.key is None:
+            continue
+        if action == "recover":
+            pins[target.key] = store_admin_queries.in_progress_execution_id(
+                session, geneva.StepExecution, target.key
+            )
+            continue
+        workflow = session.get(geneva.Workflow, target.key)
+        if workflow is not None:
+            pins[target.key] = workflow.current_step_name or workflow.next_step_name
+    session.rollback()
+    return pins
 
 
 def _apply_to_each(
@@ -143,25 +182,24 @@ def _apply_to_each(
     *,
     rewind: bool,
     force: bool = False,
-    pinned_executions: dict[str, Any] | None = None,
     at: str | None = None,
 ) -> None:
-    """Run ``action`` on every id, each in its own transaction (R-CLI-02).
-
-    ``pinned_executions`` (recover only) maps an id to the execution that was in
-    progress when the command started; None there refuses the id.
-    """
+    """Run ``action`` on every id, each in its own transaction (R-CLI-02)."""
     geneva = current_geneva()
     actor = _actor()
     refused = 0
-    spread = current_state().config.release_spread if len(workflow_ids) > 1 else None
-    for raw_id in workflow_ids:
+    targets = _targets(workflow_ids)
+    pins = _pins(action, targets)
+    valid = [target for target in targets if target.key is not None]
+    spread = current_state().config.release_spread if len(valid) > 1 else None
+    for target in targets:
         session = geneva.session
         try:
-            key = parse_key_argument(raw_id, what="workflow id")
-            workflow = session.get(geneva.Workflow, key, populate_existing=True)
+            if target.error is not None:
+                raise click.ClickException(target.error)
+            workflow = session.get(geneva.Workflow, target.key, populate_existing=True)
             if workflow is None:
-                raise click.ClickException(f"workflow {raw_id} not found")
+                raise click.ClickException(f"workflow {target.label} not found")
             if action == "resume" and at is not None:
                 with spread_releases(spread):  # several ids: R-SCH-20
                     workflow.resume_at(at, actor=actor, via="cli")
@@ -169,21 +207,25 @@ def _apply_to_each(
                 with spread_releases(spread):  # several ids: R-SCH-20
                     workflow.resume(rewind=rewind, actor=actor, via="cli")
             elif action == "recover":
-                pinned = (pinned_executions or {}).get(raw_id)
+                pinned = pins.get(target.key)
                 if pinned is None:
                     raise click.ClickException(
-                        f"workflow {raw_id} had no step execution in progress "
+                        f"workflow {target.label} had no step execution in progress "
                         "when the command started"
                     )
                 workflow.recover(
                     execution_id=pinned, force=force, actor=actor, via="cli"
+                )
+            elif action == "skip":
+                workflow.skip(
+                    actor=actor, via="cli", expected_step=pins.get(target.key)
                 )
             else:
                 getattr(workflow, action)(actor=actor, via="cli")
             session.refresh(workflow)
             click.echo(
                 escape_control_characters(
-                    f"workflow {raw_id}: {action}"
+                    f"workflow {target.label}: {action}"
                     + (f" at {at}" if at is not None else "")
                     + f" done, state is {workflow.state}"
                 )
@@ -199,7 +241,7 @@ def _apply_to_each(
             )
             click.echo(
                 escape_control_characters(
-                    f"workflow {raw_id}: {action} refused: {one_line(message)}"
+                    f"workflow {target.label}: {action} refused: {one_line(message)}"
                 ),
                 err=True,
             )

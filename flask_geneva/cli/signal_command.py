@@ -20,6 +20,7 @@ from typing import Any
 import click
 from flask.cli import with_appcontext
 
+from flask_geneva.cli.lookup import OneIdArgumentCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
@@ -30,19 +31,24 @@ __all__ = ["signal_command"]
 
 
 def _json_payload(ctx: Any, param: Any, value: str | None) -> Any:
-    """Parse ``--payload`` as JSON; invalid JSON is a usage error (R-WSIG-61)."""
+    """Parse ``--payload`` as JSON; invalid JSON (or JSON nested too deeply for
+    the parser) is a usage error (R-WSIG-61)."""
     if value is None:
         return None
     try:
         return json.loads(value)
+    except RecursionError:
+        # Thousands of nested brackets exhaust the parser's stack (R-WSIG-61).
+        reason = "nested too deeply"
     except ValueError as error:
-        raise click.BadParameter(
-            f"is not valid JSON ({error}): give a JSON document, e.g. "
-            "'{\"amount\": 100}'"
-        ) from None
+        reason = str(error)
+    raise click.BadParameter(
+        f"is not valid JSON ({reason}): give a JSON document, e.g. "
+        "'{\"amount\": 100}'"
+    )
 
 
-@click.command("signal")
+@click.command("signal", cls=OneIdArgumentCommand)
 @with_appcontext
 @click.argument("workflow_id", metavar="ID")
 @click.argument("name")

@@ -77,6 +77,12 @@ def worker_command(
     flask_geneva.beat_schedule() in the same process. Run at most one --beat
     process per deployment.
     """
+    if schedule is not None and not beat:
+        # Contradictory flags: the schedule file would be ignored silently.
+        raise click.UsageError(
+            f"--schedule needs --beat: it names beat's schedule file (got "
+            f"--schedule {schedule!r} without --beat)"
+        )
     state = current_state()
     celery = state.celery
     if celery is None:

@@ -61,17 +61,32 @@ def migrations_directory(app: Flask, directory: str | os.PathLike[str] | None) -
         migrate_state = app.extensions.get("migrate")
         directory = getattr(migrate_state, "directory", None) or "migrations"
     path = Path(directory)
-    if not path.is_dir():
-        raise InstallError(
-            f"migrations directory {str(path)!r} does not exist; run `flask db init` "
-            "first (or pass --directory)"
-        )
-    for required in ("alembic.ini", "env.py"):
-        if not (path / required).is_file():
+    try:
+        if path.exists() and not path.is_dir():
             raise InstallError(
-                f"{str(path)!r} is not an Alembic migrations directory "
-                f"(no {required}); run `flask db init` first (or pass --directory)"
+                f"migrations directory {str(path)!r} is not a directory; pass the "
+                "folder `flask db init` created (--directory)"
             )
+        if not path.is_dir():
+            raise InstallError(
+                f"migrations directory {str(path)!r} does not exist; run "
+                "`flask db init` first (or pass --directory)"
+            )
+        missing = [
+            required
+            for required in ("alembic.ini", "env.py")
+            if not (path / required).is_file()
+        ]
+    except OSError as exc:  # a name too long, a loop of links, no permission
+        raise InstallError(
+            f"cannot use migrations directory {str(path)[:200]!r}: "
+            f"{exc.strerror or exc}"
+        ) from None
+    if missing:
+        raise InstallError(
+            f"{str(path)!r} is not an Alembic migrations directory "
+            f"(no {missing[0]}); run `flask db init` first (or pass --directory)"
+        )
     return path
 
 
@@ -236,13 +251,42 @@ def write_revisions(
             )
     wanted = UNITS if units is None else tuple(units)
     versions = Path(scripts.versions)
-    versions.mkdir(parents=True, exist_ok=True)
-    taken = {script.revision for script in existing}
-    down_revision = heads[0] if heads else None
     written: list[Path] = []
-    for unit in UNITS:
-        if unit not in wanted or unit.name in present:
-            continue
+    try:
+        versions.mkdir(parents=True, exist_ok=True)
+        _write_chain(
+            versions,
+            [u for u in UNITS if u in wanted and u.name not in present],
+            taken={script.revision for script in existing},
+            down_revision=heads[0] if heads else None,
+            key_type=key_type,
+            id_server_default=id_server_default,
+            written=written,
+        )
+    except OSError as exc:
+        # No half-written chain: a later run would follow a head missing units.
+        for target in written:
+            target.unlink(missing_ok=True)
+        raise InstallError(
+            f"cannot write the revisions into {str(versions)!r} "
+            f"({exc.strerror or exc}); nothing was written"
+        ) from None
+    return written
+
+
+def _write_chain(
+    versions: Path,
+    units: Sequence[SchemaUnit],
+    *,
+    taken: set[str],
+    down_revision: str | None,
+    key_type: str,
+    id_server_default: str | None,
+    written: list[Path],
+) -> None:
+    """Write ``units`` as a chain after ``down_revision``, appending each file
+    to ``written`` as soon as it exists (so a failure can remove them)."""
+    for unit in units:
         revision = rev_id()
         while revision in taken:
             revision = rev_id()
@@ -255,7 +299,6 @@ def write_revisions(
             id_server_default=id_server_default,
         )
         target = versions / f"{revision}_{unit.slug}.py"
-        target.write_text(source, encoding="utf-8")
         written.append(target)
+        target.write_text(source, encoding="utf-8")
         down_revision = revision
-    return written
