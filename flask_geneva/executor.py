@@ -163,7 +163,9 @@ class _Run(ContinuationSteps):
         handed_over = None
         try:
             prepared = (
-                self._adopt_claim(claimed) if claimed is not None else self._prepare()
+                self._adopt_claim(claimed)
+                if claimed is not None
+                else self._prepare_retrying()
             )
             if prepared is None:
                 return None
@@ -193,6 +195,31 @@ class _Run(ContinuationSteps):
             if self._error_context_token is not None:
                 error_reporting.reset_error_context(self._error_context_token)
                 self._error_context_token = None
+
+    def _prepare_retrying(self) -> tuple[Any, Any, Any] | None:
+        """Phase 1, started over when the database chose it as a deadlock victim.
+
+        Nothing of an aborted attempt was committed and no body ran: a retry
+        locks, re-reads and re-checks the execution as a redelivery would
+        (R-EXE-11, R-EXE-80). Not after an imperative handler ran in it.
+        """
+        attempt, reports, running = 1, len(self.reports), len(self._running)
+        while True:
+            try:
+                return self._prepare()
+            except Exception as error:
+                if not transactions.retry_conflict(
+                    error,
+                    attempt,
+                    allowed=not self._user_code_ran,
+                    what=f"claim of step execution {self.execution_id}",
+                    logger=self.logger,
+                ):
+                    transactions.raise_unmasked(error)
+                    raise
+                session_transactions.rollback_after_error(self.session, error)
+                self._forget_attempt(reports, running)
+                attempt += 1
 
     # -- phase 2 -----------------------------------------------------------------------
 
