@@ -114,6 +114,19 @@ def test_a_conflict_in_finalize_is_retried_and_the_body_runs_once(app, user):
     assert workflow_row(workflow_id)["state"] == "ready"
 
 
+def test_a_conflict_in_the_claim_is_retried_before_the_body_runs(app, user):
+    """The claim's UPDATE is a deadlock victim once: the retry re-locks and
+    re-checks the execution, claims it and runs the body once (R-EXE-80, R-EXE-11).
+    """
+    workflow_id, execution_id = _start(ConflictChain, user)
+    with inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector:
+        Executor.execute(execution_id)
+        assert RUNS == ["first"]
+        injector.armed = False
+    assert len(injector.injected) == 1
+    assert _states(workflow_id) == [("first", "completed"), ("second", "scheduled")]
+
+
 def test_a_conflict_recording_a_failure_is_retried(app, user):
     """The UPDATE recording a policy's pause is a deadlock victim once: the
     retry records the failure once and the body ran once (R-EXE-80, R-EXE-45).
