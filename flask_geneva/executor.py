@@ -31,6 +31,7 @@ from flask_geneva import executor_events
 from flask_geneva import operator_finalize
 from flask_geneva import session_transactions
 from flask_geneva import task_failures
+from flask_geneva import transactions
 from flask_geneva import transitions
 from flask_geneva.engine_context import EngineContext
 from flask_geneva.exceptions import FlowControlSignal
@@ -162,7 +163,9 @@ class _Run(ContinuationSteps):
         handed_over = None
         try:
             prepared = (
-                self._adopt_claim(claimed) if claimed is not None else self._prepare()
+                self._adopt_claim(claimed)
+                if claimed is not None
+                else self._prepare_retrying()
             )
             if prepared is None:
                 return None
@@ -192,6 +195,31 @@ class _Run(ContinuationSteps):
             if self._error_context_token is not None:
                 error_reporting.reset_error_context(self._error_context_token)
                 self._error_context_token = None
+
+    def _prepare_retrying(self) -> tuple[Any, Any, Any] | None:
+        """Phase 1, started over when the database chose it as a deadlock victim.
+
+        Nothing of an aborted attempt was committed and no body ran: a retry
+        locks, re-reads and re-checks the execution as a redelivery would
+        (R-EXE-11, R-EXE-80). Not after an imperative handler ran in it.
+        """
+        attempt, reports, running = 1, len(self.reports), len(self._running)
+        while True:
+            try:
+                return self._prepare()
+            except Exception as error:
+                if not transactions.retry_conflict(
+                    error,
+                    attempt,
+                    allowed=not self._user_code_ran,
+                    what=f"claim of step execution {self.execution_id}",
+                    logger=self.logger,
+                ):
+                    transactions.raise_unmasked(error)
+                    raise
+                session_transactions.rollback_after_error(self.session, error)
+                self._forget_attempt(reports, running)
+                attempt += 1
 
     # -- phase 2 -----------------------------------------------------------------------
 
@@ -290,98 +318,149 @@ class _Run(ContinuationSteps):
             clock.now(),
             time.monotonic(),
         )  # R-SIG-01 timing
+        error = body.error
+        attempt, reports, running = 1, len(self.reports), len(self._running)
+        while True:
+            try:
+                finalized = self._finalize_once(session, step, body)
+                break
+            except BaseException as finalize_error:
+                session_transactions.rollback_after_error(session, finalize_error)
+                # R-EXE-80: a deadlock victim starts over in a fresh transaction
+                # that locks, re-reads and re-checks the rows; the body is done.
+                if transactions.retry_conflict(
+                    finalize_error,
+                    attempt,
+                    allowed=not self._user_code_ran,
+                    what=f"finalize of step execution {self.execution_id}",
+                    logger=self.logger,
+                ):
+                    self._forget_attempt(reports, running)
+                    attempt += 1
+                    continue
+                if error is not None:
+                    task_failures.log_unrecorded(self.logger, error, "encountered")
+                transactions.raise_unmasked(finalize_error)
+                raise
+        if finalized is None:
+            return
+        states, result, left = finalized
+        if left:
+            self.events.emit_finalize(states, None)
+            self.events.drop_error(self.logger, error)
+            return
+        self.events.emit_finalize(states, error)
+        self.events.report_pending()
+        if error is not None and task_failures.should_reraise(self.reraise, result):
+            raise error
+
+    def _forget_attempt(self, reports: int, running: int) -> None:
+        """Undo what a rolled-back finalize attempt left on the run (R-EXE-80).
+
+        Args:
+            reports: How many reports were pending before finalize.
+            running: How many running-set entries the run held before finalize
+                (an inline claim adds one, R-EXE-70).
+        """
+        del self.reports[reports:]
+        for held, execution_id in self._running[running:]:
+            held.discard(execution_id)
+        del self._running[running:]
+        if self.continuation is not None and self.inline_budget is not None:
+            self.inline_budget.steps_run -= 1
+        self.continuation = None
+        self._hero_present = None
+        self._finalizing = False
+
+    def _finalize_once(
+        self, session: orm.Session, step: Any, body: BodyResult
+    ) -> tuple[tuple[Any, Any], PolicyResult | None, bool] | None:
+        """One attempt at Phase 3: lock, re-check, apply the outcome, commit.
+
+        Returns:
+            None when the execution vanished; else the committed
+            ``(workflow state, execution state)``, the policy result, and
+            whether the outcome was left to an operator's change (R-EXE-41/42).
+        """
         workflow, execution = self._lock_for_finalize(body.kind == "completed")
         if execution is None:
             _log.warning(
                 "step execution %s vanished during the step", self.execution_id
             )
             session.rollback()
-            return
+            return None
         self._install_loggers(workflow, execution)
         now = clock.now()
         error = body.error
         result: PolicyResult | None = None
-        try:
-            if execution.state != StepExecutionState.IN_PROGRESS:
-                self.logger.warning(
-                    "execution changed to %s during the step; leaving it (R-EXE-41)",
-                    execution.state,
-                )
-                states = (workflow.state, execution.state)
-                session.rollback()
-                self.events.emit_finalize(states, None)
-                self.events.drop_error(self.logger, error)
-                return
-            if workflow.state != WorkflowState.PERFORMING:
-                # An operator paused, canceled or finished the workflow while the
-                # body ran: record what the body did; their state wins (R-EXE-42).
-                self.logger.warning(
-                    "workflow changed to %s during the step (R-EXE-42)", workflow.state
-                )
-                if body.kind == "signal" and body.signal is not None:
-                    self._record_signal(execution, body.signal)
-                operator_finalize.finalize_under_operator_state(
-                    session,
-                    workflow,
-                    execution,
-                    step,
-                    kind=body.kind,
-                    signal=body.signal,
-                    error=error,
-                    record_interrupt=lambda reason: self._record_interrupt(
-                        execution, body, reason=reason
-                    ),
-                    now=now,
-                )
-                self._commit_resolved(workflow, execution, step, keep_state=True)
-                self.events.emit_finalize((workflow.state, execution.state), None)
-                self.events.drop_error(self.logger, error)
-                return
-
-            # From here on this execution is the workflow's one active execution,
-            # so new executions need no stray-cancel UPDATE, and all changes go out
-            # in one flush (UPDATEs before the INSERT). R-EXE-46 clears
-            # current_step_name; the step just done is passed explicitly instead.
-            self._finalizing = True
-            workflow.current_step_name = None
-            if body.kind == "completed":
-                schedules = transitions.apply(
-                    transitions.COMPLETE, now, workflow=workflow, execution=execution
-                )
-                if not self._continue_inline(workflow, step):
-                    self._perform(schedules, workflow, execution, step)
-            elif body.kind == "interrupted":
-                assert body.interrupt is not None  # noqa: S101 - kind implies it
-                self._record_interrupt(execution, body)
-                self._transition(
-                    transitions.CONTINUE,
-                    clock.now(),
-                    workflow,
-                    execution,
-                    step,
-                    wait=body.interrupt.wait,
-                )
-            elif body.kind == "signal":
-                assert body.signal is not None  # noqa: S101 - kind implies it
-                self._apply_signal(workflow, execution, step, body.signal)
-            else:
-                assert error is not None  # noqa: S101 - kind implies it
-                result = self._resolve(
-                    workflow, execution, step, error, reason="exception_policy"
-                )
-                self._apply_policy(
-                    workflow, execution, step, result, error, "exception_policy"
-                )
+        if execution.state != StepExecutionState.IN_PROGRESS:
+            self.logger.warning(
+                "execution changed to %s during the step; leaving it (R-EXE-41)",
+                execution.state,
+            )
+            states = (workflow.state, execution.state)
+            session.rollback()
+            return states, None, True
+        if workflow.state != WorkflowState.PERFORMING:
+            # An operator paused, canceled or finished the workflow while the
+            # body ran: record what the body did; their state wins (R-EXE-42).
+            self.logger.warning(
+                "workflow changed to %s during the step (R-EXE-42)", workflow.state
+            )
+            if body.kind == "signal" and body.signal is not None:
+                self._record_signal(execution, body.signal)
+            operator_finalize.finalize_under_operator_state(
+                session,
+                workflow,
+                execution,
+                step,
+                kind=body.kind,
+                signal=body.signal,
+                error=error,
+                record_interrupt=lambda reason: self._record_interrupt(
+                    execution, body, reason=reason
+                ),
+                now=now,
+            )
             self._commit_resolved(workflow, execution, step, keep_state=True)
-        except BaseException as finalize_error:
-            session_transactions.rollback_after_error(session, finalize_error)
-            if error is not None:
-                task_failures.log_unrecorded(self.logger, error, "encountered")
-            raise
-        self.events.emit_finalize((workflow.state, execution.state), error)
-        self.events.report_pending()
-        if error is not None and task_failures.should_reraise(self.reraise, result):
-            raise error
+            return (workflow.state, execution.state), None, True
+
+        # From here on this execution is the workflow's one active execution,
+        # so new executions need no stray-cancel UPDATE, and all changes go out
+        # in one flush (UPDATEs before the INSERT). R-EXE-46 clears
+        # current_step_name; the step just done is passed explicitly instead.
+        self._finalizing = True
+        workflow.current_step_name = None
+        if body.kind == "completed":
+            schedules = transitions.apply(
+                transitions.COMPLETE, now, workflow=workflow, execution=execution
+            )
+            if not self._continue_inline(workflow, step):
+                self._perform(schedules, workflow, execution, step)
+        elif body.kind == "interrupted":
+            assert body.interrupt is not None  # noqa: S101 - kind implies it
+            self._record_interrupt(execution, body)
+            self._transition(
+                transitions.CONTINUE,
+                clock.now(),
+                workflow,
+                execution,
+                step,
+                wait=body.interrupt.wait,
+            )
+        elif body.kind == "signal":
+            assert body.signal is not None  # noqa: S101 - kind implies it
+            self._apply_signal(workflow, execution, step, body.signal)
+        else:
+            assert error is not None  # noqa: S101 - kind implies it
+            result = self._resolve(
+                workflow, execution, step, error, reason="exception_policy"
+            )
+            self._apply_policy(
+                workflow, execution, step, result, error, "exception_policy"
+            )
+        self._commit_resolved(workflow, execution, step, keep_state=True)
+        return (workflow.state, execution.state), result, False
 
 
 def _commit_if_pending(session: orm.Session) -> None:

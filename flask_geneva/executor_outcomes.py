@@ -62,7 +62,12 @@ class OutcomeSteps(RunBase):
             step,
             error,
             reporter=self.settings.error_reporter,
+            before_handler=self._note_user_code,
         )
+
+    def _note_user_code(self) -> None:
+        """User code runs in the open locked transaction: no retry of it (R-EXE-80)."""
+        self._user_code_ran = True
 
     def _apply_policy(
         self,

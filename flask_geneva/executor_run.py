@@ -85,6 +85,8 @@ class RunBase:
         # report_error), reported after the commit (R-REP-02).
         self.reports = self.events.reports
         self._finalizing = False
+        #: An imperative handler ran in finalize's transaction (R-EXE-80).
+        self._user_code_ran = False
         self._error_context_token: Any = None
         self._passed_timing: dict[str, Any] = {}
         self.iterable_step: Any = None

@@ -7,12 +7,19 @@ method binds the current app's engine context
 (:func:`flask_geneva.app_state.current_context`) to the session it works in, so
 the engine below gets its settings and publisher from its caller, never from
 Flask (issue 15).
+
+The operator operations (pause, cancel, skip, resume, resume_at, run_now,
+recover, signal) go through :func:`_retrying_conflicts`: a transaction of their
+own that the database chose as a deadlock victim is run again (R-EXE-80).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 from typing import NoReturn
+from typing import TypeVar
 
 from sqlalchemy import orm
 
@@ -27,6 +34,7 @@ from flask_geneva import scheduling
 from flask_geneva import step_evolution
 from flask_geneva import step_execution_rows
 from flask_geneva import store
+from flask_geneva import transactions
 from flask_geneva import transitions
 from flask_geneva import worker_registry
 from flask_geneva import workflow_signals
@@ -37,6 +45,32 @@ from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import parse_workflow_state
 
 __all__ = ["EngineForModels"]
+
+_Operation = TypeVar("_Operation", bound=Callable[..., Any])
+
+
+def _retrying_conflicts(operation: _Operation) -> _Operation:
+    """Run an operator operation again when the database picked it as a deadlock
+    victim (R-EXE-80).
+
+    Each attempt locks and re-checks the workflow itself, so a retry applies the
+    operation's guard to what is stored then, or refuses with
+    ``InvalidStateError``. Retried only in a transaction the operation owns
+    (:func:`flask_geneva.transactions.owns_transaction`) and outside a step;
+    otherwise, and after the last attempt, the deadlock is raised as itself.
+    """
+
+    @functools.wraps(operation)
+    def run(self: Any, workflow: Any, *args: Any, **kwargs: Any) -> Any:
+        session = workflow._object_session()
+        return transactions.run_retrying_conflicts(
+            session,
+            lambda: operation(self, workflow, *args, **kwargs),
+            commit=kwargs["commit"] and flow_control.current_step_context() is None,
+            what=f"{operation.__name__} of workflow {workflow.id}",
+        )
+
+    return run  # type: ignore[return-value]
 
 
 class EngineForModels:
@@ -92,6 +126,7 @@ class EngineForModels:
         session.commit()
         return execution
 
+    @_retrying_conflicts
     def cancel(
         self, workflow: Any, *, actor: str | None, via: str, commit: bool
     ) -> None:
@@ -99,6 +134,7 @@ class EngineForModels:
         _bound_session(workflow)
         flow_control.cancel(workflow, actor=actor, via=via, commit=commit)
 
+    @_retrying_conflicts
     def pause(
         self, workflow: Any, *, actor: str | None, via: str, commit: bool
     ) -> None:
@@ -106,6 +142,7 @@ class EngineForModels:
         _bound_session(workflow)
         flow_control.pause(workflow, actor=actor, via=via, commit=commit)
 
+    @_retrying_conflicts
     def skip(
         self,
         workflow: Any,
@@ -121,6 +158,7 @@ class EngineForModels:
             workflow, actor=actor, via=via, commit=commit, expected_step=expected_step
         )
 
+    @_retrying_conflicts
     def resume(
         self,
         workflow: Any,
@@ -136,6 +174,7 @@ class EngineForModels:
             workflow, rewind=rewind, actor=actor, via=via, commit=commit
         )
 
+    @_retrying_conflicts
     def resume_at(
         self,
         workflow: Any,
@@ -151,6 +190,7 @@ class EngineForModels:
             workflow, step_name, actor=actor, via=via, commit=commit
         )
 
+    @_retrying_conflicts
     def run_now(
         self, workflow: Any, *, actor: str | None, via: str, commit: bool
     ) -> Any:
@@ -162,6 +202,7 @@ class EngineForModels:
         """See :func:`flask_geneva.step_evolution.history_in_flight` (R-EVO-09)."""
         return step_evolution.history_in_flight(workflow_class)
 
+    @_retrying_conflicts
     def recover(
         self,
         workflow: Any,
@@ -199,6 +240,7 @@ class EngineForModels:
         """See :func:`flask_geneva.worker_registry.heartbeat_now` (R-WRK-11)."""
         return worker_registry.heartbeat_now(_bound_session(workflow))
 
+    @_retrying_conflicts
     def deliver_signal(
         self,
         workflow: Any,

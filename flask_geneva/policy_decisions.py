@@ -12,6 +12,7 @@ Applying the result to the rows is the transition table's job
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
@@ -46,6 +47,7 @@ def resolve(
     error: Exception,
     *,
     reporter: Any,
+    before_handler: Callable[[], None] | None = None,
 ) -> PolicyResult:
     """Resolve and decide the policy for ``error``; record it (R-PDR-01).
 
@@ -62,6 +64,8 @@ def resolve(
         error: The exception raised by the body or a condition.
         reporter: The run's ``GENEVA_ERROR_REPORTER`` (or None), for the
             record's ``reported`` flag.
+        before_handler: Called just before an imperative handler runs (the
+            executor then never retries the transaction, R-EXE-80).
 
     Returns:
         The decided result (R-POL-10/11/12/32).
@@ -95,6 +99,8 @@ def resolve(
                 result.action,
             )
     else:
+        if before_handler is not None:
+            before_handler()
         result, handler_error = run_handler(
             session, logger, reports, workflow, policy, error
         )

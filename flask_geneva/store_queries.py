@@ -96,6 +96,11 @@ def _latest_execution(
         .options(*undefer_options(session, None, execution_cls))
         .order_by(execution_cls.created_at.desc(), execution_cls.id.desc())
         .limit(1)
+        # A locking read: under MySQL/MariaDB's REPEATABLE READ a plain SELECT
+        # reads the snapshot the caller's transaction took before the workflow
+        # lock, which can predate the marker a finalize committed meanwhile.
+        .with_for_update()
+        .execution_options(populate_existing=True)
     )
 
 

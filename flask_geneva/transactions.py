@@ -11,19 +11,46 @@ Two questions, answered with SQLAlchemy's public API only:
   "SAVEPOINT … does not exist" and would hide the deadlock.
   :func:`transaction_conflict` digs the deadlock out so it is retried where that is
   safe, or raised as itself.
+* May geneva retry a transaction the database chose as a deadlock victim
+  (R-EXE-80)? :func:`owns_transaction` answers for an operator's operation,
+  :func:`retry_conflict` decides and waits before one more attempt, and
+  :func:`run_retrying_conflicts` wraps a whole operation.
 """
 
 from __future__ import annotations
 
+import logging
+import random
+import time
+from collections.abc import Callable
 from typing import Any
+from typing import TypeVar
 
+from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 __all__ = [
+    "CONFLICT_ATTEMPTS",
     "caller_began_transaction",
+    "owns_transaction",
+    "raise_unmasked",
+    "retry_conflict",
+    "run_retrying_conflicts",
     "transaction_conflict",
 ]
+
+_T = TypeVar("_T")
+_log = logging.getLogger("flask_geneva")
+
+#: Attempts of a transaction the database keeps choosing as a deadlock victim
+#: (R-EXE-80): finalize's outcome and an operator's operation.
+CONFLICT_ATTEMPTS = 5
+#: Upper bound, in seconds, of the jittered sleep before the second attempt; it
+#: grows linearly with the attempt number.
+CONFLICT_RETRY_DELAY = 0.02
+#: ``session.info`` key: the root transaction in which an ORM flush wrote.
+_FLUSHED_IN = "geneva_flushed_in"
 
 #: MySQL/MariaDB error codes: 1213 deadlock (the whole transaction is rolled
 #: back); 1020 "record has changed since last read" (MariaDB's snapshot
@@ -53,6 +80,130 @@ def caller_began_transaction(session: orm.Session) -> bool:
     if session.get_nested_transaction() is not None:
         return True
     return root.origin is orm.SessionTransactionOrigin.BEGIN
+
+
+def owns_transaction(session: orm.Session, *, commit: bool) -> bool:
+    """Tell whether an operation about to run holds nothing of the caller's.
+
+    Only then may it roll back and retry after a deadlock (R-EXE-80): the
+    database aborted the whole transaction, and a retry would commit the
+    operation without the caller's earlier work.
+
+    Args:
+        session: The session the operation writes through.
+        commit: The operation commits at its end.
+
+    Returns:
+        True when the operation commits, the caller did not open the
+        transaction (:func:`caller_began_transaction`), and the session has
+        neither pending changes nor an ORM flush in its open transaction (an
+        autobegun transaction that only read is fine). Writes a caller sent
+        with ``session.execute()`` are not seen: operations are not meant to
+        share such a transaction with ``commit=True``.
+    """
+    if not commit or caller_began_transaction(session):
+        return False
+    if session.new or session.dirty or session.deleted:
+        return False
+    root = session.get_transaction()
+    return root is None or session.info.get(_FLUSHED_IN) is not root
+
+
+def retry_conflict(
+    error: BaseException,
+    attempt: int,
+    *,
+    allowed: bool,
+    what: str,
+    logger: Any = None,
+    attempts: int = CONFLICT_ATTEMPTS,
+) -> bool:
+    """Decide whether attempt ``attempt``, ended by ``error``, is tried again.
+
+    On True the caller has rolled back (or does so now) and starts over in a
+    fresh transaction; this logs the retry and sleeps a short, jittered while
+    first, so that the two sides of a deadlock do not meet again at once.
+
+    Args:
+        error: What ended the attempt.
+        attempt: The attempt it ended, from 1.
+        allowed: The caller may retry (it owns the aborted transaction and
+            nothing it cannot repeat ran in it).
+        what: Names the operation in the log line.
+        logger: Where the retry is logged; default ``flask_geneva``.
+        attempts: The most attempts.
+
+    Returns:
+        True for one more attempt: ``error`` holds a deadlock or serialization
+        failure (:func:`transaction_conflict`), ``allowed`` and attempts remain.
+    """
+    conflict = transaction_conflict(error)
+    if conflict is None or not allowed or attempt >= attempts:
+        return False
+    (logger or _log).warning(
+        "retrying %s after the database chose it as a deadlock victim (%s); "
+        "attempt %d of %d (R-EXE-80)",
+        what,
+        conflict.orig,
+        attempt + 1,
+        attempts,
+    )
+    time.sleep(random.uniform(0.0, CONFLICT_RETRY_DELAY * attempt))  # noqa: S311 - jitter
+    return True
+
+
+def raise_unmasked(error: BaseException) -> None:
+    """Raise the conflict hidden in ``error``'s context chain, if any.
+
+    A failed ``ROLLBACK TO SAVEPOINT`` after a MySQL/MariaDB deadlock is never
+    what the caller sees: the deadlock is raised instead. Returns when ``error``
+    holds no conflict or is the conflict itself (the caller re-raises it).
+    """
+    conflict = transaction_conflict(error)
+    if conflict is not None and conflict is not error:
+        raise conflict from None
+
+
+def run_retrying_conflicts(
+    session: orm.Session,
+    operation: Callable[[], _T],
+    *,
+    commit: bool,
+    what: str,
+) -> _T:
+    """Run ``operation``; after a deadlock, roll back and run it again (R-EXE-80).
+
+    The operation locks, re-reads and re-checks its rows itself, so each
+    attempt applies its guard to what the database holds then. Retried only
+    when :func:`owns_transaction` says so when the operation starts, at most
+    :data:`CONFLICT_ATTEMPTS` times.
+
+    Args:
+        session: The session ``operation`` writes through.
+        operation: One whole operation, from its lock to its commit.
+        commit: The operation commits at its end.
+        what: Names the operation in the log line.
+
+    Returns:
+        What ``operation`` returned.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: The deadlock or serialization failure, as
+            itself (never the failed savepoint rollback that followed it), when
+            it could not or may not be retried.
+    """
+    allowed = owns_transaction(session, commit=commit)
+    attempt = 1
+    while True:
+        try:
+            return operation()
+        except Exception as error:
+            if not retry_conflict(error, attempt, allowed=allowed, what=what):
+                raise_unmasked(error)
+                raise
+            if session.in_transaction():
+                session.rollback()
+            attempt += 1
 
 
 def transaction_conflict(error: BaseException) -> sa_exc.DBAPIError | None:
@@ -86,3 +237,17 @@ def _is_conflict(orig: Any) -> bool:
     args: tuple[Any, ...] = getattr(orig, "args", ())
     # PyMySQL and mysqlclient put the server's error code first.
     return bool(args) and isinstance(args[0], int) and args[0] in _MYSQL_CONFLICT_CODES
+
+
+def _note_flush(session: orm.Session, flush_context: Any) -> None:
+    """Remember that an ORM flush wrote in the session's open transaction."""
+    session.info[_FLUSHED_IN] = session.get_transaction()
+
+
+def _forget_flush(session: orm.Session, transaction: orm.SessionTransaction) -> None:
+    if transaction.parent is None and session.info.get(_FLUSHED_IN) is transaction:
+        del session.info[_FLUSHED_IN]
+
+
+event.listen(orm.Session, "after_flush", _note_flush)
+event.listen(orm.Session, "after_transaction_end", _forget_flush)

@@ -8,7 +8,9 @@ Whatever the interleaving, every operator call is done or refused with
 ``InvalidStateError``, the worker never raises, a workflow never holds two active
 executions, no step body runs twice, and once settled every workflow is finished
 (each step completed or skipped once) or canceled. The same outcomes are
-expected on SQLite (and MariaDB, see below), which keep separate statements.
+expected on SQLite and MariaDB, which keep separate statements; on MariaDB an
+operator's transaction and another workflow's finalize can deadlock (1213), and
+the victim is retried (R-EXE-80).
 """
 
 from __future__ import annotations
@@ -34,19 +36,6 @@ from tests.workflow.support import hero_counter
 from tests.workflow.support import make_user
 from tests.workflow.support import run_together
 from tests.workflow.support import workflow_row
-
-#: A known bug, not fixed yet (found by h34): on MySQL/MariaDB an operator's
-#: transaction (lock_active_executions, cancel_scheduled_executions) and another
-#: workflow's finalize (its UPDATE, or the INSERT of its next execution, waiting on
-#: a gap lock of the workflow_id index) deadlock (1213), and the OperationalError
-#: reaches the operator or perform_step_execution. These races hit it within a few
-#: runs there; not strict, because a run may pass. PostgreSQL has no gap locks.
-MARIADB_DEADLOCK = pytest.mark.xfail(
-    "mysql" in os.environ.get("GENEVA_TEST_DATABASE_URL", ""),
-    reason="known: InnoDB deadlock (1213) between an operator's transaction and "
-    "another workflow's finalize, not yet retried",
-    strict=False,
-)
 
 #: Rounds per test; ``GENEVA_TEST_MERGE_RACE_ROUNDS`` raises it for a soak run.
 ROUNDS = int(os.environ.get("GENEVA_TEST_MERGE_RACE_ROUNDS", "6"))
@@ -367,7 +356,6 @@ def _race(
     return tally
 
 
-@MARIADB_DEADLOCK
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("inline", [True, False], ids=["inline", "published"])
 @pytest.mark.parametrize(
@@ -392,7 +380,6 @@ def test_operators_racing_a_finishing_step_leave_a_consistent_workflow(
     )
 
 
-@MARIADB_DEADLOCK
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("inline", [True, False], ids=["inline", "published"])
 def test_signals_racing_a_finishing_step_wake_the_gate_once(app, geneva_jobs, inline):

@@ -1,0 +1,253 @@
+"""A database-chosen deadlock victim is retried, never re-running a body (R-EXE-80).
+
+The conflict is injected (tests/workflow/conflict_injection.py) into one statement
+of finalize or of an operator's transaction, on every backend; the MariaDB lock
+cycle itself is in test_finalize_deadlock.py.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from flask_geneva import Executor
+from flask_geneva import step
+from flask_geneva import transactions
+from tests.apps.basic import User
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.workflow.conflict_injection import inject_conflicts
+from tests.workflow.conflict_injection import writes
+from tests.workflow.support import execution_rows
+from tests.workflow.support import workflow_row
+
+EXECUTIONS = "geneva_drive_step_executions"
+WORKFLOWS = "geneva_drive_workflows"
+
+#: Step names, one per body run.
+RUNS: list[str] = []
+#: The injector a body arms, so that only finalize's statements fail.
+ARM: dict[str, Any] = {}
+
+
+def _ran(name: str) -> None:
+    RUNS.append(name)
+    injector = ARM.get("injector")
+    if injector is not None:
+        injector.armed = True
+
+
+class ConflictChain(geneva.Workflow):
+    @step
+    def first(self):
+        _ran("first")
+
+    @step
+    def second(self):
+        _ran("second")
+
+
+class ConflictWaiting(geneva.Workflow):
+    @step(wait=timedelta(hours=1))
+    def later(self):
+        _ran("later")
+
+
+class ConflictFailing(geneva.Workflow):
+    @step(on_exception="pause")
+    def failing(self):
+        _ran("failing")
+        raise RuntimeError("card declined")
+
+
+def record_and_skip(workflow: Any, error: BaseException) -> None:
+    """An imperative handler: user code inside the finalize transaction."""
+    RUNS.append("handler")
+    workflow.skip()
+
+
+class ConflictHandled(geneva.Workflow):
+    @step(on_exception=record_and_skip)
+    def failing(self):
+        _ran("failing")
+        raise RuntimeError("card declined")
+
+    @step
+    def tail(self):
+        _ran("tail")
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    RUNS.clear()
+    ARM.clear()
+    yield
+    RUNS.clear()
+    ARM.clear()
+
+
+def _start(workflow_cls: Any, user: Any) -> tuple[Any, Any]:
+    workflow = workflow_cls.create(hero=user)
+    ids = workflow.id, workflow.current_execution.id
+    db.session.remove()
+    return ids
+
+
+def _states(workflow_id: Any) -> list[tuple[str, str]]:
+    return [(r["step_name"], r["state"]) for r in execution_rows(workflow_id)]
+
+
+def test_a_conflict_in_finalize_is_retried_and_the_body_runs_once(app, user):
+    """finalize's INSERT of the next execution is a deadlock victim once: the
+    retry re-locks the rows and commits; ``first`` ran once (R-EXE-80, R-EXE-79).
+    """
+    workflow_id, execution_id = _start(ConflictChain, user)
+    with inject_conflicts(writes(EXECUTIONS, "INSERT"), armed=False) as injector:
+        ARM["injector"] = injector
+        Executor.execute(execution_id)
+    assert len(injector.injected) == 1
+    assert RUNS == ["first"]
+    assert _states(workflow_id) == [("first", "completed"), ("second", "scheduled")]
+    assert workflow_row(workflow_id)["state"] == "ready"
+
+
+def test_a_conflict_in_the_claim_is_retried_before_the_body_runs(app, user):
+    """The claim's UPDATE is a deadlock victim once: the retry re-locks and
+    re-checks the execution, claims it and runs the body once (R-EXE-80, R-EXE-11).
+    """
+    workflow_id, execution_id = _start(ConflictChain, user)
+    with inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector:
+        Executor.execute(execution_id)
+        assert RUNS == ["first"]
+        injector.armed = False
+    assert len(injector.injected) == 1
+    assert _states(workflow_id) == [("first", "completed"), ("second", "scheduled")]
+
+
+def test_a_conflict_recording_a_failure_is_retried(app, user):
+    """The UPDATE recording a policy's pause is a deadlock victim once: the
+    retry records the failure once and the body ran once (R-EXE-80, R-EXE-45).
+    """
+    workflow_id, execution_id = _start(ConflictFailing, user)
+    with inject_conflicts(writes(WORKFLOWS, "UPDATE"), armed=False) as injector:
+        ARM["injector"] = injector
+        with pytest.raises(RuntimeError, match="card declined"):
+            Executor.execute(execution_id)
+    assert len(injector.injected) == 1
+    assert RUNS == ["failing"]
+    assert _states(workflow_id) == [("failing", "failed")]
+    assert workflow_row(workflow_id)["state"] == "paused"
+
+
+def test_a_conflict_on_every_finalize_attempt_is_raised_as_itself(app, user):
+    """A conflict that outlasts the attempts is raised as the conflict; the body
+    ran once and the execution stays in_progress for recovery (R-EXE-80, R-WRK-18).
+    """
+    workflow_id, execution_id = _start(ConflictChain, user)
+    with inject_conflicts(
+        writes(EXECUTIONS, "INSERT"), times=None, armed=False
+    ) as injector:
+        ARM["injector"] = injector
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            Executor.execute(execution_id)
+    assert transactions.transaction_conflict(raised.value) is raised.value
+    assert len(injector.injected) == transactions.CONFLICT_ATTEMPTS
+    assert RUNS == ["first"]
+    assert _states(workflow_id) == [("first", "in_progress")]
+
+
+def test_a_conflict_after_an_imperative_handler_is_not_retried(app, user):
+    """Once a handler (user code) ran in the finalize transaction, a conflict is
+    raised, not retried: the handler never runs twice (R-EXE-80, R-POL-11).
+    """
+    workflow_id, execution_id = _start(ConflictHandled, user)
+    with inject_conflicts(writes(EXECUTIONS, "INSERT"), armed=False) as injector:
+        ARM["injector"] = injector
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            Executor.execute(execution_id)
+    assert transactions.transaction_conflict(raised.value) is raised.value
+    assert len(injector.injected) == 1
+    assert RUNS == ["failing", "handler"]
+    assert _states(workflow_id) == [("failing", "in_progress")]
+
+
+OPERATIONS = [
+    ("pause", {}, "paused", WORKFLOWS),
+    ("cancel", {}, "canceled", EXECUTIONS),
+    ("skip", {}, "ready", EXECUTIONS),
+]
+
+
+@pytest.mark.parametrize(
+    ("operation", "kwargs", "state", "table"),
+    OPERATIONS,
+    ids=[o[0] for o in OPERATIONS],
+)
+def test_an_operator_conflict_is_retried_in_its_own_transaction(
+    app, user, operation, kwargs, state, table
+):
+    """An operator's transaction chosen as a deadlock victim is retried: the
+    operation is done once, recorded once, never a traceback (R-EXE-80, R-EXT-01..05).
+    """
+    workflow_id, _ = _start(ConflictChain, user)
+    with inject_conflicts(writes(table, "UPDATE")) as injector:
+        workflow = geneva.Workflow.get(workflow_id)
+        getattr(workflow, operation)(via="admin", actor="h35", **kwargs)
+    db.session.remove()
+    assert len(injector.injected) == 1
+    row = workflow_row(workflow_id)
+    assert row["state"] == state
+    actions = [a["action"] for a in row["metadata"]["operator_actions"]]
+    assert actions == [operation]
+
+
+def test_run_now_conflict_is_retried(app, user):
+    """run_now's transaction chosen as a deadlock victim is retried (R-EXE-80, R-ADM-51)."""
+    workflow_id, _ = _start(ConflictWaiting, user)
+    with inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector:
+        geneva.Workflow.get(workflow_id).run_now(via="cli", actor="h35")
+    db.session.remove()
+    assert len(injector.injected) == 1
+    row = workflow_row(workflow_id)
+    assert [a["action"] for a in row["metadata"]["operator_actions"]] == ["run_now"]
+    assert _states(workflow_id) == [("later", "canceled"), ("later", "scheduled")]
+
+
+def test_an_operator_conflict_in_the_callers_transaction_is_raised_as_itself(app, user):
+    """Inside ``with session.begin():`` the conflict is the caller's to handle:
+    raised as itself, not retried (R-EXE-80, R-WF-14).
+    """
+    workflow_id, _ = _start(ConflictChain, user)
+    with (
+        inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector,
+        pytest.raises(sa.exc.DBAPIError) as raised,
+        db.session.begin(),
+    ):
+        geneva.Workflow.get(workflow_id).cancel(via="api")
+    assert transactions.transaction_conflict(raised.value) is raised.value
+    assert len(injector.injected) == 1
+    db.session.remove()
+    assert workflow_row(workflow_id)["state"] == "ready"
+
+
+def test_an_operator_conflict_after_the_callers_flushed_writes_is_raised(app, user):
+    """The caller's flushed writes share the aborted transaction: no retry
+    could restore them, so the conflict is raised (R-EXE-80)."""
+    workflow_id, _ = _start(ConflictChain, user)
+    with inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector:
+        db.session.add(User(email="flushed@example.com"))
+        db.session.flush()
+        with pytest.raises(sa.exc.DBAPIError):
+            geneva.Workflow.get(workflow_id).cancel(via="api")
+    assert len(injector.injected) == 1
+    db.session.remove()
+    assert workflow_row(workflow_id)["state"] == "ready"
+    assert (
+        db.session.scalar(
+            sa.select(sa.func.count()).where(User.email == "flushed@example.com")
+        )
+        == 0
+    )
