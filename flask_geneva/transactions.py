@@ -51,6 +51,9 @@ CONFLICT_ATTEMPTS = 5
 CONFLICT_RETRY_DELAY = 0.02
 #: ``session.info`` key: the root transaction in which an ORM flush wrote.
 _FLUSHED_IN = "geneva_flushed_in"
+#: ``session.info`` key: a statement that may write was sent before the session
+#: began the transaction it runs in.
+_WRITE_BEFORE_BEGIN = "geneva_write_before_begin"
 
 #: MySQL/MariaDB error codes: 1213 deadlock (the whole transaction is rolled
 #: back); 1020 "record has changed since last read" (MariaDB's snapshot
@@ -96,10 +99,10 @@ def owns_transaction(session: orm.Session, *, commit: bool) -> bool:
     Returns:
         True when the operation commits, the caller did not open the
         transaction (:func:`caller_began_transaction`), and the session has
-        neither pending changes nor an ORM flush in its open transaction (an
-        autobegun transaction that only read is fine). Writes a caller sent
-        with ``session.execute()`` are not seen: operations are not meant to
-        share such a transaction with ``commit=True``.
+        neither pending changes nor, in its open transaction, an ORM flush or a
+        statement other than a SELECT sent with ``session.execute()`` (an
+        autobegun transaction that only read is fine). Statements sent on
+        ``session.connection()`` directly are not seen.
     """
     if not commit or caller_began_transaction(session):
         return False
@@ -244,10 +247,35 @@ def _note_flush(session: orm.Session, flush_context: Any) -> None:
     session.info[_FLUSHED_IN] = session.get_transaction()
 
 
+def _note_executed_write(execute_state: orm.ORMExecuteState) -> None:
+    """Remember a statement sent with ``session.execute()`` that may write.
+
+    Anything but a SELECT counts (an ORM-enabled UPDATE, a ``text()`` statement
+    whose effect is unknown): a retry would commit without it (R-EXE-80).
+    """
+    if not execute_state.is_select:
+        session = execute_state.session
+        transaction = session.get_transaction()
+        if transaction is None:
+            # The session begins its transaction after this event, for this very
+            # statement: _begin_marked marks it then.
+            session.info[_WRITE_BEFORE_BEGIN] = True
+        else:
+            session.info[_FLUSHED_IN] = transaction
+
+
+def _begin_marked(session: orm.Session, transaction: orm.SessionTransaction) -> None:
+    """Mark a transaction begun for a statement that may write."""
+    if transaction.parent is None and session.info.pop(_WRITE_BEFORE_BEGIN, False):
+        session.info[_FLUSHED_IN] = transaction
+
+
 def _forget_flush(session: orm.Session, transaction: orm.SessionTransaction) -> None:
     if transaction.parent is None and session.info.get(_FLUSHED_IN) is transaction:
         del session.info[_FLUSHED_IN]
 
 
 event.listen(orm.Session, "after_flush", _note_flush)
+event.listen(orm.Session, "do_orm_execute", _note_executed_write)
+event.listen(orm.Session, "after_transaction_create", _begin_marked)
 event.listen(orm.Session, "after_transaction_end", _forget_flush)

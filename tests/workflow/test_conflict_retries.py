@@ -251,3 +251,33 @@ def test_an_operator_conflict_after_the_callers_flushed_writes_is_raised(app, us
         )
         == 0
     )
+
+
+@pytest.mark.parametrize("statement", ["orm_update", "text_update"])
+def test_an_operator_conflict_after_the_callers_executed_writes_is_raised(
+    app, user, statement
+):
+    """Writes the caller sent with ``session.execute()`` (an ORM-enabled UPDATE or
+    a text statement) share the aborted transaction too: the conflict is raised,
+    never retried into a commit without them (R-EXE-80)."""
+    user_id = user.id
+    workflow_id, _ = _start(ConflictChain, user)
+    with inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector:
+        if statement == "orm_update":
+            db.session.execute(
+                sa.update(User)
+                .where(User.id == user_id)
+                .values(email="sent@example.com")
+            )
+        else:
+            db.session.execute(
+                sa.text("UPDATE users SET email = 'sent@example.com' WHERE id = :id"),
+                {"id": user_id},
+            )
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            geneva.Workflow.get(workflow_id).cancel(via="api")
+    assert transactions.transaction_conflict(raised.value) is not None
+    assert len(injector.injected) == 1
+    db.session.remove()
+    assert workflow_row(workflow_id)["state"] == "ready"
+    assert db.session.get(User, user_id).email != "sent@example.com"
