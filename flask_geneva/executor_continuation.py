@@ -32,6 +32,7 @@ from flask_geneva import executor_events
 from flask_geneva import scheduling
 from flask_geneva import signals
 from flask_geneva import store
+from flask_geneva import transactions
 from flask_geneva.config import GenevaConfig
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.exceptions import HeroTypeNotFoundError
@@ -151,7 +152,8 @@ class ContinuationSteps(PreparePhase):
         Only when this run may continue inline and the workflow needs its hero
         (R-HERO-05), the hero class resolves and has a one-column primary key
         of the stored id's type, and the session has no ``do_orm_execute``
-        listener (whose criteria an ORM load of the hero would apply).
+        listener but geneva's own (whose criteria an ORM load of the hero would
+        apply; geneva's only notes writes, R-EXE-80).
         """
         if self.inline_budget is None or type(workflow).may_proceed_without_hero:
             return
@@ -166,7 +168,8 @@ class ContinuationSteps(PreparePhase):
         key_type = _probe_key_type(hero_cls)
         if key_type is None or not isinstance(hero_id, key_type):
             return
-        if core_session.actual_session(self.session).dispatch.do_orm_execute:
+        listeners = core_session.actual_session(self.session).dispatch.do_orm_execute
+        if any(not transactions.is_own_listener(fn) for fn in listeners):
             return
         self._hero_probe = (hero_cls, hero_type, hero_id)
 

@@ -33,6 +33,7 @@ from sqlalchemy import orm
 __all__ = [
     "CONFLICT_ATTEMPTS",
     "caller_began_transaction",
+    "is_own_listener",
     "owns_transaction",
     "raise_unmasked",
     "retry_conflict",
@@ -240,6 +241,16 @@ def _is_conflict(orig: Any) -> bool:
     args: tuple[Any, ...] = getattr(orig, "args", ())
     # PyMySQL and mysqlclient put the server's error code first.
     return bool(args) and isinstance(args[0], int) and args[0] in _MYSQL_CONFLICT_CODES
+
+
+def is_own_listener(listener: Any) -> bool:
+    """Tell whether a session event listener is one geneva registers here.
+
+    The executor's hero probe stands down for a ``do_orm_execute`` listener of
+    the application's (its criteria would apply to an ORM load of the hero,
+    R-EXE-78), never for :func:`_note_executed_write`, which only notes writes.
+    """
+    return listener is _note_executed_write
 
 
 def _note_flush(session: orm.Session, flush_context: Any) -> None:

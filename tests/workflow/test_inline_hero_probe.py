@@ -6,8 +6,12 @@ backend: a publication recorded means the chain ended there.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import orm
 
 from flask_geneva import step
 from flask_geneva.tasks import perform_step_execution
@@ -144,3 +148,27 @@ def test_a_hero_set_by_the_step_is_checked_itself(app, user, geneva_jobs):
     ]
     assert geneva_jobs.enqueued == []
     assert workflow_row(workflow_id)["state"] == "finished"
+
+
+def test_an_application_orm_execute_listener_turns_the_probe_off(
+    app, user, geneva_jobs
+):
+    """With a ``do_orm_execute`` listener of the application's (its criteria would
+    apply to an ORM load of the hero), every continued step loads the hero itself;
+    geneva's own write-noting listener never turns the probe off (R-EXE-78, R-EXE-80).
+    """
+    seen: list[Any] = []
+
+    def application_listener(execute_state):
+        seen.append(execute_state.is_select)
+
+    workflow_id, first_id = start_without_jobs(ProbeNoOps, user, geneva_jobs)
+    event.listen(orm.Session, "do_orm_execute", application_listener)
+    try:
+        with recorded_statements() as statements:
+            perform_step_execution(first_id)
+    finally:
+        event.remove(orm.Session, "do_orm_execute", application_listener)
+    assert workflow_row(workflow_id)["state"] == "finished"
+    assert seen, "the application's listener never ran"
+    assert sum("EXISTS" in s.upper() and "users" in s for s in statements) == 0
