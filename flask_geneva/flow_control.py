@@ -19,11 +19,8 @@ from typing import NoReturn
 from sqlalchemy import orm
 
 from flask_geneva import clock
-from flask_geneva import column_detection
 from flask_geneva import scheduling
-from flask_geneva import step_evolution
 from flask_geneva import store
-from flask_geneva import store_queries
 from flask_geneva import transitions
 from flask_geneva import workflow_signals
 from flask_geneva.durations import coerce_duration
@@ -49,8 +46,9 @@ __all__ = [
     "pause",
     "reattempt",
     "record_operator_action",
+    "refuse_running",
+    "refuse_state",
     "refuse_while_running",
-    "resume",
     "running_execution",
     "running_refusal",
     "skip",
@@ -471,112 +469,6 @@ def skip(
         raise
 
 
-def resume(
-    workflow: Any, *, rewind: bool, actor: str | None, via: str, commit: bool
-) -> Any:
-    """Resume a paused workflow in one locked transaction (R-EXT-20..27).
-
-    While an execution is still ``in_progress`` (the workflow was paused during
-    its step) resume withdraws the pause: the workflow is ``performing`` again and
-    the executor finalizes the step normally (R-EXT-26). Otherwise: re-publish a
-    preserved scheduled execution (R-EXT-21); else continue a resumable step from
-    its cursor (R-EXT-22); else create a new execution of ``next_step_name`` due
-    now (R-EXT-23); with no next step (the last step completed while paused,
-    R-EXE-42) the workflow finishes. ``rewind`` empties the cursor of a resumable
-    continuation (R-EXT-26).
-
-    Returns:
-        The execution that will run (the running one when the pause was
-        withdrawn), or None when the workflow finished.
-
-    Raises:
-        InvalidStateError: Not paused ("Cannot resume a <state> workflow"), or
-            ``rewind`` while an execution is in progress (the message names it).
-        StepNotDefinedError: ``next_step_name`` is unknown to the code; nothing
-            changes; the message says to use ``resume_at`` (R-EXT-24, R-EVO-07).
-    """
-    _check_via(via)
-    if _context.get() is not None and _context.get().workflow_id == workflow.id:  # type: ignore[union-attr]
-        raise InvalidStateError(
-            f"cannot resume workflow {workflow.id} from inside its own step"
-        )
-    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
-    session, locked = _locked(workflow)
-    try:
-        if locked.state != WorkflowState.PAUSED:
-            raise _refuse("resume", locked.state)
-        now = clock.now()
-        running = running_execution(session, locked)
-        if running is not None and rewind:
-            raise _refuse_running(locked, running, "resume from the beginning")
-        if running is not None:
-            # R-EXT-26: withdraw the pause; the executor finalizes normally.
-            transitions.apply(
-                transitions.OPERATOR_RESUME_RUNNING,
-                now,
-                workflow=locked,
-                refuse=lambda state: _refuse("resume", state),
-            )
-            execution = running
-        else:
-            transitions.apply(
-                transitions.OPERATOR_RESUME,
-                now,
-                workflow=locked,
-                refuse=lambda state: _refuse("resume", state),
-            )
-            execution = _resume_execution(session, locked, rewind=rewind)
-        _record_operator_action(
-            locked,
-            action="resume_rewind" if rewind else "resume",
-            actor=actor,
-            via=via,
-            from_state=WorkflowState.PAUSED.value,
-            execution=execution,
-        )
-        locked.logger.info(
-            "resumed (now %s) via %s at %s", locked.state, via, now.isoformat()
-        )
-        _finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
-    return execution
-
-
-def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> Any:
-    active = store.lock_active_executions(session, workflow.id)
-    parked = [e for e in active if e.state == StepExecutionState.WAITING]
-    if parked:
-        # Its gate claims what arrived while paused, or parks again (R-WSIG-32).
-        return workflow_signals.wake_for_resume(session, workflow, parked[-1])
-    scheduled = [e for e in active if e.state == StepExecutionState.SCHEDULED]
-    if scheduled:
-        execution = scheduled[-1]
-        if not workflow.steps.is_known(execution.step_name):
-            raise step_evolution.stranded_error(workflow, execution.step_name)
-        if rewind and column_detection.optional_columns(session).resumable:
-            step = workflow.steps.named(execution.step_name)
-            if step is not None and step.is_resumable:
-                execution.cursor = None
-        scheduling.enqueue_scheduled_execution(session, workflow, execution)
-        return execution
-
-    if column_detection.optional_columns(session).resumable:
-        successor = _resumable_continuation(session, workflow, rewind=rewind)
-        if successor is not None:
-            return successor
-
-    name = workflow.next_step_name
-    if name is None and workflow.current_step_name is None:
-        # The last step completed while the workflow was paused (R-EXE-42a).
-        transitions.apply(
-            transitions.FINISH_AFTER_LAST_STEP, clock.now(), workflow=workflow
-        )
-        return None
-    return step_evolution.resume_step(session, workflow, name)
-
-
 def _refuse_finish_beside_active(session: orm.Session, workflow: Any) -> None:
     """Refuse to finish a workflow by ``skip()`` while it has an active execution.
 
@@ -593,34 +485,12 @@ def _refuse_finish_beside_active(session: orm.Session, workflow: Any) -> None:
         )
 
 
-def _resumable_continuation(
-    session: orm.Session, workflow: Any, *, rewind: bool
-) -> Any:
-    """R-EXT-22 (a)/(b)/(c): continue a paused, failed or canceled resumable chain."""
-    execution_cls = workflow.__geneva__.StepExecution
-    paused_marker = store_queries.latest_pause_marker(
-        session, execution_cls, workflow.id
-    )
-    if paused_marker is not None and paused_marker.successor is None:
-        return scheduling.create_successor_execution(
-            session, workflow, paused_marker, clear_cursor=rewind
-        )
-    for find in (
-        store_queries.latest_failed_execution_of_step,  # (b)
-        store_queries.canceled_latest_execution_of_step,  # (c), R-EXE-12
-    ):
-        found = find(session, execution_cls, workflow.id, workflow.next_step_name)
-        cursor = None if found is None else found.cursor
-        if cursor not in (None, "", [], {}) and found.successor is None:
-            return scheduling.create_successor_execution(
-                session, workflow, found, clear_cursor=rewind
-            )
-    return None
-
-
-# Shared with the operator's recover() (operator_recovery, R-HK-28), which runs the
-# same locked, audited transaction as the operations above.
+# Shared with the operator's recover() (operator_recovery, R-HK-28), resume()
+# (operator_resume) and resume_at() (operator_resume_at), which run the same
+# locked, audited transaction as the operations above.
 check_via = _check_via
+refuse_state = _refuse
+refuse_running = _refuse_running
 lock_for_operator = _locked
 record_operator_action = _record_operator_action
 finish_external = _finish_external

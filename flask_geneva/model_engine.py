@@ -28,6 +28,7 @@ from flask_geneva import column_detection
 from flask_geneva import executor
 from flask_geneva import flow_control
 from flask_geneva import operator_recovery
+from flask_geneva import operator_resume
 from flask_geneva import operator_resume_at
 from flask_geneva import operator_run_now
 from flask_geneva import scheduling
@@ -168,9 +169,9 @@ class EngineForModels:
         via: str,
         commit: bool,
     ) -> Any:
-        """See :func:`flask_geneva.flow_control.resume` (R-EXT-20..27)."""
+        """See :func:`flask_geneva.operator_resume.resume` (R-EXT-20..27)."""
         _bound_session(workflow)
-        return flow_control.resume(
+        return operator_resume.resume(
             workflow, rewind=rewind, actor=actor, via=via, commit=commit
         )
 

@@ -128,6 +128,7 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "stuck_recovery",
             "operator_finalize",
             "operator_recovery",
+            "operator_resume",
             "operator_resume_at",
             "operator_run_now",
             "step_evolution",
