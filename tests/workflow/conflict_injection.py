@@ -5,8 +5,9 @@ the statement fail as the driver reports a deadlock instead, on every backend:
 the exception is an instance of the driver's own error class (PyMySQL's
 ``OperationalError`` 1213, psycopg's ``DeadlockDetected`` ``40P01``; SQLite has
 no such error, so a ``sqlite3.OperationalError`` carrying SQLSTATE ``40001``),
-raised from ``before_cursor_execute`` so SQLAlchemy wraps it as it wraps a real
-one. The transaction is not aborted by the server, but the code under test
+raised from the dialect's ``do_execute`` hook, in place of the driver's execute,
+so SQLAlchemy wraps it as it wraps a real one (an error raised from
+``before_cursor_execute`` is not wrapped on SQLAlchemy 2.0.22, the floor). The transaction is not aborted by the server, but the code under test
 rolls it back before any retry, as it must after a real deadlock.
 """
 
@@ -16,7 +17,6 @@ import contextlib
 import sqlite3
 from collections.abc import Callable
 from collections.abc import Iterator
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -60,7 +60,8 @@ class Injector:
         self.times = times
         self.injected: list[str] = []
 
-    def before_cursor_execute(self, conn, cursor, statement, *args: Any) -> None:
+    def do_execute(self, cursor, statement, parameters, context) -> None:
+        """Fail a matching statement; None lets the driver run any other."""
         if not self.armed or not self.matches(statement):
             return
         if self.times is not None:
@@ -86,11 +87,11 @@ def inject_conflicts(
     injector = Injector(matches, times)
     injector.armed = armed
     engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", injector.before_cursor_execute)
+    sa.event.listen(engine, "do_execute", injector.do_execute)
     try:
         yield injector
     finally:
-        sa.event.remove(engine, "before_cursor_execute", injector.before_cursor_execute)
+        sa.event.remove(engine, "do_execute", injector.do_execute)
 
 
 def writes(table: str, verb: str) -> Callable[[str], bool]:
