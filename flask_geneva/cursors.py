@@ -216,13 +216,23 @@ def dump_cursor(value: Any, *, max_size: int | None) -> Any:
         The JSON-compatible structure to write to the ``cursor`` column.
 
     Raises:
-        CursorSerializationError: ``value`` holds an unsupported type (R-CUR-03).
+        CursorSerializationError: ``value`` holds an unsupported type (R-CUR-03),
+            or a NUL character in a str or dict key (R-CUR-05), named by path.
         CursorTooLargeError: The serialized cursor is over ``max_size`` bytes
             (R-CUR-10).
 
     .. versionadded:: 0.1
     """
     serialized = serialize_cursor(value)
+    nul_at = nul_character_path(serialized, "cursor")
+    if nul_at is not None:
+        # PostgreSQL refuses it (a DataError at the flush); refused on every
+        # database so that a workflow behaves the same on each (R-CUR-05).
+        raise CursorSerializationError(
+            f"cannot store the cursor: a NUL character (\\x00) at {nul_at}; "
+            "PostgreSQL stores none in text or JSON. Use another separator, or "
+            "encode the value (e.g. base64)"
+        )
     check_cursor_size(serialized, max_size)
     return serialized
 

@@ -148,3 +148,25 @@ def test_it_set_with_a_mutated_cursor_dict_is_saved(user, geneva_jobs):
     perform_next_step(workflow)
     (row,) = execution_rows(workflow.id)
     assert row["cursor"] == {"page": 2, "seen": ["a"]}
+
+
+class NulCursor(geneva.Workflow):
+    @resumable_step
+    def walk(self, it):
+        it.set("small")
+        it.set({"after": "a\x00b"})
+
+
+def test_a_cursor_with_a_nul_character_is_refused_on_every_database(user, geneva_jobs):
+    """A NUL character in a checkpointed cursor is a CursorSerializationError naming
+    its path, the same on every database (PostgreSQL failed the flush with a
+    DataError); the previous cursor is kept (R-CUR-05, R-CUR-12)."""
+    workflow = NulCursor.create(hero=user)
+    with pytest.raises(CursorSerializationError) as raised:
+        perform_next_step(workflow)
+    assert 'cursor["after"]' in str(raised.value)
+    assert "NUL" in str(raised.value)
+    (row,) = execution_rows(workflow.id)
+    assert (row["state"], row["outcome"]) == ("failed", "failed")
+    assert row["cursor"] == "small"
+    assert row["error_class_name"].endswith("CursorSerializationError")
