@@ -15,6 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flask_geneva import Executor
 from tests.apps.basic import User
 from tests.apps.basic import db
 
@@ -95,3 +96,19 @@ def run_in_thread(
     thread = threading.Thread(target=run)
     thread.start()
     return thread, errors
+
+
+def execute_in_thread(
+    app: Any, execution_id: Any
+) -> tuple[threading.Thread, list[BaseException]]:
+    """Run ``Executor.execute(execution_id)`` in the app's context in a thread,
+    as a worker would; its exception, if any, lands in the list."""
+
+    def run_step() -> None:
+        with app.app_context():
+            try:
+                Executor.execute(execution_id)
+            finally:
+                db.session.remove()
+
+    return run_in_thread(run_step)

@@ -13,13 +13,12 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import Executor
 from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.innodb_locks import WAIT_SECONDS
+from tests.workflow.innodb_locks import execute_in_thread
 from tests.workflow.innodb_locks import heavy_transaction
-from tests.workflow.innodb_locks import run_in_thread
 from tests.workflow.innodb_locks import wait_until_blocked
 from tests.workflow.support import execution_rows
 from tests.workflow.support import workflow_row
@@ -51,13 +50,6 @@ def test_a_deadlocked_finalize_is_retried_and_the_body_runs_once(app, user):
     workflow_id, execution_id = workflow.id, workflow.current_execution.id
     db.session.remove()
 
-    def run_step() -> None:
-        with app.app_context():
-            try:
-                Executor.execute(execution_id)
-            finally:
-                db.session.remove()
-
     with heavy_transaction(app) as other:
         # The gap after the last entry of the workflow_id index: the INSERT of
         # this workflow's next execution lands there.
@@ -69,7 +61,7 @@ def test_a_deadlocked_finalize_is_retried_and_the_body_runs_once(app, user):
             ),
             {"last": workflow_id},
         )
-        thread, errors = run_in_thread(run_step)
+        thread, errors = execute_in_thread(app, execution_id)
         wait_until_blocked(app)
         # Closes the cycle on the workflow row finalize holds.
         other.execute(

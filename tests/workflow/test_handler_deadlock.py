@@ -15,15 +15,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import Executor
 from flask_geneva import step
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.innodb_locks import MYSQL_DEADLOCK
 from tests.workflow.innodb_locks import WAIT_SECONDS
+from tests.workflow.innodb_locks import execute_in_thread
 from tests.workflow.innodb_locks import heavy_transaction
-from tests.workflow.innodb_locks import run_in_thread
 from tests.workflow.innodb_locks import wait_until_blocked
 from tests.workflow.support import execution_row
 from tests.workflow.support import workflow_row
@@ -59,18 +58,11 @@ def test_deadlock_in_an_imperative_handler_is_raised_as_itself(app, user):
     workflow_id, execution_id = workflow.id, workflow.current_execution.id
     db.session.remove()
 
-    def run_step() -> None:
-        with app.app_context():
-            try:
-                Executor.execute(execution_id)
-            finally:
-                db.session.remove()
-
     with heavy_transaction(app) as other:
         other.execute(
             sa.select(User.id).where(User.id == LOCKED_USER["id"]).with_for_update()
         )
-        thread, errors = run_in_thread(run_step)
+        thread, errors = execute_in_thread(app, execution_id)
         wait_until_blocked(app)
         # Closes the cycle on the workflow row the finalize transaction holds.
         other.execute(
