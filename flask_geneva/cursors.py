@@ -55,6 +55,7 @@ __all__ = [
     "dump_cursor",
     "encoded_size",
     "nul_character_path",
+    "refuse_nul_character",
     "serialize_cursor",
 ]
 
@@ -224,17 +225,33 @@ def dump_cursor(value: Any, *, max_size: int | None) -> Any:
     .. versionadded:: 0.1
     """
     serialized = serialize_cursor(value)
-    nul_at = nul_character_path(serialized, "cursor")
-    if nul_at is not None:
-        # PostgreSQL refuses it (a DataError at the flush); refused on every
-        # database so that a workflow behaves the same on each (R-CUR-05).
-        raise CursorSerializationError(
-            f"cannot store the cursor: a NUL character (\\x00) at {nul_at}; "
-            "PostgreSQL stores none in text or JSON. Use another separator, or "
-            "encode the value (e.g. base64)"
-        )
+    refuse_nul_character(serialized, "cursor")
     check_cursor_size(serialized, max_size)
     return serialized
+
+
+def refuse_nul_character(serialized: Any, root: str) -> None:
+    """Refuse a serialized value holding a NUL character, on every database.
+
+    PostgreSQL stores no NUL in text or JSON (its flush fails with a
+    ``DataError``); refusing it everywhere keeps a workflow the same on each
+    (a cursor R-CUR-05, a workflow signal's payload R-WSIG-21).
+
+    Args:
+        serialized: What :func:`serialize_cursor` returned.
+        root: What the value is (``"cursor"``, ``"payload"``), the start of the path.
+
+    Raises:
+        CursorSerializationError: A str or dict key holds ``\\x00``; the message
+            names its path (``cursor["k"][1]``).
+    """
+    nul_at = nul_character_path(serialized, root)
+    if nul_at is not None:
+        raise CursorSerializationError(
+            f"cannot store the {root}: a str with a NUL character at {nul_at} "
+            "(PostgreSQL stores no NUL in text or JSON, so no database takes one "
+            "here); remove it or encode the value, e.g. as base64"
+        )
 
 
 def nul_character_path(serialized: Any, path: str) -> str | None:

@@ -44,7 +44,6 @@ from flask_geneva import store
 from flask_geneva import store_queries
 from flask_geneva import transitions
 from flask_geneva.engine_context import context_of
-from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
@@ -139,13 +138,7 @@ def _encoded_payload(payload: Any, max_size: int | None) -> Any:
     if payload is None:
         return None
     data = cursors.serialize_cursor(payload, root="payload")
-    nul_at = cursors.nul_character_path(data, "payload")
-    if nul_at is not None:
-        raise CursorSerializationError(
-            f"cannot store the payload: a str with a NUL character at {nul_at} "
-            "(PostgreSQL stores no NUL in text or JSON, so no database takes one "
-            "here); remove it or encode the value, e.g. as base64"
-        )
+    cursors.refuse_nul_character(data, "payload")
     if max_size is not None:
         size = cursors.encoded_size(data)
         if size > max_size:
