@@ -414,7 +414,8 @@ def schedule_next_step(
 
     The reference is ``after`` if given, else ``current_step_name`` or else
     ``next_step_name``. With no next step the workflow becomes ``finished`` with
-    both step names cleared.
+    both step names cleared, and (with ``cancel_stray``) its ``scheduled`` or
+    ``waiting`` execution, if any, ends canceled as R-SCH-03 ends it.
 
     Args:
         wait: Overrides the next step's own ``wait``.
@@ -431,9 +432,11 @@ def schedule_next_step(
     following = workflow.steps.next_after(reference)
     if following is None:
         workflow.logger.info("no more steps, finishing")
-        transitions.apply(
-            transitions.FINISH_AFTER_LAST_STEP, clock.now(), workflow=workflow
-        )
+        now = clock.now()
+        if cancel_stray:
+            # A finished workflow keeps no pending execution (R-SCH-06 amended).
+            store.cancel_scheduled_executions(session, workflow.id, now)
+        transitions.apply(transitions.FINISH_AFTER_LAST_STEP, now, workflow=workflow)
         return None
     return create_step_execution(
         session,

@@ -168,6 +168,42 @@ def test_schedule_next_step_finishes_after_the_last_step(user):
     assert row["transitioned_at"] == T0
 
 
+def test_schedule_next_step_finishing_cancels_the_scheduled_execution(user):
+    """A finish by schedule_next_step leaves no execution scheduled behind it
+    (R-SCH-06 amended, R-SCH-03): the finished workflow's pending one ends canceled.
+    """
+    workflow = SchedulingSteps.create(hero=user)
+    workflow.transition_to("ready", next_step_name="three")
+    with clock.frozen(T0):
+        assert workflow.schedule_next_step() is None
+    rows = execution_rows(workflow.id)
+    assert [(r["step_name"], r["state"], r["outcome"]) for r in rows] == [
+        ("one", "canceled", "canceled")
+    ]
+    assert (rows[0]["canceled_at"], rows[0]["finished_at"]) == (T0, T0)
+    assert workflow_row(workflow.id)["state"] == "finished"
+
+
+def test_schedule_next_step_of_paused_last_step_cancels_the_preserved_one(user):
+    """Paused at the last step with its execution preserved (R-EXT-01), a finish by
+    schedule_next_step cancels that execution too (R-SCH-06 amended): a finished
+    workflow keeps no execution that resume() or the dispatcher could still run.
+    """
+    workflow = SchedulingSteps.create(hero=user)
+    perform_next_step(workflow)
+    perform_next_step(workflow)
+    workflow.pause()
+    preserved = execution_rows(workflow.id)[-1]
+    assert (preserved["step_name"], preserved["state"]) == ("three", "scheduled")
+    with clock.frozen(T0):
+        assert workflow.schedule_next_step() is None
+    assert execution_row(preserved["id"])["state"] == "canceled"
+    assert workflow_row(workflow.id)["state"] == "finished"
+    assert not [
+        r for r in execution_rows(workflow.id) if r["state"] in ("scheduled", "waiting")
+    ]
+
+
 def test_schedule_next_step_with_explicit_wait(user):
     """schedule_next_step uses the given wait instead of the step's own (R-SCH-06)."""
     with clock.frozen(T0):
