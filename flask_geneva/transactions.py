@@ -12,11 +12,10 @@ Two questions, answered with SQLAlchemy's public API only:
   :func:`transaction_conflict` digs the deadlock out so it is retried where that is
   safe, or raised as itself.
 * May geneva retry a transaction the database chose as a deadlock victim
-  (R-EXE-80)? :func:`owns_transaction` answers for an operator's operation,
-  :func:`retry_conflict` decides and waits before one more attempt,
+  (R-EXE-80)? :func:`owns_transaction` answers for an operator's operation;
   :func:`retry_on_conflict` is the one retry loop (the operator's operation,
-  the worker's claim and finalize), and :func:`run_retrying_conflicts` wraps an
-  operator's operation in it.
+  the worker's claim and finalize): it decides, logs, waits and starts over,
+  and :func:`run_retrying_conflicts` wraps an operator's operation in it.
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ __all__ = [
     "caller_began_transaction",
     "is_own_listener",
     "owns_transaction",
-    "raise_unmasked",
-    "retry_conflict",
     "retry_on_conflict",
     "run_retrying_conflicts",
     "transaction_conflict",
@@ -116,7 +113,7 @@ def owns_transaction(session: orm.Session, *, commit: bool) -> bool:
     return root is None or session.info.get(_FLUSHED_IN) is not root
 
 
-def retry_conflict(
+def _retry_conflict(
     error: BaseException,
     attempt: int,
     *,
@@ -159,7 +156,7 @@ def retry_conflict(
     return True
 
 
-def raise_unmasked(error: BaseException) -> None:
+def _raise_unmasked(error: BaseException) -> None:
     """Raise the conflict hidden in ``error``'s context chain, if any.
 
     A failed ``ROLLBACK TO SAVEPOINT`` after a MySQL/MariaDB deadlock is never
@@ -187,7 +184,7 @@ def retry_on_conflict(
     The one retry loop of R-EXE-80, for an operator's operation
     (:func:`run_retrying_conflicts`), the worker's claim and its finalize. Each
     attempt is a fresh transaction that locks, re-reads and re-checks its rows
-    itself. An error is retried when :func:`retry_conflict` says so (a deadlock
+    itself. An error is retried when :func:`_retry_conflict` says so (a deadlock
     or serialization failure, ``allowed()``, fewer than
     :data:`CONFLICT_ATTEMPTS` attempts), which logs the retry and sleeps a
     short, jittered while first.
@@ -217,7 +214,7 @@ def retry_on_conflict(
     Raises:
         sqlalchemy.exc.DBAPIError: The deadlock or serialization failure, as
             itself (never the failed savepoint rollback that followed it), when
-            it could not or may not be retried (:func:`raise_unmasked`).
+            it could not or may not be retried (:func:`_raise_unmasked`).
         BaseException: Any other error of the last attempt, as it was raised.
     """
     catch = BaseException if rollback_always else Exception
@@ -228,7 +225,7 @@ def retry_on_conflict(
         except catch as error:
             if rollback_always:
                 rollback(error)
-            if retry_conflict(
+            if _retry_conflict(
                 error,
                 number,
                 allowed=allowed(),
@@ -243,7 +240,7 @@ def retry_on_conflict(
                 continue
             if on_give_up is not None:
                 on_give_up(error)
-            raise_unmasked(error)
+            _raise_unmasked(error)
             raise
 
 
