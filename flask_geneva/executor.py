@@ -19,6 +19,7 @@ This module imports neither Flask nor Celery: it runs with the
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
@@ -203,23 +204,17 @@ class _Run(ContinuationSteps):
         locks, re-reads and re-checks the execution as a redelivery would
         (R-EXE-11, R-EXE-80). Not after an imperative handler ran in it.
         """
-        attempt, reports, running = 1, len(self.reports), len(self._running)
-        while True:
-            try:
-                return self._prepare()
-            except Exception as error:
-                if not transactions.retry_conflict(
-                    error,
-                    attempt,
-                    allowed=not self._user_code_ran,
-                    what=f"claim of step execution {self.execution_id}",
-                    logger=self.logger,
-                ):
-                    transactions.raise_unmasked(error)
-                    raise
-                session_transactions.rollback_after_error(self.session, error)
-                self._forget_attempt(reports, running)
-                attempt += 1
+        reports, running = len(self.reports), len(self._running)
+        return transactions.retry_on_conflict(
+            self._prepare,
+            allowed=lambda: not self._user_code_ran,
+            what=f"claim of step execution {self.execution_id}",
+            rollback=functools.partial(
+                session_transactions.rollback_after_error, self.session
+            ),
+            logger=lambda: self.logger,
+            on_retry=lambda: self._forget_attempt(reports, running),
+        )
 
     # -- phase 2 -----------------------------------------------------------------------
 
@@ -319,29 +314,27 @@ class _Run(ContinuationSteps):
             time.monotonic(),
         )  # R-SIG-01 timing
         error = body.error
-        attempt, reports, running = 1, len(self.reports), len(self._running)
-        while True:
-            try:
-                finalized = self._finalize_once(session, step, body)
-                break
-            except BaseException as finalize_error:
-                session_transactions.rollback_after_error(session, finalize_error)
-                # R-EXE-80: a deadlock victim starts over in a fresh transaction
-                # that locks, re-reads and re-checks the rows; the body is done.
-                if transactions.retry_conflict(
-                    finalize_error,
-                    attempt,
-                    allowed=not self._user_code_ran,
-                    what=f"finalize of step execution {self.execution_id}",
-                    logger=self.logger,
-                ):
-                    self._forget_attempt(reports, running)
-                    attempt += 1
-                    continue
-                if error is not None:
-                    task_failures.log_unrecorded(self.logger, error, "encountered")
-                transactions.raise_unmasked(finalize_error)
-                raise
+        reports, running = len(self.reports), len(self._running)
+
+        def give_up(_: BaseException) -> None:
+            if error is not None:
+                task_failures.log_unrecorded(self.logger, error, "encountered")
+
+        # R-EXE-80: a deadlock victim starts over in a fresh transaction that
+        # locks, re-reads and re-checks the rows; the body is done. Any error
+        # (BaseException) is rolled back, retried or not.
+        finalized = transactions.retry_on_conflict(
+            lambda: self._finalize_once(session, step, body),
+            allowed=lambda: not self._user_code_ran,
+            what=f"finalize of step execution {self.execution_id}",
+            rollback=functools.partial(
+                session_transactions.rollback_after_error, session
+            ),
+            rollback_always=True,
+            logger=lambda: self.logger,
+            on_retry=lambda: self._forget_attempt(reports, running),
+            on_give_up=give_up,
+        )
         if finalized is None:
             return
         states, result, left = finalized

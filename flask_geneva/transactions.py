@@ -12,9 +12,10 @@ Two questions, answered with SQLAlchemy's public API only:
   :func:`transaction_conflict` digs the deadlock out so it is retried where that is
   safe, or raised as itself.
 * May geneva retry a transaction the database chose as a deadlock victim
-  (R-EXE-80)? :func:`owns_transaction` answers for an operator's operation,
-  :func:`retry_conflict` decides and waits before one more attempt, and
-  :func:`run_retrying_conflicts` wraps a whole operation.
+  (R-EXE-80)? :func:`owns_transaction` answers for an operator's operation;
+  :func:`retry_on_conflict` is the one retry loop (the operator's operation,
+  the worker's claim and finalize): it decides, logs, waits and starts over,
+  and :func:`run_retrying_conflicts` wraps an operator's operation in it.
 """
 
 from __future__ import annotations
@@ -35,8 +36,7 @@ __all__ = [
     "caller_began_transaction",
     "is_own_listener",
     "owns_transaction",
-    "raise_unmasked",
-    "retry_conflict",
+    "retry_on_conflict",
     "run_retrying_conflicts",
     "transaction_conflict",
 ]
@@ -113,7 +113,7 @@ def owns_transaction(session: orm.Session, *, commit: bool) -> bool:
     return root is None or session.info.get(_FLUSHED_IN) is not root
 
 
-def retry_conflict(
+def _retry_conflict(
     error: BaseException,
     attempt: int,
     *,
@@ -156,7 +156,7 @@ def retry_conflict(
     return True
 
 
-def raise_unmasked(error: BaseException) -> None:
+def _raise_unmasked(error: BaseException) -> None:
     """Raise the conflict hidden in ``error``'s context chain, if any.
 
     A failed ``ROLLBACK TO SAVEPOINT`` after a MySQL/MariaDB deadlock is never
@@ -168,6 +168,82 @@ def raise_unmasked(error: BaseException) -> None:
         raise conflict from None
 
 
+def retry_on_conflict(
+    attempt: Callable[[], _T],
+    *,
+    allowed: Callable[[], bool],
+    what: str,
+    rollback: Callable[[BaseException], None],
+    rollback_always: bool = False,
+    logger: Callable[[], Any] | None = None,
+    on_retry: Callable[[], None] | None = None,
+    on_give_up: Callable[[BaseException], None] | None = None,
+) -> _T:
+    """Run ``attempt``; after a deadlock, roll back and run it again (R-EXE-80).
+
+    The one retry loop of R-EXE-80, for an operator's operation
+    (:func:`run_retrying_conflicts`), the worker's claim and its finalize. Each
+    attempt is a fresh transaction that locks, re-reads and re-checks its rows
+    itself. An error is retried when :func:`_retry_conflict` says so (a deadlock
+    or serialization failure, ``allowed()``, fewer than
+    :data:`CONFLICT_ATTEMPTS` attempts), which logs the retry and sleeps a
+    short, jittered while first.
+
+    Args:
+        attempt: One whole attempt, from its lock to its commit.
+        allowed: Read after each failed attempt (and after ``rollback`` with
+            ``rollback_always``): the aborted transaction may be tried again.
+        what: Names the operation in the log line.
+        rollback: Called with the error to roll the aborted transaction back:
+            before a retry, after its log line and sleep; a transaction given
+            up on is left as it is (it may be the caller's).
+        rollback_always: Catch any exception (``BaseException``), and call
+            ``rollback`` after every failed attempt, before the decision, given
+            up on or not. By default only an ``Exception`` is caught.
+        logger: Returns the logger of the retry's log line, called when it is
+            logged (the executor tags its logger during an attempt); default
+            ``flask_geneva``.
+        on_retry: Called before a retry, after ``rollback``: undo what the
+            aborted attempt left outside the database.
+        on_give_up: Called with the error when it is not retried, before it is
+            raised.
+
+    Returns:
+        What the successful ``attempt`` returned.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: The deadlock or serialization failure, as
+            itself (never the failed savepoint rollback that followed it), when
+            it could not or may not be retried (:func:`_raise_unmasked`).
+        BaseException: Any other error of the last attempt, as it was raised.
+    """
+    catch = BaseException if rollback_always else Exception
+    number = 1
+    while True:
+        try:
+            return attempt()
+        except catch as error:
+            if rollback_always:
+                rollback(error)
+            if _retry_conflict(
+                error,
+                number,
+                allowed=allowed(),
+                what=what,
+                logger=None if logger is None else logger(),
+            ):
+                if not rollback_always:
+                    rollback(error)
+                if on_retry is not None:
+                    on_retry()
+                number += 1
+                continue
+            if on_give_up is not None:
+                on_give_up(error)
+            _raise_unmasked(error)
+            raise
+
+
 def run_retrying_conflicts(
     session: orm.Session,
     operation: Callable[[], _T],
@@ -175,12 +251,12 @@ def run_retrying_conflicts(
     commit: bool,
     what: str,
 ) -> _T:
-    """Run ``operation``; after a deadlock, roll back and run it again (R-EXE-80).
+    """Run an operator's ``operation``, retried after a deadlock (R-EXE-80).
 
     The operation locks, re-reads and re-checks its rows itself, so each
     attempt applies its guard to what the database holds then. Retried only
     when :func:`owns_transaction` says so when the operation starts, at most
-    :data:`CONFLICT_ATTEMPTS` times.
+    :data:`CONFLICT_ATTEMPTS` times (:func:`retry_on_conflict`).
 
     Args:
         session: The session ``operation`` writes through.
@@ -197,17 +273,14 @@ def run_retrying_conflicts(
             it could not or may not be retried.
     """
     allowed = owns_transaction(session, commit=commit)
-    attempt = 1
-    while True:
-        try:
-            return operation()
-        except Exception as error:
-            if not retry_conflict(error, attempt, allowed=allowed, what=what):
-                raise_unmasked(error)
-                raise
-            if session.in_transaction():
-                session.rollback()
-            attempt += 1
+
+    def rollback(error: BaseException) -> None:
+        if session.in_transaction():
+            session.rollback()
+
+    return retry_on_conflict(
+        operation, allowed=lambda: allowed, what=what, rollback=rollback
+    )
 
 
 def transaction_conflict(error: BaseException) -> sa_exc.DBAPIError | None:

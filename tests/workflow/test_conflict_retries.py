@@ -7,6 +7,7 @@ cycle itself is in test_finalize_deadlock.py.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -157,6 +158,38 @@ def test_a_conflict_on_every_finalize_attempt_is_raised_as_itself(app, user):
     assert len(injector.injected) == transactions.CONFLICT_ATTEMPTS
     assert RUNS == ["first"]
     assert _states(workflow_id) == [("first", "in_progress")]
+
+
+def test_a_finalize_given_up_on_rolls_back_and_names_the_unrecorded_error(
+    app, user, caplog
+):
+    """Recording a failure meets a conflict on every attempt: each retry is
+    logged, the session is rolled back when finalize gives up, and the body's
+    exception, never recorded, is logged once before the conflict propagates
+    (R-EXE-80, R-WRK-18).
+    """
+    workflow_id, execution_id = _start(ConflictFailing, user)
+    with inject_conflicts(
+        writes(WORKFLOWS, "UPDATE"), times=None, armed=False
+    ) as injector:
+        ARM["injector"] = injector
+        with (
+            caplog.at_level(logging.WARNING, logger="flask_geneva"),
+            pytest.raises(sa.exc.DBAPIError) as raised,
+        ):
+            Executor.execute(execution_id)
+        assert not db.session().in_transaction()
+    assert transactions.transaction_conflict(raised.value) is raised.value
+    messages = [r.getMessage() for r in caplog.records]
+    retries = [m for m in messages if "retrying finalize of step" in m]
+    assert len(retries) == transactions.CONFLICT_ATTEMPTS - 1
+    unrecorded = [m for m in messages if "recording the outcome failed" in m]
+    assert len(unrecorded) == 1
+    assert unrecorded[0].endswith(
+        "encountered RuntimeError: card declined; recording the outcome failed"
+    )
+    assert RUNS == ["failing"]
+    assert _states(workflow_id) == [("failing", "in_progress")]
 
 
 def test_a_conflict_after_an_imperative_handler_is_not_retried(app, user):
