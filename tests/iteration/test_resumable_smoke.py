@@ -27,7 +27,7 @@ class ResumableSmokeCount(geneva.Workflow):
 
 
 def test_interrupted_chunks_chain_and_finish(user, geneva_jobs):
-    """max_iterations interrupts; successors continue from the cursor (R-RES-04, R-INT-01)."""
+    """max_iterations interrupts; successors continue from the cursor (R-RES-04, R-INT-01, R-SE-10)."""
     PROCESSED.clear()
     workflow = ResumableSmokeCount.create(hero=user)
     first = run_iterations(workflow, 3)

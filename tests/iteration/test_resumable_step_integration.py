@@ -376,7 +376,7 @@ class PausesItself(geneva.Workflow):
 def test_in_step_pause_then_resume_with_or_without_rewind(
     user, geneva_jobs, rewind, expected_seen
 ):
-    """pause() keeps the cursor; resume() continues it, resume(rewind=True) restarts (R-RES-30, R-FC-11, R-EXT-22, R-EXT-26)."""
+    """pause() keeps the cursor; resume() continues it, resume(rewind=True) restarts (R-RES-30, R-FC-11, R-EXT-22, R-EXT-26, R-SE-10)."""
     workflow = PausesItself.create(hero=user)
     perform_next_step(workflow)
     first = _rows(workflow.id, "walk")[0]

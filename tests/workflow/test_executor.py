@@ -309,8 +309,8 @@ def test_execution_of_a_non_runnable_workflow_is_canceled(user, state):
 
 
 def test_skip_if_is_evaluated_at_execution_time(user):
-    """skip_if is read when the step runs, not when it is scheduled (R-EXE-21,
-    R-CND-03).
+    """skip_if is read when the step runs, not when it is scheduled; a skip ends the
+    execution before the body (R-EXE-16, R-EXE-21, R-CND-03).
     """
     workflow = ExecutorSkipIf.create(hero=user)
     user.archived = True
@@ -327,7 +327,7 @@ def test_skip_if_is_evaluated_at_execution_time(user):
 
 def test_cancel_condition_cancels_the_workflow(user):
     """A truthy cancel condition cancels execution and workflow; the body does not run
-    (R-EXE-20).
+    (R-EXE-16, R-EXE-20).
     """
     workflow = ExecutorCancelIf.create(hero=user)
     user.blocked = True
@@ -374,7 +374,9 @@ def test_may_proceed_without_hero_runs_the_step(app):
 def test_in_step_flow_control(
     user, action, execution_state, outcome, workflow_state, count
 ):
-    """In-step signals set the execution and workflow states of §8.1 (R-FC-10..14)."""
+    """In-step signals set the execution and workflow states of §8.1; finish ends
+    ``success`` (R-FC-10..14, R-SE-10).
+    """
     user.email = f"{action}@example.com"
     db.session.commit()
     workflow = ExecutorFlowControl.create(hero=user)
@@ -466,7 +468,7 @@ def test_exception_with_cancel_policy(user):
 
 def test_exception_with_reattempt_policy_is_reraised_after_scheduling(user):
     """A reattempt schedules a new execution and still re-raises (R-EXE-45,
-    R-EXE-50).
+    R-EXE-50, R-SE-30).
     """
     workflow = ExecutorFailingReattempt.create(hero=user)
     execution_id = _current_id(workflow)
@@ -638,7 +640,7 @@ class ExecutorHeroGoneReattempt(geneva.Workflow):
 
 def test_unknown_hero_class_fails_and_pauses(user, reports):
     """A hero type that resolves to no class fails the execution and pauses
-    (R-EXE-30/31, R-HERO-03).
+    (R-EXE-30, R-EXE-31, R-HERO-03).
     """
     workflow = ExecutorTwoSteps.create(hero=user)
     execution_id = _current_id(workflow)
@@ -656,7 +658,7 @@ def test_unknown_hero_class_fails_and_pauses(user, reports):
 
 def test_unknown_hero_class_with_skip_policy(user):
     """A skip policy skips to the next step; the execution stays failed
-    (R-EXE-30/31).
+    (R-EXE-30, R-EXE-31).
     """
     workflow = ExecutorHeroGoneSkip.create(hero=user)
     execution_id = _current_id(workflow)
@@ -674,7 +676,7 @@ def test_unknown_hero_class_with_skip_policy(user):
 
 def test_unknown_hero_class_with_cancel_policy(user):
     """A cancel policy cancels the workflow; the execution stays failed
-    (R-EXE-30/31).
+    (R-EXE-30, R-EXE-31).
     """
     workflow = ExecutorHeroGoneCancel.create(hero=user)
     execution_id = _current_id(workflow)
@@ -692,8 +694,8 @@ def test_unknown_hero_class_with_cancel_policy(user):
 
 
 def test_prepare_reattempts_are_counted(user):
-    """Prepare-phase reattempts are recorded and capped by max_reattempts (R-EXE-32,
-    R-CNT-06).
+    """Prepare-phase reattempts are recorded and capped by max_reattempts; each
+    execution stays failed/failed (R-EXE-31, R-EXE-32, R-CNT-06, R-SE-30).
     """
     workflow = ExecutorHeroGoneReattempt.create(hero=user)
     update_workflow(workflow.id, hero_type="VanishedModel")
@@ -814,7 +816,7 @@ def test_default_logger_is_flask_geneva(app, caplog):
 
 def test_workflow_logger_is_the_execution_logger_during_a_step(user):
     """During a step self.logger is execution.logger; afterwards only the workflow tag
-    remains (R-LOG-05, R-EXE-01).
+    remains (R-LOG-05, R-EXE-01, R-WF-30).
     """
     ExecutorLogging.loggers.clear()
     workflow = ExecutorLogging.create(hero=user)

@@ -252,7 +252,7 @@ def test_in_step_cancel_cancels_the_workflow(user):
 
 def test_in_step_reattempt_reschedules_with_wait(user):
     """In-step reattempt: completed/reattempted with reason flow_control, same step
-    after wait (R-FC-13).
+    after wait (R-FC-13, R-SE-30).
     """
     workflow = FlowReattempt.create(hero=user)
     with clock.frozen(T0):

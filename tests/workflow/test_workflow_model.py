@@ -492,11 +492,11 @@ def test_get_is_polymorphic(user):
     assert ModelThreeSteps.get(workflow_id) is None
 
 
-# -- hero (R-HERO-01/02) ---------------------------------------------------------------
+# -- hero (R-HERO-01, R-HERO-02) ---------------------------------------------------------------
 
 
 def test_hero_resolves_and_deleted_hero_is_none(user):
-    """hero loads the row; a deleted hero reads as None (R-HERO-01/02)."""
+    """hero loads the row; a deleted hero reads as None (R-HERO-01, R-HERO-02)."""
     workflow = ModelThreeSteps.create(hero=user)
     assert workflow.hero is user
     db.session.delete(user)
