@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
@@ -151,6 +152,37 @@ class ExecutorHooks(geneva.Workflow):
     @step
     def tail(self):
         pass
+
+
+class _ObservingContext:
+    """An around_step_execution context that records what its exit was given."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.seen.append(exc_info)
+        return False
+
+
+class ExecutorAroundObserver(geneva.Workflow):
+    """Its body does what the hero's email names: return, raise or pause."""
+
+    exits = []
+
+    def around_step_execution(self, execution):
+        return _ObservingContext(ExecutorAroundObserver.exits)
+
+    @step(on_exception="pause")
+    def work(self):
+        action = self.hero.email.split("@")[0]
+        if action == "raise":
+            raise Boom("seen by the executor only")
+        if action != "return":
+            getattr(self, action)()
 
 
 class ExecutorExternal(geneva.Workflow):
@@ -596,6 +628,33 @@ def test_after_hook_error_is_reported_but_does_not_change_the_outcome(user, repo
     assert [(str(e), info["handled"]) for e, info in reports] == [("after hook", True)]
 
 
+@pytest.mark.parametrize(
+    ("action", "state", "outcome"),
+    [
+        ("return", "completed", "success"),
+        ("raise", "failed", "failed"),
+        ("pause", "canceled", "canceled"),
+        ("skip", "skipped", "skipped"),
+    ],
+)
+def test_around_hook_does_not_observe_body_exceptions_or_signals(
+    user, action, state, outcome
+):
+    """The around context exits cleanly whatever the body did: exceptions and
+    signals are captured inside it (R-EXE-61).
+    """
+    ExecutorAroundObserver.exits.clear()
+    user.email = f"{action}@example.com"
+    db.session.commit()
+    workflow = ExecutorAroundObserver.create(hero=user)
+    execution_id = _current_id(workflow)
+    with contextlib.suppress(Boom):
+        Executor.execute(execution_id)
+    assert ExecutorAroundObserver.exits == [(None, None, None)]
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == (state, outcome)
+
+
 # -- BaseException (R-EXE-35) ----------------------------------------------------------
 
 
@@ -812,6 +871,40 @@ def test_default_logger_is_flask_geneva(app, caplog):
     )
     record = next(r for r in caplog.records if r.getMessage() == expected)
     assert record.name == "flask_geneva"
+
+
+@pytest.mark.parametrize(
+    ("workflow_cls", "email", "classification"),
+    [
+        (ExecutorLogging, "hero@example.com", "completed"),
+        (ExecutorFailing, "hero@example.com", "exception"),
+        (ExecutorFlowControl, "pause@example.com", "pause"),
+        (ExecutorFlowControl, "finish@example.com", "finished"),
+    ],
+)
+def test_finished_step_logs_its_outcome(
+    user, caplog, workflow_cls, email, classification
+):
+    """The run logs "Finished step with outcome <classification>" with the step's
+    tags (R-EXE-39).
+    """
+    user.email = email
+    db.session.commit()
+    workflow = workflow_cls.create(hero=user)
+    execution_id = _current_id(workflow)
+    with (
+        caplog.at_level(logging.INFO, logger="flask_geneva"),
+        contextlib.suppress(Boom),
+    ):
+        Executor.execute(execution_id)
+    finished = [m for m in caplog.messages if "Finished step with outcome" in m]
+    assert len(finished) == 1, caplog.messages
+    assert re.fullmatch(
+        rf"\[{workflow_cls.__name__} id=\S+ hero_type=User hero_id=\S+\] "
+        rf"\[execution_id={execution_id} step_name=\w+\] "
+        rf"Finished step with outcome {classification} in \d+\.\d{{3}}s",
+        finished[0],
+    ), finished[0]
 
 
 def test_workflow_logger_is_the_execution_logger_during_a_step(user):
