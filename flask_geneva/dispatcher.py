@@ -195,13 +195,18 @@ def _dispatch_passes(
             break
         last = (executions[-1].scheduled_for, executions[-1].id)
         publishing.take_failed_count(session)
-        broken = 0
+        tried = broken = 0
         for execution in executions:
+            if publishing.failed_count(session):
+                # Publishing inline (GENEVA_ENQUEUE_AFTER_COMMIT off) failed: the
+                # rest of the batch stays deferred untried (R-DSP-08).
+                break
+            tried += 1
             if not _enqueue_one(session, execution, config):
                 broken += 1
         session.commit()
         failed = publishing.take_failed_count(session)
-        total += len(executions) - broken - failed
+        total += tried - broken - failed
         if failed:
             # The broker is unreachable: the failed rows are deferred again and
             # the next run, one dispatch interval later, sends them (issue 14).

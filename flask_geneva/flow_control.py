@@ -179,6 +179,7 @@ def suspend(workflow: Any, *, wait: Any = None) -> NoReturn:
             "suspend() is only available in steps declared with @resumable_step; "
             "use reattempt(wait=...) in a regular step"
         )
+    workflow.logger.info("flow control: suspend wait=%s", delay)
     raise SuspendSignal(delay)
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "StepExecutionState",
     "WorkflowSignalState",
     "WorkflowState",
+    "parse_outcome",
     "parse_workflow_state",
 ]
 
@@ -94,6 +95,20 @@ class Outcome(enum.StrEnum):
     FAILED = "failed"
     RECOVERED = "recovered"
     WORKFLOW_PAUSED = "workflow_paused"
+
+
+def parse_outcome(value: Any) -> Outcome:
+    """Return the :class:`Outcome` named ``value`` (R-SE-04).
+
+    Raises:
+        ValueError: ``value`` is not an outcome of SPEC §4.2; the message lists
+            the allowed ones.
+    """
+    try:
+        return Outcome(value)
+    except ValueError:
+        allowed = ", ".join(repr(member.value) for member in Outcome)
+        raise ValueError(f"outcome must be one of {allowed}, got {value!r}") from None
 
 
 def parse_workflow_state(state: Any) -> WorkflowState:

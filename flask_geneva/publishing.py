@@ -202,6 +202,12 @@ def _publish_all(
         outbox.publications_failed(session, failed, committed=committed)
 
 
+def failed_count(session: orm.Session) -> int:
+    """How many publications of ``session`` failed since :func:`take_failed_count`
+    last reset it, without resetting it."""
+    return int(session.info.get(_FAILED_KEY, 0))
+
+
 def take_failed_count(session: orm.Session) -> int:
     """How many publications of ``session`` failed since the last call (and reset).
 

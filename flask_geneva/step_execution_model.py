@@ -25,6 +25,7 @@ from flask_geneva.model_columns import InvalidJSON
 from flask_geneva.model_columns import as_dict
 from flask_geneva.model_services import model_engine
 from flask_geneva.model_states import StepExecutionState
+from flask_geneva.model_states import parse_outcome
 from flask_geneva.tagged_logging import execution_logger
 
 if TYPE_CHECKING:
@@ -68,6 +69,19 @@ class StepExecutionMixin:
         created_at: orm.Mapped[datetime]
         updated_at: orm.Mapped[datetime]
         workflow: orm.Mapped[WorkflowMixin]
+
+    @orm.validates("outcome")
+    def _validate_outcome(self, key: str, value: Any) -> Any:
+        """Refuse an outcome that is not NULL nor one of SPEC §4.2 (R-SE-04).
+
+        ``step_name`` and ``scheduled_for`` are required by their NOT NULL columns.
+
+        Raises:
+            ValueError: ``value`` is not an outcome; lists the allowed ones.
+        """
+        if value is not None:
+            parse_outcome(value)
+        return value
 
     @classmethod
     def ready_to_execute(cls) -> sa.Select[Any]:

@@ -26,6 +26,7 @@ from flask_geneva import store
 from flask_geneva import transactions
 from flask_geneva import transitions
 from flask_geneva.exceptions import InvalidStateError
+from flask_geneva.model_states import parse_outcome
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 
@@ -85,21 +86,13 @@ def mark(
             ones.
         InvalidStateError: The execution row no longer exists.
     """
-    checked = _outcome(outcome)
+    checked = parse_outcome(outcome)
     session = _session_of(execution)
     locked = _lock(session, execution)
     transitions.apply(_MARK[state], clock.now(), execution=locked, outcome=checked)
     if error is not None:
         error_recording.record_error(locked, error)
     _finish(session)
-
-
-def _outcome(value: Outcome | str) -> Outcome:
-    try:
-        return Outcome(value)
-    except ValueError:
-        allowed = ", ".join(repr(member.value) for member in Outcome)
-        raise ValueError(f"outcome must be one of {allowed}, got {value!r}") from None
 
 
 def _session_of(execution: Any) -> orm.Session:

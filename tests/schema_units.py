@@ -79,7 +79,14 @@ def drop_worker_dead_after(connection: sa.Connection) -> None:
     _drop_columns(connection, "geneva_drive_workers", "dead_after_ms")
 
 
+def drop_step_execution_metadata(connection: sa.Connection) -> None:
+    """``add_step_execution_metadata``: the executions' ``metadata`` column (on a
+    fresh install the create-table unit adds it, R-MIG-05)."""
+    _drop_columns(connection, EXECUTIONS, "metadata")
+
+
 DROPS: dict[str, Callable[[sa.Connection], None]] = {
+    "add_step_execution_metadata": drop_step_execution_metadata,
     "add_resumable_support": drop_resumable_support,
     "add_worker_registry": drop_worker_registry,
     "add_maintenance_runs": drop_maintenance_runs,

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,31 @@ STEP_EXECUTION_INDEXES = {
     "index_geneva_drive_step_executions_on_worker_id",
     "index_geneva_drive_step_executions_one_active",
     "index_geneva_drive_step_executions_in_progress_started_at",
+}
+# The plain (non-unique) indexes and their columns, in order (R-DM-02, R-DM-07).
+WORKFLOW_INDEX_COLUMNS = {
+    "index_geneva_drive_workflows_on_type": ["type"],
+    "index_geneva_drive_workflows_on_state": ["state"],
+    "index_geneva_drive_workflows_on_hero_type_and_hero_id": ["hero_type", "hero_id"],
+    "index_geneva_drive_workflows_on_type_and_state": ["type", "state"],
+    "index_geneva_drive_workflows_on_created_at": ["created_at"],
+    "index_geneva_drive_workflows_on_transitioned_at": ["transitioned_at"],
+}
+STEP_EXECUTION_INDEX_COLUMNS = {
+    "index_geneva_drive_step_executions_on_workflow_id": ["workflow_id"],
+    "index_geneva_drive_step_executions_on_state": ["state"],
+    "index_geneva_drive_step_executions_on_scheduled_for": ["scheduled_for"],
+    "index_geneva_drive_step_executions_scheduled": ["state", "scheduled_for"],
+    "index_geneva_drive_step_executions_on_workflow_and_created_at": [
+        "workflow_id",
+        "created_at",
+    ],
+    "index_geneva_drive_step_executions_on_workflow_id_and_state": [
+        "workflow_id",
+        "state",
+    ],
+    "index_geneva_drive_step_executions_on_finished_at": ["finished_at"],
+    "index_geneva_drive_step_executions_on_continues_from_id": ["continues_from_id"],
 }
 MAX_PROBES = 12
 PROBE_TABLES = (
@@ -291,9 +318,18 @@ def test_install_writes_one_revision_per_unit_without_touching_the_database(
 
 
 def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> None:
-    """Both tables get every SPEC §2 column and index name (R-DM-01/02/07/12/13/23)."""
+    """Both tables get every SPEC §2 column and index, on the columns the spec names
+    (R-DM-01, R-DM-02, R-DM-07, R-DM-12, R-DM-13, R-DM-23).
+    """
     schema = installed.inspect()
     workflows, executions = schema[WORKFLOWS], schema[STEP_EXECUTIONS]
+    for table, expected in (
+        (workflows, WORKFLOW_INDEX_COLUMNS),
+        (executions, STEP_EXECUTION_INDEX_COLUMNS),
+    ):
+        assert {
+            name: table["indexes"][name]["column_names"] for name in expected
+        } == expected
     extra_workflow, extra_execution = set(), set()
     if installed.dialect == "mysql":
         extra_workflow, extra_execution = {"ongoing_unique_key"}, {"active_unique_key"}
@@ -314,7 +350,18 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
     ]
     if installed.dialect == "mysql":
         assert in_progress["column_names"] == ["state", "started_at"]
-        assert workflows["columns"]["created_at"]["type"].fsp == 6
+        # Every datetime column keeps microseconds (R-DM-23).
+        fractions = {
+            (table_name, column["name"]): column["type"].fsp
+            for table_name, table in (
+                (WORKFLOWS, workflows),
+                (STEP_EXECUTIONS, executions),
+            )
+            for column in table["columns"].values()
+            if isinstance(column["type"], mysql.DATETIME)
+        }
+        assert len(fractions) >= 15
+        assert set(fractions.values()) == {6}, fractions
     else:
         assert in_progress["column_names"] == ["started_at"]
     if installed.dialect == "postgresql":
@@ -644,6 +691,97 @@ def test_install_after_a_partial_install_adds_exactly_the_missing_units(
     assert "cursor" in schema[STEP_EXECUTIONS]["columns"]
     check = host.flask("db", "check", check=False)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+_BACKFILL_EXECUTIONS = sa.Table(
+    STEP_EXECUTIONS,
+    sa.MetaData(),
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("workflow_id", sa.BigInteger),
+    sa.Column("step_name", sa.String(255)),
+    sa.Column("state", sa.String(255)),
+    *(
+        sa.Column(name, sa.DateTime())
+        for name in (
+            "scheduled_for",
+            "completed_at",
+            "failed_at",
+            "canceled_at",
+            "skipped_at",
+            "created_at",
+            "updated_at",
+        )
+    ),
+)
+
+
+def test_the_finished_at_unit_backfills_the_first_state_timestamp(host: Host) -> None:
+    """Unit 3 sets a NULL finished_at to the first non-null of completed_at, failed_at,
+    canceled_at, skipped_at; a row without any keeps NULL (R-MIG-06).
+    """
+    host.flask("db", "init")
+    write_revisions(host.cwd / "migrations", key_type="bigint", units=UNITS[:2])
+    host.flask("db", "upgrade")
+    # Naive UTC, as the migrations store it (R-DM-23).
+    t0 = datetime(2024, 5, 1, 12, tzinfo=UTC).replace(tzinfo=None)
+    stamps = {
+        name: t0.replace(hour=hour)
+        for hour, name in enumerate(
+            ("completed_at", "failed_at", "canceled_at", "skipped_at"), start=13
+        )
+    }
+    rows = {
+        "completed": {"completed_at": stamps["completed_at"]},
+        "failed": {"failed_at": stamps["failed_at"]},
+        "canceled": {"canceled_at": stamps["canceled_at"]},
+        "skipped": {"skipped_at": stamps["skipped_at"]},
+        # Several set: the first in the rule's order wins, not the earliest.
+        "mixed": {
+            "skipped_at": t0,
+            "canceled_at": stamps["canceled_at"],
+            "failed_at": stamps["failed_at"],
+        },
+        "scheduled": {},
+    }
+    engine = host.engine()
+    try:
+        with engine.begin() as connection:
+            workflow_id = _insert_workflow(connection, state="finished")
+            for step_name, values in rows.items():
+                connection.execute(
+                    sa.insert(_BACKFILL_EXECUTIONS).values(
+                        workflow_id=workflow_id,
+                        step_name=step_name,
+                        state="scheduled" if step_name == "scheduled" else "completed",
+                        scheduled_for=t0,
+                        created_at=t0,
+                        updated_at=t0,
+                        **values,
+                    )
+                )
+        host.flask("geneva", "install")
+        host.flask("db", "upgrade")
+        finished_at = sa.column("finished_at", sa.DateTime())
+        with engine.connect() as connection:
+            found = dict(
+                connection.execute(
+                    sa.select(sa.column("step_name"), finished_at).select_from(
+                        sa.table(STEP_EXECUTIONS)
+                    )
+                ).all()
+            )
+    finally:
+        engine.dispose()
+    assert {
+        name: value and value.replace(tzinfo=None) for name, value in found.items()
+    } == {
+        "completed": stamps["completed_at"],
+        "failed": stamps["failed_at"],
+        "canceled": stamps["canceled_at"],
+        "skipped": stamps["skipped_at"],
+        "mixed": stamps["failed_at"],
+        "scheduled": None,
+    }
 
 
 def _create_legacy_workflows_table(url: str) -> None:

@@ -8,6 +8,7 @@ group and the rule ids the code cites, so that neither can drift.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import re
 from pathlib import Path
 
@@ -112,3 +113,22 @@ def test_every_rule_id_the_code_cites_is_defined_in_the_spec():
     missing = {rule: where for rule, where in cited.items() if rule not in defined}
     assert len(cited) > 300
     assert missing == {}
+
+
+def test_inline_enqueue_is_documented_with_its_visibility_warning():
+    """The API reference page and the README warn that inside inline_enqueue() a worker can pick a task before its row is visible (R-TXN-07)."""
+    import flask_geneva
+
+    assert "::: flask_geneva.inline_enqueue" in (
+        DOCS / "reference" / "api.md"
+    ).read_text("utf-8")
+    docstring = inspect.getdoc(flask_geneva.inline_enqueue) or ""
+    warning = " ".join(docstring.partition("Warning:")[2].split())
+    assert "the broker does not take part in the database transaction" in warning
+    assert "a worker may receive the task before the row is committed" in warning
+    assert "(R-JOB-20)" in warning
+    readme = " ".join((ROOT / "README.md").read_text("utf-8").split())
+    assert (
+        "`inline_enqueue()` publishes immediately (a worker may then see the task "
+        "before the row is visible)"
+    ) in readme

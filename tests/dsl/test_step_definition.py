@@ -604,6 +604,68 @@ def test_resumable_step_is_marked_resumable_and_receives_it():
     assert plain.invoke(Resumable(), "IT") == "plain"
 
 
+def test_resumable_step_accepts_every_regular_step_option():
+    """@resumable_step takes each option of @step and stores it as @step does, plus
+    max_iterations and max_runtime (R-RES-01).
+    """
+    options = {
+        "wait": timedelta(minutes=3),
+        "skip_if": "is_done",
+        "on_exception": "reattempt",
+        "max_reattempts": 4,
+        "terminal_action": "skip",
+        "after": "first",
+        "job_options": {"queue": "bulk", "priority": 2},
+        "wait_for": "go",
+        "wait_timeout": timedelta(hours=1),
+        "on_wait_timeout": "skip",
+    }
+
+    class Both(Workflow):
+        @step
+        def first(self):
+            pass
+
+        @step(name="plain_copy", **options)
+        def plain(self):
+            pass
+
+        @resumable_step(
+            name="resumable_copy",
+            max_iterations=5,
+            max_runtime=timedelta(seconds=30),
+            **options,
+        )
+        def resumable(self, it):
+            pass
+
+    plain = steps_of(Both).named("plain_copy")
+    resumable = steps_of(Both).named("resumable_copy")
+    differing = {
+        "name",
+        "method_name",
+        "body",
+        "is_resumable",
+        "max_iterations",
+        "max_runtime",
+        "definition_location",
+        "body_location",
+    }
+    same = [f.name for f in dataclasses.fields(plain) if f.name not in differing]
+    # Policies and wait_for have no __eq__: their reprs show every option.
+    assert {name: repr(getattr(resumable, name)) for name in same} == {
+        name: repr(getattr(plain, name)) for name in same
+    }
+    assert resumable.on_exception is Action.REATTEMPT
+    assert resumable.wait == timedelta(minutes=3)
+    assert (resumable.is_resumable, plain.is_resumable) == (True, False)
+    assert (resumable.max_iterations, resumable.max_runtime) == (
+        5,
+        timedelta(seconds=30),
+    )
+    assert steps_of(Both).names[0] == "first"
+
+
 def test_resumable_anonymous_inline_body_receives_it():
     """An inline resumable body is called with the workflow and it (SPEC §10)."""
 

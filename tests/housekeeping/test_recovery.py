@@ -63,7 +63,7 @@ def app_config(reporter):
 
 def test_stuck_in_progress_is_reattempted(app, user, geneva_jobs):
     """A stuck in_progress execution ends completed/recovered and the step runs again
-    (R-HK-20, R-HK-24, R-SE-03).
+    (R-HK-20, R-HK-24, R-SE-03, R-SE-10).
     """
     with clock.frozen(T0) as frozen:
         workflow = HkRecoverTwoSteps.create(hero=user)

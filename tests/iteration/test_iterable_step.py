@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 import flask_geneva
+from flask_geneva import Executor
 from flask_geneva import InvalidStateError
 from flask_geneva import resumable_step
 from flask_geneva import step
@@ -18,6 +20,7 @@ from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.workflow.support import execution_row
 from tests.workflow.support import execution_rows
 from tests.workflow.support import hero_counter
 from tests.workflow.support import update_workflow
@@ -254,6 +257,67 @@ def test_non_interruptible_runs_ignore_exit_requests(user, geneva_jobs):
         clear_worker_exit()
     assert [r["outcome"] for r in execution_rows(workflow.id)] == ["success"] * 3
     assert NOTES == [1, 2] * 3
+
+
+class SeesItsIt(geneva.Workflow):
+    @resumable_step(name="deliveries", max_iterations=1)
+    def walk(self, it):
+        NOTES.append((it.name, it.cursor, it.resumed))
+        for _letter in it.iterate_over(["a", "b"]):
+            pass
+
+
+def test_the_body_gets_name_stored_cursor_and_resumed(user, geneva_jobs):
+    """``it`` carries the step name, the execution's stored cursor (None at first)
+    and whether it continues an earlier execution; the executor interrupts it
+    (R-RES-03).
+    """
+    workflow = SeesItsIt.create(hero=user)
+    for _ in range(3):
+        perform_next_step(workflow)
+    assert NOTES == [
+        ("deliveries", None, False),
+        ("deliveries", 1, True),
+        ("deliveries", 2, True),
+    ]
+    rows = execution_rows(workflow.id)
+    assert [(r["outcome"], r["cursor"]) for r in rows] == [
+        ("continued", 1),
+        ("continued", 2),
+        ("success", 2),
+    ]
+
+
+class NeverCheckpoints(geneva.Workflow):
+    """Every interruption condition holds while its body runs; it never checkpoints."""
+
+    @resumable_step(max_iterations=1, max_runtime=timedelta(milliseconds=1))
+    def walk(self, it):
+        flask_geneva.request_exit()
+        update_workflow(self.id, state="paused")
+        time.sleep(0.01)
+        NOTES.append(("ran to the end", it.iterations))
+
+    @step
+    def after(self):
+        pass
+
+
+def test_a_body_that_never_checkpoints_is_never_interrupted(user, geneva_jobs):
+    """Past max_runtime, with an exit request and the workflow paused, a body without
+    checkpoints runs to its end: completed/success, not workflow_paused (R-INT-06).
+    """
+    workflow = NeverCheckpoints.create(hero=user)
+    execution_id = workflow.current_execution.id
+    try:
+        Executor.execute(execution_id)
+    finally:
+        clear_worker_exit()
+    assert NOTES == [("ran to the end", 0)]
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == ("completed", "success")
+    # The operator's pause wins for what comes next (R-EXE-42).
+    assert workflow_row(workflow.id)["state"] == "paused"
 
 
 class WatchesItself(geneva.Workflow):

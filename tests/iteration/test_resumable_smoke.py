@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 import sqlalchemy as sa
 
 from flask_geneva import resumable_step
@@ -11,6 +14,7 @@ from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.statements import recorded_statements
 
 PROCESSED: list[int] = []
 
@@ -27,7 +31,7 @@ class ResumableSmokeCount(geneva.Workflow):
 
 
 def test_interrupted_chunks_chain_and_finish(user, geneva_jobs):
-    """max_iterations interrupts; successors continue from the cursor (R-RES-04, R-INT-01)."""
+    """max_iterations interrupts; successors continue from the cursor (R-RES-04, R-INT-01, R-SE-10)."""
     PROCESSED.clear()
     workflow = ResumableSmokeCount.create(hero=user)
     first = run_iterations(workflow, 3)
@@ -40,6 +44,34 @@ def test_interrupted_chunks_chain_and_finish(user, geneva_jobs):
     walk = [e for e in workflow.execution_history if e.step_name == "walk"]
     assert walk[0].outcome == "continued"
     assert walk[1].continues_from_id == walk[0].id
+
+
+@pytest.mark.backends("mysql")
+def test_every_statement_naming_the_cursor_column_quotes_it(user, geneva_jobs):
+    """``cursor`` is a reserved word on MariaDB: each statement of a chain's life that
+    names the column (insert, checkpoint, successor, rewind, reads) quotes it
+    (R-DM-15)."""
+    PROCESSED.clear()
+    with recorded_statements() as statements:
+        workflow = ResumableSmokeCount.create(hero=user)
+        run_iterations(workflow, 3)
+        workflow.pause()
+        workflow.resume(rewind=True)
+        speedrun_workflow(workflow)
+        cursors = [e.cursor_value for e in workflow.execution_history]
+    assert workflow.state == "finished"
+    assert cursors[0] == 3
+    naming = [s for s in statements if "cursor" in s.lower()]
+    assert len(naming) >= 10, naming
+    # Parameter placeholders such as %(cursor)s are names, not identifiers.
+    unquoted = [
+        s
+        for s in naming
+        if re.search(
+            r"(?<![`\w])cursor(?![`\w])", re.sub(r"%\(\w+\)s", "", s), re.IGNORECASE
+        )
+    ]
+    assert unquoted == []
 
 
 class ResumableSmokeRecords(geneva.Workflow):

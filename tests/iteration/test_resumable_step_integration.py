@@ -6,6 +6,7 @@ port's rewind and interrupt-record rules.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 import pytest
@@ -112,6 +113,115 @@ def test_terminal_skip_skips_the_step_after_the_reattempt_budget(user, geneva_jo
     assert walk[2]["continues_from_id"] == walk[1]["id"]
     assert SEEN == ["after"]
     assert workflow_row(workflow.id)["state"] == "finished"
+
+
+class ChunkBudget(geneva.Workflow):
+    @resumable_step(max_iterations=2, on_exception="reattempt", max_reattempts=1)
+    def walk(self, it):
+        for item in it.iterate_over([1, 2, 3, 4, 5, 6]):
+            _process(item)
+
+    @step
+    def after(self):
+        SEEN.append("after")
+
+
+def test_the_reattempt_budget_is_per_chunk(user, geneva_jobs):
+    """max_reattempts=1 allows one failure in each chunk: a continued completion resets
+    the count, so the second chunk's failure is reattempted, not terminal (R-RES-37,
+    R-CNT-01).
+    """
+    FAIL_ONCE.update({2, 4})
+    workflow = ChunkBudget.create(hero=user)
+    for _ in range(6):
+        with contextlib.suppress(Flaky):
+            perform_next_step(workflow)
+    walk = _rows(workflow.id, "walk")
+    assert [(r["state"], r["outcome"]) for r in walk] == [
+        ("completed", "reattempted"),
+        ("completed", "continued"),
+        ("completed", "reattempted"),
+        ("completed", "continued"),
+        ("completed", "success"),
+    ]
+    assert SEEN == [1, 2, 2, 3, 4, 4, 5, 6, "after"]
+    assert workflow_row(workflow.id)["state"] == "finished"
+
+
+class ReturnsNormally(geneva.Workflow):
+    @resumable_step
+    def walk(self, it):
+        for item in it.iterate_over([1, 2, 3]):
+            _process(item)
+        SEEN.append(("cursor at the end", it.cursor))
+
+    @step
+    def after(self):
+        pass
+
+
+def test_a_returning_body_succeeds_and_keeps_its_last_cursor(user, geneva_jobs):
+    """A body that returns completes with success, the next step is scheduled and the
+    stored cursor keeps its last checkpointed value (R-RES-05).
+    """
+    workflow = ReturnsNormally.create(hero=user)
+    perform_next_step(workflow)
+    assert SEEN == [1, 2, 3, ("cursor at the end", 3)]
+    walk, after = execution_rows(workflow.id)
+    assert (walk["state"], walk["outcome"], walk["cursor"]) == (
+        "completed",
+        "success",
+        3,
+    )
+    assert (after["step_name"], after["state"]) == ("after", "scheduled")
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["next_step_name"]) == ("ready", "after")
+
+
+class SignalsMidway(geneva.Workflow):
+    """Calls the action its hero's email names after the second item."""
+
+    @resumable_step
+    def walk(self, it):
+        for item in it.iterate_over([1, 2, 3]):
+            _process(item)
+            if item == 2:
+                getattr(self, self.hero.email.split("@")[0])()
+
+    @step
+    def after(self):
+        SEEN.append("after")
+
+
+@pytest.mark.parametrize(
+    ("action", "execution", "workflow_state", "next_step"),
+    [
+        ("cancel", ("canceled", "canceled"), "canceled", "walk"),
+        ("skip", ("skipped", "skipped"), "ready", "after"),
+        ("finish", ("completed", "success"), "finished", None),
+    ],
+)
+def test_cancel_skip_and_finish_behave_as_in_regular_steps(
+    user, geneva_jobs, action, execution, workflow_state, next_step
+):
+    """In a resumable step cancel(), skip() and finish() end the execution and the
+    workflow exactly as in a regular one (R-RES-33, R-FC-10, R-FC-12, R-FC-14).
+    """
+    user.email = f"{action}@example.com"
+    workflow = SignalsMidway.create(hero=user)
+    perform_next_step(workflow)
+    assert SEEN == [1, 2]
+    rows = execution_rows(workflow.id)
+    assert (rows[0]["state"], rows[0]["outcome"]) == execution
+    wf = workflow_row(workflow.id)
+    assert (wf["state"], wf["next_step_name"], wf["current_step_name"]) == (
+        workflow_state,
+        next_step,
+        None,
+    )
+    assert [(r["step_name"], r["state"]) for r in rows[1:]] == (
+        [("after", "scheduled")] if action == "skip" else []
+    )
 
 
 class QueuedChunks(geneva.Workflow):
@@ -376,7 +486,7 @@ class PausesItself(geneva.Workflow):
 def test_in_step_pause_then_resume_with_or_without_rewind(
     user, geneva_jobs, rewind, expected_seen
 ):
-    """pause() keeps the cursor; resume() continues it, resume(rewind=True) restarts (R-RES-30, R-FC-11, R-EXT-22, R-EXT-26)."""
+    """pause() keeps the cursor; resume() continues it, resume(rewind=True) restarts (R-RES-30, R-FC-11, R-EXT-22, R-EXT-26, R-SE-10)."""
     workflow = PausesItself.create(hero=user)
     perform_next_step(workflow)
     first = _rows(workflow.id, "walk")[0]

@@ -315,7 +315,7 @@ def test_drained_task_failures_with_reraise_always(app, user, reporter, geneva_j
 
 
 def test_error_context_during_and_after_an_executor_call(user):
-    """current_error_context() has the ids during a step and is empty after the call (R-REP-10)."""
+    """current_error_context() has the ids during a step and is empty after the call (R-REP-10, R-EXE-02)."""
     ReportContextInBody.seen.clear()
     workflow = ReportContextInBody.create(hero=user)
     execution_id = workflow.current_execution.id

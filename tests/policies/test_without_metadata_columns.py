@@ -1,4 +1,4 @@
-"""Without the optional metadata columns nothing is recorded and nothing fails (R-PDR-06, R-DM-34/35)."""
+"""Without the optional metadata columns nothing is recorded and nothing fails (R-PDR-06, R-DM-34, R-DM-35)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _drop(table: str, columns: tuple[str, ...]) -> None:
 
 
 def test_policies_and_operator_actions_work_without_metadata_columns(user, geneva_jobs):
-    """Without metadata/error_class_name columns, policies, counting and operator actions still work (R-PDR-06, R-DM-34/35, R-CNT-03)."""
+    """Without metadata/error_class_name columns, policies, counting and operator actions still work (R-PDR-06, R-DM-34, R-DM-35, R-CNT-03)."""
     _drop("geneva_drive_step_executions", ("metadata", "error_class_name"))
     _drop("geneva_drive_workflows", ("metadata",))
     try:

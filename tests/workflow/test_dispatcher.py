@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+import sqlalchemy as sa
+
 from flask_geneva import clock
 from flask_geneva import step
 from flask_geneva.operations import dispatch_due
@@ -108,7 +111,7 @@ def _refuse_thirteen(priority: int) -> int:
 
 
 def test_a_row_that_raises_does_not_stop_the_dispatcher(app, user, geneva_jobs):
-    """A row whose publication cannot be prepared is reported and stays deferred; every other due row of the batch and the next batches is published and counted (issue 14)."""
+    """A row whose publication cannot be prepared is reported and stays deferred; every other due row of the batch and the next batches is published and counted; each run considers a row once (issue 14, R-DSP-08)."""
     from tests.apps.basic import User
 
     reported: list[BaseException] = []
@@ -137,3 +140,48 @@ def test_a_row_that_raises_does_not_stop_the_dispatcher(app, user, geneva_jobs):
         # The next run tries them again, once each.
         assert dispatch_due() == 0
         assert len(reported) == 4
+
+
+@pytest.mark.parametrize("after_commit", [True, False], ids=["deferred", "inline"])
+def test_a_failed_publication_defers_the_rest_and_ends_the_run(
+    app, user, geneva_jobs, monkeypatch, after_commit
+):
+    """After a failed publication the rest of its batch is deferred again without being
+    tried, no further batch is read, and nothing is counted; the next run sends them
+    all, whether publications wait for the commit or not (R-DSP-08)."""
+    from tests.apps.basic import User
+
+    app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
+    app.config["GENEVA_ENQUEUE_AFTER_COMMIT"] = after_commit
+    geneva.reload_settings(app)
+    backend = app.extensions["geneva"].recording_backend
+    attempts = []
+
+    def refuse(publication):
+        attempts.append(publication.step_execution_id)
+        raise ConnectionError("broker down")
+
+    with clock.frozen() as frozen:
+        heroes = [User(email=f"f{i}@example.com") for i in range(5)]
+        db.session.add_all(heroes)
+        db.session.commit()
+        workflows = [DispatcherLongWait.create(hero=hero) for hero in heroes]
+        geneva_jobs.drain()
+        geneva_jobs.clear()
+        execution_ids = sorted(w.current_execution.id for w in workflows)
+        frozen.advance(timedelta(days=2))
+        monkeypatch.setattr(backend, "publish", refuse)
+        assert dispatch_due() == 0
+        # Keyset order (scheduled_for, id): the first row was tried, its batch
+        # neighbour was not, and the run ended before the next batches.
+        assert attempts == execution_ids[:1]
+        table = geneva.StepExecution.__table__
+        job_ids = db.session.execute(
+            sa.select(table.c.job_id).where(table.c.id.in_(execution_ids))
+        ).scalars()
+        assert set(job_ids) == {DEFERRED_JOB_ID}
+        monkeypatch.undo()
+        assert dispatch_due() == 5
+        assert sorted(p.step_execution_id for p in geneva_jobs.enqueued) == (
+            execution_ids
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
@@ -151,6 +152,37 @@ class ExecutorHooks(geneva.Workflow):
     @step
     def tail(self):
         pass
+
+
+class _ObservingContext:
+    """An around_step_execution context that records what its exit was given."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.seen.append(exc_info)
+        return False
+
+
+class ExecutorAroundObserver(geneva.Workflow):
+    """Its body does what the hero's email names: return, raise or pause."""
+
+    exits = []
+
+    def around_step_execution(self, execution):
+        return _ObservingContext(ExecutorAroundObserver.exits)
+
+    @step(on_exception="pause")
+    def work(self):
+        action = self.hero.email.split("@")[0]
+        if action == "raise":
+            raise Boom("seen by the executor only")
+        if action != "return":
+            getattr(self, action)()
 
 
 class ExecutorExternal(geneva.Workflow):
@@ -309,8 +341,8 @@ def test_execution_of_a_non_runnable_workflow_is_canceled(user, state):
 
 
 def test_skip_if_is_evaluated_at_execution_time(user):
-    """skip_if is read when the step runs, not when it is scheduled (R-EXE-21,
-    R-CND-03).
+    """skip_if is read when the step runs, not when it is scheduled; a skip ends the
+    execution before the body (R-EXE-16, R-EXE-21, R-CND-03).
     """
     workflow = ExecutorSkipIf.create(hero=user)
     user.archived = True
@@ -327,7 +359,7 @@ def test_skip_if_is_evaluated_at_execution_time(user):
 
 def test_cancel_condition_cancels_the_workflow(user):
     """A truthy cancel condition cancels execution and workflow; the body does not run
-    (R-EXE-20).
+    (R-EXE-16, R-EXE-20).
     """
     workflow = ExecutorCancelIf.create(hero=user)
     user.blocked = True
@@ -374,7 +406,9 @@ def test_may_proceed_without_hero_runs_the_step(app):
 def test_in_step_flow_control(
     user, action, execution_state, outcome, workflow_state, count
 ):
-    """In-step signals set the execution and workflow states of §8.1 (R-FC-10..14)."""
+    """In-step signals set the execution and workflow states of §8.1; finish ends
+    ``success`` (R-FC-10..14, R-SE-10).
+    """
     user.email = f"{action}@example.com"
     db.session.commit()
     workflow = ExecutorFlowControl.create(hero=user)
@@ -466,7 +500,7 @@ def test_exception_with_cancel_policy(user):
 
 def test_exception_with_reattempt_policy_is_reraised_after_scheduling(user):
     """A reattempt schedules a new execution and still re-raises (R-EXE-45,
-    R-EXE-50).
+    R-EXE-50, R-SE-30).
     """
     workflow = ExecutorFailingReattempt.create(hero=user)
     execution_id = _current_id(workflow)
@@ -594,6 +628,33 @@ def test_after_hook_error_is_reported_but_does_not_change_the_outcome(user, repo
     assert [(str(e), info["handled"]) for e, info in reports] == [("after hook", True)]
 
 
+@pytest.mark.parametrize(
+    ("action", "state", "outcome"),
+    [
+        ("return", "completed", "success"),
+        ("raise", "failed", "failed"),
+        ("pause", "canceled", "canceled"),
+        ("skip", "skipped", "skipped"),
+    ],
+)
+def test_around_hook_does_not_observe_body_exceptions_or_signals(
+    user, action, state, outcome
+):
+    """The around context exits cleanly whatever the body did: exceptions and
+    signals are captured inside it (R-EXE-61).
+    """
+    ExecutorAroundObserver.exits.clear()
+    user.email = f"{action}@example.com"
+    db.session.commit()
+    workflow = ExecutorAroundObserver.create(hero=user)
+    execution_id = _current_id(workflow)
+    with contextlib.suppress(Boom):
+        Executor.execute(execution_id)
+    assert ExecutorAroundObserver.exits == [(None, None, None)]
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == (state, outcome)
+
+
 # -- BaseException (R-EXE-35) ----------------------------------------------------------
 
 
@@ -638,7 +699,7 @@ class ExecutorHeroGoneReattempt(geneva.Workflow):
 
 def test_unknown_hero_class_fails_and_pauses(user, reports):
     """A hero type that resolves to no class fails the execution and pauses
-    (R-EXE-30/31, R-HERO-03).
+    (R-EXE-30, R-EXE-31, R-HERO-03).
     """
     workflow = ExecutorTwoSteps.create(hero=user)
     execution_id = _current_id(workflow)
@@ -656,7 +717,7 @@ def test_unknown_hero_class_fails_and_pauses(user, reports):
 
 def test_unknown_hero_class_with_skip_policy(user):
     """A skip policy skips to the next step; the execution stays failed
-    (R-EXE-30/31).
+    (R-EXE-30, R-EXE-31).
     """
     workflow = ExecutorHeroGoneSkip.create(hero=user)
     execution_id = _current_id(workflow)
@@ -674,7 +735,7 @@ def test_unknown_hero_class_with_skip_policy(user):
 
 def test_unknown_hero_class_with_cancel_policy(user):
     """A cancel policy cancels the workflow; the execution stays failed
-    (R-EXE-30/31).
+    (R-EXE-30, R-EXE-31).
     """
     workflow = ExecutorHeroGoneCancel.create(hero=user)
     execution_id = _current_id(workflow)
@@ -692,8 +753,8 @@ def test_unknown_hero_class_with_cancel_policy(user):
 
 
 def test_prepare_reattempts_are_counted(user):
-    """Prepare-phase reattempts are recorded and capped by max_reattempts (R-EXE-32,
-    R-CNT-06).
+    """Prepare-phase reattempts are recorded and capped by max_reattempts; each
+    execution stays failed/failed (R-EXE-31, R-EXE-32, R-CNT-06, R-SE-30).
     """
     workflow = ExecutorHeroGoneReattempt.create(hero=user)
     update_workflow(workflow.id, hero_type="VanishedModel")
@@ -812,9 +873,43 @@ def test_default_logger_is_flask_geneva(app, caplog):
     assert record.name == "flask_geneva"
 
 
+@pytest.mark.parametrize(
+    ("workflow_cls", "email", "classification"),
+    [
+        (ExecutorLogging, "hero@example.com", "completed"),
+        (ExecutorFailing, "hero@example.com", "exception"),
+        (ExecutorFlowControl, "pause@example.com", "pause"),
+        (ExecutorFlowControl, "finish@example.com", "finished"),
+    ],
+)
+def test_finished_step_logs_its_outcome(
+    user, caplog, workflow_cls, email, classification
+):
+    """The run logs "Finished step with outcome <classification>" with the step's
+    tags (R-EXE-39).
+    """
+    user.email = email
+    db.session.commit()
+    workflow = workflow_cls.create(hero=user)
+    execution_id = _current_id(workflow)
+    with (
+        caplog.at_level(logging.INFO, logger="flask_geneva"),
+        contextlib.suppress(Boom),
+    ):
+        Executor.execute(execution_id)
+    finished = [m for m in caplog.messages if "Finished step with outcome" in m]
+    assert len(finished) == 1, caplog.messages
+    assert re.fullmatch(
+        rf"\[{workflow_cls.__name__} id=\S+ hero_type=User hero_id=\S+\] "
+        rf"\[execution_id={execution_id} step_name=\w+\] "
+        rf"Finished step with outcome {classification} in \d+\.\d{{3}}s",
+        finished[0],
+    ), finished[0]
+
+
 def test_workflow_logger_is_the_execution_logger_during_a_step(user):
     """During a step self.logger is execution.logger; afterwards only the workflow tag
-    remains (R-LOG-05, R-EXE-01).
+    remains (R-LOG-05, R-EXE-01, R-WF-30).
     """
     ExecutorLogging.loggers.clear()
     workflow = ExecutorLogging.create(hero=user)

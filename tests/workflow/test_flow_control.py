@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
@@ -12,6 +13,7 @@ from flask_geneva import Executor
 from flask_geneva import FlowControlSignal
 from flask_geneva import InvalidStateError
 from flask_geneva import clock
+from flask_geneva import resumable_step
 from flask_geneva import step
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
@@ -113,6 +115,13 @@ class FlowSuspendRegular(geneva.Workflow):
     @step
     def regular(self):
         self.suspend()
+
+
+class FlowSuspendsWithWait(geneva.Workflow):
+    @resumable_step
+    def walk(self, it):
+        if not it.resumed:
+            self.suspend(wait=timedelta(minutes=7))
 
 
 class FlowCancelIfSignals(geneva.Workflow):
@@ -252,7 +261,7 @@ def test_in_step_cancel_cancels_the_workflow(user):
 
 def test_in_step_reattempt_reschedules_with_wait(user):
     """In-step reattempt: completed/reattempted with reason flow_control, same step
-    after wait (R-FC-13).
+    after wait (R-FC-13, R-SE-30).
     """
     workflow = FlowReattempt.create(hero=user)
     with clock.frozen(T0):
@@ -290,6 +299,46 @@ def test_in_step_finish_finishes_and_clears_step_names(user):
     assert wf["transitioned_at"] == T0
     assert len(execution_rows(workflow.id)) == 1
     assert hero_counter(user.id) == 0
+
+
+def _flow_control_lines(caplog):
+    """The flow-control log lines, without their workflow and execution tags."""
+    return [
+        message.rsplit("] ", 1)[-1]
+        for message in caplog.messages
+        if "flow control:" in message
+    ]
+
+
+@pytest.mark.parametrize("action", ["pause", "skip", "cancel", "finish"])
+def test_in_step_calls_are_logged(user, caplog, action):
+    """Each in-step call logs "flow control: <action> called from step" (R-FC-03)."""
+    _set_action(user, action)
+    workflow = FlowAfterSignal.create(hero=user)
+    with caplog.at_level(logging.INFO, logger="flask_geneva"):
+        perform_next_step(workflow)
+    assert _flow_control_lines(caplog) == [f"flow control: {action} called from step"]
+
+
+def test_in_step_reattempt_and_suspend_log_their_wait(user, caplog):
+    """reattempt() logs its wait and rewind, suspend() its wait (R-FC-03)."""
+    with caplog.at_level(logging.INFO, logger="flask_geneva"):
+        perform_next_step(FlowReattempt.create(hero=user))
+        perform_next_step(FlowSuspendsWithWait.create(hero=user))
+    assert _flow_control_lines(caplog) == [
+        "flow control: reattempt called from step",
+        "flow control: reattempt wait=0:05:00 rewind=False",
+        "flow control: suspend called from step",
+        "flow control: suspend wait=0:07:00",
+    ]
+
+
+def test_external_calls_are_not_logged_as_in_step(user, caplog):
+    """An operator's pause is not an in-step call (R-FC-03, R-FC-01)."""
+    workflow = FlowThreeSteps.create(hero=user)
+    with caplog.at_level(logging.INFO, logger="flask_geneva"):
+        workflow.pause()
+    assert _flow_control_lines(caplog) == []
 
 
 def test_suspend_in_a_regular_step_is_an_error(user):

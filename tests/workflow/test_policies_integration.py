@@ -480,7 +480,7 @@ def test_default_policy_reports(user, reports):
 )
 def test_condition_exception_applies_the_policy(user, action, history, workflow_state):
     """A raising cancel condition is handled by the step's policy; the body never runs;
-    the error is re-raised (R-EXE-23/24).
+    the error is re-raised (R-EXE-23, R-EXE-24, R-SE-30).
     """
     PoliciesCondition.action = action
     Plan.errors = [Fatal("condition broke")]

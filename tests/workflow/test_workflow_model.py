@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
+from datetime import timezone
 
 import pytest
 import sqlalchemy as sa
@@ -492,11 +493,11 @@ def test_get_is_polymorphic(user):
     assert ModelThreeSteps.get(workflow_id) is None
 
 
-# -- hero (R-HERO-01/02) ---------------------------------------------------------------
+# -- hero (R-HERO-01, R-HERO-02) ---------------------------------------------------------------
 
 
 def test_hero_resolves_and_deleted_hero_is_none(user):
-    """hero loads the row; a deleted hero reads as None (R-HERO-01/02)."""
+    """hero loads the row; a deleted hero reads as None (R-HERO-01, R-HERO-02)."""
     workflow = ModelThreeSteps.create(hero=user)
     assert workflow.hero is user
     db.session.delete(user)
@@ -504,7 +505,43 @@ def test_hero_resolves_and_deleted_hero_is_none(user):
     assert workflow.hero is None
 
 
+def test_hero_is_none_when_its_columns_are_null(user):
+    """A hero-less workflow, or one with only hero_type or only hero_id set, has no
+    hero (R-HERO-02).
+    """
+    heroless = ModelChild.create(hero=None)
+    assert (heroless.hero_type, heroless.hero_id) == (None, None)
+    assert heroless.hero is None
+    workflow_id, user_id = ModelThreeSteps.create(hero=user).id, user.id
+    table = geneva.Workflow.__table__
+    for values in ({"hero_id": None}, {"hero_type": None, "hero_id": user_id}):
+        with external_writer() as connection:
+            connection.execute(
+                sa.update(table).where(table.c.id == workflow_id).values(**values)
+            )
+        db.session.expire_all()
+        assert geneva.Workflow.get(workflow_id).hero is None
+
+
 # -- metadata (R-WF-40..44) ------------------------------------------------------------
+
+
+def test_the_metadata_column_is_mapped_as_meta(user):
+    """The ``metadata`` column is the ``meta`` attribute of both models, so the
+    declarative ``metadata`` stays SQLAlchemy's; accessors write the column
+    (R-DM-14).
+    """
+    for model in (geneva.Workflow, geneva.StepExecution):
+        column = model.__table__.c["metadata"]
+        assert sa.inspect(model).get_property_by_column(column).key == "meta"
+        assert isinstance(model.metadata, sa.MetaData)
+    workflow = ModelThreeSteps.create(hero=user)
+    execution = workflow.current_execution
+    workflow.write_metadata("mapped", "workflow")
+    execution.write_metadata("mapped", "execution")
+    db.session.commit()
+    assert workflow_row(workflow.id)["metadata"]["mapped"] == "workflow"
+    assert execution_rows(workflow.id)[0]["metadata"]["mapped"] == "execution"
 
 
 def test_metadata_round_trip_persists_only_on_commit(user):
@@ -582,3 +619,55 @@ def test_metadata_is_not_part_of_uniqueness(user):
     ModelThreeSteps.create(hero=user, step_job_options={"queue": "a"})
     with pytest.raises(DuplicateWorkflowError):
         ModelThreeSteps.create(hero=user, step_job_options={"queue": "b"})
+
+
+# -- timestamps (R-DM-23) ----------------------------------------------------------------
+
+
+def _stored_datetime(value):
+    """A datetime column's value as the driver returns it, without our type: SQLite
+    hands back the stored text."""
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def test_datetimes_are_stored_as_naive_utc_with_microseconds(user):
+    """A clock in UTC+5 with microseconds stores the UTC wall time, microseconds kept,
+    on every database (R-DM-23).
+    """
+    plus_five = timezone(timedelta(hours=5))
+    local = datetime(2030, 3, 1, 14, 30, 5, 123456, tzinfo=plus_five)
+    stored = local.astimezone(UTC).replace(tzinfo=None)
+    assert stored == datetime(2030, 3, 1, 9, 30, 5, 123456, tzinfo=UTC).replace(
+        tzinfo=None
+    )
+    with clock.frozen(local):
+        workflow = ModelThreeSteps.create(hero=user)
+        perform_next_step(workflow)
+    columns = {
+        "geneva_drive_workflows": ("created_at", "updated_at"),
+        "geneva_drive_step_executions": (
+            "scheduled_for",
+            "started_at",
+            "completed_at",
+            "finished_at",
+            "created_at",
+        ),
+    }
+    workflow_id = workflow.id
+    db.session.commit()
+    reader = db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+    with reader as connection:
+        for table, names in columns.items():
+            key = "id" if table == "geneva_drive_workflows" else "workflow_id"
+            row = connection.execute(
+                sa.text(
+                    f"SELECT {', '.join(names)} FROM {table} WHERE {key} = :id "
+                    "ORDER BY created_at, id"
+                ),
+                {"id": workflow_id},
+            ).first()
+            found = {
+                name: _stored_datetime(value)
+                for name, value in zip(names, row, strict=True)
+            }
+            assert found == dict.fromkeys(names, stored), table
