@@ -1,8 +1,10 @@
 """A small Flask app that uses flask_geneva for real work (the README's first command).
 
 ``python -m example_app demo`` creates a SQLite database, seeds users, starts their
-workflows, runs an embedded Celery worker in the same process (in-memory broker, no
-services needed), prints progress and a summary once every workflow has settled.
+workflows, runs an embedded Celery worker and Celery beat (flask_geneva's dispatcher
+and housekeeping) in the same process (in-memory broker, no services needed), serves
+the admin UI, prints progress and a summary once every workflow has settled, then
+serves the admin until Ctrl-C.
 """
 
 from __future__ import annotations

@@ -2,43 +2,45 @@
 
 from __future__ import annotations
 
+import base64
+import http.client
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.backends("sqlite")  # the demo brings its own SQLite database
 def test_demo_settles_every_workflow_and_prints_a_summary(tmp_path):
-    """`python -m example_app demo` runs migrations, an embedded worker and settles all workflows."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "example_app",
-            "demo",
-            "--users",
-            "20",
-            "--database-url",
-            f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-            "--timeout",
-            "120",
-        ],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    """`python -m example_app demo --exit-when-settled` runs migrations, an embedded
+    worker and beat, serves the admin (on a free port when the one asked for is
+    busy), settles all workflows and exits 0 after the summary."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        busy_port = taken.getsockname()[1]
+        result = _run_busy_port_demo(tmp_path, busy_port)
     output = result.stdout
     assert result.returncode == 0, output + result.stderr
     assert "every workflow settled" in output
+    assert f"port {busy_port} is busy" in output
+    [admin_url] = re.findall(
+        r"^admin UI: (http://127\.0\.0\.1:(\d+)/geneva/)", output, re.M
+    )
+    assert admin_url[1] != str(busy_port)
+    assert "Press Ctrl-C" not in output
+    assert "Traceback" not in result.stderr
     counts = {
         (kind, state): int(count)
         for kind, state, count in re.findall(
@@ -54,6 +56,42 @@ def test_demo_settles_every_workflow_and_prints_a_summary(tmp_path):
     assert onboarding == 20
     assert payments == 20
     assert counts.get(("ExportReview", "finished")) == 1
+    # A warm worker shutdown: flask_geneva deleted the worker's row (R-WRK-04).
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'demo.sqlite3'}")
+    try:
+        with engine.connect() as connection:
+            workers = connection.execute(
+                sa.text("SELECT id FROM geneva_drive_workers")
+            ).all()
+    finally:
+        engine.dispose()
+    assert workers == []
+
+
+def _run_busy_port_demo(tmp_path, busy_port):
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "example_app",
+            "demo",
+            "--users",
+            "20",
+            "--database-url",
+            f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+            "--timeout",
+            "120",
+            "--exit-when-settled",
+            "--port",
+            str(busy_port),
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 @pytest.mark.backends("sqlite")
@@ -65,7 +103,8 @@ def test_demo_deletes_its_own_sqlite_folder_unless_kept(tmp_path):
         result = subprocess.run(
             [
                 *(sys.executable, "-m", "example_app", "demo", "--users", "2"),
-                *("--subscribers", "5", "--timeout", "120", *extra),
+                *("--subscribers", "5", "--timeout", "120", "--port", "0"),
+                *("--exit-when-settled", *extra),
             ],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)},
@@ -85,3 +124,148 @@ def test_demo_deletes_its_own_sqlite_folder_unless_kept(tmp_path):
     [kept] = tmp_path.glob("geneva-example-*")
     assert (kept / "example.sqlite3").is_file()
     assert f"the database is kept: sqlite:///{kept / 'example.sqlite3'}" in output
+
+
+@pytest.mark.backends("sqlite")
+def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path):
+    """Without --exit-when-settled the demo serves the admin at the printed URL
+    with the printed credentials, runs the dispatcher and housekeeping in its own
+    process, keeps its SQLite file while serving and, on Ctrl-C (SIGINT), stops
+    the server, beat and the worker, deletes the file and exits 0 (R-APP-02)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
+    env.pop("EXAMPLE_ADMIN_PASSWORD", None)  # the demo makes one up and prints it
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "example_app", "demo", "--users", "5"),
+                *("--subscribers", "50", "--timeout", "120", "--port", "0"),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            # Ctrl-C must reach the demo even when the test runs in a shell's
+            # background job, where SIGINT is ignored and children inherit that.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True
+    )
+    reader.start()
+    try:
+        printed = _wait_for(
+            lambda: _search(
+                lines, r"^admin UI: (\S+) \(log in as '(\w+)' / '([^']+)'\)"
+            ),
+            process,
+            lines,
+        )
+        url, user, password = printed.groups()
+        [database] = _search(lines, r"^database: (sqlite:///\S+)").groups()
+        workdir = Path(database.removeprefix("sqlite:///")).parent
+        assert workdir.parent == tmp_path
+
+        assert _get(url, None)[0] == 401
+        assert _get(url, (user, "wrong"))[0] == 401
+        status, _overview = _wait_for(
+            lambda: _answered(url, (user, password)), process, lines
+        )
+        assert status == 200
+        _wait_for(lambda: _search(lines, r"^serving the admin UI at "), process, lines)
+        status, workflows = _get(url + "workflows/", (user, password))
+        assert status == 200
+        assert "Onboarding" in workflows
+        assert "Payment" in workflows
+        status, signals_page = _get(url + "signals/", (user, password))
+        assert status == 200
+        assert "Workflow signals are not installed" not in signals_page
+
+        # Beat ran both periodic jobs in the demo's own process and the library
+        # recorded them (housekeeping every 5 s at the default time scale).
+        engine = sa.create_engine(database)
+        try:
+            runs = _wait_for(lambda: _maintenance_runs(engine), process, lines, 30)
+        finally:
+            engine.dispose()
+        assert set(runs) == {"dispatcher", "housekeeping"}
+        for name, (outcome, pid, succeeded_at) in runs.items():
+            assert pid == process.pid, name
+            assert succeeded_at is not None, (name, outcome)
+        assert (workdir / "example.sqlite3").is_file()
+
+        process.send_signal(signal.SIGINT)
+        returncode = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    reader.join(10)
+    process.stdout.close()
+    output = "".join(lines)
+    errors = stderr_path.read_text()
+    assert returncode == 0, output + errors
+    assert "Ctrl-C: stopping the admin server, beat and the worker" in output
+    assert "Traceback" not in errors, errors
+    assert f"deleted {workdir}" in output
+    assert not workdir.exists()
+    with pytest.raises(ConnectionRefusedError):
+        _get(url, (user, password))
+
+
+def _search(lines, pattern):
+    for line in list(lines):
+        found = re.search(pattern, line)
+        if found:
+            return found
+    return None
+
+
+def _wait_for(check, process, lines, seconds=90):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        assert process.poll() is None, "demo ended early:\n" + "".join(lines)
+        time.sleep(0.2)
+    raise AssertionError("timed out; output so far:\n" + "".join(lines))
+
+
+def _get(url, credentials):
+    """``(status, body)`` of a GET of ``url``, with HTTP basic auth if given."""
+    parts = urllib.parse.urlsplit(url)
+    headers = {}
+    if credentials is not None:
+        token = base64.b64encode(":".join(credentials).encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        connection.request("GET", parts.path, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def _answered(url, credentials):
+    try:
+        status, body = _get(url, credentials)
+    except OSError:
+        return None
+    return (status, body) if status == 200 else None
+
+
+def _maintenance_runs(engine):
+    with engine.connect() as connection:
+        rows = connection.execute(
+            sa.text(
+                "SELECT name, outcome, pid, last_succeeded_at "
+                "FROM geneva_drive_maintenance_runs"
+            )
+        ).all()
+    runs = {name: (outcome, pid, last) for name, outcome, pid, last in rows}
+    done = len(runs) == 2 and all(last is not None for _, _, last in runs.values())
+    return runs if done else None

@@ -139,7 +139,15 @@ def test_readme_user_install_works_in_a_fresh_venv_from_the_wheel(dist, tmp_path
 
     subprocess.run([*pip, f"{wheel}[example]"], check=True, timeout=600)
     demo = subprocess.run(
-        [str(python), "-m", "example_app", "demo", "--users", "3"],
+        [
+            str(python),
+            "-m",
+            "example_app",
+            "demo",
+            "--users",
+            "3",
+            "--exit-when-settled",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,

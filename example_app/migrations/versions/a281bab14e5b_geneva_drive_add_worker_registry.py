@@ -1,0 +1,154 @@
+"""geneva_drive_add_worker_registry
+
+flask_geneva schema unit 10 of 17: create geneva_drive_workers and add step_executions.worker_id.
+
+Written by `flask geneva install` (flask_geneva 0.1.0.dev0). The file only needs
+Alembic and SQLAlchemy, so it keeps working when flask_geneva changes. Each step
+looks at the live schema first and skips what is already there, so it is safe to
+run against a database that already has the change (R-MIG-04).
+
+Revision ID: a281bab14e5b
+Revises: 8b0c0efe2645
+Create Date: 2026-12-03 05:29:30+00:00
+"""
+
+import sqlalchemy as sa
+from alembic import context
+from alembic import op
+from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import postgresql
+
+# revision identifiers, used by Alembic.
+revision = 'a281bab14e5b'
+down_revision = '8b0c0efe2645'
+branch_labels = None
+depends_on = None
+
+# `flask geneva install` reads these to find the units already written (R-MIG-03).
+GENEVA_DRIVE_UNIT = 'add_worker_registry'
+KEY_TYPE = 'bigint'
+ID_SERVER_DEFAULT = None
+
+WORKFLOWS = "geneva_drive_workflows"
+STEP_EXECUTIONS = "geneva_drive_step_executions"
+
+
+def _dialect():
+    return op.get_context().dialect
+
+
+def _is_mysql():
+    return _dialect().name in ("mysql", "mariadb")
+
+
+def _q(name):
+    # Raw SQL fragments quote every identifier (`cursor` is reserved on MariaDB).
+    return _dialect().identifier_preparer.quote_identifier(name)
+
+
+def _inspector():
+    # A fresh inspector per question: earlier steps of this file changed the schema.
+    return sa.inspect(op.get_bind())
+
+
+def _has_table(table, offline):
+    if context.is_offline_mode():
+        return offline
+    return _inspector().has_table(table)
+
+
+def _column(table, column):
+    if context.is_offline_mode() or not _inspector().has_table(table):
+        return None
+    for info in _inspector().get_columns(table):
+        if info["name"] == column:
+            return info
+    return None
+
+
+def _has_column(table, column, offline):
+    if context.is_offline_mode():
+        return offline
+    return _column(table, column) is not None
+
+
+def _has_index(table, index, offline):
+    if context.is_offline_mode():
+        return offline
+    inspector = _inspector()
+    if not inspector.has_table(table):
+        return False
+    return any(info["name"] == index for info in inspector.get_indexes(table))
+
+
+def _key_type():
+    if KEY_TYPE == "uuid":
+        return sa.Uuid()
+    # SQLite only auto-increments INTEGER PRIMARY KEY columns.
+    return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def _timestamp():
+    # Naive UTC; MySQL/MariaDB keep microseconds only with DATETIME(6) (R-DM-23).
+    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
+def _json_document(sqlite_type=None):
+    # PostgreSQL jsonb; MySQL/MariaDB LONGTEXT holding JSON text (MariaDB's json
+    # alias adds a CHECK constraint that breaks on the reserved word `cursor`).
+    json_type = sa.Text() if sqlite_type is None else sqlite_type
+    return json_type.with_variant(postgresql.JSONB(), "postgresql").with_variant(
+        mysql.LONGTEXT(), "mysql", "mariadb"
+    )
+
+
+def _mysql_key_column(name, expression):
+    # A STORED generated column, case- and byte-exact, NULL for rows that must not
+    # collide; a UNIQUE index on it stands in for a partial unique index.
+    return sa.Column(
+        name,
+        mysql.VARCHAR(767, charset="utf8mb4", collation="utf8mb4_bin"),
+        sa.Computed(expression, persisted=True),
+        nullable=True,
+    )
+
+
+WORKERS = "geneva_drive_workers"
+WORKER_INDEX = "index_geneva_drive_step_executions_on_worker_id"
+HEARTBEAT_INDEX = "index_geneva_drive_workers_on_last_heartbeat_at"
+
+
+def upgrade():
+    # The worker registry (R-WRK-01): one row per process that executes steps,
+    # kept alive by its heartbeats; an in_progress execution names its worker.
+    if not _has_table(WORKERS, offline=False):
+        op.create_table(
+            WORKERS,
+            sa.Column("id", sa.String(36), primary_key=True),
+            sa.Column("hostname", sa.String(255), nullable=False),
+            sa.Column("pid", sa.Integer(), nullable=False),
+            sa.Column("node_name", sa.String(255), nullable=True),
+            sa.Column("queues", sa.Text(), nullable=True),
+            sa.Column("library_version", sa.String(64), nullable=False),
+            sa.Column("started_at", _timestamp(), nullable=False),
+            sa.Column("last_heartbeat_at", _timestamp(), nullable=False),
+        )
+    if not _has_index(WORKERS, HEARTBEAT_INDEX, offline=False):
+        op.create_index(HEARTBEAT_INDEX, WORKERS, ["last_heartbeat_at"])
+    if not _has_column(STEP_EXECUTIONS, "worker_id", offline=False):
+        # No foreign key: a worker row is deleted on clean shutdown and pruned
+        # after death while its executions stay as the audit record.
+        op.add_column(
+            STEP_EXECUTIONS, sa.Column("worker_id", sa.String(36), nullable=True)
+        )
+    if not _has_index(STEP_EXECUTIONS, WORKER_INDEX, offline=False):
+        op.create_index(WORKER_INDEX, STEP_EXECUTIONS, ["worker_id"])
+
+
+def downgrade():
+    if _has_index(STEP_EXECUTIONS, WORKER_INDEX, offline=True):
+        op.drop_index(WORKER_INDEX, table_name=STEP_EXECUTIONS)
+    if _has_column(STEP_EXECUTIONS, "worker_id", offline=True):
+        op.drop_column(STEP_EXECUTIONS, "worker_id")
+    if _has_table(WORKERS, offline=True):
+        op.drop_table(WORKERS)
