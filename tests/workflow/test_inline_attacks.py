@@ -1,0 +1,71 @@
+"""Attacks on inline continuation (R-EXE-70..80) that found bugs (h41)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from flask_geneva import ExceptionPolicy
+from flask_geneva import step
+from flask_geneva.tasks import perform_step_execution
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.workflow.support import execution_rows
+from tests.workflow.support import hero_counter
+from tests.workflow.support import start_without_jobs
+from tests.workflow.support import workflow_row
+
+#: How often ``second``'s skip_if raised; the first evaluation fails in SQL.
+FAILED_EVALUATIONS: list[int] = []
+
+
+def _skip_if_failing_in_sql(workflow):
+    """A skip_if whose query fails in the database once (a statement timeout, a
+    lock timeout or, here, a missing table): on PostgreSQL the error aborts the
+    transaction it ran in."""
+    if not FAILED_EVALUATIONS:
+        FAILED_EVALUATIONS.append(1)
+        db.session.execute(sa.text("SELECT flag FROM h41_no_such_table")).scalar()
+    return False
+
+
+class InlineSkipIfFailsInSql(geneva.Workflow):
+    @step
+    def first(self):
+        db.session.execute(
+            sa.text("UPDATE users SET counter = counter + 1 WHERE id = :id"),
+            {"id": self.hero_id},
+        )
+
+    @step(
+        skip_if=_skip_if_failing_in_sql,
+        on_exception=ExceptionPolicy("reattempt", max_reattempts=None),
+    )
+    def second(self):
+        pass
+
+
+def test_a_skip_if_failing_in_sql_still_completes_the_finished_step(
+    app, user, geneva_jobs
+):
+    """The next step's skip_if fails in the database while finalize checks it for
+    an inline claim: ``first`` is still recorded completed (its writes were
+    committed, it must never run again, R-EXE-42, R-EXE-38) and ``second`` is
+    published for its delivery to evaluate again (R-EXE-73), never a finalize
+    failing on an aborted transaction that leaves ``first`` in_progress for
+    recovery to run it a second time.
+    """
+    FAILED_EVALUATIONS.clear()
+    user_id = user.id
+    workflow_id, first_id = start_without_jobs(
+        InlineSkipIfFailsInSql, user, geneva_jobs
+    )
+    perform_step_execution(first_id)
+    rows = execution_rows(workflow_id)
+    assert [(r["step_name"], r["state"]) for r in rows][:2] == [
+        ("first", "completed"),
+        ("second", "scheduled"),
+    ], rows
+    assert [p.step_execution_id for p in geneva_jobs.enqueued] == [rows[1]["id"]]
+    geneva_jobs.drain()
+    assert workflow_row(workflow_id)["state"] == "finished"
+    assert hero_counter(user_id) == 1
