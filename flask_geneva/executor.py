@@ -39,6 +39,7 @@ from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.executor_continuation import ClaimedStep
 from flask_geneva.executor_continuation import ContinuationSteps
 from flask_geneva.executor_continuation import InlineBudget
+from flask_geneva.executor_continuation import InlineCheckFailed
 from flask_geneva.executor_run import BodyResult
 from flask_geneva.flow_control import step_context
 from flask_geneva.models import StepExecutionState
@@ -326,6 +327,16 @@ class _Run(ContinuationSteps):
                 break
             except BaseException as finalize_error:
                 session_transactions.rollback_after_error(session, finalize_error)
+                if isinstance(finalize_error, InlineCheckFailed):
+                    # R-EXE-73: publish the next step instead; once per run.
+                    self.logger.warning(
+                        "%s; finalizing step execution %s again without "
+                        "continuing inline",
+                        finalize_error,
+                        self.execution_id,
+                    )
+                    self._forget_attempt(reports, running)
+                    continue
                 # R-EXE-80: a deadlock victim starts over in a fresh transaction
                 # that locks, re-reads and re-checks the rows; the body is done.
                 if transactions.retry_conflict(
