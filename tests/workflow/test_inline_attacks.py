@@ -69,3 +69,48 @@ def test_a_skip_if_failing_in_sql_still_completes_the_finished_step(
     geneva_jobs.drain()
     assert workflow_row(workflow_id)["state"] == "finished"
     assert hero_counter(user_id) == 1
+
+
+def _skip_if_always_failing_in_sql(workflow):
+    """A skip_if whose query always fails in the database (here a missing table)."""
+    return db.session.execute(sa.text("SELECT flag FROM h41_no_such_table")).scalar()
+
+
+class InlineSkipIfAlwaysFailsInSql(geneva.Workflow):
+    @step
+    def first(self):
+        pass
+
+    @step(skip_if=_skip_if_always_failing_in_sql, on_exception=ExceptionPolicy("pause"))
+    def second(self):
+        pass
+
+
+def test_a_precondition_failing_in_sql_at_delivery_applies_its_policy(
+    app, user, geneva_jobs
+):
+    """``second``'s skip_if always fails in the database: the inline check leaves
+    it to the delivery (R-EXE-73), and the delivery applies the step's policy to
+    the condition's exception (R-EXE-23: pause, ``second`` failed/``failed``) as
+    on every database, never failing its claim on PostgreSQL's aborted
+    transaction and leaving ``second`` scheduled for stuck recovery to deliver
+    the same failure again and again.
+    """
+    workflow_id, first_id = start_without_jobs(
+        InlineSkipIfAlwaysFailsInSql, user, geneva_jobs
+    )
+    perform_step_execution(first_id)
+    assert [(r["step_name"], r["state"]) for r in execution_rows(workflow_id)] == [
+        ("first", "completed"),
+        ("second", "scheduled"),
+    ]
+    geneva_jobs.drain()
+    [(_, error)] = geneva_jobs.failures
+    assert isinstance(error, sa.exc.DBAPIError), repr(error)
+    assert "h41_no_such_table" in str(error)
+    rows = execution_rows(workflow_id)
+    assert [(r["step_name"], r["state"], r["outcome"]) for r in rows] == [
+        ("first", "completed", "success"),
+        ("second", "failed", "failed"),
+    ]
+    assert workflow_row(workflow_id)["state"] == "paused"
