@@ -55,18 +55,6 @@ class InlineCheckFailed(Exception):
     """
 
 
-def _database_error(error: BaseException) -> bool:
-    """Tell whether ``error`` or its context chain holds a database error."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, sa.exc.DBAPIError):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
 @dataclasses.dataclass
 class InlineBudget:
     """What one task may still continue inline (R-EXE-72).
@@ -309,7 +297,7 @@ class ContinuationSteps(PreparePhase):
                     if following.should_skip(workflow):
                         return None
         except Exception as error:  # R-EXE-73: its delivery handles it
-            if _database_error(error):
+            if transactions.database_error(error) is not None:
                 # The transaction may be aborted (PostgreSQL) or rolled back (a
                 # MySQL/MariaDB deadlock): finalize starts over without a claim.
                 self._inline_refused = True
