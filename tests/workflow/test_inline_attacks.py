@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from flask_geneva import ExceptionPolicy
+from flask_geneva import clock
 from flask_geneva import step
 from flask_geneva.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows
 from tests.workflow.support import hero_counter
+from tests.workflow.support import make_user
 from tests.workflow.support import start_without_jobs
 from tests.workflow.support import workflow_row
 
@@ -114,3 +117,80 @@ def test_a_precondition_failing_in_sql_at_delivery_applies_its_policy(
         ("second", "failed", "failed"),
     ]
     assert workflow_row(workflow_id)["state"] == "paused"
+
+
+class TwoSteps(geneva.Workflow):
+    @step
+    def first(self):
+        pass
+
+    @step
+    def second(self):
+        pass
+
+
+@pytest.mark.backends("mysql")
+@pytest.mark.parametrize("locking", ["lock_active_executions", "cancel_scheduled"])
+def test_an_operators_lock_on_its_executions_never_blocks_another_workflow(
+    app, geneva_jobs, locking
+):
+    """MariaDB/MySQL: the locking read of a workflow's active executions (every
+    operator operation under the workflow lock, R-EXT-01..27) and the UPDATE that
+    cancels its scheduled ones (R-SCH-03; also finalize's preserved next step
+    under a pause, R-EXE-42) stay on that workflow's ``(workflow_id, state)``
+    index range, so another workflow's worker can claim or finish its step
+    meanwhile. With the table's statistics taken while it was nearly empty (a
+    new install, a table emptied) the optimizer scans the ``state`` index
+    instead, whose locks cover every workflow's active rows: under load,
+    operators deadlocked with other workflows' claims and finalizes (inline
+    continuation included, R-EXE-70) five times in a row, and a completed step
+    was left in_progress for recovery to run again (R-EXE-80; the precedent of
+    R-WSIG-30)."""
+    from flask_geneva import store
+    from flask_geneva.app_state import current_context
+
+    table = geneva.StepExecution.__table__
+    with db.engine.begin() as connection:
+        connection.exec_driver_sql(f"ANALYZE TABLE {table.name}")  # empty
+    operator = TwoSteps.create(hero=make_user("operator@example.com"))
+    other = TwoSteps.create(hero=make_user("other@example.com"))
+    operator_id, other_execution_id = operator.id, other.current_execution.id
+    db.session.remove()
+    now = clock.now()
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.insert(table),
+            [
+                {
+                    "workflow_id": operator_id,
+                    "step_name": "first",
+                    "state": "completed",
+                    "outcome": "reattempted",
+                    "scheduled_for": now,
+                    "job_id": f"done-{n}",
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for n in range(60)
+            ],
+        )
+    session = current_context().bind(db.session())
+    store.lock_workflow(session, operator_id)
+    if locking == "lock_active_executions":
+        assert len(store.lock_active_executions(session, operator_id)) == 1
+    else:
+        assert store.cancel_scheduled_executions(session, operator_id, now) == 1
+    try:
+        with db.engine.connect() as connection:
+            connection.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
+            # Another workflow's claim (R-EXE-17); before the fix: lock wait timeout.
+            updated = connection.execute(
+                sa.update(table)
+                .where(table.c.id == other_execution_id)
+                .where(table.c.state == "scheduled")
+                .values(state="in_progress")
+            ).rowcount
+            connection.rollback()
+            assert updated == 1
+    finally:
+        session.rollback()
