@@ -130,6 +130,16 @@ class TwoSteps(geneva.Workflow):
 
 
 @pytest.mark.backends("mysql")
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "h41: store.lock_active_executions and cancel_scheduled_executions lock "
+        "index ranges (the state index with stale statistics, else the gap before "
+        "the next workflow's (workflow_id, state) entries); FORCE INDEX alone "
+        "still blocks, and reading ids without a lock then locking by primary key "
+        "misses rows committed after an older REPEATABLE READ snapshot"
+    ),
+)
 @pytest.mark.parametrize("locking", ["lock_active_executions", "cancel_scheduled"])
 def test_an_operators_lock_on_its_executions_never_blocks_another_workflow(
     app, geneva_jobs, locking
