@@ -40,6 +40,7 @@ from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.executor_continuation import ClaimedStep
 from flask_geneva.executor_continuation import ContinuationSteps
 from flask_geneva.executor_continuation import InlineBudget
+from flask_geneva.executor_continuation import InlineCheckFailed
 from flask_geneva.executor_run import BodyResult
 from flask_geneva.flow_control import step_context
 from flask_geneva.models import StepExecutionState
@@ -320,11 +321,26 @@ class _Run(ContinuationSteps):
             if error is not None:
                 task_failures.log_unrecorded(self.logger, error, "encountered")
 
+        def attempt() -> tuple[tuple[Any, Any], PolicyResult | None, bool] | None:
+            try:
+                return self._finalize_once(session, step, body)
+            except InlineCheckFailed as failed:
+                # R-EXE-73: the check left the transaction unusable; finalize
+                # again without continuing inline (once per run).
+                session_transactions.rollback_after_error(session, failed)
+                self.logger.warning(
+                    "%s; finalizing step execution %s again without continuing inline",
+                    failed,
+                    self.execution_id,
+                )
+                self._forget_attempt(reports, running)
+                return self._finalize_once(session, step, body)
+
         # R-EXE-80: a deadlock victim starts over in a fresh transaction that
         # locks, re-reads and re-checks the rows; the body is done. Any error
         # (BaseException) is rolled back, retried or not.
         finalized = transactions.retry_on_conflict(
-            lambda: self._finalize_once(session, step, body),
+            attempt,
             allowed=lambda: not self._user_code_ran,
             what=f"finalize of step execution {self.execution_id}",
             rollback=functools.partial(

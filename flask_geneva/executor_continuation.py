@@ -39,7 +39,20 @@ from flask_geneva.exceptions import HeroTypeNotFoundError
 from flask_geneva.executor_prepare import PreparePhase
 from flask_geneva.flow_control import step_context
 
-__all__ = ["ClaimedStep", "ContinuationSteps", "InlineBudget"]
+__all__ = ["ClaimedStep", "ContinuationSteps", "InlineBudget", "InlineCheckFailed"]
+
+
+class InlineCheckFailed(Exception):
+    """The next step's preconditions failed in the database during finalize.
+
+    Raised by :meth:`ContinuationSteps._preconditions_pass_inline` when an
+    evaluation for an inline claim (R-EXE-73) raised a database error: the
+    transaction it ran in may be unusable (PostgreSQL aborts it; a MySQL/MariaDB
+    deadlock rolls it back and releases its locks). Finalize rolls back and
+    starts over without continuing inline, so the finished step's outcome is
+    still recorded and the next step is published (R-EXE-80 semantics: a fresh
+    transaction locks, re-reads and re-checks the rows).
+    """
 
 
 @dataclasses.dataclass
@@ -145,6 +158,8 @@ class ContinuationSteps(PreparePhase):
     _hero_probe: tuple[Any, Any, Any] | None = None
     #: Whether the hero row existed when finalize locked the rows; None: unknown.
     _hero_present: bool | None = None
+    #: An inline check failed in the database: this run claims nothing inline.
+    _inline_refused: bool = False
 
     def _note_hero(self, workflow: Any) -> None:
         """Remember the claimed workflow's hero for finalize's probe (R-EXE-78).
@@ -220,7 +235,7 @@ class ContinuationSteps(PreparePhase):
         caller schedules and publishes the next step as usual (R-EXE-71/73).
         """
         budget = self.inline_budget
-        if budget is None or not budget.allows_another():
+        if budget is None or self._inline_refused or not budget.allows_another():
             return False
         following = workflow.steps.next_after(step.name)
         if (
@@ -259,6 +274,10 @@ class ContinuationSteps(PreparePhase):
             condition holds or one raised: the step is then published, and its
             own delivery evaluates them again and applies the outcome (R-EXE-13,
             R-EXE-20..24), as it would without continuation.
+
+        Raises:
+            InlineCheckFailed: An evaluation raised a database error; finalize
+                rolls back and starts over without continuing inline.
         """
         started_at, started = clock.now(), time.monotonic()
         try:
@@ -277,7 +296,15 @@ class ContinuationSteps(PreparePhase):
                         return None
                     if following.should_skip(workflow):
                         return None
-        except Exception as error:  # noqa: BLE001 - R-EXE-73: its delivery handles it
+        except Exception as error:  # R-EXE-73: its delivery handles it
+            if transactions.database_error(error) is not None:
+                # The transaction may be aborted (PostgreSQL) or rolled back (a
+                # MySQL/MariaDB deadlock): finalize starts over without a claim.
+                self._inline_refused = True
+                raise InlineCheckFailed(
+                    f"preconditions of {following.name!r} raised "
+                    f"{type(error).__name__} in the database"
+                ) from error
             self.logger.debug(
                 "preconditions of %r raised %s; publishing it instead of "
                 "continuing inline",

@@ -28,6 +28,7 @@ from flask_geneva import session_transactions
 from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva import task_failures
+from flask_geneva import transactions
 from flask_geneva import transitions
 from flask_geneva import worker_registry
 from flask_geneva import workflow_signals
@@ -317,6 +318,12 @@ class PreparePhase(OutcomeSteps):
                 if condition is None:
                     skip = step.should_skip(workflow)
         except Exception as error:
+            if transactions.database_error(
+                error
+            ) is not None and not self._relock_after_database_error(
+                error, workflow, execution
+            ):
+                return True
             # Logged with the policy decision by _apply_policy (R-LOG-06).
             timing = executor_events.timing(started_at, started)
             result = self._resolve(
@@ -356,6 +363,46 @@ class PreparePhase(OutcomeSteps):
             self.events.emit(signals.precondition, timing, outcome="skipped")
             return True
         self._passed_timing = timing
+        return False
+
+    def _relock_after_database_error(
+        self, error: Exception, workflow: Any, execution: Any
+    ) -> bool:
+        """Lock the rows again after a precondition failed in the database.
+
+        The condition's statement may have left the transaction unusable
+        (PostgreSQL aborts it; a MySQL/MariaDB deadlock rolls it back, releasing
+        the locks), so its policy (R-EXE-23) is applied in a fresh transaction:
+        rolled back, the workflow and execution are locked and re-read into the
+        same instances, and the checks of R-EXE-11/12 applied again.
+
+        Args:
+            error: What the condition raised.
+            workflow: The workflow Phase 1 locked (re-read in place).
+            execution: The execution Phase 1 locked (re-read in place).
+
+        Returns:
+            True when the execution is still ``scheduled`` and its workflow
+            ``ready`` or ``performing``: apply the policy. False when it changed
+            meanwhile (nothing is written; a redelivery would end the same way).
+        """
+        session = self.session
+        session_transactions.rollback_after_error(session, error)
+        locked_workflow, locked = store.lock_workflow_and_execution(
+            session, self.execution_id
+        )
+        if (
+            locked is execution
+            and locked_workflow is workflow
+            and execution.state == StepExecutionState.SCHEDULED
+            and workflow.state in _RUNNABLE_WORKFLOW_STATES
+        ):
+            return True
+        self.logger.warning(
+            "precondition raised %s; the execution changed meanwhile, leaving it",
+            type(error).__name__,
+        )
+        session.rollback()
         return False
 
     def _prepare_failed(

@@ -34,6 +34,7 @@ from sqlalchemy import orm
 __all__ = [
     "CONFLICT_ATTEMPTS",
     "caller_began_transaction",
+    "database_error",
     "is_own_listener",
     "owns_transaction",
     "retry_on_conflict",
@@ -302,6 +303,27 @@ def transaction_conflict(error: BaseException) -> sa_exc.DBAPIError | None:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, sa_exc.DBAPIError) and _is_conflict(current.orig):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def database_error(error: BaseException) -> sa_exc.DBAPIError | None:
+    """Find a database error in ``error`` or its context chain.
+
+    User code the executor runs inside its locked transaction (a precondition,
+    R-EXE-23/73) may have sent a statement the database refused: on PostgreSQL
+    the transaction is then aborted, and a MySQL/MariaDB deadlock has rolled it
+    back and released its locks, so the transaction cannot be written on.
+
+    Returns:
+        The first :class:`sqlalchemy.exc.DBAPIError` of the chain, or None.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sa_exc.DBAPIError):
             return current
         current = current.__cause__ or current.__context__
     return None
