@@ -24,6 +24,7 @@ from flask_geneva.cursors import dump_cursor
 from flask_geneva.model_columns import InvalidJSON
 from flask_geneva.model_columns import as_dict
 from flask_geneva.model_services import model_engine
+from flask_geneva.model_states import Outcome
 from flask_geneva.model_states import StepExecutionState
 from flask_geneva.model_states import parse_outcome
 from flask_geneva.tagged_logging import execution_logger
@@ -79,7 +80,8 @@ class StepExecutionMixin:
         Raises:
             ValueError: ``value`` is not an outcome; lists the allowed ones.
         """
-        if value is not None:
+        # The engine assigns Outcome members: only other values need parsing.
+        if value is not None and not isinstance(value, Outcome):
             parse_outcome(value)
         return value
 

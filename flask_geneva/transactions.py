@@ -298,14 +298,7 @@ def transaction_conflict(error: BaseException) -> sa_exc.DBAPIError | None:
         PostgreSQL ``40P01``) or serialization failure (``40001``, MariaDB 1020),
         or None when the chain holds neither.
     """
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, sa_exc.DBAPIError) and _is_conflict(current.orig):
-            return current
-        current = current.__cause__ or current.__context__
-    return None
+    return _first_database_error(error, lambda found: _is_conflict(found.orig))
 
 
 def database_error(error: BaseException) -> sa_exc.DBAPIError | None:
@@ -319,11 +312,19 @@ def database_error(error: BaseException) -> sa_exc.DBAPIError | None:
     Returns:
         The first :class:`sqlalchemy.exc.DBAPIError` of the chain, or None.
     """
+    return _first_database_error(error, lambda _: True)
+
+
+def _first_database_error(
+    error: BaseException, accept: Callable[[sa_exc.DBAPIError], bool]
+) -> sa_exc.DBAPIError | None:
+    """The first :class:`sqlalchemy.exc.DBAPIError` of ``error``'s cause/context
+    chain that ``accept`` takes, or None (a cycle in the chain ends the walk)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, sa_exc.DBAPIError):
+        if isinstance(current, sa_exc.DBAPIError) and accept(current):
             return current
         current = current.__cause__ or current.__context__
     return None

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from flask_geneva import Executor
 from tests.apps.basic import User
 from tests.apps.basic import db
+from tests.apps.basic import geneva
 
 #: Rows the other transaction writes first, so that it weighs more.
 HEAVY_ROWS = 200
@@ -112,3 +113,25 @@ def execute_in_thread(
                 db.session.remove()
 
     return run_in_thread(run_step)
+
+
+def move_state_with_short_lock_wait(
+    execution_id: Any, from_state: str, to_state: str
+) -> int:
+    """On another connection, move an execution ``from_state`` -> ``to_state``.
+
+    The guarded UPDATE waits at most 2 s for a row lock (a lock wait timeout,
+    1205, is raised instead of hanging) and is rolled back. Returns the rows it
+    matched: 1 when nothing else held the row or its index range.
+    """
+    table = geneva.StepExecution.__table__
+    with db.engine.connect() as connection:
+        connection.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
+        updated = connection.execute(
+            sa.update(table)
+            .where(table.c.id == execution_id)
+            .where(table.c.state == from_state)
+            .values(state=to_state)
+        ).rowcount
+        connection.rollback()
+    return int(updated)

@@ -11,6 +11,7 @@ from flask_geneva import step
 from flask_geneva.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.workflow.innodb_locks import move_state_with_short_lock_wait
 from tests.workflow.support import execution_rows
 from tests.workflow.support import hero_counter
 from tests.workflow.support import make_user
@@ -191,16 +192,10 @@ def test_an_operators_lock_on_its_executions_never_blocks_another_workflow(
     else:
         assert store.cancel_scheduled_executions(session, operator_id, now) == 1
     try:
-        with db.engine.connect() as connection:
-            connection.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
-            # Another workflow's claim (R-EXE-17); before the fix: lock wait timeout.
-            updated = connection.execute(
-                sa.update(table)
-                .where(table.c.id == other_execution_id)
-                .where(table.c.state == "scheduled")
-                .values(state="in_progress")
-            ).rowcount
-            connection.rollback()
-            assert updated == 1
+        # Another workflow's claim (R-EXE-17); before the fix: lock wait timeout.
+        updated = move_state_with_short_lock_wait(
+            other_execution_id, "scheduled", "in_progress"
+        )
+        assert updated == 1
     finally:
         session.rollback()

@@ -22,6 +22,7 @@ from flask_geneva import Executor
 from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.workflow.innodb_locks import move_state_with_short_lock_wait
 from tests.workflow.support import make_user
 from tests.workflow.support import run_together
 
@@ -214,18 +215,11 @@ def test_a_senders_lock_on_the_parked_step_never_blocks_another_workflows_park(
         session, geneva.StepExecution, sender_id
     )
     assert parked is not None
-    table = geneva.StepExecution.__table__
     try:
-        with db.engine.connect() as other:
-            other.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
-            # The park's UPDATE (R-WSIG-10); before the fix: lock wait timeout.
-            updated = other.execute(
-                sa.update(table)
-                .where(table.c.id == parker_execution_id)
-                .where(table.c.state == "scheduled")
-                .values(state="waiting")
-            ).rowcount
-            other.rollback()
-            assert updated == 1
+        # The park's UPDATE (R-WSIG-10); before the fix: lock wait timeout.
+        updated = move_state_with_short_lock_wait(
+            parker_execution_id, "scheduled", "waiting"
+        )
+        assert updated == 1
     finally:
         session.rollback()
