@@ -22,7 +22,9 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
+from typing import TypeVar
 
 from sqlalchemy import orm
 
@@ -50,6 +52,7 @@ from flask_geneva.policy_resolution import PolicyResult
 __all__ = ["execute_step"]
 
 _log = logging.getLogger("flask_geneva")
+_T = TypeVar("_T")
 
 
 def execute_step(
@@ -206,15 +209,32 @@ class _Run(ContinuationSteps):
         (R-EXE-11, R-EXE-80). Not after an imperative handler ran in it.
         """
         reports, running = len(self.reports), len(self._running)
+        return self._retrying(self._prepare, "claim", self.session, reports, running)
+
+    def _retrying(
+        self,
+        attempt: Callable[[], _T],
+        what: str,
+        session: orm.Session,
+        reports: int,
+        running: int,
+        **options: Any,
+    ) -> _T:
+        """R-EXE-80's retry loop (:func:`transactions.retry_on_conflict`) for
+        this run's ``what`` ("claim", "finalize"): retried while no user code
+        ran in it, rolled back on ``session``, each retry forgetting what the
+        aborted attempt left (:meth:`_forget_attempt` of ``reports``,
+        ``running``); ``options`` go to the loop."""
         return transactions.retry_on_conflict(
-            self._prepare,
+            attempt,
             allowed=lambda: not self._user_code_ran,
-            what=f"claim of step execution {self.execution_id}",
+            what=f"{what} of step execution {self.execution_id}",
             rollback=functools.partial(
-                session_transactions.rollback_after_error, self.session
+                session_transactions.rollback_after_error, session
             ),
             logger=lambda: self.logger,
             on_retry=lambda: self._forget_attempt(reports, running),
+            **options,
         )
 
     # -- phase 2 -----------------------------------------------------------------------
@@ -339,16 +359,13 @@ class _Run(ContinuationSteps):
         # R-EXE-80: a deadlock victim starts over in a fresh transaction that
         # locks, re-reads and re-checks the rows; the body is done. Any error
         # (BaseException) is rolled back, retried or not.
-        finalized = transactions.retry_on_conflict(
+        finalized = self._retrying(
             attempt,
-            allowed=lambda: not self._user_code_ran,
-            what=f"finalize of step execution {self.execution_id}",
-            rollback=functools.partial(
-                session_transactions.rollback_after_error, session
-            ),
+            "finalize",
+            session,
+            reports,
+            running,
             rollback_always=True,
-            logger=lambda: self.logger,
-            on_retry=lambda: self._forget_attempt(reports, running),
             on_give_up=give_up,
         )
         if finalized is None:
@@ -364,12 +381,13 @@ class _Run(ContinuationSteps):
             raise error
 
     def _forget_attempt(self, reports: int, running: int) -> None:
-        """Undo what a rolled-back finalize attempt left on the run (R-EXE-80).
+        """Undo what a rolled-back claim or finalize attempt left on the run
+        (R-EXE-80, R-EXE-73).
 
         Args:
-            reports: How many reports were pending before finalize.
-            running: How many running-set entries the run held before finalize
-                (an inline claim adds one, R-EXE-70).
+            reports: How many reports were pending before the attempt.
+            running: How many running-set entries the run held before the
+                attempt (an inline claim adds one, R-EXE-70).
         """
         del self.reports[reports:]
         for held, execution_id in self._running[running:]:

@@ -23,10 +23,12 @@ from __future__ import annotations
 import logging
 import random
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 from typing import TypeVar
 
+from sqlalchemy import engine as sa_engine
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
@@ -56,6 +58,20 @@ _FLUSHED_IN = "geneva_flushed_in"
 #: ``session.info`` key: a statement that may write was sent before the session
 #: began the transaction it runs in.
 _WRITE_BEFORE_BEGIN = "geneva_write_before_begin"
+#: ``Connection.info`` key: weak references to the session whose root
+#: transaction last began on the connection, and to that transaction.
+_SESSION_ON_CONNECTION = "geneva_session_transaction"
+#: How a statement that cannot write starts (lower case): a read, or the
+#: transaction's own control statements (a savepoint's, the isolation level's).
+_NOT_WRITING = (
+    "select",
+    "show",
+    "savepoint",
+    "release",
+    "rollback to",
+    "begin",
+    "set transaction",
+)
 
 #: MySQL/MariaDB error codes: 1213 deadlock (the whole transaction is rolled
 #: back); 1020 "record has changed since last read" (MariaDB's snapshot
@@ -101,10 +117,12 @@ def owns_transaction(session: orm.Session, *, commit: bool) -> bool:
     Returns:
         True when the operation commits, the caller did not open the
         transaction (:func:`caller_began_transaction`), and the session has
-        neither pending changes nor, in its open transaction, an ORM flush or a
-        statement other than a SELECT sent with ``session.execute()`` (an
-        autobegun transaction that only read is fine). Statements sent on
-        ``session.connection()`` directly are not seen.
+        neither pending changes nor, in its open transaction, an ORM flush, a
+        statement other than a SELECT sent with ``session.execute()``, or one
+        sent on ``session.connection()`` directly that does not start with
+        ``SELECT`` (an autobegun transaction that only read is fine). Not seen:
+        a ``SELECT`` sent on the connection that writes through a function it
+        calls.
     """
     if not commit or caller_began_transaction(session):
         return False
@@ -377,6 +395,50 @@ def _begin_marked(session: orm.Session, transaction: orm.SessionTransaction) -> 
         session.info[_FLUSHED_IN] = transaction
 
 
+def _note_connection(
+    session: orm.Session, transaction: orm.SessionTransaction, connection: Any
+) -> None:
+    """Remember which session's root transaction runs on ``connection``.
+
+    Weak references: the connection goes back to the pool with its ``info``,
+    which must not keep the session alive.
+    """
+    root = session.get_transaction()
+    if root is not None:
+        connection.info[_SESSION_ON_CONNECTION] = (
+            weakref.ref(session),
+            weakref.ref(root),
+        )
+
+
+def _note_connection_write(
+    connection: Any,
+    cursor: Any,
+    statement: str,
+    parameters: Any,
+    context: Any,
+    executemany: bool,
+) -> None:
+    """Remember a statement that may write, sent on a session's connection.
+
+    Every statement a session's transaction sends passes here, also those sent
+    on ``session.connection()`` directly, which no session event sees: one
+    that does not start with ``SELECT`` (or ``SHOW``, a savepoint's own
+    statements, ``BEGIN``, ``SET TRANSACTION``) marks the session's open root
+    transaction as written in (R-EXE-80). A
+    statement on a connection no open session transaction holds (a plain
+    ``engine.connect()``, or the connection's earlier session) marks nothing.
+    """
+    owner = connection.info.get(_SESSION_ON_CONNECTION)
+    if owner is None:
+        return
+    session, root = owner[0](), owner[1]()
+    if session is None or root is None or session.get_transaction() is not root:
+        return
+    if not statement.lstrip()[:16].lower().startswith(_NOT_WRITING):
+        session.info[_FLUSHED_IN] = root
+
+
 def _forget_flush(session: orm.Session, transaction: orm.SessionTransaction) -> None:
     if transaction.parent is None and session.info.get(_FLUSHED_IN) is transaction:
         del session.info[_FLUSHED_IN]
@@ -386,3 +448,5 @@ event.listen(orm.Session, "after_flush", _note_flush)
 event.listen(orm.Session, "do_orm_execute", _note_executed_write)
 event.listen(orm.Session, "after_transaction_create", _begin_marked)
 event.listen(orm.Session, "after_transaction_end", _forget_flush)
+event.listen(orm.Session, "after_begin", _note_connection)
+event.listen(sa_engine.Engine, "before_cursor_execute", _note_connection_write)

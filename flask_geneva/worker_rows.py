@@ -8,10 +8,11 @@ thread of :mod:`flask_geneva.worker_registry` writes it; recovery reads it
 ``add_worker_registry`` install unit nothing here is called (R-WRK-08).
 
 Heartbeats are written and judged with the database's clock
-(:class:`DatabaseTime`, R-WRK-15), never a process's: a worker whose clock
-lags, or a recovering host whose clock runs ahead, cannot make a live worker
-look dead. A worker is dead only when its heartbeat is older than the dead-after
-both by the database's clock and relative to the newest heartbeat of any worker
+(:class:`~flask_geneva.database_time.DatabaseTime`, R-WRK-15), never a
+process's: a worker whose clock lags, or a recovering host whose clock runs
+ahead, cannot make a live worker look dead. A worker is dead only when its
+heartbeat is older than the dead-after both by the database's clock and
+relative to the newest heartbeat of any worker
 (:func:`dead_heartbeat`, R-WRK-14): after a database outage longer than the
 dead-after every worker looks stale, and none is judged dead until some worker
 has written a heartbeat again.
@@ -37,8 +38,8 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.compiler import compiles
 
+from flask_geneva.database_time import DatabaseTime
 from flask_geneva.model_columns import UTCDateTime
 from flask_geneva.model_states import WORKERS_TABLE
 from flask_geneva.model_states import StepExecutionState
@@ -97,98 +98,6 @@ class WorkerIdentity:
     queues: tuple[str, ...]
     library_version: str
     dead_after: timedelta | None = None
-
-
-class DatabaseTime(sa.sql.expression.ColumnElement[datetime]):
-    """The database server's UTC time, or a time minus a duration, in SQL (R-WRK-15).
-
-    ``DatabaseTime()`` is the server's current time; ``DatabaseTime(base,
-    minus)`` is the SQL expression ``base`` (a column or a scalar subquery) or
-    the current time, minus ``minus``. ``DatabaseTime(base, minus_ms=expr)``
-    subtracts the SQL integer expression ``expr`` of milliseconds instead (a
-    row's own dead-after, R-WRK-17). The value has the storage format of
-    :class:`~flask_geneva.model_columns.UTCDateTime` columns (naive UTC, text
-    with microseconds on SQLite), so it compares with them and is written to
-    them. A NULL ``base`` gives NULL. Rendered per dialect: PostgreSQL
-    ``timezone('UTC', statement_timestamp())``, MySQL/MariaDB
-    ``UTC_TIMESTAMP(6)``, SQLite ``strftime(…, 'now')`` (the host's clock: an
-    SQLite database has no server).
-
-    Raises:
-        sqlalchemy.exc.CompileError: On another dialect (the message names it).
-    """
-
-    # Rendered with literal durations: statements holding it are not cached.
-    inherit_cache = False
-    type = UTCDateTime()
-
-    def __init__(
-        self, base: Any = None, minus: timedelta = timedelta(0), *, minus_ms: Any = None
-    ) -> None:
-        self.base = base
-        self.minus_microseconds = int(minus / timedelta(microseconds=1))
-        self.minus_ms = minus_ms
-
-
-def _base_sql(element: DatabaseTime, compiler: Any, default: str, **kw: Any) -> str:
-    if element.base is None:
-        return default
-    return str(compiler.process(element.base, **kw))
-
-
-@compiles(DatabaseTime)
-def _compile_database_time(element: DatabaseTime, compiler: Any, **kw: Any) -> str:
-    raise sa.exc.CompileError(
-        f"the worker registry needs the database clock, unsupported on "
-        f"{compiler.dialect.name!r}; supported: 'postgresql', 'mysql', "
-        f"'mariadb', 'sqlite'"
-    )
-
-
-@compiles(DatabaseTime, "postgresql")
-def _compile_database_time_postgresql(
-    element: DatabaseTime, compiler: Any, **kw: Any
-) -> str:
-    base = _base_sql(element, compiler, "timezone('UTC', statement_timestamp())", **kw)
-    if element.minus_ms is not None:
-        minus = compiler.process(element.minus_ms, **kw)
-        return f"({base} - ({minus}) * INTERVAL '1 millisecond')"
-    if not element.minus_microseconds:
-        return base
-    return f"({base} - INTERVAL '{element.minus_microseconds} microseconds')"
-
-
-@compiles(DatabaseTime, "mysql")
-@compiles(DatabaseTime, "mariadb")
-def _compile_database_time_mysql(
-    element: DatabaseTime, compiler: Any, **kw: Any
-) -> str:
-    base = _base_sql(element, compiler, "UTC_TIMESTAMP(6)", **kw)
-    if element.minus_ms is not None:
-        minus = compiler.process(element.minus_ms, **kw)
-        return f"({base} - INTERVAL ({minus}) * 1000 MICROSECOND)"
-    if not element.minus_microseconds:
-        return base
-    return f"({base} - INTERVAL {element.minus_microseconds} MICROSECOND)"
-
-
-@compiles(DatabaseTime, "sqlite")
-def _compile_database_time_sqlite(
-    element: DatabaseTime, compiler: Any, **kw: Any
-) -> str:
-    # strftime's %f has milliseconds; '000' completes the microseconds of the
-    # stored format, so that text comparison orders the values.
-    base = _base_sql(element, compiler, "'now'", **kw)
-    if element.minus_ms is not None:
-        minus = compiler.process(element.minus_ms, **kw)
-        return (
-            f"(strftime('%Y-%m-%d %H:%M:%f', {base}, "
-            f"printf('%+.3f seconds', -({minus}) / 1000.0)) || '000')"
-        )
-    seconds = element.minus_microseconds / 1_000_000
-    return (
-        f"(strftime('%Y-%m-%d %H:%M:%f', {base}, '{-seconds:+.6f} seconds') || '000')"
-    )
 
 
 def newest_heartbeat_age(

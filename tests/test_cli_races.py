@@ -3,10 +3,14 @@
 Each invocation runs in its own thread with its own app (so its own engine,
 session and app context), as two operators' terminals would. Both start at a
 barrier and both have read what they pin (the step ``skip`` skips, the
-execution ``recover`` recovers) before either writes (a barrier after the
-command's pinning read; a barrier inside the workflow lock would deadlock on
-SQLite, where every transaction takes the write lock), so the second always
-acts on what the first left behind. Every invocation must end done (exit 0) or with one refusal line (exit
+execution ``recover`` recovers) before either writes, so the second always
+acts on what the first left behind. The second barrier is met through
+SQLAlchemy's public session events, with the command's code unchanged: a
+command that pins waits after the rollback that ends its pin read
+(``after_soft_rollback``), one that pins nothing before its first read
+(``do_orm_execute``); neither holds a transaction there (a barrier inside the
+workflow lock would deadlock on SQLite, where every transaction takes the write
+lock). Every invocation must end done (exit 0) or with one refusal line (exit
 1), never a traceback; and the workflow's operator actions must list exactly
 the invocations that said "done", none lost or overwritten.
 
@@ -25,8 +29,9 @@ import threading
 
 import pytest
 from flask.cli import ScriptInfo
+from sqlalchemy import event
+from sqlalchemy import orm
 
-from flask_geneva.cli import operator_actions
 from tests.apps.basic import db
 from tests.apps.cli_app import CliOnboarding
 from tests.apps.cli_app import create_app as create_cli_app
@@ -70,14 +75,32 @@ def _race(monkeypatch, tmp_path, workflow_id, commands):
     monkeypatch.setenv("GENEVA_ACTOR", "racer")
     apps = [create_cli_app() for _ in commands]
     read_together = threading.Barrier(len(commands))
-    original = operator_actions._pins
+    racer = threading.local()
 
-    def pins_then_wait(action, targets):
-        pins = original(action, targets)
+    def wait_for_the_others(session):
+        # No racer holds a transaction here, so no lock (SQLite's BEGIN
+        # IMMEDIATE included): waiting cannot deadlock.
+        assert not session.in_transaction(), "a racer waits holding a transaction"
+        racer.waits = None
         read_together.wait(timeout=30)
-        return pins
 
-    monkeypatch.setattr(operator_actions, "_pins", pins_then_wait)
+    def after_rollback(session, previous_transaction):
+        # A command that pins (skip, recover) reads what it pins in a transaction
+        # of its own and rolls it back, before it writes anything.
+        if getattr(racer, "waits", None) == "after its pin read":
+            wait_for_the_others(session)
+
+    def before_query(execute_state):
+        # pause, cancel and resume pin nothing: they wait before their first read.
+        if getattr(racer, "waits", None) == "before its first read":
+            wait_for_the_others(execute_state.session)
+
+    listeners = [
+        (orm.Session, "after_soft_rollback", after_rollback),
+        (orm.Session, "do_orm_execute", before_query),
+    ]
+    for listener in listeners:
+        event.listen(*listener)
     stdout, stderr = _ThreadStreams(sys.__stdout__), _ThreadStreams(sys.__stderr__)
     monkeypatch.setattr(sys, "stdout", stdout)
     monkeypatch.setattr(sys, "stderr", stderr)
@@ -88,6 +111,8 @@ def _race(monkeypatch, tmp_path, workflow_id, commands):
     def run(index, command):
         stdout.start()
         stderr.start()
+        pins = command.split()[0] in ("skip", "recover")
+        racer.waits = "after its pin read" if pins else "before its first read"
         app = apps[index]
         args = ["geneva", *command.split(), str(workflow_id)]
         status = 0
@@ -114,8 +139,12 @@ def _race(monkeypatch, tmp_path, workflow_id, commands):
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    try:
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        for listener in listeners:
+            event.remove(*listener)
     for app in apps:
         with app.app_context():
             for engine in db.engines.values():

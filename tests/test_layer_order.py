@@ -72,6 +72,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "transition_types",
             # The workers table (build_models defines it) and its statements.
             "worker_rows",
+            # The database's clock as a SQL expression (worker heartbeats, R-WRK-15).
+            "database_time",
             # The maintenance runs table (build_models defines it) and its statements.
             "maintenance_rows",
             # The admin's hourly outcome counts (build_models defines the table).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC
 from datetime import datetime
+from datetime import timedelta
 
 from markupsafe import Markup
 
@@ -28,8 +29,12 @@ def exact_time(value: datetime) -> str:
 def relative_time(value: datetime, now: datetime) -> str:
     """Say how far ``value`` is from ``now`` in one short unit (R-ADM-40).
 
-    Under a second: ``"now"``; then seconds, minutes (from 60 s), hours (from
-    90 min), days (from 36 h), each rounded down: ``"in 14 min"``, ``"3 h ago"``.
+    The span is counted in whole seconds (a fraction dropped: ``"now"`` under a
+    second), then said in the largest unit it reaches: seconds under 60 s,
+    minutes under 90 min, hours under 36 h, then days, the minutes, hours and
+    days rounded to the nearest whole unit (a half rounds up), so a wait of
+    2 days reads ``"in 2 d"`` a moment after it was set: ``"in 45 s"``,
+    ``"in 14 min"``, ``"3 h ago"``.
 
     Args:
         value: The time shown (naive values are read as UTC).
@@ -38,19 +43,24 @@ def relative_time(value: datetime, now: datetime) -> str:
     Returns:
         The phrase (plain text).
     """
-    seconds = (_aware(value) - _aware(now)).total_seconds()
-    span = abs(seconds)
-    if span < 1:
+    delta = _aware(value) - _aware(now)
+    span = abs(delta) // timedelta(seconds=1)  # whole seconds, exact
+    if span == 0:
         return "now"
     if span < 60:
-        amount = f"{int(span)} s"
+        amount = f"{span} s"
     elif span < 90 * 60:
-        amount = f"{int(span // 60)} min"
+        amount = f"{_nearest(span, 60)} min"
     elif span < 36 * 3600:
-        amount = f"{int(span // 3600)} h"
+        amount = f"{_nearest(span, 3600)} h"
     else:
-        amount = f"{int(span // 86400)} d"
-    return f"in {amount}" if seconds > 0 else f"{amount} ago"
+        amount = f"{_nearest(span, 86400)} d"
+    return f"in {amount}" if delta > timedelta(0) else f"{amount} ago"
+
+
+def _nearest(seconds: int, unit: int) -> int:
+    """``seconds`` in whole ``unit`` (seconds), the nearest; a half rounds up."""
+    return (seconds + unit // 2) // unit
 
 
 def time_tag(value: datetime | None, now: datetime, *, exact: bool = False) -> Markup:

@@ -24,17 +24,38 @@ NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
     [
         (timedelta(0), "now"),
         (timedelta(milliseconds=400), "now"),
+        (timedelta(microseconds=-999_999), "now"),
+        (timedelta(seconds=1), "in 1 s"),
         (timedelta(seconds=45), "in 45 s"),
         (timedelta(seconds=-45), "45 s ago"),
-        (timedelta(minutes=14, seconds=30), "in 14 min"),
+        (timedelta(seconds=59, microseconds=999_999), "in 59 s"),
+        (timedelta(seconds=60), "in 1 min"),
+        (timedelta(seconds=89), "in 1 min"),
+        (timedelta(seconds=90), "in 2 min"),
+        (timedelta(minutes=14, seconds=29), "in 14 min"),
+        (timedelta(minutes=14, seconds=30), "in 15 min"),
         (timedelta(minutes=-89), "89 min ago"),
+        (timedelta(minutes=89, seconds=29), "in 89 min"),
+        (timedelta(minutes=89, seconds=30), "in 90 min"),
+        (timedelta(minutes=90), "in 2 h"),
         (timedelta(hours=-3, minutes=-10), "3 h ago"),
+        (timedelta(hours=-3, minutes=-30), "4 h ago"),
         (timedelta(hours=35), "in 35 h"),
+        (timedelta(hours=35, minutes=29, seconds=59), "in 35 h"),
+        (timedelta(hours=35, minutes=30), "in 36 h"),
+        (timedelta(hours=36), "in 2 d"),
+        (timedelta(days=2) - timedelta(milliseconds=1), "in 2 d"),
+        (timedelta(days=2) - timedelta(seconds=1), "in 2 d"),
+        (timedelta(days=2), "in 2 d"),
+        (timedelta(days=2, hours=11, minutes=59, seconds=59), "in 2 d"),
+        (timedelta(days=2, hours=12), "in 3 d"),
         (timedelta(days=-4, hours=-2), "4 d ago"),
     ],
 )
 def test_relative_time_says_one_short_unit(offset, expected):
-    """Relative times read "in 14 min" / "3 h ago" in one unit, rounded down (R-ADM-40)."""
+    """Relative times read "in 14 min" / "3 h ago" in one unit: whole seconds,
+    then minutes, hours and days to the nearest (a half up), so a wait of 2 days
+    reads "in 2 d" a moment after it was set; each unit's boundaries (R-ADM-40)."""
     assert relative_time(NOW + offset, NOW) == expected
 
 

@@ -41,7 +41,9 @@ def test_delivering_a_signal_through_the_form_wakes_the_parked_step(
     waiting = page.inner_text(".geneva-waiting")
     assert "Step ship is waiting for payment_confirmed since" in waiting
     assert "since just now" in waiting
-    assert "times out in 1 d" in waiting  # 2 d less a moment, rounded down
+    assert (
+        "times out in 2 d" in waiting
+    )  # 2 d less a moment, to the nearest day (R-ADM-40)
     assert not page.is_visible(".geneva-signal-form")
     page.click('summary[data-geneva-action="deliver_signal"]')
     page.fill('.geneva-signal-form input[name="name"]', "payment_confirmed")

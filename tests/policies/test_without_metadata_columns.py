@@ -48,9 +48,11 @@ def _drop(table: str, columns: tuple[str, ...]) -> None:
 
 def test_policies_and_operator_actions_work_without_metadata_columns(user, geneva_jobs):
     """Without metadata/error_class_name columns, policies, counting and operator actions still work (R-PDR-06, R-DM-34, R-DM-35, R-CNT-03)."""
-    _drop("geneva_drive_step_executions", ("metadata", "error_class_name"))
-    _drop("geneva_drive_workflows", ("metadata",))
     try:
+        # Inside the try: a drop that fails after the first one still has the
+        # shared server schema rebuilt for the next test (finally).
+        _drop("geneva_drive_step_executions", ("metadata", "error_class_name"))
+        _drop("geneva_drive_workflows", ("metadata",))
         workflow = NoMetadataWorkflow.create(hero=user)
         for _ in range(3):
             with pytest.raises(NoMetadataFlaky):

@@ -249,6 +249,20 @@ def test_run_now_conflict_is_retried(app, user):
     assert _states(workflow_id) == [("later", "canceled"), ("later", "scheduled")]
 
 
+def test_an_operator_conflict_after_the_callers_reads_on_its_connection_is_retried(
+    app, user
+):
+    """A SELECT the caller sent on ``session.connection()`` writes nothing: the
+    operation still owns the transaction and is retried (R-EXE-80)."""
+    workflow_id, _ = _start(ConflictChain, user)
+    with inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector:
+        db.session.connection().execute(sa.select(User.__table__.c.email))
+        geneva.Workflow.get(workflow_id).cancel(via="api")
+    db.session.remove()
+    assert len(injector.injected) == 1
+    assert workflow_row(workflow_id)["state"] == "canceled"
+
+
 def test_an_operator_conflict_in_the_callers_transaction_is_raised_as_itself(app, user):
     """Inside ``with session.begin():`` the conflict is the caller's to handle:
     raised as itself, not retried (R-EXE-80, R-WF-14).
@@ -286,13 +300,16 @@ def test_an_operator_conflict_after_the_callers_flushed_writes_is_raised(app, us
     )
 
 
-@pytest.mark.parametrize("statement", ["orm_update", "text_update"])
+@pytest.mark.parametrize(
+    "statement", ["orm_update", "text_update", "connection_update", "connection_text"]
+)
 def test_an_operator_conflict_after_the_callers_executed_writes_is_raised(
     app, user, statement
 ):
     """Writes the caller sent with ``session.execute()`` (an ORM-enabled UPDATE or
-    a text statement) share the aborted transaction too: the conflict is raised,
-    never retried into a commit without them (R-EXE-80)."""
+    a text statement) or on ``session.connection()`` directly share the aborted
+    transaction too: the conflict is raised, never retried into a commit without
+    them (R-EXE-80)."""
     user_id = user.id
     workflow_id, _ = _start(ConflictChain, user)
     with inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector:
@@ -302,10 +319,21 @@ def test_an_operator_conflict_after_the_callers_executed_writes_is_raised(
                 .where(User.id == user_id)
                 .values(email="sent@example.com")
             )
-        else:
+        elif statement == "text_update":
             db.session.execute(
                 sa.text("UPDATE users SET email = 'sent@example.com' WHERE id = :id"),
                 {"id": user_id},
+            )
+        elif statement == "connection_update":
+            db.session.connection().execute(
+                sa.update(User.__table__)
+                .where(User.__table__.c.id == user_id)
+                .values(email="sent@example.com")
+            )
+        else:
+            db.session.connection().exec_driver_sql(
+                "UPDATE users SET email = 'sent@example.com' WHERE id = "
+                + str(int(user_id))
             )
         with pytest.raises(sa.exc.DBAPIError) as raised:
             geneva.Workflow.get(workflow_id).cancel(via="api")
