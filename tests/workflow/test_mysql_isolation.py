@@ -69,6 +69,8 @@ def test_every_connection_of_the_app_runs_read_committed(app):
     another ``isolation_level`` execution option before it was returned, and the
     session's connection."""
     engine = db.engine
+    db.session.remove()
+    engine.dispose()  # one connection in the pool from here on
     with engine.connect() as connection:
         assert connection.default_isolation_level == "READ COMMITTED"
         assert _session_isolation(connection) == "READ-COMMITTED"
