@@ -71,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_INLINE_CONTINUATION_BUDGET": timedelta(seconds=1),
     "GENEVA_INLINE_CONTINUATION_MAX_STEPS": 100,
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": True,
+    "GENEVA_MYSQL_READ_COMMITTED": True,
     "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE": 131072,
     "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW": 1000,
     "GENEVA_SIGNAL_WAIT_WARN_AFTER": timedelta(days=1),
@@ -157,6 +158,8 @@ class GenevaConfig:
     inline_continuation_max_steps: int
     sqlite_begin_immediate: bool
     admin: AdminConfig
+    #: Make MySQL/MariaDB engines READ COMMITTED at ``init_app`` (R-CFG-04).
+    mysql_read_committed: bool = True
     #: Largest encoded workflow-signal payload in bytes, or None (R-WSIG-21).
     max_signal_payload_size_bytes: int | None = 131072
     #: Most pending (unclaimed) workflow signals per workflow (R-WSIG-23).
@@ -472,6 +475,7 @@ def _validated(
             _non_negative_int, merged, "GENEVA_INLINE_CONTINUATION_MAX_STEPS"
         ),
         "sqlite_begin_immediate": take(_bool, merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
+        "mysql_read_committed": take(_bool, merged, "GENEVA_MYSQL_READ_COMMITTED"),
         "admin": take(admin_config_from_mapping, merged),
         "max_signal_payload_size_bytes": take(_max_signal_payload_size, merged),
         "max_pending_signals_per_workflow": take(

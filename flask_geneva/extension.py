@@ -13,6 +13,7 @@ from flask import Flask
 from sqlalchemy import orm
 
 from flask_geneva import broker_checks
+from flask_geneva import mysql_isolation
 from flask_geneva import publishing
 from flask_geneva import sqlite_locking
 from flask_geneva import store_model_queries
@@ -127,7 +128,12 @@ class Geneva:
         SQLite engines it installs the locking setup of
         :func:`flask_geneva.sqlite_locking.install_sqlite_locking` (WAL, busy
         timeout, ``BEGIN IMMEDIATE`` for geneva writes) unless
-        ``GENEVA_SQLITE_BEGIN_IMMEDIATE`` is False. With a Celery app it logs a
+        ``GENEVA_SQLITE_BEGIN_IMMEDIATE`` is False. On MySQL/MariaDB engines
+        whose isolation level the app did not choose, it makes every connection
+        READ COMMITTED unless ``GENEVA_MYSQL_READ_COMMITTED`` is False, and an
+        engine left REPEATABLE READ or SERIALIZABLE is logged as a warning at
+        its first connection (R-CFG-04,
+        :mod:`flask_geneva.mysql_isolation`). With a Celery app it logs a
         warning when ``GENEVA_MAX_BROKER_DELAY`` is not below the broker's known
         visibility timeout (R-DSP-06,
         :func:`flask_geneva.broker_checks.warn_if_broker_delay_exceeds_visibility`).
@@ -194,6 +200,12 @@ class Geneva:
             with app.app_context():
                 for engine in self.db.engines.values():
                     sqlite_locking.install_sqlite_locking(engine)
+        with app.app_context():
+            mysql_isolation.set_up_engines(
+                self.db.engines,
+                app.config,
+                read_committed=config.mysql_read_committed,
+            )
 
         from flask_geneva import cli
         from flask_geneva.schema import autogenerate

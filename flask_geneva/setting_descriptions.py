@@ -139,6 +139,14 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "On SQLite engines, install WAL journaling, a busy timeout, foreign keys "
         "and `BEGIN IMMEDIATE` for geneva's writes; False leaves the engine alone."
     ),
+    "GENEVA_MYSQL_READ_COMMITTED": (
+        "On MySQL/MariaDB engines, make every connection READ COMMITTED (once per "
+        "connection), so that an operator's locks on one workflow never block or "
+        "deadlock another workflow's steps (InnoDB's REPEATABLE READ locks index "
+        "gaps); an `isolation_level` the app chose is kept. False leaves the "
+        "engine alone. An engine left REPEATABLE READ or SERIALIZABLE is logged "
+        "as a warning at its first connection (R-CFG-04)."
+    ),
     "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE": (
         "Largest workflow-signal payload in bytes (compact UTF-8 JSON of the "
         "encoded payload); a larger one raises `SignalPayloadTooLargeError` "

@@ -94,6 +94,11 @@ def test_unknown_key_type_is_rejected():
             "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, got 42",
         ),
         ("GENEVA_ENQUEUE_AFTER_COMMIT", "yes", "must be True or False, got 'yes'"),
+        (
+            "GENEVA_MYSQL_READ_COMMITTED",
+            "no",
+            "GENEVA_MYSQL_READ_COMMITTED must be True or False, got 'no'",
+        ),
         ("GENEVA_ERROR_REPORTER", "no.such.module:reporter", "could not import"),
         (
             "GENEVA_ERROR_REPORTER",

@@ -94,6 +94,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "store",
             "column_detection",
             "sqlite_locking",
+            # READ COMMITTED on MySQL/MariaDB engines (R-CFG-04).
+            "mysql_isolation",
             "session_transactions",
             "error_recording",
             "cleanup_lock",

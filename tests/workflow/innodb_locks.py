@@ -30,10 +30,15 @@ MYSQL_DEADLOCK = 1213
 def heavy_transaction(app: Any) -> Iterator[sa.Connection]:
     """A second connection in a transaction that has written many rows.
 
-    Rolled back and closed at the end.
+    It runs REPEATABLE READ, as a transaction outside geneva's control may (the
+    app's engines run READ COMMITTED, R-CFG-04), so that its range reads take
+    the gap locks these tests build their lock cycles from (R-EXE-80). Rolled
+    back and closed at the end.
     """
     with app.app_context():
-        connection = db.engine.connect()
+        connection = db.engine.connect().execution_options(
+            isolation_level="REPEATABLE READ"
+        )
         transaction = connection.begin()
         try:
             connection.execute(

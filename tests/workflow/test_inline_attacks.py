@@ -130,33 +130,11 @@ class TwoSteps(geneva.Workflow):
         pass
 
 
-@pytest.mark.backends("mysql")
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "h41: store.lock_active_executions and cancel_scheduled_executions lock "
-        "index ranges (the state index with stale statistics, else the gap before "
-        "the next workflow's (workflow_id, state) entries); FORCE INDEX alone "
-        "still blocks, and reading ids without a lock then locking by primary key "
-        "misses rows committed after an older REPEATABLE READ snapshot"
-    ),
-)
-@pytest.mark.parametrize("locking", ["lock_active_executions", "cancel_scheduled"])
-def test_an_operators_lock_on_its_executions_never_blocks_another_workflow(
-    app, geneva_jobs, locking
-):
-    """MariaDB/MySQL: the locking read of a workflow's active executions (every
-    operator operation under the workflow lock, R-EXT-01..27) and the UPDATE that
-    cancels its scheduled ones (R-SCH-03; also finalize's preserved next step
-    under a pause, R-EXE-42) stay on that workflow's ``(workflow_id, state)``
-    index range, so another workflow's worker can claim or finish its step
-    meanwhile. With the table's statistics taken while it was nearly empty (a
-    new install, a table emptied) the optimizer scans the ``state`` index
-    instead, whose locks cover every workflow's active rows: under load,
-    operators deadlocked with other workflows' claims and finalizes (inline
-    continuation included, R-EXE-70) five times in a row, and a completed step
-    was left in_progress for recovery to run again (R-EXE-80; the precedent of
-    R-WSIG-30)."""
+def _claim_another_workflow_while_an_operator_locks(locking):
+    """Lock one workflow's active executions as an operator does (``locking``)
+    with the table's statistics taken while it was empty, and meanwhile claim
+    the next workflow's scheduled execution on another connection (lock wait at
+    most 2 s). Returns the rows the claim matched; raises the lock wait timeout."""
     from flask_geneva import store
     from flask_geneva.app_state import current_context
 
@@ -192,10 +170,46 @@ def test_an_operators_lock_on_its_executions_never_blocks_another_workflow(
     else:
         assert store.cancel_scheduled_executions(session, operator_id, now) == 1
     try:
-        # Another workflow's claim (R-EXE-17); before the fix: lock wait timeout.
-        updated = move_state_with_short_lock_wait(
+        # Another workflow's claim (R-EXE-17).
+        return move_state_with_short_lock_wait(
             other_execution_id, "scheduled", "in_progress"
         )
-        assert updated == 1
     finally:
         session.rollback()
+
+
+@pytest.mark.backends("mysql")
+@pytest.mark.parametrize("locking", ["lock_active_executions", "cancel_scheduled"])
+def test_an_operators_lock_on_its_executions_never_blocks_another_workflow(
+    app, geneva_jobs, locking
+):
+    """MariaDB/MySQL: the locking read of a workflow's active executions (every
+    operator operation under the workflow lock, R-EXT-01..27) and the UPDATE that
+    cancels its scheduled ones (R-SCH-03; also finalize's preserved next step
+    under a pause, R-EXE-42) lock only that workflow's rows, so another
+    workflow's worker can claim or finish its step meanwhile. Under InnoDB's
+    REPEATABLE READ they locked index ranges: with the table's statistics taken
+    while it was nearly empty (a new install, a table emptied) the whole
+    ``state`` index, else the gap before the next workflow's ``(workflow_id,
+    state)`` entries; under load, operators deadlocked with other workflows'
+    claims and finalizes (inline continuation included, R-EXE-70) five times in
+    a row, and a completed step was left in_progress for recovery to run again
+    (R-EXE-80; the precedent of R-WSIG-30). ``init_app`` makes the engine READ
+    COMMITTED, which locks only the rows matched (R-CFG-04)."""
+    assert _claim_another_workflow_while_an_operator_locks(locking) == 1
+
+
+@pytest.mark.backends("mysql")
+@pytest.mark.parametrize("app_config", [{"GENEVA_MYSQL_READ_COMMITTED": False}])
+@pytest.mark.parametrize("locking", ["lock_active_executions", "cancel_scheduled"])
+def test_under_repeatable_read_an_operators_lock_blocks_another_workflow(
+    app, geneva_jobs, locking
+):
+    """The counter-proof of the test above: with ``GENEVA_MYSQL_READ_COMMITTED``
+    False the engine keeps InnoDB's REPEATABLE READ, and the same operator lock
+    makes the other workflow's claim wait until its lock wait timeout (1205),
+    which is why ``init_app`` makes MySQL/MariaDB engines READ COMMITTED
+    (R-CFG-04)."""
+    with pytest.raises(sa.exc.OperationalError) as raised:
+        _claim_another_workflow_while_an_operator_locks(locking)
+    assert raised.value.orig.args[0] == 1205
