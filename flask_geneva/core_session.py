@@ -246,7 +246,7 @@ def _settle_keys(mapper: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     cached = _cache.get(key)
     if cached is None:
         cached = _cache[key] = (relationship_keys(mapper), _primary_key_keys(mapper))
-    return cached  # type: ignore[no-any-return]
+    return cached
 
 
 def mark_committed(session: orm.Session, instance: Any) -> None:
