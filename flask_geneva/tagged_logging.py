@@ -52,7 +52,7 @@ class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
 
     def __init__(self, logger: _Target, tags: tuple[str, ...] = ()) -> None:
         super().__init__(logger, {})
-        self.tags = tuple(str(tag) for tag in tags)
+        self.tags = tuple(map(str, tags))
 
     def process(
         self, msg: Any, kwargs: MutableMapping[str, Any]
@@ -92,6 +92,20 @@ def as_tagged(base: Any) -> TaggedLoggerAdapter:
     )
 
 
+_default: list[TaggedLoggerAdapter] = []
+
+
+def _default_adapter() -> TaggedLoggerAdapter:
+    """``as_tagged(None)``, built once: the ``flask_geneva`` logger, no tags.
+
+    ``logging.getLogger`` returns the same logger for a name for the life of the
+    process, and the adapter is immutable.
+    """
+    if not _default:
+        _default.append(as_tagged(None))
+    return _default[0]
+
+
 def workflow_tag(workflow: Any) -> str:
     """Return ``"<Type> id=<id>"``, plus hero type and id when set (R-LOG-01)."""
     tag = f"{workflow.type or type(workflow).__name__} id={workflow.id}"
@@ -126,7 +140,7 @@ def execution_logger(
         base: Base logger or adapter whose tags come first (see :func:`as_tagged`).
     """
     # One adapter, as workflow_logger(...).tagged(...) composes it (once per step).
-    outer = as_tagged(base)
+    outer = as_tagged(base) if base is not None else _default_adapter()
     return TaggedLoggerAdapter(
         outer.logger, (*outer.tags, workflow_tag(workflow), execution_tag(execution))
     )
