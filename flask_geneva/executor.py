@@ -31,6 +31,7 @@ from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import operator_finalize
 from flask_geneva import session_transactions
+from flask_geneva import signals
 from flask_geneva import task_failures
 from flask_geneva import transactions
 from flask_geneva import transitions
@@ -262,15 +263,20 @@ class _Run(ContinuationSteps):
                     "committing the step's writes failed: %s", commit_error
                 )
                 result = BodyResult("exception", error=commit_error)
-        self.events.emit_step_signal(
-            result, executor_events.timing(started_at, started)
-        )
+        # Without receivers and without an after hook nothing can write to the
+        # session from here on: nothing is left to commit (R-EXE-36, R-SIG-03).
+        received = bool(signals.step.receivers)
+        if received:
+            self.events.emit_step_signal(
+                result, executor_events.timing(started_at, started)
+            )
 
         try:
             if after:
                 with step_context(workflow.id, "body", resumable=step.is_resumable):
                     workflow.after_step_execution(execution)
-            _commit_if_pending(session)
+            if after or received:
+                _commit_if_pending(session)
         except Exception as hook_error:  # noqa: BLE001 - R-EXE-37: logged and reported
             session.rollback()
             self.logger.error(
