@@ -108,15 +108,33 @@ def _default_adapter() -> TaggedLoggerAdapter:
 
 def workflow_tag(workflow: Any) -> str:
     """Return ``"<Type> id=<id>"``, plus hero type and id when set (R-LOG-01)."""
-    tag = f"{workflow.type or type(workflow).__name__} id={workflow.id}"
-    if workflow.hero_id not in (None, ""):
-        tag += f" hero_type={workflow.hero_type} hero_id={workflow.hero_id}"
+    # Loaded column values are in the instance's __dict__ (what the attributes
+    # return); an attribute not loaded is read through the ORM.
+    try:
+        values = workflow.__dict__
+        type_name, id_, hero_type, hero_id = (
+            values["type"],
+            values["id"],
+            values["hero_type"],
+            values["hero_id"],
+        )
+    except (AttributeError, KeyError):
+        type_name, id_ = workflow.type, workflow.id
+        hero_type, hero_id = workflow.hero_type, workflow.hero_id
+    tag = f"{type_name or type(workflow).__name__} id={id_}"
+    if hero_id not in (None, ""):
+        tag += f" hero_type={hero_type} hero_id={hero_id}"
     return tag
 
 
 def execution_tag(execution: Any) -> str:
     """Return ``"execution_id=<id> step_name=<name>"`` (R-LOG-02)."""
-    return f"execution_id={execution.id} step_name={execution.step_name}"
+    try:
+        values = execution.__dict__
+        id_, step_name = values["id"], values["step_name"]
+    except (AttributeError, KeyError):
+        id_, step_name = execution.id, execution.step_name
+    return f"execution_id={id_} step_name={step_name}"
 
 
 def workflow_logger(workflow: Any, base: Any = None) -> TaggedLoggerAdapter:
