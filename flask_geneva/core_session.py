@@ -227,7 +227,13 @@ def settle_written(session: orm.Session, instance: Any) -> None:
 def settle_written_state(session: orm.Session, state: Any) -> None:
     """:func:`settle_written` for the instance whose ``InstanceState`` is ``state``.
 
-    The write path holds the states of the rows it wrote already.
+    The write path (:mod:`flask_geneva.core_rows`) holds the states of the rows
+    it wrote already (R-DM-41).
+
+    Args:
+        session: The session holding the instance.
+        state: ``sa.inspect(instance)`` of a persistent instance whose row holds
+            its loaded values.
     """
     values_by_key = state.dict
     relationships, primary_key = _settle_keys(state.mapper)
