@@ -178,15 +178,21 @@ def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
     dirty = session.dirty
     if not dirty:
         return None
+    # One pass over the dirty instances: executions, then workflows, each in
+    # primary-key order (the ORM's order).
+    execution_cls, workflow_cls = geneva.StepExecution, geneva.Workflow
+    executions: list[Any] = []
+    workflows: list[Any] = []
+    for instance in dirty:
+        if isinstance(instance, execution_cls):
+            executions.append(sa.inspect(instance))
+        elif isinstance(instance, workflow_cls):
+            workflows.append(sa.inspect(instance))
     planned: list[tuple[Any, str, dict[str, Any]]] = []
-    for owner, row in (
-        (geneva.StepExecution, "step execution"),
-        (geneva.Workflow, "workflow"),
-    ):
-        for state in sorted(
-            (sa.inspect(instance) for instance in dirty if isinstance(instance, owner)),
-            key=lambda state: state.key[1],
-        ):
+    for states, row in ((executions, "step execution"), (workflows, "workflow")):
+        if len(states) > 1:
+            states.sort(key=_identity_of)
+        for state in states:
             changes = _column_changes(state)
             if changes is not None:
                 planned.append((state, row, changes))
@@ -214,16 +220,20 @@ def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
     )
 
 
+def _identity_of(state: Any) -> Any:
+    """The primary key of a persistent instance's ``state`` (its sort key)."""
+    return state.key[1]
+
+
 def _settle_writes(session: orm.Session, geneva: Any, pending: _PendingWrites) -> None:
     """Leave the written instances as a flush would; run the end listeners."""
     if not pending.planned:
         return
     in_savepoint = session.get_nested_transaction() is not None
     for state, _, changes in pending.planned:
-        instance = state.obj()
-        core_session.settle_written(session, instance)
+        core_session.settle_written_state(session, state)
         if changes and in_savepoint:
-            core_session.record_write(session, instance, inserted=False)
+            core_session.record_write(session, state.obj(), inserted=False)
     for state, keys in pending.reloaded:
         session.expire(state.obj(), keys)
     if pending.ended:

@@ -41,6 +41,7 @@ __all__ = [
     "record_write",
     "relationship_keys",
     "settle_written",
+    "settle_written_state",
 ]
 
 #: Session events whose listeners expect an ORM load to attach instances.
@@ -220,17 +221,38 @@ def settle_written(session: orm.Session, instance: Any) -> None:
     are marked committed in place (:func:`mark_committed`). Loaded
     relationships are reset: the next access reads them from the identity map.
     """
-    state = sa.inspect(instance)
-    identity = state.key[1]
+    settle_written_state(session, sa.inspect(instance))
+
+
+def settle_written_state(session: orm.Session, state: Any) -> None:
+    """:func:`settle_written` for the instance whose ``InstanceState`` is ``state``.
+
+    The write path (:mod:`flask_geneva.core_rows`) holds the states of the rows
+    it wrote already (R-DM-41).
+
+    Args:
+        session: The session holding the instance.
+        state: ``sa.inspect(instance)`` of a persistent instance whose row holds
+            its loaded values.
+    """
     values_by_key = state.dict
-    mapper = state.mapper
-    for key in relationship_keys(mapper):
+    relationships, primary_key = _settle_keys(state.mapper)
+    for key in relationships:
         if key in values_by_key:
             del values_by_key[key]
     # An expired instance may hold no primary key value: keep its identity.
-    for key, value in zip(_primary_key_keys(mapper), identity, strict=True):
+    for key, value in zip(primary_key, state.key[1], strict=True):
         values_by_key.setdefault(key, value)
-    mark_committed(session, instance)
+    session.merge(state.obj(), load=False)  # mark_committed, inlined
+
+
+def _settle_keys(mapper: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """:func:`relationship_keys` and the primary key's attribute keys of ``mapper``."""
+    key = ("settle", mapper)
+    cached = _cache.get(key)
+    if cached is None:
+        cached = _cache[key] = (relationship_keys(mapper), _primary_key_keys(mapper))
+    return cached
 
 
 def mark_committed(session: orm.Session, instance: Any) -> None:

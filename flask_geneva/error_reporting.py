@@ -46,21 +46,38 @@ def current_error_context() -> dict[str, Any]:
     return {"geneva_drive": dict(value)} if value else {}
 
 
-def _jsonable(value: Any) -> Any:
-    return value if value is None or isinstance(value, int | str) else str(value)
-
-
 def set_error_context(workflow: Any, execution: Any) -> contextvars.Token[Any]:
     """Set the error context (R-REP-10); undo with :func:`reset_error_context`."""
-    values = {
-        "workflow_id": _jsonable(workflow.id),
-        "workflow_class": workflow.type,
-        "step_execution_id": _jsonable(execution.id),
-        "step_name": execution.step_name,
-        "hero_type": workflow.hero_type,
-        "hero_id": _jsonable(workflow.hero_id),
-    }
-    return _context.set({k: v for k, v in values.items() if v is not None})
+    # Loaded column values are in the instances' __dict__ (what the attributes
+    # return); an attribute not loaded is read through the ORM.
+    loaded, loaded_execution = workflow.__dict__, execution.__dict__
+    try:
+        values = {
+            "workflow_id": loaded["id"],
+            "workflow_class": loaded["type"],
+            "step_execution_id": loaded_execution["id"],
+            "step_name": loaded_execution["step_name"],
+            "hero_type": loaded["hero_type"],
+            "hero_id": loaded["hero_id"],
+        }
+    except KeyError:
+        values = {
+            "workflow_id": workflow.id,
+            "workflow_class": workflow.type,
+            "step_execution_id": execution.id,
+            "step_name": execution.step_name,
+            "hero_type": workflow.hero_type,
+            "hero_id": workflow.hero_id,
+        }
+    # Ids that are neither int nor str (UUIDs) become strings; None values are
+    # left out.
+    return _context.set(
+        {
+            k: v if isinstance(v, int | str) else str(v)
+            for k, v in values.items()
+            if v is not None
+        }
+    )
 
 
 def reset_error_context(token: contextvars.Token[Any]) -> None:

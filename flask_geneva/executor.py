@@ -33,6 +33,7 @@ from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import operator_finalize
 from flask_geneva import session_transactions
+from flask_geneva import signals
 from flask_geneva import task_failures
 from flask_geneva import transactions
 from flask_geneva import transitions
@@ -48,6 +49,7 @@ from flask_geneva.flow_control import step_context
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 from flask_geneva.policy_resolution import PolicyResult
+from flask_geneva.workflow_model import WorkflowMixin
 
 __all__ = ["execute_step"]
 
@@ -250,11 +252,16 @@ class _Run(ContinuationSteps):
             session_transactions.commit_keeping_state(session)
         self._install_loggers(workflow, execution)
         result = BodyResult("completed")
+        before, around, after = _overridden_hooks(workflow)
         started_at, started = clock.now(), time.monotonic()
         with step_context(workflow.id, "body", resumable=step.is_resumable):
             try:
-                workflow.before_step_execution(execution)
-                with workflow.around_step_execution(execution):
+                if before:
+                    workflow.before_step_execution(execution)
+                if around:
+                    with workflow.around_step_execution(execution):
+                        result = self._invoke(workflow, execution, step)
+                else:
                     result = self._invoke(workflow, execution, step)
             except FlowControlSignal as signal:
                 result = BodyResult("signal", signal=signal)
@@ -276,14 +283,20 @@ class _Run(ContinuationSteps):
                     "committing the step's writes failed: %s", commit_error
                 )
                 result = BodyResult("exception", error=commit_error)
-        self.events.emit_step_signal(
-            result, executor_events.timing(started_at, started)
-        )
+        # Without receivers and without an after hook nothing can write to the
+        # session from here on: nothing is left to commit (R-EXE-36, R-SIG-03).
+        received = bool(signals.step.receivers)
+        if received:
+            self.events.emit_step_signal(
+                result, executor_events.timing(started_at, started)
+            )
 
         try:
-            with step_context(workflow.id, "body", resumable=step.is_resumable):
-                workflow.after_step_execution(execution)
-            _commit_if_pending(session)
+            if after:
+                with step_context(workflow.id, "body", resumable=step.is_resumable):
+                    workflow.after_step_execution(execution)
+            if after or received:
+                _commit_if_pending(session)
         except Exception as hook_error:  # noqa: BLE001 - R-EXE-37: logged and reported
             session.rollback()
             self.logger.error(
@@ -488,6 +501,29 @@ class _Run(ContinuationSteps):
             )
         self._commit_resolved(workflow, execution, step, keep_state=True)
         return (workflow.state, execution.state), result, False
+
+
+_DEFAULT_HOOKS = (
+    WorkflowMixin.before_step_execution,
+    WorkflowMixin.around_step_execution,
+    WorkflowMixin.after_step_execution,
+)
+
+
+def _overridden_hooks(workflow: Any) -> tuple[bool, bool, bool]:
+    """Whether ``before``/``around``/``after_step_execution`` are overridden.
+
+    The defaults do nothing (``around`` returns a ``nullcontext``): a hook left
+    as it is need not be called (R-EXE-33/34/36). Looked up on every run, so a
+    hook set on the class or the instance later is still called.
+    """
+    cls, own = type(workflow), workflow.__dict__
+    before, around, after = _DEFAULT_HOOKS
+    return (
+        cls.before_step_execution is not before or "before_step_execution" in own,
+        cls.around_step_execution is not around or "around_step_execution" in own,
+        cls.after_step_execution is not after or "after_step_execution" in own,
+    )
 
 
 def _commit_if_pending(session: orm.Session) -> None:

@@ -280,6 +280,20 @@ class ContinuationSteps(PreparePhase):
                 rolls back and starts over without continuing inline.
         """
         started_at, started = clock.now(), time.monotonic()
+        workflow_type = type(workflow)
+        needs_hero = not workflow_type.may_proceed_without_hero
+        if (
+            not workflow_type.__geneva_definitions__.cancel_conditions
+            and following.skip_if is None
+            and following.run_if is None
+            and (not needs_hero or self._hero_present is not None)
+        ):
+            # No condition to evaluate and the hero answered by finalize's lock
+            # (R-EXE-78): no user code and no statement runs, so the checks
+            # below need neither a step context nor a no-autoflush block.
+            if needs_hero and not self._hero_present:
+                return None
+            return executor_events.timing(started_at, started)
         try:
             # Without autoflush, the outcome just applied and the claim go out in
             # one flush: one UPDATE for both rows, then the INSERT (R-DM-40).

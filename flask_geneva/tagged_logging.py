@@ -52,7 +52,7 @@ class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
 
     def __init__(self, logger: _Target, tags: tuple[str, ...] = ()) -> None:
         super().__init__(logger, {})
-        self.tags = tuple(str(tag) for tag in tags)
+        self.tags = tuple(map(str, tags))
 
     def process(
         self, msg: Any, kwargs: MutableMapping[str, Any]
@@ -92,17 +92,49 @@ def as_tagged(base: Any) -> TaggedLoggerAdapter:
     )
 
 
+_default: list[TaggedLoggerAdapter] = []
+
+
+def _default_adapter() -> TaggedLoggerAdapter:
+    """``as_tagged(None)``, built once: the ``flask_geneva`` logger, no tags.
+
+    ``logging.getLogger`` returns the same logger for a name for the life of the
+    process, and the adapter is immutable.
+    """
+    if not _default:
+        _default.append(as_tagged(None))
+    return _default[0]
+
+
 def workflow_tag(workflow: Any) -> str:
     """Return ``"<Type> id=<id>"``, plus hero type and id when set (R-LOG-01)."""
-    tag = f"{workflow.type or type(workflow).__name__} id={workflow.id}"
-    if workflow.hero_id not in (None, ""):
-        tag += f" hero_type={workflow.hero_type} hero_id={workflow.hero_id}"
+    # Loaded column values are in the instance's __dict__ (what the attributes
+    # return); an attribute not loaded is read through the ORM.
+    try:
+        values = workflow.__dict__
+        type_name, id_, hero_type, hero_id = (
+            values["type"],
+            values["id"],
+            values["hero_type"],
+            values["hero_id"],
+        )
+    except (AttributeError, KeyError):
+        type_name, id_ = workflow.type, workflow.id
+        hero_type, hero_id = workflow.hero_type, workflow.hero_id
+    tag = f"{type_name or type(workflow).__name__} id={id_}"
+    if hero_id not in (None, ""):
+        tag += f" hero_type={hero_type} hero_id={hero_id}"
     return tag
 
 
 def execution_tag(execution: Any) -> str:
     """Return ``"execution_id=<id> step_name=<name>"`` (R-LOG-02)."""
-    return f"execution_id={execution.id} step_name={execution.step_name}"
+    try:
+        values = execution.__dict__
+        id_, step_name = values["id"], values["step_name"]
+    except (AttributeError, KeyError):
+        id_, step_name = execution.id, execution.step_name
+    return f"execution_id={id_} step_name={step_name}"
 
 
 def workflow_logger(workflow: Any, base: Any = None) -> TaggedLoggerAdapter:
@@ -126,7 +158,7 @@ def execution_logger(
         base: Base logger or adapter whose tags come first (see :func:`as_tagged`).
     """
     # One adapter, as workflow_logger(...).tagged(...) composes it (once per step).
-    outer = as_tagged(base)
+    outer = as_tagged(base) if base is not None else _default_adapter()
     return TaggedLoggerAdapter(
         outer.logger, (*outer.tags, workflow_tag(workflow), execution_tag(execution))
     )

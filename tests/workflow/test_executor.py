@@ -576,6 +576,42 @@ def test_hooks_run_in_order_around_the_body(user):
     ]
 
 
+class ExecutorPlainHooks(geneva.Workflow):
+    """Leaves the three hooks at their defaults."""
+
+    @step
+    def only(self):
+        pass
+
+
+def test_hooks_set_on_the_class_or_instance_later_still_run(user, monkeypatch):
+    """A hook assigned after the class was defined, on the class or on the instance
+    the executor runs, is called as a defined one (R-EXE-33, R-EXE-34, R-EXE-36): the
+    executor skips only hooks left at their no-op defaults.
+    """
+    calls = []
+    monkeypatch.setattr(
+        ExecutorPlainHooks,
+        "before_step_execution",
+        lambda self, execution: calls.append(f"before:{execution.step_name}"),
+        raising=False,
+    )
+    monkeypatch.setattr(
+        ExecutorPlainHooks,
+        "around_step_execution",
+        lambda self, execution: _ObservingContext(calls),
+        raising=False,
+    )
+    workflow = ExecutorPlainHooks.create(hero=user)
+    # The executor runs this very instance (the session's identity map).
+    workflow.after_step_execution = lambda execution: calls.append(
+        f"after:{execution.step_name}"
+    )
+    Executor.execute(_current_id(workflow))
+    assert calls == ["before:only", (None, None, None), "after:only"]
+    assert workflow_row(workflow.id)["state"] == "finished"
+
+
 def test_hooks_do_not_run_when_preconditions_end_execution(user):
     """Hooks run only when the body runs (R-EXE-60)."""
     ExecutorHooks.calls.clear()
