@@ -17,6 +17,7 @@ from flask_geneva import mysql_isolation
 from flask_geneva import publishing
 from flask_geneva import sqlite_locking
 from flask_geneva import store_model_queries
+from flask_geneva import transactions
 from flask_geneva.app_state import GenevaState
 from flask_geneva.app_state import current_context
 from flask_geneva.app_state import current_state
@@ -201,6 +202,8 @@ class Geneva:
                 for engine in self.db.engines.values():
                     sqlite_locking.install_sqlite_locking(engine)
         with app.app_context():
+            for engine in self.db.engines.values():
+                transactions.track_connection_writes(engine)
             mysql_isolation.set_up_engines(
                 self.db.engines,
                 app.config,

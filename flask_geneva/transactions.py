@@ -41,6 +41,7 @@ __all__ = [
     "owns_transaction",
     "retry_on_conflict",
     "run_retrying_conflicts",
+    "track_connection_writes",
     "transaction_conflict",
 ]
 
@@ -58,6 +59,8 @@ _FLUSHED_IN = "geneva_flushed_in"
 #: ``session.info`` key: a statement that may write was sent before the session
 #: began the transaction it runs in.
 _WRITE_BEFORE_BEGIN = "geneva_write_before_begin"
+#: ``engine.__dict__`` flag: :func:`track_connection_writes` listens on it.
+_TRACKED_FLAG = "geneva_tracks_connection_writes"
 #: ``Connection.info`` key: weak references to the session whose root
 #: transaction last began on the connection, and to that transaction.
 _SESSION_ON_CONNECTION = "geneva_session_transaction"
@@ -120,9 +123,10 @@ def owns_transaction(session: orm.Session, *, commit: bool) -> bool:
         neither pending changes nor, in its open transaction, an ORM flush, a
         statement other than a SELECT sent with ``session.execute()``, or one
         sent on ``session.connection()`` directly that does not start with
-        ``SELECT`` (an autobegun transaction that only read is fine). Not seen:
-        a ``SELECT`` sent on the connection that writes through a function it
-        calls.
+        ``SELECT`` (an autobegun transaction that only read is fine; the
+        connection's statements are seen on the engines ``Geneva.init_app``
+        set up, :func:`track_connection_writes`). Not seen: a ``SELECT`` sent
+        on the connection that writes through a function it calls.
     """
     if not commit or caller_began_transaction(session):
         return False
@@ -439,6 +443,26 @@ def _note_connection_write(
         session.info[_FLUSHED_IN] = root
 
 
+def track_connection_writes(engine: sa_engine.Engine) -> None:
+    """Let :func:`owns_transaction` see writes sent on ``session.connection()``.
+
+    Listens to ``engine``'s ``before_cursor_execute``: a statement a session's
+    open transaction sends on its connection directly, not starting with
+    ``SELECT`` (see :func:`_note_connection_write`), marks that transaction as
+    written in, so an operator operation in it is not retried after a deadlock
+    (R-EXE-80). Only the app's engines get the listener (``Geneva.init_app``
+    calls this for each), so other engines of the process keep SQLAlchemy's
+    event-free execution path. Idempotent.
+
+    Args:
+        engine: An engine the app's sessions use.
+    """
+    if engine.__dict__.get(_TRACKED_FLAG):
+        return
+    engine.__dict__[_TRACKED_FLAG] = True
+    event.listen(engine, "before_cursor_execute", _note_connection_write)
+
+
 def _forget_flush(session: orm.Session, transaction: orm.SessionTransaction) -> None:
     if transaction.parent is None and session.info.get(_FLUSHED_IN) is transaction:
         del session.info[_FLUSHED_IN]
@@ -449,4 +473,3 @@ event.listen(orm.Session, "do_orm_execute", _note_executed_write)
 event.listen(orm.Session, "after_transaction_create", _begin_marked)
 event.listen(orm.Session, "after_transaction_end", _forget_flush)
 event.listen(orm.Session, "after_begin", _note_connection)
-event.listen(sa_engine.Engine, "before_cursor_execute", _note_connection_write)
