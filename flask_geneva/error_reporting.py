@@ -17,6 +17,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from flask_geneva.tagged_logging import column_values
+
 __all__ = [
     "current_error_context",
     "error_context",
@@ -48,27 +50,18 @@ def current_error_context() -> dict[str, Any]:
 
 def set_error_context(workflow: Any, execution: Any) -> contextvars.Token[Any]:
     """Set the error context (R-REP-10); undo with :func:`reset_error_context`."""
-    # Loaded column values are in the instances' __dict__ (what the attributes
-    # return); an attribute not loaded is read through the ORM.
-    loaded, loaded_execution = workflow.__dict__, execution.__dict__
-    try:
-        values = {
-            "workflow_id": loaded["id"],
-            "workflow_class": loaded["type"],
-            "step_execution_id": loaded_execution["id"],
-            "step_name": loaded_execution["step_name"],
-            "hero_type": loaded["hero_type"],
-            "hero_id": loaded["hero_id"],
-        }
-    except KeyError:
-        values = {
-            "workflow_id": workflow.id,
-            "workflow_class": workflow.type,
-            "step_execution_id": execution.id,
-            "step_name": execution.step_name,
-            "hero_type": workflow.hero_type,
-            "hero_id": workflow.hero_id,
-        }
+    workflow_id, workflow_class, hero_type, hero_id = column_values(
+        workflow, ("id", "type", "hero_type", "hero_id")
+    )
+    execution_id, step_name = column_values(execution, ("id", "step_name"))
+    values = {
+        "workflow_id": workflow_id,
+        "workflow_class": workflow_class,
+        "step_execution_id": execution_id,
+        "step_name": step_name,
+        "hero_type": hero_type,
+        "hero_id": hero_id,
+    }
     # Ids that are neither int nor str (UUIDs) become strings; None values are
     # left out.
     return _context.set(

@@ -20,6 +20,7 @@ from flask_geneva import error_reporting
 from flask_geneva import signals
 from flask_geneva import store
 from flask_geneva.config import GenevaConfig
+from flask_geneva.tagged_logging import column_values
 
 __all__ = ["RunEvents", "timing"]
 
@@ -108,23 +109,14 @@ class RunEvents:
     def set_payload_base(self, workflow: Any, execution: Any, step: Any) -> None:
         """Remember the fields every signal of this run carries (R-SIG-01)."""
         self._workflow_cls = type(workflow)
-        # Loaded column values are in the instances' __dict__ (what the
-        # attributes return); an attribute not loaded is read through the ORM.
-        loaded, loaded_execution = workflow.__dict__, execution.__dict__
-        try:
-            base = {
-                "execution_id": loaded_execution["id"],
-                "workflow_id": loaded["id"],
-                "workflow_class": loaded["type"],
-                "step_name": loaded_execution["step_name"],
-            }
-        except KeyError:
-            base = {
-                "execution_id": execution.id,
-                "workflow_id": workflow.id,
-                "workflow_class": workflow.type,
-                "step_name": execution.step_name,
-            }
+        workflow_id, workflow_class = column_values(workflow, ("id", "type"))
+        execution_id, step_name = column_values(execution, ("id", "step_name"))
+        base = {
+            "execution_id": execution_id,
+            "workflow_id": workflow_id,
+            "workflow_class": workflow_class,
+            "step_name": step_name,
+        }
         if step is not None and step.is_resumable:
             base["resumable"] = True
         self._payload_base = base

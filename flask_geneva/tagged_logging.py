@@ -20,6 +20,7 @@ __all__ = [
     "BASE_LOGGER_NAME",
     "TaggedLoggerAdapter",
     "as_tagged",
+    "column_values",
     "execution_logger",
     "execution_tag",
     "workflow_logger",
@@ -106,21 +107,40 @@ def _default_adapter() -> TaggedLoggerAdapter:
     return _default[0]
 
 
+_WORKFLOW_TAG_KEYS = ("type", "id", "hero_type", "hero_id")
+_EXECUTION_TAG_KEYS = ("id", "step_name")
+
+
+def column_values(instance: Any, keys: tuple[str, ...]) -> list[Any]:
+    """The values of the attributes ``keys`` of ``instance``, in that order.
+
+    Loaded column values of an ORM instance sit in its ``__dict__`` (exactly
+    what the attributes return), so they are read from there without the
+    attribute machinery; when one is not loaded (expired, deferred) or the
+    object has no ``__dict__``, every key is read through its attribute, which
+    loads it as usual. Used on the executor's per-step path (log tags, error
+    context, signal payloads).
+
+    Args:
+        instance: A workflow or step execution instance (or any object).
+        keys: Attribute names.
+
+    Returns:
+        One value per key.
+
+    Raises:
+        AttributeError: ``instance`` has no attribute of a key.
+    """
+    try:
+        values = instance.__dict__
+        return [values[key] for key in keys]
+    except (AttributeError, KeyError):
+        return [getattr(instance, key) for key in keys]
+
+
 def workflow_tag(workflow: Any) -> str:
     """Return ``"<Type> id=<id>"``, plus hero type and id when set (R-LOG-01)."""
-    # Loaded column values are in the instance's __dict__ (what the attributes
-    # return); an attribute not loaded is read through the ORM.
-    try:
-        values = workflow.__dict__
-        type_name, id_, hero_type, hero_id = (
-            values["type"],
-            values["id"],
-            values["hero_type"],
-            values["hero_id"],
-        )
-    except (AttributeError, KeyError):
-        type_name, id_ = workflow.type, workflow.id
-        hero_type, hero_id = workflow.hero_type, workflow.hero_id
+    type_name, id_, hero_type, hero_id = column_values(workflow, _WORKFLOW_TAG_KEYS)
     tag = f"{type_name or type(workflow).__name__} id={id_}"
     if hero_id not in (None, ""):
         tag += f" hero_type={hero_type} hero_id={hero_id}"
@@ -129,11 +149,7 @@ def workflow_tag(workflow: Any) -> str:
 
 def execution_tag(execution: Any) -> str:
     """Return ``"execution_id=<id> step_name=<name>"`` (R-LOG-02)."""
-    try:
-        values = execution.__dict__
-        id_, step_name = values["id"], values["step_name"]
-    except (AttributeError, KeyError):
-        id_, step_name = execution.id, execution.step_name
+    id_, step_name = column_values(execution, _EXECUTION_TAG_KEYS)
     return f"execution_id={id_} step_name={step_name}"
 
 
