@@ -422,7 +422,7 @@ def _note_connection_write(
     parameters: Any,
     context: Any,
     executemany: bool,
-) -> None:
+) -> tuple[str, Any]:
     """Remember a statement that may write, sent on a session's connection.
 
     Every statement a session's transaction sends passes here, also those sent
@@ -432,15 +432,21 @@ def _note_connection_write(
     transaction as written in (R-EXE-80). A
     statement on a connection no open session transaction holds (a plain
     ``engine.connect()``, or the connection's earlier session) marks nothing.
+    Registered with ``retval=True`` (no wrapper call per statement): returns
+    ``statement`` and ``parameters`` unchanged.
     """
+    if statement.lstrip()[:16].lower().startswith(_NOT_WRITING):
+        return statement, parameters
     owner = connection.info.get(_SESSION_ON_CONNECTION)
-    if owner is None:
-        return
-    session, root = owner[0](), owner[1]()
-    if session is None or root is None or session.get_transaction() is not root:
-        return
-    if not statement.lstrip()[:16].lower().startswith(_NOT_WRITING):
-        session.info[_FLUSHED_IN] = root
+    if owner is not None:
+        session, root = owner[0](), owner[1]()
+        if (
+            session is not None
+            and root is not None
+            and session.get_transaction() is root
+        ):
+            session.info[_FLUSHED_IN] = root
+    return statement, parameters
 
 
 def track_connection_writes(engine: sa_engine.Engine) -> None:
@@ -460,7 +466,7 @@ def track_connection_writes(engine: sa_engine.Engine) -> None:
     if engine.__dict__.get(_TRACKED_FLAG):
         return
     engine.__dict__[_TRACKED_FLAG] = True
-    event.listen(engine, "before_cursor_execute", _note_connection_write)
+    event.listen(engine, "before_cursor_execute", _note_connection_write, retval=True)
 
 
 def _forget_flush(session: orm.Session, transaction: orm.SessionTransaction) -> None:
