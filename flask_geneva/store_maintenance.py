@@ -169,9 +169,7 @@ def _delete_named_in_batches(
         batch = list(session.scalars(select_batch))
         if batch:
             result = session.execute(
-                sa.delete(table)
-                .where(table.c.id.in_(batch))
-                .where(*still_eligible),
+                sa.delete(table).where(table.c.id.in_(batch)).where(*still_eligible),
                 execution_options={"synchronize_session": False},
             )
             total += int(result.rowcount or 0)  # type: ignore[attr-defined]
