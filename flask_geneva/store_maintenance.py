@@ -96,16 +96,43 @@ def delete_ended_workflows(
     )
     workflow_ids = sa.select(workflow_cls.id).where(*eligible)
     workflows = _delete_in_batches(
-        session, workflow_cls, workflow_ids, batch_size=batch_size
+        session,
+        workflow_cls,
+        workflow_ids,
+        batch_size=batch_size,
+        still_eligible=eligible,
     )
     return workflows, executions, signals
 
 
 def _delete_in_batches(
-    session: orm.Session, model: Any, ids: sa.Select[Any], *, batch_size: int
+    session: orm.Session,
+    model: Any,
+    ids: sa.Select[Any],
+    *,
+    batch_size: int,
+    still_eligible: tuple[Any, ...] = (),
 ) -> int:
+    """Delete the rows ``ids`` selects, ``batch_size`` per committed DELETE.
+
+    Args:
+        still_eligible: Conditions on ``model``'s own columns the DELETE
+            re-checks on MySQL/MariaDB (the workflows pass), see below.
+
+    On MySQL/MariaDB the batch's ids are read first by a plain ``SELECT`` (a
+    consistent read, no lock) and the DELETE names them: InnoDB reads the
+    tables of a DELETE's subquery with shared locks at every isolation level,
+    so ``DELETE … WHERE id IN (SELECT … JOIN …)`` locked every live workflow
+    and execution its scan passed, waited for their workers and operators and
+    deadlocked with them (R-HK-12, R-CFG-04). The rows it reads belong to
+    ended workflows, which no operation changes any more.
+    """
     # Table-level DELETE: no ORM cascade or polymorphic filter is wanted here.
     table = model.__table__
+    if session.get_bind().dialect.name in ("mysql", "mariadb"):
+        return _delete_named_in_batches(
+            session, table, ids, batch_size=batch_size, still_eligible=still_eligible
+        )
     # A literal LIMIT inside a derived table: MySQL rejects LIMIT directly in an
     # IN (...) subquery and some drivers do not bind LIMIT parameters (R-HK-12).
     batch = ids.limit(sa.literal_column(str(int(batch_size)), sa.Integer)).subquery(
@@ -124,6 +151,30 @@ def _delete_in_batches(
         session.commit()
         total += deleted
         if deleted < batch_size:
+            return total
+
+
+def _delete_named_in_batches(
+    session: orm.Session,
+    table: sa.Table,
+    ids: sa.Select[Any],
+    *,
+    batch_size: int,
+    still_eligible: tuple[Any, ...],
+) -> int:
+    """MySQL/MariaDB: read a batch of ids without a lock, DELETE those rows."""
+    select_batch = ids.limit(batch_size)
+    total = 0
+    while True:
+        batch = list(session.scalars(select_batch))
+        if batch:
+            result = session.execute(
+                sa.delete(table).where(table.c.id.in_(batch)).where(*still_eligible),
+                execution_options={"synchronize_session": False},
+            )
+            total += int(result.rowcount or 0)  # type: ignore[attr-defined]
+        session.commit()
+        if len(batch) < batch_size:
             return total
 
 

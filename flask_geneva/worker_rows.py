@@ -382,10 +382,17 @@ def prune_dead_workers(
     Returns:
         The number of rows deleted.
     """
-    holding = sa.select(execution_table.c.worker_id).where(
+    holding: Any = sa.select(execution_table.c.worker_id).where(
         execution_table.c.state == StepExecutionState.IN_PROGRESS.value,
         execution_table.c.worker_id.is_not(None),
     )
+    if connection.dialect.name in ("mysql", "mariadb"):
+        # InnoDB reads a DELETE's subquery with shared locks at every isolation
+        # level: every in-progress execution would be locked, and pruning would
+        # wait (or deadlock) for each running step's finalize (R-CFG-04). A
+        # plain read takes no lock; a claim committed after it is missed as by
+        # a statement snapshot on PostgreSQL.
+        holding = sorted(set(connection.scalars(holding)))
     result = connection.execute(
         sa.delete(table).where(
             dead_heartbeat(table, dead_after),
