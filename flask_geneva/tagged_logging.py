@@ -13,6 +13,8 @@ wrapped, so its own ``process()`` (prefixes, ``extra``) still applies, outside o
 from __future__ import annotations
 
 import logging
+import operator
+from collections.abc import Callable
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -111,7 +113,23 @@ _WORKFLOW_TAG_KEYS = ("type", "id", "hero_type", "hero_id")
 _EXECUTION_TAG_KEYS = ("id", "step_name")
 
 
-def column_values(instance: Any, keys: tuple[str, ...]) -> list[Any]:
+#: One ``operator.itemgetter`` per key tuple :func:`column_values` was asked for
+#: (the callers' tuples are constants): a C-level read of several keys.
+_GETTERS: dict[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] = {}
+
+
+def _getter(keys: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    getter = _GETTERS.get(keys)
+    if getter is None:
+        if len(keys) == 1:
+            key = keys[0]
+            getter = _GETTERS[keys] = lambda values: (values[key],)
+        else:
+            getter = _GETTERS[keys] = operator.itemgetter(*keys)
+    return getter
+
+
+def column_values(instance: Any, keys: tuple[str, ...]) -> tuple[Any, ...]:
     """The values of the attributes ``keys`` of ``instance``, in that order.
 
     Loaded column values of an ORM instance sit in its ``__dict__`` (exactly
@@ -132,10 +150,9 @@ def column_values(instance: Any, keys: tuple[str, ...]) -> list[Any]:
         AttributeError: ``instance`` has no attribute of a key.
     """
     try:
-        values = instance.__dict__
-        return [values[key] for key in keys]
+        return _getter(keys)(instance.__dict__)
     except (AttributeError, KeyError):
-        return [getattr(instance, key) for key in keys]
+        return tuple(getattr(instance, key) for key in keys)
 
 
 def workflow_tag(workflow: Any) -> str:
