@@ -54,14 +54,17 @@ def app_config():
     return {"GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": RETENTION}
 
 
-def _cleanup_with_short_lock_wait(app, outcome):
-    """Run one cleanup on a connection that waits at most 2 s for a row lock."""
+def _with_short_lock_wait(app, outcome, housekeeping_pass):
+    """Run ``housekeeping_pass(session, config=...)`` on a connection that waits
+    at most 2 s for a row lock; its result or error lands in ``outcome``."""
     with app.app_context(), db.engine.connect() as connection:
         connection.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
         connection.commit()
         session = current_context().bind(orm.Session(bind=connection))
         try:
-            outcome["deleted"] = cleanup(session, config=current_context().settings)
+            outcome["deleted"] = housekeeping_pass(
+                session, config=current_context().settings
+            )
         except Exception as error:  # noqa: BLE001 - handed to the test
             outcome["error"] = error
         finally:
@@ -101,7 +104,7 @@ def test_cleanup_never_waits_for_a_live_workflows_lock(app, geneva_jobs, holder)
     try:
         with clock.frozen(T0 + RETENTION + timedelta(days=1)):
             thread = threading.Thread(
-                target=_cleanup_with_short_lock_wait, args=(app, outcome)
+                target=_with_short_lock_wait, args=(app, outcome, cleanup)
             )
             thread.start()
             thread.join(timeout=30)
@@ -114,22 +117,6 @@ def test_cleanup_never_waits_for_a_live_workflows_lock(app, geneva_jobs, holder)
     assert execution_rows(old_id) == []
     assert [row["state"] for row in execution_rows(live_id)] == ["scheduled"]
     assert count_workflows() == 1
-
-
-def _prune_with_short_lock_wait(app, outcome):
-    """Prune dead workers on a connection that waits at most 2 s for a row lock."""
-    with app.app_context(), db.engine.connect() as connection:
-        connection.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
-        connection.commit()
-        session = current_context().bind(orm.Session(bind=connection))
-        try:
-            outcome["deleted"] = worker_registry.prune_dead_workers(
-                session, config=current_context().settings
-            )
-        except Exception as error:  # noqa: BLE001 - handed to the test
-            outcome["error"] = error
-        finally:
-            session.close()
 
 
 @pytest.mark.backends("mysql")
@@ -152,7 +139,8 @@ def test_pruning_dead_workers_never_waits_for_a_running_steps_lock(app, geneva_j
     outcome: dict = {}
     try:
         thread = threading.Thread(
-            target=_prune_with_short_lock_wait, args=(app, outcome)
+            target=_with_short_lock_wait,
+            args=(app, outcome, worker_registry.prune_dead_workers),
         )
         thread.start()
         thread.join(timeout=30)
