@@ -312,12 +312,14 @@ class EngineForModels:
         self, execution: Any, *, interruptible: bool, max_iterations: int | None
     ) -> None:
         """See :func:`flask_geneva.executor.execute_step` (R-SE-44)."""
-        executor.execute_step(
-            current_context(),
-            execution,
-            interruptible=interruptible,
-            max_iterations=max_iterations,
-        )
+        context = current_context()
+        with transactions.executor_transactions(context.session):
+            executor.execute_step(
+                context,
+                execution,
+                interruptible=interruptible,
+                max_iterations=max_iterations,
+            )
 
 
 def _bound_session(workflow: Any) -> Any:

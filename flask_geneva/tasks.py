@@ -208,20 +208,22 @@ def perform_step_execution(
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
     """
     from flask_geneva import executor
+    from flask_geneva import transactions
     from flask_geneva.app_state import current_context
 
     context = current_context()
     config = context.settings
-    executor.execute_step(
-        context,
-        step_execution_id,
-        logger=logger,
-        lookup_attempts=config.find_attempts,
-        lookup_delay_seconds=config.find_delay_seconds,
-        reraise=config.task_reraise,
-        run_early=run_early,
-        continue_inline=continue_inline,
-    )
+    with transactions.executor_transactions(context.session):
+        executor.execute_step(
+            context,
+            step_execution_id,
+            logger=logger,
+            lookup_attempts=config.find_attempts,
+            lookup_delay_seconds=config.find_delay_seconds,
+            reraise=config.task_reraise,
+            run_early=run_early,
+            continue_inline=continue_inline,
+        )
 
 
 def beat_schedule(
