@@ -19,6 +19,7 @@ from flask_geneva import step
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.workflow.innodb_locks import BOTH_ISOLATION_LEVELS
 
 THREADS = 4
 CREATES_PER_THREAD = 250
@@ -84,6 +85,7 @@ def _run_threads(app: Any, chunks: list[list[int]]) -> collections.Counter[str]:
     return results
 
 
+@BOTH_ISOLATION_LEVELS
 def test_concurrent_creates_for_distinct_heroes_all_succeed(app):
     """4 threads x 250 creates for distinct heroes: every one succeeds (R-WF-10/13)."""
     with app.app_context():
