@@ -207,23 +207,19 @@ def perform_step_execution(
     Raises:
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
     """
-    from flask_geneva import executor
-    from flask_geneva import transactions
     from flask_geneva.app_state import current_context
+    from flask_geneva.operations import Executor
 
-    context = current_context()
-    config = context.settings
-    with transactions.executor_transactions(context.session):
-        executor.execute_step(
-            context,
-            step_execution_id,
-            logger=logger,
-            lookup_attempts=config.find_attempts,
-            lookup_delay_seconds=config.find_delay_seconds,
-            reraise=config.task_reraise,
-            run_early=run_early,
-            continue_inline=continue_inline,
-        )
+    config = current_context().settings
+    Executor.execute(
+        step_execution_id,
+        logger=logger,
+        lookup_attempts=config.find_attempts,
+        lookup_delay_seconds=config.find_delay_seconds,
+        reraise=config.task_reraise,
+        run_early=run_early,
+        continue_inline=continue_inline,
+    )
 
 
 def beat_schedule(

@@ -101,6 +101,15 @@ def _states(workflow_id: Any) -> list[tuple[str, str]]:
     return [(r["step_name"], r["state"]) for r in execution_rows(workflow_id)]
 
 
+def _write_on_connection(user_id: Any) -> None:
+    """Write through ``session.connection()`` directly: no session event sees it."""
+    db.session.connection().execute(
+        sa.update(User.__table__)
+        .where(User.__table__.c.id == user_id)
+        .values(email="sent@example.com")
+    )
+
+
 def test_a_conflict_in_finalize_is_retried_and_the_body_runs_once(app, user):
     """finalize's INSERT of the next execution is a deadlock victim once: the
     retry re-locks the rows and commits; ``first`` ran once (R-EXE-80, R-EXE-79).
@@ -325,11 +334,7 @@ def test_an_operator_conflict_after_the_callers_executed_writes_is_raised(
                 {"id": user_id},
             )
         elif statement == "connection_update":
-            db.session.connection().execute(
-                sa.update(User.__table__)
-                .where(User.__table__.c.id == user_id)
-                .values(email="sent@example.com")
-            )
+            _write_on_connection(user_id)
         else:
             db.session.connection().exec_driver_sql(
                 "UPDATE users SET email = 'sent@example.com' WHERE id = "
@@ -342,15 +347,6 @@ def test_an_operator_conflict_after_the_callers_executed_writes_is_raised(
     db.session.remove()
     assert workflow_row(workflow_id)["state"] == "ready"
     assert db.session.get(User, user_id).email != "sent@example.com"
-
-
-def _write_on_connection(user_id: Any) -> None:
-    """Write through ``session.connection()`` directly: no session event sees it."""
-    db.session.connection().execute(
-        sa.update(User.__table__)
-        .where(User.__table__.c.id == user_id)
-        .values(email="sent@example.com")
-    )
 
 
 def test_a_connection_write_after_the_executor_ran_on_the_session_is_seen(app, user):
