@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 from collections.abc import Callable
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.setting_descriptions import SETTING_DESCRIPTIONS
+from flask_geneva.setting_values import bool_value
+from flask_geneva.setting_values import callable_or_none
+from flask_geneva.setting_values import choice_value
+from flask_geneva.setting_values import duration_value
+from flask_geneva.setting_values import import_string
+from flask_geneva.setting_values import non_negative_int
+from flask_geneva.setting_values import positive_int
 from flask_geneva.task_failures import RERAISE_MODES
 
 __all__ = [
@@ -224,88 +229,14 @@ def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
             f"(0 turns auto-refresh off), got {refresh!r}"
         )
     return AdminConfig(
-        enabled=_bool(merged, "GENEVA_ADMIN_ENABLED"),
+        enabled=bool_value(merged, "GENEVA_ADMIN_ENABLED"),
         url=url.rstrip("/"),
-        access=_callable_or_none(merged, "GENEVA_ADMIN_ACCESS"),
-        can_act=_callable_or_none(merged, "GENEVA_ADMIN_CAN_ACT"),
-        actor=_callable_or_none(merged, "GENEVA_ADMIN_ACTOR"),
+        access=callable_or_none(merged, "GENEVA_ADMIN_ACCESS"),
+        can_act=callable_or_none(merged, "GENEVA_ADMIN_CAN_ACT"),
+        actor=callable_or_none(merged, "GENEVA_ADMIN_ACTOR"),
         paused_ratio_warn=float(ratio),
         refresh_seconds=refresh,
     )
-
-
-def import_string(value: Any, *, setting: str) -> Any:
-    """Resolve ``"package.module:attr"`` or ``"package.module.attr"``; pass others.
-
-    Raises:
-        GenevaConfigurationError: The string cannot be imported; names the setting.
-    """
-    if not isinstance(value, str):
-        return value
-    module_name, sep, attr = value.partition(":")
-    if not sep:
-        module_name, _, attr = value.rpartition(".")
-    if not module_name or not attr:
-        raise GenevaConfigurationError(
-            f"{setting} must be a callable/object or an import path such as "
-            f"'package.module:name', got {value!r}"
-        )
-    try:
-        module = importlib.import_module(module_name)
-        return getattr(module, attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise GenevaConfigurationError(
-            f"{setting} must be a callable/object or an import path, "
-            f"could not import {value!r}: {exc}"
-        ) from exc
-
-
-def _duration(
-    mapping: Mapping[str, Any], key: str, *, allow_none: bool, positive: bool = False
-) -> Any:
-    try:
-        return coerce_duration(
-            mapping[key], name=key, allow_none=allow_none, positive=positive
-        )
-    except (TypeError, ValueError) as exc:
-        raise GenevaConfigurationError(str(exc)) from exc
-
-
-def _positive_int(mapping: Mapping[str, Any], key: str) -> int:
-    value = mapping[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise GenevaConfigurationError(
-            f"{key} must be a positive int, got {value!r} ({type(value).__name__})"
-        )
-    return value
-
-
-def _bool(mapping: Mapping[str, Any], key: str) -> bool:
-    value = mapping[key]
-    if not isinstance(value, bool):
-        raise GenevaConfigurationError(
-            f"{key} must be True or False, got {value!r} ({type(value).__name__})"
-        )
-    return value
-
-
-def _choice(mapping: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
-    value = mapping[key]
-    if value not in allowed:
-        raise GenevaConfigurationError(
-            f"{key} must be one of {', '.join(map(repr, allowed))}, got {value!r}"
-        )
-    return str(value)
-
-
-def _callable_or_none(mapping: Mapping[str, Any], key: str) -> Any:
-    value = import_string(mapping[key], setting=key)
-    if value is not None and not callable(value):
-        raise GenevaConfigurationError(
-            f"{key} must be a callable, an import path or None, "
-            f"got {value!r} ({type(value).__name__})"
-        )
-    return value
 
 
 def unknown_setting_messages(mapping: Mapping[str, Any]) -> list[str]:
@@ -393,43 +324,43 @@ def _validated(
     find_delay = take(_find_delay, merged)
     fields = {
         "delete_completed_workflows_after": take(
-            _duration,
+            duration_value,
             merged,
             "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER",
             allow_none=True,
         ),
         "stuck_in_progress_threshold": take(
-            _duration,
+            duration_value,
             merged,
             "GENEVA_STUCK_IN_PROGRESS_THRESHOLD",
             allow_none=False,
             positive=True,
         ),
         "stuck_scheduled_threshold": take(
-            _duration,
+            duration_value,
             merged,
             "GENEVA_STUCK_SCHEDULED_THRESHOLD",
             allow_none=False,
             positive=True,
         ),
         "housekeeping_batch_size": take(
-            _positive_int, merged, "GENEVA_HOUSEKEEPING_BATCH_SIZE"
+            positive_int, merged, "GENEVA_HOUSEKEEPING_BATCH_SIZE"
         ),
         "stuck_recovery_action": take(
-            _choice, merged, "GENEVA_STUCK_RECOVERY_ACTION", _RECOVERY_ACTIONS
+            choice_value, merged, "GENEVA_STUCK_RECOVERY_ACTION", _RECOVERY_ACTIONS
         ),
         "recover_grace": take(
-            _duration, merged, "GENEVA_RECOVER_GRACE", allow_none=False
+            duration_value, merged, "GENEVA_RECOVER_GRACE", allow_none=False
         ),
         "worker_heartbeat_interval": take(
-            _duration,
+            duration_value,
             merged,
             "GENEVA_WORKER_HEARTBEAT_INTERVAL",
             allow_none=False,
             positive=True,
         ),
         "worker_dead_after": take(
-            _duration,
+            duration_value,
             merged,
             "GENEVA_WORKER_DEAD_AFTER",
             allow_none=False,
@@ -439,50 +370,60 @@ def _validated(
         "max_cursor_size_bytes": take(_max_cursor_size, merged),
         "enqueue_after_commit": take(_enqueue_after_commit, merged, testing),
         "default_queue": take(_default_queue, merged),
-        "error_reporter": take(_callable_or_none, merged, "GENEVA_ERROR_REPORTER"),
+        "error_reporter": take(callable_or_none, merged, "GENEVA_ERROR_REPORTER"),
         "metrics": take(_metrics, merged),
-        "priority_mapper": take(_callable_or_none, merged, "GENEVA_PRIORITY_MAPPER"),
+        "priority_mapper": take(callable_or_none, merged, "GENEVA_PRIORITY_MAPPER"),
         "max_broker_delay": take(
-            _duration, merged, "GENEVA_MAX_BROKER_DELAY", allow_none=False
+            duration_value, merged, "GENEVA_MAX_BROKER_DELAY", allow_none=False
         ),
         "dispatch_interval": take(
-            _duration,
+            duration_value,
             merged,
             "GENEVA_DISPATCH_INTERVAL",
             allow_none=False,
             positive=True,
         ),
         "housekeeping_interval": take(
-            _duration,
+            duration_value,
             merged,
             "GENEVA_HOUSEKEEPING_INTERVAL",
             allow_none=False,
             positive=True,
         ),
         "clock_skew_tolerance": take(
-            _duration, merged, "GENEVA_CLOCK_SKEW_TOLERANCE", allow_none=False
+            duration_value, merged, "GENEVA_CLOCK_SKEW_TOLERANCE", allow_none=False
         ),
         "publish_timeout": take(
-            _duration, merged, "GENEVA_PUBLISH_TIMEOUT", allow_none=False, positive=True
+            duration_value,
+            merged,
+            "GENEVA_PUBLISH_TIMEOUT",
+            allow_none=False,
+            positive=True,
         ),
-        "find_attempts": take(_positive_int, merged, "GENEVA_FIND_ATTEMPTS"),
+        "find_attempts": take(positive_int, merged, "GENEVA_FIND_ATTEMPTS"),
         "find_delay_seconds": find_delay,
-        "task_backend": take(_choice, merged, "GENEVA_TASK_BACKEND", _TASK_BACKENDS),
-        "allow_eager": take(_bool, merged, "GENEVA_ALLOW_EAGER"),
-        "task_reraise": take(_choice, merged, "GENEVA_TASK_RERAISE", RERAISE_MODES),
+        "task_backend": take(
+            choice_value, merged, "GENEVA_TASK_BACKEND", _TASK_BACKENDS
+        ),
+        "allow_eager": take(bool_value, merged, "GENEVA_ALLOW_EAGER"),
+        "task_reraise": take(
+            choice_value, merged, "GENEVA_TASK_RERAISE", RERAISE_MODES
+        ),
         "inline_continuation_budget": take(_inline_budget, merged),
         "inline_continuation_max_steps": take(
-            _non_negative_int, merged, "GENEVA_INLINE_CONTINUATION_MAX_STEPS"
+            non_negative_int, merged, "GENEVA_INLINE_CONTINUATION_MAX_STEPS"
         ),
-        "sqlite_begin_immediate": take(_bool, merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"),
-        "mysql_read_committed": take(_bool, merged, "GENEVA_MYSQL_READ_COMMITTED"),
+        "sqlite_begin_immediate": take(
+            bool_value, merged, "GENEVA_SQLITE_BEGIN_IMMEDIATE"
+        ),
+        "mysql_read_committed": take(bool_value, merged, "GENEVA_MYSQL_READ_COMMITTED"),
         "admin": take(admin_config_from_mapping, merged),
         "max_signal_payload_size_bytes": take(_max_signal_payload_size, merged),
         "max_pending_signals_per_workflow": take(
-            _positive_int, merged, "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"
+            positive_int, merged, "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"
         ),
         "signal_wait_warn_after": take(
-            _duration,
+            duration_value,
             merged,
             "GENEVA_SIGNAL_WAIT_WARN_AFTER",
             allow_none=False,
@@ -520,7 +461,7 @@ MAX_RELEASE_SPREAD = timedelta(hours=1)
 
 def _release_spread(merged: Mapping[str, Any]) -> timedelta:
     key = "GENEVA_RELEASE_SPREAD"
-    window: timedelta = _duration(merged, key, allow_none=False)
+    window: timedelta = duration_value(merged, key, allow_none=False)
     if window > MAX_RELEASE_SPREAD:
         raise GenevaConfigurationError(
             f"{key} must be at most 1 hour (a timedelta or seconds from 0 to 3600; "
@@ -531,7 +472,7 @@ def _release_spread(merged: Mapping[str, Any]) -> timedelta:
 
 def _inline_budget(merged: Mapping[str, Any]) -> timedelta:
     key = "GENEVA_INLINE_CONTINUATION_BUDGET"
-    budget: timedelta = _duration(merged, key, allow_none=False)
+    budget: timedelta = duration_value(merged, key, allow_none=False)
     if budget > timedelta(hours=1):
         raise GenevaConfigurationError(
             f"{key} must be at most 1 hour (a timedelta or seconds from 0 to 3600; "
@@ -540,31 +481,22 @@ def _inline_budget(merged: Mapping[str, Any]) -> timedelta:
     return budget
 
 
-def _non_negative_int(mapping: Mapping[str, Any], key: str) -> int:
-    value = mapping[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise GenevaConfigurationError(
-            f"{key} must be an int >= 0, got {value!r} ({type(value).__name__})"
-        )
-    return value
-
-
 def _max_cursor_size(merged: Mapping[str, Any]) -> int | None:
     if merged["GENEVA_MAX_CURSOR_SIZE"] is None:
         return None
-    return _positive_int(merged, "GENEVA_MAX_CURSOR_SIZE")
+    return positive_int(merged, "GENEVA_MAX_CURSOR_SIZE")
 
 
 def _max_signal_payload_size(merged: Mapping[str, Any]) -> int | None:
     if merged["GENEVA_MAX_SIGNAL_PAYLOAD_SIZE"] is None:
         return None
-    return _positive_int(merged, "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE")
+    return positive_int(merged, "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE")
 
 
 def _enqueue_after_commit(merged: Mapping[str, Any], testing: bool) -> bool:
     if merged["GENEVA_ENQUEUE_AFTER_COMMIT"] == NOT_TESTING:
         return not testing
-    return _bool(merged, "GENEVA_ENQUEUE_AFTER_COMMIT")
+    return bool_value(merged, "GENEVA_ENQUEUE_AFTER_COMMIT")
 
 
 def _default_queue(merged: Mapping[str, Any]) -> str | None:

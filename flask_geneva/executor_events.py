@@ -19,6 +19,7 @@ from flask_geneva import clock
 from flask_geneva import error_reporting
 from flask_geneva import signals
 from flask_geneva import store
+from flask_geneva import transactions
 from flask_geneva.config import GenevaConfig
 from flask_geneva.tagged_logging import column_values
 
@@ -84,7 +85,8 @@ class RunEvents:
             return
         reporter = self.settings.error_reporter
         for error, extra, execution_id in reports:
-            failure = error_reporting.report(reporter, error, extra=extra)
+            with transactions.user_code_transactions():  # R-EXE-80
+                failure = error_reporting.report(reporter, error, extra=extra)
             if failure is not None and execution_id is not None:
                 self._store_report_error(execution_id, failure)
 
@@ -125,9 +127,10 @@ class RunEvents:
         """Send ``signal`` with the run's payload; receivers cannot break it."""
         if self._workflow_cls is None or not signal.receivers:
             return  # nobody listens: no payload to build
-        signals.send_safely(
-            signal, self._workflow_cls, {**self._payload_base, **timing, **fields}
-        )
+        with transactions.user_code_transactions():  # R-EXE-80
+            signals.send_safely(
+                signal, self._workflow_cls, {**self._payload_base, **timing, **fields}
+            )
 
     def emit_step_signal(self, result: Any, timing: dict[str, Any]) -> None:
         """Send ``step`` with how the body ended (R-SIG-03)."""

@@ -427,6 +427,11 @@ def due_deferred_executions(
             ),
         )
     if session.get_bind().dialect.name != "sqlite":
+        # PostgreSQL (and MySQL 8) lock the execution rows only. MariaDB has no
+        # FOR UPDATE OF (SQLAlchemy leaves OF out there; MariaDB 10.11 refuses
+        # it as a syntax error), so it also locks the joined workflow rows until
+        # the batch commits; with SKIP LOCKED it never waits, and a row whose
+        # workflow is locked (an operator, a sender) waits for the next run.
         query = query.with_for_update(skip_locked=True, of=execution_cls)
     return list(session.scalars(query).unique())
 

@@ -16,15 +16,21 @@ Two questions, answered with SQLAlchemy's public API only:
   :func:`retry_on_conflict` is the one retry loop (the operator's operation,
   the worker's claim and finalize): it decides, logs, waits and starts over,
   and :func:`run_retrying_conflicts` wraps an operator's operation in it.
+  The writes sent on ``session.connection()`` that it must see are tracked in
+  every transaction but the executor's own (:func:`executor_transactions`),
+  which nothing asks about: the step path pays a check per statement.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import random
 import time
 import weakref
 from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 from typing import TypeVar
 
@@ -37,12 +43,14 @@ __all__ = [
     "CONFLICT_ATTEMPTS",
     "caller_began_transaction",
     "database_error",
+    "executor_transactions",
     "is_own_listener",
     "owns_transaction",
     "retry_on_conflict",
     "run_retrying_conflicts",
     "track_connection_writes",
     "transaction_conflict",
+    "user_code_transactions",
 ]
 
 _T = TypeVar("_T")
@@ -61,9 +69,18 @@ _FLUSHED_IN = "geneva_flushed_in"
 _WRITE_BEFORE_BEGIN = "geneva_write_before_begin"
 #: ``engine.__dict__`` flag: :func:`track_connection_writes` listens on it.
 _TRACKED_FLAG = "geneva_tracks_connection_writes"
-#: ``Connection.info`` key: weak references to the session whose root
-#: transaction last began on the connection, and to that transaction.
-_SESSION_ON_CONNECTION = "geneva_session_transaction"
+#: Attribute of a :class:`~sqlalchemy.engine.Connection` (kept in its
+#: ``__dict__``, so it lives as long as that ``Connection`` object, one per
+#: session transaction on an engine bind, never in the pool's ``info`` that
+#: outlives it): weak references to the session whose root transaction began on
+#: it, and to that transaction. Absent: nothing to track, the cursor listener
+#: returns at once.
+_SESSION_ON_CONNECTION = "_geneva_session_transaction"
+#: The session whose transactions the executor runs (:func:`executor_transactions`):
+#: its transactions begun meanwhile are not registered for write tracking.
+_executor_session: contextvars.ContextVar[orm.Session | None] = contextvars.ContextVar(
+    "geneva_executor_session", default=None
+)
 #: How a statement that cannot write starts (lower case): a read, or the
 #: transaction's own control statements (a savepoint's, the isolation level's).
 _NOT_WRITING = (
@@ -125,8 +142,9 @@ def owns_transaction(session: orm.Session, *, commit: bool) -> bool:
         sent on ``session.connection()`` directly that does not start with
         ``SELECT`` (an autobegun transaction that only read is fine; the
         connection's statements are seen on the engines ``Geneva.init_app``
-        set up, :func:`track_connection_writes`). Not seen: a ``SELECT`` sent
-        on the connection that writes through a function it calls.
+        set up, :func:`track_connection_writes`, in every transaction but the
+        executor's own, :func:`executor_transactions`). Not seen: a ``SELECT``
+        sent on the connection that writes through a function it calls.
     """
     if not commit or caller_began_transaction(session):
         return False
@@ -404,12 +422,16 @@ def _note_connection(
 ) -> None:
     """Remember which session's root transaction runs on ``connection``.
 
-    Weak references: the connection goes back to the pool with its ``info``,
-    which must not keep the session alive.
+    Not for a transaction of the session the executor runs
+    (:func:`executor_transactions`): nothing asks :func:`owns_transaction`
+    about it, so its statements skip the tracking (R-EXE-80). Weak references:
+    the ``Connection`` must not keep the session alive.
     """
+    if _executor_session.get() is session:
+        return
     root = session.get_transaction()
     if root is not None:
-        connection.info[_SESSION_ON_CONNECTION] = (
+        connection.__dict__[_SESSION_ON_CONNECTION] = (
             weakref.ref(session),
             weakref.ref(root),
         )
@@ -425,28 +447,61 @@ def _note_connection_write(
 ) -> tuple[str, Any]:
     """Remember a statement that may write, sent on a session's connection.
 
-    Every statement a session's transaction sends passes here, also those sent
-    on ``session.connection()`` directly, which no session event sees: one
-    that does not start with ``SELECT`` (or ``SHOW``, a savepoint's own
-    statements, ``BEGIN``, ``SET TRANSACTION``) marks the session's open root
-    transaction as written in (R-EXE-80). A
-    statement on a connection no open session transaction holds (a plain
-    ``engine.connect()``, or the connection's earlier session) marks nothing.
-    Registered with ``retval=True`` (no wrapper call per statement): returns
-    ``statement`` and ``parameters`` unchanged.
+    Every statement a registered session transaction (:func:`_note_connection`)
+    sends passes here, also those sent on ``session.connection()`` directly,
+    which no session event sees: one that does not start with ``SELECT`` (or
+    ``SHOW``, a savepoint's own statements, ``BEGIN``, ``SET TRANSACTION``)
+    marks the session's open root transaction as written in (R-EXE-80). A
+    statement on a connection no registered transaction holds (a plain
+    ``engine.connect()``, the executor's own transactions) returns at once; one
+    on a connection whose session has moved on marks nothing. Registered with
+    ``retval=True`` (no wrapper call per statement): returns ``statement`` and
+    ``parameters`` unchanged.
     """
-    if statement.lstrip()[:16].lower().startswith(_NOT_WRITING):
+    owner = connection.__dict__.get(_SESSION_ON_CONNECTION)
+    if owner is None or statement.lstrip()[:16].lower().startswith(_NOT_WRITING):
         return statement, parameters
-    owner = connection.info.get(_SESSION_ON_CONNECTION)
-    if owner is not None:
-        session, root = owner[0](), owner[1]()
-        if (
-            session is not None
-            and root is not None
-            and session.get_transaction() is root
-        ):
-            session.info[_FLUSHED_IN] = root
+    session, root = owner[0](), owner[1]()
+    if session is not None and root is not None and session.get_transaction() is root:
+        session.info[_FLUSHED_IN] = root
     return statement, parameters
+
+
+@contextlib.contextmanager
+def executor_transactions(session: Any) -> Iterator[None]:
+    """Run the block as the executor holding ``session`` (R-EXE-80).
+
+    The root transactions ``session`` begins in the block are the executor's
+    own (the claim, the body's, the finalize): no operator operation asks
+    :func:`owns_transaction` about them with ``commit=True`` (inside a step it
+    never commits), so they are not registered for the connection-write
+    tracking and its listener returns at once for their statements. User code
+    the executor calls outside a step, where an operator operation could commit
+    (signal receivers, the error reporter), runs in
+    :func:`user_code_transactions`, tracked as usual. ORM flushes and
+    ``session.execute()`` are still noted (session events).
+
+    Args:
+        session: The executor's session (a ``scoped_session`` is resolved).
+    """
+    if isinstance(session, orm.scoped_session):
+        session = session()
+    token = _executor_session.set(session)
+    try:
+        yield
+    finally:
+        _executor_session.reset(token)
+
+
+@contextlib.contextmanager
+def user_code_transactions() -> Iterator[None]:
+    """Track the transactions begun in the block again, inside
+    :func:`executor_transactions` (R-EXE-80): user code runs there."""
+    token = _executor_session.set(None)
+    try:
+        yield
+    finally:
+        _executor_session.reset(token)
 
 
 def track_connection_writes(engine: sa_engine.Engine) -> None:

@@ -37,6 +37,8 @@ LAYERS: dict[int, tuple[str, tuple[str, ...]]] = {
             "terminal_text",
             "config",
             "setting_descriptions",
+            # One GENEVA_* value read and checked (split from config).
+            "setting_values",
             "dsl",
             "dsl.*",
             "policies",

@@ -32,6 +32,7 @@ from tests.housekeeping.support import T0
 from tests.workers.support import insert_worker
 from tests.workers.support import running_on
 from tests.workers.support import workers_table
+from tests.workflow.innodb_locks import BOTH_ISOLATION_LEVELS
 from tests.workflow.support import count_workflows
 from tests.workflow.support import execution_rows
 from tests.workflow.support import make_user
@@ -71,6 +72,7 @@ def _with_short_lock_wait(app, outcome, housekeeping_pass):
             session.close()
 
 
+@BOTH_ISOLATION_LEVELS
 @pytest.mark.backends("mysql")
 @pytest.mark.parametrize("holder", ["operator", "claim"])
 def test_cleanup_never_waits_for_a_live_workflows_lock(app, geneva_jobs, holder):
@@ -119,6 +121,7 @@ def test_cleanup_never_waits_for_a_live_workflows_lock(app, geneva_jobs, holder)
     assert count_workflows() == 1
 
 
+@BOTH_ISOLATION_LEVELS
 @pytest.mark.backends("mysql")
 def test_pruning_dead_workers_never_waits_for_a_running_steps_lock(app, geneva_jobs):
     """A worker's finalize holds its workflow's and its in-progress execution's

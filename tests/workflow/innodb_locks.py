@@ -13,6 +13,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from flask_geneva import Executor
@@ -24,6 +25,23 @@ from tests.apps.basic import geneva
 HEAVY_ROWS = 200
 WAIT_SECONDS = 60
 MYSQL_DEADLOCK = 1213
+
+#: Runs a test with the app's default isolation (READ COMMITTED on MySQL/MariaDB,
+#: R-CFG-04) and, on MySQL/MariaDB only, with ``GENEVA_MYSQL_READ_COMMITTED =
+#: False``: the REPEATABLE READ an app that opts out keeps, whose gap and
+#: next-key locks and snapshot reads the test guards against. Overrides the
+#: ``app_config`` fixture (tests/conftest.py).
+BOTH_ISOLATION_LEVELS = pytest.mark.parametrize(
+    "app_config",
+    [
+        pytest.param({}, id="default_isolation"),
+        pytest.param(
+            {"GENEVA_MYSQL_READ_COMMITTED": False},
+            id="repeatable_read",
+            marks=pytest.mark.backends("mysql"),
+        ),
+    ],
+)
 
 
 @contextlib.contextmanager

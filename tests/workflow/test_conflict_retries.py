@@ -101,6 +101,15 @@ def _states(workflow_id: Any) -> list[tuple[str, str]]:
     return [(r["step_name"], r["state"]) for r in execution_rows(workflow_id)]
 
 
+def _write_on_connection(user_id: Any) -> None:
+    """Write through ``session.connection()`` directly: no session event sees it."""
+    db.session.connection().execute(
+        sa.update(User.__table__)
+        .where(User.__table__.c.id == user_id)
+        .values(email="sent@example.com")
+    )
+
+
 def test_a_conflict_in_finalize_is_retried_and_the_body_runs_once(app, user):
     """finalize's INSERT of the next execution is a deadlock victim once: the
     retry re-locks the rows and commits; ``first`` ran once (R-EXE-80, R-EXE-79).
@@ -325,11 +334,7 @@ def test_an_operator_conflict_after_the_callers_executed_writes_is_raised(
                 {"id": user_id},
             )
         elif statement == "connection_update":
-            db.session.connection().execute(
-                sa.update(User.__table__)
-                .where(User.__table__.c.id == user_id)
-                .values(email="sent@example.com")
-            )
+            _write_on_connection(user_id)
         else:
             db.session.connection().exec_driver_sql(
                 "UPDATE users SET email = 'sent@example.com' WHERE id = "
@@ -342,3 +347,83 @@ def test_an_operator_conflict_after_the_callers_executed_writes_is_raised(
     db.session.remove()
     assert workflow_row(workflow_id)["state"] == "ready"
     assert db.session.get(User, user_id).email != "sent@example.com"
+
+
+def test_a_connection_write_after_the_executor_ran_on_the_session_is_seen(app, user):
+    """The executor's own transactions skip the connection-write tracking, the
+    session's later ones do not: a write sent on ``session.connection()`` after
+    ``Executor.execute`` ran a step on the same session still makes the
+    operator's conflict raised, not retried into a commit without it (R-EXE-80).
+    """
+    user_id = user.id
+    workflow_id, execution_id = _start(ConflictChain, user)
+    Executor.execute(execution_id)
+    with inject_conflicts(writes(EXECUTIONS, "UPDATE")) as injector:
+        _write_on_connection(user_id)
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            geneva.Workflow.get(workflow_id).cancel(via="api")
+    assert transactions.transaction_conflict(raised.value) is not None
+    assert len(injector.injected) == 1
+    db.session.remove()
+    assert workflow_row(workflow_id)["state"] == "ready"
+    assert db.session.get(User, user_id).email != "sent@example.com"
+
+
+def test_a_connection_write_in_a_signal_receiver_during_a_step_run_is_seen(app, user):
+    """A ``finalize`` receiver is user code the executor runs outside a step, on
+    the executor's session, where an operator operation commits: its transaction
+    is tracked again, so after its write on ``session.connection()`` a cancel's
+    conflict is raised, not retried into a commit without the write (R-EXE-80,
+    R-SIG-04).
+    """
+    from flask_geneva import signals
+
+    user_id = user.id
+    workflow_id, execution_id = _start(ConflictChain, user)
+    other_id, _ = _start(ConflictWaiting, db.session.get(User, user_id))
+    raised: list[BaseException] = []
+
+    with inject_conflicts(writes(EXECUTIONS, "UPDATE"), armed=False) as injector:
+
+        def on_finalize(sender: Any, payload: dict[str, Any]) -> None:
+            _write_on_connection(user_id)
+            injector.armed = True
+            try:
+                geneva.Workflow.get(other_id).cancel(via="api")
+            except sa.exc.DBAPIError as error:
+                raised.append(error)
+                db.session.rollback()
+            finally:
+                injector.armed = False
+
+        with signals.finalize.connected_to(on_finalize):
+            Executor.execute(execution_id)
+    assert len(injector.injected) == 1
+    assert [transactions.transaction_conflict(e) is not None for e in raised] == [True]
+    db.session.remove()
+    assert workflow_row(other_id)["state"] != "canceled"
+    assert db.session.get(User, user_id).email != "sent@example.com"
+    assert _states(workflow_id) == [("first", "completed"), ("second", "scheduled")]
+
+
+def test_the_executors_own_transactions_skip_the_connection_write_tracking(app, user):
+    """Nothing asks ``owns_transaction`` about the executor's own transactions:
+    their connections are not registered, so the tracking listener returns at
+    once for each of their statements (R-EXE-80's cost on the step path)."""
+    workflow_id, execution_id = _start(ConflictChain, user)
+    registered: list[bool] = []
+
+    def spy(connection, cursor, statement, parameters, context, executemany):
+        registered.append(transactions._SESSION_ON_CONNECTION in connection.__dict__)
+
+    sa.event.listen(db.engine, "before_cursor_execute", spy)
+    try:
+        Executor.execute(execution_id)
+        assert registered
+        assert not any(registered)
+        db.session.connection().execute(sa.select(User.__table__.c.email))
+        assert registered[-1], "a user transaction after the run is registered"
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", spy)
+    db.session.remove()
+    assert _states(workflow_id) == [("first", "completed"), ("second", "scheduled")]

@@ -20,6 +20,7 @@ from flask_geneva import resumable_step
 from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.workflow.innodb_locks import BOTH_ISOLATION_LEVELS
 from tests.workflow.support import execution_rows
 from tests.workflow.support import externally
 from tests.workflow.support import in_other_thread
@@ -46,6 +47,7 @@ class SnapshotWalk(geneva.Workflow):
         RUNS.append("tail")
 
 
+@BOTH_ISOLATION_LEVELS
 def test_resume_continues_from_a_marker_committed_after_its_snapshot(
     app, user, geneva_jobs
 ):

@@ -22,6 +22,7 @@ from flask_geneva import Executor
 from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.workflow.innodb_locks import BOTH_ISOLATION_LEVELS
 from tests.workflow.innodb_locks import move_state_with_short_lock_wait
 from tests.workflow.support import make_user
 from tests.workflow.support import run_together
@@ -188,6 +189,7 @@ def test_a_signal_racing_the_park_is_never_lost(app, geneva_jobs, capsys):
     assert tally["claimed at the gate"] + tally["woken by the sender"] == rounds * pairs
 
 
+@BOTH_ISOLATION_LEVELS
 @pytest.mark.backends("mysql")
 def test_a_senders_lock_on_the_parked_step_never_blocks_another_workflows_park(
     app, geneva_jobs

@@ -1,0 +1,116 @@
+"""Readers of one ``GENEVA_*`` value: type and range checked (R-CFG-01).
+
+Each takes the merged settings and a key and returns the value, or raises
+:class:`~flask_geneva.exceptions.GenevaConfigurationError` naming the key and
+what it got. :mod:`flask_geneva.config` builds
+:class:`~flask_geneva.config.GenevaConfig` from them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from flask_geneva.durations import coerce_duration
+from flask_geneva.exceptions import GenevaConfigurationError
+
+__all__ = [
+    "bool_value",
+    "callable_or_none",
+    "choice_value",
+    "duration_value",
+    "import_string",
+    "non_negative_int",
+    "positive_int",
+]
+
+
+def import_string(value: Any, *, setting: str) -> Any:
+    """Resolve ``"package.module:attr"`` or ``"package.module.attr"``; pass others.
+
+    Raises:
+        GenevaConfigurationError: The string cannot be imported; names the setting.
+    """
+    if not isinstance(value, str):
+        return value
+    module_name, sep, attr = value.partition(":")
+    if not sep:
+        module_name, _, attr = value.rpartition(".")
+    if not module_name or not attr:
+        raise GenevaConfigurationError(
+            f"{setting} must be a callable/object or an import path such as "
+            f"'package.module:name', got {value!r}"
+        )
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise GenevaConfigurationError(
+            f"{setting} must be a callable/object or an import path, "
+            f"could not import {value!r}: {exc}"
+        ) from exc
+
+
+def duration_value(
+    mapping: Mapping[str, Any], key: str, *, allow_none: bool, positive: bool = False
+) -> Any:
+    """A duration setting as ``timedelta`` (None where ``allow_none``), see
+    :func:`~flask_geneva.durations.coerce_duration`."""
+    try:
+        return coerce_duration(
+            mapping[key], name=key, allow_none=allow_none, positive=positive
+        )
+    except (TypeError, ValueError) as exc:
+        raise GenevaConfigurationError(str(exc)) from exc
+
+
+def positive_int(mapping: Mapping[str, Any], key: str) -> int:
+    """An int setting >= 1 (``bool`` refused)."""
+    value = mapping[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise GenevaConfigurationError(
+            f"{key} must be a positive int, got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+def bool_value(mapping: Mapping[str, Any], key: str) -> bool:
+    """A setting that must be ``True`` or ``False``."""
+    value = mapping[key]
+    if not isinstance(value, bool):
+        raise GenevaConfigurationError(
+            f"{key} must be True or False, got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+def choice_value(mapping: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    """A setting that must be one of ``allowed``."""
+    value = mapping[key]
+    if value not in allowed:
+        raise GenevaConfigurationError(
+            f"{key} must be one of {', '.join(map(repr, allowed))}, got {value!r}"
+        )
+    return str(value)
+
+
+def callable_or_none(mapping: Mapping[str, Any], key: str) -> Any:
+    """A callable, an import path of one (:func:`import_string`), or None."""
+    value = import_string(mapping[key], setting=key)
+    if value is not None and not callable(value):
+        raise GenevaConfigurationError(
+            f"{key} must be a callable, an import path or None, "
+            f"got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+def non_negative_int(mapping: Mapping[str, Any], key: str) -> int:
+    """An int setting >= 0 (``bool`` refused)."""
+    value = mapping[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise GenevaConfigurationError(
+            f"{key} must be an int >= 0, got {value!r} ({type(value).__name__})"
+        )
+    return value
