@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -55,7 +56,10 @@ def loop_instructions(
         "3600",
         *extra,
     ]
-    subprocess.run(command, check=True, capture_output=True)  # noqa: S603
+    # A fixed hash seed: string hashes (dict and set layouts) are then the same
+    # in every run, so two runs of one commit count the same instructions.
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
+    subprocess.run(command, check=True, capture_output=True, env=environment)  # noqa: S603
     dumps = sorted(
         out_dir.glob(f"callgrind.{tag}.*"),
         key=lambda path: [int(part) for part in re.findall(r"\d+", path.name)],
