@@ -474,6 +474,10 @@ class _Run(ContinuationSteps):
             self._commit_resolved(workflow, execution, step, keep_state=True)
         except row_updates.OptimisticWriteRefused as refused:
             session_transactions.rollback_after_error(session, refused)
+            # Refused before any statement, no transaction was rolled back:
+            # drop what this attempt applied to the instances all the same.
+            session.expire(workflow)
+            session.expire(execution)
             self.logger.debug(
                 "finalizing step execution %s under lock: %s",
                 self.execution_id,

@@ -325,3 +325,21 @@ def test_the_optimistic_finalize_expires_what_the_lock_would_not_read(
         assert guarded
         claim_and_last = [s for s in statements if "FOR UPDATE" in s]
         assert len(claim_and_last) == 2
+
+
+@pytest.mark.backends("postgresql")
+def test_a_refusal_before_any_statement_takes_the_locked_path(
+    app, user, geneva_jobs, monkeypatch
+):
+    """Pending writes that would not go out as the one guarded statement are
+    refused before anything is sent; the locked path finalizes (R-EXE-81)."""
+    from flask_geneva import row_updates
+
+    monkeypatch.setattr(row_updates, "merges_with_insert", lambda *args: False)
+    workflow_id, _, statements = _run(user, geneva_jobs, lambda wid, eid: None)
+    assert RUNS == ["first", "second", "third"]
+    assert workflow_row(workflow_id)["state"] == "finished"
+    assert [s[1:] for s in _states(workflow_id)] == [("completed", "success")] * 3
+    assert not [s for s in statements if s.startswith(GUARDED)]
+    # Every finalize locked: the claim's lock and three finalizes.
+    assert sum("FOR UPDATE" in s for s in statements) == 4
