@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from flask_geneva import InvalidStateError
 from flask_geneva import step
 from flask_geneva.executor import _Run
 from flask_geneva.tasks import perform_step_execution
@@ -343,3 +344,34 @@ def test_a_refusal_before_any_statement_takes_the_locked_path(
     assert not [s for s in statements if s.startswith(GUARDED)]
     # Every finalize locked: the claim's lock and three finalizes.
     assert sum("FOR UPDATE" in s for s in statements) == 4
+
+
+def test_a_refused_skip_changes_nothing_and_costs_no_lock(
+    app, user, geneva_jobs, finalize_mode
+):
+    """``skip()`` refuses while the step runs and writes nothing: the guard
+    holds and finalize sends no locking read (R-EXT-26, R-EXE-81)."""
+    refused: list[Any] = []
+
+    def try_skip(wid, eid):
+        try:
+            externally(wid, "skip")
+        except InvalidStateError as error:
+            refused.append(error)
+
+    workflow_id, _, statements = _run(user, geneva_jobs, try_skip)
+    assert len(refused) == 1
+    assert RUNS == ["first", "second", "third"]
+    assert workflow_row(workflow_id)["state"] == "finished"
+    assert [s[1:] for s in _states(workflow_id)] == [("completed", "success")] * 3
+    if finalize_mode == "optimistic" and db.engine.dialect.name == "postgresql":
+        assert sum(s.startswith(GUARDED) for s in statements) == 2
+        # The claim's lock and the last finalize's, none for the raced step.
+        assert (
+            sum(
+                "FOR UPDATE" in s and "geneva_drive_step_executions" in s
+                for s in statements
+                if "JOIN" in s
+            )
+            == 2
+        )
