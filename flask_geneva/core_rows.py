@@ -58,6 +58,7 @@ __all__ = [
     "clear_caches",
     "column_keys",
     "connection_of",
+    "expect_unchanged_since_claim",
     "flush",
     "insert_step_execution",
     "materialize",
@@ -156,6 +157,7 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
     if pending is None:
         return False
     if pending.updates:
+        _refuse_if_optimistic(session)
         row_updates.update_rows(core_session.connection_of(session), pending.updates)
     _settle_writes(session, geneva, pending)
     return pending.others_left
@@ -384,6 +386,8 @@ def insert_step_execution(
     values_by_key = state.dict
     other_attributes, plan = _insert_plan(mapper, absent)
     core_insert = other_attributes.isdisjoint(values_by_key)
+    # An optimistic finalize's guards (R-EXE-81) hold for this INSERT only.
+    guards = session.info.pop(row_updates.OPTIMISTIC_GUARDS, None)
     pending = _plan_writes(session, geneva)
     merged = (
         pending is not None
@@ -397,6 +401,10 @@ def insert_step_execution(
             core_session.bind_of(session).dialect, pending.updates
         )
     )
+    if guards is not None and not merged:
+        raise row_updates.OptimisticWriteRefused(
+            "the pending writes do not go out with the INSERT as one statement"
+        )
     if not merged:
         _flush_planned(session, geneva, pending)
         if state.pending:
@@ -426,7 +434,7 @@ def insert_step_execution(
     if merged:
         assert pending is not None  # noqa: S101 - merged implies it
         new_id = row_updates.update_rows_and_insert(
-            connection, pending.updates, mapper.local_table, row
+            connection, pending.updates, mapper.local_table, row, guards
         )
         _settle_writes(session, geneva, pending)
         if values_by_key.get("id") is None:
@@ -436,6 +444,37 @@ def insert_step_execution(
     orm.make_transient_to_detached(execution)
     session.add(execution)
     core_session.record_write(session, execution, inserted=True)
+
+
+def expect_unchanged_since_claim(
+    session: orm.Session, guards: row_updates.OptimisticGuards | None
+) -> None:
+    """Guard the next INSERT's merged statement with ``guards`` (R-EXE-81).
+
+    Until that INSERT consumes them (or this is called with None), any other
+    write of geneva's rows in ``session`` raises
+    :class:`~flask_geneva.row_updates.OptimisticWriteRefused` before a
+    statement is sent, and so does an INSERT whose pending writes do not merge
+    with it (R-EXE-79).
+
+    Args:
+        session: The session finalize writes with.
+        guards: What the statement must find unchanged; None forgets them.
+    """
+    info = core_session.actual_session(session).info
+    if guards is None:
+        info.pop(row_updates.OPTIMISTIC_GUARDS, None)
+    else:
+        info[row_updates.OPTIMISTIC_GUARDS] = guards
+
+
+def _refuse_if_optimistic(session: orm.Session) -> None:
+    """Send no unguarded write while an optimistic finalize's guards are set."""
+    if row_updates.OPTIMISTIC_GUARDS in session.info:
+        session.info.pop(row_updates.OPTIMISTIC_GUARDS)
+        raise row_updates.OptimisticWriteRefused(
+            "geneva rows would be written before the guarded statement"
+        )
 
 
 def _flush_planned(

@@ -11,7 +11,10 @@ Three phases, each with its own transaction:
    back after an exception) before finalization (R-EXE-33..39).
 3. **finalize** (locked): the outcome is applied, the next execution is created,
    and after the commit a policy-handled exception is re-raised as ``reraise``
-   says (R-EXE-40..51, :mod:`flask_geneva.task_failures`).
+   says (R-EXE-40..51, :mod:`flask_geneva.task_failures`). On PostgreSQL a
+   Celery task's finalize of a completed body may instead send one guarded
+   statement without the lock, falling back to the locked path when the guard
+   fails (R-EXE-81).
 
 This module imports neither Flask nor Celery: it runs with the
 :class:`~flask_geneva.engine_context.EngineContext` its caller passes in.
@@ -29,11 +32,14 @@ from typing import TypeVar
 from sqlalchemy import orm
 
 from flask_geneva import clock
+from flask_geneva import core_rows
 from flask_geneva import error_reporting
 from flask_geneva import executor_events
 from flask_geneva import operator_finalize
+from flask_geneva import row_updates
 from flask_geneva import session_transactions
 from flask_geneva import signals
+from flask_geneva import store
 from flask_geneva import task_failures
 from flask_geneva import transactions
 from flask_geneva import transitions
@@ -177,6 +183,7 @@ class _Run(ContinuationSteps):
             if prepared is None:
                 return None
             workflow, execution, step = prepared
+            self._claimed_rows = (workflow, execution)
             self._note_hero(workflow)  # R-EXE-78: probed with finalize's lock
             try:
                 body = self._run_body(workflow, execution, step)
@@ -202,6 +209,9 @@ class _Run(ContinuationSteps):
             if self._error_context_token is not None:
                 error_reporting.reset_error_context(self._error_context_token)
                 self._error_context_token = None
+
+    #: The workflow and execution as the claim committed them (R-EXE-81).
+    _claimed_rows: tuple[Any, Any] | None = None
 
     def _prepare_retrying(self) -> tuple[Any, Any, Any] | None:
         """Phase 1, started over when the database chose it as a deadlock victim.
@@ -354,7 +364,15 @@ class _Run(ContinuationSteps):
             if error is not None:
                 task_failures.log_unrecorded(self.logger, error, "encountered")
 
+        optimistic = [body.kind == "completed"]
+
         def attempt() -> tuple[tuple[Any, Any], PolicyResult | None, bool] | None:
+            if optimistic[0]:
+                # R-EXE-81: once per finalize; a retry (R-EXE-80) takes the lock.
+                optimistic[0] = False
+                done = self._finalize_optimistically(session, step, reports, running)
+                if done is not None:
+                    return done
             try:
                 return self._finalize_once(session, step, body)
             except InlineCheckFailed as failed:
@@ -411,6 +429,65 @@ class _Run(ContinuationSteps):
         self.continuation = None
         self._hero_present = None
         self._finalizing = False
+
+    def _finalize_optimistically(
+        self, session: orm.Session, step: Any, reports: int, running: int
+    ) -> tuple[tuple[Any, Any], None, bool] | None:
+        """Finalize a completed body without the locking read (R-EXE-81).
+
+        ``complete`` and the inline claim (or the next step's scheduling) are
+        applied to the rows as the claim committed them, and the one merged
+        statement (R-EXE-79) carries the guard that stands in for the lock:
+        both rows unchanged since the claim (state and ``updated_at``), and
+        the hero present when the next step is claimed inline. The
+        execution's attributes the lock would not have read are expired, as
+        after the lock (R-EXE-48).
+
+        Returns:
+            As :meth:`_finalize_once` for a body that completed; None when the
+            rows do not qualify or the guard failed (rolled back, the
+            attempt's traces forgotten): the caller takes the locked path.
+        """
+        claimed = self._claimed_rows
+        if claimed is None:
+            return None
+        workflow, execution = claimed
+        guards = self._optimistic_guards(workflow, execution, step)
+        if guards is None:
+            return None
+        session.expire(execution, store.finalize_unread_execution_keys(session))
+        core_rows.expect_unchanged_since_claim(session, guards)
+        try:
+            self._finalizing = True
+            workflow.current_step_name = None
+            schedules = transitions.apply(
+                transitions.COMPLETE,
+                clock.now(),
+                workflow=workflow,
+                execution=execution,
+            )
+            if guards.hero is not None:
+                self._hero_present = True  # the statement's guard checks it
+            if not self._continue_inline(workflow, step):
+                guards.hero = None  # nothing claimed: the hero is not checked
+                self._perform(schedules, workflow, execution, step)
+            self._commit_resolved(workflow, execution, step, keep_state=True)
+        except row_updates.OptimisticWriteRefused as refused:
+            session_transactions.rollback_after_error(session, refused)
+            # Refused before any statement, no transaction was rolled back:
+            # drop what this attempt applied to the instances all the same.
+            session.expire(workflow)
+            session.expire(execution)
+            self.logger.debug(
+                "finalizing step execution %s under lock: %s",
+                self.execution_id,
+                refused,
+            )
+            self._forget_attempt(reports, running)
+            return None
+        finally:
+            core_rows.expect_unchanged_since_claim(session, None)
+        return (workflow.state, execution.state), None, False
 
     def _finalize_once(
         self, session: orm.Session, step: Any, body: BodyResult

@@ -29,6 +29,7 @@ from flask_geneva import clock
 from flask_geneva import core_session
 from flask_geneva import error_reporting
 from flask_geneva import executor_events
+from flask_geneva import row_updates
 from flask_geneva import scheduling
 from flask_geneva import signals
 from flask_geneva import store
@@ -38,6 +39,8 @@ from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.exceptions import HeroTypeNotFoundError
 from flask_geneva.executor_prepare import PreparePhase
 from flask_geneva.flow_control import step_context
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
 
 __all__ = ["ClaimedStep", "ContinuationSteps", "InlineBudget", "InlineCheckFailed"]
 
@@ -187,6 +190,86 @@ class ContinuationSteps(PreparePhase):
         if any(not transactions.is_own_listener(fn) for fn in listeners):
             return
         self._hero_probe = (hero_cls, hero_type, hero_id)
+
+    def _optimistic_guards(
+        self, workflow: Any, execution: Any, step: Any
+    ) -> row_updates.OptimisticGuards | None:
+        """What an optimistic finalize of ``step`` checks, if it may skip the lock.
+
+        R-EXE-81: only in a run that may continue inline (the Celery task),
+        on PostgreSQL, when ``step`` is no ``wait_for`` step (its signals are
+        settled in finalize), a step follows it whose inline claim evaluates
+        no condition (no cancel condition, no ``skip_if``/``run_if``: user
+        code runs under the lock), the hero, if the workflow needs one, can be
+        probed as :meth:`_note_hero` allows, and the claimed rows are still
+        held as the claim committed them (persistent, unchanged, nothing
+        expired since: a body that committed expired them) in the states
+        ``performing`` and ``in_progress``, with nothing else pending in the
+        session.
+
+        Returns:
+            The guards (the hero's set whatever the claim: the caller drops
+            it when nothing is claimed inline), or None for the locked path.
+        """
+        if self.inline_budget is None or self._inline_refused:
+            return None
+        session = self.session
+        if (
+            core_session.bind_of(session).dialect.name != "postgresql"
+            or step.wait_for is not None
+            or session.new
+            or session.dirty
+            or session.deleted
+        ):
+            return None
+        workflow_type = type(workflow)
+        following = workflow.steps.next_after(step.name)
+        if (
+            following is None
+            or following.skip_if is not None
+            or following.run_if is not None
+            or workflow_type.__geneva_definitions__.cancel_conditions
+        ):
+            return None
+        workflow_state, execution_state = sa.inspect(workflow), sa.inspect(execution)
+        if (
+            not workflow_state.persistent
+            or not execution_state.persistent
+            or workflow_state.modified
+            or execution_state.modified
+            or workflow_state.expired_attributes
+            or execution_state.expired_attributes
+        ):
+            return None
+        workflow_values, execution_values = workflow_state.dict, execution_state.dict
+        workflow_version = workflow_values.get("updated_at")
+        execution_version = execution_values.get("updated_at")
+        if (
+            workflow_values.get("state") != WorkflowState.PERFORMING
+            or execution_values.get("state") != StepExecutionState.IN_PROGRESS
+            or workflow_version is None
+            or execution_version is None
+        ):
+            return None
+        hero: tuple[Any, Any] | None = None
+        if not workflow_type.may_proceed_without_hero:
+            probe = self._hero_probe
+            if (
+                probe is None
+                or workflow_values.get("hero_type") != probe[1]
+                or workflow_values.get("hero_id") != probe[2]
+            ):
+                return None
+            hero = (probe[0], probe[2])
+        return row_updates.OptimisticGuards(
+            workflow_id=workflow_state.key[1][0],
+            workflow_state=workflow_values["state"],
+            workflow_version=workflow_version,
+            execution_id=execution_state.key[1][0],
+            execution_state=execution_values["state"],
+            execution_version=execution_version,
+            hero=hero,
+        )
 
     def _lock_for_finalize(self, completed: bool = False) -> tuple[Any, Any]:
         """Lock the workflow and execution for Phase 3, probing the hero if noted.

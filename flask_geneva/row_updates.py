@@ -13,8 +13,9 @@ data-modifying CTE on PostgreSQL, a multiple-table UPDATE on MySQL/MariaDB.
 On PostgreSQL the UPDATEs written just before a new execution's INSERT go out
 with that INSERT as one statement, the INSERT reading from the UPDATEs'
 ``RETURNING`` so that it runs only once every UPDATE matched its row
-(:func:`update_rows_and_insert`, R-EXE-79). Statements are built once per table
-and set of columns.
+(:func:`update_rows_and_insert`, R-EXE-79); an optimistic finalize's statement
+is guarded instead by what the claim committed (:class:`OptimisticGuards`,
+R-EXE-81). Statements are built once per table and set of columns.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from sqlalchemy.orm.exc import StaleDataError
 from flask_geneva.exceptions import StateConflictError
 
 __all__ = [
+    "OPTIMISTIC_GUARDS",
     "UNGUARDED",
+    "OptimisticGuards",
+    "OptimisticWriteRefused",
     "RowUpdate",
     "clear_statements",
     "merges_with_insert",
@@ -39,6 +43,10 @@ __all__ = [
 
 #: ``RowUpdate.expected_state`` of an UPDATE that leaves ``state`` alone.
 UNGUARDED: Any = object()
+
+#: ``Session.info`` key of the :class:`OptimisticGuards` an optimistic finalize
+#: set for the next INSERT of a step execution (R-EXE-81).
+OPTIMISTIC_GUARDS = "geneva_optimistic_guards"
 
 _statements: dict[tuple[Any, ...], Any] = {}
 _statements_lock = threading.Lock()
@@ -77,6 +85,45 @@ class RowUpdate:
     def guarded(self) -> bool:
         """Whether the UPDATE carries ``AND state = :expected``."""
         return self.expected_state is not UNGUARDED
+
+
+class OptimisticWriteRefused(Exception):
+    """An optimistic finalize's writes were not sent, or its guard failed (R-EXE-81).
+
+    Raised before any statement when the pending writes are not the shape the
+    guarded statement handles, or after it when the guard matched no row (the
+    workflow or the execution changed since the claim, or the hero is gone):
+    nothing was written that the caller's rollback does not undo. Finalize
+    rolls back and takes the locked path.
+    """
+
+
+@dataclasses.dataclass
+class OptimisticGuards:
+    """What an optimistic finalize's statement checks instead of a lock (R-EXE-81).
+
+    Each row must still hold the state and the ``updated_at`` it held when it
+    was claimed (every write of a geneva row, geneva's own and an ORM flush
+    alike, sets ``updated_at``), and, for an inline claim that needs its hero,
+    the hero row must exist.
+
+    Attributes:
+        workflow_id: The workflow's primary key.
+        workflow_state: The state the workflow held at the claim (``performing``).
+        workflow_version: Its ``updated_at`` then.
+        execution_id: The finished execution's primary key.
+        execution_state: Its state then (``in_progress``).
+        execution_version: Its ``updated_at`` then.
+        hero: ``(hero class, hero id)`` whose row must exist, or None.
+    """
+
+    workflow_id: Any
+    workflow_state: Any
+    workflow_version: Any
+    execution_id: Any
+    execution_state: Any
+    execution_version: Any
+    hero: tuple[Any, Any] | None = None
 
 
 def update_rows(connection: sa.Connection, updates: list[RowUpdate]) -> None:
@@ -276,6 +323,7 @@ def update_rows_and_insert(
     updates: list[RowUpdate],
     table: sa.Table,
     row: dict[str, Any],
+    guards: OptimisticGuards | None = None,
 ) -> Any:
     """Send ``updates`` and the INSERT of ``row`` as one statement (R-EXE-79).
 
@@ -292,6 +340,8 @@ def update_rows_and_insert(
         updates: As :func:`merges_with_insert` accepts them, in that order.
         table: The table inserted into (step executions).
         row: ``{column name: value}`` of the new row.
+        guards: An optimistic finalize's guards (R-EXE-81): the statement is
+            :func:`_optimistic_update_and_insert`'s instead.
 
     Returns:
         The new row's primary key.
@@ -300,7 +350,11 @@ def update_rows_and_insert(
         StateConflictError: A guarded row held another state (R-DM-40); nothing
             was inserted, and the caller rolls back what the other CTE wrote.
         sqlalchemy.orm.exc.StaleDataError: A row is gone.
+        OptimisticWriteRefused: With ``guards``: the writes are not an
+            execution's and its own workflow's, or the guard failed.
     """
+    if guards is not None:
+        return _optimistic_update_and_insert(connection, updates, table, row, guards)
     shapes = tuple(_shape(update) for update in updates)
 
     def build() -> Any:
@@ -317,15 +371,7 @@ def update_rows_and_insert(
         source: Any = written[0]
         for cte in written[1:]:
             source = source.join(cte, sa.true())
-        values = sa.select(
-            *(sa.bindparam(f"new_{name}", type_=table.c[name].type) for name in row)
-        ).select_from(source)
-        inserted = (
-            sa.insert(table)
-            .from_select(list(row), values)
-            .returning(table.c.id)
-            .cte("geneva_insert")
-        )
+        inserted = _insert_cte(table, row, source)
         counts = [
             sa.select(sa.func.count()).select_from(cte).scalar_subquery()
             for cte in written
@@ -346,6 +392,137 @@ def update_rows_and_insert(
     if new_id is None:
         raise sa.exc.InvalidRequestError(
             f"the INSERT into {table.name} returned no primary key"
+        )
+    return new_id
+
+
+def _insert_cte(table: sa.Table, row: dict[str, Any], source: Any) -> Any:
+    """``INSERT INTO table ... SELECT`` the ``new_*`` parameters ``FROM source``.
+
+    One row per row of ``source`` (the UPDATE CTEs it reads), returning the
+    new primary key, as a CTE named ``geneva_insert``.
+    """
+    values = sa.select(
+        *(sa.bindparam(f"new_{name}", type_=table.c[name].type) for name in row)
+    ).select_from(source)
+    return (
+        sa.insert(table)
+        .from_select(list(row), values)
+        .returning(table.c.id)
+        .cte("geneva_insert")
+    )
+
+
+def _optimistic_update_and_insert(
+    connection: sa.Connection,
+    updates: list[RowUpdate],
+    table: sa.Table,
+    row: dict[str, Any],
+    guards: OptimisticGuards,
+) -> Any:
+    """An optimistic finalize's one statement: no locking read before it (R-EXE-81).
+
+    The workflow's UPDATE is guarded by its state and ``updated_at`` at the
+    claim (and the hero row's ``EXISTS`` when ``guards.hero``), the
+    execution's by its own; the execution's UPDATE runs only when the
+    workflow's returned its row (an uncorrelated ``EXISTS`` on that CTE, which
+    PostgreSQL evaluates once, before it scans the execution), so the
+    workflow row is locked before the execution row, as SPEC §7 orders. The
+    INSERT reads the execution's ``RETURNING``, as in
+    :func:`update_rows_and_insert`. A guard that matches nothing writes and
+    inserts nothing, and is not read again under a lock: the caller rolls
+    back and takes the locked path, which re-reads both rows.
+
+    Raises:
+        OptimisticWriteRefused: ``updates`` are not an execution's and its own
+            workflow's (nothing sent), or a guard failed.
+    """
+    if (
+        len(updates) != 2
+        or updates[0].row != "step execution"
+        or updates[0].row_id != guards.execution_id
+        or updates[1].row != "workflow"
+        or updates[1].row_id != guards.workflow_id
+    ):
+        raise OptimisticWriteRefused(
+            "the pending writes are not the finished execution's and its workflow's"
+        )
+    execution_update, workflow_update = updates
+    hero_key = None
+    if guards.hero is not None:
+        hero_key = sa.inspect(guards.hero[0]).primary_key[0]
+
+    def build() -> Any:
+        workflows, executions = workflow_update.table, execution_update.table
+        conditions = [
+            workflows.c.id == sa.bindparam("wg_pk"),
+            workflows.c.state == sa.bindparam("wg_expected"),
+            workflows.c.updated_at == sa.bindparam("wg_version"),
+        ]
+        if hero_key is not None:
+            conditions.append(
+                sa.exists().where(
+                    hero_key == sa.bindparam("geneva_hero_id", type_=hero_key.type)
+                )
+            )
+        workflow_cte = (
+            sa.update(workflows)
+            .where(*conditions)
+            .values(_assignments(workflow_update, "w_"))
+            .returning(workflows.c.id)
+            .cte("geneva_workflow_update")
+        )
+        execution_cte = (
+            sa.update(executions)
+            .where(
+                executions.c.id == sa.bindparam("eg_pk"),
+                executions.c.state == sa.bindparam("eg_expected"),
+                executions.c.updated_at == sa.bindparam("eg_version"),
+                sa.select(workflow_cte.c.id).exists(),
+            )
+            .values(_assignments(execution_update, "e_"))
+            .returning(executions.c.id)
+            .cte("geneva_execution_update")
+        )
+        inserted = _insert_cte(table, row, execution_cte)
+        return sa.select(
+            sa.select(sa.func.count()).select_from(execution_cte).scalar_subquery(),
+            sa.select(inserted.c.id).scalar_subquery(),
+        )
+
+    statement = _cached(
+        (
+            "optimistic",
+            _shape(execution_update),
+            _shape(workflow_update),
+            table,
+            tuple(row),
+            hero_key,
+        ),
+        build,
+    )
+    params: dict[str, Any] = {
+        f"w_{name}": value for name, value in workflow_update.values.items()
+    }
+    params.update(
+        {f"e_{name}": value for name, value in execution_update.values.items()}
+    )
+    params.update(
+        wg_pk=guards.workflow_id,
+        wg_expected=guards.workflow_state,
+        wg_version=guards.workflow_version,
+        eg_pk=guards.execution_id,
+        eg_expected=guards.execution_state,
+        eg_version=guards.execution_version,
+    )
+    if guards.hero is not None:
+        params["geneva_hero_id"] = guards.hero[1]
+    params.update({f"new_{name}": value for name, value in row.items()})
+    written, new_id = connection.execute(statement, params).one()
+    if written != 1 or new_id is None:
+        raise OptimisticWriteRefused(
+            f"step execution {guards.execution_id!r} or its workflow changed "
+            "since the claim, or the hero is gone"
         )
     return new_id
 

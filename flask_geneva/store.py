@@ -34,6 +34,7 @@ from flask_geneva.sqlite_locking import write_transaction
 
 __all__ = [
     "cancel_scheduled_executions",
+    "finalize_unread_execution_keys",
     "lock_active_executions",
     "lock_execution",
     "lock_workflow",
@@ -47,6 +48,19 @@ __all__ = [
 #: read. The others are expired on the instance, not re-read: an access
 #: reads them from the row (R-EXE-48).
 FINALIZE_EXECUTION_KEYS = frozenset({"id", "workflow_id", "step_name", "state"})
+
+
+def finalize_unread_execution_keys(session: orm.Session) -> tuple[str, ...]:
+    """The execution attribute keys finalize's lock leaves unread (R-EXE-48).
+
+    The existing columns of the step-execution table outside
+    :data:`FINALIZE_EXECUTION_KEYS`: the keys an optimistic finalize expires
+    as the lock would have (R-EXE-81).
+    """
+    geneva = geneva_from_session(session)
+    return _lock_columns(
+        session, geneva.Workflow, geneva.StepExecution, FINALIZE_EXECUTION_KEYS
+    )[4]
 
 
 # -- locking reads -----------------------------------------------------------------

@@ -241,19 +241,25 @@ def _chain_statements(workflow_cls, user, geneva_jobs):
 
 
 @pytest.mark.backends("postgresql")
-def test_a_continued_step_sends_two_statements(app, user, geneva_jobs):
-    """Finalize's lock, then one statement that ends the step and claims the next (R-EXE-79).
+def test_a_continued_step_sends_one_statement(app, user, geneva_jobs):
+    """One guarded statement ends the step and claims the next, no lock first (R-EXE-79, R-EXE-81).
 
-    Three more steps in the chain cost six more statements: per continued step
-    the lock and one data-modifying CTE holding the finished execution's and
-    its workflow's guarded UPDATE and the next execution's INSERT.
+    Three more steps in the chain cost three more statements: per continued
+    step one data-modifying CTE holding the finished execution's and its
+    workflow's UPDATE, guarded by what the claim committed, and the next
+    execution's INSERT. No finalize sends a locking read.
     """
     short = _chain_statements(InlineThreeNoOps, user, geneva_jobs)
     long = _chain_statements(InlineSixNoOps, user, geneva_jobs)
-    assert (len(long) - len(short)) / 3 == 2
+    assert (len(long) - len(short)) / 3 == 1
     merged = [s for s in long if "INSERT INTO geneva_drive_step_executions" in s]
     assert len(merged) == 5
     assert all(s.lstrip().upper().startswith("WITH") for s in merged)
+    # The task's locking reads: the delivered step's claim and the last
+    # step's finalize (it ends the workflow: no INSERT to guard), however
+    # many steps ran between them.
+    assert sum("FOR UPDATE" in s for s in short) == 2
+    assert sum("FOR UPDATE" in s for s in long) == 2
 
 
 def test_budget_of_steps_ends_the_chain_and_publishes(app, user, geneva_jobs):
