@@ -271,11 +271,21 @@ def _duration(
         raise GenevaConfigurationError(str(exc)) from exc
 
 
+#: The largest int setting: a 64-bit signed integer, the widest value every
+#: supported database binds (a batch size goes into a ``LIMIT``).
+MAX_INT_SETTING = 2**63 - 1
+
+
 def _positive_int(mapping: Mapping[str, Any], key: str) -> int:
     value = mapping[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_INT_SETTING
+    ):
         raise GenevaConfigurationError(
-            f"{key} must be a positive int, got {value!r} ({type(value).__name__})"
+            f"{key} must be a positive int, got {value!r} "
+            f"({type(value).__name__}); allowed: 1 to {MAX_INT_SETTING}"
         )
     return value
 
@@ -542,9 +552,14 @@ def _inline_budget(merged: Mapping[str, Any]) -> timedelta:
 
 def _non_negative_int(mapping: Mapping[str, Any], key: str) -> int:
     value = mapping[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 0 <= value <= MAX_INT_SETTING
+    ):
         raise GenevaConfigurationError(
-            f"{key} must be an int >= 0, got {value!r} ({type(value).__name__})"
+            f"{key} must be an int >= 0, got {value!r} "
+            f"({type(value).__name__}); allowed: 0 to {MAX_INT_SETTING}"
         )
     return value
 
