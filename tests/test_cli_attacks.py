@@ -550,3 +550,40 @@ def test_worker_schedule_without_beat_is_a_usage_error(geneva_cli):  # noqa: F81
     error = _usage_error(geneva_cli("worker", "--schedule", "beat.db"))
     assert "--schedule needs --beat" in error
     assert "'beat.db'" in error
+
+
+@pytest.mark.parametrize("queues", ["", ",,", "critical,", " , mail"])
+def test_worker_queues_with_an_empty_name_are_a_usage_error(geneva_cli, queues):  # noqa: F811
+    """``--queues ",,"`` started a worker on a queue named ``,,`` and ``--queues ""``
+    one on the default queue: a worker consuming nothing it was meant to. An empty
+    name is a usage error before anything starts (R-CLI-03).
+    """
+    error = _usage_error(geneva_cli("worker", "--queues", queues))
+    assert "Invalid value for '-Q' / '--queues'" in error
+    assert f"got {queues!r} (an empty name)" in error
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("--pool", "bogus", "'prefork'"),
+        ("--loglevel", "NOPE", "'debug'"),
+    ],
+)
+def test_worker_pool_and_loglevel_are_checked_by_flask_geneva(
+    geneva_cli,  # noqa: F811
+    option,
+    value,
+    allowed,
+):
+    """A wrong ``--pool`` or ``--loglevel`` was refused by Celery after
+    "starting Celery worker", with a usage line for a ``flask worker`` command that
+    does not exist; it is now a usage error of ``flask geneva worker`` naming the
+    allowed values, before anything starts (R-CLI-03).
+    """
+    result = geneva_cli("worker", option, value)
+    error = _usage_error(result)
+    assert f"{value!r} is not one of" in error
+    assert allowed in error.lower()
+    assert "starting Celery worker" not in result.stdout
+    assert "geneva worker [OPTIONS]" in result.stderr
