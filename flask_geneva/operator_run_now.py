@@ -60,7 +60,7 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
             says which. Nothing changes.
         ValueError: ``via`` is unknown.
     """
-    flow_control.check_via(via)
+    flow_control.check_operator(via, actor)
     if workflow.state != WorkflowState.READY:
         raise _not_ready(workflow)
     session, locked = flow_control.lock_for_operator(workflow)
