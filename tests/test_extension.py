@@ -148,6 +148,7 @@ def test_unknown_settings_are_logged_with_the_closest_known_name(tmp_path, caplo
         f"sqlite:///{tmp_path / 'typo.sqlite3'}",
         GENEVA_FIND_ATEMPTS=3,
         GENEVA_QQQ=1,
+        GENEVA_FOOBAR=1,
     )
     messages = [record.getMessage() for record in caplog.records]
     assert (
@@ -155,6 +156,8 @@ def test_unknown_settings_are_logged_with_the_closest_known_name(tmp_path, caplo
         "did you mean GENEVA_FIND_ATTEMPTS?" in messages
     )
     assert "unknown flask_geneva setting GENEVA_QQQ" in messages
+    # Only the shared GENEVA_ prefix is alike: no suggestion (was GENEVA_ADMIN_URL).
+    assert "unknown flask_geneva setting GENEVA_FOOBAR" in messages
     assert not any("GENEVA_FIND_DELAY" in message for message in messages)
 
 
