@@ -587,3 +587,40 @@ def test_worker_pool_and_loglevel_are_checked_by_flask_geneva(
     assert allowed in error.lower()
     assert "starting Celery worker" not in result.stdout
     assert "geneva worker [OPTIONS]" in result.stderr
+
+
+# -- a database without geneva's tables -----------------------------------------------
+
+
+@pytest.mark.backends("sqlite")  # its own empty SQLite file
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status",),
+        ("list",),
+        ("show", "1"),
+        ("pause", "1"),
+        ("dispatch",),
+        ("housekeeping",),
+        ("check-steps",),
+        ("signal", "1", "approved"),
+    ],
+)
+def test_commands_before_the_tables_exist_say_to_run_the_migrations(tmp_path, args):
+    """Before `flask geneva install` and `flask db upgrade` every command ended in
+    the driver's "no such table" with a traceback of some thirty frames; it is now
+    one line naming the missing tables and the commands to run (R-CLI-04)."""
+    from tests.apps.basic import create_app
+
+    empty = create_app(f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+    result = empty.test_cli_runner().invoke(args=["geneva", *args])
+    assert result.exit_code in (1, 2), result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[-1] == (
+        "Error: the flask_geneva tables geneva_drive_workflows, "
+        "geneva_drive_step_executions do not exist in "
+        f"sqlite:///{tmp_path / 'empty.sqlite3'}: run `flask geneva install` "
+        "(once, to write the migrations) and then `flask db upgrade`"
+    )
