@@ -37,7 +37,6 @@ __all__ = [
     "OptionalColumns",
     "absent_execution_columns",
     "cached_statement",
-    "missing_core_tables",
     "optional_columns",
     "reset_column_caches",
     "undefer_options",
@@ -100,21 +99,6 @@ def reset_column_caches() -> None:
         _column_cache.clear()
         _statement_cache.clear()
     core_rows.clear_caches()
-
-
-def missing_core_tables(engine: sa.Engine) -> list[str]:
-    """The names of geneva's two core tables the database does not have.
-
-    Asked after a command failed on the database, to tell a schema that was never
-    created (``flask geneva install`` and ``flask db upgrade`` not run yet) from
-    any other database error.
-    """
-    inspector = sa.inspect(engine)
-    return [
-        table
-        for table in (WORKFLOWS_TABLE, STEP_EXECUTIONS_TABLE)
-        if not inspector.has_table(table)
-    ]
 
 
 def optional_columns(session: orm.Session) -> OptionalColumns:
