@@ -51,7 +51,7 @@ def _missing_geneva_table(error: sa_exc.DBAPIError) -> str | None:
     """The geneva table ``error`` says is missing, or None for any other error."""
     original = error.orig
     text = str(original)
-    args = getattr(original, "args", ())
+    args: tuple[Any, ...] = tuple(getattr(original, "args", ()))
     missing = (
         getattr(original, "sqlstate", None) == _UNDEFINED_TABLE  # psycopg 3
         or getattr(original, "pgcode", None) == _UNDEFINED_TABLE  # psycopg 2
