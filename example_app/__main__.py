@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import errno
 import io
+import math
 import os
 import secrets
 import shutil
@@ -27,6 +28,60 @@ from pathlib import Path
 from typing import Any
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free one) to 65535."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"must be from 0 (any free port) to 65535, got {text}"
+        )
+    return value
+
+
+def _time_scale(text: str) -> float:
+    """An argparse type: a finite factor >= 0 (0: no waits at all)."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of 0 or more (e.g. 0.00001), got {text}"
+        )
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of seconds above 0, got {text}"
+        )
+    return value
+
+
+def _database_url(text: str) -> str:
+    """An argparse type: a SQLAlchemy URL whose dialect and driver are installed."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.exc import NoSuchModuleError
+
+    try:
+        make_url(text).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as error:
+        raise argparse.ArgumentTypeError(
+            f"not a usable SQLAlchemy database URL ({error}), got {text!r}; e.g. "
+            f"postgresql+psycopg://postgres@127.0.0.1:5432/example"
+        ) from error
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m example_app")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -35,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         help="seed users, run their workflows, serve the admin, print a summary",
     )
     demo.add_argument(
-        "--users", type=int, default=1000, help="users to seed (default 1000)"
+        "--users", type=_count, default=1000, help="users to seed (default 1000)"
     )
     demo.add_argument(
         "--time-scale",
-        type=float,
+        type=_time_scale,
         default=0.00001,
         help="multiply every wait by this (default 0.00001: 2 days -> 1.7 s); "
         "the dispatcher and housekeeping intervals too, at least "
@@ -47,13 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     demo.add_argument(
         "--subscribers",
-        type=int,
+        type=_count,
         default=20_000,
         help="newsletter subscribers to seed (default 20000)",
     )
-    demo.add_argument("--database-url", default=None, help="default: a new SQLite file")
     demo.add_argument(
-        "--timeout", type=float, default=600, help="seconds before giving up"
+        "--database-url",
+        type=_database_url,
+        default=None,
+        help="default: a new SQLite file",
+    )
+    demo.add_argument(
+        "--timeout", type=_seconds, default=600, help="seconds before giving up"
     )
     demo.add_argument(
         "--keep-database",
@@ -62,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     demo.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=5000,
         help="port of the admin UI on 127.0.0.1 (default 5000; a free one if "
         "it is busy; 0 picks a free one)",

@@ -254,8 +254,14 @@ def unknown_setting_messages(mapping: Mapping[str, Any]) -> list[str]:
     for key in mapping:
         if not key.startswith("GENEVA_") or key in DEFAULTS:
             continue
-        close = difflib.get_close_matches(key, DEFAULTS, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        # Compared without the shared prefix, which alone made GENEVA_FOOBAR
+        # "close" to GENEVA_ADMIN_URL.
+        close = difflib.get_close_matches(
+            key.removeprefix("GENEVA_"),
+            [known.removeprefix("GENEVA_") for known in DEFAULTS],
+            n=1,
+        )
+        hint = f"; did you mean GENEVA_{close[0]}?" if close else ""
         messages.append(f"unknown flask_geneva setting {key}{hint}")
     return messages
 

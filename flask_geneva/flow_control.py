@@ -38,7 +38,7 @@ from flask_geneva.models import WorkflowState
 __all__ = [
     "StepContext",
     "cancel",
-    "check_via",
+    "check_operator",
     "current_step_context",
     "finish",
     "finish_external",
@@ -186,10 +186,22 @@ def suspend(workflow: Any, *, wait: Any = None) -> NoReturn:
 # -- external operations --------------------------------------------------------------
 
 
-def _check_via(via: str) -> None:
+def _check_operator(via: str, actor: object) -> None:
+    """Refuse, before anything is locked or written, a bad ``via`` or ``actor``.
+
+    The actor is stored in the operator action record, a JSON document (R-PDR-05):
+    a value that is not a str was refused by the JSON encoder only inside the
+    UPDATE, and a NUL character by PostgreSQL's jsonb.
+    """
     if via not in _VIA_VALUES:
         raise ValueError(
             f"via must be one of {', '.join(map(repr, _VIA_VALUES))}, got {via!r}"
+        )
+    if actor is not None and (not isinstance(actor, str) or "\x00" in actor):
+        raise ValueError(
+            f"actor must be None or a str naming the operator (no NUL character), "
+            f"got {actor!r} ({type(actor).__name__}); pass e.g. "
+            f"actor=current_user.email"
         )
 
 
@@ -298,7 +310,7 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     """
     if _in_step(workflow, "pause"):
         raise PauseSignal()
-    _check_via(via)
+    _check_operator(via, actor)
     allowed = (WorkflowState.READY, WorkflowState.PERFORMING)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
@@ -339,7 +351,7 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     """
     if _in_step(workflow, "cancel"):
         raise CancelSignal()
-    _check_via(via)
+    _check_operator(via, actor)
     allowed = (WorkflowState.READY, WorkflowState.PAUSED, WorkflowState.PERFORMING)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
@@ -407,7 +419,7 @@ def skip(
     """
     if _in_step(workflow, "skip"):
         raise SkipSignal()
-    _check_via(via)
+    _check_operator(via, actor)
     allowed = (WorkflowState.READY, WorkflowState.PAUSED)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
@@ -489,7 +501,7 @@ def _refuse_finish_beside_active(session: orm.Session, workflow: Any) -> None:
 # Shared with the operator's recover() (operator_recovery, R-HK-28), resume()
 # (operator_resume) and resume_at() (operator_resume_at), which run the same
 # locked, audited transaction as the operations above.
-check_via = _check_via
+check_operator = _check_operator
 refuse_state = _refuse
 refuse_running = _refuse_running
 lock_for_operator = _locked

@@ -78,7 +78,7 @@ def recover(
 
     .. versionadded:: 0.2
     """
-    flow_control.check_via(via)
+    flow_control.check_operator(via, actor)
     if not isinstance(force, bool):
         raise TypeError(f"force must be True or False, got {force!r}")
     execution_id = _execution_key(execution_id, workflow.__geneva__.key_type)

@@ -59,7 +59,7 @@ def resume(
         StepNotDefinedError: ``next_step_name`` is unknown to the code; nothing
             changes; the message says to use ``resume_at`` (R-EXT-24, R-EVO-07).
     """
-    flow_control.check_via(via)
+    flow_control.check_operator(via, actor)
     if _in_own_step(workflow):
         raise InvalidStateError(
             f"cannot resume workflow {workflow.id} from inside its own step"

@@ -88,7 +88,7 @@ def resume_at(
             names the allowed steps. Nothing changes.
         ValueError: ``step_name`` is not a non-empty str, or ``via`` is unknown.
     """
-    flow_control.check_via(via)
+    flow_control.check_operator(via, actor)
     context = flow_control.current_step_context()
     if context is not None and context.workflow_id == workflow.id:
         raise InvalidStateError(

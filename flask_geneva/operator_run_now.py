@@ -21,7 +21,7 @@ from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
-__all__ = ["run_now", "waiting_execution"]
+__all__ = ["parked_for_signal", "run_now", "waiting_execution"]
 
 
 def waiting_execution(executions: list[Any], now: Any) -> Any:
@@ -34,6 +34,26 @@ def waiting_execution(executions: list[Any], now: Any) -> Any:
         ):
             return execution
     return None
+
+
+def parked_for_signal(executions: list[Any]) -> Any:
+    """The execution among ``executions`` parked at its ``wait_for`` gate, or None.
+
+    Such a step waits for a signal, not for its time: run now cannot help it,
+    delivering the signal does (R-ADM-51, R-WSIG-10).
+    """
+    for execution in executions:
+        if execution.state == StepExecutionState.WAITING:
+            return execution
+    return None
+
+
+def signal_wait_refusal(execution: Any) -> str:
+    """Why a step parked for a signal cannot be run now, and what to do instead."""
+    return (
+        f"step {execution.step_name!r} waits for a signal, not for its time: "
+        f"deliver the signal instead"
+    )
 
 
 def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
@@ -60,7 +80,7 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
             says which. Nothing changes.
         ValueError: ``via`` is unknown.
     """
-    flow_control.check_via(via)
+    flow_control.check_operator(via, actor)
     if workflow.state != WorkflowState.READY:
         raise _not_ready(workflow)
     session, locked = flow_control.lock_for_operator(workflow)
@@ -68,9 +88,14 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
         if locked.state != WorkflowState.READY:
             raise _not_ready(locked)
         now = clock.now()
-        waiting = waiting_execution(
-            store.lock_active_executions(session, locked.id), now
-        )
+        active = store.lock_active_executions(session, locked.id)
+        waiting = waiting_execution(active, now)
+        parked = parked_for_signal(active) if waiting is None else None
+        if parked is not None:
+            raise InvalidStateError(
+                f"Cannot run workflow {locked.id} now: {signal_wait_refusal(parked)} "
+                f"(workflow.signal(...), `flask geneva signal {locked.id} NAME`)"
+            )
         if waiting is None:
             raise InvalidStateError(
                 f"Cannot run workflow {locked.id} now: its step is not waiting "

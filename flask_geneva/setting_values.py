@@ -16,6 +16,7 @@ from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import GenevaConfigurationError
 
 __all__ = [
+    "MAX_INT_SETTING",
     "bool_value",
     "callable_or_none",
     "choice_value",
@@ -65,12 +66,22 @@ def duration_value(
         raise GenevaConfigurationError(str(exc)) from exc
 
 
+#: The largest int setting: a 64-bit signed integer, the widest value every
+#: supported database binds (a batch size goes into a ``LIMIT``; R-CFG-01).
+MAX_INT_SETTING = 2**63 - 1
+
+
 def positive_int(mapping: Mapping[str, Any], key: str) -> int:
-    """An int setting >= 1 (``bool`` refused)."""
+    """An int setting from 1 to :data:`MAX_INT_SETTING` (``bool`` refused)."""
     value = mapping[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_INT_SETTING
+    ):
         raise GenevaConfigurationError(
-            f"{key} must be a positive int, got {value!r} ({type(value).__name__})"
+            f"{key} must be a positive int, got {value!r} "
+            f"({type(value).__name__}); allowed: 1 to {MAX_INT_SETTING}"
         )
     return value
 
@@ -107,10 +118,15 @@ def callable_or_none(mapping: Mapping[str, Any], key: str) -> Any:
 
 
 def non_negative_int(mapping: Mapping[str, Any], key: str) -> int:
-    """An int setting >= 0 (``bool`` refused)."""
+    """An int setting from 0 to :data:`MAX_INT_SETTING` (``bool`` refused)."""
     value = mapping[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 0 <= value <= MAX_INT_SETTING
+    ):
         raise GenevaConfigurationError(
-            f"{key} must be an int >= 0, got {value!r} ({type(value).__name__})"
+            f"{key} must be an int >= 0, got {value!r} "
+            f"({type(value).__name__}); allowed: 0 to {MAX_INT_SETTING}"
         )
     return value

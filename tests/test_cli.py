@@ -25,6 +25,7 @@ from tests.apps.cli_app import create_app as create_cli_app
 from tests.workflow.support import execution_rows
 from tests.workflow.support import make_user
 from tests.workflow.support import update_execution
+from tests.workflow.support import update_workflow
 from tests.workflow.support import workflow_row
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -409,6 +410,31 @@ def test_commands_work_without_the_workflow_metadata_column(geneva_cli):
         db.session.remove()
         conftest._server_schema_ready = False
         reset_column_caches()
+
+
+def test_list_of_an_unknown_class_says_which_classes_are_registered(geneva_cli):
+    """`list --class Onbording` printed only "no workflows", as if the class had
+    none; the note now names the registered types. A type no class defines is
+    still listed when rows carry it (a renamed class), so it is no error
+    (R-CLI-01, R-EVO-07)."""
+    CliOnboarding.create(hero=make_user("known@example.com"))
+    result = geneva_cli("list", "--class", "CliOnbording")
+    assert result.returncode == 0, result.stderr
+    [line] = result.stdout.splitlines()
+    assert line.startswith(
+        "no workflows (no workflow class is registered for type 'CliOnbording'; "
+        "registered: "
+    )
+    assert "CliOnboarding" in line
+    known_but_empty = geneva_cli(
+        "list", "--class", "CliOnboarding", "--state", "paused"
+    )
+    assert known_but_empty.stdout.splitlines() == ["no workflows"]
+    update_workflow(
+        CliOnboarding.create(hero=make_user("gone@example.com")).id, type="Gone"
+    )
+    gone = geneva_cli("list", "--class", "Gone")
+    assert gone.stdout.splitlines()[1].split()[1] == "Gone"
 
 
 def test_stored_control_characters_are_escaped_in_every_listing(geneva_cli, user):

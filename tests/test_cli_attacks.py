@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -550,3 +551,80 @@ def test_worker_schedule_without_beat_is_a_usage_error(geneva_cli):  # noqa: F81
     error = _usage_error(geneva_cli("worker", "--schedule", "beat.db"))
     assert "--schedule needs --beat" in error
     assert "'beat.db'" in error
+
+
+@pytest.mark.parametrize("queues", ["", ",,", "critical,", " , mail"])
+def test_worker_queues_with_an_empty_name_are_a_usage_error(geneva_cli, queues):  # noqa: F811
+    """``--queues ",,"`` started a worker on a queue named ``,,`` and ``--queues ""``
+    one on the default queue: a worker consuming nothing it was meant to. An empty
+    name is a usage error before anything starts (R-CLI-03).
+    """
+    error = _usage_error(geneva_cli("worker", "--queues", queues))
+    assert "Invalid value for '-Q' / '--queues'" in error
+    assert f"got {queues!r} (an empty name)" in error
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("--pool", "bogus", "'prefork'"),
+        ("--loglevel", "NOPE", "'debug'"),
+    ],
+)
+def test_worker_pool_and_loglevel_are_checked_by_flask_geneva(
+    geneva_cli,  # noqa: F811
+    option,
+    value,
+    allowed,
+):
+    """A wrong ``--pool`` or ``--loglevel`` was refused by Celery after
+    "starting Celery worker", with a usage line for a ``flask worker`` command that
+    does not exist; it is now a usage error of ``flask geneva worker`` naming the
+    allowed values, before anything starts (R-CLI-03).
+    """
+    result = geneva_cli("worker", option, value)
+    error = _usage_error(result)
+    assert f"{value!r} is not one of" in error
+    assert allowed in error.lower()
+    assert "starting Celery worker" not in result.stdout
+    assert "geneva worker [OPTIONS]" in result.stderr
+
+
+# -- a database without geneva's tables -----------------------------------------------
+
+
+@pytest.mark.backends("sqlite")  # its own empty SQLite file
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status",),
+        ("list",),
+        ("show", "1"),
+        ("pause", "1"),
+        ("dispatch",),
+        ("housekeeping",),
+        ("check-steps",),
+        ("signal", "1", "approved"),
+    ],
+)
+def test_commands_before_the_tables_exist_say_to_run_the_migrations(tmp_path, args):
+    """Before `flask geneva install` and `flask db upgrade` every command ended in
+    the driver's "no such table" with a traceback of some thirty frames; it is now
+    one line naming the missing tables and the commands to run (R-CLI-04)."""
+    from tests.apps.basic import create_app
+
+    empty = create_app(f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+    result = empty.test_cli_runner().invoke(args=["geneva", *args])
+    assert result.exit_code in (1, 2), result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert re.fullmatch(
+        r"Error: the flask_geneva table geneva_drive_\w+ does not exist in "
+        + re.escape(f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+        + re.escape(
+            ": run `flask geneva install` (once, to write the migrations) and "
+            "then `flask db upgrade`"
+        ),
+        lines[-1],
+    ), lines

@@ -76,6 +76,23 @@ def test_signal_buffers_and_a_repeated_key_is_a_duplicate(geneva_cli):  # noqa: 
     assert _signals(workflow.id) == [("paid", None, "k1", "pending")]
 
 
+def test_a_signal_no_step_waits_for_is_stored_with_a_note(geneva_cli):  # noqa: F811
+    """A misspelt name was stored pending with nothing to tell it from a good one;
+    it stays pending until the workflow ends. It is still stored (a later deploy
+    may wait for it), but the output names what the steps wait for (R-WSIG-60).
+    """
+    workflow = CliAwaiting.create(hero=make_user("typo@example.com"))
+    typo = geneva_cli("signal", str(workflow.id), "piad")
+    assert typo.returncode == 0, typo
+    assert typo.stdout.strip().endswith(
+        "stored, pending (no step of CliAwaiting waits for 'piad'; its steps "
+        "wait for 'paid')"
+    )
+    good = geneva_cli("signal", str(workflow.id), "paid")
+    assert good.stdout.strip().endswith("stored, pending"), good.stdout
+    assert [row[0] for row in _signals(workflow.id)] == ["piad", "paid"]
+
+
 def test_signal_is_not_an_operator_action(geneva_cli):  # noqa: F811
     """The signal row is the record; the workflow's operator actions stay untouched (R-WSIG-62)."""
     workflow = CliAwaiting.create(hero=make_user("o@example.com"))

@@ -269,3 +269,35 @@ def _maintenance_runs(engine):
     runs = {name: (outcome, pid, last) for name, outcome, pid, last in rows}
     done = len(runs) == 2 and all(last is not None for _, _, last in runs.values())
     return runs if done else None
+
+
+@pytest.mark.backends("sqlite")  # argument parsing only: no database
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        (["--port", "70000"], "--port: must be from 0 (any free port) to 65535"),
+        (["--port=-1"], "--port: must be from 0 (any free port) to 65535"),
+        (["--time-scale=-1"], "--time-scale: must be a finite number of 0 or more"),
+        (["--time-scale", "nan"], "--time-scale: must be a finite number"),
+        (["--time-scale", "inf"], "--time-scale: must be a finite number"),
+        (["--users=-5"], "--users: must be 0 or more, got -5"),
+        (["--subscribers=-1"], "--subscribers: must be 0 or more"),
+        (["--timeout", "0"], "--timeout: must be a finite number of seconds above 0"),
+        (["--database-url", "bogus://x"], "--database-url: not a usable SQLAlchemy"),
+        (["--database-url", "notaurl"], "--database-url: not a usable SQLAlchemy"),
+    ],
+)
+def test_demo_refuses_bad_arguments_with_a_usage_error(capsys, argument, message):
+    """A port out of range, a negative, infinite or NaN time scale and a URL of no
+    installed dialect ended in a traceback (OverflowError from bind(), a
+    StepConfigurationError of a negative wait, ValueError from timedelta * nan,
+    NoSuchModuleError); a negative --users was accepted. Each is now argparse's
+    one-line usage error, before anything starts (R-APP-02)."""
+    from example_app.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", *argument])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert message in error
+    assert "Traceback" not in error

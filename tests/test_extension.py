@@ -65,6 +65,19 @@ def test_unknown_key_type_is_rejected():
             "GENEVA_HOUSEKEEPING_BATCH_SIZE must be a positive int, got 0",
         ),
         ("GENEVA_HOUSEKEEPING_BATCH_SIZE", True, "positive int, got True"),
+        # Beyond a 64-bit integer no database binds it: housekeeping's LIMIT
+        # failed with "datatype mismatch" at the first run (R-CFG-01).
+        (
+            "GENEVA_HOUSEKEEPING_BATCH_SIZE",
+            10**20,
+            "got 100000000000000000000 (int); allowed: 1 to 9223372036854775807",
+        ),
+        (
+            "GENEVA_INLINE_CONTINUATION_MAX_STEPS",
+            2**63,
+            "must be an int >= 0, got 9223372036854775808 (int); "
+            "allowed: 0 to 9223372036854775807",
+        ),
         ("GENEVA_STUCK_IN_PROGRESS_THRESHOLD", -5, "must be positive, got -5"),
         ("GENEVA_STUCK_SCHEDULED_THRESHOLD", 0, "must be positive, got 0"),
         ("GENEVA_DISPATCH_INTERVAL", 0, "GENEVA_DISPATCH_INTERVAL must be positive"),
@@ -120,6 +133,14 @@ def test_invalid_settings_name_the_key_and_value(key, value, message):
     assert message in str(raised.value)
 
 
+def test_int_settings_accept_the_largest_64_bit_integer():
+    """2**63 - 1, the bound named in the error, is itself accepted (R-CFG-01)."""
+    config = config_from_mapping(
+        {"GENEVA_HOUSEKEEPING_BATCH_SIZE": 2**63 - 1}, testing=False
+    )
+    assert config.housekeeping_batch_size == 2**63 - 1
+
+
 def test_unknown_settings_are_logged_with_the_closest_known_name(tmp_path, caplog):
     """A misspelt GENEVA_* key is named in a warning at init_app, with a suggestion."""
     caplog.set_level(logging.WARNING, logger="flask_geneva")
@@ -127,6 +148,7 @@ def test_unknown_settings_are_logged_with_the_closest_known_name(tmp_path, caplo
         f"sqlite:///{tmp_path / 'typo.sqlite3'}",
         GENEVA_FIND_ATEMPTS=3,
         GENEVA_QQQ=1,
+        GENEVA_FOOBAR=1,
     )
     messages = [record.getMessage() for record in caplog.records]
     assert (
@@ -134,6 +156,8 @@ def test_unknown_settings_are_logged_with_the_closest_known_name(tmp_path, caplo
         "did you mean GENEVA_FIND_ATTEMPTS?" in messages
     )
     assert "unknown flask_geneva setting GENEVA_QQQ" in messages
+    # Only the shared GENEVA_ prefix is alike: no suggestion (was GENEVA_ADMIN_URL).
+    assert "unknown flask_geneva setting GENEVA_FOOBAR" in messages
     assert not any("GENEVA_FIND_DELAY" in message for message in messages)
 
 

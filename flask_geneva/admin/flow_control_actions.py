@@ -30,6 +30,8 @@ from flask_geneva.admin.running_step import annotate_buttons
 from flask_geneva.admin.running_step import in_progress_execution
 from flask_geneva.admin.running_step import recovery_facts
 from flask_geneva.exceptions import GenevaError
+from flask_geneva.operator_run_now import parked_for_signal
+from flask_geneva.operator_run_now import signal_wait_refusal
 from flask_geneva.operator_run_now import waiting_execution
 
 __all__ = [
@@ -142,6 +144,9 @@ def allowed_from(action: str) -> tuple[str, ...]:
 
 def _waits(executions: list[Any]) -> tuple[bool, str]:
     if waiting_execution(executions, clock.now()) is None:
+        parked = parked_for_signal(executions)
+        if parked is not None:
+            return False, f"not possible: {signal_wait_refusal(parked)}"
         return False, "not possible: the step is not waiting (due already or running)"
     return True, ""
 

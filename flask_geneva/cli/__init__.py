@@ -17,7 +17,8 @@ One module per concern; this one only assembles the group:
 - :mod:`~flask_geneva.cli.step_check`: ``check-steps``, the deploy gate for step
   names (R-EVO-08).
 
-Errors are reported as one-line Click errors. Stored text (types, step names, error
+Errors are reported as one-line Click errors, a database without geneva's tables
+too (:mod:`~flask_geneva.cli.database_errors`). Stored text (types, step names, error
 messages, actors) is printed with its control characters escaped
 (:mod:`flask_geneva.terminal_text`), so a stored escape sequence cannot drive the
 operator's terminal; ``status --json`` gets the same from JSON's own escaping.
@@ -27,8 +28,7 @@ commands of a :class:`flask.cli.AppGroup` do.
 
 from __future__ import annotations
 
-from flask.cli import AppGroup
-
+from flask_geneva.cli.database_errors import GenevaGroup
 from flask_geneva.cli.inspection import list_command
 from flask_geneva.cli.inspection import show_command
 from flask_geneva.cli.inspection import status_command
@@ -43,7 +43,7 @@ from flask_geneva.cli.worker import worker_command
 
 __all__ = ["geneva_group"]
 
-geneva_group = AppGroup("geneva", help="flask_geneva: durable workflows.")
+geneva_group = GenevaGroup("geneva", help="flask_geneva: durable workflows.")
 """The ``flask geneva`` group, added to ``app.cli`` by ``Geneva.init_app``."""
 
 for _command in (

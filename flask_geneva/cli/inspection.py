@@ -238,9 +238,25 @@ def list_command(
         )
     session.rollback()
     if len(rows) == 1:
-        click.echo("no workflows")
+        click.echo("no workflows" + _unknown_class_note(geneva, class_name))
         return
     echo_table(rows)
+
+
+def _unknown_class_note(geneva: Any, class_name: str | None) -> str:
+    """Why ``--class`` may have matched nothing: no class has that type name.
+
+    Rows of a type no class defines any more are still listed (their class was
+    renamed or removed), so an unknown type is not an error; but an empty result
+    for a misspelt name should say which names the code knows.
+    """
+    if class_name is None or class_name in geneva.workflow_classes:
+        return ""
+    known = ", ".join(sorted(geneva.workflow_classes)) or "(none)"
+    return (
+        f" (no workflow class is registered for type {class_name!r}; "
+        f"registered: {known})"
+    )
 
 
 def _check_stored_text(what: str, value: str, *, option: str | None = None) -> None:

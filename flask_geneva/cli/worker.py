@@ -16,6 +16,35 @@ from flask_geneva.tasks import beat_schedule
 
 __all__ = ["geneva_queues", "worker_command"]
 
+#: Celery's log levels, as its own ``--loglevel`` accepts them.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")
+
+
+def _queue_names(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> str | None:
+    """Check ``--queues``: comma-separated, non-empty names (R-CLI-03).
+
+    Celery would start a worker on a queue named ``",,"`` or, for ``""``, on its
+    default queue: a worker that silently consumes nothing it was meant to.
+    """
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",")]
+    if not all(names):
+        raise click.BadParameter(
+            f"needs comma-separated queue names, got {value!r} (an empty name); "
+            f"leave --queues out to consume the default queue and the queues of "
+            f"the workflow classes' job options"
+        )
+    return ",".join(names)
+
+
+def _pool_names() -> tuple[str, ...]:
+    from celery.concurrency import get_available_pool_names
+
+    return tuple(get_available_pool_names())
+
 
 @click.command("worker")
 @with_appcontext
@@ -29,12 +58,14 @@ __all__ = ["geneva_queues", "worker_command"]
     "-Q",
     "--queues",
     default=None,
+    callback=_queue_names,
     help="Comma-separated queues to consume; default: GENEVA_DEFAULT_QUEUE (or "
     "Celery's default queue) plus every queue named in the job options of the "
     "registered workflow classes.",
 )
 @click.option(
     "--pool",
+    type=click.Choice(_pool_names()),
     default=None,
     help="Celery pool (prefork, threads, solo, ...); default 'solo' on SQLite, "
     "else Celery's default.",
@@ -49,6 +80,7 @@ __all__ = ["geneva_queues", "worker_command"]
 @click.option(
     "-l",
     "--loglevel",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
     default="INFO",
     show_default=True,
     help="Celery log level.",

@@ -29,6 +29,9 @@ __all__ = ["UNSET", "make_spec", "step_label"]
 _ACTIONS_TEXT = ", ".join(repr(action.value) for action in Action)
 _TERMINAL_ACTIONS = (Action.PAUSE, Action.CANCEL, Action.SKIP)
 
+#: Width of the step name columns (``step_name``, ``current_step_name``, ...).
+MAX_STEP_NAME_LENGTH = 255
+
 
 class _Unset:
     """Sentinel type for "option not given" (distinct from an explicit None)."""
@@ -178,6 +181,8 @@ def make_spec(
         StepConfigurationError: No body, or any invalid option, naming the value
             and the allowed ones.
     """
+    if name is not None:
+        _check_step_name(name)
     if method_name is None and body is None:
         raise StepConfigurationError(
             f"{label}: requires either a body or a method name"
@@ -260,6 +265,25 @@ def make_spec(
         wait_for=wait_for,
         wait_timeout=wait_timeout,
         on_wait_timeout=on_wait_timeout,
+    )
+
+
+def _check_step_name(name: str) -> None:
+    """Refuse a step name the step name columns cannot hold (R-DEF-02).
+
+    The name is stored in ``String(255)`` columns, and PostgreSQL text cannot
+    hold a NUL character; an empty name could not be named back to an operator
+    (``flask geneva resume --at``). Checked at class definition, on every
+    database, rather than when the first row is written.
+    """
+    if name and len(name) <= MAX_STEP_NAME_LENGTH and "\x00" not in name:
+        return
+    shown = repr(name)
+    if len(name) > 60:
+        shown = f"{name[:40]!r}... ({len(name)} characters)"
+    raise StepConfigurationError(
+        f"invalid step name {shown}: a step name must be a non-empty str of at most "
+        f"{MAX_STEP_NAME_LENGTH} characters and no NUL character"
     )
 
 

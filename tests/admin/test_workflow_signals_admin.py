@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from flask_geneva import InvalidStateError
 from flask_geneva import clock
 from flask_geneva.admin.signal_delivery import AUDIT_LOGGER
 from tests.admin.conftest import csrf_token
@@ -97,6 +98,24 @@ def test_a_passed_deadline_and_no_timeout_read_as_such(client, geneva_jobs):
     assert "(the dispatcher wakes it)" in text
     update_execution(parked["id"], wait_deadline=None)
     assert "; no timeout." in _page(client, detail_url(workflow.id))
+
+
+def test_run_now_of_a_parked_step_says_to_deliver_the_signal(client, geneva_jobs):
+    """A step parked at its wait_for gate is in the state ``waiting``: the Run now
+    button read "the step is not waiting", contradicting the badge beside it. Its
+    reason and run_now()'s refusal now say it waits for a signal (R-ADM-45,
+    R-ADM-51).
+    """
+    workflow = _parked(geneva_jobs)
+    page = html.unescape(_page(client, detail_url(workflow.id)))
+    reason = "not possible: step 'ship' waits for a signal, not for its time: "
+    assert f"Run now: {reason}deliver the signal instead" in page
+    assert "the step is not waiting" not in page
+    with pytest.raises(InvalidStateError) as refused:
+        workflow.run_now()
+    assert "step 'ship' waits for a signal, not for its time" in str(refused.value)
+    assert f"flask geneva signal {workflow.id} NAME" in str(refused.value)
+    assert execution_rows(workflow.id)[-1]["state"] == "waiting"
 
 
 def test_the_execution_pages_show_the_waiting_state(client, geneva_jobs):

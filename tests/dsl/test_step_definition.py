@@ -246,6 +246,41 @@ def test_names_are_converted_with_str_before_the_duplicate_check():
                 pass
 
 
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("", "invalid step name ''"),
+        ("x" * 256, "(256 characters)"),
+        ("bad\x00name", "invalid step name 'bad\\x00name'"),
+    ],
+)
+def test_step_names_the_columns_cannot_hold_are_rejected_at_definition(name, shown):
+    """An empty name, one over 255 characters or with a NUL is refused (R-DEF-02).
+
+    Before, the class was accepted and the name failed only when a row was written
+    (a DataError on PostgreSQL/MariaDB), or never could be given back to
+    ``flask geneva resume --at``.
+    """
+    with pytest.raises(StepConfigurationError) as raised:
+        single_step(name=name)
+    message = str(raised.value)
+    assert shown in message
+    assert "non-empty str of at most 255 characters and no NUL character" in message
+    with pytest.raises(StepConfigurationError, match="invalid step name"):
+        step.anonymous(lambda self: None, name=name)
+
+
+def test_a_step_name_of_255_characters_is_accepted():
+    """The longest name the columns hold is accepted (R-DEF-02)."""
+
+    class Longest(Workflow):
+        @step(name="x" * 255)
+        def work(self):
+            pass
+
+    assert steps_of(Longest).names == ["x" * 255]
+
+
 def test_redefining_an_inherited_step_name_is_rejected():
     """A subclass cannot re-register a parent step name (R-INH-03)."""
 

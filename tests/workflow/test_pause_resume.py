@@ -379,6 +379,48 @@ def test_invalid_via_is_rejected(user):
     assert workflow_row(workflow.id)["state"] == "ready"
 
 
+@pytest.mark.parametrize("actor", [object(), 42, b"alice", "al\x00ice"])
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda workflow, actor: workflow.pause(actor=actor),
+        lambda workflow, actor: workflow.cancel(actor=actor),
+        lambda workflow, actor: workflow.skip(actor=actor),
+        lambda workflow, actor: workflow.run_now(actor=actor),
+    ],
+    ids=["pause", "cancel", "skip", "run_now"],
+)
+def test_an_actor_that_is_not_a_str_is_refused_before_anything_changes(
+    user, operation, actor
+):
+    """The actor is recorded as a JSON str (R-PDR-05, R-EXT-27): another value was
+    refused only by the JSON encoder inside the UPDATE (a raw StatementError), a NUL
+    by PostgreSQL's jsonb. It is now a ValueError naming it, before any lock.
+    """
+    workflow = PauseResumeTwoStep.create(hero=user)
+    before = workflow_row(workflow.id)
+    with pytest.raises(ValueError, match="actor must be None or a str") as raised:
+        operation(workflow, actor)
+    assert type(actor).__name__ in str(raised.value)
+    db.session.rollback()
+    assert workflow_row(workflow.id) == before
+
+
+def test_an_actor_that_is_not_a_str_is_refused_by_resume(user):
+    """resume() and resume_at() check the actor too (R-PDR-05, R-EXT-27)."""
+    workflow = PauseResumeTwoStep.create(hero=user)
+    workflow.pause(actor="alice")
+    before = workflow_row(workflow.id)
+    with pytest.raises(ValueError, match="actor must be None or a str"):
+        workflow.resume(actor=7)
+    with pytest.raises(ValueError, match="actor must be None or a str"):
+        workflow.resume_at("first", actor=7)
+    with pytest.raises(ValueError, match="actor must be None or a str"):
+        workflow.recover(actor=7)
+    db.session.rollback()
+    assert workflow_row(workflow.id) == before
+
+
 def test_operator_actions_keep_the_latest_200(user):
     """The operator_actions list is capped at the latest 200 entries (R-PDR-05)."""
     workflow = PauseResumeImmediate.create(hero=user)
