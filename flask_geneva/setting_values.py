@@ -73,17 +73,7 @@ MAX_INT_SETTING = 2**63 - 1
 
 def positive_int(mapping: Mapping[str, Any], key: str) -> int:
     """An int setting from 1 to :data:`MAX_INT_SETTING` (``bool`` refused)."""
-    value = mapping[key]
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_INT_SETTING
-    ):
-        raise GenevaConfigurationError(
-            f"{key} must be a positive int, got {value!r} "
-            f"({type(value).__name__}); allowed: 1 to {MAX_INT_SETTING}"
-        )
-    return value
+    return _int_from(mapping, key, 1, "a positive int")
 
 
 def bool_value(mapping: Mapping[str, Any], key: str) -> bool:
@@ -119,14 +109,24 @@ def callable_or_none(mapping: Mapping[str, Any], key: str) -> Any:
 
 def non_negative_int(mapping: Mapping[str, Any], key: str) -> int:
     """An int setting from 0 to :data:`MAX_INT_SETTING` (``bool`` refused)."""
+    return _int_from(mapping, key, 0, "an int >= 0")
+
+
+def _int_from(mapping: Mapping[str, Any], key: str, lowest: int, what: str) -> int:
+    """``mapping[key]``, an int from ``lowest`` to :data:`MAX_INT_SETTING`.
+
+    Raises:
+        GenevaConfigurationError: Not an int (a ``bool`` is refused), or out of
+            range; the message names ``key``, the value and the allowed range.
+    """
     value = mapping[key]
     if (
         isinstance(value, bool)
         or not isinstance(value, int)
-        or not 0 <= value <= MAX_INT_SETTING
+        or not lowest <= value <= MAX_INT_SETTING
     ):
         raise GenevaConfigurationError(
-            f"{key} must be an int >= 0, got {value!r} "
-            f"({type(value).__name__}); allowed: 0 to {MAX_INT_SETTING}"
+            f"{key} must be {what}, got {value!r} "
+            f"({type(value).__name__}); allowed: {lowest} to {MAX_INT_SETTING}"
         )
     return value
