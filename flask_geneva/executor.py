@@ -129,33 +129,36 @@ def execute_step(
     session = context.session
     execution_id = getattr(execution_or_id, "id", execution_or_id)
     budget = InlineBudget.from_settings(context.settings) if continue_inline else None
-    claimed: ClaimedStep | None = None
-    while True:
-        run = _Run(
-            session=session,
-            execution_id=execution_id,
-            base_logger=logger,
-            interruptible=interruptible,
-            max_iterations=max_iterations,
-            lookup_attempts=lookup_attempts,
-            lookup_delay_seconds=lookup_delay_seconds,
-            reraise=reraise,
-            run_early=run_early,
-            context=context,
-        )
-        run.inline_budget = budget
-        try:
-            claimed = run.execute(claimed)
-        finally:
+    # R-EXE-80: nothing asks whether the executor's own transactions were
+    # written in on their connection: they skip that tracking.
+    with transactions.executor_transactions(session):
+        claimed: ClaimedStep | None = None
+        while True:
+            run = _Run(
+                session=session,
+                execution_id=execution_id,
+                base_logger=logger,
+                interruptible=interruptible,
+                max_iterations=max_iterations,
+                lookup_attempts=lookup_attempts,
+                lookup_delay_seconds=lookup_delay_seconds,
+                reraise=reraise,
+                run_early=run_early,
+                context=context,
+            )
+            run.inline_budget = budget
             try:
-                context.run_queued_tasks()
-            except BaseException:
-                run.drop_handed_over()  # no next run will hold it (R-WRK-18)
-                raise
-        if claimed is None:
-            return
-        # R-EXE-70: the next step was claimed with this one's outcome; run it here.
-        execution_id = claimed.execution.id
+                claimed = run.execute(claimed)
+            finally:
+                try:
+                    context.run_queued_tasks()
+                except BaseException:
+                    run.drop_handed_over()  # no next run will hold it (R-WRK-18)
+                    raise
+            if claimed is None:
+                return
+            # R-EXE-70: the next step was claimed with this one's outcome; run it here.
+            execution_id = claimed.execution.id
 
 
 class _Run(ContinuationSteps):

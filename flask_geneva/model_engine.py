@@ -25,8 +25,8 @@ from sqlalchemy import orm
 
 from flask_geneva import clock
 from flask_geneva import column_detection
+from flask_geneva import executor
 from flask_geneva import flow_control
-from flask_geneva import operations
 from flask_geneva import operator_recovery
 from flask_geneva import operator_resume
 from flask_geneva import operator_resume_at
@@ -311,9 +311,12 @@ class EngineForModels:
     def execute(
         self, execution: Any, *, interruptible: bool, max_iterations: int | None
     ) -> None:
-        """See :meth:`flask_geneva.operations.Executor.execute` (R-SE-44)."""
-        operations.Executor.execute(
-            execution, interruptible=interruptible, max_iterations=max_iterations
+        """See :func:`flask_geneva.executor.execute_step` (R-SE-44)."""
+        executor.execute_step(
+            current_context(),
+            execution,
+            interruptible=interruptible,
+            max_iterations=max_iterations,
         )
 
 

@@ -17,7 +17,6 @@ from flask_geneva import dispatcher
 from flask_geneva import executor
 from flask_geneva import housekeeping
 from flask_geneva import task_failures
-from flask_geneva import transactions
 from flask_geneva.app_state import current_context
 
 __all__ = ["Executor", "dispatch_due", "run_housekeeping"]
@@ -51,20 +50,18 @@ class Executor:
             RuntimeError: No app context is active.
             GenevaConfigurationError: A changed setting is invalid (R-CFG-02).
         """
-        context = current_context()
-        with transactions.executor_transactions(context.session):
-            executor.execute_step(
-                context,
-                execution_or_id,
-                logger=logger,
-                interruptible=interruptible,
-                max_iterations=max_iterations,
-                lookup_attempts=lookup_attempts,
-                lookup_delay_seconds=lookup_delay_seconds,
-                reraise=reraise,
-                run_early=run_early,
-                continue_inline=continue_inline,
-            )
+        executor.execute_step(
+            current_context(),
+            execution_or_id,
+            logger=logger,
+            interruptible=interruptible,
+            max_iterations=max_iterations,
+            lookup_attempts=lookup_attempts,
+            lookup_delay_seconds=lookup_delay_seconds,
+            reraise=reraise,
+            run_early=run_early,
+            continue_inline=continue_inline,
+        )
 
 
 def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:

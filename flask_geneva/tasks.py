@@ -207,11 +207,13 @@ def perform_step_execution(
     Raises:
         Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
     """
+    from flask_geneva import executor
     from flask_geneva.app_state import current_context
-    from flask_geneva.operations import Executor
 
-    config = current_context().settings
-    Executor.execute(
+    context = current_context()
+    config = context.settings
+    executor.execute_step(
+        context,
         step_execution_id,
         logger=logger,
         lookup_attempts=config.find_attempts,

@@ -72,6 +72,25 @@ def _with_short_lock_wait(app, outcome, housekeeping_pass):
             session.close()
 
 
+def _run_while_held(app, session, housekeeping_pass):
+    """Run ``housekeeping_pass`` in another thread (:func:`_with_short_lock_wait`)
+    while ``session`` holds its locks, then roll ``session`` back; the pass must
+    have ended without an error. Returns its outcome (``deleted``)."""
+    outcome: dict = {}
+    try:
+        thread = threading.Thread(
+            target=_with_short_lock_wait, args=(app, outcome, housekeeping_pass)
+        )
+        thread.start()
+        thread.join(timeout=30)
+    finally:
+        session.rollback()
+        db.session.remove()
+    assert not thread.is_alive()
+    assert "error" not in outcome, repr(outcome.get("error"))
+    return outcome
+
+
 @BOTH_ISOLATION_LEVELS
 @pytest.mark.backends("mysql")
 @pytest.mark.parametrize("holder", ["operator", "claim"])
@@ -102,19 +121,8 @@ def test_cleanup_never_waits_for_a_live_workflows_lock(app, geneva_jobs, holder)
             .where(table.c.id == live_execution_id)
             .values(state="in_progress")
         )
-    outcome: dict = {}
-    try:
-        with clock.frozen(T0 + RETENTION + timedelta(days=1)):
-            thread = threading.Thread(
-                target=_with_short_lock_wait, args=(app, outcome, cleanup)
-            )
-            thread.start()
-            thread.join(timeout=30)
-    finally:
-        session.rollback()
-        db.session.remove()
-    assert not thread.is_alive()
-    assert "error" not in outcome, repr(outcome.get("error"))
+    with clock.frozen(T0 + RETENTION + timedelta(days=1)):
+        outcome = _run_while_held(app, session, cleanup)
     assert outcome["deleted"] == (1, 2)
     assert execution_rows(old_id) == []
     assert [row["state"] for row in execution_rows(live_id)] == ["scheduled"]
@@ -139,19 +147,7 @@ def test_pruning_dead_workers_never_waits_for_a_running_steps_lock(app, geneva_j
 
     session = current_context().bind(db.session())
     store.lock_workflow_and_execution(session, execution_id)
-    outcome: dict = {}
-    try:
-        thread = threading.Thread(
-            target=_with_short_lock_wait,
-            args=(app, outcome, worker_registry.prune_dead_workers),
-        )
-        thread.start()
-        thread.join(timeout=30)
-    finally:
-        session.rollback()
-        db.session.remove()
-    assert not thread.is_alive()
-    assert "error" not in outcome, repr(outcome.get("error"))
+    outcome = _run_while_held(app, session, worker_registry.prune_dead_workers)
     assert outcome["deleted"] == 1
     with db.engine.connect() as connection:
         ids = set(connection.scalars(sa.select(workers_table().c.id)))

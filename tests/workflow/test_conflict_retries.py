@@ -110,6 +110,19 @@ def _write_on_connection(user_id: Any) -> None:
     )
 
 
+def _assert_raised_and_nothing_committed(
+    error: BaseException, injector: Any, workflow_id: Any, user_id: Any
+) -> None:
+    """The operator's one injected conflict was raised as itself, not retried:
+    the workflow is still ``ready`` and the caller's connection write to the
+    user row was rolled back with it (R-EXE-80)."""
+    assert transactions.transaction_conflict(error) is not None
+    assert len(injector.injected) == 1
+    db.session.remove()
+    assert workflow_row(workflow_id)["state"] == "ready"
+    assert db.session.get(User, user_id).email != "sent@example.com"
+
+
 def test_a_conflict_in_finalize_is_retried_and_the_body_runs_once(app, user):
     """finalize's INSERT of the next execution is a deadlock victim once: the
     retry re-locks the rows and commits; ``first`` ran once (R-EXE-80, R-EXE-79).
@@ -342,11 +355,7 @@ def test_an_operator_conflict_after_the_callers_executed_writes_is_raised(
             )
         with pytest.raises(sa.exc.DBAPIError) as raised:
             geneva.Workflow.get(workflow_id).cancel(via="api")
-    assert transactions.transaction_conflict(raised.value) is not None
-    assert len(injector.injected) == 1
-    db.session.remove()
-    assert workflow_row(workflow_id)["state"] == "ready"
-    assert db.session.get(User, user_id).email != "sent@example.com"
+    _assert_raised_and_nothing_committed(raised.value, injector, workflow_id, user_id)
 
 
 def test_a_connection_write_after_the_executor_ran_on_the_session_is_seen(app, user):
@@ -362,11 +371,7 @@ def test_a_connection_write_after_the_executor_ran_on_the_session_is_seen(app, u
         _write_on_connection(user_id)
         with pytest.raises(sa.exc.DBAPIError) as raised:
             geneva.Workflow.get(workflow_id).cancel(via="api")
-    assert transactions.transaction_conflict(raised.value) is not None
-    assert len(injector.injected) == 1
-    db.session.remove()
-    assert workflow_row(workflow_id)["state"] == "ready"
-    assert db.session.get(User, user_id).email != "sent@example.com"
+    _assert_raised_and_nothing_committed(raised.value, injector, workflow_id, user_id)
 
 
 def test_a_connection_write_in_a_signal_receiver_during_a_step_run_is_seen(app, user):
