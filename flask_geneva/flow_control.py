@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 from typing import NoReturn
@@ -36,7 +37,9 @@ from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
 __all__ = [
+    "OPERATOR_ENTRIES",
     "StepContext",
+    "allowed_from",
     "cancel",
     "check_operator",
     "current_step_context",
@@ -48,6 +51,7 @@ __all__ = [
     "record_operator_action",
     "refuse_running",
     "refuse_state",
+    "refuse_unless_allowed",
     "refuse_while_running",
     "running_execution",
     "running_refusal",
@@ -58,6 +62,26 @@ __all__ = [
 
 #: Kept in workflow metadata "operator_actions" (R-PDR-05).
 MAX_OPERATOR_ACTIONS = 200
+#: The transition table's entries each operator action (named as R-PDR-05 records
+#: it) applies. The action is allowed from their workflow from-states, and only
+#: from those: the engine refuses the others (:func:`refuse_unless_allowed`), the
+#: admin shows its buttons and bulk actions for them (R-ADM-20, R-ADM-52) and the
+#: CLI, which calls the engine, follows (R-CLI-02). Recovery's entries cover every
+#: workflow state: it is refused for want of a running execution, not by state.
+OPERATOR_ENTRIES: Mapping[str, tuple[transitions.Transition, ...]] = {
+    "pause": (transitions.OPERATOR_PAUSE,),
+    "resume": (transitions.OPERATOR_RESUME, transitions.OPERATOR_RESUME_RUNNING),
+    "resume_rewind": (transitions.OPERATOR_RESUME,),
+    "resume_at": (transitions.OPERATOR_RESUME_AT,),
+    "cancel": (transitions.OPERATOR_CANCEL,),
+    "skip": (transitions.OPERATOR_SKIP,),
+    "run_now": (transitions.OPERATOR_RUN_NOW,),
+    "recover": tuple(
+        entry
+        for entry in transitions.TABLE
+        if entry.actor is transitions.Actor.HOUSEKEEPING
+    ),
+}
 _VIA_VALUES = ("api", "admin", "cli")
 #: The executions an operator's cancel or skip ends: scheduled, or parked at a
 #: wait_for gate (R-WSIG-12).
@@ -207,10 +231,43 @@ def _check_operator(via: str, actor: object) -> None:
 
 def _refuse(action: str, state: str) -> InvalidStateError:
     # The message is the spec's exact wording (R-EXT-01..04, R-EXT-20); the states
-    # each operation is allowed from are in the docstrings.
+    # each operation is allowed from are the table's (allowed_from).
     preposition = "on " if action == "skip" else ""
     article = "an" if state[:1] in "aeiou" else "a"
     return InvalidStateError(f"Cannot {action} {preposition}{article} {state} workflow")
+
+
+def allowed_from(action: str) -> tuple[WorkflowState, ...]:
+    """The workflow states operator ``action`` is allowed from, in the enum's order.
+
+    Read from the transition table: every state one of the action's entries
+    (:data:`OPERATOR_ENTRIES`) starts the workflow from.
+
+    Raises:
+        KeyError: ``action`` is not an operator action.
+    """
+    starts = [e.workflow.from_states for e in OPERATOR_ENTRIES[action] if e.workflow]
+    return tuple(state for state in WorkflowState if any(state in s for s in starts))
+
+
+def refuse_unless_allowed(
+    workflow: Any, action: str, refuse: transitions.Refusal | None = None
+) -> None:
+    """Refuse ``action`` unless one of its table entries starts from the state.
+
+    Args:
+        workflow: The workflow; its state counts once read under the row lock.
+        action: A key of :data:`OPERATOR_ENTRIES`.
+        refuse: Builds the error from the state found; by default the spec's
+            "Cannot <action> a <state> workflow" (R-EXT-01..04, R-EXT-20).
+
+    Raises:
+        InvalidStateError: The state is not one the action is allowed from.
+    """
+    entries = OPERATOR_ENTRIES[action]
+    if not any(transitions.can_apply(entry, workflow=workflow) for entry in entries):
+        state = str(workflow.state)
+        raise refuse(state) if refuse is not None else _refuse(action, state)
 
 
 def _locked(workflow: Any) -> tuple[orm.Session, Any]:
@@ -311,12 +368,10 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     if _in_step(workflow, "pause"):
         raise PauseSignal()
     _check_operator(via, actor)
-    allowed = (WorkflowState.READY, WorkflowState.PERFORMING)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
-        if locked.state not in allowed:
-            raise _refuse("pause", locked.state)
+        refuse_unless_allowed(locked, "pause")
         from_state = locked.state
         transitions.apply(
             transitions.OPERATOR_PAUSE,
@@ -352,12 +407,10 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     if _in_step(workflow, "cancel"):
         raise CancelSignal()
     _check_operator(via, actor)
-    allowed = (WorkflowState.READY, WorkflowState.PAUSED, WorkflowState.PERFORMING)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
-        if locked.state not in allowed:
-            raise _refuse("cancel", locked.state)
+        refuse_unless_allowed(locked, "cancel")
         from_state = locked.state
         now = clock.now()
         canceled = None
@@ -420,12 +473,10 @@ def skip(
     if _in_step(workflow, "skip"):
         raise SkipSignal()
     _check_operator(via, actor)
-    allowed = (WorkflowState.READY, WorkflowState.PAUSED)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
     try:
-        if locked.state not in allowed:
-            raise _refuse("skip", locked.state)
+        refuse_unless_allowed(locked, "skip")
         from_state = locked.state
         now = clock.now()
         reference = locked.current_step_name or locked.next_step_name

@@ -90,6 +90,8 @@ def recover(
     session, locked = flow_control.lock_for_operator(workflow)
     config = context_of(session).settings
     try:
+        # Any state today (R-HK-24..28); checked so the table stays the one source.
+        flow_control.refuse_unless_allowed(locked, "recover")
         running = flow_control.running_execution(session, locked)
         if running is None or (
             execution_id is not None and str(running.id) != str(execution_id)

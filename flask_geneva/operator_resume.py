@@ -25,7 +25,6 @@ from flask_geneva import transitions
 from flask_geneva import workflow_signals
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import StepExecutionState
-from flask_geneva.models import WorkflowState
 
 __all__ = ["resume"]
 
@@ -67,8 +66,12 @@ def resume(
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = flow_control.lock_for_operator(workflow)
     try:
-        if locked.state != WorkflowState.PAUSED:
-            raise flow_control.refuse_state("resume", locked.state)
+        flow_control.refuse_unless_allowed(
+            locked,
+            "resume_rewind" if rewind else "resume",
+            lambda state: flow_control.refuse_state("resume", state),
+        )
+        from_state = locked.state
         now = clock.now()
         running = flow_control.running_execution(session, locked)
         if running is not None and rewind:
@@ -97,7 +100,7 @@ def resume(
             action="resume_rewind" if rewind else "resume",
             actor=actor,
             via=via,
-            from_state=WorkflowState.PAUSED.value,
+            from_state=from_state,
             execution=execution,
         )
         locked.logger.info(

@@ -16,7 +16,6 @@ from flask_geneva import scheduling
 from flask_geneva import transitions
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import StepNotDefinedError
-from flask_geneva.models import WorkflowState
 
 __all__ = ["allowed_steps", "resume_at"]
 
@@ -98,8 +97,10 @@ def resume_at(
     # Checked under the lock only: the caller's copy may be stale.
     session, locked = flow_control.lock_for_operator(workflow)
     try:
-        if locked.state != WorkflowState.PAUSED:
-            raise _refuse(locked)
+        flow_control.refuse_unless_allowed(
+            locked, "resume_at", lambda state: _refuse(locked)
+        )
+        from_state = locked.state
         flow_control.refuse_while_running(session, locked, "resume")
         transitions.apply(
             transitions.OPERATOR_RESUME_AT,
@@ -113,7 +114,7 @@ def resume_at(
             action="resume_at",
             actor=actor,
             via=via,
-            from_state=WorkflowState.PAUSED.value,
+            from_state=from_state,
             execution=execution,
         )
         _note_step(locked, step.name)
@@ -128,8 +129,9 @@ def resume_at(
 def _refuse(workflow: Any) -> InvalidStateError:
     state = str(workflow.state)
     article = "an" if state[:1] in "aeiou" else "a"
+    allowed = " or ".join(flow_control.allowed_from("resume_at"))
     return InvalidStateError(
-        f"Cannot resume {article} {state} workflow at a step; only a paused "
+        f"Cannot resume {article} {state} workflow at a step; only a {allowed} "
         f"workflow can be resumed at a step"
     )
 

@@ -81,12 +81,15 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
         ValueError: ``via`` is unknown.
     """
     flow_control.check_operator(via, actor)
-    if workflow.state != WorkflowState.READY:
-        raise _not_ready(workflow)
+    flow_control.refuse_unless_allowed(
+        workflow, "run_now", lambda state: _not_ready(workflow)
+    )
     session, locked = flow_control.lock_for_operator(workflow)
     try:
-        if locked.state != WorkflowState.READY:
-            raise _not_ready(locked)
+        flow_control.refuse_unless_allowed(
+            locked, "run_now", lambda state: _not_ready(locked)
+        )
+        from_state = locked.state
         now = clock.now()
         active = store.lock_active_executions(session, locked.id)
         waiting = waiting_execution(active, now)
@@ -126,7 +129,7 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
             action="run_now",
             actor=actor,
             via=via,
-            from_state=WorkflowState.READY.value,
+            from_state=from_state,
             execution=execution,
         )
         locked.logger.info(
@@ -146,7 +149,8 @@ def _not_ready(workflow: Any) -> InvalidStateError:
     state = str(workflow.state)
     article = "an" if state[:1] in "aeiou" else "a"
     hint = " (resume it instead)" if state == WorkflowState.PAUSED else ""
+    allowed = " or ".join(flow_control.allowed_from("run_now"))
     return InvalidStateError(
-        f"Cannot run {article} {state} workflow now{hint}; only a ready workflow "
-        "whose step waits can run now"
+        f"Cannot run {article} {state} workflow now{hint}; only a {allowed} "
+        "workflow whose step waits can run now"
     )
