@@ -3,9 +3,11 @@
 Each button calls the workflow's own flow-control method (``pause``, ``resume``,
 ``cancel``, ``skip``, ``recover``, ``run_now``), which applies the engine's
 flow-control or operator function (:mod:`flask_geneva.flow_control`,
-:mod:`flask_geneva.operator_recovery`) with ``via="admin"`` and the actor. The
-admin never writes a state or a row itself (R-ADM-21). The POST checks the CSRF
-token (R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03) before any change.
+:mod:`flask_geneva.operator_recovery`) with ``via="admin"`` and the actor, and is
+enabled in the states the transition table allows its action from (the engine's
+:func:`~flask_geneva.flow_control.allowed_from`). The admin never writes a state
+or a row itself (R-ADM-21). The POST checks the CSRF token (R-ADM-05) and
+``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03) before any change.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from flask_geneva.admin.running_step import annotate_buttons
 from flask_geneva.admin.running_step import in_progress_execution
 from flask_geneva.admin.running_step import recovery_facts
 from flask_geneva.exceptions import GenevaError
+from flask_geneva.flow_control import allowed_from
 from flask_geneva.operator_run_now import parked_for_signal
 from flask_geneva.operator_run_now import signal_wait_refusal
 from flask_geneva.operator_run_now import waiting_execution
@@ -40,7 +43,6 @@ __all__ = [
     "Button",
     "WorkflowActions",
     "act",
-    "allowed_from",
     "disabled_reasons",
     "validated_action_form",
     "workflow_buttons",
@@ -58,17 +60,6 @@ ACTIONS = {
 }
 #: Actions asked to be confirmed on a page of their own first.
 DESTRUCTIVE = ("cancel", "skip", "resume_rewind", "recover")
-_ALLOWED_FROM = {
-    "pause": ("ready", "performing"),
-    "resume": ("paused",),
-    "resume_rewind": ("paused",),
-    "cancel": ("ready", "paused", "performing"),
-    "skip": ("ready", "paused"),
-    # Any state: enabled only while an execution is in progress (R-HK-28).
-    "recover": ("ready", "performing", "paused", "finished", "canceled"),
-    # A ready workflow whose scheduled execution waits (R-ADM-51).
-    "run_now": ("ready",),
-}
 
 
 @dataclasses.dataclass
@@ -108,7 +99,10 @@ def workflow_buttons(
     acting = can_act()
     buttons = []
     for action, label in ACTIONS.items():
-        allowed = workflow.state in _ALLOWED_FROM[action]
+        # The states are the transition table's (R-ADM-20); Recover is enabled
+        # only while an execution is in progress (R-HK-28), Run now only while
+        # the scheduled execution waits (R-ADM-51).
+        allowed = workflow.state in allowed_from(action)
         reason = "" if allowed else f"not possible: workflow is {workflow.state}"
         if allowed and action == "resume_rewind":
             allowed, reason = _rewind_possible(workflow, steps, executions, columns)
@@ -135,11 +129,6 @@ def disabled_reasons(buttons: list[Button]) -> list[tuple[list[str], str]]:
         if not button.enabled and button.reason:
             grouped.setdefault(button.reason, []).append(button.label)
     return [(labels, reason) for reason, labels in grouped.items()]
-
-
-def allowed_from(action: str) -> tuple[str, ...]:
-    """The workflow states ``action`` can apply from (R-ADM-20, R-ADM-52)."""
-    return _ALLOWED_FROM[action]
 
 
 def _waits(executions: list[Any]) -> tuple[bool, str]:

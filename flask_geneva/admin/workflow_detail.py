@@ -52,6 +52,7 @@ from flask_geneva.admin.signal_display import waiting_line
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.admin.timeline_chart import layout
 from flask_geneva.exceptions import GenevaError
+from flask_geneva.flow_control import allowed_from
 
 __all__ = [
     "ENDED_STATES",
@@ -159,7 +160,9 @@ class WorkflowDetailPage(WorkflowPages):
             disabled_reasons=disabled_reasons(buttons),
             action_form=action_form(),
             resume_at_form=resume_at_form(steps)
-            if steps is not None and workflow.state == "paused" and can_act()
+            if steps is not None
+            and workflow.state in allowed_from("resume_at")
+            and can_act()
             else None,
             step_label=steps.display_name if steps is not None else str,
             # Workflow signals (R-WSIG-66..70).

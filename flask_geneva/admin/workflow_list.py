@@ -20,12 +20,12 @@ from flask_geneva.admin.filters import capped_count
 from flask_geneva.admin.filters import format_count
 from flask_geneva.admin.filters import hero_admin_urls
 from flask_geneva.admin.filters import latest_error_classes
-from flask_geneva.admin.flow_control_actions import allowed_from
 from flask_geneva.admin.list_params import PAGE_SIZE
 from flask_geneva.admin.list_params import choice
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
+from flask_geneva.flow_control import allowed_from
 from flask_geneva.models import WorkflowState
 
 __all__ = ["SORTS", "WorkflowListPage", "next_runs"]
