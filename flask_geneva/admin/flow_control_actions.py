@@ -41,7 +41,7 @@ __all__ = [
     "ACTIONS",
     "DESTRUCTIVE",
     "Button",
-    "WorkflowActions",
+    "WorkflowActionEndpoint",
     "act",
     "disabled_reasons",
     "validated_action_form",
@@ -227,7 +227,7 @@ def act(
         workflow.skip(actor=actor, via="admin", expected_step=expected_step)
 
 
-class WorkflowActions(WorkflowPages):
+class WorkflowActionEndpoint(WorkflowPages):
     """The workflow page's action endpoint, ``POST <workflows>/<id>/action``."""
 
     @expose("/<workflow_id>/action", methods=("POST",))

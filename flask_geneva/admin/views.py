@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from flask_geneva.admin.base_view import asset_dir
 from flask_geneva.admin.bulk_actions import WorkflowBulkActions
-from flask_geneva.admin.flow_control_actions import WorkflowActions
+from flask_geneva.admin.flow_control_actions import WorkflowActionEndpoint
 from flask_geneva.admin.overview_view import OverviewView
 from flask_geneva.admin.resume_at_form import WorkflowResumeAt
 from flask_geneva.admin.signal_delivery import WorkflowSignalDelivery
@@ -44,7 +44,7 @@ __all__ = [
 class WorkflowsView(
     WorkflowListPage,
     WorkflowDetailPage,
-    WorkflowActions,
+    WorkflowActionEndpoint,
     WorkflowResumeAt,
     WorkflowSignalDelivery,
     WorkflowBulkActions,

@@ -8,7 +8,7 @@ A parked step says what it waits for, and the page lists the workflow's
 signals with a "Deliver signal…" form (R-WSIG-66..68).
 
 Only reads (R-ADM-32); the buttons post to
-:class:`~flask_geneva.admin.flow_control_actions.WorkflowActions`.
+:class:`~flask_geneva.admin.flow_control_actions.WorkflowActionEndpoint`.
 """
 
 from __future__ import annotations
