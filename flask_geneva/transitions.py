@@ -378,7 +378,7 @@ OPERATOR_PAUSE = Transition(
     "kept for resume() and a running one is left to the executor.",
     ("R-EXT-01", "R-EXT-02", "R-WF-03"),
     None,
-    WorkflowWrite(frozenset({_W.READY}), (_W.PAUSED,)),
+    WorkflowWrite(_RUNNABLE, (_W.PAUSED,)),
 )
 OPERATOR_CANCEL = Transition(
     "operator_cancel",
