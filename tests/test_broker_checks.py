@@ -11,7 +11,7 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 
 from flask_geneva import Geneva
-from flask_geneva.broker_checks import broker_visibility_timeout
+from flask_geneva.ext.broker_checks import broker_visibility_timeout
 
 WARNING_START = "GENEVA_MAX_BROKER_DELAY"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flask_geneva import clock
+from flask_geneva.core import clock
 from flask_geneva.testing import speedrun_workflow
 from tests import conftest
 from tests.apps.basic import db

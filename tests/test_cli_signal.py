@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.cli_app import CliAwaiting

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from flask_geneva import transactions
+from flask_geneva.core import transactions
 
 # Run once, in the SQLite pass: no database is involved.
 pytestmark = pytest.mark.backends("sqlite")

@@ -17,9 +17,9 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 
 from flask_geneva import Geneva
-from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva.publishing import DEFERRED_JOB_ID
+from flask_geneva.core import clock
+from flask_geneva.engine.publishing import DEFERRED_JOB_ID
 
 db = SQLAlchemy()
 geneva = Geneva(db)

@@ -12,7 +12,7 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_geneva import Geneva
 from flask_geneva import GenevaConfigurationError
-from flask_geneva.config import config_from_mapping
+from flask_geneva.core.config import config_from_mapping
 from tests.apps import basic
 
 

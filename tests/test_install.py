@@ -26,11 +26,11 @@ from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.dialects import mysql
 
-from flask_geneva.schema.autogenerate import include_object
-from flask_geneva.schema.autogenerate import register_autogenerate_filter
-from flask_geneva.schema.key_type import detect_key_type
-from flask_geneva.schema.revisions import write_revisions
-from flask_geneva.schema.units import UNITS
+from flask_geneva.db.install.key_type import detect_key_type
+from flask_geneva.db.install.revisions import write_revisions
+from flask_geneva.db.install.units import UNITS
+from flask_geneva.ext.autogenerate import include_object
+from flask_geneva.ext.autogenerate import register_autogenerate_filter
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATABASE_URL = os.environ.get("GENEVA_TEST_DATABASE_URL", "")

@@ -17,10 +17,10 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import count_workflows

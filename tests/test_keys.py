@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from flask_geneva.keys import MAX_BIGINT_KEY
-from flask_geneva.keys import parse_key
+from flask_geneva.core.keys import MAX_BIGINT_KEY
+from flask_geneva.core.keys import parse_key
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,12 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_geneva import Geneva
 from flask_geneva import GenevaConfigurationError
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
-from flask_geneva.app_state import current_state
-from flask_geneva.app_state import settings
-from flask_geneva.config import GenevaConfig
+from flask_geneva.core import clock
+from flask_geneva.core.config import GenevaConfig
+from flask_geneva.ext.app_state import current_state
+from flask_geneva.ext.app_state import settings
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0
@@ -95,17 +95,17 @@ def test_a_change_without_reload_takes_effect_at_the_next_operation(app):
 
 def test_an_unchanged_app_config_is_not_validated_again(app, monkeypatch):
     """Without a change the settings object stays the same one across operations (R-CFG-02)."""
-    import flask_geneva.app_state
+    import flask_geneva.ext.app_state
 
     config = app.extensions["geneva"].config
     validations = []
-    real = flask_geneva.app_state.config_from_mapping
+    real = flask_geneva.ext.app_state.config_from_mapping
 
     def counting(*args, **kwargs):
         validations.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(flask_geneva.app_state, "config_from_mapping", counting)
+    monkeypatch.setattr(flask_geneva.ext.app_state, "config_from_mapping", counting)
     run_housekeeping()
     _finished("same@example.com")
     run_housekeeping()
@@ -204,18 +204,18 @@ def test_a_change_of_app_testing_is_applied_at_the_next_operation(app):
 
 def test_threads_noticing_one_change_validate_it_once(app, monkeypatch):
     """Concurrent operations see the old or the new object, and the change is validated once (R-CFG-02)."""
-    import flask_geneva.app_state
+    import flask_geneva.ext.app_state
 
     state = app.extensions["geneva"]
     before = state.config
     validations = []
-    real = flask_geneva.app_state.config_from_mapping
+    real = flask_geneva.ext.app_state.config_from_mapping
 
     def counting(*args, **kwargs):
         validations.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(flask_geneva.app_state, "config_from_mapping", counting)
+    monkeypatch.setattr(flask_geneva.ext.app_state, "config_from_mapping", counting)
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 3
     barrier = threading.Barrier(4)
     seen = []

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 
@@ -59,7 +59,7 @@ def test_lookup_is_retried_find_attempts_times(app, monkeypatch):
     app.config["GENEVA_FIND_DELAY"] = 0.25
     geneva.reload_settings(app)
     sleeps: list[float] = []
-    monkeypatch.setattr("flask_geneva.executor.time.sleep", sleeps.append)
+    monkeypatch.setattr("flask_geneva.engine.executor.step.time.sleep", sleeps.append)
     perform_step_execution(424242)
     assert sleeps == [0.25, 0.25]
 
@@ -151,7 +151,7 @@ def test_apply_celery_defaults_keeps_what_the_host_set():
     """apply_celery_defaults() fills only settings left at Celery's default; the host's transport options win (issue 14)."""
     from celery import Celery
 
-    from flask_geneva.tasks import apply_celery_defaults
+    from flask_geneva.ext.tasks import apply_celery_defaults
 
     celery = Celery("apply-defaults")
     celery.conf.update(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flask_geneva.terminal_text import escape_control_characters
+from flask_geneva.core.terminal_text import escape_control_characters
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,6 @@ from flask import request
 from flask import url_for
 from flask_admin import expose
 
-from flask_geneva import clock
-from flask_geneva import store_admin_queries
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
@@ -51,6 +49,8 @@ from flask_geneva.admin.signal_display import signal_panel
 from flask_geneva.admin.signal_display import waiting_line
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.admin.timeline_chart import layout
+from flask_geneva.core import clock
+from flask_geneva.db.queries import admin as store_admin_queries
 from flask_geneva.exceptions import GenevaError
 
 __all__ = [

@@ -80,6 +80,6 @@ def finished_resumable_chain() -> tuple[Any, list[Any]]:
 
 def overdue_by(delta: timedelta) -> Any:
     """``now - delta`` as an aware UTC datetime."""
-    from flask_geneva import clock
+    from flask_geneva.core import clock
 
     return clock.now() - delta

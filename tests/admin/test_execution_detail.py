@@ -408,7 +408,7 @@ def test_the_page_names_the_worker_and_goes_by_its_liveness(client):
     import uuid
     from datetime import timedelta
 
-    from flask_geneva import worker_rows
+    from flask_geneva.db import workers as worker_rows
     from tests.admin.execution_support import overdue_by
 
     workflow = ready_workflow()

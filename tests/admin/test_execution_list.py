@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from flask_geneva import clock
 from flask_geneva.admin import presenters
 from flask_geneva.admin import step_executions_view
+from flask_geneva.core import clock
 from tests.admin.execution_support import ESCAPED_SCRIPT
 from tests.admin.execution_support import SCRIPT
 from tests.admin.execution_support import detail_url

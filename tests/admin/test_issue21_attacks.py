@@ -13,11 +13,11 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva.admin import outcome_cache
-from flask_geneva.app_state import current_context
-from flask_geneva.column_detection import optional_columns
-from flask_geneva.outcome_rollup import roll_up_outcome_hours
+from flask_geneva.core import clock
+from flask_geneva.db.optional_columns import optional_columns
+from flask_geneva.engine.operators.outcome_rollup import roll_up_outcome_hours
+from flask_geneva.ext.app_state import current_context
 from tests.admin.support import T0
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow

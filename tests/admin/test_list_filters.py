@@ -531,7 +531,7 @@ def test_overdue_and_error_class_filters_read_their_ids_first_on_postgresql():
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.dialects import sqlite
 
-    from flask_geneva import store_admin_filters
+    from flask_geneva.db.queries import admin_filters as store_admin_filters
     from tests.apps.basic import geneva
 
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution

@@ -170,8 +170,8 @@ def test_the_overview_lists_live_and_dead_workers(client):
     executions dead workers abandoned (R-WRK-09)."""
     import uuid
 
-    from flask_geneva import clock
-    from flask_geneva import worker_rows
+    from flask_geneva.core import clock
+    from flask_geneva.db import workers as worker_rows
 
     workers = db.metadata.tables["geneva_drive_workers"]
     now = clock.now()

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
-from flask_geneva import transitions
+from flask_geneva.core import clock
+from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
 from tests.admin.conftest import csrf_token
 from tests.admin.support import action_url

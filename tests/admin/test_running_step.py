@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
+from flask_geneva.core import clock
 from flask_geneva.testing import run_iterations
 from tests.admin.conftest import csrf_token
 from tests.admin.support import detail_url

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva.admin import timeline_chart
 from flask_geneva.admin.timeline_chart import MIN_BAR_WIDTH
 from flask_geneva.admin.timeline_chart import format_span
 from flask_geneva.admin.timeline_chart import layout
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow

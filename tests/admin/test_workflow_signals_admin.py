@@ -16,8 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import InvalidStateError
-from flask_geneva import clock
 from flask_geneva.admin.signal_delivery import AUDIT_LOGGER
+from flask_geneva.core import clock
 from tests.admin.conftest import csrf_token
 from tests.admin.support import detail_url
 from tests.admin.support import new_user

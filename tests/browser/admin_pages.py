@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva import on_exception
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import new_user
 from tests.admin.workflows import AdminFailing

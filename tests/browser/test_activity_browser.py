@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow

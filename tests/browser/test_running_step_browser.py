@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
+from flask_geneva.core import clock
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
 from tests.browser.conftest import ARTIFACTS

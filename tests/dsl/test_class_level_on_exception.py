@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.policies import HANDLER_MARK
-from flask_geneva.policies import Action
-from flask_geneva.policies import ExceptionHandlerDecorator
-from flask_geneva.policies import ExceptionPolicy
-from flask_geneva.policies import on_exception
-from flask_geneva.policy_resolution import resolve_policy
+from flask_geneva.policies.exception_policy import HANDLER_MARK
+from flask_geneva.policies.exception_policy import Action
+from flask_geneva.policies.exception_policy import ExceptionHandlerDecorator
+from flask_geneva.policies.exception_policy import ExceptionPolicy
+from flask_geneva.policies.exception_policy import on_exception
+from flask_geneva.policies.resolution import resolve_policy
 from tests.dsl.base import Workflow
 
 

@@ -9,15 +9,15 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.policies import DEFAULT_POLICY
-from flask_geneva.policies import Action
-from flask_geneva.policies import ExceptionPolicy
-from flask_geneva.policies import PolicyList
-from flask_geneva.policies import coerce_action
-from flask_geneva.policy_resolution import PolicyResolution
-from flask_geneva.policy_resolution import PolicyResult
-from flask_geneva.policy_resolution import decide
-from flask_geneva.policy_resolution import should_report
+from flask_geneva.policies.exception_policy import DEFAULT_POLICY
+from flask_geneva.policies.exception_policy import Action
+from flask_geneva.policies.exception_policy import ExceptionPolicy
+from flask_geneva.policies.exception_policy import PolicyList
+from flask_geneva.policies.exception_policy import coerce_action
+from flask_geneva.policies.resolution import PolicyResolution
+from flask_geneva.policies.resolution import PolicyResult
+from flask_geneva.policies.resolution import decide
+from flask_geneva.policies.resolution import should_report
 
 
 class VendorBusy(Exception):

@@ -6,12 +6,12 @@ import pytest
 
 from flask_geneva.dsl.decorators import step
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.policies import Action
-from flask_geneva.policies import ExceptionPolicy
-from flask_geneva.policies import PolicyList
-from flask_geneva.policies import on_exception
-from flask_geneva.policy_resolution import decide
-from flask_geneva.policy_resolution import resolve_policy
+from flask_geneva.policies.exception_policy import Action
+from flask_geneva.policies.exception_policy import ExceptionPolicy
+from flask_geneva.policies.exception_policy import PolicyList
+from flask_geneva.policies.exception_policy import on_exception
+from flask_geneva.policies.resolution import decide
+from flask_geneva.policies.resolution import resolve_policy
 from tests.dsl.base import Workflow
 
 

@@ -19,12 +19,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva import store
-from flask_geneva import worker_registry
-from flask_geneva.app_state import current_context
-from flask_geneva.housekeeping import cleanup
+from flask_geneva.core import clock
+from flask_geneva.db import locks as store
+from flask_geneva.engine.operators.housekeeping import cleanup
+from flask_geneva.engine.workers import registry as worker_registry
+from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
-from flask_geneva.cleanup_lock import cleanup_lock
+from flask_geneva.core import clock
+from flask_geneva.db.cleanup_lock import cleanup_lock
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.housekeeping.cleanup_process import RETENTION

@@ -8,9 +8,9 @@ import pytest
 
 from flask_geneva import PrometheusMetrics
 from flask_geneva import StatsdMetrics
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
+from flask_geneva.core import clock
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0
 from tests.housekeeping.support import RecordingMetrics

@@ -15,9 +15,9 @@ from sqlalchemy import orm
 
 from flask_geneva import GenevaConfigurationError
 from flask_geneva import InvalidStateError
-from flask_geneva import clock
 from flask_geneva import resumable_step
 from flask_geneva import step
+from flask_geneva.core import clock
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0
 from tests.housekeeping.support import make_in_progress

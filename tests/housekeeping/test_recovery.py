@@ -6,12 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
-from flask_geneva.app_state import current_state
-from flask_geneva.housekeeping import recover_stuck_scheduled
-from flask_geneva.release_spread import release_offset
+from flask_geneva.core import clock
+from flask_geneva.engine.operators.housekeeping import recover_stuck_scheduled
+from flask_geneva.ext.app_state import current_state
+from flask_geneva.policies.release_spread import release_offset
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva import GenevaConfigurationError
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
-from flask_geneva.config import DEFAULTS
-from flask_geneva.config import config_from_mapping
-from flask_geneva.release_spread import active_window
-from flask_geneva.release_spread import release_offset
-from flask_geneva.release_spread import spread_releases
+from flask_geneva.core import clock
+from flask_geneva.core.config import DEFAULTS
+from flask_geneva.core.config import config_from_mapping
+from flask_geneva.policies.release_spread import active_window
+from flask_geneva.policies.release_spread import release_offset
+from flask_geneva.policies.release_spread import spread_releases
 from tests.apps.basic import geneva
 from tests.apps.cli_app import CliOnboarding
 from tests.housekeeping.support import T0

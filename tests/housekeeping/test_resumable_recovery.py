@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from flask_geneva import clock
 from flask_geneva import resumable_step
 from flask_geneva import run_housekeeping
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import run_iterations
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva

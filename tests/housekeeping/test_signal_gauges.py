@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0

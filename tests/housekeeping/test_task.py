@@ -7,10 +7,10 @@ from datetime import timedelta
 from celery import Celery
 
 from flask_geneva import beat_schedule
-from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva.tasks import HOUSEKEEPING_TASK
-from flask_geneva.tasks import register_tasks
+from flask_geneva.core import clock
+from flask_geneva.ext.tasks import HOUSEKEEPING_TASK
+from flask_geneva.ext.tasks import register_tasks
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0
 from tests.workflow.support import execution_rows

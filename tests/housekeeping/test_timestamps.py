@@ -7,9 +7,9 @@ from datetime import timezone
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0

@@ -22,12 +22,12 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from flask_geneva.cursors import TAG_KEY
-from flask_geneva.cursors import check_cursor_size
-from flask_geneva.cursors import deserialize_cursor
-from flask_geneva.cursors import dump_cursor
-from flask_geneva.cursors import encoded_size
-from flask_geneva.cursors import serialize_cursor
+from flask_geneva.core.cursors import TAG_KEY
+from flask_geneva.core.cursors import check_cursor_size
+from flask_geneva.core.cursors import deserialize_cursor
+from flask_geneva.core.cursors import dump_cursor
+from flask_geneva.core.cursors import encoded_size
+from flask_geneva.core.cursors import serialize_cursor
 from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import CursorTooLargeError
 

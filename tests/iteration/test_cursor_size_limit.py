@@ -12,7 +12,7 @@ import pytest
 from flask_geneva import CursorSerializationError
 from flask_geneva import CursorTooLargeError
 from flask_geneva import resumable_step
-from flask_geneva.app_state import current_state
+from flask_geneva.ext.app_state import current_state
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -13,7 +13,7 @@ from flask_geneva import Executor
 from flask_geneva import InvalidStateError
 from flask_geneva import resumable_step
 from flask_geneva import step
-from flask_geneva.iteration import clear_worker_exit
+from flask_geneva.engine.iteration import clear_worker_exit
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import run_iterations
 from flask_geneva.testing import speedrun_workflow

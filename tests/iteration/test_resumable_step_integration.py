@@ -12,10 +12,10 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva import InvalidStateError
-from flask_geneva import clock
 from flask_geneva import on_exception
 from flask_geneva import resumable_step
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import run_iterations
 from flask_geneva.testing import speedrun_current_step

@@ -16,7 +16,7 @@ from flask_geneva import cancel_if
 from flask_geneva import current_error_context
 from flask_geneva import on_exception
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows

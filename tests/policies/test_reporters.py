@@ -11,7 +11,7 @@ import pytest
 
 from flask_geneva import GenevaConfigurationError
 from flask_geneva import step
-from flask_geneva.error_reporting import logging_reporter as base_logging_reporter
+from flask_geneva.core.error_reporting import logging_reporter as base_logging_reporter
 from flask_geneva.reporters.logging import LoggingReporter
 from flask_geneva.reporters.logging import logging_reporter
 from flask_geneva.reporters.sentry import MISSING_SDK_MESSAGE
@@ -145,7 +145,7 @@ def test_missing_sdk_at_report_time_is_stored_as_report_error(app, user, monkeyp
 def test_flask_geneva_does_not_import_sentry():
     """Importing flask_geneva and the adapter module loads no sentry_sdk module."""
     code = (
-        "import sys, flask_geneva, flask_geneva.executor, flask_geneva.reporters.sentry\n"
+        "import sys, flask_geneva, flask_geneva.engine.executor.step, flask_geneva.reporters.sentry\n"
         "print(any(m.split('.')[0] == 'sentry_sdk' for m in sys.modules))\n"
     )
     result = subprocess.run(

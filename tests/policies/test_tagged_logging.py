@@ -9,11 +9,11 @@ import pytest
 
 from flask_geneva import Executor
 from flask_geneva import step
-from flask_geneva.tagged_logging import TaggedLoggerAdapter
-from flask_geneva.tagged_logging import as_tagged
-from flask_geneva.tagged_logging import execution_logger
-from flask_geneva.tagged_logging import execution_tag
-from flask_geneva.tagged_logging import workflow_tag
+from flask_geneva.core.tagged_logging import TaggedLoggerAdapter
+from flask_geneva.core.tagged_logging import as_tagged
+from flask_geneva.core.tagged_logging import execution_logger
+from flask_geneva.core.tagged_logging import execution_tag
+from flask_geneva.core.tagged_logging import workflow_tag
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 

@@ -13,7 +13,7 @@ import pytest
 from flask_geneva import ExceptionPolicy
 from flask_geneva import Executor
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import execution_rows
@@ -164,8 +164,8 @@ def test_handled_results_and_their_log_level(action, terminal, handled):
     """Reattempt, skip and finish are handled unless terminal; handled ones log at WARNING (R-EXE-50, R-LOG-06 amended)."""
     import logging
 
-    from flask_geneva import task_failures
-    from flask_geneva.policy_resolution import PolicyResult
+    from flask_geneva.policies import task_failures
+    from flask_geneva.policies.resolution import PolicyResult
 
     result = PolicyResult(action=action, wait=None, terminal=terminal, report="always")
     assert task_failures.is_handled(result) is handled
@@ -181,7 +181,7 @@ def test_an_unrecorded_exception_is_logged_before_the_error_that_stopped_it(capl
     """When the outcome transaction fails, the step's exception is still logged at ERROR (R-LOG-06)."""
     import logging
 
-    from flask_geneva import task_failures
+    from flask_geneva.policies import task_failures
 
     caplog.set_level(logging.ERROR, logger="tests.reraise")
     task_failures.log_unrecorded(

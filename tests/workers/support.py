@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from flask_geneva import worker_rows
+from flask_geneva.db import workers as worker_rows
 from tests.apps.basic import db
 from tests.housekeeping.support import make_in_progress
 from tests.workflow.support import make_user

@@ -15,11 +15,11 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import Executor
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
-from flask_geneva import worker_registry
-from flask_geneva.app_state import current_context
+from flask_geneva.core import clock
+from flask_geneva.engine.workers import registry as worker_registry
+from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva

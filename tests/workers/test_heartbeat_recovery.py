@@ -9,13 +9,13 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva import resumable_step
 from flask_geneva import run_housekeeping
 from flask_geneva import step
-from flask_geneva import worker_registry
-from flask_geneva import worker_rows
-from flask_geneva.app_state import current_context
+from flask_geneva.core import clock
+from flask_geneva.db import workers as worker_rows
+from flask_geneva.engine.workers import registry as worker_registry
+from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -161,7 +161,7 @@ def test_the_defaults_rerun_a_killed_workers_step_within_two_minutes():
     schedule's default matches the setting (R-WRK-12; bench/recovery.py measures
     it with real processes)."""
     from flask_geneva import beat_schedule
-    from flask_geneva.config import DEFAULTS
+    from flask_geneva.core.config import DEFAULTS
 
     heartbeat = DEFAULTS["GENEVA_WORKER_HEARTBEAT_INTERVAL"]
     dead_after = DEFAULTS["GENEVA_WORKER_DEAD_AFTER"]
@@ -179,7 +179,7 @@ def test_the_defaults_rerun_a_killed_workers_step_within_two_minutes():
 
 def test_dead_after_must_be_at_least_twice_the_interval(app):
     """A dead-after shorter than two heartbeats is refused (R-WRK-06, R-CFG-01)."""
-    from flask_geneva.config import setting_problems
+    from flask_geneva.core.config import setting_problems
 
     problems = setting_problems(
         {
@@ -198,7 +198,7 @@ def test_dead_after_must_be_at_least_twice_the_interval(app):
 def test_a_heartbeat_interval_under_a_tenth_of_a_second_is_refused(app, interval):
     """Each heartbeat is a database write: the interval has a floor, named in
     the message with the value given (R-WRK-03, R-CFG-01)."""
-    from flask_geneva.config import setting_problems
+    from flask_geneva.core.config import setting_problems
 
     problems = setting_problems(
         {"GENEVA_WORKER_HEARTBEAT_INTERVAL": interval}, testing=True
@@ -213,8 +213,8 @@ def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
     ones without a worker (R-WRK-06); another worker heartbeats (R-WRK-14)."""
     from celery import Celery
 
-    from flask_geneva.publishing import DISPATCH_DUE_TASK
-    from flask_geneva.tasks import register_tasks
+    from flask_geneva.engine.publishing import DISPATCH_DUE_TASK
+    from flask_geneva.ext.tasks import register_tasks
 
     celery = Celery("dispatch-task-test", set_as_current=False)
     register_tasks(celery, geneva=geneva, app=app)
@@ -233,10 +233,10 @@ def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
 
 @pytest.mark.parametrize("caller", ["geneva.dispatch_due", "operations.dispatch_due"])
 def test_dispatch_due_called_directly_recovers_dead_workers_too(app, user, caller):
-    """`geneva.dispatch_due()` and `flask_geneva.operations.dispatch_due()` are the
+    """`geneva.dispatch_due()` and `flask_geneva.ext.operations.dispatch_due()` are the
     same dispatcher run as the Celery task: they recover dead workers' executions
     (not old ones without a worker) and record the run (R-WRK-13, R-HK-40)."""
-    from flask_geneva import operations
+    from flask_geneva.ext import operations
 
     run = (
         geneva.dispatch_due
@@ -266,7 +266,7 @@ def test_dispatch_due_called_directly_recovers_dead_workers_too(app, user, calle
 
 
 def worker_registry_runs():
-    from flask_geneva import maintenance_runs
+    from flask_geneva.engine.operators import maintenance_runs
 
     context = current_context()
     return maintenance_runs.last_runs(context.session, config=context.settings)
@@ -275,7 +275,7 @@ def worker_registry_runs():
 def test_status_and_gauges_show_live_and_dead_workers(app, user):
     """`status --json` lists workers as alive/dead with what they hold; housekeeping
     emits the worker gauges (R-WRK-09)."""
-    from flask_geneva.worker_health import worker_overview
+    from flask_geneva.engine.workers.health import worker_overview
     from tests.housekeeping.support import RecordingMetrics
 
     with clock.frozen(T0):
@@ -393,7 +393,7 @@ def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
     heartbeats between the candidates' read and its row's lock (after a freeze or
     a database outage) keeps its execution; the dead one's is recovered (R-WRK-06).
     """
-    from flask_geneva import store_maintenance
+    from flask_geneva.db.queries import maintenance as store_maintenance
 
     with clock.frozen(T0):
         _add_worker(timedelta(0))  # another worker heartbeats (R-WRK-14)

@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
-from flask_geneva import maintenance_rows
-from flask_geneva import maintenance_runs
 from flask_geneva import run_housekeeping
 from flask_geneva import step
-from flask_geneva.app_state import current_context
-from flask_geneva.column_detection import optional_columns
+from flask_geneva.core import clock
+from flask_geneva.db import maintenance_runs as maintenance_rows
+from flask_geneva.db.optional_columns import optional_columns
+from flask_geneva.engine.operators import maintenance_runs
+from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva

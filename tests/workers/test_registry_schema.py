@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
-from flask_geneva.column_detection import optional_columns
+from flask_geneva.core import clock
+from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -68,7 +68,7 @@ def test_without_the_unit_workflows_run_and_recovery_uses_age(app, without_regis
 
 def test_status_says_when_there_is_no_registry(app, without_registry):
     """Without the unit the overview has no workers part (R-WRK-08/09)."""
-    from flask_geneva.app_state import current_context
-    from flask_geneva.worker_health import worker_overview
+    from flask_geneva.engine.workers.health import worker_overview
+    from flask_geneva.ext.app_state import current_context
 
     assert worker_overview(db.session, config=current_context().settings) is None

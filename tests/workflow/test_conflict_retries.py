@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from flask_geneva import Executor
 from flask_geneva import step
-from flask_geneva import transactions
+from flask_geneva.core import transactions
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva

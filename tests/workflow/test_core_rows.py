@@ -1,6 +1,6 @@
 """The executor's Core reads and writes leave rows and session as the ORM would.
 
-``flask_geneva.core_rows`` replaces the ORM load, flush and insert on the step
+``flask_geneva.db.write_path`` replaces the ORM load, flush and insert on the step
 hot path (SPEC §7 phases; locks R-EXE-10, one active execution R-DM-09). These
 tests pin what must not change: the stored rows, the instances' state in the
 session, the rollback behaviour, that host listeners on ORM flush and mapper
@@ -20,13 +20,13 @@ from sqlalchemy import orm
 from sqlalchemy.orm.exc import StaleDataError
 
 from flask_geneva import Executor
-from flask_geneva import core_rows
 from flask_geneva import reset_column_caches
-from flask_geneva import scheduling
-from flask_geneva import session_transactions
 from flask_geneva import step
-from flask_geneva import store
-from flask_geneva import transition_apply
+from flask_geneva.db import locks as store
+from flask_geneva.db import session_transactions
+from flask_geneva.db import write_path as core_rows
+from flask_geneva.engine import scheduling
+from flask_geneva.engine.transitions import apply as transition_apply
 from flask_geneva.models import StepExecutionState
 from tests.apps import extra_column_app
 from tests.apps import uuid_app

@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva.operations import dispatch_due
-from flask_geneva.publishing import DEFERRED_JOB_ID
+from flask_geneva.core import clock
+from flask_geneva.engine.publishing import DEFERRED_JOB_ID
+from flask_geneva.ext.operations import dispatch_due
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 

@@ -10,7 +10,7 @@ scheduling code (R-SCH-09), or left for the dispatcher when that time is beyond
 is logged, and no signal is sent (R-SIG-02).
 
 The deliveries go through the task logic a Celery worker runs
-(:func:`flask_geneva.tasks.perform_step_execution`), with the clock frozen.
+(:func:`flask_geneva.ext.tasks.perform_step_execution`), with the clock frozen.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva import signals
 from flask_geneva import step
-from flask_geneva.operations import dispatch_due
-from flask_geneva.publishing import DEFERRED_JOB_ID
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.core import clock
+from flask_geneva.engine.publishing import DEFERRED_JOB_ID
+from flask_geneva.ext.operations import dispatch_due
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import execution_row

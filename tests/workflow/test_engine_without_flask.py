@@ -17,12 +17,12 @@ from flask import has_app_context
 from sqlalchemy import orm
 
 from flask_geneva import step
-from flask_geneva.config import config_from_mapping
-from flask_geneva.engine_context import EngineContext
-from flask_geneva.executor import execute_step
-from flask_geneva.housekeeping import run_housekeeping
-from flask_geneva.publishing import RecordingBackend
-from flask_geneva.scheduling import create_workflow
+from flask_geneva.core.config import config_from_mapping
+from flask_geneva.db.context import EngineContext
+from flask_geneva.engine.executor.step import execute_step
+from flask_geneva.engine.operators.housekeeping import run_housekeeping
+from flask_geneva.engine.publishing import RecordingBackend
+from flask_geneva.engine.scheduling import create_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -116,7 +116,7 @@ def test_a_workflow_runs_to_the_end_with_a_hand_built_context(app, user):
 
 def test_an_unbound_session_is_refused_with_a_clear_error(app):
     """An engine call with a session no context was bound to names the fix, never reads Flask (issue 15)."""
-    from flask_geneva.engine_context import context_of
+    from flask_geneva.db.context import context_of
     from flask_geneva.exceptions import GenevaConfigurationError
 
     engine = db.engine

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from flask_geneva import Executor
 from flask_geneva import HeroTypeNotFoundError
 from flask_geneva import StepNotDefinedError
-from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva.tagged_logging import TaggedLoggerAdapter
+from flask_geneva.core import clock
+from flask_geneva.core.tagged_logging import TaggedLoggerAdapter
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
@@ -968,7 +968,7 @@ def test_an_error_after_a_precondition_skip_fails_the_scheduled_execution(
     still ``scheduled``, so it ends failed/``failed`` and the default policy pauses
     the workflow, instead of the half-applied skip refusing the failure.
     """
-    from flask_geneva import scheduling
+    from flask_geneva.engine import scheduling
 
     workflow = ExecutorSkipIf.create(hero=user)
     user.archived = True

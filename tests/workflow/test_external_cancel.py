@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy.orm.attributes import set_committed_value
 
 from flask_geneva import InvalidStateError
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import geneva
 from tests.workflow.support import execution_row

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from flask_geneva import Executor
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.statements import recorded_statements

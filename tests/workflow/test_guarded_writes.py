@@ -16,10 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import StateConflictError
-from flask_geneva import core_rows
-from flask_geneva import scheduling
 from flask_geneva import step
-from flask_geneva.app_state import current_context
+from flask_geneva.db import write_path as core_rows
+from flask_geneva.engine import scheduling
+from flask_geneva.ext.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.conftest import dialect_name

@@ -6,9 +6,9 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import ExceptionPolicy
-from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.core import clock
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.innodb_locks import move_state_with_short_lock_wait
@@ -135,8 +135,8 @@ def _claim_another_workflow_while_an_operator_locks(locking):
     with the table's statistics taken while it was empty, and meanwhile claim
     the next workflow's scheduled execution on another connection (lock wait at
     most 2 s). Returns the rows the claim matched; raises the lock wait timeout."""
-    from flask_geneva import store
-    from flask_geneva.app_state import current_context
+    from flask_geneva.db import locks as store
+    from flask_geneva.ext.app_state import current_context
 
     table = geneva.StepExecution.__table__
     with db.engine.begin() as connection:

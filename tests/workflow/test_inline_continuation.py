@@ -17,7 +17,7 @@ from flask_geneva import Executor
 from flask_geneva import resumable_step
 from flask_geneva import signals
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.ext.tasks import perform_step_execution
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -501,7 +501,7 @@ def test_executor_execute_can_continue_inline(app, user, geneva_jobs):
 )
 def test_invalid_settings_are_refused(key, value):
     """Bad budget or step counts name the key and the allowed values (R-CFG-01, R-EXE-72)."""
-    from flask_geneva.config import config_from_mapping
+    from flask_geneva.core.config import config_from_mapping
     from flask_geneva.exceptions import GenevaConfigurationError
 
     with pytest.raises(GenevaConfigurationError, match=key):

@@ -14,7 +14,7 @@ from sqlalchemy import event
 from sqlalchemy import orm
 
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -94,8 +94,8 @@ def test_continued_steps_send_no_statement_for_the_hero(app, user, geneva_jobs):
 @pytest.mark.backends("postgresql", "mysql")
 def test_the_probe_locks_no_hero_row(app, user):
     """Another session updates the hero while the probing lock is held (R-EXE-78)."""
-    from flask_geneva import store
-    from flask_geneva.app_state import current_context
+    from flask_geneva.db import locks as store
+    from flask_geneva.ext.app_state import current_context
 
     workflow = ProbeNoOps.create(hero=user)
     execution_id, user_id = workflow.current_execution.id, user.id

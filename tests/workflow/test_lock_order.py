@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import step
-from flask_geneva import store
+from flask_geneva.db import locks as store
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 

@@ -16,7 +16,7 @@ import pytest
 
 from flask_geneva import resumable_step
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_geneva import GenevaConfigurationError
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from tests.apps import basic
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -14,8 +14,8 @@ import pytest
 
 from flask_geneva import Executor
 from flask_geneva import InvalidStateError
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from tests.apps.basic import geneva
 from tests.housekeeping.support import make_in_progress
 from tests.workflow.support import execution_row

@@ -27,9 +27,9 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import GenevaError
-from flask_geneva import clock
 from flask_geneva import step
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.core import clock
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.workflow.support import make_user

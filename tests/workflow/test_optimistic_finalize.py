@@ -24,8 +24,8 @@ import sqlalchemy as sa
 
 from flask_geneva import InvalidStateError
 from flask_geneva import step
-from flask_geneva.executor import _Run
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.engine.executor.step import _Run
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -334,7 +334,7 @@ def test_a_refusal_before_any_statement_takes_the_locked_path(
 ):
     """Pending writes that would not go out as the one guarded statement are
     refused before anything is sent; the locked path finalizes (R-EXE-81)."""
-    from flask_geneva import row_updates
+    from flask_geneva.db import row_updates
 
     monkeypatch.setattr(row_updates, "merges_with_insert", lambda *args: False)
     workflow_id, _, statements = _run(user, geneva_jobs, lambda wid, eid: None)

@@ -11,8 +11,8 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from flask_geneva import InvalidStateError
 from flask_geneva import StepNotDefinedError
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db

@@ -12,9 +12,9 @@ import pytest
 
 from flask_geneva import ExceptionPolicy
 from flask_geneva import cancel_if
-from flask_geneva import clock
 from flask_geneva import on_exception
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva

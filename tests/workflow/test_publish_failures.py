@@ -18,12 +18,12 @@ import sqlalchemy as sa
 from celery import Celery
 
 import flask_geneva
-from flask_geneva import outbox
 from flask_geneva import step
-from flask_geneva.operations import dispatch_due
-from flask_geneva.operations import run_housekeeping
-from flask_geneva.publishing import DEFERRED_JOB_ID
-from flask_geneva.tasks import perform_step_execution
+from flask_geneva.engine import outbox
+from flask_geneva.engine.publishing import DEFERRED_JOB_ID
+from flask_geneva.ext.operations import dispatch_due
+from flask_geneva.ext.operations import run_housekeeping
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -149,7 +149,7 @@ def test_housekeeping_counts_every_recovered_row_while_the_broker_is_down(
         .where(table.c.workflow_id.in_(workflow_ids))
         .values(
             job_id="lost-message",
-            scheduled_for=flask_geneva.clock.now() - timedelta(hours=1),
+            scheduled_for=flask_geneva.core.clock.now() - timedelta(hours=1),
         )
     )
     db.session.commit()
@@ -206,7 +206,7 @@ def test_housekeeping_goes_on_when_a_commit_hook_raises(
     db.session.execute(
         sa.update(table)
         .where(table.c.workflow_id.in_(workflow_ids))
-        .values(scheduled_for=flask_geneva.clock.now() - timedelta(hours=1))
+        .values(scheduled_for=flask_geneva.core.clock.now() - timedelta(hours=1))
     )
     db.session.commit()
     session = db.session()

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva import InvalidStateError
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva

@@ -11,10 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva import inline_enqueue
 from flask_geneva import step
-from flask_geneva.publishing import deferral_active
+from flask_geneva.core import clock
+from flask_geneva.engine.publishing import deferral_active
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -147,7 +147,7 @@ def test_each_end_reuses_one_built_statement(user, geneva_jobs, monkeypatch):
     """The UPDATE that ends signals is built once and bound per end (R-WSIG-34):
     a workflow's end builds no SQL statement of its own, and each end still
     expires its own workflow's signals only."""
-    from flask_geneva import signal_rows
+    from flask_geneva.db import workflow_signals as signal_rows
 
     built = []
     build = signal_rows._end_signals_statement

@@ -14,9 +14,9 @@ import pytest
 from flask_geneva import Executor
 from flask_geneva import InvalidStateError
 from flask_geneva import StepNotDefinedError
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
 from flask_geneva import step
+from flask_geneva.core import clock
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.housekeeping.support import T0

@@ -11,10 +11,10 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import Outcome
-from flask_geneva import clock
 from flask_geneva import on_exception
 from flask_geneva import resumable_step
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import run_iterations
 from tests.apps.basic import db

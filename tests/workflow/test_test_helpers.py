@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva import WorkflowState
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import assert_step_executed
 from flask_geneva.testing import assert_workflow_state
 from flask_geneva.testing import perform_next_step

@@ -15,13 +15,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from flask_geneva import transitions
+from flask_geneva.cli.reference import transitions_reference
+from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import InvalidStateTransition
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
-from flask_geneva.reference import transitions_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "flask_geneva"
@@ -29,8 +29,8 @@ SPEC = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 # The module allowed to assign a row's state: apply() and the two setters it
-# writes through, all in transition_apply.py.
-_WRITERS = {"transition_apply.py"}
+# writes through, all in engine/transitions/apply.py.
+_WRITERS = {"engine/transitions/apply.py"}
 _STATE_SETTERS = {"set_workflow_state", "set_execution_state"}
 
 
@@ -388,10 +388,10 @@ def _violations(path: Path) -> list[str]:
 
 
 def test_only_the_transitions_module_writes_states():
-    """No module but transition_apply.py (apply() and its setters) assigns a state."""
+    """No module but engine/transitions/apply.py (apply() and its setters) assigns a state."""
     violations = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.parent == PACKAGE and path.name in _WRITERS:
+        if path.relative_to(PACKAGE).as_posix() in _WRITERS:
             continue
         violations += _violations(path)
     assert violations == []

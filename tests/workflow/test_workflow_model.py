@@ -16,9 +16,9 @@ from flask_geneva import DuplicateWorkflowError
 from flask_geneva import InvalidStateError
 from flask_geneva import StepConfigurationError
 from flask_geneva import cancel_if
-from flask_geneva import clock
-from flask_geneva import scheduling
 from flask_geneva import step
+from flask_geneva.core import clock
+from flask_geneva.engine import scheduling
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User

@@ -198,9 +198,9 @@ def test_a_senders_lock_on_the_parked_step_never_blocks_another_workflows_park(
     its workflow's index range, so another workflow's step can park meanwhile
     (it used to wait on a gap lock over every waiting row, and two such waits
     deadlocked in the 1,000-round race; R-WSIG-30)."""
-    from flask_geneva import signal_rows
-    from flask_geneva import store
-    from flask_geneva.app_state import current_context
+    from flask_geneva.db import locks as store
+    from flask_geneva.db import workflow_signals as signal_rows
+    from flask_geneva.ext.app_state import current_context
 
     targets = []
     for index in range(4):

@@ -20,8 +20,8 @@ from flask_geneva import SignalMatcher
 from flask_geneva import SignalPayloadTooLargeError
 from flask_geneva import SignalWaitTimeout
 from flask_geneva import WorkflowNotFoundError
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import WaitingForSignal
 from flask_geneva.testing import assert_waiting_for_signal
 from flask_geneva.testing import perform_next_step

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from flask_geneva import GenevaError
 from flask_geneva import StepConfigurationError
 from flask_geneva import step
-from flask_geneva.column_detection import optional_columns
+from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
