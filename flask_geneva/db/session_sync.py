@@ -17,7 +17,7 @@ would leave them, through public API only (R-DM-41):
 * :func:`bind_of` / :func:`connection_of` give the session's default bind and
   its transaction's connection, read once per session.
 
-``tests/workflow/test_core_rows.py`` checks the rows and the session states.
+``tests/db/test_core_rows.py`` checks the rows and the session states.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ row into the session's instance, :func:`~flask_geneva.db.session_sync.materializ
 a written instance is marked clean in place, a new one is attached with
 ``make_transient_to_detached`` and ``Session.add``, and what a rolled-back
 transaction or savepoint wrote is undone. No ORM flush or mapper events fire for
-these writes. ``tests/workflow/test_core_rows.py`` checks the rows and the
+these writes. ``tests/db/test_core_rows.py`` checks the rows and the
 session states.
 
 The session helpers this module exported before the split (``actual_session``,

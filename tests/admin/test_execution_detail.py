@@ -25,11 +25,11 @@ from tests.admin.execution_support import flaky_workflow
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.workflow.support import execution_row
-from tests.workflow.support import execution_rows
-from tests.workflow.support import external_writer
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
+from tests.support.workflow import execution_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import external_writer
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 
 def page_text(client, execution_id) -> str:

@@ -21,9 +21,9 @@ from tests.admin.workflows import AdminFailing
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.statements import recorded_statements
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 LIST = "/geneva/workflows/"
 

@@ -22,8 +22,8 @@ from flask_geneva.testing import perform_next_step
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 HOURS_TABLE = "geneva_drive_outcome_hours"
 #: The render's time: half past an hour, so the previous hour is settled.

@@ -19,9 +19,9 @@ from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.admin.workflows import AdminFailing
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 
 def listed_workflow_ids(text: str) -> list[str]:

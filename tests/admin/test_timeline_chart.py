@@ -23,10 +23,10 @@ from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import ready_workflow
-from tests.workflow.support import execution_rows
-from tests.workflow.support import executions_table
-from tests.workflow.support import external_writer
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import executions_table
+from tests.support.workflow import external_writer
+from tests.support.workflow import update_execution
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 IDLE = timedelta(days=3, hours=4)

@@ -24,8 +24,8 @@ from tests.admin.workflows import AdminSignalWait
 from tests.admin.workflows import AdminTwoStep
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 
 class GatewayTimeout(Exception):

@@ -24,8 +24,8 @@ from flask_geneva.policies.resolution import resolve_policy
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_rows
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import workflow_row
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -222,7 +222,7 @@ def set_workflow_state(
     """Set the workflow's state and ``attributes`` in memory (flushed on commit).
 
     No check: :func:`apply` checks the from-states first, and nothing else in the
-    package calls this (``tests/workflow/test_transitions.py`` checks).
+    package calls this (``tests/engine/transitions/test_transitions.py`` checks).
 
     Args:
         workflow: The workflow instance, locked by the caller.
@@ -252,7 +252,8 @@ def set_execution_state(
     """Set the execution state, outcome and timestamps in memory (R-SE-02, R-SE-03).
 
     No check: :func:`apply` checks the from-states first (R-SE-01), and nothing
-    else in the package calls this (``tests/workflow/test_transitions.py`` checks).
+    else in the package calls this
+    (``tests/engine/transitions/test_transitions.py`` checks).
 
     Args:
         execution: The step execution instance, locked by the caller.
