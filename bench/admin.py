@@ -56,10 +56,10 @@ from admin_seed import CLASSES
 from admin_seed import populate
 from admin_seed import seeded
 
-from flask_geneva import clock
-from flask_geneva import outcome_rollup
 from flask_geneva import resumable_step
 from flask_geneva import step
+from flask_geneva.core import clock
+from flask_geneva.engine.operators import outcome_rollup
 from tests.apps import basic
 from tests.schema_setup import drop_schema
 from tests.schema_setup import install_schema
@@ -216,7 +216,7 @@ def _roll_up(t0: Any, lag_minutes: float) -> None:
     """
     from datetime import timedelta
 
-    from flask_geneva.app_state import current_context
+    from flask_geneva.ext.app_state import current_context
 
     engine = basic.db.engine
     with engine.begin() as connection:

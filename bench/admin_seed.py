@@ -176,7 +176,7 @@ FROM bench_admin_plan
 
 _BACKTRACE = (
     "Traceback (most recent call last):\\n"
-    '  File "/srv/app/flask_geneva/executor_run.py", line 212, in run_body\\n'
+    '  File "/srv/app/flask_geneva/engine/executor/run.py", line 212, in run_body\\n'
     "    result = definition.invoke(workflow, iterable)\\n"
     '  File "/srv/app/example_app/workflows.py", line 88, in charge\\n'
     "    response = gateway.post(payload, timeout=30)\\n"

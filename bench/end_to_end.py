@@ -55,8 +55,8 @@ from bench.worker_process import purge_celery_queue  # noqa: E402
 from bench.worker_process import server_cpu_seconds  # noqa: E402
 from bench.worker_process import start_celery  # noqa: E402
 from bench.worker_process import stop  # noqa: E402
-from flask_geneva import clock  # noqa: E402
 from flask_geneva import step  # noqa: E402
+from flask_geneva.core import clock  # noqa: E402
 from tests.apps import basic  # noqa: E402
 
 STEPS = 10

@@ -30,12 +30,12 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flask_geneva import clock
-from flask_geneva import housekeeping
 from flask_geneva import step
-from flask_geneva import store_maintenance
-from flask_geneva import stuck_recovery
-from flask_geneva.app_state import current_state
+from flask_geneva.core import clock
+from flask_geneva.db.queries import maintenance as store_maintenance
+from flask_geneva.engine.operators import housekeeping
+from flask_geneva.engine.operators import stuck_recovery
+from flask_geneva.ext.app_state import current_state
 from flask_geneva.models import StepExecutionState
 from tests.apps import basic
 

@@ -52,7 +52,7 @@ import flask_geneva  # noqa: E402
 from bench.worker_process import purge_celery_queue  # noqa: E402
 from bench.worker_process import start_celery  # noqa: E402
 from flask_geneva import step  # noqa: E402
-from flask_geneva.config import DEFAULTS  # noqa: E402
+from flask_geneva.core.config import DEFAULTS  # noqa: E402
 from tests.apps import basic  # noqa: E402
 
 #: The worker's and beat's database (the bench passes ``--database-url`` on).

@@ -4,7 +4,7 @@ A page containing ``<!-- geneva:settings -->`` gets the settings table, one with
 ``<!-- geneva:cli -->`` the ``flask geneva`` reference, one with
 ``<!-- geneva:transitions -->`` the transition table, and one with
 ``<!-- geneva:changelog -->`` the repository's CHANGELOG.md, all written at
-build time from the code (:mod:`flask_geneva.reference`), so they cannot drift.
+build time from the code (:mod:`flask_geneva.cli.reference`), so they cannot drift.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flask_geneva.reference import cli_reference
-from flask_geneva.reference import settings_reference
-from flask_geneva.reference import transitions_reference
+from flask_geneva.cli.reference import cli_reference
+from flask_geneva.cli.reference import settings_reference
+from flask_geneva.cli.reference import transitions_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -369,7 +369,7 @@ class Demo:
 
         import flask_geneva
         from example_app import celery
-        from flask_geneva.iteration import clear_worker_exit
+        from flask_geneva.engine.iteration import clear_worker_exit
 
         stopped = threading.Event()
 

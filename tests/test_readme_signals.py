@@ -31,7 +31,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 import shop_example as shop
-from flask_geneva import clock
+from flask_geneva.core import clock
 from flask_geneva.testing import RecordingJobs
 from flask_geneva.testing import WaitingForSignal
 from flask_geneva.testing import assert_waiting_for_signal

@@ -15,11 +15,11 @@ from pathlib import Path
 import click
 
 from flask_geneva.cli import geneva_group
-from flask_geneva.config import DEFAULTS
-from flask_geneva.config import SETTING_DESCRIPTIONS
-from flask_geneva.reference import cli_reference
-from flask_geneva.reference import format_default
-from flask_geneva.reference import settings_reference
+from flask_geneva.cli.reference import cli_reference
+from flask_geneva.cli.reference import format_default
+from flask_geneva.cli.reference import settings_reference
+from flask_geneva.core.config import DEFAULTS
+from flask_geneva.core.config import SETTING_DESCRIPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

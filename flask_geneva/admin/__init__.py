@@ -14,7 +14,7 @@ Access needs ``GENEVA_ADMIN_ACCESS`` outside debug/testing (R-ADM-02); buttons n
 The admin is a layer above the engine and the extension: nothing outside this
 package imports it. ``init_app`` finds :func:`init_standalone_admin` through the
 entry point ``admin`` of the group ``flask_geneva.integrations``
-(:mod:`flask_geneva.integrations`), so the engine never loads Flask-Admin.
+(:mod:`flask_geneva.ext.integrations`), so the engine never loads Flask-Admin.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 from flask import current_app
 from flask import request
 
-from flask_geneva.app_state import current_state
+from flask_geneva.ext.app_state import current_state
 
 __all__ = ["access_is_open_by_default", "can_act", "current_actor", "has_access"]
 

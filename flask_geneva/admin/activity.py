@@ -5,7 +5,7 @@ executions of each of the last 24 hours as a small server-rendered SVG bar
 chart (like the timeline, ``templates/geneva/admin/_activity_chart.html``; no
 script). A class page lists each step's median and 95th-percentile duration
 (``finished_at - started_at``) over its latest completed executions. The reads
-are in :mod:`flask_geneva.store_admin_stats`; this module only arranges numbers.
+are in :mod:`flask_geneva.db.queries.admin_stats`; this module only arranges numbers.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def activity_charts(
 
     Args:
         rows: ``(type, bucket, state, count)`` from
-            :func:`flask_geneva.store_admin_stats.outcome_counts`.
+            :func:`flask_geneva.db.queries.admin_stats.outcome_counts`.
         edges: The bucket edges the rows were counted with.
     """
     hours = len(edges) - 1

@@ -18,9 +18,6 @@ from flask import render_template
 from flask import url_for
 from flask_admin import BaseView
 
-from flask_geneva import clock
-from flask_geneva import column_detection
-from flask_geneva import store_admin_queries
 from flask_geneva.admin.access import access_is_open_by_default
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import has_access
@@ -29,8 +26,11 @@ from flask_geneva.admin.filters import parse_workflow_filters
 from flask_geneva.admin.presenters import format_time
 from flask_geneva.admin.time_display import parse_stored_time
 from flask_geneva.admin.time_display import time_tag
-from flask_geneva.app_state import current_state
-from flask_geneva.keys import parse_key
+from flask_geneva.core import clock
+from flask_geneva.core.keys import parse_key
+from flask_geneva.db import optional_columns as column_detection
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.ext.app_state import current_state
 
 __all__ = ["GenevaView", "WorkflowPages", "asset_dir", "content_security_policy"]
 

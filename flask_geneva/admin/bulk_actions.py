@@ -19,8 +19,6 @@ from flask import url_for
 from flask_admin import expose
 
 import flask_geneva.admin.filters as workflow_filters
-from flask_geneva import clock
-from flask_geneva import release_spread
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.filters import capped_count
@@ -28,8 +26,10 @@ from flask_geneva.admin.filters import format_count
 from flask_geneva.admin.filters import matching_id_batches
 from flask_geneva.admin.flow_control_actions import act
 from flask_geneva.admin.flow_control_actions import validated_action_form
-from flask_geneva.app_state import current_state
+from flask_geneva.core import clock
 from flask_geneva.exceptions import GenevaError
+from flask_geneva.ext.app_state import current_state
+from flask_geneva.policies import release_spread
 
 __all__ = ["BULK_ACTIONS", "MAX_BULK_IDS", "MAX_LISTED_REFUSALS", "WorkflowBulkActions"]
 

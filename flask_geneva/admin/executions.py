@@ -19,11 +19,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import column_detection
-from flask_geneva import store_admin_queries
-from flask_geneva import stuck_recovery
-from flask_geneva import worker_registry
-from flask_geneva import worker_rows
 from flask_geneva.admin.filters import ERROR_CLASS_CAVEAT
 from flask_geneva.admin.filters import error_class_matches
 from flask_geneva.admin.presenters import CURSOR_PREVIEW_BYTES
@@ -31,6 +26,11 @@ from flask_geneva.admin.presenters import describe_policy_decision
 from flask_geneva.admin.presenters import format_duration
 from flask_geneva.admin.presenters import pretty_json
 from flask_geneva.admin.presenters import recorded_exception
+from flask_geneva.db import optional_columns as column_detection
+from flask_geneva.db import workers as worker_rows
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.engine.operators import stuck_recovery
+from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import StepExecutionState
 

@@ -6,7 +6,7 @@ filters exactly as the list did. Counts are capped instead of running an unbound
 ``COUNT(*)`` (R-ADM-30), and the bulk action walks the matching ids with keyset
 pagination over ``id`` (never ``OFFSET``: rows leave a state filter while we act).
 The statements and the conditions beyond a column comparison are built in
-:mod:`flask_geneva.store_admin_filters`.
+:mod:`flask_geneva.db.queries.admin_filters`.
 
 Everything here only reads (R-ADM-32).
 """
@@ -28,12 +28,12 @@ import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy import orm
 
-from flask_geneva import store_admin_filters
 from flask_geneva.admin.presenters import recorded_exception
-from flask_geneva.heroes import hero_type_of
-from flask_geneva.heroes import hero_type_spellings
-from flask_geneva.keys import format_hero
-from flask_geneva.keys import split_hero
+from flask_geneva.core.heroes import hero_type_of
+from flask_geneva.core.heroes import hero_type_spellings
+from flask_geneva.core.keys import format_hero
+from flask_geneva.core.keys import split_hero
+from flask_geneva.db.queries import admin_filters as store_admin_filters
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import WorkflowState
 

@@ -2,12 +2,12 @@
 
 Each button calls the workflow's own flow-control method (``pause``, ``resume``,
 ``cancel``, ``skip``, ``recover``, ``run_now``), which applies the engine's
-flow-control or operator function (:mod:`flask_geneva.flow_control`,
-:mod:`flask_geneva.operator_recovery`) with ``via="admin"`` and the actor, and is
-enabled in the states the transition table allows its action from (the engine's
-:func:`~flask_geneva.flow_control.allowed_from`). The admin never writes a state
-or a row itself (R-ADM-21). The POST checks the CSRF token (R-ADM-05) and
-``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03) before any change.
+flow-control or operator function (:mod:`flask_geneva.engine.flow_control`,
+:mod:`flask_geneva.engine.operators.recovery`) with ``via="admin"`` and the actor,
+and is enabled in the states the transition table allows its action from (the
+engine's :func:`~flask_geneva.engine.flow_control.allowed_from`). The admin never
+writes a state or a row itself (R-ADM-21). The POST checks the CSRF token
+(R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03) before any change.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from flask import redirect
 from flask import url_for
 from flask_admin import expose
 
-from flask_geneva import clock
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import current_actor
 from flask_geneva.admin.base_view import WorkflowPages
@@ -31,11 +30,12 @@ from flask_geneva.admin.csrf import submitted_action_form
 from flask_geneva.admin.running_step import annotate_buttons
 from flask_geneva.admin.running_step import in_progress_execution
 from flask_geneva.admin.running_step import recovery_facts
+from flask_geneva.core import clock
+from flask_geneva.engine.flow_control import allowed_from
+from flask_geneva.engine.operators.run_now import parked_for_signal
+from flask_geneva.engine.operators.run_now import signal_wait_refusal
+from flask_geneva.engine.operators.run_now import waiting_execution
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.flow_control import allowed_from
-from flask_geneva.operator_run_now import parked_for_signal
-from flask_geneva.operator_run_now import signal_wait_refusal
-from flask_geneva.operator_run_now import waiting_execution
 
 __all__ = [
     "ACTIONS",

@@ -2,7 +2,7 @@
 
 The overview's and the class pages' charts count the step executions that
 completed or failed in each of the last 24 hours, per workflow class
-(:func:`flask_geneva.store_admin_stats.outcome_counts`). That read grows with the
+(:func:`flask_geneva.db.queries.admin_stats.outcome_counts`). That read grows with the
 daily volume: at 100,000 workflows a day (about 450,000 executions ending a
 day) it reads each of them and looks up its class, about half a second on
 PostgreSQL on two cores (``bench/admin.py``), on every auto-refresh (R-ADM-49).
@@ -19,7 +19,8 @@ recent workflows) is not reflected in kept hours until they leave the window.
 
 With the install unit ``add_outcome_hours`` (R-ADM-58) the settled hours that
 housekeeping already counted are read from ``geneva_drive_outcome_hours``
-(:func:`flask_geneva.outcome_rollup.counted_hours`, one small read) and kept
+(:func:`flask_geneva.engine.operators.outcome_rollup.counted_hours`, one small read) and
+kept
 like busy hours, whatever their volume: a process's first render then counts
 from the executions only the hours housekeeping has not stored yet (the
 current one, and those that ended since its last run), instead of the whole
@@ -37,9 +38,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import outcome_rollup
-from flask_geneva import store_admin_stats
-from flask_geneva.outcome_rollup import SETTLE
+from flask_geneva.db.queries import admin_stats as store_admin_stats
+from flask_geneva.engine.operators import outcome_rollup
+from flask_geneva.engine.operators.outcome_rollup import SETTLE
 
 __all__ = ["KEEP_AT_LEAST", "SETTLE", "forget_kept_hours", "outcome_counts"]
 
@@ -77,7 +78,7 @@ def outcome_counts(
 ) -> list[tuple[str, int, str, int]]:
     """Completed and failed executions per class and hour bucket (R-ADM-54).
 
-    The same rows as :func:`flask_geneva.store_admin_stats.outcome_counts`,
+    The same rows as :func:`flask_geneva.db.queries.admin_stats.outcome_counts`,
     with busy hours that ended :data:`SETTLE` before ``now`` taken from this
     process's memory once counted, and settled hours that housekeeping stored
     read from the outcome hours table (R-ADM-58).

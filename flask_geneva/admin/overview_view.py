@@ -14,11 +14,6 @@ from flask import abort
 from flask import url_for
 from flask_admin import expose
 
-from flask_geneva import clock
-from flask_geneva import maintenance_runs
-from flask_geneva import store_admin_queries
-from flask_geneva import store_admin_stats
-from flask_geneva import worker_health
 from flask_geneva.admin.activity import activity_charts
 from flask_geneva.admin.activity import hour_edges
 from flask_geneva.admin.activity import step_durations
@@ -28,7 +23,12 @@ from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import flag_criteria
 from flask_geneva.admin.outcome_cache import outcome_counts
 from flask_geneva.admin.row_display import error_class_of
-from flask_geneva.app_state import current_state
+from flask_geneva.core import clock
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin_stats as store_admin_stats
+from flask_geneva.engine.operators import maintenance_runs
+from flask_geneva.engine.workers import health as worker_health
+from flask_geneva.ext.app_state import current_state
 from flask_geneva.models import WorkflowState
 
 __all__ = ["DURATION_SAMPLE", "DURATION_SCAN", "DURATION_WINDOW", "OverviewView"]

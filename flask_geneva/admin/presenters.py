@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from flask_geneva.durations import format_interval
-from flask_geneva.policy_matchers import describe_matcher
+from flask_geneva.core.durations import format_interval
+from flask_geneva.policies.matchers import describe_matcher
 
 __all__ = [
     "CURSOR_PREVIEW_BYTES",
@@ -144,7 +144,7 @@ def describe_policy(policy: Any) -> str:
     BrowserTimeout — reported"``. Anything that is not a policy gives its text.
 
     Args:
-        policy: An :class:`~flask_geneva.policies.ExceptionPolicy`.
+        policy: An :class:`~flask_geneva.policies.exception_policy.ExceptionPolicy`.
 
     Returns:
         The sentence (plain text, not escaped).

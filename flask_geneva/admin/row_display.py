@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask_geneva.admin.presenters import recorded_exception
-from flask_geneva.keys import format_hero
+from flask_geneva.core.keys import format_hero
 from flask_geneva.models import InvalidJSON
 
 __all__ = ["error_class_of", "hero_reference_of", "metadata_of"]
@@ -21,7 +21,7 @@ def metadata_of(row: Any, has_column: Any) -> tuple[dict[str, Any], str | None]:
     Args:
         row: A workflow or step execution row.
         has_column: The optional-column flags of
-            :func:`flask_geneva.column_detection.optional_columns`, or a bool
+            :func:`flask_geneva.db.optional_columns.optional_columns`, or a bool
             saying whether the row's table has its metadata column.
 
     Returns:

@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import orm
 
-from flask_geneva import clock
-from flask_geneva import store_admin_queries
-from flask_geneva.app_state import current_state
+from flask_geneva.core import clock
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.ext.app_state import current_state
 
 __all__ = [
     "PAUSE_NOTE",

@@ -4,7 +4,7 @@ A step declared with ``@step(wait_for=...)`` parks in ``waiting`` until a
 workflow signal arrives (SPEC §23). The workflow page says what it waits for and
 since when (R-WSIG-66) and lists the workflow's signals (R-WSIG-67). Everything
 here reads rows already loaded or calls
-:mod:`flask_geneva.store_admin_signals`; stored text is returned as plain
+:mod:`flask_geneva.db.queries.admin_workflow_signals`; stored text is returned as plain
 strings for the templates to escape (R-ADM-06). Without the
 ``add_workflow_signals`` unit nothing here queries the signals table
 (R-WSIG-04, R-WSIG-70).
@@ -18,10 +18,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from flask_geneva import store_admin_signals
 from flask_geneva.admin.executions import cursor_display
 from flask_geneva.admin.time_display import exact_time
 from flask_geneva.admin.time_display import relative_time
+from flask_geneva.db.queries import admin_workflow_signals as store_admin_signals
 
 __all__ = [
     "MAX_PANEL_SIGNALS",

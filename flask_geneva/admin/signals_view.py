@@ -17,8 +17,6 @@ from typing import Any
 from flask import request
 from flask_admin import expose
 
-from flask_geneva import store_admin_queries
-from flask_geneva import store_admin_signals
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.filters import range_bound
 from flask_geneva.admin.list_params import PAGE_SIZE
@@ -28,6 +26,8 @@ from flask_geneva.admin.list_params import quoted
 from flask_geneva.admin.signal_display import NOT_INSTALLED_NOTE
 from flask_geneva.admin.signal_display import SIGNAL_STATES
 from flask_geneva.admin.signal_display import signal_row
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin_workflow_signals as store_admin_signals
 
 __all__ = ["FILTERS", "SignalsView"]
 

@@ -12,8 +12,6 @@ from flask import abort
 from flask import request
 from flask_admin import expose
 
-from flask_geneva import clock
-from flask_geneva import store_admin_queries
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import LIST_FLAGS
@@ -27,7 +25,9 @@ from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import metadata_of
 from flask_geneva.admin.signal_display import waiting_line
-from flask_geneva.app_state import current_state
+from flask_geneva.core import clock
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.ext.app_state import current_state
 from flask_geneva.models import StepExecutionState
 
 __all__ = ["ERROR_PREVIEW_CHARS", "StepExecutionsView"]

@@ -24,7 +24,7 @@ How the chart reads:
   and on to the end time (**running**, drawn solid). The end time is the first
   recorded of ``finished_at``, ``completed_at``, ``failed_at``, ``canceled_at`` or
   ``skipped_at``. A ``scheduled`` or ``in_progress`` execution without an end time
-  ends at :func:`flask_geneva.clock.now`. A ``scheduled`` execution that is not yet
+  ends at :func:`flask_geneva.core.clock.now`. A ``scheduled`` execution that is not yet
   due is a minimum-width marker at ``scheduled_for``.
 * **Idle gaps are compressed.** Take the union of all bars; a gap between two of its
   parts that is longer than ``max(min_idle_gap, idle_ratio * busy time)`` becomes a
@@ -53,7 +53,6 @@ from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
-from flask_geneva import clock
 from flask_geneva.admin.timeline_geometry import BREAK_WIDTH
 from flask_geneva.admin.timeline_geometry import MIN_BAR_WIDTH
 from flask_geneva.admin.timeline_geometry import SEGMENT_PAD
@@ -73,6 +72,7 @@ from flask_geneva.admin.timeline_time import from_us
 from flask_geneva.admin.timeline_time import px
 from flask_geneva.admin.timeline_time import stamp
 from flask_geneva.admin.timeline_time import to_us
+from flask_geneva.core import clock
 
 __all__ = [
     "BREAK_WIDTH",
@@ -287,7 +287,7 @@ def layout(
             end-time columns, optional ``outcome``), drawn one lane each in this
             order. Aware or naive datetimes; naive ones are read as UTC.
         now: End of the bars of executions still waiting or running; default
-            :func:`flask_geneva.clock.now`.
+            :func:`flask_geneva.core.clock.now`.
         error_classes: Error class name per execution id, added to the tooltips.
         width: Drawing width in px.
         min_idle_gap: Gaps between bars shorter than this are never compressed.

@@ -22,8 +22,6 @@ from flask import request
 from flask import url_for
 from flask_admin import expose
 
-from flask_geneva import clock
-from flask_geneva import store_admin_queries
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
@@ -51,8 +49,10 @@ from flask_geneva.admin.signal_display import signal_panel
 from flask_geneva.admin.signal_display import waiting_line
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.admin.timeline_chart import layout
+from flask_geneva.core import clock
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.engine.flow_control import allowed_from
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.flow_control import allowed_from
 
 __all__ = [
     "ENDED_STATES",

@@ -11,8 +11,6 @@ from typing import Any
 from flask import request
 from flask_admin import expose
 
-from flask_geneva import store_admin_queries
-from flask_geneva import store_admin_signals
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.bulk_actions import BULK_ACTIONS
 from flask_geneva.admin.csrf import action_form
@@ -25,7 +23,9 @@ from flask_geneva.admin.list_params import choice
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
-from flask_geneva.flow_control import allowed_from
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin_workflow_signals as store_admin_signals
+from flask_geneva.engine.flow_control import allowed_from
 from flask_geneva.models import WorkflowState
 
 __all__ = ["SORTS", "WorkflowListPage", "next_runs"]
@@ -166,6 +166,6 @@ def next_runs(
 ) -> dict[Any, Any]:
     """When each listed workflow's scheduled execution is due (R-ADM-44).
 
-    See :func:`flask_geneva.store_admin_queries.next_runs`.
+    See :func:`flask_geneva.db.queries.admin.next_runs`.
     """
     return store_admin_queries.next_runs(session, execution_cls, workflow_ids)

@@ -20,13 +20,15 @@ One module per concern; this one only assembles the group:
 Errors are reported as one-line Click errors, a database without geneva's tables
 too (:mod:`~flask_geneva.cli.database_errors`). Stored text (types, step names, error
 messages, actors) is printed with its control characters escaped
-(:mod:`flask_geneva.terminal_text`), so a stored escape sequence cannot drive the
+(:mod:`flask_geneva.core.terminal_text`), so a stored escape sequence cannot drive the
 operator's terminal; ``status --json`` gets the same from JSON's own escaping.
 Every command runs in the app context (:func:`flask.cli.with_appcontext`), as
 commands of a :class:`flask.cli.AppGroup` do.
 """
 
 from __future__ import annotations
+
+from flask import Flask
 
 from flask_geneva.cli.database_errors import GenevaGroup
 from flask_geneva.cli.inspection import list_command
@@ -41,7 +43,7 @@ from flask_geneva.cli.signal_command import signal_command
 from flask_geneva.cli.step_check import check_steps_command
 from flask_geneva.cli.worker import worker_command
 
-__all__ = ["geneva_group"]
+__all__ = ["geneva_group", "init_cli"]
 
 geneva_group = GenevaGroup("geneva", help="flask_geneva: durable workflows.")
 """The ``flask geneva`` group, added to ``app.cli`` by ``Geneva.init_app``."""
@@ -60,3 +62,18 @@ for _command in (
     worker_command,
 ):
     geneva_group.add_command(_command)
+
+
+def init_cli(app: Flask, geneva: object) -> None:
+    """Add the ``flask geneva`` group to ``app.cli`` (called by ``Geneva.init_app``).
+
+    Registered as the ``cli`` entry point of the ``flask_geneva.integrations``
+    group, so that the extension, a layer below the CLI, never imports it.
+
+    Args:
+        app: The Flask app being initialised.
+        geneva: The ``Geneva`` extension instance (unused: the commands find it
+            in ``app.extensions`` when they run).
+    """
+    del geneva
+    app.cli.add_command(geneva_group)

@@ -15,27 +15,27 @@ from typing import Any
 import click
 from flask.cli import with_appcontext
 
-from flask_geneva import clock
-from flask_geneva import housekeeping
-from flask_geneva import maintenance_runs
-from flask_geneva import store_admin_queries
-from flask_geneva import stuck_recovery
-from flask_geneva import worker_health
-from flask_geneva import worker_registry
-from flask_geneva import workflow_signal_waits
-from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import OneIdArgumentCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import echo_table
 from flask_geneva.cli.output import format_time
 from flask_geneva.cli.output import one_line
-from flask_geneva.durations import format_interval
-from flask_geneva.keys import format_hero
-from flask_geneva.keys import split_hero
+from flask_geneva.core import clock
+from flask_geneva.core.durations import format_interval
+from flask_geneva.core.keys import format_hero
+from flask_geneva.core.keys import split_hero
+from flask_geneva.core.terminal_text import escape_control_characters
+from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.engine.operators import housekeeping
+from flask_geneva.engine.operators import maintenance_runs
+from flask_geneva.engine.operators import stuck_recovery
+from flask_geneva.engine.workers import health as worker_health
+from flask_geneva.engine.workers import registry as worker_registry
+from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
+from flask_geneva.ext.app_state import current_state
 from flask_geneva.models import ACTIVE_EXECUTION_STATES
 from flask_geneva.models import WorkflowState
-from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["list_command", "show_command", "status_command"]
 

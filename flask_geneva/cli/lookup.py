@@ -9,9 +9,9 @@ import click
 from flask import has_app_context
 from flask.cli import ScriptInfo
 
-from flask_geneva import keys
-from flask_geneva.app_state import current_state
-from flask_geneva.terminal_text import escape_control_characters
+from flask_geneva.core import keys
+from flask_geneva.core.terminal_text import escape_control_characters
+from flask_geneva.ext.app_state import current_state
 
 __all__ = [
     "IdArgumentsCommand",

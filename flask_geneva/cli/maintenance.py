@@ -6,9 +6,9 @@ from __future__ import annotations
 import click
 from flask.cli import with_appcontext
 
-from flask_geneva import dispatcher
-from flask_geneva import housekeeping
-from flask_geneva.app_state import current_context
+from flask_geneva.engine.operators import dispatcher
+from flask_geneva.engine.operators import housekeeping
+from flask_geneva.ext.app_state import current_context
 
 __all__ = ["dispatch_command", "housekeeping_command"]
 

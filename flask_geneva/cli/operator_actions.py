@@ -16,15 +16,15 @@ from typing import Any
 import click
 from flask.cli import with_appcontext
 
-from flask_geneva import store_admin_queries
-from flask_geneva.app_state import current_state
 from flask_geneva.cli.lookup import IdArgumentsCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
+from flask_geneva.core.terminal_text import escape_control_characters
+from flask_geneva.db.queries import admin as store_admin_queries
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.release_spread import spread_releases
-from flask_geneva.terminal_text import escape_control_characters
+from flask_geneva.ext.app_state import current_state
+from flask_geneva.policies.release_spread import spread_releases
 
 __all__ = ["FLOW_CONTROL_COMMANDS", "recover_command"]
 

@@ -1,6 +1,7 @@
 """How the ``flask geneva`` commands print: tables, times, one-line text.
 
-Stored text is escaped (:func:`~flask_geneva.terminal_text.escape_control_characters`)
+Stored text is escaped
+(:func:`~flask_geneva.core.terminal_text.escape_control_characters`)
 before it reaches the terminal.
 """
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import click
 
-from flask_geneva.terminal_text import escape_control_characters
+from flask_geneva.core.terminal_text import escape_control_characters
 
 __all__ = ["echo_table", "format_time", "one_line"]
 

@@ -24,8 +24,8 @@ from flask_geneva.cli.lookup import OneIdArgumentCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
+from flask_geneva.core.terminal_text import escape_control_characters
 from flask_geneva.exceptions import GenevaError
-from flask_geneva.terminal_text import escape_control_characters
 
 __all__ = ["signal_command"]
 

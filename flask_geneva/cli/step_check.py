@@ -12,9 +12,9 @@ from __future__ import annotations
 import click
 from flask.cli import with_appcontext
 
-from flask_geneva import step_evolution
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.output import echo_table
+from flask_geneva.engine import step_evolution
 
 __all__ = ["check_steps_command"]
 

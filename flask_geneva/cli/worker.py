@@ -10,9 +10,9 @@ from __future__ import annotations
 import click
 from flask.cli import with_appcontext
 
-from flask_geneva.app_state import current_state
-from flask_geneva.tasks import apply_celery_defaults
-from flask_geneva.tasks import beat_schedule
+from flask_geneva.ext.app_state import current_state
+from flask_geneva.ext.tasks import apply_celery_defaults
+from flask_geneva.ext.tasks import beat_schedule
 
 __all__ = ["geneva_queues", "worker_command"]
 

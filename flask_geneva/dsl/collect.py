@@ -24,14 +24,14 @@ from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.evolution import RemovedStep
 from flask_geneva.dsl.evolution import RenamedStep
 from flask_geneva.dsl.evolution import validate_history
+from flask_geneva.dsl.job_options import merge_job_options
+from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.dsl.ordering import StepCollection
 from flask_geneva.dsl.signatures import condition_problem
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.job_options import merge_job_options
-from flask_geneva.job_options import validate_job_options
-from flask_geneva.policies import HANDLER_MARK
-from flask_geneva.policies import ExceptionHandlerDecorator
-from flask_geneva.policies import ExceptionPolicy
+from flask_geneva.policies.exception_policy import HANDLER_MARK
+from flask_geneva.policies.exception_policy import ExceptionHandlerDecorator
+from flask_geneva.policies.exception_policy import ExceptionPolicy
 
 __all__ = ["WorkflowDefinitions", "collect_definitions"]
 

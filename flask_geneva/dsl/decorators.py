@@ -33,7 +33,7 @@ from flask_geneva.dsl.options import make_spec
 from flask_geneva.dsl.options import step_label
 from flask_geneva.dsl.signatures import body_problem
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.policies import Action
+from flask_geneva.policies.exception_policy import Action
 
 __all__ = ["resumable_step", "step"]
 

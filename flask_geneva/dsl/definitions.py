@@ -17,12 +17,12 @@ from typing import Any
 
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_condition
+from flask_geneva.dsl.job_options import validate_job_options
+from flask_geneva.dsl.signal_matchers import WaitFor
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.job_options import validate_job_options
-from flask_geneva.policies import Action
-from flask_geneva.policies import ExceptionPolicy
-from flask_geneva.policies import PolicyList
-from flask_geneva.signal_matchers import WaitFor
+from flask_geneva.policies.exception_policy import Action
+from flask_geneva.policies.exception_policy import ExceptionPolicy
+from flask_geneva.policies.exception_policy import PolicyList
 
 __all__ = ["STEP_MARK", "DecoratedStep", "StepDefinition", "StepSpec"]
 
@@ -76,7 +76,7 @@ class StepDefinition:
         body_location: ``(file, line)`` of the body function, None when the body is a
             method name given as a string (R-DEF-16).
         wait_for: What the step waits for before it runs (a normalized
-            :class:`~flask_geneva.signal_matchers.WaitFor`), or None (R-WSIG-05).
+            :class:`~flask_geneva.dsl.signal_matchers.WaitFor`), or None (R-WSIG-05).
         wait_timeout: How long it waits for it after parking, or None (R-WSIG-40).
         on_wait_timeout: ``"skip"``, ``"cancel"``, ``"pause"`` or None (the
             timeout then raises ``SignalWaitTimeout`` into the policies, R-WSIG-41).

@@ -12,17 +12,17 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
+from flask_geneva.core.durations import coerce_duration
 from flask_geneva.dsl.definitions import StepSpec
+from flask_geneva.dsl.job_options import validate_job_options
+from flask_geneva.dsl.signal_matchers import validate_wait_options
 from flask_geneva.dsl.signatures import body_problem
 from flask_geneva.dsl.signatures import condition_problem
-from flask_geneva.durations import coerce_duration
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.job_options import validate_job_options
-from flask_geneva.policies import Action
-from flask_geneva.policies import ExceptionPolicy
-from flask_geneva.policies import PolicyList
-from flask_geneva.policies import coerce_action
-from flask_geneva.signal_matchers import validate_wait_options
+from flask_geneva.policies.exception_policy import Action
+from flask_geneva.policies.exception_policy import ExceptionPolicy
+from flask_geneva.policies.exception_policy import PolicyList
+from flask_geneva.policies.exception_policy import coerce_action
 
 __all__ = ["UNSET", "make_spec", "step_label"]
 

@@ -4,7 +4,7 @@ A step body or a condition with the wrong shape used to fail only when its step
 ran, which paused the workflow; an ``async def`` body even "succeeded" without
 running (its coroutine was never awaited). These checks run where the function is
 known: at class definition for functions (``StepConfigurationError``) and, for
-method names, at ``init_app`` (:mod:`flask_geneva.startup_checks`). Pure code: no
+method names, at ``init_app`` (:mod:`flask_geneva.ext.startup_checks`). Pure code: no
 database, no Flask.
 """
 

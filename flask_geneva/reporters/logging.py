@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask_geneva.error_reporting import log_reported_error
-from flask_geneva.error_reporting import logging_reporter
+from flask_geneva.core.error_reporting import log_reported_error
+from flask_geneva.core.error_reporting import logging_reporter
 
 __all__ = ["LoggingReporter", "logging_reporter"]
 

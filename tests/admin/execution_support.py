@@ -14,7 +14,7 @@ from flask_geneva.testing import perform_next_step
 from tests.admin.support import new_user
 from tests.admin.workflows import AdminResumable
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_rows
+from tests.support.workflow import execution_rows
 
 SCRIPT = "<script>alert(1)</script>"
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -80,6 +80,6 @@ def finished_resumable_chain() -> tuple[Any, list[Any]]:
 
 def overdue_by(delta: timedelta) -> Any:
     """``now - delta`` as an aware UTC datetime."""
-    from flask_geneva import clock
+    from flask_geneva.core import clock
 
     return clock.now() - delta

@@ -15,9 +15,9 @@ from tests.admin.workflows import AdminFailing
 from tests.admin.workflows import AdminTwoStep
 from tests.apps.basic import User
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import executions_table
-from tests.workflow.support import external_writer
+from tests.support.workflow import execution_rows
+from tests.support.workflow import executions_table
+from tests.support.workflow import external_writer
 
 #: When :func:`store_executions` starts its executions (long before any test runs).
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)

@@ -20,8 +20,8 @@ from tests.admin.support import ready_workflow
 from tests.apps import basic
 from tests.apps.basic import geneva
 from tests.conftest import make_app
-from tests.workflow.support import execution_rows
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import workflow_row
 
 
 def allow_operators() -> bool:

@@ -9,18 +9,18 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva.admin import outcome_cache
 from flask_geneva.admin.activity import activity_charts
 from flask_geneva.admin.activity import hour_edges
 from flask_geneva.admin.activity import percentile
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.statements import recorded_statements
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 
 def _finished_workflow():
@@ -226,7 +226,7 @@ def test_overview_reads_its_failures_in_one_statement(client):
 
 def test_outcome_counts_of_a_single_hour(client):
     """One bucket (two edges) is counted too: the cache reads a lone live hour so once every other hour is kept (R-ADM-54)."""
-    from flask_geneva import store_admin_stats
+    from flask_geneva.db.queries import admin_stats as store_admin_stats
     from tests.apps import basic
 
     _finished_workflow()

@@ -12,7 +12,7 @@ from flask_geneva.testing import perform_next_step
 from tests.admin.execution_support import detail_url
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_rows
+from tests.support.workflow import execution_rows
 
 
 class Overloaded(Exception):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from tests.admin.conftest import csrf_token
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
-from tests.workflow.support import update_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import update_workflow
+from tests.support.workflow import workflow_row
 
 LIST = "/geneva/workflows/"
 BULK = "/geneva/workflows/bulk"

@@ -18,9 +18,9 @@ from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import update_workflow
-from tests.workflow.support import workflow_row
-from tests.workflow.support import workflows_table
+from tests.support.workflow import update_workflow
+from tests.support.workflow import workflow_row
+from tests.support.workflow import workflows_table
 
 LIST = "/geneva/workflows/"
 BULK = "/geneva/workflows/bulk"

@@ -6,14 +6,14 @@ from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
 
-from flask_geneva import clock
-from flask_geneva.release_spread import release_offset
+from flask_geneva.core import clock
+from flask_geneva.policies.release_spread import release_offset
 from tests.admin.conftest import csrf_token
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_workflow
 from tests.admin.test_bulk_all import post_all
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 LIST = "/geneva/workflows/"
 BULK = "/geneva/workflows/bulk"

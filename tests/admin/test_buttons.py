@@ -11,9 +11,9 @@ from tests.admin.support import action_url
 from tests.admin.support import detail_url
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_workflow
+from tests.support.workflow import workflow_row
 
 
 def press(client, workflow_id, action, *, confirm=False, token=None, step=None):

@@ -6,7 +6,7 @@ from tests.admin.conftest import csrf_token
 from tests.admin.support import action_url
 from tests.admin.support import detail_url
 from tests.admin.support import paused_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import workflow_row
 
 
 def test_post_without_csrf_token_is_400_and_changes_nothing(client):

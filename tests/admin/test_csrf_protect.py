@@ -19,7 +19,7 @@ from tests.admin.support import action_url
 from tests.admin.support import detail_url
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import workflow_row
 
 LIST = "/geneva/workflows/"
 BULK = "/geneva/workflows/bulk"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from flask_geneva import clock
+from flask_geneva.core import clock
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 
 def _row(text: str, workflow_id: object) -> str:

@@ -16,11 +16,11 @@ from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import external_writer
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import external_writer
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
+from tests.support.workflow import workflow_row
 
 SCRIPT = "<script>alert(1)</script>"
 

@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from flask_geneva import clock
 from flask_geneva.admin import presenters
 from flask_geneva.admin import step_executions_view
+from flask_geneva.core import clock
 from tests.admin.execution_support import ESCAPED_SCRIPT
 from tests.admin.execution_support import SCRIPT
 from tests.admin.execution_support import detail_url
@@ -25,8 +25,8 @@ from tests.admin.execution_support import overdue_by
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import ready_workflow
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 LIST = "/geneva/step-executions/"
 

@@ -13,11 +13,11 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva.admin import outcome_cache
-from flask_geneva.app_state import current_context
-from flask_geneva.column_detection import optional_columns
-from flask_geneva.outcome_rollup import roll_up_outcome_hours
+from flask_geneva.core import clock
+from flask_geneva.db.optional_columns import optional_columns
+from flask_geneva.engine.operators.outcome_rollup import roll_up_outcome_hours
+from flask_geneva.ext.app_state import current_context
 from tests.admin.support import T0
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
@@ -28,9 +28,9 @@ from tests.admin.test_timeline_pages import OLDER
 from tests.admin.test_timeline_pages import link
 from tests.admin.test_timeline_pages import timeline_ids
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import executions_table
-from tests.workflow.support import external_writer
+from tests.support.workflow import execution_rows
+from tests.support.workflow import executions_table
+from tests.support.workflow import external_writer
 
 HOURS_TABLE = "geneva_drive_outcome_hours"
 
@@ -314,7 +314,7 @@ def test_created_ranges_match_exactly_and_never_fail(
 def test_a_class_whose_code_is_gone_is_counted_stored_and_live(client):
     """Executions of a class no longer in the code: housekeeping stores its hour,
     the overview, the class page and the class filter show it (R-ADM-58, R-ADM-55)."""
-    from tests.workflow.support import update_workflow
+    from tests.support.workflow import update_workflow
 
     now = clock.now().replace(minute=30, second=0, microsecond=0)
     with clock.frozen(now - timedelta(hours=3)):

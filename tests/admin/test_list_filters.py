@@ -21,9 +21,9 @@ from tests.admin.workflows import AdminFailing
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.statements import recorded_statements
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 LIST = "/geneva/workflows/"
 
@@ -531,7 +531,7 @@ def test_overdue_and_error_class_filters_read_their_ids_first_on_postgresql():
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.dialects import sqlite
 
-    from flask_geneva import store_admin_filters
+    from flask_geneva.db.queries import admin_filters as store_admin_filters
     from tests.apps.basic import geneva
 
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution

@@ -11,19 +11,19 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
-from flask_geneva import outcome_rollup
 from flask_geneva import reset_column_caches
 from flask_geneva import run_housekeeping
 from flask_geneva.admin import outcome_cache
-from flask_geneva.app_state import current_context
-from flask_geneva.column_detection import optional_columns
+from flask_geneva.core import clock
+from flask_geneva.db.optional_columns import optional_columns
+from flask_geneva.engine.operators import outcome_rollup
+from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 HOURS_TABLE = "geneva_drive_outcome_hours"
 #: The render's time: half past an hour, so the previous hour is settled.
@@ -275,7 +275,7 @@ def test_the_count_turns_jit_off_for_its_transaction_only(client):
     """A short range's per-execution class lookups would be JIT-compiled on
     PostgreSQL; it sets ``jit = off`` with ``SET LOCAL``, which ends with the
     transaction; a day's range (a join) leaves JIT alone (R-ADM-54)."""
-    from flask_geneva import store_admin_stats
+    from flask_geneva.db.queries import admin_stats as store_admin_stats
 
     geneva = current_context()
     session = db.session
@@ -304,7 +304,7 @@ def test_two_roll_ups_racing_store_each_hour_once(app):
 
     from sqlalchemy import orm
 
-    from flask_geneva import store_outcome_hours
+    from flask_geneva.db import outcome_hours as store_outcome_hours
 
     workflows = _seed()
     context = current_context()
@@ -361,7 +361,7 @@ def test_short_ranges_look_classes_up_and_long_ones_join_with_equal_counts(clien
     """Ranges of up to three hours read each execution's class by primary key,
     longer ones join the workflows: both count what a row-by-row count does,
     hour edges included (R-ADM-54)."""
-    from flask_geneva import store_admin_stats
+    from flask_geneva.db.queries import admin_stats as store_admin_stats
 
     workflows = _seed()
     models = current_context().models

@@ -8,9 +8,9 @@ import re
 
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
-from flask_geneva.app_state import current_context
+from flask_geneva.core import clock
+from flask_geneva.ext.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 
@@ -78,7 +78,7 @@ def test_the_overview_warns_while_no_worker_heartbeats(client):
     import uuid
     from datetime import timedelta
 
-    from flask_geneva import worker_rows
+    from flask_geneva.db import workers as worker_rows
 
     workers = db.metadata.tables["geneva_drive_workers"]
     worker_id = str(uuid.uuid4())
@@ -102,7 +102,7 @@ def test_the_overview_warns_about_a_worker_with_a_longer_dead_after(client):
     one with the same value is not."""
     import uuid
 
-    from flask_geneva import worker_rows
+    from flask_geneva.db import workers as worker_rows
 
     workers = db.metadata.tables["geneva_drive_workers"]
     configured = current_context().settings.worker_dead_after

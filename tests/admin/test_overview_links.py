@@ -19,9 +19,9 @@ from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.admin.workflows import AdminFailing
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 
 def listed_workflow_ids(text: str) -> list[str]:
@@ -170,8 +170,8 @@ def test_the_overview_lists_live_and_dead_workers(client):
     executions dead workers abandoned (R-WRK-09)."""
     import uuid
 
-    from flask_geneva import clock
-    from flask_geneva import worker_rows
+    from flask_geneva.core import clock
+    from flask_geneva.db import workers as worker_rows
 
     workers = db.metadata.tables["geneva_drive_workers"]
     now = clock.now()

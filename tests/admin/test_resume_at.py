@@ -12,10 +12,10 @@ from tests.admin.support import new_user
 from tests.admin.support import ready_workflow
 from tests.admin.workflows import AdminEvolved
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
+from tests.support.workflow import workflow_row
 
 
 def _paused_evolved(**rows):

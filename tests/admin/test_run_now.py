@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
-from flask_geneva import transitions
+from flask_geneva.core import clock
+from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
 from tests.admin.conftest import csrf_token
 from tests.admin.support import action_url
@@ -15,9 +15,9 @@ from tests.admin.support import detail_url
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import workflow_row
 
 
 def _waiting_workflow():

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
+from flask_geneva.core import clock
 from flask_geneva.testing import run_iterations
 from tests.admin.conftest import csrf_token
 from tests.admin.support import detail_url
@@ -16,9 +16,9 @@ from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.admin.test_buttons import press
 from tests.admin.workflows import AdminResumable
-from tests.housekeeping.support import make_in_progress
-from tests.workflow.support import execution_rows
-from tests.workflow.support import workflow_row
+from tests.support.housekeeping import make_in_progress
+from tests.support.workflow import execution_rows
+from tests.support.workflow import workflow_row
 
 LIST = "/geneva/workflows/"
 BULK = "/geneva/workflows/bulk"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-from flask_geneva import store_admin_queries
+from flask_geneva.db.queries import admin as store_admin_queries
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 LIST = "/geneva/workflows/"
 
@@ -90,8 +90,8 @@ def test_error_text_search_reads_the_newest_recorded_errors(client, monkeypatch)
 
     import pytest
 
-    from flask_geneva import clock
-    from flask_geneva import store_admin_filters
+    from flask_geneva.core import clock
+    from flask_geneva.db.queries import admin_filters as store_admin_filters
     from flask_geneva.testing import perform_next_step
     from tests.admin.support import new_user
     from tests.admin.workflows import AdminFailing

@@ -14,7 +14,7 @@ from flask_geneva.admin.presenters import format_interval
 from flask_geneva.admin.time_display import parse_stored_time
 from flask_geneva.admin.time_display import relative_time
 from flask_geneva.admin.time_display import time_tag
-from flask_geneva.policies import ExceptionPolicy
+from flask_geneva.policies.exception_policy import ExceptionPolicy
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -13,20 +13,20 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva.admin import timeline_chart
 from flask_geneva.admin.timeline_chart import MIN_BAR_WIDTH
 from flask_geneva.admin.timeline_chart import format_span
 from flask_geneva.admin.timeline_chart import layout
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import ready_workflow
-from tests.workflow.support import execution_rows
-from tests.workflow.support import executions_table
-from tests.workflow.support import external_writer
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import executions_table
+from tests.support.workflow import external_writer
+from tests.support.workflow import update_execution
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 IDLE = timedelta(days=3, hours=4)

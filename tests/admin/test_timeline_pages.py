@@ -9,7 +9,7 @@ from flask_geneva.admin.workflow_detail import TIMELINE_PAGE_SIZE
 from tests.admin.support import detail_url
 from tests.admin.support import ready_workflow
 from tests.admin.support import store_executions
-from tests.workflow.support import update_execution
+from tests.support.workflow import update_execution
 
 ROW = re.compile(r'<tr data-execution-id="([^"]+)"')
 BAR = re.compile(r'<g class="bar [^"]*" data-execution-id="([^"]+)"')

@@ -14,9 +14,9 @@ from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import workflow_row
 
 
 def test_overview_counts_workflows_by_class_and_state_and_warns_on_paused_ratio(client):

@@ -16,8 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import InvalidStateError
-from flask_geneva import clock
 from flask_geneva.admin.signal_delivery import AUDIT_LOGGER
+from flask_geneva.core import clock
 from tests.admin.conftest import csrf_token
 from tests.admin.support import detail_url
 from tests.admin.support import new_user
@@ -25,11 +25,11 @@ from tests.admin.support import ready_workflow
 from tests.admin.workflows import AdminSignalWait
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_rows
-from tests.workflow.support import signal_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import signal_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
+from tests.support.workflow import workflow_row
 
 SIGNALS_URL = "/geneva/signals/"
 

@@ -1,4 +1,4 @@
-"""An app for ``flask --app tests.apps.cli_app geneva ...`` (tests/test_cli.py runs it in-process and once as a subprocess).
+"""An app for ``flask --app tests.apps.cli_app geneva ...`` (tests/cli/test_cli.py runs it in-process and once as a subprocess).
 
 The database comes from ``GENEVA_TEST_CLI_DATABASE_URL`` (the test's SQLite file
 or server database), else ``GENEVA_TEST_DATABASE_URL``. Task publications are
@@ -28,7 +28,7 @@ def create_app() -> Flask:
             "database the CLI should use"
         )
     overrides: dict[str, object] = {}
-    # Settings a test lowers for one command (tests/test_cli_signal.py).
+    # Settings a test lowers for one command (tests/cli/test_cli_signal.py).
     for variable, setting in (
         ("GENEVA_TEST_MAX_SIGNAL_PAYLOAD_SIZE", "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE"),
         ("GENEVA_TEST_MAX_PENDING_SIGNALS", "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"),
@@ -39,7 +39,7 @@ def create_app() -> Flask:
 
 
 class CliOnboarding(basic.geneva.Workflow):
-    """Two steps and a resumable one; used by tests/test_cli.py."""
+    """Two steps and a resumable one; used by tests/cli/test_cli.py."""
 
     @step
     def welcome(self):
@@ -72,7 +72,7 @@ class CliEvolved(basic.geneva.Workflow):
 
 
 class CliAwaiting(basic.geneva.Workflow):
-    """A step that waits for the signal "paid"; used by tests/test_cli_signal.py."""
+    """A step that waits for the signal "paid"; used by tests/cli/test_cli_signal.py."""
 
     @step(wait_for="paid")
     def ship(self):

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from flask_geneva import clock
 from flask_geneva import on_exception
 from flask_geneva import step
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import new_user
 from tests.admin.workflows import AdminFailing
@@ -24,8 +24,8 @@ from tests.admin.workflows import AdminSignalWait
 from tests.admin.workflows import AdminTwoStep
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 
 class GatewayTimeout(Exception):

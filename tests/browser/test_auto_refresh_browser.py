@@ -16,9 +16,9 @@ from tests.admin.conftest import ADMIN_CONFIG
 from tests.admin.support import detail_url
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
-from tests.workflow.support import update_workflow
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 pytestmark = pytest.mark.browser
 

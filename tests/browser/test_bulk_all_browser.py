@@ -11,7 +11,7 @@ from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
 from tests.browser.conftest import ARTIFACTS
-from tests.workflow.support import workflow_row
+from tests.support.workflow import workflow_row
 
 pytestmark = pytest.mark.browser
 

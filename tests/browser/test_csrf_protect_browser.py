@@ -15,7 +15,7 @@ from flask_wtf.csrf import CSRFProtect
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.workflow.support import workflow_row
+from tests.support.workflow import workflow_row
 
 pytestmark = pytest.mark.browser
 

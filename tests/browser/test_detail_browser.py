@@ -21,7 +21,7 @@ from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.browser.conftest import ARTIFACTS
-from tests.workflow.support import execution_rows
+from tests.support.workflow import execution_rows
 
 pytestmark = pytest.mark.browser
 

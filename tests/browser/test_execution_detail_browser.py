@@ -9,8 +9,8 @@ from tests.admin.execution_support import detail_url
 from tests.admin.execution_support import finished_resumable_chain
 from tests.admin.support import failed_workflow
 from tests.apps.basic import db
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 pytestmark = pytest.mark.browser
 

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import clock
 from flask_geneva import run_housekeeping
+from flask_geneva.core import clock
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.browser.conftest import ARTIFACTS

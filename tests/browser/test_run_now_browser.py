@@ -6,13 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from flask_geneva import clock
+from flask_geneva.core import clock
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
 from tests.browser.conftest import ARTIFACTS
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 pytestmark = pytest.mark.browser
 

@@ -7,7 +7,7 @@ import pytest
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.workflow.support import update_workflow
+from tests.support.workflow import update_workflow
 
 pytestmark = pytest.mark.browser
 

@@ -8,8 +8,8 @@ from tests.admin.support import ready_workflow
 from tests.admin.support import store_executions
 from tests.apps.basic import db
 from tests.browser.conftest import ARTIFACTS
-from tests.workflow.support import execution_rows
-from tests.workflow.support import update_execution
+from tests.support.workflow import execution_rows
+from tests.support.workflow import update_execution
 
 pytestmark = pytest.mark.browser
 

@@ -12,8 +12,8 @@ from tests.admin.support import new_user
 from tests.admin.workflows import AdminSignalWait
 from tests.apps.basic import db
 from tests.browser.conftest import ARTIFACTS
-from tests.workflow.support import execution_rows
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import workflow_row
 
 pytestmark = pytest.mark.browser
 

@@ -12,10 +12,10 @@ from types import MappingProxyType
 import pytest
 
 from flask_geneva.dsl.decorators import step
+from flask_geneva.dsl.job_options import ALLOWED_JOB_OPTION_KEYS
+from flask_geneva.dsl.job_options import merge_job_options
+from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.job_options import ALLOWED_JOB_OPTION_KEYS
-from flask_geneva.job_options import merge_job_options
-from flask_geneva.job_options import validate_job_options
 from tests.dsl.base import Workflow
 
 

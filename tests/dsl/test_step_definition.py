@@ -13,9 +13,9 @@ from flask_geneva.dsl.decorators import step
 from flask_geneva.dsl.definitions import STEP_MARK
 from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.policies import Action
-from flask_geneva.policies import ExceptionPolicy
-from flask_geneva.policy_resolution import resolve_policy
+from flask_geneva.policies.exception_policy import Action
+from flask_geneva.policies.exception_policy import ExceptionPolicy
+from flask_geneva.policies.resolution import resolve_policy
 from tests.dsl.base import Workflow as BaseWorkflow
 
 RESERVED = frozenset({"pause", "cancel", "skip", "steps", "hero", "logger"})

@@ -9,7 +9,7 @@ import pytest
 from flask_geneva.dsl.decorators import step
 from flask_geneva.dsl.ordering import StepCollection
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.policies import Action
+from flask_geneva.policies.exception_policy import Action
 from tests.dsl.base import Workflow as BaseWorkflow
 
 

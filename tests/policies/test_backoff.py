@@ -14,16 +14,16 @@ from flask_geneva import Backoff
 from flask_geneva import BackoffError
 from flask_geneva import ExceptionPolicy
 from flask_geneva import StepConfigurationError
-from flask_geneva import clock
 from flask_geneva import on_exception
 from flask_geneva.admin.presenters import describe_policy_decision
 from flask_geneva.admin.presenters import wait_in_words
-from flask_geneva.backoff import CallableBackoff
-from flask_geneva.backoff import jitter_fraction
-from flask_geneva.backoff import jitter_key
-from flask_geneva.backoff import parse_retry_after
-from flask_geneva.policy_resolution import decide
-from flask_geneva.policy_resolution import resolve_policy
+from flask_geneva.core import clock
+from flask_geneva.policies.backoff import CallableBackoff
+from flask_geneva.policies.backoff import jitter_fraction
+from flask_geneva.policies.backoff import jitter_key
+from flask_geneva.policies.backoff import parse_retry_after
+from flask_geneva.policies.resolution import decide
+from flask_geneva.policies.resolution import resolve_policy
 
 
 def seconds(strategy, attempt, error=None, key="wf\x1fstep\x1f1"):

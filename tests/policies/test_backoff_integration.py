@@ -13,19 +13,19 @@ import pytest
 from flask_geneva import Backoff
 from flask_geneva import BackoffError
 from flask_geneva import ExceptionPolicy
-from flask_geneva import clock
 from flask_geneva import on_exception
 from flask_geneva import step
 from flask_geneva.admin.presenters import describe_policy_decision
-from flask_geneva.backoff import jitter_fraction
-from flask_geneva.backoff import jitter_key
-from flask_geneva.policy_resolution import decide
-from flask_geneva.policy_resolution import resolve_policy
+from flask_geneva.core import clock
+from flask_geneva.policies.backoff import jitter_fraction
+from flask_geneva.policies.backoff import jitter_key
+from flask_geneva.policies.resolution import decide
+from flask_geneva.policies.resolution import resolve_policy
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_rows
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import workflow_row
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

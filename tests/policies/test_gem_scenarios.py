@@ -15,11 +15,11 @@ from flask_geneva import step
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_row
-from tests.workflow.support import execution_rows
-from tests.workflow.support import hero_counter
-from tests.workflow.support import update_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import hero_counter
+from tests.support.workflow import update_workflow
+from tests.support.workflow import workflow_row
 
 
 class ErrorA(Exception):

@@ -16,9 +16,9 @@ from flask_geneva import signals
 from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.workflow.support import execution_row
-from tests.workflow.support import update_workflow
-from tests.workflow.support import workflow_row
+from tests.support.workflow import execution_row
+from tests.support.workflow import update_workflow
+from tests.support.workflow import workflow_row
 
 
 class Boom(Exception):

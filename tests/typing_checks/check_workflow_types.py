@@ -23,8 +23,8 @@ from flask_geneva import GenevaConfig
 from flask_geneva import StepExecutionMixin
 from flask_geneva import WorkflowMixin
 from flask_geneva import step
-from flask_geneva.app_state import settings
 from flask_geneva.dsl.ordering import StepCollection
+from flask_geneva.ext.app_state import settings
 
 db = SQLAlchemy()
 geneva = Geneva(db)

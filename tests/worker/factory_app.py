@@ -18,7 +18,7 @@ from flask import Flask
 
 import flask_geneva
 from flask_geneva import step
-from flask_geneva.iteration import worker_exit_requested
+from flask_geneva.engine.iteration import worker_exit_requested
 from tests.apps import basic
 
 

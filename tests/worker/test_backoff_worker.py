@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva.backoff import jitter_fraction
-from flask_geneva.backoff import jitter_key
+from flask_geneva.policies.backoff import jitter_fraction
+from flask_geneva.policies.backoff import jitter_key
 from tests.worker.conftest import create_workflow
 from tests.worker.conftest import wait_for_state
 from tests.worker.conftest import worker_test_app

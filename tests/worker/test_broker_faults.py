@@ -391,7 +391,7 @@ def test_frozen_broker_without_celery_defaults_does_not_block_create(
 
 def _lose_messages(app: Any, workflow_ids: list[Any]) -> None:
     """Make the workflows' scheduled rows overdue with task ids never sent."""
-    from flask_geneva import clock
+    from flask_geneva.core import clock
     from tests.apps import basic
 
     table = basic.geneva.StepExecution.__table__

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from flask_geneva import clock
 from flask_geneva import step
+from flask_geneva.core import clock
 from tests.apps import basic
 from tests.apps.basic import geneva
 from tests.worker import heartbeat_worker

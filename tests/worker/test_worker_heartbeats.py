@@ -107,7 +107,7 @@ def test_the_dispatcher_task_recovers_a_killed_workers_step(
 ):
     """Without housekeeping: the dispatcher's periodic task, run by a second worker,
     recovers the killed worker's execution and the workflow finishes (R-WRK-06)."""
-    from flask_geneva.publications import DISPATCH_DUE_TASK
+    from flask_geneva.core.publications import DISPATCH_DUE_TASK
 
     app = heartbeat_app
     workflow_id = _create(app, "dispatcher@example.com")

@@ -1,0 +1,58 @@
+"""What a publication is: fixed task names and the request to run one execution.
+
+The vocabulary shared by the publishers (:mod:`flask_geneva.engine.publishing`) and the
+outbox that takes back what could not be published (:mod:`flask_geneva.engine.outbox`);
+it imports nothing else of flask_geneva (SPEC §6.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+from typing import Protocol
+
+__all__ = [
+    "DEFERRED_JOB_ID",
+    "DISPATCH_DUE_TASK",
+    "HOUSEKEEPING_TASK",
+    "PERFORM_STEP_TASK",
+    "Publication",
+    "TaskBackend",
+]
+
+#: Fixed task names, so moving a module never orphans queued messages.
+PERFORM_STEP_TASK = "flask_geneva.perform_step"
+DISPATCH_DUE_TASK = "flask_geneva.dispatch_due"
+HOUSEKEEPING_TASK = "flask_geneva.housekeeping"
+
+#: ``job_id`` of an execution whose publication waits for the dispatcher (R-DSP-01).
+DEFERRED_JOB_ID = "geneva:deferred"
+
+
+@dataclasses.dataclass(frozen=True)
+class Publication:
+    """One request to run a step execution.
+
+    Attributes:
+        task_name: Celery task name, e.g. ``"flask_geneva.perform_step"``.
+        step_execution_id: The execution to run (the only task argument).
+        task_id: Pre-generated broker task id, also stored as ``job_id``.
+        queue: Celery queue name, or None for the default queue.
+        priority: Broker priority (already mapped, R-JOB-08), or None.
+        eta: Aware UTC datetime before which the task must not run, or None.
+    """
+
+    task_name: str
+    step_execution_id: Any
+    task_id: str
+    queue: str | None = None
+    priority: int | None = None
+    eta: datetime | None = None
+
+
+class TaskBackend(Protocol):
+    """Sends publications somewhere (a broker, a list)."""
+
+    def publish(self, publication: Publication) -> None:
+        """Send one publication. Called after commit unless deferral is off."""

@@ -1,0 +1,191 @@
+"""What each ``GENEVA_*`` setting means (R-CFG-01).
+
+One sentence or two per setting, with its spec rule, for the generated settings
+reference (``docs/reference/settings.md``) and ``flask geneva``'s help.
+:mod:`flask_geneva.core.config` re-exports :data:`SETTING_DESCRIPTIONS` next to the
+defaults; every key of :data:`flask_geneva.core.config.DEFAULTS` has an entry here
+(``tests/test_reference_docs.py`` checks).
+"""
+
+from __future__ import annotations
+
+__all__ = ["SETTING_DESCRIPTIONS"]
+
+#: What each setting means, for the generated settings reference (docs) and
+#: ``flask geneva``'s help. Every key of :data:`DEFAULTS` has one (a test checks).
+SETTING_DESCRIPTIONS: dict[str, str] = {
+    "GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": (
+        "Housekeeping deletes finished and canceled workflows (and their step "
+        "executions) older than this; None keeps them (R-HK-10)."
+    ),
+    "GENEVA_STUCK_IN_PROGRESS_THRESHOLD": (
+        "An `in_progress` step execution started longer ago than this is stuck; "
+        "housekeeping recovers it (R-HK-20)."
+    ),
+    "GENEVA_STUCK_SCHEDULED_THRESHOLD": (
+        "A `scheduled` step execution overdue by more than this is stuck; "
+        "housekeeping publishes it again (R-HK-20)."
+    ),
+    "GENEVA_HOUSEKEEPING_BATCH_SIZE": (
+        "Rows per batch for cleanup, recovery, dispatch and the admin's bulk actions."
+    ),
+    "GENEVA_STUCK_RECOVERY_ACTION": (
+        'What recovery does with a stuck `in_progress` execution: `"reattempt"` '
+        'or `"cancel"`. With `"cancel"`, a worker wrongly judged dead (a step '
+        "holding the GIL longer than GENEVA_WORKER_DEAD_AFTER, a frozen "
+        "process) gets its running workflow canceled: raise "
+        "GENEVA_WORKER_DEAD_AFTER for such steps (R-HK-25, R-WRK-14)."
+    ),
+    "GENEVA_RECOVER_GRACE": (
+        "`workflow.recover()` and `flask geneva recover` refuse, without force, "
+        "a step execution that started less than this ago: its worker may "
+        "still be running it (R-HK-28)."
+    ),
+    "GENEVA_RELEASE_SPREAD": (
+        "Housekeeping's recovery and bulk resumes (admin, CLI with several ids) "
+        "spread the executions they release over this window, each workflow at "
+        "a deterministic offset, instead of releasing them all at once; 0 "
+        "releases them at once; at most 1 hour (R-SCH-20)."
+    ),
+    "GENEVA_MAX_CURSOR_SIZE": (
+        "Largest serialized cursor of a resumable step, in bytes; None disables "
+        "the check (R-CUR-01)."
+    ),
+    "GENEVA_ENQUEUE_AFTER_COMMIT": (
+        "Publish step tasks only after the outermost transaction commits "
+        "(R-TXN-01); the default is on except in testing mode."
+    ),
+    "GENEVA_DEFAULT_QUEUE": (
+        "Celery queue for step tasks without a `queue` job option; None uses "
+        "Celery's default queue."
+    ),
+    "GENEVA_ERROR_REPORTER": (
+        "Callable (or import path) that receives step errors, e.g. "
+        "`flask_geneva.reporters.sentry:sentry_reporter`; None only logs them "
+        "(R-REP-03)."
+    ),
+    "GENEVA_METRICS": (
+        "Object (or import path) with a `gauge(name, value, tags)` method for the "
+        "housekeeping gauges; None sends none (R-MET-06)."
+    ),
+    "GENEVA_PRIORITY_MAPPER": (
+        "Callable `int -> int` applied to the `priority` job option before it "
+        "reaches the broker; None passes it unchanged (R-JOB-08)."
+    ),
+    "GENEVA_MAX_BROKER_DELAY": (
+        "A step due further ahead than this is not sent to the broker; the "
+        "dispatcher sends it when it comes due (R-DSP-01)."
+    ),
+    "GENEVA_WORKER_HEARTBEAT_INTERVAL": (
+        "How often each registered worker process records that it is alive (R-WRK-03)."
+    ),
+    "GENEVA_WORKER_DEAD_AFTER": (
+        "A worker without a heartbeat for this long, while another worker "
+        "heartbeats, is dead: its in_progress executions are recovered whatever "
+        "their age, at the next dispatcher run (R-WRK-06, R-WRK-12, R-WRK-14); "
+        "at least twice GENEVA_WORKER_HEARTBEAT_INTERVAL. The default, four "
+        "heartbeats, lets three in a row fail or come late. A step holding the "
+        "GIL in one C call for longer looks dead: raise it for such steps."
+    ),
+    "GENEVA_DISPATCH_INTERVAL": (
+        "How often the beat entry of `beat_schedule()` runs the dispatcher, which "
+        "also recovers the executions of dead workers (R-DSP-02, R-WRK-12); with "
+        "GENEVA_WORKER_DEAD_AFTER it bounds how late a killed worker's step runs "
+        "again. Two intervals without a recorded run is a warning (R-HK-43)."
+    ),
+    "GENEVA_HOUSEKEEPING_INTERVAL": (
+        "How often the beat entry of `beat_schedule()` runs housekeeping (cleanup, "
+        "recovery by age, gauges); two intervals without a recorded run is a "
+        "warning (R-HK-43)."
+    ),
+    "GENEVA_CLOCK_SKEW_TOLERANCE": (
+        "A step delivered earlier than this before its time does not run yet: "
+        "it is published again for its time (R-EXE-18)."
+    ),
+    "GENEVA_PUBLISH_TIMEOUT": (
+        "Upper bound on one publication to the broker after a commit; a failed or "
+        "timed-out publication never raises: the row goes back to the dispatcher, "
+        "and the process leaves the broker alone for this long (R-DSP-07)."
+    ),
+    "GENEVA_FIND_ATTEMPTS": (
+        "How many times a worker looks for a step execution row that is not "
+        "visible yet before giving up (R-JOB-20)."
+    ),
+    "GENEVA_FIND_DELAY": ("Seconds between those attempts (R-JOB-20)."),
+    "GENEVA_TASK_BACKEND": (
+        '`"celery"` sends step tasks to Celery; `"recording"` records them for '
+        "tests (`geneva_jobs`, R-TH-20)."
+    ),
+    "GENEVA_ALLOW_EAGER": (
+        "Allow Celery's `task_always_eager`; publications then run after the "
+        "outermost commit, one at a time (R-TH-21)."
+    ),
+    "GENEVA_TASK_RERAISE": (
+        'When the Celery task re-raises a step\'s exception: `"unhandled"` when '
+        'the policy paused, canceled or gave up (or none handled it), `"always"` '
+        "for every policy-handled exception (R-EXE-50)."
+    ),
+    "GENEVA_INLINE_CONTINUATION_BUDGET": (
+        "A step task that completes its step may claim and run the next one "
+        "itself when it is due now on the same queue and priority, until this "
+        "much time has passed since the task began; 0 turns inline "
+        "continuation off; at most 1 hour (R-EXE-70, R-EXE-72)."
+    ),
+    "GENEVA_INLINE_CONTINUATION_MAX_STEPS": (
+        "Most steps one step task runs through inline continuation, the "
+        "delivered one included; 0 (or 1) turns it off (R-EXE-72)."
+    ),
+    "GENEVA_SQLITE_BEGIN_IMMEDIATE": (
+        "On SQLite engines, install WAL journaling, a busy timeout, foreign keys "
+        "and `BEGIN IMMEDIATE` for geneva's writes; False leaves the engine alone."
+    ),
+    "GENEVA_MYSQL_READ_COMMITTED": (
+        "On MySQL/MariaDB engines, make every connection READ COMMITTED (once per "
+        "connection), so that an operator's locks on one workflow never block or "
+        "deadlock another workflow's steps (InnoDB's REPEATABLE READ locks index "
+        "gaps); an `isolation_level` the app chose is kept. False leaves the "
+        "engine alone. An engine left REPEATABLE READ or SERIALIZABLE is logged "
+        "as a warning at its first connection (R-CFG-04)."
+    ),
+    "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE": (
+        "Largest workflow-signal payload in bytes (compact UTF-8 JSON of the "
+        "encoded payload); a larger one raises `SignalPayloadTooLargeError` "
+        "before anything is written; None disables the check (R-WSIG-21)."
+    ),
+    "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW": (
+        "Most pending (unclaimed) workflow signals one workflow buffers; one "
+        "more raises `SignalBufferFullError` (R-WSIG-23)."
+    ),
+    "GENEVA_SIGNAL_WAIT_WARN_AFTER": (
+        "A step execution parked for a workflow signal longer than this counts "
+        "as a long wait: the gauge `geneva_drive.signal_waits_long` and "
+        "`flask geneva status` (R-WSIG-65)."
+    ),
+    "GENEVA_ADMIN_ENABLED": (
+        "Mount a dedicated Flask-Admin with the workflow views at "
+        "`GENEVA_ADMIN_URL` from `init_app` (R-ADM-01)."
+    ),
+    "GENEVA_ADMIN_URL": (
+        "URL prefix of that dedicated admin; starts with `/` (R-ADM-01)."
+    ),
+    "GENEVA_ADMIN_ACCESS": (
+        "Callable `() -> bool` (or import path) deciding access per request; "
+        "None denies every admin URL outside debug and testing mode (R-ADM-02)."
+    ),
+    "GENEVA_ADMIN_CAN_ACT": (
+        "Callable `() -> bool` (or import path) deciding whether the buttons "
+        "act; None follows `GENEVA_ADMIN_ACCESS` (R-ADM-03)."
+    ),
+    "GENEVA_ADMIN_ACTOR": (
+        "Callable `() -> str | None` (or import path) naming the operator in the "
+        "action log; None tries Flask-Login, then HTTP basic auth (R-ADM-04)."
+    ),
+    "GENEVA_ADMIN_PAUSED_RATIO_WARN": (
+        "Share of paused workflows (0 to 1) above which the admin overview warns "
+        "(R-ADM-10)."
+    ),
+    "GENEVA_ADMIN_REFRESH_SECONDS": (
+        "Seconds between the admin's automatic refreshes of the overview, the lists "
+        "and the workflow page; 0 turns auto-refresh off (R-ADM-49)."
+    ),
+}

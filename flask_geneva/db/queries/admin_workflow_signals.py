@@ -1,0 +1,158 @@
+"""The admin's reads of workflow signals: a workflow's panel and the signals list.
+
+Workflow signals (SPEC §23) are rows of ``geneva_drive_signals``. The admin shows
+them on the workflow page (R-WSIG-67) and in a list across workflows
+(R-WSIG-69); these are the only statements it runs on the table. Each read is
+bounded: a workflow's panel by a row limit along the ``(workflow_id, state,
+created_at)`` index's ``workflow_id`` prefix, the list by one page plus one row
+along the primary key (or ``created_at`` for UUID keys), with no ``COUNT(*)``
+(R-ADM-30). They never lock and never write (R-ADM-32).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva.db.states import StepExecutionState
+
+__all__ = [
+    "parked_workflow_ids",
+    "signal_list_page",
+    "signal_names_stored",
+    "workflow_signals_newest",
+]
+
+
+def workflow_signals_newest(
+    session: orm.Session, signal_cls: Any, workflow_id: Any, *, limit: int
+) -> list[Any]:
+    """The workflow's signals, newest first, at most ``limit`` (R-WSIG-67).
+
+    Read along the ``(workflow_id, state, created_at)`` index's first column.
+
+    Args:
+        session: The admin's session.
+        signal_cls: The ``WorkflowSignal`` model.
+        workflow_id: The workflow's id.
+        limit: The most rows returned (pass one more than shown to tell whether
+            there are more).
+    """
+    return list(
+        session.scalars(
+            sa.select(signal_cls)
+            .where(signal_cls.workflow_id == workflow_id)
+            .order_by(signal_cls.created_at.desc(), signal_cls.id.desc())
+            .limit(limit)
+            .execution_options(populate_existing=True)
+        )
+    )
+
+
+def signal_list_page(
+    session: orm.Session,
+    signal_cls: Any,
+    workflow_cls: Any,
+    *,
+    state: str | None = None,
+    name: str | None = None,
+    workflow_type: str | None = None,
+    received_from: datetime | None = None,
+    received_before: datetime | None = None,
+    received_until: datetime | None = None,
+    order_by_created_at: bool = False,
+    limit: int,
+    offset: int = 0,
+) -> list[tuple[Any, str | None, str | None]]:
+    """One page of signals across workflows, newest first (R-WSIG-69).
+
+    The signals are joined to their workflows (an outer join: a signal whose
+    workflow is gone still lists, with None for its class and state). Newest
+    first is the primary key's order for sequential keys, read backwards along
+    it; ``order_by_created_at`` (UUID keys) orders by ``created_at``, then id.
+
+    Args:
+        session: The admin's session.
+        signal_cls: The ``WorkflowSignal`` model.
+        workflow_cls: The ``Workflow`` model.
+        state: Only signals in this state.
+        name: Only signals of this name (exact).
+        workflow_type: Only signals of workflows of this class (the stored
+            ``type``).
+        received_from: Only signals created at or after this instant (aware UTC).
+        received_before: Only signals created before this instant.
+        received_until: Only signals created at or before this instant.
+        order_by_created_at: Order by ``created_at`` instead of the id.
+        limit: The most rows returned (one more than a page tells whether a next
+            page exists).
+        offset: Rows skipped.
+
+    Returns:
+        ``[(signal, workflow type or None, workflow state or None), ...]``.
+    """
+    statement = sa.select(signal_cls, workflow_cls.type, workflow_cls.state).join(
+        workflow_cls, workflow_cls.id == signal_cls.workflow_id, isouter=True
+    )
+    if state is not None:
+        statement = statement.where(signal_cls.state == state)
+    if name is not None:
+        statement = statement.where(signal_cls.name == name)
+    if workflow_type is not None:
+        statement = statement.where(workflow_cls.type == workflow_type)
+    if received_from is not None:
+        statement = statement.where(signal_cls.created_at >= received_from)
+    if received_before is not None:
+        statement = statement.where(signal_cls.created_at < received_before)
+    if received_until is not None:
+        statement = statement.where(signal_cls.created_at <= received_until)
+    if order_by_created_at:
+        statement = statement.order_by(
+            signal_cls.created_at.desc(), signal_cls.id.desc()
+        )
+    else:
+        statement = statement.order_by(signal_cls.id.desc())
+    rows = session.execute(statement.limit(limit).offset(offset)).all()
+    return [(row[0], row[1], row[2]) for row in rows]
+
+
+def signal_names_stored(
+    session: orm.Session, signal_cls: Any, *, limit: int
+) -> list[str]:
+    """Distinct signal names among the newest ``limit`` signals, sorted (R-WSIG-69).
+
+    The list's name filter offers them as suggestions; reading the newest rows
+    along the primary key keeps the read bounded on a large table.
+    """
+    newest = (
+        sa.select(signal_cls.name)
+        .order_by(signal_cls.id.desc())
+        .limit(limit)
+        .subquery()
+    )
+    return sorted(
+        str(value) for value in session.scalars(sa.select(newest.c.name).distinct())
+    )
+
+
+def parked_workflow_ids(
+    session: orm.Session, execution_cls: Any, workflow_ids: list[Any]
+) -> set[Any]:
+    """Which of the listed workflows have a parked (``waiting``) execution.
+
+    One query for a list page's workflows, by the ``(workflow_id, state)``
+    index; the workflows list says "waiting for a signal" for them (R-WSIG-66).
+    Needs the ``add_workflow_signals`` unit (the ``waiting`` state is stored only
+    with it).
+    """
+    if not workflow_ids:
+        return set()
+    return set(
+        session.scalars(
+            sa.select(execution_cls.workflow_id)
+            .where(execution_cls.workflow_id.in_(workflow_ids))
+            .where(execution_cls.state == StepExecutionState.WAITING.value)
+        )
+    )

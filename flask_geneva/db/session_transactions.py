@@ -1,0 +1,83 @@
+"""Session transaction helpers: commit keeping state, savepoints, safe rollback.
+
+:func:`commit_keeping_state` commits geneva's own locked transactions without
+expiring the instances that hold what was just written; :func:`savepoint` wraps a
+block in a SAVEPOINT; :func:`rollback_after_error` rolls back without ever hiding
+the error that caused it. :func:`geneva_from_session` finds the models a session
+works on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva.db import write_path as core_rows
+from flask_geneva.db.context import models_of
+
+__all__ = [
+    "commit_keeping_state",
+    "geneva_from_session",
+    "rollback_after_error",
+    "savepoint",
+]
+
+_log = logging.getLogger("flask_geneva")
+
+
+def geneva_from_session(session: orm.Session) -> Any:
+    """Return the geneva models (``.Workflow``, ``.StepExecution``) of ``session``.
+
+    The entry point of the operation bound them to the session
+    (:meth:`flask_geneva.db.context.EngineContext.bind`); sessions geneva
+    opens itself carry them from the start.
+
+    Raises:
+        GenevaConfigurationError: Nothing bound them to ``session``.
+    """
+    return models_of(session)
+
+
+def commit_keeping_state(session: orm.Session) -> None:
+    """Commit without expiring loaded instances.
+
+    Used after geneva's own locked transactions: the instances hold exactly what
+    was just written, so reloading them would only cost statements.
+    """
+    previous = session.expire_on_commit
+    session.expire_on_commit = False
+    try:
+        core_rows.flush(session, geneva_from_session(session))
+        session.commit()
+    finally:
+        session.expire_on_commit = previous
+
+
+@contextlib.contextmanager
+def savepoint(session: orm.Session) -> Iterator[Any]:
+    """A SAVEPOINT around a block; rolled back (and re-raised) on error."""
+    with session.begin_nested() as nested:
+        yield nested
+
+
+def rollback_after_error(session: orm.Session, error: BaseException) -> None:
+    """Roll ``session`` back after ``error`` without ever hiding ``error``.
+
+    A rollback that fails too (a session left in an unusable state, a lost
+    connection) is logged and the session closed, so the caller goes on to
+    report or re-raise the first error, not the second (issue 14).
+    """
+    try:
+        session.rollback()
+    except Exception as rollback_error:  # noqa: BLE001 - never mask ``error``
+        _log.warning(
+            "rolling back after %s failed (%s: %s); closing the session",
+            type(error).__name__,
+            type(rollback_error).__name__,
+            rollback_error,
+        )
+        session.close()

@@ -1,0 +1,268 @@
+"""Database-driven dispatch of long waits (SPEC §6.4, R-DSP-01..06, BTR-01).
+
+A publication whose eta is more than ``GENEVA_MAX_BROKER_DELAY`` ahead is not sent:
+the execution keeps ``job_id = "geneva:deferred"`` and :func:`dispatch_due` sends
+it once it comes within that horizon. Why: Celery holds ETA messages
+unacknowledged in worker memory. Redis and SQS redeliver them after the
+visibility timeout (one hour by default on Redis), which duplicates them and
+grows worker memory; RabbitMQ closes consumers that hold unacknowledged messages
+past ``consumer_timeout`` (30 minutes by default). Workflow waits of days must
+therefore live in the database; the row is the outbox.
+
+``GENEVA_MAX_BROKER_DELAY`` must stay well below the broker's visibility or
+consumer timeout (R-DSP-06).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva.core import clock
+from flask_geneva.core import error_reporting
+from flask_geneva.db.context import EngineContext
+from flask_geneva.db.context import models_of
+from flask_geneva.db.queries import maintenance as store_maintenance
+from flask_geneva.engine import publishing
+from flask_geneva.engine import scheduling
+from flask_geneva.engine.operators import maintenance_runs
+from flask_geneva.engine.operators import stuck_recovery
+from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
+
+__all__ = ["DispatcherRun", "dispatch_due", "publish_deferred", "run_dispatcher"]
+
+_log = logging.getLogger("flask_geneva")
+
+
+@dataclasses.dataclass(frozen=True)
+class DispatcherRun:
+    """What one dispatcher run did (R-DSP-02, R-WRK-06, R-WRK-13).
+
+    Attributes:
+        published: Deferred executions published.
+        recovered: In-progress executions of dead workers recovered.
+    """
+
+    published: int
+    recovered: int
+
+
+def run_dispatcher(
+    context: EngineContext,
+    session: orm.Session | None = None,
+    *,
+    node_name: str | None = None,
+) -> DispatcherRun:
+    """One dispatcher run: publish what came due, recover dead workers' steps.
+
+    The one definition of "a dispatcher run" (R-WRK-13): the Celery beat task,
+    :meth:`flask_geneva.Geneva.dispatch_due`, :func:`flask_geneva.ext.operations.
+    dispatch_due` and ``flask geneva dispatch`` all call it. In order:
+
+    1. :func:`publish_deferred`: deferred executions due within the broker
+       horizon are published (R-DSP-02);
+    2. the ``in_progress`` executions of workers that missed their heartbeats
+       for ``GENEVA_WORKER_DEAD_AFTER`` while another worker heartbeat are
+       recovered (R-WRK-06, R-WRK-14; the age rule stays with housekeeping),
+       so a killed worker's step runs again within
+       ``GENEVA_WORKER_DEAD_AFTER`` + ``GENEVA_DISPATCH_INTERVAL`` (R-WRK-12);
+    3. the run is recorded in ``geneva_drive_maintenance_runs`` when the table
+       exists (start, end, counts, process; R-HK-40/41).
+
+    Args:
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: Session to use; default the models' session (``db.session``).
+        node_name: The Celery node name when a task runs it (recorded).
+
+    Returns:
+        The counts of the run.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: The database failed outside a per-row
+            step (recorded as a failed run, then raised).
+    """
+    session = context.bind(session) if session is not None else context.session
+    with maintenance_runs.recorded_run(
+        session,
+        maintenance_runs.DISPATCHER,
+        config=context.settings,
+        node_name=node_name,
+    ) as record:
+        published = publish_deferred(context, session)
+        recovered = stuck_recovery.recover_abandoned_executions(context, session)
+        record.summary.update(published=published, recovered=recovered)
+    if recovered:
+        _log.info("recovered %d step executions of dead workers", recovered)
+    # Under allowed eager mode the tasks were queued until now (R-TH-21).
+    context.run_queued_tasks()
+    return DispatcherRun(published=published, recovered=recovered)
+
+
+def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> int:
+    """Run the dispatcher once (:func:`run_dispatcher`); return how many were published.
+
+    Kept for callers that want the published count only; the run also recovers
+    the executions of dead workers and is recorded (R-WRK-13).
+
+    Args:
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: Session to use; default the models' session (``db.session``).
+
+    Returns:
+        The number of executions published (rows that failed not counted).
+    """
+    return run_dispatcher(context, session).published
+
+
+def publish_deferred(context: EngineContext, session: orm.Session) -> int:
+    """Publish deferred executions that are due within the broker horizon (R-DSP-02).
+
+    Selects ``scheduled`` executions with ``job_id = "geneva:deferred"`` and
+    ``scheduled_for <= now + GENEVA_MAX_BROKER_DELAY`` whose workflow is ready or
+    performing (paused workflows are left for ``resume()``, R-DSP-03), oldest
+    first, in batches of ``GENEVA_HOUSEKEEPING_BATCH_SIZE``. Rows are locked with
+    ``FOR UPDATE SKIP LOCKED`` on PostgreSQL and MariaDB/MySQL, so two dispatchers
+    never send the same row in one pass; SQLite serialises them with
+    ``BEGIN IMMEDIATE``. Each row gets a real task id as ``job_id`` and its task is
+    published after the batch commits, with eta ``max(scheduled_for, now)``. The
+    execution state is never changed (R-DSP-04). A publication that fails never
+    raises: its row gets ``"geneva:deferred"`` back, the rest of that batch is
+    not attempted and is deferred too, and the pass ends; the next run retries
+    them (the row is the outbox, issue 14). Then it wakes parked steps whose
+    signal wait timed out and re-publishes wakes that may have been lost
+    (:func:`flask_geneva.engine.workflow_signals.waits.dispatch_signal_waits`,
+    R-WSIG-31,
+    R-WSIG-40), counted in the result. A row whose publication cannot be
+    prepared (a raising ``GENEVA_PRIORITY_MAPPER``, say) is logged, reported and
+    left deferred; the others go on. Each pass considers a row at most once
+    (keyset order by ``scheduled_for``, id). Part of :func:`run_dispatcher`.
+
+    Args:
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: The session, bound to ``context``.
+
+    Returns:
+        The number of executions published (rows that failed not counted).
+    """
+    config = context.settings
+    geneva = context.models
+    workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
+    if session.in_transaction():
+        session.commit()
+    # Under Celery eager mode a task runs when sent, so only due rows are sent.
+    ahead = config.max_broker_delay if publishing.holds_eta(context.publisher) else None
+    with publishing.trying_the_broker():
+        total = _dispatch_passes(session, config, workflow_cls, execution_cls, ahead)
+        # Timed-out signal waits and lost wakes (R-WSIG-31, R-WSIG-40).
+        total += workflow_signal_waits.dispatch_signal_waits(context, session)
+    if total:
+        _log.info("dispatched %d deferred step executions", total)
+    return total
+
+
+def _dispatch_passes(
+    session: orm.Session,
+    config: Any,
+    workflow_cls: Any,
+    execution_cls: Any,
+    ahead: timedelta | None,
+) -> int:
+    """The batches of one dispatch pass; returns how many were published.
+
+    ``ahead`` is how far beyond now a row may be due and still be sent (None: only
+    rows already due, as under eager mode).
+    """
+    total = 0
+    # Keyset: each pass considers a row once, so rows that failed stay for the
+    # next run instead of being selected again and again (issue 14).
+    last: tuple[Any, Any] | None = None
+    while True:
+        horizon = clock.now() + ahead if ahead is not None else clock.now()
+        executions = store_maintenance.due_deferred_executions(
+            session,
+            workflow_cls,
+            execution_cls,
+            deferred_job_id=publishing.DEFERRED_JOB_ID,
+            horizon=horizon,
+            after=last,
+            batch_size=config.housekeeping_batch_size,
+        )
+        if not executions:
+            session.rollback()
+            break
+        last = (executions[-1].scheduled_for, executions[-1].id)
+        publishing.take_failed_count(session)
+        tried = broken = 0
+        for execution in executions:
+            if publishing.failed_count(session):
+                # Publishing inline (GENEVA_ENQUEUE_AFTER_COMMIT off) failed: the
+                # rest of the batch stays deferred untried (R-DSP-08).
+                break
+            tried += 1
+            if not _enqueue_one(session, execution, config):
+                broken += 1
+        session.commit()
+        failed = publishing.take_failed_count(session)
+        total += tried - broken - failed
+        if failed:
+            # The broker is unreachable: the failed rows are deferred again and
+            # the next run, one dispatch interval later, sends them (issue 14).
+            _log.warning(
+                "%d of %d step executions could not be published; the next "
+                "dispatch run retries them",
+                failed,
+                len(executions),
+            )
+            break
+        if len(executions) < config.housekeeping_batch_size:
+            break
+    return total
+
+
+def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
+    """Request one row's publication; a row that raises stays deferred (issue 14).
+
+    Returns:
+        False when preparing the publication raised (logged and reported); the
+        row keeps ``"geneva:deferred"`` and the rest of the batch goes on.
+    """
+    try:
+        scheduling.enqueue_scheduled_execution(session, execution.workflow, execution)
+    except Exception as error:  # noqa: BLE001 - one row never stops the dispatcher
+        execution.job_id = publishing.DEFERRED_JOB_ID
+        _log.error(
+            "could not dispatch step execution %s: %s: %s",
+            execution.id,
+            type(error).__name__,
+            error,
+            exc_info=error,
+        )
+        error_reporting.report(
+            config.error_reporter,
+            error,
+            extra={
+                "geneva_drive": {
+                    "workflow_id": _jsonable(execution.workflow_id),
+                    "step_execution_id": _jsonable(execution.id),
+                    "dispatcher": "dispatch_due",
+                }
+            },
+        )
+        return False
+    return True
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, int | str) else str(value)
+
+
+def deferred_count(session: orm.Session) -> Any:
+    """How many executions wait for the dispatcher (for gauges and the admin)."""
+    execution_cls = models_of(session).StepExecution
+    return store_maintenance.count_deferred(
+        session, execution_cls, deferred_job_id=publishing.DEFERRED_JOB_ID
+    )

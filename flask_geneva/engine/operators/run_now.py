@@ -1,0 +1,156 @@
+"""``workflow.run_now()``: run a waiting step now instead of later (R-ADM-51).
+
+A ready workflow's scheduled execution may wait: a step ``wait``, a reattempt's
+backoff, a ``suspend``. An operator who knows the wait is no longer needed
+(the gateway is back, the data has arrived) runs it now: in one transaction
+under the workflow's row lock, the waiting execution is canceled and the same
+step is scheduled again, due now, continuing the waiting execution's cursor;
+audited like the other operator actions (R-PDR-05).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask_geneva.core import clock
+from flask_geneva.db import locks as store
+from flask_geneva.engine import flow_control
+from flask_geneva.engine import scheduling
+from flask_geneva.engine.transitions import table as transitions
+from flask_geneva.exceptions import InvalidStateError
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+
+__all__ = ["parked_for_signal", "run_now", "waiting_execution"]
+
+
+def waiting_execution(executions: list[Any], now: Any) -> Any:
+    """The scheduled execution among ``executions`` due after ``now``, or None."""
+    for execution in executions:
+        if (
+            execution.state == StepExecutionState.SCHEDULED
+            and execution.scheduled_for is not None
+            and execution.scheduled_for > now
+        ):
+            return execution
+    return None
+
+
+def parked_for_signal(executions: list[Any]) -> Any:
+    """The execution among ``executions`` parked at its ``wait_for`` gate, or None.
+
+    Such a step waits for a signal, not for its time: run now cannot help it,
+    delivering the signal does (R-ADM-51, R-WSIG-10).
+    """
+    for execution in executions:
+        if execution.state == StepExecutionState.WAITING:
+            return execution
+    return None
+
+
+def signal_wait_refusal(execution: Any) -> str:
+    """Why a step parked for a signal cannot be run now, and what to do instead."""
+    return (
+        f"step {execution.step_name!r} waits for a signal, not for its time: "
+        f"deliver the signal instead"
+    )
+
+
+def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
+    """Run the ready workflow's waiting step now (R-ADM-51).
+
+    In one transaction under the workflow's row lock (state re-checked): the
+    transition ``operator_run_now`` cancels the waiting execution and a new
+    execution of the same step is scheduled due now, with the waiting one's
+    cursor and predecessor for a resumable step; its task is published after
+    the commit. The operator action ``run_now`` is recorded (R-PDR-05).
+
+    Args:
+        workflow: A ready workflow whose scheduled execution is due later.
+        actor: Who asked (recorded), or None.
+        via: ``"api"``, ``"admin"`` or ``"cli"``.
+        commit: Commit at the end (else flush only).
+
+    Returns:
+        The new execution.
+
+    Raises:
+        InvalidStateError: The workflow is not ready, or it has no scheduled
+            execution that waits (already due, running, or none); the message
+            says which. Nothing changes.
+        ValueError: ``via`` is unknown.
+    """
+    flow_control.check_operator(via, actor)
+    flow_control.refuse_unless_allowed(
+        workflow, "run_now", lambda state: _not_ready(workflow)
+    )
+    session, locked = flow_control.lock_for_operator(workflow)
+    try:
+        flow_control.refuse_unless_allowed(
+            locked, "run_now", lambda state: _not_ready(locked)
+        )
+        from_state = locked.state
+        now = clock.now()
+        active = store.lock_active_executions(session, locked.id)
+        waiting = waiting_execution(active, now)
+        parked = parked_for_signal(active) if waiting is None else None
+        if parked is not None:
+            raise InvalidStateError(
+                f"Cannot run workflow {locked.id} now: {signal_wait_refusal(parked)} "
+                f"(workflow.signal(...), `flask geneva signal {locked.id} NAME`)"
+            )
+        if waiting is None:
+            raise InvalidStateError(
+                f"Cannot run workflow {locked.id} now: its step is not waiting "
+                "(it is due already, running, or not scheduled)"
+            )
+        step = locked.steps.named(waiting.step_name)
+        if step is None:
+            raise scheduling.step_not_defined(locked, waiting.step_name)
+        transitions.apply(
+            transitions.OPERATOR_RUN_NOW,
+            now,
+            workflow=locked,
+            execution=waiting,
+            refuse=lambda state: _not_ready(locked),
+        )
+        session.flush()
+        if waiting.continues_from_id is not None or waiting.cursor is not None:
+            # A resumable step's walk goes on from the waiting one's cursor.
+            execution = scheduling.create_successor_execution(
+                session, locked, waiting, wait=None
+            )
+        else:
+            execution = scheduling.create_step_execution(
+                session, locked, step, wait=None
+            )
+        flow_control.record_operator_action(
+            locked,
+            action="run_now",
+            actor=actor,
+            via=via,
+            from_state=from_state,
+            execution=execution,
+        )
+        locked.logger.info(
+            "step %r run now (was due %s) via %s",
+            step.name,
+            waiting.scheduled_for.isoformat(),
+            via,
+        )
+        flow_control.finish_external(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+    return execution
+
+
+def _not_ready(workflow: Any) -> InvalidStateError:
+    state = str(workflow.state)
+    article = "an" if state[:1] in "aeiou" else "a"
+    hint = " (resume it instead)" if state == WorkflowState.PAUSED else ""
+    allowed = " or ".join(flow_control.allowed_from("run_now"))
+    return InvalidStateError(
+        f"Cannot run {article} {state} workflow now{hint}; only a {allowed} "
+        "workflow whose step waits can run now"
+    )

@@ -1,0 +1,260 @@
+"""Task publication: after commit, through a small backend seam (SPEC §6.2, R-TXN).
+
+A publication is ``(task name, step execution id, task id, queue, priority, eta)``.
+When deferral is active (``GENEVA_ENQUEUE_AFTER_COMMIT`` and not inside
+:func:`inline_enqueue`) it is kept in ``session.info`` and sent from the session's
+``after_commit`` event of the outermost transaction; a rollback discards it
+(R-TXN-02/03). The Celery message only wakes a worker: the execution row is the
+truth and duplicate deliveries are harmless (R-EXE-11).
+
+Backends: the Celery publisher
+(:class:`flask_geneva.ext.celery_publisher.CeleryBackend`,
+``GENEVA_TASK_BACKEND = "celery"``) and :class:`RecordingBackend`
+(``"recording"``, for tests, R-TH-20). This module imports no Celery: the
+engine requests publications here, the Celery adapter sends them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import logging
+from collections.abc import Iterator
+
+from sqlalchemy import event
+from sqlalchemy import orm
+
+from flask_geneva.core.publications import DEFERRED_JOB_ID
+from flask_geneva.core.publications import DISPATCH_DUE_TASK
+from flask_geneva.core.publications import HOUSEKEEPING_TASK
+from flask_geneva.core.publications import PERFORM_STEP_TASK
+from flask_geneva.core.publications import Publication
+from flask_geneva.core.publications import TaskBackend
+
+__all__ = [
+    "DEFERRED_JOB_ID",
+    "DISPATCH_DUE_TASK",
+    "HOUSEKEEPING_TASK",
+    "PERFORM_STEP_TASK",
+    "Publication",
+    "RecordingBackend",
+    "TaskBackend",
+    "broker_pause_ignored",
+    "holds_eta",
+    "inline_enqueue",
+    "request_publication",
+]
+
+logger = logging.getLogger("flask_geneva")
+
+_PENDING_KEY = "geneva_pending_publications"
+_FAILED_KEY = "geneva_failed_publications"
+_inline = contextvars.ContextVar("geneva_inline_enqueue", default=False)
+_ignore_pause = contextvars.ContextVar("geneva_ignore_broker_pause", default=False)
+
+
+def holds_eta(backend: TaskBackend) -> bool:
+    """True if ``backend`` keeps a publication with an eta until that time.
+
+    A backend without a ``holds_eta`` attribute is taken to hold it. Celery's
+    eager mode does not (R-TH-21): scheduling then leaves a publication with a
+    future eta to the dispatcher instead (R-EXE-18, R-DSP-01).
+    """
+    return bool(getattr(backend, "holds_eta", True))
+
+
+class RecordingBackend:
+    """Records publications instead of sending them (R-TH-20).
+
+    ``enqueued`` lists the :class:`Publication` objects in order; :meth:`clear`
+    empties it. ``drain`` lives in :mod:`flask_geneva.testing`.
+    """
+
+    def __init__(self) -> None:
+        self.enqueued: list[Publication] = []
+
+    def publish(self, publication: Publication) -> None:
+        self.enqueued.append(publication)
+
+    def clear(self) -> None:
+        """Forget every recorded publication."""
+        self.enqueued.clear()
+
+
+@contextlib.contextmanager
+def inline_enqueue() -> Iterator[None]:
+    """Publish immediately inside this block, even within a transaction (R-TXN-05).
+
+    Applies to the current thread/async context only, nests, and restores the
+    previous mode on exit (also on exceptions).
+
+    Warning:
+        With Redis or RabbitMQ the broker does not take part in the database
+        transaction: a worker may receive the task before the row is committed.
+        The task's lookup retry (R-JOB-20) softens this; prefer the default
+        after-commit publication (R-TXN-07).
+    """
+    token = _inline.set(True)
+    try:
+        yield
+    finally:
+        _inline.reset(token)
+
+
+def broker_pause_ignored() -> bool:
+    """True inside :func:`trying_the_broker`: a publisher tries even while paused."""
+    return _ignore_pause.get()
+
+
+@contextlib.contextmanager
+def trying_the_broker() -> Iterator[None]:
+    """Publish inside the block even while a failure paused the backend.
+
+    For :func:`flask_geneva.engine.operators.dispatcher.dispatch_due`, which retries the
+    executions that failed and ends its pass at its own first failure.
+    """
+    token = _ignore_pause.set(True)
+    try:
+        yield
+    finally:
+        _ignore_pause.reset(token)
+
+
+def deferral_active(enqueue_after_commit: bool) -> bool:
+    """True iff publications wait for the commit (R-TXN-05)."""
+    return enqueue_after_commit and not _inline.get()
+
+
+def request_publication(
+    session: orm.Session, publication: Publication, *, backend: TaskBackend, defer: bool
+) -> None:
+    """Publish now, or after the session's outermost commit when ``defer`` (R-TXN-02).
+
+    Publications requested while no transaction is open are sent at once. Sending
+    never raises: a failed or timed-out publication is logged, counted and its
+    execution left for the dispatcher (:mod:`flask_geneva.engine.outbox`). A deferred
+    publication belongs to the innermost transaction open at request time: a
+    savepoint that rolls back discards it, a savepoint that is released hands it to
+    its parent, and only the root commit sends it (R-TXN-03).
+    """
+    if defer and session.in_transaction():
+        pending: list[_Pending] = session.info.setdefault(_PENDING_KEY, [])
+        pending.append(_Pending(_innermost_transaction(session), backend, publication))
+        return
+    # Inside an open transaction (deferral off) a failure is recorded in it.
+    _publish_all(
+        session, [(backend, publication)], committed=not session.in_transaction()
+    )
+
+
+@dataclasses.dataclass
+class _Pending:
+    transaction: orm.SessionTransaction | None
+    backend: TaskBackend
+    publication: Publication
+
+
+def _innermost_transaction(session: orm.Session) -> orm.SessionTransaction | None:
+    return session.get_nested_transaction() or session.get_transaction()
+
+
+def _send(backend: TaskBackend, publication: Publication) -> BaseException | None:
+    """Publish one publication; return the error instead of raising it (issue 14)."""
+    logger.debug(
+        "publishing %s(%s) task_id=%s queue=%s eta=%s",
+        publication.task_name,
+        publication.step_execution_id,
+        publication.task_id,
+        publication.queue,
+        publication.eta,
+    )
+    try:
+        backend.publish(publication)
+    except Exception as error:  # noqa: BLE001 - the committed row is the outbox
+        return error
+    return None
+
+
+def _publish_all(
+    session: orm.Session,
+    entries: list[tuple[TaskBackend, Publication]],
+    *,
+    committed: bool,
+) -> None:
+    """Send ``entries`` in order; hand failures to :mod:`flask_geneva.engine.outbox`.
+
+    Never raises: the rows are written, the message only wakes a worker. After the
+    first failure the remaining publications are not attempted (a hung broker would
+    block the caller once per message); they are left for the dispatcher with it.
+    """
+    failed: list[tuple[Publication, BaseException]] = []
+    for backend, publication in entries:
+        if failed:
+            failed.append((publication, failed[0][1]))
+            continue
+        error = _send(backend, publication)
+        if error is not None:
+            failed.append((publication, error))
+    if failed:
+        from flask_geneva.engine import outbox
+
+        session.info[_FAILED_KEY] = session.info.get(_FAILED_KEY, 0) + len(failed)
+        outbox.publications_failed(session, failed, committed=committed)
+
+
+def failed_count(session: orm.Session) -> int:
+    """How many publications of ``session`` failed since :func:`take_failed_count`
+    last reset it, without resetting it."""
+    return int(session.info.get(_FAILED_KEY, 0))
+
+
+def take_failed_count(session: orm.Session) -> int:
+    """How many publications of ``session`` failed since the last call (and reset).
+
+    The dispatcher uses it to count what it really published and to end its pass
+    while the broker is unreachable (R-DSP-02).
+    """
+    return int(session.info.pop(_FAILED_KEY, 0))
+
+
+@event.listens_for(orm.Session, "after_commit")
+def _after_commit(session: orm.Session) -> None:
+    # SQLAlchemy fires after_commit for released savepoints too (R-TXN-03): those
+    # hand their publications to the enclosing transaction; only the root sends.
+    pending: list[_Pending] | None = session.info.get(_PENDING_KEY)
+    if not pending:
+        return
+    committed = _innermost_transaction(session)
+    if committed is not None and committed.nested:
+        for entry in pending:
+            if entry.transaction is committed:
+                entry.transaction = committed.parent
+        return
+    session.info.pop(_PENDING_KEY, None)
+    # Already after the commit: never defer a second time (R-TXN-06).
+    _publish_all(
+        session,
+        [(entry.backend, entry.publication) for entry in pending],
+        committed=True,
+    )
+
+
+@event.listens_for(orm.Session, "after_transaction_end")
+def _after_transaction_end(
+    session: orm.Session, transaction: orm.SessionTransaction
+) -> None:
+    # Publications still attached to an ending transaction were not handed on by
+    # a commit: that transaction (or savepoint) rolled back and its rows do not
+    # exist (R-TXN-02). A root transaction takes everything left with it.
+    pending: list[_Pending] | None = session.info.get(_PENDING_KEY)
+    if not pending:
+        return
+    if transaction.parent is None:
+        session.info.pop(_PENDING_KEY, None)
+        return
+    kept = [entry for entry in pending if entry.transaction is not transaction]
+    if kept:
+        session.info[_PENDING_KEY] = kept
+    else:
+        session.info.pop(_PENDING_KEY, None)

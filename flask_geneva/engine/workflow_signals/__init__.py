@@ -1,0 +1,5 @@
+"""Workflow signals (SPEC §23): send, the ``wait_for`` gate, wake, consume.
+
+``delivery`` stores a signal and wakes the execution waiting for it; ``waits``
+is the dispatcher's handling of signal timeouts and lost wakes.
+"""

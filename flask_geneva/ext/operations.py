@@ -1,0 +1,109 @@
+"""The public engine operations, run in a Flask app context (issue 15).
+
+The engine takes an :class:`~flask_geneva.db.context.EngineContext`; these
+thin adapters build it from the current app (:func:`flask_geneva.ext.app_state.
+current_context`, which applies changed settings first, R-CFG-02) and call the
+engine: :class:`Executor` runs one step execution, :func:`run_housekeeping`
+one housekeeping pass, :func:`dispatch_due` one dispatcher pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva.engine.executor import step as executor
+from flask_geneva.engine.operators import dispatcher
+from flask_geneva.engine.operators import housekeeping
+from flask_geneva.ext.app_state import current_context
+from flask_geneva.policies import task_failures
+
+__all__ = ["Executor", "dispatch_due", "run_housekeeping"]
+
+
+class Executor:
+    """Runs one step execution through prepare, body and finalize (SPEC §7)."""
+
+    @classmethod
+    def execute(
+        cls,
+        execution_or_id: Any,
+        *,
+        logger: Any = None,
+        interruptible: bool = True,
+        max_iterations: int | None = None,
+        lookup_attempts: int = 1,
+        lookup_delay_seconds: float = 0.0,
+        reraise: str = task_failures.RERAISE_ALWAYS,
+        run_early: bool = False,
+        continue_inline: bool = False,
+    ) -> None:
+        """Run the step execution ``execution_or_id`` (an instance or its id).
+
+        Needs an app context: runs
+        :func:`flask_geneva.engine.executor.step.execute_step`
+        with the app's engine context and ``db.session``. The arguments, the
+        transactions and the errors are those of
+        :func:`~flask_geneva.engine.executor.step.execute_step`.
+
+        Raises:
+            RuntimeError: No app context is active.
+            GenevaConfigurationError: A changed setting is invalid (R-CFG-02).
+        """
+        executor.execute_step(
+            current_context(),
+            execution_or_id,
+            logger=logger,
+            interruptible=interruptible,
+            max_iterations=max_iterations,
+            lookup_attempts=lookup_attempts,
+            lookup_delay_seconds=lookup_delay_seconds,
+            reraise=reraise,
+            run_early=run_early,
+            continue_inline=continue_inline,
+        )
+
+
+def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:
+    """Run one housekeeping pass with the current app's settings (R-HK-01).
+
+    Needs an app context. See
+    :func:`flask_geneva.engine.operators.housekeeping.run_housekeeping`
+    for what a pass does and returns.
+
+    Args:
+        session: Session to use; default the extension's ``db.session``.
+
+    Returns:
+        ``{"workflows_cleaned_up", "step_executions_cleaned_up",
+        "stuck_in_progress_recovered", "stuck_scheduled_recovered"}``: row counts.
+
+    Raises:
+        RuntimeError: No app context is active.
+        GenevaConfigurationError: A ``GENEVA_*`` setting is invalid.
+
+    .. versionadded:: 0.1
+    """
+    return housekeeping.run_housekeeping(current_context(), session)
+
+
+def dispatch_due(session: orm.Session | None = None) -> int:
+    """Run the dispatcher once with the current app's settings (R-DSP-02, R-WRK-13).
+
+    Needs an app context. See
+    :func:`flask_geneva.engine.operators.dispatcher.run_dispatcher`:
+    publishes due deferred executions, recovers dead workers' executions and
+    records the run.
+
+    Args:
+        session: Session to use; default the extension's ``db.session``.
+
+    Returns:
+        The number of executions published.
+
+    Raises:
+        RuntimeError: No app context is active.
+        GenevaConfigurationError: A ``GENEVA_*`` setting is invalid.
+    """
+    return dispatcher.dispatch_due(current_context(), session)

@@ -1,0 +1,351 @@
+"""Celery task shells (SPEC §6.3, §15.7): they take ids, push the app context, delegate.
+
+Task names are fixed strings so that moving a module never orphans queued
+messages. Step tasks have no Celery autoretry: retries are the workflow's business
+(R-JOB-22).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from flask import Flask
+from flask import has_app_context
+
+from flask_geneva.core.tagged_logging import TaggedLoggerAdapter
+from flask_geneva.engine import publishing
+
+__all__ = [
+    "apply_celery_defaults",
+    "beat_schedule",
+    "celery_defaults",
+    "connect_worker_signals",
+    "perform_step_execution",
+    "register_tasks",
+    "task_logger",
+]
+
+_log = logging.getLogger("flask_geneva")
+#: Fixed name of the housekeeping task (R-HK-01, SPEC §15.7).
+HOUSEKEEPING_TASK = "flask_geneva.housekeeping"
+_APP_ATTRIBUTE = "_flask_geneva_app"
+_REGISTERED_ATTRIBUTE = "_flask_geneva_tasks_registered"
+#: Name of the Celery task logger injected into the executor (R-LOG-04).
+TASK_LOGGER_NAME = "flask_geneva.tasks"
+_SHUTDOWN_UID = "flask_geneva.request_worker_exit"
+_signals_lock = threading.Lock()
+_signals_connected = False
+
+
+def connect_worker_signals() -> None:
+    """Connect Celery's ``worker_shutting_down`` to the shutdown request (R-INT-03).
+
+    When a worker starts its warm shutdown, :func:`flask_geneva.engine.iteration.
+    request_worker_exit` is called, so resumable steps running in that process stop
+    at their next checkpoint and continue in a successor. Connected once per
+    process (later calls do nothing). The request reaches the process that
+    receives the signal: with the ``solo`` and ``threads`` pools that is the one
+    running the steps; prefork children do not see it.
+    """
+    global _signals_connected
+    with _signals_lock:
+        if _signals_connected:
+            return
+        from celery.signals import worker_shutting_down
+
+        worker_shutting_down.connect(
+            _on_worker_shutting_down, weak=False, dispatch_uid=_SHUTDOWN_UID
+        )
+        _signals_connected = True
+
+
+def _on_worker_shutting_down(*args: Any, **kwargs: Any) -> None:
+    from flask_geneva.engine.iteration import request_worker_exit
+
+    _log.info("Celery worker shutting down; asking running steps to stop")
+    request_worker_exit()
+
+
+def task_logger(task: Any) -> TaggedLoggerAdapter:
+    """The Celery task logger, without tags of its own (R-LOG-03/04, R-JOB-21).
+
+    It is ``celery.utils.log.get_task_logger("flask_geneva.tasks")``: records go
+    through the worker's task log format, whose ``%(task_name)s[%(task_id)s]``
+    already names the task, so no ``[task_id=...]`` tag repeats it; the workflow
+    and execution tags follow.
+
+    Args:
+        task: The bound Celery task (unused: the log format names it).
+    """
+    from celery.utils.log import get_task_logger
+
+    return TaggedLoggerAdapter(get_task_logger(TASK_LOGGER_NAME))
+
+
+def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
+    """Register the flask_geneva tasks on ``celery`` (idempotent).
+
+    Args:
+        celery: The Celery application.
+        geneva: The :class:`~flask_geneva.Geneva` extension.
+        app: Flask app whose context a task pushes when none is active.
+    """
+    if app is not None:
+        setattr(celery, _APP_ATTRIBUTE, app)
+        # Prefork children must not use the parent's pooled connections.
+        from flask_geneva.ext import worker_processes
+
+        worker_processes.watch_app(app)
+    connect_worker_signals()
+    if getattr(celery, _REGISTERED_ATTRIBUTE, False):
+        # Registering again would only re-create the same tasks; Celery warns
+        # (DuplicateTaskNameWarning) when a name gets a second callable.
+        return
+    setattr(celery, _REGISTERED_ATTRIBUTE, True)
+
+    def perform_step(task: Any, step_execution_id: Any) -> None:
+        """Run one step execution by id (R-JOB-20..22)."""
+        with _app_context(task.app):
+            perform_step_execution(step_execution_id, logger=task_logger(task))
+
+    # shared=False: a shared task would be added to every Celery app created
+    # later in the process, and registering it there again is a duplicate.
+    celery.task(
+        name=publishing.PERFORM_STEP_TASK, bind=True, ignore_result=True, shared=False
+    )(perform_step)
+
+    def dispatch_due(task: Any) -> int:
+        """One dispatcher run: publish due deferred executions, recover dead
+        workers' executions, record the run (R-DSP-02, R-WRK-06, R-WRK-13)."""
+        from flask_geneva.engine.operators import dispatcher
+        from flask_geneva.ext.app_state import current_context
+
+        with _app_context(task.app):
+            run = dispatcher.run_dispatcher(
+                current_context(), node_name=_node_name(task)
+            )
+            return run.published
+
+    celery.task(
+        name=publishing.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
+    )(dispatch_due)
+
+    def housekeeping(task: Any) -> dict[str, int]:
+        """Clean up, recover stuck executions, emit gauges (R-HK-01)."""
+        from flask_geneva.engine.operators import housekeeping as housekeeping_module
+        from flask_geneva.ext.app_state import current_context
+
+        with _app_context(task.app):
+            return housekeeping_module.run_housekeeping(
+                current_context(), node_name=_node_name(task)
+            )
+
+    celery.task(name=HOUSEKEEPING_TASK, bind=True, ignore_result=True, shared=False)(
+        housekeeping
+    )
+
+
+def _node_name(task: Any) -> str | None:
+    """The Celery node name of the worker running ``task`` (``celery@host``)."""
+    hostname = getattr(getattr(task, "request", None), "hostname", None)
+    return hostname if isinstance(hostname, str) else None
+
+
+class _NullContext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _app_context(celery: Any) -> Any:
+    if has_app_context():
+        return _NullContext()
+    app = getattr(celery, _APP_ATTRIBUTE, None)
+    if app is None:
+        raise RuntimeError(
+            "flask_geneva tasks need a Flask app: call geneva.init_app(app, "
+            "celery=celery) or geneva.init_celery(celery, app=app) in the worker"
+        )
+    return app.app_context()
+
+
+def perform_step_execution(
+    step_execution_id: Any,
+    *,
+    logger: Any = None,
+    run_early: bool = False,
+    continue_inline: bool = True,
+) -> None:
+    """Find the execution (with retries) and run the executor (R-JOB-20/21).
+
+    The execution is looked up by the executor's first locking statement, tried
+    ``GENEVA_FIND_ATTEMPTS`` times with ``GENEVA_FIND_DELAY`` seconds between
+    attempts, because with ``inline_enqueue()`` a worker can see the task before
+    the row is committed. A missing execution (or None) logs a warning and
+    returns. An execution delivered before its ``scheduled_for`` (beyond
+    ``GENEVA_CLOCK_SKEW_TOLERANCE``) does not run: it is published again for its
+    time (R-EXE-18). Needs an app context.
+
+    ``GENEVA_TASK_RERAISE`` decides which policy-handled exceptions fail the task
+    (R-EXE-50 amended): with ``"unhandled"`` (the default) a reattempt, skip or
+    finish the policy chose returns normally, so Celery counts a success;
+    ``"always"`` re-raises every one.
+
+    Args:
+        step_execution_id: The execution's primary key.
+        logger: Base logger for the executor (R-LOG-04); default ``flask_geneva``.
+        run_early: Run it even before its time (``drain(respect_eta=False)``).
+        continue_inline: Run the following steps in this task while they are
+            due now on the same queue and priority, within
+            ``GENEVA_INLINE_CONTINUATION_BUDGET`` (R-EXE-70..77); the test
+            helpers' ``drain()`` passes False, so each of its tasks runs one step.
+
+    Raises:
+        Exception: Whatever the executor re-raises (R-JOB-22): the task fails.
+    """
+    from flask_geneva.engine.executor import step as executor
+    from flask_geneva.ext.app_state import current_context
+
+    context = current_context()
+    config = context.settings
+    executor.execute_step(
+        context,
+        step_execution_id,
+        logger=logger,
+        lookup_attempts=config.find_attempts,
+        lookup_delay_seconds=config.find_delay_seconds,
+        reraise=config.task_reraise,
+        run_early=run_early,
+        continue_inline=continue_inline,
+    )
+
+
+def beat_schedule(
+    *,
+    dispatch_interval_seconds: float = 30.0,
+    housekeeping_interval_seconds: float = 1800.0,
+) -> dict[str, Any]:
+    """Celery beat entries for flask_geneva's periodic tasks.
+
+    Merge into your beat schedule: ``celery.conf.beat_schedule.update(
+    flask_geneva.beat_schedule())``. Without the dispatcher, steps that wait
+    longer than ``GENEVA_MAX_BROKER_DELAY`` are never published (R-DSP-01/02).
+
+    Args:
+        dispatch_interval_seconds: How often ``dispatch_due`` runs (it also
+            recovers dead workers' executions, R-WRK-12); keep it equal to
+            ``GENEVA_DISPATCH_INTERVAL`` (default 30 s), which the health
+            warning uses (R-HK-43).
+        housekeeping_interval_seconds: How often housekeeping runs; keep it
+            equal to ``GENEVA_HOUSEKEEPING_INTERVAL`` (default 30 minutes).
+
+    Returns:
+        ``{entry name: {"task": name, "schedule": seconds}}``.
+    """
+    return {
+        "flask-geneva-dispatch-due": {
+            "task": publishing.DISPATCH_DUE_TASK,
+            "schedule": float(dispatch_interval_seconds),
+        },
+        "flask-geneva-housekeeping": {
+            "task": HOUSEKEEPING_TASK,
+            "schedule": float(housekeeping_interval_seconds),
+        },
+    }
+
+
+def celery_defaults(
+    *, visibility_timeout_seconds: int = 3600, publish_timeout_seconds: float = 5.0
+) -> dict[str, Any]:
+    """Celery settings recommended for flask_geneva workers and publishers.
+
+    ``celery.conf.update(flask_geneva.celery_defaults())``:
+
+    - ``task_acks_late`` and ``task_reject_on_worker_lost``: a task whose worker
+      dies is delivered again instead of being lost; duplicates are harmless
+      (R-EXE-11), and a step killed mid-body stays ``in_progress`` for
+      housekeeping to recover.
+    - ``worker_prefetch_multiplier=1``: a worker holds one message at a time.
+    - ``broker_transport_options.visibility_timeout`` (Redis, SQS): must stay above
+      ``GENEVA_MAX_BROKER_DELAY`` and above your longest step (R-DSP-06).
+    - Broker timeouts, a quarter of ``publish_timeout_seconds`` each:
+      ``broker_connection_timeout`` (AMQP connect) and
+      ``broker_transport_options`` ``socket_timeout`` / ``socket_connect_timeout``
+      (Redis), so a broker that hangs fails a publication instead of blocking
+      it; with the one reconnect-and-retry of each publication it stays within
+      ``publish_timeout_seconds``. Keep ``GENEVA_PUBLISH_TIMEOUT`` equal to it. A
+      publication that fails is left for the dispatcher (issue 14).
+
+    ``flask geneva worker`` applies these to any setting the Celery app does not
+    set itself (:func:`apply_celery_defaults`).
+
+    Args:
+        visibility_timeout_seconds: Redis/SQS visibility timeout in seconds.
+        publish_timeout_seconds: How long one publication may block, in seconds
+            (default 5, as ``GENEVA_PUBLISH_TIMEOUT``).
+
+    Returns:
+        Celery setting names and values.
+
+    Raises:
+        ValueError: ``visibility_timeout_seconds`` is not a positive int, or
+            ``publish_timeout_seconds`` not a positive number.
+    """
+    if (
+        isinstance(visibility_timeout_seconds, bool)
+        or not isinstance(visibility_timeout_seconds, int)
+        or visibility_timeout_seconds < 1
+    ):
+        raise ValueError(
+            "visibility_timeout_seconds must be a positive int, "
+            f"got {visibility_timeout_seconds!r}"
+        )
+    if (
+        isinstance(publish_timeout_seconds, bool)
+        or not isinstance(publish_timeout_seconds, int | float)
+        or not publish_timeout_seconds > 0
+    ):
+        raise ValueError(
+            "publish_timeout_seconds must be a positive number of seconds, "
+            f"got {publish_timeout_seconds!r}"
+        )
+    broker_timeout = publish_timeout_seconds / 4
+    return {
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": broker_timeout,
+        "broker_transport_options": {
+            "visibility_timeout": visibility_timeout_seconds,
+            "socket_timeout": broker_timeout,
+            "socket_connect_timeout": broker_timeout,
+        },
+    }
+
+
+def apply_celery_defaults(celery: Any, **options: Any) -> None:
+    """Give ``celery`` the :func:`celery_defaults` it does not set itself.
+
+    A setting still at Celery's own default takes flask_geneva's value; one the
+    host set keeps its value. ``broker_transport_options`` is merged key by key,
+    the host's keys winning.
+
+    Args:
+        celery: A ``celery.Celery`` application.
+        **options: Passed to :func:`celery_defaults`.
+    """
+    from celery.app.defaults import DEFAULTS as CELERY_DEFAULTS
+
+    updates: dict[str, Any] = {}
+    for key, value in celery_defaults(**options).items():
+        current = celery.conf.get(key)
+        if key == "broker_transport_options":
+            updates[key] = {**value, **(current or {})}
+        elif current == CELERY_DEFAULTS.get(key):
+            updates[key] = value
+    celery.conf.update(updates)

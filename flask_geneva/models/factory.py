@@ -1,0 +1,310 @@
+"""``build_models``: maps the two tables onto the host's ``db.Model`` (SPEC §2-§4).
+
+:func:`build_models` combines :class:`~flask_geneva.models.workflow.WorkflowMixin` and
+:class:`~flask_geneva.models.step_execution.StepExecutionMixin` with ``db.Model`` into
+``Workflow`` and ``StepExecution`` (``geneva.Workflow`` / ``geneva.StepExecution``).
+Workflow classes are single-table-inheritance subclasses of ``geneva.Workflow``
+(R-STI-01); a row whose ``type`` matches no class loads as the base class (R-STI-02).
+
+Optional columns (workflows ``metadata``; executions ``metadata``, ``error_class_name``,
+``cursor``, ``continues_from_id``, ``worker_id``, ``signal_id``, ``waiting_since``,
+``wait_deadline``) are mapped *deferred*: no SQL
+statement mentions them unless :mod:`flask_geneva.db.optional_columns` has
+detected that they exist
+(R-DM-30..35).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva.core import clock
+from flask_geneva.db.column_types import JSONDocument
+from flask_geneva.db.column_types import UTCDateTime
+from flask_geneva.db.column_types import primary_key_type
+from flask_geneva.db.maintenance_runs import maintenance_runs_table
+from flask_geneva.db.outcome_hours import outcome_hours_table
+from flask_geneva.db.states import STEP_EXECUTIONS_TABLE
+from flask_geneva.db.states import WORKFLOWS_TABLE
+from flask_geneva.db.states import StepExecutionState
+from flask_geneva.db.states import WorkflowState
+from flask_geneva.db.workers import workers_table
+from flask_geneva.models.step_execution import StepExecutionMixin
+from flask_geneva.models.workflow import WorkflowMixin
+
+__all__ = ["build_models"]
+
+# At most one scheduled, in_progress or waiting execution per workflow
+# (R-DM-09..11, R-DM-17, R-WSIG-16).
+_ONE_ACTIVE_WHERE = "state IN ('scheduled','in_progress','waiting')"
+
+
+class _FallbackPolymorphicMap(dict[Any, Any]):
+    """Polymorphic map loading unknown ``type`` values as the base class (R-STI-02)."""
+
+    def __init__(self, base_mapper: orm.Mapper[Any]) -> None:
+        super().__init__()
+        self.base_mapper = base_mapper
+
+    def __missing__(self, key: Any) -> orm.Mapper[Any]:
+        return self.base_mapper
+
+
+def build_models(
+    db: Any, geneva: Any, *, key_type: str = "bigint"
+) -> tuple[type[WorkflowMixin], type[StepExecutionMixin]]:
+    """Create the ``Workflow`` and ``StepExecution`` models on ``db.Model``.
+
+    Args:
+        db: The host's ``flask_sqlalchemy.SQLAlchemy`` instance.
+        geneva: The :class:`~flask_geneva.Geneva` extension the models belong to.
+        key_type: ``"bigint"`` (default) or ``"uuid"``: type of primary keys and of
+            ``hero_id``/``workflow_id``/``continues_from_id`` (R-DM-20..22). Must match
+            the schema written by ``flask geneva install``.
+
+    Returns:
+        ``(Workflow, StepExecution)``.
+    """
+    key = primary_key_type(key_type)
+    # UUID keys are generated client-side (R-DM-21); bigint keys autoincrement.
+    id_default = uuid.uuid4 if key_type == "uuid" else None
+    model_base = db.Model
+    now = clock.now
+
+    class Workflow(WorkflowMixin, model_base):  # type: ignore[misc, valid-type]
+        """A durable workflow row; subclass it to declare a workflow (SPEC §3)."""
+
+        _geneva_is_base = True
+        __geneva__ = geneva
+        __tablename__ = WORKFLOWS_TABLE
+
+        id: orm.Mapped[Any] = orm.mapped_column(
+            key, primary_key=True, default=id_default
+        )
+        type: orm.Mapped[str] = orm.mapped_column(sa.String(255), nullable=False)
+        hero_type: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        hero_id: orm.Mapped[Any] = orm.mapped_column(key, nullable=True)
+        state: orm.Mapped[str] = orm.mapped_column(
+            sa.String(255),
+            nullable=False,
+            default=WorkflowState.READY.value,
+            server_default=WorkflowState.READY.value,
+        )
+        current_step_name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        next_step_name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        allow_multiple: orm.Mapped[bool] = orm.mapped_column(
+            sa.Boolean, nullable=False, default=False, server_default=sa.false()
+        )
+        meta: orm.Mapped[Any] = orm.mapped_column(
+            "metadata", JSONDocument().evaluates_none(), nullable=True, deferred=True
+        )
+        started_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        transitioned_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        created_at: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False, default=lambda: now()
+        )
+        updated_at: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False, default=lambda: now(), onupdate=lambda: now()
+        )
+
+        __mapper_args__ = {"polymorphic_on": "type"}
+        __table_args__ = (
+            sa.Index("index_geneva_drive_workflows_on_type", "type"),
+            sa.Index("index_geneva_drive_workflows_on_state", "state"),
+            sa.Index(
+                "index_geneva_drive_workflows_on_hero_type_and_hero_id",
+                "hero_type",
+                "hero_id",
+            ),
+            # The admin's counts, sorts and created range (unit add_admin_indexes).
+            sa.Index("index_geneva_drive_workflows_on_type_and_state", "type", "state"),
+            sa.Index("index_geneva_drive_workflows_on_created_at", "created_at"),
+            sa.Index(
+                "index_geneva_drive_workflows_on_transitioned_at", "transitioned_at"
+            ),
+            sa.Index(
+                "index_geneva_drive_workflows_unique_ongoing",
+                "type",
+                "hero_type",
+                "hero_id",
+                unique=True,
+                postgresql_where=sa.text(
+                    "state NOT IN ('finished','canceled') AND allow_multiple = false"
+                ),
+                sqlite_where=sa.text(
+                    "state NOT IN ('finished','canceled') AND allow_multiple = 0"
+                ),
+                info={"geneva_dialect_specific": True},
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+        )
+
+    # Unknown STI identities load as the base class (R-STI-02, BTR-18). Subclass
+    # mappers share this map object, so it must be replaced before any subclass.
+    mapper = sa.inspect(Workflow)
+    fallback = _FallbackPolymorphicMap(mapper)
+    fallback.update(mapper.polymorphic_map)
+    mapper.polymorphic_map = fallback
+    # Such a row keeps its stored type when the executor or an operator updates
+    # it (R-STI-03): geneva's UPDATEs are Core statements (R-DM-41), so the ORM's
+    # polymorphic identity check (a warning on an unknown identity) never sees it.
+
+    class StepExecution(StepExecutionMixin, model_base):  # type: ignore[misc, valid-type]
+        """One attempt at one step: idempotency key and audit record (SPEC §4)."""
+
+        __geneva__ = geneva
+        __tablename__ = STEP_EXECUTIONS_TABLE
+
+        id: orm.Mapped[Any] = orm.mapped_column(
+            key, primary_key=True, default=id_default
+        )
+        workflow_id: orm.Mapped[Any] = orm.mapped_column(
+            key,
+            sa.ForeignKey(f"{WORKFLOWS_TABLE}.id", ondelete="CASCADE"),
+            nullable=False,
+        )
+        step_name: orm.Mapped[str] = orm.mapped_column(sa.String(255), nullable=False)
+        state: orm.Mapped[str] = orm.mapped_column(
+            sa.String(255),
+            nullable=False,
+            default=StepExecutionState.SCHEDULED.value,
+            server_default=StepExecutionState.SCHEDULED.value,
+        )
+        outcome: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        scheduled_for: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False
+        )
+        started_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        completed_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        failed_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        canceled_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        skipped_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        finished_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        error_class_name: orm.Mapped[str | None] = orm.mapped_column(
+            sa.String(255).evaluates_none(), deferred=True
+        )
+        error_message: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+        error_backtrace: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+        job_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+        meta: orm.Mapped[Any] = orm.mapped_column(
+            "metadata", JSONDocument().evaluates_none(), nullable=True, deferred=True
+        )
+        # evaluates_none(): an unset optional column is left out of the INSERT
+        # instead of being sent as NULL, so inserts work where it is absent
+        # (R-DM-32, R-DEG-01).
+        cursor: orm.Mapped[Any] = orm.mapped_column(
+            "cursor",
+            JSONDocument(sqlite_type_name="JSON").evaluates_none(),
+            nullable=True,
+            deferred=True,
+        )
+        continues_from_id: orm.Mapped[Any] = orm.mapped_column(
+            key.evaluates_none(), nullable=True, deferred=True
+        )
+        # The registered worker that claimed it (R-WRK-05), no foreign key.
+        worker_id: orm.Mapped[str | None] = orm.mapped_column(
+            sa.String(36).evaluates_none(), nullable=True, deferred=True
+        )
+        # Workflow signals (R-WSIG-02): the signal a wait_for step claimed, when
+        # it parked and until when it waits; optional, no foreign key.
+        signal_id: orm.Mapped[Any] = orm.mapped_column(
+            key.evaluates_none(), nullable=True, deferred=True
+        )
+        waiting_since: orm.Mapped[datetime | None] = orm.mapped_column(
+            UTCDateTime().evaluates_none(), nullable=True, deferred=True
+        )
+        wait_deadline: orm.Mapped[datetime | None] = orm.mapped_column(
+            UTCDateTime().evaluates_none(), nullable=True, deferred=True
+        )
+        created_at: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False, default=lambda: now()
+        )
+        updated_at: orm.Mapped[datetime] = orm.mapped_column(
+            UTCDateTime(), nullable=False, default=lambda: now(), onupdate=lambda: now()
+        )
+
+        workflow: orm.Mapped[Any] = orm.relationship(Workflow, lazy="select")
+
+        __table_args__ = (
+            sa.Index(
+                "index_geneva_drive_step_executions_on_workflow_id", "workflow_id"
+            ),
+            sa.Index("index_geneva_drive_step_executions_on_state", "state"),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_scheduled_for", "scheduled_for"
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_scheduled", "state", "scheduled_for"
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_workflow_and_created_at",
+                "workflow_id",
+                "created_at",
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_workflow_id_and_state",
+                "workflow_id",
+                "state",
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_finished_at", "finished_at"
+            ),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_continues_from_id",
+                "continues_from_id",
+            ),
+            sa.Index("index_geneva_drive_step_executions_on_worker_id", "worker_id"),
+            sa.Index(
+                "index_geneva_drive_step_executions_on_state_and_wait_deadline",
+                "state",
+                "wait_deadline",
+            ),
+            # The one-active index as the latest unit leaves it: widened to
+            # `waiting` (unit widen_one_active_to_waiting, R-DM-17). Alembic
+            # does not compare the predicate, so a database with the narrow
+            # index (before that unit) shows no drift either.
+            sa.Index(
+                "index_geneva_drive_step_executions_one_active",
+                "workflow_id",
+                unique=True,
+                postgresql_where=sa.text(_ONE_ACTIVE_WHERE),
+                sqlite_where=sa.text(_ONE_ACTIVE_WHERE),
+                info={"geneva_dialect_specific": True},
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+            # The admin's error filters (unit add_recorded_error_index, R-DM-16):
+            # no partial indexes on MariaDB, so none there.
+            sa.Index(
+                "index_geneva_drive_step_executions_recorded_errors",
+                "created_at",
+                "id",
+                "workflow_id",
+                "error_class_name",
+                postgresql_where=sa.text(
+                    "state IN ('failed','skipped') AND error_message IS NOT NULL"
+                ),
+                sqlite_where=sa.text(
+                    "state IN ('failed','skipped') AND error_message IS NOT NULL"
+                ),
+                info={"geneva_dialect_specific": True},
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+            sa.Index(
+                "index_geneva_drive_step_executions_in_progress_started_at",
+                "started_at",
+                postgresql_where=sa.text("state = 'in_progress'"),
+                sqlite_where=sa.text("state = 'in_progress'"),
+                info={"geneva_dialect_specific": True},
+            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+        )
+
+    # The worker registry (R-WRK-01): on the same metadata, so create_all and
+    # the autogenerate filter treat it like the other two tables.
+    workers_table(model_base.metadata)
+    # The last runs of the dispatcher and housekeeping (R-HK-40).
+    maintenance_runs_table(model_base.metadata)
+    # The admin's hourly outcome counts, filled by housekeeping (R-ADM-58).
+    outcome_hours_table(model_base.metadata)
+    return Workflow, StepExecution

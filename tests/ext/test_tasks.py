@@ -1,0 +1,186 @@
+"""The perform_step task logic (R-JOB-20..23), run in-process without a broker."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import sqlalchemy as sa
+
+from flask_geneva import step
+from flask_geneva.ext.tasks import perform_step_execution
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+
+
+class TasksTwoSteps(geneva.Workflow):
+    default_job_options = {"queue": "workflows", "priority": 3}
+
+    @step
+    def first(self):
+        self.hero.counter += 1
+
+    @step(job_options={"queue": "critical"})
+    def second(self):
+        self.hero.counter += 10
+
+
+@pytest.fixture
+def app_config():
+    return {"GENEVA_FIND_DELAY": 0.0}
+
+
+def test_task_runs_a_scheduled_execution(user, geneva_jobs):
+    """The task runs the execution it names and the next step is published (R-JOB-21)."""
+    workflow = TasksTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    perform_step_execution(execution_id)
+    db.session.expire_all()
+    assert user.counter == 1
+    assert db.session.get(geneva.StepExecution, execution_id).state == "completed"
+    published = geneva_jobs.enqueued[-1]
+    assert published.task_name == "flask_geneva.perform_step"
+    assert published.step_execution_id == workflow.current_execution.id
+
+
+def test_unknown_or_missing_id_is_a_logged_no_op(app, caplog):
+    """An unknown id or None logs a warning and returns after the retries (R-JOB-20)."""
+    caplog.set_level(logging.WARNING, logger="flask_geneva")
+    perform_step_execution(987654)
+    perform_step_execution(None)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("987654" in m and "not found" in m for m in messages)
+    assert any("None" in m and "not found" in m for m in messages)
+
+
+def test_lookup_is_retried_find_attempts_times(app, monkeypatch):
+    """The lookup is tried GENEVA_FIND_ATTEMPTS times, sleeping in between (R-JOB-20)."""
+    app.config["GENEVA_FIND_ATTEMPTS"] = 3
+    app.config["GENEVA_FIND_DELAY"] = 0.25
+    geneva.reload_settings(app)
+    sleeps: list[float] = []
+    monkeypatch.setattr("flask_geneva.engine.executor.step.time.sleep", sleeps.append)
+    perform_step_execution(424242)
+    assert sleeps == [0.25, 0.25]
+
+
+def test_completed_execution_is_not_run_again(user, geneva_jobs):
+    """A duplicate delivery of a completed execution changes nothing (R-JOB-22, R-EXE-11)."""
+    workflow = TasksTwoSteps.create(hero=user)
+    execution_id = workflow.current_execution.id
+    perform_step_execution(execution_id)
+    db.session.expire_all()
+    before = db.session.execute(
+        sa.select(
+            geneva.StepExecution.id,
+            geneva.StepExecution.state,
+            geneva.StepExecution.updated_at,
+        ).order_by(geneva.StepExecution.id)
+    ).all()
+    perform_step_execution(execution_id)
+    db.session.expire_all()
+    after = db.session.execute(
+        sa.select(
+            geneva.StepExecution.id,
+            geneva.StepExecution.state,
+            geneva.StepExecution.updated_at,
+        ).order_by(geneva.StepExecution.id)
+    ).all()
+    assert before == after
+    assert user.counter == 1
+
+
+def test_job_options_reach_the_publication(user, geneva_jobs):
+    """Class job options apply to every step; step options override them (R-JOB-02/23)."""
+    workflow = TasksTwoSteps.create(hero=user)
+    first = geneva_jobs.enqueued[-1]
+    assert (first.queue, first.priority) == ("workflows", 3)
+    perform_step_execution(workflow.current_execution.id)
+    second = geneva_jobs.enqueued[-1]
+    assert (second.queue, second.priority) == ("critical", 3)
+
+
+def test_default_queue_setting_applies_without_job_options(app, user, geneva_jobs):
+    """GENEVA_DEFAULT_QUEUE is used when no job option names a queue (R-JOB-23)."""
+    app.config["GENEVA_DEFAULT_QUEUE"] = "geneva"
+    geneva.reload_settings(app)
+
+    TasksNoOptions.create(hero=user)
+    assert geneva_jobs.enqueued[-1].queue == "geneva"
+
+
+class TasksNoOptions(geneva.Workflow):
+    @step
+    def only(self):
+        pass
+
+
+def test_celery_defaults_recommend_late_acks_and_prefetch_one():
+    """celery_defaults() returns the documented worker settings (R-DSP-06, R-JOB-22)."""
+    from flask_geneva import celery_defaults
+
+    settings = celery_defaults(visibility_timeout_seconds=7200)
+    assert settings["task_acks_late"] is True
+    assert settings["task_reject_on_worker_lost"] is True
+    assert settings["worker_prefetch_multiplier"] == 1
+    assert settings["broker_transport_options"] == {
+        "visibility_timeout": 7200,
+        "socket_timeout": 1.25,
+        "socket_connect_timeout": 1.25,
+    }
+    with pytest.raises(ValueError, match="positive int, got 0"):
+        celery_defaults(visibility_timeout_seconds=0)
+
+
+def test_celery_defaults_bound_broker_operations_by_the_publish_timeout():
+    """celery_defaults() gives the broker timeouts a quarter of the publish timeout each, so one publication with its retry stays within it (issue 14)."""
+    from flask_geneva import celery_defaults
+
+    settings = celery_defaults(publish_timeout_seconds=4)
+    assert settings["broker_connection_timeout"] == 1.0
+    assert settings["broker_transport_options"]["socket_timeout"] == 1.0
+    assert settings["broker_transport_options"]["socket_connect_timeout"] == 1.0
+    for wrong in (0, -1, "5", True):
+        with pytest.raises(
+            ValueError, match="publish_timeout_seconds must be a positive"
+        ):
+            celery_defaults(publish_timeout_seconds=wrong)
+
+
+def test_apply_celery_defaults_keeps_what_the_host_set():
+    """apply_celery_defaults() fills only settings left at Celery's default; the host's transport options win (issue 14)."""
+    from celery import Celery
+
+    from flask_geneva.ext.tasks import apply_celery_defaults
+
+    celery = Celery("apply-defaults")
+    celery.conf.update(
+        worker_prefetch_multiplier=8,
+        broker_transport_options={"visibility_timeout": 99, "socket_timeout": 0.5},
+    )
+    apply_celery_defaults(celery, publish_timeout_seconds=8)
+    assert celery.conf.worker_prefetch_multiplier == 8
+    assert celery.conf.task_acks_late is True
+    assert celery.conf.broker_connection_timeout == 2.0
+    assert celery.conf.broker_transport_options == {
+        "visibility_timeout": 99,
+        "socket_timeout": 0.5,
+        "socket_connect_timeout": 2.0,
+    }
+
+
+def test_beat_schedule_runs_the_dispatcher():
+    """beat_schedule() has the dispatch_due entry at the given interval (R-DSP-02)."""
+    from flask_geneva import beat_schedule
+
+    schedule = beat_schedule(dispatch_interval_seconds=30)
+    assert schedule == {
+        "flask-geneva-dispatch-due": {
+            "task": "flask_geneva.dispatch_due",
+            "schedule": 30.0,
+        },
+        "flask-geneva-housekeeping": {
+            "task": "flask_geneva.housekeeping",
+            "schedule": 1800.0,
+        },
+    }
