@@ -35,6 +35,7 @@ from typing import Any
 from flask_geneva.core import clock
 from flask_geneva.core.durations import MAX_DURATION
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.durations import duration_option
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import StepConfigurationError
 
@@ -100,15 +101,14 @@ def jitter_key(workflow_id: object, step_name: str, attempt: int) -> str:
 
 def _seconds_option(value: object, *, name: str, strategy: str) -> float:
     """Validate a positive duration option; return it in seconds."""
-    try:
-        delta = coerce_duration(value, name=name, allow_none=False, positive=True)
-    except (TypeError, ValueError) as exc:
-        raise StepConfigurationError(
-            f"{strategy}: invalid {name} {value!r}: must be a timedelta or number "
-            f"of seconds from 1 microsecond (timedelta's resolution) to 100 years"
-        ) from exc
-    assert delta is not None  # noqa: S101 - allow_none=False
-    return delta.total_seconds()
+    return duration_option(
+        value,
+        name=name,
+        label=strategy,
+        must="a timedelta or number of seconds from 1 microsecond (timedelta's "
+        "resolution) to 100 years",
+        positive=True,
+    ).total_seconds()
 
 
 def _cap_option(value: object, *, strategy: str) -> float | None:
@@ -244,15 +244,12 @@ class PolynomialBackoff(BackoffStrategy):
                 f"{name}: invalid exponent {exponent!r}: must be a positive number"
             )
         self.exponent = float(exponent)
-        try:
-            offset_delta = coerce_duration(offset, name="offset", allow_none=False)
-        except (TypeError, ValueError) as exc:
-            raise StepConfigurationError(
-                f"{name}: invalid offset {offset!r}: must be a non-negative "
-                f"timedelta or number of seconds"
-            ) from exc
-        assert offset_delta is not None  # noqa: S101 - allow_none=False
-        self.offset = offset_delta.total_seconds()
+        self.offset = duration_option(
+            offset,
+            name="offset",
+            label=name,
+            must="a non-negative timedelta or number of seconds",
+        ).total_seconds()
         self.cap = _cap_option(cap, strategy=name)
         self.jitter = _jitter_option(jitter, strategy=name)
 
@@ -335,15 +332,13 @@ class RetryAfterBackoff(BackoffStrategy):
         if isinstance(default, BackoffStrategy):
             self.default: BackoffStrategy | timedelta = default
         else:
-            try:
-                delta = coerce_duration(default, name="default", allow_none=False)
-            except (TypeError, ValueError) as exc:
-                raise StepConfigurationError(
-                    f"{name}: invalid default {default!r}: must be a non-negative "
-                    f"timedelta or number of seconds, or a Backoff strategy"
-                ) from exc
-            assert delta is not None  # noqa: S101 - allow_none=False
-            self.default = delta
+            self.default = duration_option(
+                default,
+                name="default",
+                label=name,
+                must="a non-negative timedelta or number of seconds, or a Backoff "
+                "strategy",
+            )
         if not isinstance(attribute, str) or not attribute.isidentifier():
             raise StepConfigurationError(
                 f"{name}: invalid attribute {attribute!r}: must be an attribute name "

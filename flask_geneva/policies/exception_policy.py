@@ -33,9 +33,11 @@ __all__ = [
     "ExceptionHandlerDecorator",
     "ExceptionPolicy",
     "PolicyList",
+    "check_policy_elements",
     "coerce_action",
     "describe_matcher",
     "on_exception",
+    "validate_max_reattempts",
 ]
 
 
@@ -132,13 +134,42 @@ def _validate_report(report: object) -> str:
     return str(report)
 
 
-def _validate_max_reattempts(value: object) -> int | None:
+def check_policy_elements(items: Iterable[object], *, what: str) -> None:
+    """Refuse a policy list holding anything but ``ExceptionPolicy`` (R-POL-30).
+
+    Args:
+        items: The list's elements.
+        what: Starts the message (``"invalid exception policy list"``).
+
+    Raises:
+        StepConfigurationError: ``"<what> element #<index>: <item> (<type>);
+            every element must be an ExceptionPolicy"`` for the first other one.
+    """
+    for index, item in enumerate(items):
+        if not isinstance(item, ExceptionPolicy):
+            raise StepConfigurationError(
+                f"{what} element #{index}: {item!r} ({type(item).__name__}); "
+                f"every element must be an ExceptionPolicy"
+            )
+
+
+def validate_max_reattempts(value: object, label: str | None = None) -> int | None:
+    """Validate ``max_reattempts`` of a policy or a step (R-POL-02, R-DEF-12).
+
+    Args:
+        value: A positive int, or None for unlimited.
+        label: What declares it (``"Step 'charge'"``), prefixed to the message.
+
+    Raises:
+        StepConfigurationError: Any other value (bools too).
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        prefix = "" if label is None else f"{label}: "
         raise StepConfigurationError(
-            f"invalid max_reattempts {value!r}: must be a positive integer or None "
-            f"(None = unlimited)"
+            f"{prefix}invalid max_reattempts {value!r}: must be a positive integer "
+            f"or None (None = unlimited)"
         )
     return value
 
@@ -251,7 +282,7 @@ class ExceptionPolicy:
             if not is_reattempt:
                 cap = None
             elif explicit_max:
-                cap = _validate_max_reattempts(max_reattempts)
+                cap = validate_max_reattempts(max_reattempts)
             else:
                 cap = DEFAULT_MAX_REATTEMPTS
         set_field = object.__setattr__
@@ -412,13 +443,7 @@ class PolicyList:
 
     def __init__(self, policies: Iterable[ExceptionPolicy]) -> None:
         items = tuple(policies)
-        for index, item in enumerate(items):
-            if not isinstance(item, ExceptionPolicy):
-                raise StepConfigurationError(
-                    f"invalid exception policy list element #{index}: {item!r} "
-                    f"({type(item).__name__}); every element must be an "
-                    f"ExceptionPolicy"
-                )
+        check_policy_elements(items, what="invalid exception policy list")
         caps = [p.max_reattempts for p in items if p.max_reattempts is not None]
         object.__setattr__(self, "policies", items)
         object.__setattr__(self, "cap", min(caps) if caps else None)
