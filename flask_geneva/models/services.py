@@ -47,10 +47,6 @@ class EngineOperations:
                 "for the model methods"
             ) from None
 
-    def names(self) -> frozenset[str]:
-        """Return the names of the registered operations."""
-        return frozenset(self._operations)
-
 
 _registered: EngineOperations | None = None
 
