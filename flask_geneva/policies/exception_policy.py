@@ -33,11 +33,9 @@ __all__ = [
     "ExceptionHandlerDecorator",
     "ExceptionPolicy",
     "PolicyList",
-    "check_policy_elements",
     "coerce_action",
     "describe_matcher",
     "on_exception",
-    "validate_max_reattempts",
 ]
 
 
@@ -135,15 +133,11 @@ def _validate_report(report: object) -> str:
 
 
 def check_policy_elements(items: Iterable[object], *, what: str) -> None:
-    """Refuse a policy list holding anything but ``ExceptionPolicy`` (R-POL-30).
-
-    Args:
-        items: The list's elements.
-        what: Starts the message (``"invalid exception policy list"``).
+    """Refuse a policy list with an element that is no ExceptionPolicy (R-POL-30).
 
     Raises:
-        StepConfigurationError: ``"<what> element #<index>: <item> (<type>);
-            every element must be an ExceptionPolicy"`` for the first other one.
+        StepConfigurationError: ``"<what> element #<index>: ..."``, ``what`` being
+            the message's start (``"invalid exception policy list"``).
     """
     for index, item in enumerate(items):
         if not isinstance(item, ExceptionPolicy):
@@ -154,14 +148,11 @@ def check_policy_elements(items: Iterable[object], *, what: str) -> None:
 
 
 def validate_max_reattempts(value: object, label: str | None = None) -> int | None:
-    """Validate ``max_reattempts`` of a policy or a step (R-POL-02, R-DEF-12).
-
-    Args:
-        value: A positive int, or None for unlimited.
-        label: What declares it (``"Step 'charge'"``), prefixed to the message.
+    """Validate ``max_reattempts`` (None = unlimited) of a policy or a step (R-POL-02).
 
     Raises:
-        StepConfigurationError: Any other value (bools too).
+        StepConfigurationError: Not a positive int (bools too); the message starts
+            with ``"<label>: "`` when a ``label`` (``"Step 'charge'"``) is given.
     """
     if value is None:
         return None
