@@ -18,6 +18,7 @@ from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import engine as store_queries
 from flask_geneva.engine.publishing import Publication
 from flask_geneva.engine.publishing import RecordingBackend
+from flask_geneva.engine.scheduling import new_scheduled_execution
 from flask_geneva.ext.app_state import current_state
 from flask_geneva.ext.operations import Executor
 from flask_geneva.models import StepExecutionState
@@ -201,13 +202,7 @@ def perform_step_inline(workflow: Any, step_name: Any = None) -> Any:
     store.lock_workflow(session, workflow.id)
     now = clock.now()
     store.cancel_scheduled_executions(session, workflow.id, now)
-    execution_cls = workflow.__geneva__.StepExecution
-    execution = execution_cls(
-        workflow_id=workflow.id,
-        step_name=step.name,
-        state=StepExecutionState.SCHEDULED.value,
-        scheduled_for=now,
-    )
+    execution = new_scheduled_execution(workflow, step.name, now)
     session.add(execution)
     session.commit()
     Executor.execute(execution, run_early=True)

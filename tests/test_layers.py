@@ -122,6 +122,34 @@ def test_a_model_method_without_a_registered_engine_says_how_to_get_one(monkeypa
         model_services.model_engine()
 
 
+def test_every_engine_operation_a_model_method_calls_is_registered_once():
+    """The operations the models look up by name are exactly the registered ones.
+
+    Each model method is the one definition of its operation; the engine's table
+    (flask_geneva.ext.model_engine.OPERATIONS) names the function that runs it. A
+    name only on one side is a typo or a dead entry (issue 33).
+    """
+    import ast
+
+    from flask_geneva.ext.model_engine import OPERATIONS
+
+    used = set()
+    for path in (PACKAGE / "models").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            function = node.func
+            if (
+                isinstance(function, ast.Attribute)
+                and isinstance(function.value, ast.Call)
+                and getattr(function.value.func, "id", None) == "model_engine"
+            ):
+                used.add(function.attr)
+            elif getattr(function, "id", None) == "raise_from_engine":
+                used.add(node.args[0].value)
+    assert used == set(OPERATIONS)
+
+
 def test_the_package_has_no_import_cycle():
     """No two modules of flask_geneva import each other, directly or through others.
 

@@ -46,6 +46,7 @@ __all__ = [
     "error_class_matches",
     "format_count",
     "hero_admin_urls",
+    "is_date",
     "latest_error_classes",
     "matching_id_batches",
     "parse_workflow_filters",
@@ -208,7 +209,7 @@ def parse_workflow_filters(
     end = range_bound(params, "created_to", notes, end=True)
     if end is not None:
         accepted.add("created_to")
-        if _is_date(params["created_to"]):
+        if is_date(params["created_to"]):
             descriptions.append(f"created before {_utc_text(end)}")
             conditions.append(workflow_cls.created_at < end)
         else:
@@ -282,7 +283,13 @@ def parse_workflow_filters(
     return WorkflowFilters(kept, notes, conditions, descriptions, caveats)
 
 
-def _is_date(raw: str) -> bool:
+def is_date(raw: str) -> bool:
+    """Whether ``raw`` is a date without a time (a range's end then means the
+    whole day: before the next midnight).
+
+    Args:
+        raw: The value of a ``..._from``/``..._to`` parameter.
+    """
     try:
         date.fromisoformat(raw)
     except ValueError:
@@ -312,7 +319,7 @@ def range_bound(
     if raw is None:
         return None
     try:
-        if _is_date(raw):
+        if is_date(raw):
             day = date.fromisoformat(raw)
             value = datetime(day.year, day.month, day.day, tzinfo=UTC)
         else:
@@ -333,7 +340,7 @@ def range_bound(
             f"{_LAST_YEAR}; use {DATE_FORMAT_HELP}"
         )
         return None
-    if end and _is_date(raw):
+    if end and is_date(raw):
         value += timedelta(days=1)
     return value
 

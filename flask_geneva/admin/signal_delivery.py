@@ -19,7 +19,6 @@ with the actor (R-ADM-04) and ``via="admin"`` (R-WSIG-68).
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from typing import Any
 
@@ -39,6 +38,7 @@ from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import current_actor
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import flask_wtf_protects
+from flask_geneva.core.cursors import parse_json_text
 from flask_geneva.exceptions import GenevaError
 
 __all__ = ["AUDIT_LOGGER", "WorkflowSignalDelivery", "delivery_outcome", "signal_form"]
@@ -116,17 +116,12 @@ def _payload(raw: str) -> Any:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw)
-    except RecursionError:
-        # Thousands of nested brackets exhaust the parser's stack: refused like
-        # any other bad payload, never a 500.
-        reason = "nested too deeply"
-    except ValueError as error:
-        reason = str(error)
-    raise ValueError(
-        f"the payload is not valid JSON ({reason}); give a JSON document, e.g. "
-        '{"amount": 100}, or leave it empty for no payload'
-    )
+        return parse_json_text(raw)
+    except ValueError as error:  # never a 500
+        raise ValueError(
+            f"the payload is not valid JSON ({error}); give a JSON document, e.g. "
+            '{"amount": 100}, or leave it empty for no payload'
+        ) from None
 
 
 class WorkflowSignalDelivery(WorkflowPages):

@@ -11,13 +11,13 @@ install it and queries nothing (R-WSIG-70). Only reads (R-ADM-32).
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
 from flask import request
 from flask_admin import expose
 
 from flask_geneva.admin.base_view import GenevaView
+from flask_geneva.admin.filters import is_date
 from flask_geneva.admin.filters import range_bound
 from flask_geneva.admin.list_params import PAGE_SIZE
 from flask_geneva.admin.list_params import note_past_the_end
@@ -36,14 +36,6 @@ FILTERS = ("state", "name", "type", "received_from", "received_to")
 #: Names offered as suggestions come from this many newest signals.
 _NAME_SUGGESTIONS_FROM = 1000
 _MAX_TEXT = 255  # name and type are VARCHAR(255)
-
-
-def _is_date(raw: str) -> bool:
-    try:
-        date.fromisoformat(raw)
-    except ValueError:
-        return False
-    return True
 
 
 class SignalsView(GenevaView):
@@ -104,7 +96,7 @@ class SignalsView(GenevaView):
         end = range_bound(params, "received_to", notes, end=True)
         if end is not None:
             kept["received_to"] = params["received_to"]
-            if _is_date(params["received_to"]):
+            if is_date(params["received_to"]):
                 criteria["received_before"] = end
                 descriptions.append(f"received before {end:%Y-%m-%d %H:%M:%S} UTC")
             else:

@@ -14,7 +14,6 @@ signals sent from the CLI and from the application (R-WSIG-62).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -24,6 +23,7 @@ from flask_geneva.cli.lookup import OneIdArgumentCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
+from flask_geneva.core.cursors import parse_json_text
 from flask_geneva.core.terminal_text import escape_control_characters
 from flask_geneva.exceptions import GenevaError
 
@@ -36,16 +36,12 @@ def _json_payload(ctx: Any, param: Any, value: str | None) -> Any:
     if value is None:
         return None
     try:
-        return json.loads(value)
-    except RecursionError:
-        # Thousands of nested brackets exhaust the parser's stack (R-WSIG-61).
-        reason = "nested too deeply"
+        return parse_json_text(value)
     except ValueError as error:
-        reason = str(error)
-    raise click.BadParameter(
-        f"is not valid JSON ({reason}): give a JSON document, e.g. "
-        "'{\"amount\": 100}'"
-    )
+        raise click.BadParameter(
+            f"is not valid JSON ({error}): give a JSON document, e.g. "
+            "'{\"amount\": 100}'"
+        ) from None
 
 
 @click.command("signal", cls=OneIdArgumentCommand)

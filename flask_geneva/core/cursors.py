@@ -55,6 +55,7 @@ __all__ = [
     "dump_cursor",
     "encoded_size",
     "nul_character_path",
+    "parse_json_text",
     "refuse_nul_character",
     "serialize_cursor",
 ]
@@ -289,6 +290,23 @@ def nul_character_path(serialized: Any, path: str) -> str | None:
 
 
 # --- serialization ------------------------------------------------------------
+
+
+def parse_json_text(text: str) -> Any:
+    """Parse JSON an operator typed: a signal's payload in the admin or the CLI.
+
+    Args:
+        text: The JSON document.
+
+    Raises:
+        ValueError: The text is not JSON; the message is the parser's reason, or
+            "nested too deeply" when thousands of nested brackets exhaust its
+            stack (refused like any other bad payload, R-WSIG-61).
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _unsupported(path: str, detail: str) -> CursorSerializationError:

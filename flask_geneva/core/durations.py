@@ -6,7 +6,9 @@ import math
 from datetime import timedelta
 from typing import Any
 
-__all__ = ["MAX_DURATION", "coerce_duration", "format_interval"]
+from flask_geneva.exceptions import StepConfigurationError
+
+__all__ = ["MAX_DURATION", "coerce_duration", "duration_option", "format_interval"]
 
 #: The longest duration accepted anywhere (waits, thresholds, retention): 100
 #: years. Far longer values cannot be added to a date (``datetime`` ends in year
@@ -55,6 +57,33 @@ def coerce_duration(
     if delta < timedelta(0) or (positive and delta == timedelta(0)):
         qualifier = "positive" if positive else "non-negative"
         raise ValueError(f"{name} must be {qualifier}, got {value!r}")
+    return delta
+
+
+def duration_option(
+    value: object, *, name: str, label: str, must: str, positive: bool = False
+) -> timedelta:
+    """Return a declared duration option as a ``timedelta`` (:func:`coerce_duration`).
+
+    Args:
+        value: The option's value.
+        name: The option's name.
+        label: What declares it (``"Step 'charge'"``, ``"Backoff.polynomial"``).
+        must: The allowed forms, for the message (``"a positive timedelta ..."``).
+        positive: Require a value strictly greater than zero.
+
+    Raises:
+        StepConfigurationError: ``"<label>: invalid <name> <value>: must be
+            <must>"``, from the ``ValueError``/``TypeError`` of
+            :func:`coerce_duration`; None too (pass an optional one only when set).
+    """
+    try:
+        delta = coerce_duration(value, name=name, allow_none=False, positive=positive)
+    except (TypeError, ValueError) as exc:
+        raise StepConfigurationError(
+            f"{label}: invalid {name} {value!r}: must be {must}"
+        ) from exc
+    assert delta is not None  # noqa: S101 - allow_none=False
     return delta
 
 

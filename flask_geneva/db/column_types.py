@@ -25,6 +25,7 @@ __all__ = [
     "UTCDateTime",
     "as_dict",
     "primary_key_type",
+    "table_once",
 ]
 
 
@@ -143,6 +144,24 @@ def primary_key_type(key_type: str) -> sa.types.TypeEngine[Any]:
     raise StepConfigurationError(
         f"key_type must be 'bigint' or 'uuid', got {key_type!r}"
     )
+
+
+def table_once(metadata: sa.MetaData, name: str, *columns: sa.Column[Any]) -> sa.Table:
+    """Return the table ``name`` of ``metadata``, defining it from ``columns`` once.
+
+    :func:`flask_geneva.models.factory.build_models` calls the table functions of
+    the optional tables with the host's ``db.metadata``, so ``db.create_all()``
+    creates them, and the install unit of each matches its definition.
+
+    Args:
+        metadata: The host's metadata.
+        name: The table's name (one of :mod:`flask_geneva.db.states`).
+        columns: Its columns, used only if ``metadata`` has no such table yet.
+    """
+    existing = metadata.tables.get(name)
+    if existing is not None:
+        return existing
+    return sa.Table(name, metadata, *columns)
 
 
 def as_dict(value: Any) -> dict[str, Any]:

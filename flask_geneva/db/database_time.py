@@ -10,6 +10,7 @@ no statement and names no table.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from datetime import timedelta
 from typing import Any
@@ -68,47 +69,55 @@ def _compile_database_time(element: DatabaseTime, compiler: Any, **kw: Any) -> s
     )
 
 
-@compiles(DatabaseTime, "postgresql")
-def _compile_database_time_postgresql(
-    element: DatabaseTime, compiler: Any, **kw: Any
-) -> str:
-    base = _base_sql(element, compiler, "timezone('UTC', statement_timestamp())", **kw)
-    if element.minus_ms is not None:
-        minus = compiler.process(element.minus_ms, **kw)
-        return f"({base} - ({minus}) * INTERVAL '1 millisecond')"
-    if not element.minus_microseconds:
-        return base
-    return f"({base} - INTERVAL '{element.minus_microseconds} microseconds')"
+@dataclasses.dataclass(frozen=True)
+class _Forms:
+    """One dialect's SQL: ``now``; ``minus_ms`` formatted with ``base`` and
+    ``minus`` (an SQL expression of milliseconds); ``minus_us`` with ``base``,
+    ``us`` (microseconds) and ``seconds`` (their negated seconds)."""
+
+    now: str
+    minus_ms: str
+    minus_us: str
+    # SQLite's 'now' is no time value: its result is always reformatted.
+    bare_base: bool = True
 
 
-@compiles(DatabaseTime, "mysql")
-@compiles(DatabaseTime, "mariadb")
-def _compile_database_time_mysql(
-    element: DatabaseTime, compiler: Any, **kw: Any
-) -> str:
-    base = _base_sql(element, compiler, "UTC_TIMESTAMP(6)", **kw)
-    if element.minus_ms is not None:
-        minus = compiler.process(element.minus_ms, **kw)
-        return f"({base} - INTERVAL ({minus}) * 1000 MICROSECOND)"
-    if not element.minus_microseconds:
-        return base
-    return f"({base} - INTERVAL {element.minus_microseconds} MICROSECOND)"
-
-
-@compiles(DatabaseTime, "sqlite")
-def _compile_database_time_sqlite(
-    element: DatabaseTime, compiler: Any, **kw: Any
-) -> str:
+_FORMS = {
+    "postgresql": _Forms(
+        now="timezone('UTC', statement_timestamp())",
+        minus_ms="({base} - ({minus}) * INTERVAL '1 millisecond')",
+        minus_us="({base} - INTERVAL '{us} microseconds')",
+    ),
+    "mysql": _Forms(
+        now="UTC_TIMESTAMP(6)",
+        minus_ms="({base} - INTERVAL ({minus}) * 1000 MICROSECOND)",
+        minus_us="({base} - INTERVAL {us} MICROSECOND)",
+    ),
     # strftime's %f has milliseconds; '000' completes the microseconds of the
     # stored format, so that text comparison orders the values.
-    base = _base_sql(element, compiler, "'now'", **kw)
+    "sqlite": _Forms(
+        now="'now'",
+        minus_ms="(strftime('%Y-%m-%d %H:%M:%f', {base}, "
+        "printf('%+.3f seconds', -({minus}) / 1000.0)) || '000')",
+        minus_us="(strftime('%Y-%m-%d %H:%M:%f', {base}, '{seconds:+.6f} seconds') "
+        "|| '000')",
+        bare_base=False,
+    ),
+}
+_FORMS["mariadb"] = _FORMS["mysql"]
+
+
+@compiles(DatabaseTime, "postgresql")
+@compiles(DatabaseTime, "mysql")
+@compiles(DatabaseTime, "mariadb")
+@compiles(DatabaseTime, "sqlite")
+def _compile_database_time_on(element: DatabaseTime, compiler: Any, **kw: Any) -> str:
+    forms = _FORMS[compiler.dialect.name]
+    base = _base_sql(element, compiler, forms.now, **kw)
     if element.minus_ms is not None:
         minus = compiler.process(element.minus_ms, **kw)
-        return (
-            f"(strftime('%Y-%m-%d %H:%M:%f', {base}, "
-            f"printf('%+.3f seconds', -({minus}) / 1000.0)) || '000')"
-        )
-    seconds = element.minus_microseconds / 1_000_000
-    return (
-        f"(strftime('%Y-%m-%d %H:%M:%f', {base}, '{-seconds:+.6f} seconds') || '000')"
-    )
+        return forms.minus_ms.format(base=base, minus=minus)
+    us = element.minus_microseconds
+    if not us and forms.bare_base:
+        return base
+    return forms.minus_us.format(base=base, us=us, seconds=-(us / 1_000_000))

@@ -29,6 +29,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
 
 from flask_geneva.db.column_types import UTCDateTime
+from flask_geneva.db.column_types import table_once
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 
 __all__ = [
@@ -69,18 +70,10 @@ class RunStart:
 
 
 def maintenance_runs_table(metadata: sa.MetaData) -> sa.Table:
-    """Return the ``geneva_drive_maintenance_runs`` table of ``metadata``, once.
-
-    :func:`flask_geneva.models.factory.build_models` calls it with the host's
-    ``db.metadata``, so ``db.create_all()`` creates it, and the install unit
-    ``add_maintenance_runs`` matches it (R-HK-40).
-    """
-    existing = metadata.tables.get(MAINTENANCE_RUNS_TABLE)
-    if existing is not None:
-        return existing
-    return sa.Table(
-        MAINTENANCE_RUNS_TABLE,
+    """The maintenance runs table, defined once per metadata (R-HK-40)."""
+    return table_once(
         metadata,
+        MAINTENANCE_RUNS_TABLE,
         sa.Column("name", sa.String(32), primary_key=True),
         sa.Column("run_id", sa.String(36), nullable=False),
         sa.Column("started_at", UTCDateTime(), nullable=False),

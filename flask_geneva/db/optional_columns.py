@@ -15,6 +15,7 @@ depend on the detected columns and it is reset with them.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import weakref
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from sqlalchemy import orm
 
 from flask_geneva.db import session_sync as core_session
 from flask_geneva.db import write_path as core_rows
+from flask_geneva.db.context import models_of
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
 from flask_geneva.db.states import SIGNALS_TABLE
@@ -225,3 +227,30 @@ def absent_execution_columns(columns: OptionalColumns) -> frozenset[str]:
     if not columns.waiting_columns:
         absent.update(_WAITING_COLUMNS)
     return frozenset(absent)
+
+
+def installed_table(
+    session: orm.Session, name: str, *, flag: str, what: str, log: logging.Logger
+) -> sa.Table | None:
+    """The optional table ``name``, or None when its install unit is missing.
+
+    Detected once per engine with the optional columns (R-DM-30); a failed
+    detection is rolled back, logged as a warning and counts as absent.
+
+    Args:
+        session: The session whose models (``models_of``) define the table.
+        name: The table's name.
+        flag: The :class:`OptionalColumns` field that says it exists.
+        what: Names it in the warning (``"outcome hours"``).
+        log: The logger of the warning.
+    """
+    try:
+        present = getattr(optional_columns(session), flag)
+    except sa.exc.SQLAlchemyError as error:
+        session.rollback()
+        log.warning("could not detect the %s table: %s", what, error)
+        return None
+    if not present:
+        return None
+    table: sa.Table = models_of(session).StepExecution.metadata.tables[name]
+    return table

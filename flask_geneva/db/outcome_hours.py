@@ -24,6 +24,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from flask_geneva.db.column_types import UTCDateTime
+from flask_geneva.db.column_types import table_once
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
 
 __all__ = [
@@ -41,18 +42,10 @@ MARKER_STATE = ""
 
 
 def outcome_hours_table(metadata: sa.MetaData) -> sa.Table:
-    """Return the ``geneva_drive_outcome_hours`` table of ``metadata``, once.
-
-    :func:`flask_geneva.models.factory.build_models` calls it with the host's
-    ``db.metadata``, so ``db.create_all()`` creates it, and the install unit
-    ``add_outcome_hours`` matches it (R-ADM-58).
-    """
-    existing = metadata.tables.get(OUTCOME_HOURS_TABLE)
-    if existing is not None:
-        return existing
-    return sa.Table(
-        OUTCOME_HOURS_TABLE,
+    """The counted outcome hours table, defined once per metadata (R-ADM-58)."""
+    return table_once(
         metadata,
+        OUTCOME_HOURS_TABLE,
         sa.Column("hour_start", UTCDateTime(), primary_key=True),
         sa.Column("workflow_type", sa.String(255), primary_key=True),
         sa.Column("state", sa.String(16), primary_key=True),

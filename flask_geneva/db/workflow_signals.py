@@ -23,6 +23,7 @@ from sqlalchemy import orm
 from flask_geneva.db import session_sync as core_session
 from flask_geneva.db.optional_columns import cached_statement
 from flask_geneva.db.optional_columns import undefer_options
+from flask_geneva.db.queries.models import rows_of_workflow
 from flask_geneva.db.sqlite import write_transaction
 from flask_geneva.db.states import SIGNAL_KEY_INDEX
 from flask_geneva.db.states import StepExecutionState
@@ -365,17 +366,8 @@ def lost_wake_ids(
     )
 
 
-def signals_of_workflow(
-    session: orm.Session, signal_cls: Any, workflow_id: Any
-) -> list[Any]:
-    """Every signal of the workflow, oldest first (tests, operators)."""
-    return list(
-        session.scalars(
-            sa.select(signal_cls)
-            .where(signal_cls.workflow_id == workflow_id)
-            .order_by(signal_cls.created_at, signal_cls.id)
-        )
-    )
+#: Every signal of the workflow, oldest first (tests, operators).
+signals_of_workflow = rows_of_workflow
 
 
 def signal_wait_counts(

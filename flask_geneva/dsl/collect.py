@@ -246,14 +246,27 @@ class _Collector:
             )
         self.renamed[marker.old_name] = marker
 
-    def _add_cancel_conditions(self, value: object) -> None:
+    def _listed(
+        self, value: object, attribute: str, elements: str
+    ) -> list[Any] | tuple[Any, ...]:
+        """``value`` of the class attribute ``attribute``, which must be a list.
+
+        Raises:
+            StepConfigurationError: It is not a list or tuple of ``elements``.
+        """
         if not isinstance(value, list | tuple):
             raise StepConfigurationError(
-                f"{self.type_name}.cancel_conditions must be a list of conditions "
-                f"(callables (self), method names or constants); got {value!r} "
-                f"({type(value).__name__})"
+                f"{self.type_name}.{attribute} must be a list of {elements}; got "
+                f"{value!r} ({type(value).__name__})"
             )
-        for condition in value:
+        return value
+
+    def _add_cancel_conditions(self, value: object) -> None:
+        for condition in self._listed(
+            value,
+            "cancel_conditions",
+            "conditions (callables (self), method names or constants)",
+        ):
             if isinstance(condition, str) and not condition.isidentifier():
                 raise StepConfigurationError(
                     f"{self.type_name}.cancel_conditions: invalid method name "
@@ -268,13 +281,13 @@ class _Collector:
             self.conditions.append(condition)
 
     def _add_exception_policies(self, value: object) -> None:
-        if not isinstance(value, list | tuple):
-            raise StepConfigurationError(
-                f"{self.type_name}.exception_policies must be a list of "
-                f"ExceptionPolicy objects (e.g. on_exception(TimeoutError, "
-                f"action='reattempt')); got {value!r} ({type(value).__name__})"
-            )
-        for index, policy in enumerate(value):
+        listed = self._listed(
+            value,
+            "exception_policies",
+            "ExceptionPolicy objects (e.g. on_exception(TimeoutError, "
+            "action='reattempt'))",
+        )
+        for index, policy in enumerate(listed):
             if isinstance(policy, ExceptionHandlerDecorator):
                 raise StepConfigurationError(
                     f"{self.type_name}.exception_policies[{index}]: {policy!r} has no "

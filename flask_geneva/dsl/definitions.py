@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import fields
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
@@ -49,7 +50,32 @@ class DecoratedStep:
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class StepDefinition:
+class _StepFields:
+    """The fields of a step, declared once for :class:`StepSpec` and the
+    :class:`StepDefinition` it builds (the attributes are described there)."""
+
+    name: str | None
+    method_name: str | None
+    body: Callable[..., Any] | None
+    wait: timedelta | None
+    skip_if: Any
+    run_if: Any
+    exception_policy: ExceptionPolicy | PolicyList | None
+    job_options: Any
+    before: str | None
+    after: str | None
+    is_resumable: bool
+    max_iterations: int | None
+    max_runtime: timedelta | None
+    definition_location: tuple[str, int]
+    body_location: tuple[str, int] | None
+    wait_for: WaitFor | None = None
+    wait_timeout: timedelta | None = None
+    on_wait_timeout: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class StepDefinition(_StepFields):
     """An immutable step of a workflow class (SPEC §5.1, R-DEF-17).
 
     Created by the collector from a :class:`StepSpec`; do not build it by hand.
@@ -84,24 +110,9 @@ class StepDefinition:
     .. versionadded:: 0.1
     """
 
+    # The shared fields are declared once, on _StepFields.
     name: str
-    method_name: str | None
-    body: Callable[..., Any] | None
-    wait: timedelta | None
-    skip_if: Any
-    run_if: Any
-    exception_policy: ExceptionPolicy | PolicyList | None
     job_options: Mapping[str, Any]
-    before: str | None
-    after: str | None
-    is_resumable: bool
-    max_iterations: int | None
-    max_runtime: timedelta | None
-    definition_location: tuple[str, int]
-    body_location: tuple[str, int] | None
-    wait_for: WaitFor | None = None
-    wait_timeout: timedelta | None = None
-    on_wait_timeout: str | None = None
 
     @property
     def on_exception(self) -> Action | None:
@@ -166,7 +177,7 @@ class StepDefinition:
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class StepSpec:
+class StepSpec(_StepFields):
     """A declared step before it is registered on a class (SPEC §15.2).
 
     ``step.anonymous`` and ``step.repeat`` return specs; ``@step`` stores one on the
@@ -184,25 +195,6 @@ class StepSpec:
 
     .. versionadded:: 0.1
     """
-
-    name: str | None
-    method_name: str | None
-    body: Callable[..., Any] | None
-    wait: timedelta | None
-    skip_if: Any
-    run_if: Any
-    exception_policy: ExceptionPolicy | PolicyList | None
-    job_options: Any
-    before: str | None
-    after: str | None
-    is_resumable: bool
-    max_iterations: int | None
-    max_runtime: timedelta | None
-    definition_location: tuple[str, int]
-    body_location: tuple[str, int] | None
-    wait_for: WaitFor | None = None
-    wait_timeout: timedelta | None = None
-    on_wait_timeout: str | None = None
 
     def build(
         self, name: str | None = None, *, method_name: str | None = None
@@ -223,23 +215,12 @@ class StepSpec:
         if final_name is None:
             raise StepConfigurationError("an anonymous step needs a name to be built")
         options = validate_job_options(self.job_options, context=f"Step '{final_name}'")
+        shared = {field.name: getattr(self, field.name) for field in fields(self)}
         return StepDefinition(
-            name=final_name,
-            method_name=self.method_name if method_name is None else method_name,
-            body=self.body,
-            wait=self.wait,
-            skip_if=self.skip_if,
-            run_if=self.run_if,
-            exception_policy=self.exception_policy,
-            job_options=MappingProxyType(options),
-            before=self.before,
-            after=self.after,
-            is_resumable=self.is_resumable,
-            max_iterations=self.max_iterations,
-            max_runtime=self.max_runtime,
-            definition_location=self.definition_location,
-            body_location=self.body_location,
-            wait_for=self.wait_for,
-            wait_timeout=self.wait_timeout,
-            on_wait_timeout=self.on_wait_timeout,
+            **{
+                **shared,
+                "name": final_name,
+                "method_name": self.method_name if method_name is None else method_name,
+                "job_options": MappingProxyType(options),
+            }
         )

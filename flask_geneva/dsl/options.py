@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.durations import duration_option
 from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.dsl.signal_matchers import validate_wait_options
@@ -22,7 +23,9 @@ from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies.exception_policy import Action
 from flask_geneva.policies.exception_policy import ExceptionPolicy
 from flask_geneva.policies.exception_policy import PolicyList
+from flask_geneva.policies.exception_policy import check_policy_elements
 from flask_geneva.policies.exception_policy import coerce_action
+from flask_geneva.policies.exception_policy import validate_max_reattempts
 
 __all__ = ["UNSET", "make_spec", "step_label"]
 
@@ -60,17 +63,6 @@ def _validate_condition(option: str, value: object, label: str) -> object:
         f"{label}: invalid {option} {value!r} ({type(value).__name__}): must be a "
         f"callable, method name, boolean, or None"
     )
-
-
-def _validate_max_reattempts(value: object, label: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise StepConfigurationError(
-            f"{label}: invalid max_reattempts {value!r}: must be a positive integer "
-            f"or None (None = unlimited)"
-        )
-    return value
 
 
 def _normalize_exception_policy(
@@ -115,7 +107,7 @@ def _normalize_exception_policy(
         if has_max:
             return ExceptionPolicy(
                 action,
-                max_reattempts=_validate_max_reattempts(max_reattempts, label),
+                max_reattempts=validate_max_reattempts(max_reattempts, label),
                 terminal_action=terminal,
             )
         return ExceptionPolicy(action, terminal_action=terminal)
@@ -128,13 +120,7 @@ def _normalize_exception_policy(
         return on_exception
     if isinstance(on_exception, list | tuple):
         reject_extras(instead)
-        for index, item in enumerate(on_exception):
-            if not isinstance(item, ExceptionPolicy):
-                raise StepConfigurationError(
-                    f"{label}: invalid on_exception list element #{index}: {item!r} "
-                    f"({type(item).__name__}); every element must be an "
-                    f"ExceptionPolicy"
-                )
+        check_policy_elements(on_exception, what=f"{label}: invalid on_exception list")
         return PolicyList(on_exception)
     if callable(on_exception) and not isinstance(on_exception, type):
         reject_extras(instead)
@@ -238,13 +224,17 @@ def make_spec(
             f"integer or None"
         )
     max_runtime = options.get("max_runtime")
-    try:
-        runtime = coerce_duration(max_runtime, name="max_runtime", positive=True)
-    except (TypeError, ValueError) as exc:
-        raise StepConfigurationError(
-            f"{label}: invalid max_runtime {max_runtime!r}: must be a positive "
-            f"timedelta or number of seconds, or None"
-        ) from exc
+    runtime = (
+        None
+        if max_runtime is None
+        else duration_option(
+            max_runtime,
+            name="max_runtime",
+            label=label,
+            must="a positive timedelta or number of seconds, or None",
+            positive=True,
+        )
+    )
     wait_for, wait_timeout, on_wait_timeout = validate_wait_options(options, label)
     return StepSpec(
         name=name,

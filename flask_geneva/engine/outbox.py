@@ -138,30 +138,6 @@ def _emit_gauge(context: EngineContext, total: int) -> None:
         )
 
 
-def hand_back_to_dispatcher(
-    target: orm.Session | sa.Connection,
-    execution_cls: Any,
-    unpublished: list[tuple[Any, str]],
-    *,
-    marker: str,
-) -> int:
-    """Set ``job_id = marker`` on executions whose publication failed (R-DSP-02).
-
-    Guarded: only a row still ``scheduled`` with the job id that failed changes,
-    so an execution a worker already claimed (the message got through after all)
-    or an operator changed is left alone.
-
-    Args:
-        target: The session whose open transaction inserted the rows (the update
-            joins it, and loaded instances are kept in step), or a connection in a
-            transaction of its own for rows that are already committed.
-        execution_cls: The ``StepExecution`` model.
-        unpublished: ``(execution id, task id)`` pairs.
-        marker: The dispatcher's ``job_id`` sentinel (``"geneva:deferred"``).
-
-    Returns:
-        How many rows changed.
-    """
-    return store_maintenance.hand_back_unpublished(
-        target, execution_cls, unpublished, marker=marker
-    )
+#: Set ``job_id = marker`` on executions whose publication failed (R-DSP-02): the
+#: guarded statement of :mod:`flask_geneva.db.queries.maintenance`.
+hand_back_to_dispatcher = store_maintenance.hand_back_unpublished

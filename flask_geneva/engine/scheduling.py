@@ -41,6 +41,7 @@ __all__ = [
     "create_workflow",
     "due_now_on_same_route",
     "enqueue_scheduled_execution",
+    "new_scheduled_execution",
     "reschedule_current_step",
     "schedule_next_step",
 ]
@@ -216,6 +217,24 @@ def _job_option_time(options: Mapping[str, Any], now: datetime) -> datetime | No
     return None
 
 
+def new_scheduled_execution(
+    workflow: Any, step_name: str, scheduled_for: datetime
+) -> Any:
+    """A new ``scheduled`` execution of ``step_name``, added to no session (R-SCH-04).
+
+    Args:
+        workflow: Its workflow (persistent: its id is set).
+        step_name: The step's name.
+        scheduled_for: When it is due.
+    """
+    return workflow.__geneva__.StepExecution(
+        workflow_id=workflow.id,
+        step_name=step_name,
+        state=StepExecutionState.SCHEDULED.value,
+        scheduled_for=scheduled_for,
+    )
+
+
 def create_step_execution(
     session: orm.Session,
     workflow: Any,
@@ -271,13 +290,7 @@ def create_step_execution(
 
     if cancel_stray:
         store.cancel_scheduled_executions(session, workflow.id, now)
-    execution_cls = workflow.__geneva__.StepExecution
-    execution = execution_cls(
-        workflow_id=workflow.id,
-        step_name=step.name,
-        state=StepExecutionState.SCHEDULED.value,
-        scheduled_for=scheduled_for,
-    )
+    execution = new_scheduled_execution(workflow, step.name, scheduled_for)
     if continues_from is not None:
         execution.continues_from_id = continues_from.id
         execution.cursor = cursor

@@ -1,8 +1,8 @@
 """``geneva.StepExecution``: predicates, metadata, cursors, row helpers (SPEC §4).
 
 :func:`flask_geneva.models.factory.build_models` maps the columns. The row helpers
-(``start``, ``mark_*``) and ``execute`` delegate to the engine registered in
-:mod:`flask_geneva.models.services`.
+(``start``, ``mark_*``) and ``execute`` are defined here once and pass their
+arguments to the engine operations registered in :mod:`flask_geneva.models.services`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from flask_geneva.core.cursors import dump_cursor
 from flask_geneva.core.tagged_logging import execution_logger
 from flask_geneva.db.column_types import InvalidJSON
 from flask_geneva.db.column_types import as_dict
+from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.db.queries import models as store_model_queries
 from flask_geneva.db.states import Outcome
 from flask_geneva.db.states import StepExecutionState
@@ -134,7 +135,7 @@ class StepExecutionMixin:
     # -- metadata (R-SE-30..33) ----------------------------------------------------
 
     def _columns(self) -> Any:
-        return model_engine().optional_columns(self._object_session())
+        return optional_columns(self._object_session())
 
     @property
     def metadata_dict(self) -> dict[str, Any]:
@@ -245,7 +246,8 @@ class StepExecutionMixin:
         Raises:
             InvalidStateError: The row no longer exists.
         """
-        return model_engine().start_execution(self)
+        started: bool = model_engine().start_execution(self)
+        return started
 
     def mark_completed(self, outcome: str = "success") -> None:
         """Mark this execution ``completed`` under the row lock and persist (R-SE-47).
@@ -256,7 +258,7 @@ class StepExecutionMixin:
             ValueError: ``outcome`` is not an outcome name; lists the allowed ones.
             InvalidStateError: The row no longer exists.
         """
-        model_engine().mark_execution(self, StepExecutionState.COMPLETED, outcome, None)
+        model_engine().mark_execution(self, StepExecutionState.COMPLETED, outcome)
 
     def mark_failed(self, error: BaseException, outcome: str = "failed") -> None:
         """Mark this execution ``failed`` and record ``error`` (R-SE-47, R-SE-20).
@@ -268,7 +270,9 @@ class StepExecutionMixin:
             ValueError: ``outcome`` is not an outcome name; lists the allowed ones.
             InvalidStateError: The row no longer exists.
         """
-        model_engine().mark_execution(self, StepExecutionState.FAILED, outcome, error)
+        model_engine().mark_execution(
+            self, StepExecutionState.FAILED, outcome, error=error
+        )
 
     def mark_skipped(self, outcome: str = "skipped") -> None:
         """Mark this execution ``skipped`` under the row lock and persist (R-SE-47).
@@ -279,7 +283,7 @@ class StepExecutionMixin:
             ValueError: ``outcome`` is not an outcome name; lists the allowed ones.
             InvalidStateError: The row no longer exists.
         """
-        model_engine().mark_execution(self, StepExecutionState.SKIPPED, outcome, None)
+        model_engine().mark_execution(self, StepExecutionState.SKIPPED, outcome)
 
     def mark_canceled(self, outcome: str = "canceled") -> None:
         """Mark this execution ``canceled`` under the row lock and persist (R-SE-47).
@@ -290,7 +294,7 @@ class StepExecutionMixin:
             ValueError: ``outcome`` is not an outcome name; lists the allowed ones.
             InvalidStateError: The row no longer exists.
         """
-        model_engine().mark_execution(self, StepExecutionState.CANCELED, outcome, None)
+        model_engine().mark_execution(self, StepExecutionState.CANCELED, outcome)
 
     def execute(
         self, *, interruptible: bool = True, max_iterations: int | None = None

@@ -23,6 +23,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core.tagged_logging import workflow_logger
 from flask_geneva.db.column_types import as_dict
+from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.db.queries import models as store_model_queries
 from flask_geneva.db.states import TERMINAL_WORKFLOW_STATES
 from flask_geneva.db.states import WorkflowState
@@ -32,7 +33,6 @@ from flask_geneva.dsl.collect import collect_definitions
 from flask_geneva.dsl.job_options import merge_job_options
 from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.models.services import model_engine
 from flask_geneva.models.workflow_actions import WorkflowActions
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ class WorkflowMixin(WorkflowActions):
     # -- metadata (R-WF-40..44) --------------------------------------------------------
 
     def _has_metadata_column(self) -> bool:
-        columns = model_engine().optional_columns(self._object_session())
+        columns = optional_columns(self._object_session())
         return bool(columns.workflow_metadata)
 
     def read_metadata(self, key: str) -> Any:

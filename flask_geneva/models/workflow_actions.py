@@ -1,7 +1,9 @@
 """The state-changing methods of ``geneva.Workflow``: create, flow control, scheduling.
 
-Each method delegates to the engine registered in :mod:`flask_geneva.models.services`
-(SPEC §8, R-WF-10..15, R-SCH-06/07), so the models import no orchestration module.
+Each method is the one definition of its operation (signature, defaults, docstring)
+and passes its arguments to the engine operation of that name registered in
+:mod:`flask_geneva.models.services` (SPEC §8, R-WF-10..15, R-SCH-06/07), so the
+models import no orchestration module.
 :class:`flask_geneva.models.workflow.WorkflowMixin` extends this class.
 """
 
@@ -15,6 +17,7 @@ from typing import NoReturn
 from typing import Self
 
 from flask_geneva.models.services import model_engine
+from flask_geneva.models.services import raise_from_engine
 
 if TYPE_CHECKING:
     from flask_geneva.models.step_execution import StepExecutionMixin
@@ -272,7 +275,8 @@ class WorkflowActions:
 
         .. versionadded:: 0.3
         """
-        return model_engine().history_in_flight(cls)
+        in_flight: dict[str, int] = model_engine().history_in_flight(cls)
+        return in_flight
 
     def recover(
         self,
@@ -324,7 +328,7 @@ class WorkflowActions:
             ValueError/TypeError: ``wait`` is not a non-negative duration.
         """
 
-        model_engine().reattempt(self, wait=wait, rewind=rewind)
+        raise_from_engine("reattempt", self, wait=wait, rewind=rewind)
 
     def finish(self) -> NoReturn:
         """Finish the workflow from inside a step (R-FC-14).
@@ -333,7 +337,7 @@ class WorkflowActions:
             FinishSignal: Inside a step. InvalidStateError: outside (R-EXT-06).
         """
 
-        model_engine().finish(self)
+        raise_from_engine("finish", self)
 
     def suspend(self, *, wait: timedelta | int | float | None = None) -> NoReturn:
         """Suspend a resumable step; a successor continues after ``wait`` (R-FC-15).
@@ -344,7 +348,7 @@ class WorkflowActions:
                 mentions ``resumable_step``).
         """
 
-        model_engine().suspend(self, wait=wait)
+        raise_from_engine("suspend", self, wait=wait)
 
     def heartbeat(self) -> bool:
         """Prove now that the worker running this step is alive (R-WRK-11).
@@ -364,7 +368,8 @@ class WorkflowActions:
             registered worker (or the database has no worker registry), or the
             write failed.
         """
-        return model_engine().heartbeat(self)
+        written: bool = model_engine().heartbeat(self)
+        return written
 
     # -- workflow signals (SPEC §23) -------------------------------------------------
 

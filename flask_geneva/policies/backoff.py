@@ -35,6 +35,7 @@ from typing import Any
 from flask_geneva.core import clock
 from flask_geneva.core.durations import MAX_DURATION
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.durations import duration_option
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import StepConfigurationError
 
@@ -100,15 +101,14 @@ def jitter_key(workflow_id: object, step_name: str, attempt: int) -> str:
 
 def _seconds_option(value: object, *, name: str, strategy: str) -> float:
     """Validate a positive duration option; return it in seconds."""
-    try:
-        delta = coerce_duration(value, name=name, allow_none=False, positive=True)
-    except (TypeError, ValueError) as exc:
-        raise StepConfigurationError(
-            f"{strategy}: invalid {name} {value!r}: must be a timedelta or number "
-            f"of seconds from 1 microsecond (timedelta's resolution) to 100 years"
-        ) from exc
-    assert delta is not None  # noqa: S101 - allow_none=False
-    return delta.total_seconds()
+    return duration_option(
+        value,
+        name=name,
+        label=strategy,
+        must="a timedelta or number of seconds from 1 microsecond (timedelta's "
+        "resolution) to 100 years",
+        positive=True,
+    ).total_seconds()
 
 
 def _cap_option(value: object, *, strategy: str) -> float | None:
@@ -118,19 +118,50 @@ def _cap_option(value: object, *, strategy: str) -> float | None:
     return _seconds_option(value, name="cap", strategy=strategy)
 
 
-def _jitter_option(value: object, *, strategy: str) -> float:
+def _number_option(
+    value: object, *, accepts: Callable[[float], bool], message: str
+) -> float:
+    """Validate a finite number (not a bool) that ``accepts``; return it as float.
+
+    Raises:
+        StepConfigurationError: ``message``, for any other value.
+    """
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or not 0 <= value <= 1
+        or not accepts(value)
     ):
-        raise StepConfigurationError(
-            f"{strategy}: invalid jitter {value!r}: must be a number from 0 to 1 "
-            f"(the largest fraction of the wait added at random-looking but "
-            f"deterministic offsets; 0 = no jitter)"
-        )
+        raise StepConfigurationError(message)
     return float(value)
+
+
+def _jitter_option(value: object, *, strategy: str) -> float:
+    return _number_option(
+        value,
+        accepts=lambda number: 0 <= number <= 1,
+        message=f"{strategy}: invalid jitter {value!r}: must be a number from 0 to 1 "
+        f"(the largest fraction of the wait added at random-looking but "
+        f"deterministic offsets; 0 = no jitter)",
+    )
+
+
+def _limits(cap: object, jitter: object, strategy: str) -> tuple[float | None, float]:
+    """A strategy's validated ``(cap in seconds or None, jitter)``."""
+    return _cap_option(cap, strategy=strategy), _jitter_option(
+        jitter, strategy=strategy
+    )
+
+
+def _capped(seconds: Callable[[], float], cap: float | None, label: str) -> BackoffWait:
+    """The wait of ``seconds()`` (infinite on overflow), at most ``cap``."""
+    try:
+        value = seconds()
+    except OverflowError:
+        value = math.inf
+    if cap is not None:
+        value = min(value, cap)
+    return BackoffWait(_clamp(value), label)
 
 
 def _clamp(seconds: float) -> timedelta:
@@ -191,29 +222,19 @@ class ExponentialBackoff(BackoffStrategy):
     ) -> None:
         name = "Backoff.exponential"
         self.base = _seconds_option(base, name="base", strategy=name)
-        if (
-            isinstance(factor, bool)
-            or not isinstance(factor, int | float)
-            or not math.isfinite(factor)
-            or factor < 1
-        ):
-            raise StepConfigurationError(
-                f"{name}: invalid factor {factor!r}: must be a finite number >= 1 "
-                f"(2 doubles the wait each reattempt)"
-            )
-        self.factor = float(factor)
-        self.cap = _cap_option(cap, strategy=name)
-        self.jitter = _jitter_option(jitter, strategy=name)
+        self.factor = _number_option(
+            factor,
+            accepts=lambda number: number >= 1,
+            message=f"{name}: invalid factor {factor!r}: must be a finite number >= 1 "
+            f"(2 doubles the wait each reattempt)",
+        )
+        self.cap, self.jitter = _limits(cap, jitter, name)
 
     def base_wait(self, attempt: int, error: BaseException | None) -> BackoffWait:
         """``base * factor ** (attempt - 1)``, limited to ``cap``."""
-        try:
-            seconds = self.base * self.factor ** max(attempt - 1, 0)
-        except OverflowError:
-            seconds = math.inf
-        if self.cap is not None:
-            seconds = min(seconds, self.cap)
-        return BackoffWait(_clamp(seconds), self.label)
+        return _capped(
+            lambda: self.base * self.factor ** max(attempt - 1, 0), self.cap, self.label
+        )
 
     def __repr__(self) -> str:
         return (
@@ -234,37 +255,26 @@ class PolynomialBackoff(BackoffStrategy):
         self, *, exponent: object, offset: object, cap: object, jitter: object
     ) -> None:
         name = "Backoff.polynomial"
-        if (
-            isinstance(exponent, bool)
-            or not isinstance(exponent, int | float)
-            or not math.isfinite(exponent)
-            or exponent <= 0
-        ):
-            raise StepConfigurationError(
-                f"{name}: invalid exponent {exponent!r}: must be a positive number"
-            )
-        self.exponent = float(exponent)
-        try:
-            offset_delta = coerce_duration(offset, name="offset", allow_none=False)
-        except (TypeError, ValueError) as exc:
-            raise StepConfigurationError(
-                f"{name}: invalid offset {offset!r}: must be a non-negative "
-                f"timedelta or number of seconds"
-            ) from exc
-        assert offset_delta is not None  # noqa: S101 - allow_none=False
-        self.offset = offset_delta.total_seconds()
-        self.cap = _cap_option(cap, strategy=name)
-        self.jitter = _jitter_option(jitter, strategy=name)
+        self.exponent = _number_option(
+            exponent,
+            accepts=lambda number: number > 0,
+            message=f"{name}: invalid exponent {exponent!r}: must be a positive number",
+        )
+        self.offset = duration_option(
+            offset,
+            name="offset",
+            label=name,
+            must="a non-negative timedelta or number of seconds",
+        ).total_seconds()
+        self.cap, self.jitter = _limits(cap, jitter, name)
 
     def base_wait(self, attempt: int, error: BaseException | None) -> BackoffWait:
         """``attempt ** exponent + offset``, limited to ``cap``."""
-        try:
-            seconds = float(max(attempt, 1)) ** self.exponent + self.offset
-        except OverflowError:
-            seconds = math.inf
-        if self.cap is not None:
-            seconds = min(seconds, self.cap)
-        return BackoffWait(_clamp(seconds), self.label)
+        return _capped(
+            lambda: float(max(attempt, 1)) ** self.exponent + self.offset,
+            self.cap,
+            self.label,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -335,23 +345,20 @@ class RetryAfterBackoff(BackoffStrategy):
         if isinstance(default, BackoffStrategy):
             self.default: BackoffStrategy | timedelta = default
         else:
-            try:
-                delta = coerce_duration(default, name="default", allow_none=False)
-            except (TypeError, ValueError) as exc:
-                raise StepConfigurationError(
-                    f"{name}: invalid default {default!r}: must be a non-negative "
-                    f"timedelta or number of seconds, or a Backoff strategy"
-                ) from exc
-            assert delta is not None  # noqa: S101 - allow_none=False
-            self.default = delta
+            self.default = duration_option(
+                default,
+                name="default",
+                label=name,
+                must="a non-negative timedelta or number of seconds, or a Backoff "
+                "strategy",
+            )
         if not isinstance(attribute, str) or not attribute.isidentifier():
             raise StepConfigurationError(
                 f"{name}: invalid attribute {attribute!r}: must be an attribute name "
                 f"such as 'retry_after'"
             )
         self.attribute = attribute
-        self.cap = _cap_option(cap, strategy=name)
-        self.jitter = _jitter_option(jitter, strategy=name)
+        self.cap, self.jitter = _limits(cap, jitter, name)
 
     def base_wait(self, attempt: int, error: BaseException | None) -> BackoffWait:
         """The error's Retry-After (limited to ``cap``), else the default."""
@@ -359,10 +366,7 @@ class RetryAfterBackoff(BackoffStrategy):
             _retry_after_value(error, self.attribute), clock.now()
         )
         if found is not None:
-            seconds = found.total_seconds()
-            if self.cap is not None:
-                seconds = min(seconds, self.cap)
-            return BackoffWait(_clamp(seconds), self.label)
+            return _capped(found.total_seconds, self.cap, self.label)
         if isinstance(self.default, BackoffStrategy):
             fallback = self.default.base_wait(attempt, error)
             return BackoffWait(fallback.wait, f"{fallback.label}, no Retry-After")

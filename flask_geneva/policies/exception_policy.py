@@ -132,13 +132,35 @@ def _validate_report(report: object) -> str:
     return str(report)
 
 
-def _validate_max_reattempts(value: object) -> int | None:
+def check_policy_elements(items: Iterable[object], *, what: str) -> None:
+    """Refuse a policy list with an element that is no ExceptionPolicy (R-POL-30).
+
+    Raises:
+        StepConfigurationError: ``"<what> element #<index>: ..."``, ``what`` being
+            the message's start (``"invalid exception policy list"``).
+    """
+    for index, item in enumerate(items):
+        if not isinstance(item, ExceptionPolicy):
+            raise StepConfigurationError(
+                f"{what} element #{index}: {item!r} ({type(item).__name__}); "
+                f"every element must be an ExceptionPolicy"
+            )
+
+
+def validate_max_reattempts(value: object, label: str | None = None) -> int | None:
+    """Validate ``max_reattempts`` (None = unlimited) of a policy or a step (R-POL-02).
+
+    Raises:
+        StepConfigurationError: Not a positive int (bools too); the message starts
+            with ``"<label>: "`` when a ``label`` (``"Step 'charge'"``) is given.
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        prefix = "" if label is None else f"{label}: "
         raise StepConfigurationError(
-            f"invalid max_reattempts {value!r}: must be a positive integer or None "
-            f"(None = unlimited)"
+            f"{prefix}invalid max_reattempts {value!r}: must be a positive integer "
+            f"or None (None = unlimited)"
         )
     return value
 
@@ -251,7 +273,7 @@ class ExceptionPolicy:
             if not is_reattempt:
                 cap = None
             elif explicit_max:
-                cap = _validate_max_reattempts(max_reattempts)
+                cap = validate_max_reattempts(max_reattempts)
             else:
                 cap = DEFAULT_MAX_REATTEMPTS
         set_field = object.__setattr__
@@ -412,13 +434,7 @@ class PolicyList:
 
     def __init__(self, policies: Iterable[ExceptionPolicy]) -> None:
         items = tuple(policies)
-        for index, item in enumerate(items):
-            if not isinstance(item, ExceptionPolicy):
-                raise StepConfigurationError(
-                    f"invalid exception policy list element #{index}: {item!r} "
-                    f"({type(item).__name__}); every element must be an "
-                    f"ExceptionPolicy"
-                )
+        check_policy_elements(items, what="invalid exception policy list")
         caps = [p.max_reattempts for p in items if p.max_reattempts is not None]
         object.__setattr__(self, "policies", items)
         object.__setattr__(self, "cap", min(caps) if caps else None)

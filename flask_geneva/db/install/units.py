@@ -8,6 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The names are defined once, with the rest of the vocabulary, in db/states.
+from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
+from flask_geneva.db.states import OUTCOME_HOURS_TABLE
+from flask_geneva.db.states import SIGNALS_TABLE
+from flask_geneva.db.states import STEP_EXECUTIONS_TABLE
+from flask_geneva.db.states import WORKERS_TABLE
+from flask_geneva.db.states import WORKFLOWS_TABLE
+
 __all__ = [
     "KEY_TYPES",
     "KEY_TYPE_CHOICES",
@@ -22,12 +30,6 @@ __all__ = [
     "SchemaUnit",
 ]
 
-WORKFLOWS_TABLE = "geneva_drive_workflows"
-STEP_EXECUTIONS_TABLE = "geneva_drive_step_executions"
-WORKERS_TABLE = "geneva_drive_workers"
-SIGNALS_TABLE = "geneva_drive_signals"
-MAINTENANCE_RUNS_TABLE = "geneva_drive_maintenance_runs"
-OUTCOME_HOURS_TABLE = "geneva_drive_outcome_hours"
 OUR_TABLES = frozenset(
     {
         WORKFLOWS_TABLE,

@@ -19,6 +19,7 @@ from sqlalchemy import orm
 from flask_geneva.core.heroes import hero_type_spellings
 from flask_geneva.db.optional_columns import undefer_options
 from flask_geneva.db.queries.admin_filters import count_at_most
+from flask_geneva.db.queries.admin_filters import recency
 from flask_geneva.db.states import StepExecutionState
 
 __all__ = [
@@ -52,12 +53,9 @@ def load_workflow(session: orm.Session, workflow_cls: Any, workflow_id: Any) -> 
 
     Re-read (``populate_existing``) even if the session saw the row earlier.
     """
-    return session.scalars(
-        sa.select(workflow_cls)
-        .where(workflow_cls.id == workflow_id)
-        .options(*undefer_options(session, workflow_cls, None))
-        .execution_options(populate_existing=True)
-    ).one_or_none()
+    return _reread(
+        session, workflow_cls, workflow_id, undefer_options(session, workflow_cls, None)
+    )
 
 
 def workflow_list_page(
@@ -166,10 +164,17 @@ def load_execution(session: orm.Session, execution_cls: Any, key: Any) -> Any:
 
     Re-read (``populate_existing``) even if the session saw the row earlier.
     """
+    return _reread(
+        session, execution_cls, key, undefer_options(session, None, execution_cls)
+    )
+
+
+def _reread(session: orm.Session, model: Any, key: Any, options: Sequence[Any]) -> Any:
+    # populate_existing: the stored values replace what the session saw earlier.
     return session.scalars(
-        sa.select(execution_cls)
-        .where(execution_cls.id == key)
-        .options(*undefer_options(session, None, execution_cls))
+        sa.select(model)
+        .where(model.id == key)
+        .options(*options)
         .execution_options(populate_existing=True)
     ).one_or_none()
 
@@ -274,12 +279,7 @@ def latest_execution_per_step(
             execution_cls.state,
             execution_cls.created_at,
             execution_cls.id,
-            sa.func.row_number()
-            .over(
-                partition_by=execution_cls.step_name,
-                order_by=(execution_cls.created_at.desc(), execution_cls.id.desc()),
-            )
-            .label("recency"),
+            recency(execution_cls, execution_cls.step_name),
         )
         .where(execution_cls.workflow_id == workflow_id)
         .subquery()

@@ -37,6 +37,7 @@ __all__ = [
     "latest_error_sources",
     "matching_workflow_count",
     "matching_workflow_id_batches",
+    "recency",
 ]
 
 #: Execution states that carry a recorded error in the error columns (R-SE-20:
@@ -219,12 +220,7 @@ def latest_error_class_is(
         sa.select(
             execution_cls.workflow_id,
             execution_cls.error_class_name,
-            sa.func.row_number()
-            .over(
-                partition_by=execution_cls.workflow_id,
-                order_by=(execution_cls.created_at.desc(), execution_cls.id.desc()),
-            )
-            .label("recency"),
+            recency(execution_cls, execution_cls.workflow_id),
         )
         .where(_has_recorded_error(execution_cls))
         .subquery()
@@ -323,3 +319,23 @@ def matching_workflow_id_batches(
         if len(ids) < batch_size:
             return
         last = ids[-1]
+
+
+def recency(execution_cls: Any, partition_by: Any) -> Any:
+    """``recency``: 1 for the newest execution of each ``partition_by`` group.
+
+    Newest by ``created_at``, ties by id; a column of a ranked subquery whose
+    ``recency == 1`` rows are the latest per group.
+
+    Args:
+        execution_cls: The ``StepExecution`` class.
+        partition_by: Its column the groups are formed by.
+    """
+    return (
+        sa.func.row_number()
+        .over(
+            partition_by=partition_by,
+            order_by=(execution_cls.created_at.desc(), execution_cls.id.desc()),
+        )
+        .label("recency")
+    )

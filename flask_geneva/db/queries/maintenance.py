@@ -77,24 +77,17 @@ def delete_ended_workflows(
         workflow_cls.state.in_(TERMINAL_WORKFLOW_STATES),
         workflow_cls.transitioned_at < cutoff,
     )
-    signals = 0
-    if signal_cls is not None:
-        signal_ids = (
-            sa.select(signal_cls.id)
-            .join(workflow_cls, workflow_cls.id == signal_cls.workflow_id)
+
+    def delete_rows_of_eligible(row_cls: Any) -> int:
+        ids = (
+            sa.select(row_cls.id)
+            .join(workflow_cls, workflow_cls.id == row_cls.workflow_id)
             .where(*eligible)
         )
-        signals = _delete_in_batches(
-            session, signal_cls, signal_ids, batch_size=batch_size
-        )
-    execution_ids = (
-        sa.select(execution_cls.id)
-        .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
-        .where(*eligible)
-    )
-    executions = _delete_in_batches(
-        session, execution_cls, execution_ids, batch_size=batch_size
-    )
+        return _delete_in_batches(session, row_cls, ids, batch_size=batch_size)
+
+    signals = delete_rows_of_eligible(signal_cls) if signal_cls is not None else 0
+    executions = delete_rows_of_eligible(execution_cls)
     workflow_ids = sa.select(workflow_cls.id).where(*eligible)
     workflows = _delete_in_batches(
         session,
@@ -461,8 +454,8 @@ def hand_back_unpublished(
     """Set ``job_id = marker`` on executions whose publication failed (R-DSP-02).
 
     Guarded: only a row still ``scheduled`` with the job id that failed changes,
-    so an execution a worker already claimed or an operator changed is left
-    alone.
+    so an execution a worker already claimed (the message got through after all)
+    or an operator changed is left alone.
 
     Args:
         target: A session (the update joins its open transaction; an ORM UPDATE,

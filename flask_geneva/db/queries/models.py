@@ -28,6 +28,7 @@ __all__ = [
     "latest_hero_workflow",
     "ongoing_workflows",
     "ready_to_execute",
+    "rows_of_workflow",
     "successor_of",
     "workflows_for_hero",
     "workflows_in_state",
@@ -131,17 +132,26 @@ def current_execution(
     ).first()
 
 
-def execution_history(
-    session: orm.Session, execution_cls: Any, workflow_id: Any
-) -> list[Any]:
-    """The workflow's executions by ``created_at``, ties by id (R-WF-22)."""
+def rows_of_workflow(session: orm.Session, row_cls: Any, workflow_id: Any) -> list[Any]:
+    """The workflow's rows of ``row_cls`` by ``created_at``, ties by id.
+
+    Args:
+        session: The session to read with.
+        row_cls: ``StepExecution`` (the execution history, R-WF-22) or
+            ``WorkflowSignal`` (its signals, oldest first).
+        workflow_id: The workflow's id.
+    """
     return list(
         session.scalars(
-            sa.select(execution_cls)
-            .where(execution_cls.workflow_id == workflow_id)
-            .order_by(execution_cls.created_at, execution_cls.id)
+            sa.select(row_cls)
+            .where(row_cls.workflow_id == workflow_id)
+            .order_by(row_cls.created_at, row_cls.id)
         )
     )
+
+
+#: The workflow's executions by ``created_at``, ties by id (R-WF-22).
+execution_history = rows_of_workflow
 
 
 def successor_of(session: orm.Session, execution_cls: Any, execution_id: Any) -> Any:

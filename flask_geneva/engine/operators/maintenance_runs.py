@@ -38,7 +38,6 @@ from flask_geneva.core import clock
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.db import maintenance_runs as maintenance_rows
 from flask_geneva.db import optional_columns as column_detection
-from flask_geneva.db.context import models_of
 from flask_geneva.db.maintenance_runs import RunStart
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 
@@ -148,18 +147,13 @@ def recorded_run(
 
 
 def _table(session: orm.Session) -> sa.Table | None:
-    try:
-        present = column_detection.optional_columns(session).maintenance_runs
-    except sa.exc.SQLAlchemyError as error:
-        session.rollback()
-        _log.warning("could not detect the maintenance runs table: %s", error)
-        return None
-    if not present:
-        return None
-    table: sa.Table = models_of(session).StepExecution.metadata.tables[
-        MAINTENANCE_RUNS_TABLE
-    ]
-    return table
+    return column_detection.installed_table(
+        session,
+        MAINTENANCE_RUNS_TABLE,
+        flag="maintenance_runs",
+        what="maintenance runs",
+        log=_log,
+    )
 
 
 def _write(

@@ -74,18 +74,13 @@ def outcome_hours_table(session: orm.Session) -> sa.Table | None:
     Detected once per engine with the optional columns (R-DM-30); a failed
     detection is logged and counts as absent.
     """
-    try:
-        present = column_detection.optional_columns(session).outcome_hours
-    except sa.exc.SQLAlchemyError as error:
-        session.rollback()
-        _log.warning("could not detect the outcome hours table: %s", error)
-        return None
-    if not present:
-        return None
-    table: sa.Table = models_of(session).StepExecution.metadata.tables[
-        OUTCOME_HOURS_TABLE
-    ]
-    return table
+    return column_detection.installed_table(
+        session,
+        OUTCOME_HOURS_TABLE,
+        flag="outcome_hours",
+        what="outcome hours",
+        log=_log,
+    )
 
 
 def counted_hours(
