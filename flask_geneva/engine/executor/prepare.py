@@ -156,13 +156,7 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
                 f"Step '{execution.step_name}' is not defined in {workflow.type}"
                 + scheduling.unregistered_type_hint(workflow)
             )
-            execution.error_message = message
-            transitions.apply(
-                transitions.FAIL_UNRUNNABLE,
-                now,
-                workflow=workflow,
-                execution=execution,
-            )
+            _fail_unrunnable(workflow, execution, now, message)
             error = StepNotDefinedError(
                 message,
                 workflow_id=workflow.id,
@@ -176,26 +170,14 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
             and not column_detection.optional_columns(session).resumable
         ):
             message = MISSING_COLUMNS_MESSAGE.format(step=step.name, type=workflow.type)
-            execution.error_message = message
-            transitions.apply(
-                transitions.FAIL_UNRUNNABLE,
-                now,
-                workflow=workflow,
-                execution=execution,
-            )
+            _fail_unrunnable(workflow, execution, now, message)
             raise_after_commit = StepConfigurationError(message)
         elif step.wait_for is not None and not workflow_signals.installed(session):
             # R-WSIG-04: fails loudly, as a resumable step without its columns.
             message = workflow_signals.NOT_INSTALLED_MESSAGE.format(
                 what=f"Step '{step.name}' of {workflow.type} (wait_for)"
             )
-            execution.error_message = message
-            transitions.apply(
-                transitions.FAIL_UNRUNNABLE,
-                now,
-                workflow=workflow,
-                execution=execution,
-            )
+            _fail_unrunnable(workflow, execution, now, message)
             raise_after_commit = StepConfigurationError(message)
         else:
             ended = _preconditions(run, workflow, execution, step)
@@ -237,6 +219,18 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
     session_transactions.commit_keeping_state(session)
     run.events.emit(signals.precondition, run.passed_timing, outcome="passed")
     return workflow, execution, step
+
+
+def _fail_unrunnable(workflow: Any, execution: Any, now: Any, message: str) -> None:
+    """Fail an execution that cannot run, with ``message`` (R-EXE-14/15, R-WSIG-04).
+
+    Applies ``fail_unrunnable`` (the workflow pauses); the caller commits and
+    raises the matching error.
+    """
+    execution.error_message = message
+    transitions.apply(
+        transitions.FAIL_UNRUNNABLE, now, workflow=workflow, execution=execution
+    )
 
 
 def _claimed_by(run: StepRun) -> dict[str, Any] | None:
