@@ -334,7 +334,12 @@ def apply_signal(
 
 
 def record_signal(execution: Any, signal: FlowControlSignal) -> None:
-    """Write the ``flow_control`` record of R-PDR-03 on ``execution``."""
+    """Write the ``flow_control`` record of R-PDR-03 on ``execution``.
+
+    Args:
+        execution: The locked execution.
+        signal: The flow-control signal the body raised.
+    """
     wait = getattr(signal, "wait", None)
     execution.write_metadata(
         "flow_control",

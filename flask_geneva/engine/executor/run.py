@@ -210,6 +210,10 @@ class StepRun:
 
         The claim and finalize hand back the same instances (the lock re-reads
         into them), so the tagged adapter is built once per run.
+
+        Args:
+            workflow: The run's workflow.
+            execution: The run's execution.
         """
         tagged_for = self._logger_for
         if tagged_for is None or not (
@@ -232,7 +236,12 @@ class StepRun:
         self._logger_targets.clear()
 
     def enter_error_context(self, workflow: Any, execution: Any) -> None:
-        """Name the rows to the error reporter until the run ends (R-REP-10)."""
+        """Name the rows to the error reporter until the run ends (R-REP-10).
+
+        Args:
+            workflow: The run's workflow.
+            execution: The run's execution.
+        """
         if self.error_context_token is None:
             self.error_context_token = error_reporting.set_error_context(
                 workflow, execution
