@@ -59,7 +59,9 @@ def test_lookup_is_retried_find_attempts_times(app, monkeypatch):
     app.config["GENEVA_FIND_DELAY"] = 0.25
     geneva.reload_settings(app)
     sleeps: list[float] = []
-    monkeypatch.setattr("flask_geneva.engine.executor.step.time.sleep", sleeps.append)
+    monkeypatch.setattr(
+        "flask_geneva.engine.executor.prepare.time.sleep", sleeps.append
+    )
     perform_step_execution(424242)
     assert sleeps == [0.25, 0.25]
 

@@ -1,7 +1,10 @@
 """The executor: claim a step execution, run the step's body, record the outcome.
 
-``step`` is the entry point (``execute_step``); ``prepare``, ``run``,
-``outcomes``, ``events`` and ``continuation`` are its stages; ``policy_decisions``
-turns an exception policy's result into a transition; ``early_delivery`` handles
-a Celery message that arrived before its execution was due.
+``step`` is the entry point (``execute_step``). Each step is one run: a
+``run.StepRun`` holding the run's state, passed to the stages, which are
+functions: ``prepare`` (claim), ``body`` (run the body), ``finalize`` (record
+the outcome, through ``outcomes``) and ``continuation`` (claim the next step
+inline). ``events`` sends the run's signals and reports; ``policy_decisions``
+turns an exception policy's result into a transition; ``early_delivery``
+handles a Celery message that arrived before its execution was due.
 """

@@ -1,23 +1,36 @@
-"""The state of one executor run: its settings, session, loggers and events.
+"""The state of one executor run, passed to each of its stages (SPEC §7).
 
-:class:`RunBase` is the base of the executor's phases
-(:mod:`flask_geneva.engine.executor.outcomes`,
-:mod:`flask_geneva.engine.executor.prepare`,
-:mod:`flask_geneva.engine.executor.step`): it holds what one call of
-:meth:`~flask_geneva.engine.executor.step.Executor.execute` carries through its three
-phases, and the tagged loggers it installs on the rows (R-EXE-01, R-LOG-02).
-:class:`BodyResult` says how the body ended (R-EXE-35).
+:class:`StepRun` holds what one step's run carries from its claim to its
+outcome: the options :func:`~flask_geneva.engine.executor.step.execute_step`
+was called with, the session and settings, the tagged logger (R-EXE-01,
+R-LOG-02), the run's events and pending reports, its running-set entries
+(R-WRK-18) and the inline continuation's state (R-EXE-70..81). The stages are
+functions that take it: :mod:`~flask_geneva.engine.executor.prepare` (claim),
+:mod:`~flask_geneva.engine.executor.body` (run the body),
+:mod:`~flask_geneva.engine.executor.finalize` (record the outcome, with
+:mod:`~flask_geneva.engine.executor.outcomes`) and
+:mod:`~flask_geneva.engine.executor.continuation` (continue inline).
+:class:`BodyResult` says how the body ended (R-EXE-35); :func:`retrying` is the
+deadlock retry of the claim and of finalize (R-EXE-80).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import TypeVar
 
 from sqlalchemy import orm
 
+from flask_geneva.core import error_reporting
+from flask_geneva.core import transactions
+from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import execution_logger
+from flask_geneva.db import session_transactions
 from flask_geneva.db.context import EngineContext
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.workers import registry as worker_registry
@@ -25,111 +38,183 @@ from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.policies import task_failures
 
-__all__ = ["BodyResult", "RunBase"]
+if TYPE_CHECKING:
+    from flask_geneva.engine.executor.continuation import ClaimedStep
+    from flask_geneva.engine.executor.continuation import InlineBudget
+
+__all__ = ["BodyResult", "StepRun", "retrying"]
 
 _log = logging.getLogger("flask_geneva")
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass
 class BodyResult:
-    """How the body ended (R-EXE-35)."""
+    """How the body ended (R-EXE-35).
 
-    kind: str  # "completed" | "signal" | "interrupted" | "exception"
+    Attributes:
+        kind: ``"completed"``, ``"signal"``, ``"interrupted"`` or ``"exception"``.
+        signal: The flow-control signal the body raised (kind ``signal``).
+        interrupt: The interrupt of a resumable step (kind ``interrupted``).
+        error: The exception the body or a hook raised (kind ``exception``).
+    """
+
+    kind: str
     signal: FlowControlSignal | None = None
     interrupt: StepInterrupt | None = None
     error: Exception | None = None
 
     @property
     def label(self) -> str:
+        """The outcome named in the log and the ``step`` signal (R-SIG-03)."""
         if self.kind == "signal" and self.signal is not None:
             return "finished" if self.signal.action == "finish" else self.signal.action
         return self.kind
 
 
-class RunBase:
-    """What one executor run holds across its phases (SPEC §7)."""
+@dataclasses.dataclass(eq=False, kw_only=True, slots=True)
+class StepRun:
+    """What one step's run holds across its stages (SPEC §7).
 
-    def __init__(
-        self,
-        *,
-        session: orm.Session,
-        execution_id: Any,
-        base_logger: Any,
-        interruptible: bool,
-        max_iterations: int | None,
-        lookup_attempts: int = 1,
-        lookup_delay_seconds: float = 0.0,
-        reraise: str = task_failures.RERAISE_ALWAYS,
-        run_early: bool = False,
-        context: EngineContext,
-    ) -> None:
-        self.session = session
-        #: The engine context the run started with, used for the whole run.
-        self.context = context
-        #: The settings in force when the run started, used for the whole run
-        #: (a change of ``app.config`` applies from the next run, R-CFG-02).
-        settings = self.settings = context.settings
-        self.reraise = reraise
-        self.run_early = run_early
-        self.lookup_attempts = max(int(lookup_attempts), 1)
-        self.lookup_delay_seconds = lookup_delay_seconds
-        self.execution_id = execution_id
-        self.base_logger = base_logger
-        self.interruptible = interruptible
-        self.max_iterations = max_iterations
-        self.logger: Any = _log
-        self._logger_targets: list[Any] = []
-        #: The (workflow, execution) the current ``self.logger`` is tagged for.
-        self._logger_for: tuple[Any, Any] | None = None
-        self.events = executor_events.RunEvents(session, settings)
-        # (error, extra context, execution id whose policy record gets
-        # report_error), reported after the commit (R-REP-02).
+    One is made per step: a step continued inline (R-EXE-70) gets a new one,
+    sharing the task's ``inline_budget``. The first group of attributes is
+    given by :func:`~flask_geneva.engine.executor.step.execute_step`; the
+    others start empty and are filled in by the stages.
+
+    Attributes:
+        session: The executor's session; it owns it for the run (R-EXE-38).
+        context: The engine context the run started with, used for the whole
+            run; ``settings`` are its settings (a change of ``app.config``
+            applies from the next run, R-CFG-02).
+        execution_id: The id of the execution this run claims or adopted.
+        base_logger: The caller's logger whose tags come first (R-LOG-03).
+        interruptible: Whether a resumable step honours interruptions (R-INT-01).
+        max_iterations: Overrides a resumable step's ``max_iterations``.
+        lookup_attempts: Tries of the claim's lookup (R-JOB-20), at least 1.
+        lookup_delay_seconds: Sleep between two lookups.
+        reraise: Which handled exceptions are re-raised (R-EXE-50).
+        run_early: Run before ``scheduled_for`` (R-EXE-18, the test helpers).
+        inline_budget: The task's inline continuation budget, shared by the
+            runs of one task; None when this run may not continue inline
+            (R-EXE-72).
+        settings: ``context.settings``.
+        events: The run's signals and pending reports (R-SIG, R-REP).
+        reports: ``events.reports``: errors reported after the commit.
+        logger: The logger tagged for the run's workflow and execution.
+        finalizing: Finalize applies the outcome: the execution is the
+            workflow's one active execution (no stray-cancel UPDATE).
+        user_code_ran: An imperative handler ran in the open transaction: it
+            is not retried (R-EXE-80).
+        error_context_token: The error reporter's context, reset at the end.
+        passed_timing: Timing of the passed preconditions (R-SIG-02).
+        iterable_step: The resumable step's ``it`` object (R-PDR-03).
+        running: ``(running set, execution id)`` this run added to its
+            worker's running executions, removed when it ends (R-WRK-18).
+        handed_over: Entries kept for the run that adopts an inline claim.
+        claimed_rows: The workflow and execution as the claim committed
+            them, for the optimistic finalize (R-EXE-81).
+        continuation: The next step finalize claimed inline (R-EXE-70).
+        hero_probe: ``(hero class, hero_type, hero_id)`` of the claimed
+            step's workflow for finalize's hero probe (R-EXE-78); None: none.
+        hero_present: Whether that hero existed when finalize locked the
+            rows; None: unknown.
+        inline_refused: An inline check failed in the database: this run
+            claims nothing inline (R-EXE-73).
+    """
+
+    session: orm.Session
+    context: EngineContext
+    execution_id: Any
+    base_logger: Any
+    interruptible: bool
+    max_iterations: int | None
+    lookup_attempts: int = 1
+    lookup_delay_seconds: float = 0.0
+    reraise: str = task_failures.RERAISE_ALWAYS
+    run_early: bool = False
+    inline_budget: InlineBudget | None = None
+
+    settings: GenevaConfig = dataclasses.field(init=False)
+    events: executor_events.RunEvents = dataclasses.field(init=False)
+    reports: list[tuple[BaseException, dict[str, Any], Any]] = dataclasses.field(
+        init=False
+    )
+    logger: Any = dataclasses.field(init=False, default=_log)
+    finalizing: bool = dataclasses.field(init=False, default=False)
+    user_code_ran: bool = dataclasses.field(init=False, default=False)
+    error_context_token: Any = dataclasses.field(init=False, default=None)
+    passed_timing: dict[str, Any] = dataclasses.field(init=False, default_factory=dict)
+    iterable_step: Any = dataclasses.field(init=False, default=None)
+    running: list[tuple[Any, Any]] = dataclasses.field(init=False, default_factory=list)
+    handed_over: list[tuple[Any, Any]] = dataclasses.field(
+        init=False, default_factory=list
+    )
+    claimed_rows: tuple[Any, Any] | None = dataclasses.field(init=False, default=None)
+    continuation: ClaimedStep | None = dataclasses.field(init=False, default=None)
+    hero_probe: tuple[Any, Any, Any] | None = dataclasses.field(
+        init=False, default=None
+    )
+    hero_present: bool | None = dataclasses.field(init=False, default=None)
+    inline_refused: bool = dataclasses.field(init=False, default=False)
+    _logger_targets: list[Any] = dataclasses.field(init=False, default_factory=list)
+    #: The (workflow, execution) the current ``logger`` is tagged for.
+    _logger_for: tuple[Any, Any] | None = dataclasses.field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.lookup_attempts = max(int(self.lookup_attempts), 1)
+        settings = self.settings = self.context.settings
+        self.events = executor_events.RunEvents(self.session, settings)
         self.reports = self.events.reports
-        self._finalizing = False
-        #: An imperative handler ran in finalize's transaction (R-EXE-80).
-        self._user_code_ran = False
-        self._error_context_token: Any = None
-        self._passed_timing: dict[str, Any] = {}
-        self.iterable_step: Any = None
-        #: ``(running set, execution id)`` this run added to its worker's set
-        #: of running executions, removed when the run ends (R-WRK-18).
-        self._running: list[tuple[Any, Any]] = []
-        self._handed_over: list[tuple[Any, Any]] = []
 
     # -- running executions (R-WRK-18) -------------------------------------------------
 
-    def _mark_running(self, execution_id: Any, *, adopted: bool = False) -> None:
+    def mark_running(self, execution_id: Any, *, adopted: bool = False) -> None:
         """Hold ``execution_id`` in this worker's running set until the run ends.
 
-        Called before the claim commits (R-WRK-18). ``adopted``: the previous
-        run of the task added it with its inline claim and hands it over.
+        Called before the claim commits (R-WRK-18).
+
+        Args:
+            execution_id: The execution being claimed.
+            adopted: The previous run of the task added it with its inline
+                claim and hands it over.
         """
         running = worker_registry.running_executions(self.session)
         if running is None or execution_id is None:
             return
         if adopted or running.add(execution_id):
-            self._running.append((running, execution_id))
+            self.running.append((running, execution_id))
 
-    def _unmark_running(self, keep: Any = None) -> None:
-        """Remove what this run added, except ``keep`` (handed to the next run)."""
-        for running, execution_id in self._running:
+    def unmark_running(self, keep: Any = None) -> None:
+        """Remove what this run added, except ``keep`` (handed to the next run).
+
+        Args:
+            keep: The execution id claimed inline for the next run, or None.
+        """
+        for running, execution_id in self.running:
             if keep is None or execution_id != keep:
                 running.discard(execution_id)
             else:
-                self._handed_over.append((running, execution_id))
-        self._running.clear()
+                self.handed_over.append((running, execution_id))
+        self.running.clear()
 
     def drop_handed_over(self) -> None:
         """Remove the inline-claimed id when no next run will adopt it (R-WRK-18)."""
-        for running, execution_id in self._handed_over:
+        for running, execution_id in self.handed_over:
             running.discard(execution_id)
-        self._handed_over.clear()
+        self.handed_over.clear()
 
-    # -- loggers (R-EXE-01) ------------------------------------------------------------
+    # -- loggers and the error context (R-EXE-01, R-REP) ------------------------------
 
-    def _install_loggers(self, workflow: Any, execution: Any) -> None:
-        # Phases 1 and 3 hand back the same instances (the lock re-reads into
-        # them), so the tagged adapter is built once per run.
+    def install_loggers(self, workflow: Any, execution: Any) -> None:
+        """Tag the run's logger for the rows and set it on them (R-EXE-01).
+
+        The claim and finalize hand back the same instances (the lock re-reads
+        into them), so the tagged adapter is built once per run.
+
+        Args:
+            workflow: The run's workflow.
+            execution: The run's execution.
+        """
         tagged_for = self._logger_for
         if tagged_for is None or not (
             tagged_for[0] is workflow and tagged_for[1] is execution
@@ -142,9 +227,97 @@ class RunBase:
                 self._logger_targets.append(target)
             target.__dict__["_geneva_logger"] = adapter
 
-    def _restore_loggers(self) -> None:
+    def restore_loggers(self) -> None:
+        """Take the run's logger (and a ``wait_for`` signal) off the rows."""
         for target in self._logger_targets:
             target.__dict__.pop("_geneva_logger", None)
             # The workflow signal a wait_for step ran with (R-WSIG-17).
             target.__dict__.pop("_geneva_received_signal", None)
         self._logger_targets.clear()
+
+    def enter_error_context(self, workflow: Any, execution: Any) -> None:
+        """Name the rows to the error reporter until the run ends (R-REP-10).
+
+        Args:
+            workflow: The run's workflow.
+            execution: The run's execution.
+        """
+        if self.error_context_token is None:
+            self.error_context_token = error_reporting.set_error_context(
+                workflow, execution
+            )
+
+    def leave_error_context(self) -> None:
+        """Reset what :meth:`enter_error_context` set, if it did."""
+        if self.error_context_token is not None:
+            error_reporting.reset_error_context(self.error_context_token)
+            self.error_context_token = None
+
+    # -- attempts (R-EXE-80) -----------------------------------------------------------
+
+    def note_user_code(self) -> None:
+        """User code runs in the open locked transaction: no retry of it (R-EXE-80)."""
+        self.user_code_ran = True
+
+    def forget_attempt(self, reports: int, running: int) -> None:
+        """Undo what a rolled-back claim or finalize attempt left on the run.
+
+        (R-EXE-80, R-EXE-73.)
+
+        Args:
+            reports: How many reports were pending before the attempt.
+            running: How many running-set entries the run held before the
+                attempt (an inline claim adds one, R-EXE-70).
+        """
+        del self.reports[reports:]
+        for held, execution_id in self.running[running:]:
+            held.discard(execution_id)
+        del self.running[running:]
+        if self.continuation is not None and self.inline_budget is not None:
+            self.inline_budget.steps_run -= 1
+        self.continuation = None
+        self.hero_present = None
+        self.finalizing = False
+
+
+def retrying(
+    run: StepRun,
+    attempt: Callable[[], _T],
+    what: str,
+    reports: int,
+    running: int,
+    **options: Any,
+) -> _T:
+    """Run ``attempt`` under R-EXE-80's retry loop for ``run``'s ``what``.
+
+    :func:`~flask_geneva.core.transactions.retry_on_conflict`: retried while
+    no user code ran in it (:meth:`StepRun.note_user_code`), rolled back on the
+    run's session, each retry forgetting what the aborted attempt left
+    (:meth:`StepRun.forget_attempt`).
+
+    Args:
+        run: The run.
+        attempt: One attempt, in a fresh transaction.
+        what: ``"claim"`` or ``"finalize"``, for the log.
+        reports: Pending reports before the first attempt.
+        running: Running-set entries before the first attempt.
+        **options: Passed to the loop (``rollback_always``, ``on_give_up``).
+
+    Returns:
+        What the successful attempt returned.
+
+    Raises:
+        Exception: The attempt's error when it is not retried, or after the
+            last attempt.
+    """
+    return transactions.retry_on_conflict(
+        attempt,
+        allowed=lambda: not run.user_code_ran,
+        what=f"{what} of step execution {run.execution_id}",
+        rollback=functools.partial(
+            session_transactions.rollback_after_error, run.session
+        ),
+        logger=lambda: run.logger,
+        on_retry=lambda: run.forget_attempt(reports, running),
+        **options,
+    )

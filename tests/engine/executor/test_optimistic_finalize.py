@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from flask_geneva import InvalidStateError
 from flask_geneva import step
-from flask_geneva.engine.executor.step import _Run
+from flask_geneva.engine.executor import finalize
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
@@ -76,7 +76,7 @@ def _clean():
 def finalize_mode(request, monkeypatch):
     """``locked`` turns the optimistic attempt off: the outcome to compare with."""
     if request.param == "locked":
-        monkeypatch.setattr(_Run, "_finalize_optimistically", lambda *args: None)
+        monkeypatch.setattr(finalize, "_finalize_optimistically", lambda *args: None)
     return request.param
 
 

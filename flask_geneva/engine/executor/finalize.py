@@ -1,0 +1,271 @@
+"""The executor's third stage: record the body's outcome (SPEC §7.6, §7.7).
+
+:func:`finalize` takes the run (:class:`~flask_geneva.engine.executor.run.
+StepRun`), the step and the body's :class:`~flask_geneva.engine.executor.run.
+BodyResult`. In a fresh transaction it locks and re-reads the rows, leaves an
+operator's change in place (R-EXE-41/42) or applies the outcome through
+:mod:`~flask_geneva.engine.executor.outcomes` (R-EXE-44..48), claims the next
+step inline when it may (:mod:`~flask_geneva.engine.executor.continuation`,
+R-EXE-70..77), and commits; then it sends the ``finalize`` signal, reports,
+and re-raises as ``reraise`` says (R-EXE-50). On PostgreSQL a Celery task's
+finalize of a completed body may instead send one guarded statement without
+the lock, falling back to the locked path when the guard fails (R-EXE-81). A
+deadlock victim starts over (R-EXE-80); the body never runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva.core import clock
+from flask_geneva.db import locks as store
+from flask_geneva.db import row_updates
+from flask_geneva.db import session_transactions
+from flask_geneva.db import write_path as core_rows
+from flask_geneva.engine.executor import continuation
+from flask_geneva.engine.executor import outcomes
+from flask_geneva.engine.executor.continuation import InlineCheckFailed
+from flask_geneva.engine.executor.run import BodyResult
+from flask_geneva.engine.executor.run import StepRun
+from flask_geneva.engine.executor.run import retrying
+from flask_geneva.engine.operators import finalize as operator_finalize
+from flask_geneva.engine.transitions import table as transitions
+from flask_geneva.models import StepExecutionState
+from flask_geneva.models import WorkflowState
+from flask_geneva.policies import task_failures
+from flask_geneva.policies.resolution import PolicyResult
+
+__all__ = ["finalize"]
+
+_log = logging.getLogger("flask_geneva")
+
+#: What one finalize attempt committed: ``(workflow state, execution state)``,
+#: the policy result, and whether the outcome was left to an operator's change.
+_Finalized = tuple[tuple[Any, Any], PolicyResult | None, bool]
+
+
+def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
+    """Record how the body ended, in its own locked transaction (R-EXE-40..51).
+
+    Args:
+        run: The run; when finalize claims the next step inline, its
+            ``continuation`` is set (R-EXE-70).
+        step: The step definition of the run's execution.
+        body: How the body ended.
+
+    Raises:
+        Exception: The body's exception after its policy was committed, when
+            ``run.reraise`` asks for it (R-EXE-50).
+        sqlalchemy.exc.SQLAlchemyError: Finalize failed, after the retries
+            of a deadlock (R-EXE-80); the execution stays ``in_progress`` for
+            recovery (R-WRK-18).
+    """
+    # The body may have bound a newer context (a geneva call of its own):
+    # the outcome is written with the one this run started with (R-CFG-02).
+    session = run.context.bind(run.session)
+    run.events.finalize_started = (clock.now(), time.monotonic())  # R-SIG-01 timing
+    error = body.error
+    reports, running = len(run.reports), len(run.running)
+
+    def give_up(_: BaseException) -> None:
+        if error is not None:
+            task_failures.log_unrecorded(run.logger, error, "encountered")
+
+    optimistic = [body.kind == "completed"]
+
+    def attempt() -> _Finalized | None:
+        if optimistic[0]:
+            # R-EXE-81: once per finalize; a retry (R-EXE-80) takes the lock.
+            optimistic[0] = False
+            done = _finalize_optimistically(run, session, step, reports, running)
+            if done is not None:
+                return done
+        try:
+            return _finalize_once(run, session, step, body)
+        except InlineCheckFailed as failed:
+            # R-EXE-73: the check left the transaction unusable; finalize
+            # again without continuing inline (once per run).
+            session_transactions.rollback_after_error(session, failed)
+            run.logger.warning(
+                "%s; finalizing step execution %s again without continuing inline",
+                failed,
+                run.execution_id,
+            )
+            run.forget_attempt(reports, running)
+            return _finalize_once(run, session, step, body)
+
+    # R-EXE-80: a deadlock victim starts over in a fresh transaction that
+    # locks, re-reads and re-checks the rows; the body is done. Any error
+    # (BaseException) is rolled back, retried or not.
+    finalized = retrying(
+        run,
+        attempt,
+        "finalize",
+        reports,
+        running,
+        rollback_always=True,
+        on_give_up=give_up,
+    )
+    if finalized is None:
+        return
+    states, result, left = finalized
+    if left:
+        run.events.emit_finalize(states, None)
+        run.events.drop_error(run.logger, error)
+        return
+    run.events.emit_finalize(states, error)
+    run.events.report_pending()
+    if error is not None and task_failures.should_reraise(run.reraise, result):
+        raise error
+
+
+def _finalize_optimistically(
+    run: StepRun, session: orm.Session, step: Any, reports: int, running: int
+) -> _Finalized | None:
+    """Finalize a completed body without the locking read (R-EXE-81).
+
+    ``complete`` and the inline claim (or the next step's scheduling) are
+    applied to the rows as the claim committed them, and the one merged
+    statement (R-EXE-79) carries the guard that stands in for the lock:
+    both rows unchanged since the claim (state and ``updated_at``), and
+    the hero present when the next step is claimed inline. The
+    execution's attributes the lock would not have read are expired, as
+    after the lock (R-EXE-48).
+
+    Returns:
+        As :func:`_finalize_once` for a body that completed; None when the
+        rows do not qualify or the guard failed (rolled back, the
+        attempt's traces forgotten): the caller takes the locked path.
+    """
+    claimed = run.claimed_rows
+    if claimed is None:
+        return None
+    workflow, execution = claimed
+    guards = continuation.optimistic_guards(run, workflow, execution, step)
+    if guards is None:
+        return None
+    session.expire(execution, store.finalize_unread_execution_keys(session))
+    core_rows.expect_unchanged_since_claim(session, guards)
+    try:
+        run.finalizing = True
+        workflow.current_step_name = None
+        schedules = transitions.apply(
+            transitions.COMPLETE,
+            clock.now(),
+            workflow=workflow,
+            execution=execution,
+        )
+        if guards.hero is not None:
+            run.hero_present = True  # the statement's guard checks it
+        if not continuation.continue_inline(run, workflow, step):
+            guards.hero = None  # nothing claimed: the hero is not checked
+            outcomes.perform(run, schedules, workflow, execution, step)
+        outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
+    except row_updates.OptimisticWriteRefused as refused:
+        session_transactions.rollback_after_error(session, refused)
+        # Refused before any statement, no transaction was rolled back:
+        # drop what this attempt applied to the instances all the same.
+        session.expire(workflow)
+        session.expire(execution)
+        run.logger.debug(
+            "finalizing step execution %s under lock: %s",
+            run.execution_id,
+            refused,
+        )
+        run.forget_attempt(reports, running)
+        return None
+    finally:
+        core_rows.expect_unchanged_since_claim(session, None)
+    return (workflow.state, execution.state), None, False
+
+
+def _finalize_once(
+    run: StepRun, session: orm.Session, step: Any, body: BodyResult
+) -> _Finalized | None:
+    """One attempt at finalize: lock, re-check, apply the outcome, commit.
+
+    Returns:
+        None when the execution vanished; else the committed
+        ``(workflow state, execution state)``, the policy result, and
+        whether the outcome was left to an operator's change (R-EXE-41/42).
+    """
+    workflow, execution = continuation.lock_for_finalize(run, body.kind == "completed")
+    if execution is None:
+        _log.warning("step execution %s vanished during the step", run.execution_id)
+        session.rollback()
+        return None
+    run.install_loggers(workflow, execution)
+    now = clock.now()
+    error = body.error
+    result: PolicyResult | None = None
+    if execution.state != StepExecutionState.IN_PROGRESS:
+        run.logger.warning(
+            "execution changed to %s during the step; leaving it (R-EXE-41)",
+            execution.state,
+        )
+        states = (workflow.state, execution.state)
+        session.rollback()
+        return states, None, True
+    if workflow.state != WorkflowState.PERFORMING:
+        # An operator paused, canceled or finished the workflow while the
+        # body ran: record what the body did; their state wins (R-EXE-42).
+        run.logger.warning(
+            "workflow changed to %s during the step (R-EXE-42)", workflow.state
+        )
+        if body.kind == "signal" and body.signal is not None:
+            outcomes.record_signal(execution, body.signal)
+        operator_finalize.finalize_under_operator_state(
+            session,
+            workflow,
+            execution,
+            step,
+            kind=body.kind,
+            signal=body.signal,
+            error=error,
+            record_interrupt=lambda reason: outcomes.record_interrupt(
+                run, execution, body, reason=reason
+            ),
+            now=now,
+        )
+        outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
+        return (workflow.state, execution.state), None, True
+
+    # From here on this execution is the workflow's one active execution,
+    # so new executions need no stray-cancel UPDATE, and all changes go out
+    # in one flush (UPDATEs before the INSERT). R-EXE-46 clears
+    # current_step_name; the step just done is passed explicitly instead.
+    run.finalizing = True
+    workflow.current_step_name = None
+    if body.kind == "completed":
+        schedules = transitions.apply(
+            transitions.COMPLETE, now, workflow=workflow, execution=execution
+        )
+        if not continuation.continue_inline(run, workflow, step):
+            outcomes.perform(run, schedules, workflow, execution, step)
+    elif body.kind == "interrupted":
+        assert body.interrupt is not None  # noqa: S101 - kind implies it
+        outcomes.record_interrupt(run, execution, body)
+        outcomes.transition(
+            run,
+            transitions.CONTINUE,
+            clock.now(),
+            workflow,
+            execution,
+            step,
+            wait=body.interrupt.wait,
+        )
+    elif body.kind == "signal":
+        assert body.signal is not None  # noqa: S101 - kind implies it
+        outcomes.apply_signal(run, workflow, execution, step, body.signal)
+    else:
+        assert error is not None  # noqa: S101 - kind implies it
+        result = outcomes.resolve(run, workflow, execution, step, error)
+        outcomes.apply_policy(
+            run, workflow, execution, step, result, error, "exception_policy"
+        )
+    outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
+    return (workflow.state, execution.state), result, False
