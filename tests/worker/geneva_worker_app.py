@@ -23,6 +23,7 @@ import flask_geneva
 from flask_geneva import step
 from tests.apps import basic
 from tests.common_workflows import WaitingThreeSteps  # noqa: F401 - workers run it
+from tests.step_bodies import adds
 
 #: Seconds between two dispatcher runs of the beat process.
 DISPATCH_INTERVAL = 1.0
@@ -102,32 +103,27 @@ def environment(
     }
 
 
+def _begin_then_wait(seconds: float) -> list[Any]:
+    """``begin`` adds 1 to the hero's counter; ``after_wait``, ``seconds`` later,
+    adds 10."""
+    return [
+        step.anonymous(adds(1), name="begin"),
+        step.anonymous(adds(10), name="after_wait", wait=timedelta(seconds=seconds)),
+    ]
+
+
 class BrokerLongWait(basic.geneva.Workflow):
     """A step, then one 20 seconds later: longer than GENEVA_MAX_BROKER_DELAY."""
 
     __geneva_type__ = "BrokerLongWait"
-
-    @step
-    def begin(self):
-        self.hero.counter += 1
-
-    @step(wait=timedelta(seconds=20))
-    def after_wait(self):
-        self.hero.counter += 10
+    _steps = _begin_then_wait(20)
 
 
 class BrokerShortDeferred(basic.geneva.Workflow):
     """A step, then one 6 seconds later: deferred when the broker delay is 3 s."""
 
     __geneva_type__ = "BrokerShortDeferred"
-
-    @step
-    def begin(self):
-        self.hero.counter += 1
-
-    @step(wait=timedelta(seconds=6))
-    def after_wait(self):
-        self.hero.counter += 10
+    _steps = _begin_then_wait(6)
 
 
 class BrokerCritical(basic.geneva.Workflow):

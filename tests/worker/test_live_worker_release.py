@@ -15,8 +15,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import step
 from tests.apps import basic
+from tests.common_workflows import EscapesWithCancelledError
 from tests.worker import heartbeat_worker
 from tests.worker_harness import stop
 from tests.worker_harness import wait_for
@@ -24,21 +24,6 @@ from tests.worker_harness import wait_for_files
 
 FLAG_DIR_VARIABLE = heartbeat_worker.FLAG_DIR_VARIABLE
 INCLUDE = ("--include", "tests.worker.test_live_worker_release")
-
-
-class RelCancelledError(basic.geneva.Workflow):
-    """A step whose asyncio code lets CancelledError (a BaseException) escape."""
-
-    @step
-    def cancelled(self):
-        import asyncio
-
-        async def inner():
-            task = asyncio.ensure_future(asyncio.sleep(10))
-            task.cancel()
-            await task
-
-        asyncio.run(inner())
 
 
 _executions = heartbeat_worker.executions
@@ -103,7 +88,7 @@ def test_a_step_escaping_with_cancelled_error_is_recovered(
     (R-WRK-18)."""
     app = heartbeat_app
     workflow_id = heartbeat_worker.create(
-        app, RelCancelledError, "cancelled@example.com"
+        app, EscapesWithCancelledError, "cancelled@example.com"
     )
     [(execution_id, *_)] = _executions(app, workflow_id)
     worker = start_worker(*INCLUDE, f"--pool={pool}", "--concurrency=1")
