@@ -90,6 +90,11 @@ def python_module(*arguments: str) -> list[str]:
     return [sys.executable, "-m", *arguments]
 
 
+def python_code(code: str) -> list[str]:
+    """``python -c code`` with the interpreter running the tests."""
+    return [sys.executable, "-c", code]
+
+
 def celery_command(app: str, command: str, *arguments: str) -> list[str]:
     """``celery -A app command *arguments``."""
     return python_module("celery", "-A", app, command, *arguments)

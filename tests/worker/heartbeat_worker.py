@@ -87,6 +87,15 @@ def create(app, workflow_cls, email):
     return create_workflow(app, workflow_cls, email)[0]
 
 
+#: ``(step_name, outcome)`` of each execution of a blocking step's workflow whose
+#: first run was recovered, then ran again to the end.
+RECOVERED_AND_RERUN = [
+    ("blocking", "recovered"),
+    ("blocking", "success"),
+    ("after", "success"),
+]
+
+
 EXECUTION_COLUMNS = ("id", "step_name", "state", "outcome", "worker_id")
 
 

@@ -59,6 +59,14 @@ def _in_progress_of(workflow, worker_id, started_at):
     return execution_id
 
 
+def _age_heartbeat(worker_id, by):
+    """Move the worker's last heartbeat ``by`` earlier (a separate transaction);
+    return it as stored."""
+    with db.engine.begin() as connection:
+        worker_rows.age_heartbeat(connection, workers_table(), worker_id, by)
+        return worker_rows.last_heartbeat(connection, workers_table(), worker_id)
+
+
 def test_a_registered_process_names_itself_in_its_claims(app, user):
     """Registering inserts the row; the claim writes the worker id (R-WRK-02/05)."""
     registration = worker_registry.register_worker(
@@ -352,13 +360,7 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
 
             # The database's clock writes the beats (R-WRK-15): each step's
             # beat is later than the one before, whatever the frozen clock.
-            with db.engine.begin() as connection:
-                worker_rows.age_heartbeat(
-                    connection,
-                    workers_table(),
-                    registration.identity.worker_id,
-                    timedelta(seconds=30),
-                )
+            _age_heartbeat(registration.identity.worker_id, timedelta(seconds=30))
             registered = last_beat()
             frozen.advance(timedelta(seconds=10))
             perform_next_step(WrkHeartbeating.create(hero=user))
@@ -366,13 +368,7 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
             assert user.counter == 1
             stepped = last_beat()
             assert stepped > registered
-            with db.engine.begin() as connection:
-                worker_rows.age_heartbeat(
-                    connection,
-                    workers_table(),
-                    registration.identity.worker_id,
-                    timedelta(seconds=30),
-                )
+            _age_heartbeat(registration.identity.worker_id, timedelta(seconds=30))
             aged = last_beat()
             registration._last_beat -= 60  # half an interval ago and more
             perform_next_step(WrkCheckpointing.create(hero=make_user("c@example.com")))
@@ -464,13 +460,7 @@ def test_heartbeats_do_not_wait_for_the_hosts_connection_pool(app):
         with host.connect() as held:  # a running step holds the only connection
             assert held.closed is False
             registration.start()
-            with db.engine.begin() as connection:
-                worker_rows.age_heartbeat(
-                    connection, workers_table(), identity.worker_id, timedelta(hours=1)
-                )
-                aged = worker_rows.last_heartbeat(
-                    connection, workers_table(), identity.worker_id
-                )
+            aged = _age_heartbeat(identity.worker_id, timedelta(hours=1))
             registration.heartbeat()
             with db.engine.connect() as connection:
                 beat = worker_rows.last_heartbeat(
