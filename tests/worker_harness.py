@@ -5,11 +5,10 @@ concurrent housekeeping processes.
 What it offers:
 
 - :func:`required_url` and :func:`required_program`: skip a test locally when its
-  broker URL or program is missing, fail it under ``CI=true``;
-  :data:`BROKER_URL` (``GENEVA_TEST_BROKER_URL``), :data:`AMQP_URL`
-  (``GENEVA_TEST_AMQP_URL``).
-- :func:`python_module` and :func:`celery_command`: the command lines, run with this
-  interpreter; :data:`WORKER_OPTIONS`, the ``celery worker`` options of every test
+  broker URL (``GENEVA_TEST_BROKER_URL``, ``GENEVA_TEST_AMQP_URL``) or program is
+  missing, fail it under ``CI=true``.
+- :func:`python_module`, :func:`python_code` and :func:`celery_command`: the command
+  lines, run with this interpreter; :data:`WORKER_OPTIONS`, the ``celery worker`` options of every test
   worker. :func:`run` runs a command to its end (a demo, a tool).
 - :class:`Processes` (the ``processes`` fixture): start subprocesses from the
   repository root with ``PYTHONPATH`` set, their output in a log file each; at the
@@ -20,6 +19,13 @@ What it offers:
 - The database side: :func:`prepare_database`, :func:`worker_test_app`,
   :func:`create_workflow`, :func:`reader`, :func:`execution_rows`,
   :func:`workflow_state`, :func:`wait_for_state`, :func:`dispose`.
+
+Used by ``tests/worker/`` (every real-worker test, through its conftest's
+``start_worker``, ``geneva_process`` and ``run_on_worker``),
+``tests/workers/test_heartbeat_recovery.py``,
+``tests/housekeeping/test_concurrent_cleanup.py``, ``tests/test_example_app.py``,
+``tests/test_import_contracts.py``, ``tests/test_pytest_plugin.py``,
+``tests/test_layers.py`` and ``tests/policies/test_reporters.py``.
 
 ``tests/worker/conftest.py`` builds its ``start_worker`` fixture on it; the fixture
 is importable from here as well (``from tests.worker_harness import
@@ -46,8 +52,6 @@ import pytest
 import sqlalchemy as sa
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-BROKER_URL = os.environ.get("GENEVA_TEST_BROKER_URL", "")
-AMQP_URL = os.environ.get("GENEVA_TEST_AMQP_URL", "")
 
 #: The Celery app of ``tests/apps/worker_app.py``, what most test workers run.
 WORKER_APP = "tests.apps.worker_app:celery"

@@ -223,7 +223,9 @@ def test_step_policy_decision(user, reports):
 
 def test_step_list_decisions_carry_index_and_list_cap(user, reports):
     """List entries are recorded with their index and the list cap; the cap makes the second Fatal terminal (R-PDR-01, R-POL-30/32)."""
-    workflow = _failed_once(DecisionList, user, Transient("t"), Fatal("f1"))
+    Plan.errors = [Transient("t"), Fatal("f1")]
+    workflow = DecisionList.create(hero=user)
+    _run(workflow, Transient)
     _run(workflow, Fatal)
     assert _decisions(workflow.id) == [
         _record(
