@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import base64
 import http.client
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
-import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+
+from tests.worker_harness import processes_fixture  # noqa: F401 - "processes"
+from tests.worker_harness import python_module
+from tests.worker_harness import run
+from tests.worker_harness import stop
+from tests.worker_harness import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,28 +72,13 @@ def test_demo_settles_every_workflow_and_prints_a_summary(tmp_path):
 
 
 def _run_busy_port_demo(tmp_path, busy_port):
-    return subprocess.run(
+    return run(
         [
-            sys.executable,
-            "-m",
-            "example_app",
-            "demo",
-            "--users",
-            "20",
-            "--database-url",
-            f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-            "--timeout",
-            "120",
-            "--exit-when-settled",
-            "--port",
-            str(busy_port),
+            *python_module("example_app", "demo", "--users", "20"),
+            *("--database-url", f"sqlite:///{tmp_path / 'demo.sqlite3'}"),
+            *("--timeout", "120", "--exit-when-settled", "--port", str(busy_port)),
         ],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
         timeout=180,
-        check=False,
     )
 
 
@@ -100,18 +88,14 @@ def test_demo_deletes_its_own_sqlite_folder_unless_kept(tmp_path):
     ends; --keep-database keeps it and says where (R-APP-02)."""
 
     def demo(*extra):
-        result = subprocess.run(
+        result = run(
             [
-                *(sys.executable, "-m", "example_app", "demo", "--users", "2"),
+                *python_module("example_app", "demo", "--users", "2"),
                 *("--subscribers", "5", "--timeout", "120", "--port", "0"),
                 *("--exit-when-settled", *extra),
             ],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)},
-            capture_output=True,
-            text=True,
+            env={"TMPDIR": str(tmp_path)},
             timeout=180,
-            check=False,
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert "every workflow settled" in result.stdout
@@ -127,29 +111,25 @@ def test_demo_deletes_its_own_sqlite_folder_unless_kept(tmp_path):
 
 
 @pytest.mark.backends("sqlite")
-def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path):
+def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path, processes):
     """Without --exit-when-settled the demo serves the admin at the printed URL
     with the printed credentials, runs the dispatcher and housekeeping in its own
     process, keeps its SQLite file while serving and, on Ctrl-C (SIGINT), stops
     the server, beat and the worker, deletes the file and exits 0 (R-APP-02)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
-    env.pop("EXAMPLE_ADMIN_PASSWORD", None)  # the demo makes one up and prints it
-    stderr_path = tmp_path / "stderr.txt"
-    with stderr_path.open("w") as stderr:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "example_app", "demo", "--users", "5"),
-                *("--subscribers", "50", "--timeout", "120", "--port", "0"),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            # Ctrl-C must reach the demo even when the test runs in a shell's
-            # background job, where SIGINT is ignored and children inherit that.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+    process = processes.start(
+        [
+            *python_module("example_app", "demo", "--users", "5"),
+            *("--subscribers", "50", "--timeout", "120", "--port", "0"),
+        ],
+        name="demo",  # its stderr: demo.log
+        # The demo makes a password up and prints it.
+        env={"TMPDIR": str(tmp_path), "EXAMPLE_ADMIN_PASSWORD": None},
+        stdout=subprocess.PIPE,
+        text=True,
+        # Ctrl-C must reach the demo even when the test runs in a shell's
+        # background job, where SIGINT is ignored and children inherit that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines: list[str] = []
     reader = threading.Thread(
         target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True
@@ -199,13 +179,11 @@ def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path):
         process.send_signal(signal.SIGINT)
         returncode = process.wait(timeout=60)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop(process)
     reader.join(10)
     process.stdout.close()
     output = "".join(lines)
-    errors = stderr_path.read_text()
+    errors = processes.log(process)
     assert returncode == 0, output + errors
     assert "Ctrl-C: stopping the admin server, beat and the worker" in output
     assert "Traceback" not in errors, errors
@@ -224,14 +202,12 @@ def _search(lines, pattern):
 
 
 def _wait_for(check, process, lines, seconds=90):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        assert process.poll() is None, "demo ended early:\n" + "".join(lines)
-        time.sleep(0.2)
-    raise AssertionError("timed out; output so far:\n" + "".join(lines))
+    return wait_for(
+        check,
+        timeout=seconds,
+        running=[process],
+        describe=lambda: "demo output so far:\n" + "".join(lines),
+    )
 
 
 def _get(url, credentials):

@@ -10,13 +10,14 @@ checking anything would be noticed.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.worker_harness import run
 
 # Run once, in the SQLite pass: static import checks, independent of the database.
 pytestmark = pytest.mark.backends("sqlite")
@@ -27,15 +28,11 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """Run ``lint-imports`` with ``root``'s pyproject.toml and package first on the path."""
-    environment = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run(
+    return run(
         [str(LINT_IMPORTS), "--no-cache"],
         cwd=root,
-        env=environment,
-        capture_output=True,
-        text=True,
+        env={"PYTHONPATH": str(root)},
         timeout=120,
-        check=False,
     )
 
 
@@ -51,8 +48,14 @@ def scratch_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _append(path: Path, line: str) -> None:
+def _lint_with(root: Path, module: str, line: str) -> str:
+    """Append ``line`` to ``module`` (a path below ``root``), run ``lint-imports``
+    there and return its output; it must report a broken contract."""
+    path = root / module
     path.write_text(path.read_text(encoding="utf-8") + f"\n{line}\n", encoding="utf-8")
+    result = _lint_imports(root)
+    assert result.returncode == 1, result.stdout
+    return result.stdout
 
 
 def test_the_package_keeps_its_import_contracts():
@@ -64,37 +67,34 @@ def test_the_package_keeps_its_import_contracts():
 
 def test_an_import_up_the_layers_breaks_the_layers_contract(scratch_copy):
     """core importing ext (a layer far above it) is reported with both module names."""
-    _append(
-        scratch_copy / "flask_geneva" / "core" / "clock.py",
+    output = _lint_with(
+        scratch_copy,
+        "flask_geneva/core/clock.py",
         "from flask_geneva.ext import app_state  # noqa: F401",
     )
-    result = _lint_imports(scratch_copy)
-    assert result.returncode == 1, result.stdout
-    assert "flask_geneva.core.clock -> flask_geneva.ext.app_state" in result.stdout
-    assert "The package's layers" in result.stdout
+    assert "flask_geneva.core.clock -> flask_geneva.ext.app_state" in output
+    assert "The package's layers" in output
 
 
 def test_an_import_up_the_engine_breaks_the_engine_contract(scratch_copy):
     """The transition table importing the executor breaks the engine's own layers."""
-    _append(
-        scratch_copy / "flask_geneva" / "engine" / "transitions" / "table.py",
+    output = _lint_with(
+        scratch_copy,
+        "flask_geneva/engine/transitions/table.py",
         "from flask_geneva.engine.executor import step  # noqa: F401",
     )
-    result = _lint_imports(scratch_copy)
-    assert result.returncode == 1, result.stdout
-    assert "Inside the engine" in result.stdout
-    assert "flask_geneva.engine.transitions.table" in result.stdout
+    assert "Inside the engine" in output
+    assert "flask_geneva.engine.transitions.table" in output
 
 
 def test_a_framework_import_in_the_engine_breaks_the_forbidden_contract(scratch_copy):
     """The engine importing Flask, even inside a function, is reported (STYLE §3)."""
-    _append(
-        scratch_copy / "flask_geneva" / "engine" / "scheduling.py",
+    output = _lint_with(
+        scratch_copy,
+        "flask_geneva/engine/scheduling.py",
         "def _uses_flask():\n    import flask  # noqa: F401",
     )
-    result = _lint_imports(scratch_copy)
-    assert result.returncode == 1, result.stdout
-    assert "flask_geneva.engine.scheduling -> flask" in result.stdout
+    assert "flask_geneva.engine.scheduling -> flask" in output
 
 
 def test_a_subpackage_nobody_placed_breaks_the_exhaustive_layers(scratch_copy):

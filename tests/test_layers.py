@@ -3,14 +3,14 @@ sits above the extension, in no import cycle (issue 15)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.import_graph import import_cycles
 from tests.import_graph import import_graph
+from tests.worker_harness import python_code
+from tests.worker_harness import run
 
 # Run once, in the SQLite pass: static import checks, independent of the database.
 pytestmark = pytest.mark.backends("sqlite")
@@ -25,13 +25,8 @@ def test_executor_imports_neither_celery_nor_flask_admin():
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('celery', 'flask_admin'))\n"
         "print(','.join(bad))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = run(python_code(code), timeout=120)
+    assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from importlib.metadata import entry_points
 
 import pytest
+
+from tests.worker_harness import python_module
+from tests.worker_harness import run
 
 # Run once, in the SQLite pass: the user project brings its own SQLite database.
 pytestmark = pytest.mark.backends("sqlite")
@@ -83,15 +85,13 @@ def _run_user_project(tmp_path, *, plugins_line: str) -> subprocess.CompletedPro
         textwrap.dedent(CONFTEST.format(plugins=plugins_line))
     )
     (tmp_path / "test_user.py").write_text(textwrap.dedent(TEST_FILE))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
+    # No PYTEST_* variable of this run; PYTHONPATH as this run got it.
+    env = {name: None for name in os.environ if name.startswith("PYTEST_")}
+    return run(
+        python_module("pytest", "-q", "-p", "no:cacheprovider", "-W", "error"),
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+        env={**env, "PYTHONPATH": os.environ.get("PYTHONPATH")},
         timeout=120,
-        check=False,
     )
 
 

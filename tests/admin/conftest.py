@@ -38,3 +38,36 @@ def csrf_token(client: Any, url: str) -> str:
         )
     assert match is not None, "no CSRF token on the page"
     return match.group(1).decode()
+
+
+#: The workflow list and the URL its bulk forms post to.
+WORKFLOW_LIST = "/geneva/workflows/"
+WORKFLOW_BULK = "/geneva/workflows/bulk"
+
+
+def post_bulk(client: Any, action: str, ids: list[Any], **fields: Any) -> Any:
+    """POST the bulk ``action`` for the checked ``ids`` with the list page's CSRF
+    token (and ``fields``); return the response."""
+    token = csrf_token(client, WORKFLOW_LIST)
+    return client.post(
+        WORKFLOW_BULK,
+        data={"csrf_token": token, "action": action, "ids": ids, **fields},
+    )
+
+
+def post_action(
+    client: Any,
+    workflow_id: Any,
+    action: str,
+    *,
+    follow_redirects: bool = False,
+    **fields: Any,
+) -> Any:
+    """POST the button ``action`` (and ``fields``) for the workflow with the
+    CSRF token of its page; return the response."""
+    token = csrf_token(client, f"/geneva/workflows/{workflow_id}")
+    return client.post(
+        f"/geneva/workflows/{workflow_id}/action",
+        data={"csrf_token": token, "action": action, **fields},
+        follow_redirects=follow_redirects,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
@@ -21,6 +22,29 @@ from tests.support.workflow import external_writer
 
 #: When :func:`store_executions` starts its executions (long before any test runs).
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+#: The filters of the workflow list's query string (R-ADM-11).
+WORKFLOW_LIST_FILTERS = [
+    "type",
+    "state",
+    "hero_type",
+    "hero_id",
+    "created_from",
+    "created_to",
+    "error_class",
+    "overdue",
+    "q",
+]
+
+
+def listed(client: Any, **params: Any) -> list[str]:
+    """The workflow ids on the workflow list page for ``params``, in page order."""
+    response = client.get("/geneva/workflows/", query_string=params)
+    assert response.status_code == 200, params
+    return re.findall(
+        r'<tr data-workflow-id="([^"]+)"', response.get_data(as_text=True)
+    )
 
 
 def new_user(email: str = "hero@example.com") -> Any:

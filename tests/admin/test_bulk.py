@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.admin.conftest import csrf_token
+from tests.admin.conftest import post_bulk
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.support.workflow import update_workflow
@@ -17,15 +18,7 @@ def test_bulk_resume_resumes_checked_rows_and_lists_refusals(client):
     first = paused_workflow()
     second = paused_workflow()
     ready = ready_workflow()
-    token = csrf_token(client, LIST)
-    page = client.post(
-        BULK,
-        data={
-            "csrf_token": token,
-            "action": "resume",
-            "ids": [first.id, second.id, ready.id],
-        },
-    )
+    page = post_bulk(client, "resume", [first.id, second.id, ready.id])
     text = page.get_data(as_text=True)
     assert "Resume: 2 succeeded, 1 refused" in text
     assert f'<tr data-workflow-id="{ready.id}">' in text
@@ -56,10 +49,7 @@ def test_bulk_pause_is_one_transaction_per_workflow(client):
     ok = ready_workflow()
     gone = ready_workflow()
     update_workflow(gone.id, state="finished")
-    token = csrf_token(client, LIST)
-    page = client.post(
-        BULK, data={"csrf_token": token, "action": "pause", "ids": [gone.id, ok.id]}
-    )
+    page = post_bulk(client, "pause", [gone.id, ok.id])
     assert "Pause: 1 succeeded, 1 refused" in page.get_data(as_text=True)
     assert workflow_row(ok.id)["state"] == "paused"
     assert workflow_row(gone.id)["state"] == "finished"
@@ -77,10 +67,7 @@ def test_bulk_without_csrf_token_is_400_and_changes_nothing(client):
 def test_bulk_cancel_of_one_workflow_says_workflow_not_workflows(client):
     """The confirmation of a bulk cancel of one checked row says "1 workflow" (R-ADM-23, R-ADM-22)."""
     workflow = ready_workflow()
-    token = csrf_token(client, LIST)
-    page = client.post(
-        BULK, data={"csrf_token": token, "action": "cancel", "ids": [workflow.id]}
-    )
+    page = post_bulk(client, "cancel", [workflow.id])
     text = page.get_data(as_text=True)
     assert "<h2>Cancel 1 workflow?</h2>" in text
     assert f"<p>Workflow: {workflow.id}. This cannot be undone.</p>" in text

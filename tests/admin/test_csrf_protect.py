@@ -15,6 +15,7 @@ from flask_wtf.csrf import CSRFProtect
 
 from tests.admin.conftest import ADMIN_CONFIG
 from tests.admin.conftest import csrf_token
+from tests.admin.conftest import post_bulk
 from tests.admin.support import action_url
 from tests.admin.support import detail_url
 from tests.admin.support import paused_workflow
@@ -81,15 +82,7 @@ def test_confirmed_cancel_with_the_confirmation_page_token_acts(client):
 def test_bulk_post_with_the_list_page_token_acts(client):
     """Bulk resume posted with the list page's token resumes the checked rows (R-ADM-05, R-ADM-23)."""
     workflows = [paused_workflow(), paused_workflow()]
-    token = csrf_token(client, LIST)
-    page = client.post(
-        BULK,
-        data={
-            "csrf_token": token,
-            "action": "resume",
-            "ids": [w.id for w in workflows],
-        },
-    )
+    page = post_bulk(client, "resume", [w.id for w in workflows])
     assert page.status_code == 200, page.get_data(as_text=True)[:500]
     assert "Resume: 2 succeeded, 0 refused" in page.get_data(as_text=True)
     assert [workflow_row(w.id)["state"] for w in workflows] == ["ready", "ready"]

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from hypothesis import HealthCheck
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 
 from tests.admin.conftest import csrf_token
+from tests.admin.support import WORKFLOW_LIST_FILTERS
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
+from tests.fuzzing import with_fixtures
 from tests.support.workflow import execution_rows
 from tests.support.workflow import external_writer
 from tests.support.workflow import update_execution
@@ -150,15 +150,7 @@ def test_unknown_or_garbage_ids_are_404_not_500(client):
 
 
 _LIST_PARAMS = [
-    "type",
-    "state",
-    "hero_type",
-    "hero_id",
-    "created_from",
-    "created_to",
-    "error_class",
-    "overdue",
-    "q",
+    *WORKFLOW_LIST_FILTERS,
     "sort",
     "dir",
     "page",
@@ -175,11 +167,7 @@ _PARAM_VALUES = st.one_of(
 )
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@with_fixtures(max_examples=60)
 @given(
     params=st.dictionaries(
         st.sampled_from(_LIST_PARAMS), _PARAM_VALUES, max_size=len(_LIST_PARAMS)
@@ -192,11 +180,7 @@ def test_random_list_filters_never_give_a_500(client, params):
         assert response.status_code == 200, (url, params)
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@with_fixtures(max_examples=40)
 @given(
     params=st.dictionaries(
         st.sampled_from(_LIST_PARAMS), _PARAM_VALUES, max_size=len(_LIST_PARAMS)

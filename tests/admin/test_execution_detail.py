@@ -7,9 +7,7 @@ import re
 
 import pytest
 import sqlalchemy as sa
-from hypothesis import HealthCheck
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 
 from flask_geneva import reset_column_caches
@@ -25,6 +23,7 @@ from tests.admin.execution_support import flaky_workflow
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
+from tests.fuzzing import with_fixtures
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import external_writer
@@ -311,11 +310,7 @@ def test_unknown_or_garbage_ids_are_404_not_500(client):
         assert response.status_code == 404, raw
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@with_fixtures(max_examples=40)
 @given(raw=st.text(min_size=1, max_size=30).filter(lambda s: "/" not in s))
 def test_random_ids_never_give_a_500(client, raw):
     """Any text as an execution id answers 200 or 404, never a 500 (R-ADM-31)."""

@@ -7,9 +7,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from hypothesis import HealthCheck
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 
 from flask_geneva.admin import presenters
@@ -25,6 +23,7 @@ from tests.admin.execution_support import overdue_by
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import ready_workflow
+from tests.fuzzing import with_fixtures
 from tests.support.workflow import execution_rows
 from tests.support.workflow import update_execution
 
@@ -318,11 +317,7 @@ def test_a_page_past_the_end_says_so_and_links_the_first_page(client):
     assert 'rel="prev"' not in text
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@with_fixtures(max_examples=60)
 @given(
     params=st.dictionaries(
         st.sampled_from(["state", "step_name", "type", "error_class", "only", "page"]),

@@ -19,6 +19,7 @@ from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.engine.operators.outcome_rollup import roll_up_outcome_hours
 from flask_geneva.ext.app_state import current_context
 from tests.admin.support import T0
+from tests.admin.support import WORKFLOW_LIST_FILTERS
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow
@@ -207,15 +208,7 @@ _NAMES = [
     "page",
     "sort",
     "dir",
-    "state",
-    "type",
-    "hero_type",
-    "hero_id",
-    "created_from",
-    "created_to",
-    "error_class",
-    "overdue",
-    "q",
+    *WORKFLOW_LIST_FILTERS,
     "only",
     "workflow_state",
     "workflow_type",

@@ -14,6 +14,7 @@ from flask_admin.contrib.sqla import ModelView
 from flask_geneva.admin import filters
 from flask_geneva.testing import perform_next_step
 from tests.admin.support import failed_workflow
+from tests.admin.support import listed
 from tests.admin.support import new_user
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
@@ -26,15 +27,6 @@ from tests.support.workflow import update_execution
 from tests.support.workflow import update_workflow
 
 LIST = "/geneva/workflows/"
-
-
-def listed(client, **params) -> list[str]:
-    """The workflow ids on the list page for ``params``, in page order."""
-    response = client.get(LIST, query_string=params)
-    assert response.status_code == 200, params
-    return re.findall(
-        r'<tr data-workflow-id="([^"]+)"', response.get_data(as_text=True)
-    )
 
 
 def page_text(client, **params) -> str:

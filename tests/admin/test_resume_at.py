@@ -10,8 +10,8 @@ from tests.admin.conftest import csrf_token
 from tests.admin.support import detail_url
 from tests.admin.support import new_user
 from tests.admin.support import ready_workflow
-from tests.admin.workflows import AdminEvolved
 from tests.apps.basic import db
+from tests.common_workflows import EvolvedSignup
 from tests.support.workflow import execution_rows
 from tests.support.workflow import update_execution
 from tests.support.workflow import update_workflow
@@ -19,7 +19,7 @@ from tests.support.workflow import workflow_row
 
 
 def _paused_evolved(**rows):
-    workflow = AdminEvolved.create(hero=new_user())
+    workflow = EvolvedSignup.create(hero=new_user())
     if "step_name" in rows:
         update_execution(workflow.current_execution.id, step_name=rows.pop("step_name"))
     update_workflow(workflow.id, state="paused", **rows)

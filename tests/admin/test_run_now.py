@@ -10,6 +10,7 @@ from flask_geneva.core import clock
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
 from tests.admin.conftest import csrf_token
+from tests.admin.conftest import post_action
 from tests.admin.support import action_url
 from tests.admin.support import detail_url
 from tests.admin.support import paused_workflow
@@ -67,12 +68,7 @@ def test_run_now_refuses_when_nothing_waits(app):
 
 
 def _press(client, workflow_id, action="run_now"):
-    token = csrf_token(client, detail_url(workflow_id))
-    return client.post(
-        action_url(workflow_id),
-        data={"csrf_token": token, "action": action},
-        follow_redirects=True,
-    )
+    return post_action(client, workflow_id, action, follow_redirects=True)
 
 
 def test_run_now_button_on_the_workflow_page(client):

@@ -10,6 +10,8 @@ import pytest
 from flask_geneva.core import clock
 from flask_geneva.testing import run_iterations
 from tests.admin.conftest import csrf_token
+from tests.admin.conftest import post_action
+from tests.admin.conftest import post_bulk
 from tests.admin.support import detail_url
 from tests.admin.support import new_user
 from tests.admin.support import paused_workflow
@@ -103,15 +105,7 @@ def test_bulk_resume_with_a_running_step_never_fails_the_page(client):
     running, _ = running_workflow(paused=True)
     paused = paused_workflow()
     ready = ready_workflow()
-    token = csrf_token(client, LIST)
-    page = client.post(
-        BULK,
-        data={
-            "csrf_token": token,
-            "action": "resume",
-            "ids": [running.id, paused.id, ready.id],
-        },
-    )
+    page = post_bulk(client, "resume", [running.id, paused.id, ready.id])
     assert page.status_code == 200
     text = page.get_data(as_text=True)
     assert "Resume: 2 succeeded, 1 refused" in text
@@ -154,15 +148,12 @@ def test_confirmed_recover_reschedules_the_step_and_records_the_operator(client)
     step again and logs the action via "admin" (R-HK-28, R-ADM-24).
     """
     workflow, execution_id = running_workflow(started_minutes_ago=5)
-    token = csrf_token(client, detail_url(workflow.id))
-    page = client.post(
-        f"/geneva/workflows/{workflow.id}/action",
-        data={
-            "csrf_token": token,
-            "action": "recover",
-            "confirm": "yes",
-            "execution": str(execution_id),
-        },
+    page = post_action(
+        client,
+        workflow.id,
+        "recover",
+        confirm="yes",
+        execution=str(execution_id),
         follow_redirects=True,
     )
     assert page.status_code == 200
@@ -229,15 +220,12 @@ def test_recover_with_a_posted_execution_that_is_no_id_is_refused(client, posted
     and the running execution is left alone (R-HK-28, R-ADM-24).
     """
     workflow, _execution_id = running_workflow(started_minutes_ago=5)
-    token = csrf_token(client, detail_url(workflow.id))
-    page = client.post(
-        f"/geneva/workflows/{workflow.id}/action",
-        data={
-            "csrf_token": token,
-            "action": "recover",
-            "confirm": "yes",
-            "execution": posted,
-        },
+    page = post_action(
+        client,
+        workflow.id,
+        "recover",
+        confirm="yes",
+        execution=posted,
         follow_redirects=True,
     )
     assert page.status_code == 200

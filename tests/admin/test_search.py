@@ -6,6 +6,7 @@ import re
 
 from flask_geneva.db.queries import admin as store_admin_queries
 from tests.admin.support import failed_workflow
+from tests.admin.support import listed
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
 from tests.support.workflow import execution_rows
@@ -13,14 +14,6 @@ from tests.support.workflow import update_execution
 from tests.support.workflow import update_workflow
 
 LIST = "/geneva/workflows/"
-
-
-def listed(client, **params) -> list[str]:
-    response = client.get(LIST, query_string=params)
-    assert response.status_code == 200, params
-    return re.findall(
-        r'<tr data-workflow-id="([^"]+)"', response.get_data(as_text=True)
-    )
 
 
 def test_hero_search_ignores_the_case_of_the_type(client):

@@ -8,7 +8,7 @@ from datetime import datetime
 from datetime import timedelta
 
 from flask_geneva.admin.presenters import describe_policy_decision
-from tests.admin.conftest import csrf_token
+from tests.admin.conftest import post_action
 from tests.admin.support import detail_url
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
@@ -125,11 +125,8 @@ def test_resumable_chain_shows_each_cursor(client):
 def test_resume_from_the_beginning_creates_a_successor_with_an_empty_cursor(client):
     """The confirmed rewind resumes with the cursor cleared (R-ADM-20, R-ADM-22, R-EXT-26)."""
     workflow = paused_resumable_workflow()
-    token = csrf_token(client, detail_url(workflow.id))
-    page = client.post(
-        f"/geneva/workflows/{workflow.id}/action",
-        data={"csrf_token": token, "action": "resume_rewind", "confirm": "yes"},
-        follow_redirects=True,
+    page = post_action(
+        client, workflow.id, "resume_rewind", confirm="yes", follow_redirects=True
     )
     assert "Resume from the beginning done; state is now ready" in page.get_data(
         as_text=True

@@ -42,22 +42,6 @@ class AdminResumable(geneva.Workflow):
         pass
 
 
-class AdminEvolved(geneva.Workflow):
-    """After a deploy: 'charge' removed, 'mail' renamed to 'send_mail' (issue 19)."""
-
-    @step
-    def start(self):
-        pass
-
-    step.removed("charge")
-
-    @step
-    def send_mail(self):
-        pass
-
-    step.renamed("mail", to="send_mail")
-
-
 class AdminSignalWait(geneva.Workflow):
     """A step that waits for the workflow signal 'payment_confirmed' (issue 18)."""
 

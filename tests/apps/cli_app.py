@@ -15,6 +15,7 @@ from flask import Flask
 from flask_geneva import resumable_step
 from flask_geneva import step
 from tests.apps import basic
+from tests.common_workflows import EvolvedSignup  # noqa: F401 - the CLI reports it
 
 
 def create_app() -> Flask:
@@ -53,22 +54,6 @@ class CliOnboarding(basic.geneva.Workflow):
     def sweep(self, it):
         for _ in it.iterate_over(range(3)):
             pass
-
-
-class CliEvolved(basic.geneva.Workflow):
-    """After a deploy: 'charge' removed, 'mail' renamed to 'send_mail' (issue 19)."""
-
-    @step
-    def start(self):
-        pass
-
-    step.removed("charge")
-
-    @step
-    def send_mail(self):
-        pass
-
-    step.renamed("mail", to="send_mail")
 
 
 class CliAwaiting(basic.geneva.Workflow):

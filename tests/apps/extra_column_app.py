@@ -11,8 +11,9 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import orm
 
 from flask_geneva import Geneva
-from flask_geneva import step
 from tests.apps.basic import create_app_for
+from tests.step_bodies import named_steps
+from tests.step_bodies import nothing
 
 db = SQLAlchemy()
 geneva = Geneva(db)
@@ -27,13 +28,7 @@ class TouchedWorkflow(geneva.Workflow):
         sa.Integer, nullable=True, default=0, onupdate=lambda: next(_touch_numbers)
     )
 
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
+    _steps = named_steps(first=nothing, second=nothing)
 
 
 def create_app(database_url: str, **config: Any) -> Flask:

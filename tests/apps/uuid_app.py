@@ -8,8 +8,9 @@ from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 
 from flask_geneva import Geneva
-from flask_geneva import step
 from tests.apps.basic import create_app_for
+from tests.step_bodies import named_steps
+from tests.step_bodies import nothing
 
 db = SQLAlchemy()
 geneva = Geneva(db, key_type="uuid")
@@ -20,13 +21,7 @@ class UuidTwoSteps(geneva.Workflow):
 
     may_proceed_without_hero = True
 
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
+    _steps = named_steps(first=nothing, second=nothing)
 
 
 def create_app(database_url: str, **config: Any) -> Flask:

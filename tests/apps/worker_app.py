@@ -13,7 +13,6 @@ Start a worker with ``celery -A tests.apps.worker_app:celery worker``.
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 
 from celery import Celery
 from flask import Flask
@@ -23,6 +22,7 @@ from flask_geneva import Backoff
 from flask_geneva import ExceptionPolicy
 from flask_geneva import step
 from tests.apps import basic
+from tests.common_workflows import WaitingThreeSteps  # noqa: F401 - workers run it
 
 
 def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
@@ -69,22 +69,6 @@ app, celery = build_app(
     ),
     os.environ.get("GENEVA_TEST_BROKER_URL", "redis://127.0.0.1:6379/15"),
 )
-
-
-class WorkerThreeSteps(basic.geneva.Workflow):
-    """Three steps, the second after a short wait; counts runs on the hero."""
-
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step(wait=timedelta(seconds=2))
-    def second(self):
-        self.hero.counter += 10
-
-    @step
-    def third(self):
-        self.hero.counter += 100
 
 
 class WorkerFlakyError(Exception):

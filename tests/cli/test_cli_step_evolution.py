@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
-from tests.apps.cli_app import CliEvolved
 from tests.apps.cli_app import CliOnboarding
+from tests.common_workflows import EvolvedSignup
 from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
@@ -18,7 +18,7 @@ from tests.support.workflow import workflow_row
 
 
 def _evolved(email, **rows):
-    workflow = CliEvolved.create(hero=make_user(email))
+    workflow = EvolvedSignup.create(hero=make_user(email))
     if "step_name" in rows:
         update_execution(workflow.current_execution.id, step_name=rows.pop("step_name"))
     if rows:
@@ -47,8 +47,8 @@ def test_check_steps_lists_stranded_workflows_by_class_and_step(geneva_cli):  # 
     result = geneva_cli("check-steps")
     assert result.returncode == 1, result
     lines = [line.split() for line in result.stdout.splitlines()]
-    assert ["CliEvolved", "lost", "1"] in lines
-    assert ["CliEvolved", "vanished", "2"] in lines
+    assert ["EvolvedSignup", "lost", "1"] in lines
+    assert ["EvolvedSignup", "vanished", "2"] in lines
     assert ["DeletedWorkflow", "(no", "class)", "welcome", "1"] in lines
     assert "flask geneva resume ID --at STEP" in result.stderr
 
@@ -62,7 +62,7 @@ def test_resume_at_from_the_cli_runs_the_named_step_and_records_the_actor(
     workflow_id = _evolved("a@example.com", step_name="vanished", state="paused")
     refused = geneva_cli("resume", str(workflow_id), "--at", "charge")
     assert refused.returncode == 1
-    assert "it was removed from CliEvolved" in refused.stderr
+    assert "it was removed from EvolvedSignup" in refused.stderr
     assert "allowed steps: 'start', 'send_mail'" in refused.stderr
     both = geneva_cli("resume", str(workflow_id), "--at", "start", "--rewind")
     assert both.returncode == 2
@@ -86,7 +86,7 @@ def test_resume_at_from_the_cli_runs_the_named_step_and_records_the_actor(
 
 def test_show_and_list_print_both_names_of_a_renamed_step(geneva_cli):  # noqa: F811
     """A renamed name is printed as ``new (was old)`` (R-EVO-04)."""
-    workflow = CliEvolved.create(hero=make_user("a@example.com"))
+    workflow = EvolvedSignup.create(hero=make_user("a@example.com"))
     update_execution(workflow.current_execution.id, step_name="mail")
     update_workflow(workflow.id, next_step_name="mail")
     db.session.expire_all()

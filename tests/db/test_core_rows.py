@@ -32,6 +32,7 @@ from tests.apps import extra_column_app
 from tests.apps import uuid_app
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
 from tests.conftest import dialect_name
 from tests.statements import recorded_statements
 from tests.support.workflow import execution_row
@@ -40,16 +41,6 @@ from tests.support.workflow import external_writer
 from tests.support.workflow import hero_counter
 from tests.support.workflow import update_execution
 from tests.support.workflow import workflow_row
-
-
-class CoreRowsTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
 
 
 @contextlib.contextmanager
@@ -78,7 +69,7 @@ def test_a_step_run_stores_its_rows_and_leaves_clean_persistent_instances(
     app, user, geneva_jobs
 ):
     """After a step the rows hold the new states and the instances hold the rows."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     first = workflow.current_execution
     Executor.execute(first.id)
 
@@ -128,7 +119,7 @@ def test_each_pair_of_updates_is_one_statement(app, user):
 
     On PostgreSQL finalize's pair and the INSERT are one statement (R-EXE-79).
     """
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     db.session.remove()
     with recorded_statements() as statements:
@@ -147,7 +138,7 @@ def test_each_pair_of_updates_is_one_statement(app, user):
 
 @pytest.mark.backends("sqlite")
 def test_sqlite_sends_one_update_per_row(app, user):
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     db.session.remove()
     with recorded_statements() as statements:
@@ -157,7 +148,7 @@ def test_sqlite_sends_one_update_per_row(app, user):
 
 def _new_workflow(user) -> tuple[object, object]:
     """A fresh workflow's id and its first execution's id, session removed."""
-    workflow = CoreRowsTwoSteps.create(hero=user, allow_multiple=True)
+    workflow = EmptyTwoSteps.create(hero=user, allow_multiple=True)
     ids = (workflow.id, workflow.current_execution.id)
     db.session.remove()
     return ids
@@ -212,7 +203,7 @@ def test_a_session_flush_listener_does_not_turn_the_core_writes_off(app, user):
 
 def test_a_load_listener_gets_an_orm_load(app, user):
     """A load listener (e.g. an @orm.reconstructor) sees the lock's ORM load."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     db.session.remove()
     calls: list[str] = []
@@ -265,7 +256,7 @@ def test_a_locked_row_never_calls_the_classs_own_init(app, user):
 
 
 def test_the_lock_overwrites_unflushed_changes_like_populate_existing(app, user):
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
     session = geneva.session
     session.commit()
@@ -286,7 +277,7 @@ def test_the_lock_overwrites_unflushed_changes_like_populate_existing(app, user)
 
 def test_a_scoped_session_is_accepted(app, user):
     """``db.session`` (a scoped session) works wherever a session does."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     db.session.commit()
     locked_workflow, execution = store.lock_workflow_and_execution(
@@ -301,7 +292,7 @@ def test_a_scoped_session_is_accepted(app, user):
 
 def test_the_lock_reads_changes_made_by_another_connection(app, user):
     """Instances the session holds get the locked row's current values."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
     session = geneva.session
     session.commit()
@@ -315,7 +306,7 @@ def test_the_lock_reads_changes_made_by_another_connection(app, user):
 
 def test_an_unknown_workflow_type_locks_as_the_base_class(app, user):
     """R-STI-02 holds on the Core path too: the row loads as ``geneva.Workflow``."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     db.session.remove()
     table = geneva.Workflow.__table__
@@ -332,7 +323,7 @@ def test_an_unknown_workflow_type_locks_as_the_base_class(app, user):
 
 def test_a_rolled_back_insert_leaves_no_instance_behind(app, user):
     """As after an ORM flush: a rollback expunges the inserted execution."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
     session = geneva.session
     session.commit()
@@ -358,7 +349,7 @@ def test_a_rolled_back_insert_leaves_no_instance_behind(app, user):
 
 
 def test_an_update_of_a_deleted_row_raises_stale_data(app, user):
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
     session = geneva.session
     assert execution.state == "scheduled"
@@ -375,7 +366,7 @@ def test_an_update_of_a_deleted_row_raises_stale_data(app, user):
 
 
 def test_setting_a_column_back_to_its_value_writes_nothing(app, user):
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     session = geneva.session
     session.commit()
     stored_before = workflow_row(workflow.id)["updated_at"]
@@ -396,7 +387,7 @@ def test_a_core_write_keeps_the_instance_in_the_session(app, user):
     It never leaves the session on the way: a host listener on detach or
     transient events sees nothing, and the identity map holds the same object.
     """
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     session = geneva.session
     session.commit()
     execution = workflow.current_execution
@@ -426,7 +417,7 @@ def test_a_core_write_keeps_the_instance_in_the_session(app, user):
 
 def test_other_pending_objects_go_through_the_orm_flush(app, user):
     """A hero changed in the same transaction is flushed too (by the ORM)."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     session = geneva.session
     session.commit()
     workflow.next_step_name = "second"
@@ -469,7 +460,7 @@ def test_uuid_keys_are_generated_for_inserted_executions(tmp_path):
 
 def test_a_rolled_back_savepoint_expires_what_the_core_flush_wrote(app, user):
     """As after an ORM flush, a savepoint rollback leaves no stale values behind."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     workflow_id = workflow.id
     session = geneva.session
     session.commit()
@@ -485,8 +476,8 @@ def test_a_rolled_back_savepoint_expires_what_the_core_flush_wrote(app, user):
 
 def test_two_changed_executions_are_written_one_by_one(app, user):
     """Only an execution and its own workflow share a statement."""
-    first = CoreRowsTwoSteps.create(hero=user, allow_multiple=True)
-    second = CoreRowsTwoSteps.create(hero=user, allow_multiple=True)
+    first = EmptyTwoSteps.create(hero=user, allow_multiple=True)
+    second = EmptyTwoSteps.create(hero=user, allow_multiple=True)
     executions = [first.current_execution, second.current_execution]
     ids = [execution.id for execution in executions]
     session = geneva.session
@@ -502,7 +493,7 @@ def test_two_changed_executions_are_written_one_by_one(app, user):
 
 def test_an_attach_listener_gets_an_orm_load(app, user):
     """A fresh lock attaches no instance behind an attach listener's back."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     db.session.remove()
     calls: list[str] = []
@@ -516,7 +507,7 @@ def test_an_attach_listener_gets_an_orm_load(app, user):
 
 def test_a_refresh_flush_listener_does_not_turn_the_core_writes_off(app, user):
     """The written values are in memory already: nothing is refreshed (R-DM-41)."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     calls: list[str] = []
     with listening(geneva.StepExecution, "refresh_flush", calls):
@@ -528,7 +519,7 @@ def test_a_refresh_flush_listener_does_not_turn_the_core_writes_off(app, user):
 
 
 def test_the_lock_resets_a_loaded_relationship_like_populate_existing(app, user):
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
     session = geneva.session
     session.commit()
@@ -591,7 +582,7 @@ def _schedule_second(session, execution_id):
 
 def test_a_rolled_back_store_savepoint_undoes_its_core_writes(app, user):
     """Inside ``session_transactions.savepoint``: written rows expire, the inserted one is dropped."""
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
     session = geneva.session
     session.commit()
@@ -616,7 +607,7 @@ def test_a_rolled_back_store_savepoint_undoes_its_core_writes(app, user):
 
 
 def test_a_released_savepoint_is_undone_by_the_outer_rollback(app, user):
-    workflow = CoreRowsTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
     session = geneva.session
     session.commit()

@@ -16,27 +16,17 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import StateConflictError
-from flask_geneva import step
 from flask_geneva.db import write_path as core_rows
 from flask_geneva.engine import scheduling
 from flask_geneva.ext.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
 from tests.conftest import dialect_name
 from tests.statements import recorded_statements
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row
-
-
-class GuardedTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
 
 
 def _change_underneath(session: Any, table: sa.Table, row_id: Any, state: str) -> None:
@@ -62,7 +52,7 @@ def _after_rollback(changed: str, original: str) -> str:
 
 def _loaded(user: Any) -> tuple[Any, Any, Any]:
     """A workflow and its first execution, freshly read in an open transaction."""
-    created = GuardedTwoSteps.create(hero=user)
+    created = EmptyTwoSteps.create(hero=user)
     workflow_id, execution_id = created.id, created.current_execution.id
     db.session.remove()
     session = db.session()

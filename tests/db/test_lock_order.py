@@ -14,18 +14,12 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import step
 from flask_geneva.db import locks as store
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyOneStep
 
 pytestmark = pytest.mark.backends("postgresql", "mysql")
-
-
-class LockOrderWorkflow(geneva.Workflow):
-    @step
-    def only(self):
-        pass
 
 
 def _workflow_is_locked(engine: sa.Engine, workflow_id: int) -> bool:
@@ -47,7 +41,7 @@ def test_waiting_for_the_execution_row_already_holds_the_workflow_row(
     app, user, geneva_jobs
 ):
     """Blocked on the execution lock, the executor's lock holds the workflow (R-EXE-10)."""
-    workflow = LockOrderWorkflow.create(hero=user)
+    workflow = EmptyOneStep.create(hero=user)
     workflow_id, execution_id = workflow.id, workflow.current_execution.id
     db.session.remove()
     engine = db.engine

@@ -10,29 +10,19 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_geneva import GenevaConfigurationError
-from flask_geneva import step
-from flask_geneva.core import clock
 from tests.apps import basic
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
 from tests.conftest import DATABASE_URL
 from tests.conftest import make_app
 from tests.support.innodb_locks import WAIT_SECONDS
+from tests.support.innodb_locks import add_reattempted_executions
 from tests.support.innodb_locks import execute_in_thread
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
 
 mysql_only = pytest.mark.backends("mysql")
-
-
-class IsolationTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
 
 
 def _session_isolation(connection: Any) -> str:
@@ -200,27 +190,6 @@ def test_other_dialects_get_no_warning(tmp_path, caplog):
     assert _gap_lock_warnings(caplog) == []
 
 
-def _add_finished_executions(workflow_id: Any, count: int) -> None:
-    now = clock.now()
-    with db.engine.begin() as connection:
-        connection.execute(
-            sa.insert(geneva.StepExecution.__table__),
-            [
-                {
-                    "workflow_id": workflow_id,
-                    "step_name": "first",
-                    "state": "completed",
-                    "outcome": "reattempted",
-                    "scheduled_for": now,
-                    "job_id": f"done-{n}",
-                    "created_at": now,
-                    "updated_at": now,
-                }
-                for n in range(count)
-            ],
-        )
-
-
 def _waits_for_a_lock(app: Flask, thread: Any) -> bool:
     """True as soon as a transaction on this test's database waits for a row
     lock while ``thread`` runs; False when ``thread`` ends first."""
@@ -289,11 +258,11 @@ def test_an_operation_held_open_on_one_workflow_lets_another_workflows_step_run(
                 # Statistics of an empty table (a new install): the optimizer
                 # then reads A's executions through the ``state`` index.
                 connection.exec_driver_sql(f"ANALYZE TABLE {table.name}")
-            operator = IsolationTwoSteps.create(hero=make_user("a@example.com"))
-            other = IsolationTwoSteps.create(hero=make_user("b@example.com"))
+            operator = EmptyTwoSteps.create(hero=make_user("a@example.com"))
+            other = EmptyTwoSteps.create(hero=make_user("b@example.com"))
             other_id = other.id
             other_execution_id = other.current_execution.id
-            _add_finished_executions(operator.id, 60)
+            add_reattempted_executions(operator.id, 60)
             getattr(operator, operation)(commit=False)  # A's locks stay held
             thread, errors = execute_in_thread(app, other_execution_id)
             try:

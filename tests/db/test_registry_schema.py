@@ -8,25 +8,14 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import run_housekeeping
-from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
-from tests.apps.basic import geneva
+from tests.common_workflows import CountingTwoSteps
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
 from tests.support.workflow import make_user
-
-
-class WrkSchemaTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step
-    def second(self):
-        self.hero.counter += 10
 
 
 @pytest.fixture
@@ -48,10 +37,10 @@ def test_without_the_unit_workflows_run_and_recovery_uses_age(app, without_regis
     assert not columns.worker_registry
     db.session.rollback()
     user = make_user()
-    speedrun_workflow(WrkSchemaTwoSteps.create(hero=user))
+    speedrun_workflow(CountingTwoSteps.create(hero=user))
     db.session.refresh(user)
     assert user.counter == 11
-    stuck = WrkSchemaTwoSteps.create(hero=make_user(email="two@example.com"))
+    stuck = CountingTwoSteps.create(hero=make_user(email="two@example.com"))
     with clock.frozen(T0):
         make_in_progress(stuck, T0 - timedelta(hours=2))
         summary = run_housekeeping()

@@ -12,6 +12,7 @@ from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import WaitsForGo
 from tests.support.workflow import executions_table
 from tests.support.workflow import external_writer
 from tests.support.workflow import workflow_row
@@ -21,12 +22,6 @@ class SigSchemaPlain(geneva.Workflow):
     @step
     def first(self):
         self.hero.counter += 1
-
-
-class SigSchemaWaiting(geneva.Workflow):
-    @step(wait_for="go")
-    def use(self):
-        pass
 
 
 @pytest.fixture
@@ -86,7 +81,7 @@ def test_without_the_unit_other_workflows_run(user, without_signals):
 
 def test_without_the_unit_a_wait_for_step_fails_naming_install(user, without_signals):
     """A wait_for step fails loudly, workflow paused (R-WSIG-04, R-EXE-15)."""
-    workflow = SigSchemaWaiting.create(hero=user)
+    workflow = WaitsForGo.create(hero=user)
     with pytest.raises(StepConfigurationError, match="flask geneva install"):
         speedrun_workflow(workflow)
     assert workflow_row(workflow.id)["state"] == "paused"

@@ -180,8 +180,8 @@ def test_subclass_override_that_drops_the_iterator_is_caught_at_init_app(
         _init(geneva, tmp_path)
 
 
-def test_setting_and_workflow_problems_come_in_one_error(geneva, tmp_path):
-    """An invalid setting and a workflow problem are listed together in one error (R-CFG-01, R-CFG-03)."""
+def _define_drip(geneva):
+    """Define ``Drip`` on ``geneva``: its step's run_if names no method."""
 
     class Drip(geneva.Workflow):
         __geneva_type__ = "Drip"
@@ -190,6 +190,13 @@ def test_setting_and_workflow_problems_come_in_one_error(geneva, tmp_path):
         def welcome(self):
             return None
 
+    return Drip
+
+
+def test_setting_and_workflow_problems_come_in_one_error(geneva, tmp_path):
+    """An invalid setting and a workflow problem are listed together in one error (R-CFG-01, R-CFG-03)."""
+
+    _define_drip(geneva)
     with pytest.raises(GenevaConfigurationError) as caught:
         _init(geneva, tmp_path, GENEVA_FIND_ATTEMPTS=0)
     message = str(caught.value)
@@ -201,13 +208,7 @@ def test_setting_and_workflow_problems_come_in_one_error(geneva, tmp_path):
 def test_every_invalid_setting_is_listed_with_the_workflow_problems(geneva, tmp_path):
     """Several invalid settings and a workflow problem come in one error, each on its own line (R-CFG-01, R-CFG-03)."""
 
-    class Drip(geneva.Workflow):
-        __geneva_type__ = "Drip"
-
-        @step(run_if="no_such_method")
-        def welcome(self):
-            return None
-
+    _define_drip(geneva)
     with pytest.raises(GenevaConfigurationError) as caught:
         _init(
             geneva,

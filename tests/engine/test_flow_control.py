@@ -19,6 +19,7 @@ from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import CountingThreeSteps
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import externally
@@ -28,20 +29,6 @@ from tests.support.workflow import update_workflow
 from tests.support.workflow import workflow_row
 
 T0 = datetime(2030, 4, 1, 8, 0, tzinfo=UTC)
-
-
-class FlowThreeSteps(geneva.Workflow):
-    @step
-    def one(self):
-        self.hero.counter += 1
-
-    @step
-    def two(self):
-        self.hero.counter += 10
-
-    @step
-    def three(self):
-        self.hero.counter += 100
 
 
 class FlowAfterSignal(geneva.Workflow):
@@ -335,7 +322,7 @@ def test_in_step_reattempt_and_suspend_log_their_wait(user, caplog):
 
 def test_external_calls_are_not_logged_as_in_step(user, caplog):
     """An operator's pause is not an in-step call (R-FC-03, R-FC-01)."""
-    workflow = FlowThreeSteps.create(hero=user)
+    workflow = CountingThreeSteps.create(hero=user)
     with caplog.at_level(logging.INFO, logger="flask_geneva"):
         workflow.pause()
     assert _flow_control_lines(caplog) == []
@@ -381,7 +368,7 @@ def test_flow_control_in_conditions_is_a_condition_error(user, workflow_cls):
 def test_external_pause_from_ready_keeps_the_scheduled_execution(user):
     """External pause leaves the scheduled execution untouched (R-EXT-01)."""
     with clock.frozen(T0):
-        workflow = FlowThreeSteps.create(hero=user)
+        workflow = CountingThreeSteps.create(hero=user)
     before = execution_rows(workflow.id)
     with clock.frozen(T0 + timedelta(minutes=1)):
         workflow.pause()
@@ -397,7 +384,7 @@ def test_external_pause_is_rejected_unless_ready_or_performing(user, state):
     """pause() from paused/finished/canceled raises "Cannot pause a <state> workflow"
     (R-EXT-01).
     """
-    workflow = FlowThreeSteps.create(hero=user)
+    workflow = CountingThreeSteps.create(hero=user)
     workflow.transition_to(state)
     with pytest.raises(InvalidStateError, match=f"^Cannot pause a {state} workflow$"):
         workflow.pause()
@@ -408,7 +395,7 @@ def test_resume_after_external_pause_then_run(user):
     """After an external pause and resume the workflow runs to the end (R-EXT-01,
     R-EXT-21).
     """
-    workflow = FlowThreeSteps.create(hero=user)
+    workflow = CountingThreeSteps.create(hero=user)
     workflow.pause()
     workflow.resume()
     speedrun_workflow(workflow)
@@ -418,7 +405,7 @@ def test_resume_after_external_pause_then_run(user):
 
 def test_external_skip_marks_the_execution_and_schedules_the_next(user):
     """External skip from ready: execution skipped, next step scheduled (R-EXT-04)."""
-    workflow = FlowThreeSteps.create(hero=user)
+    workflow = CountingThreeSteps.create(hero=user)
     first_id = workflow.current_execution.id
     with clock.frozen(T0):
         workflow.skip()
@@ -426,14 +413,14 @@ def test_external_skip_marks_the_execution_and_schedules_the_next(user):
     assert (row["state"], row["outcome"]) == ("skipped", "skipped")
     assert row["skipped_at"] == row["finished_at"] == T0
     wf = workflow_row(workflow.id)
-    assert (wf["state"], wf["next_step_name"]) == ("ready", "two")
+    assert (wf["state"], wf["next_step_name"]) == ("ready", "second")
     assert execution_rows(workflow.id)[-1]["state"] == "scheduled"
 
 
 def test_external_skip_walks_all_steps_and_finishes(user):
     """Repeated skips walk the steps and finally finish (R-EXT-05)."""
-    workflow = FlowThreeSteps.create(hero=user)
-    for expected in ("two", "three"):
+    workflow = CountingThreeSteps.create(hero=user)
+    for expected in ("second", "third"):
         workflow.skip()
         assert workflow_row(workflow.id)["next_step_name"] == expected
     workflow.skip()
@@ -447,7 +434,7 @@ def test_external_skip_from_paused(user):
     """Skip on a paused workflow makes it ready and schedules the next step
     (R-EXT-04).
     """
-    workflow = FlowThreeSteps.create(hero=user)
+    workflow = CountingThreeSteps.create(hero=user)
     first_id = workflow.current_execution.id
     workflow.pause()
     workflow.skip()
@@ -455,7 +442,7 @@ def test_external_skip_from_paused(user):
     assert (wf["state"], wf["transitioned_at"], wf["next_step_name"]) == (
         "ready",
         None,
-        "two",
+        "second",
     )
     assert execution_row(first_id)["state"] == "canceled"
     speedrun_workflow(workflow)
@@ -467,7 +454,7 @@ def test_external_skip_is_rejected_on_terminal_workflows(user, state):
     """skip() on finished/canceled raises "Cannot skip on a <state> workflow"
     (R-EXT-04).
     """
-    workflow = FlowThreeSteps.create(hero=user)
+    workflow = CountingThreeSteps.create(hero=user)
     workflow.transition_to(state)
     with pytest.raises(InvalidStateError, match=f"^Cannot skip on a {state} workflow$"):
         workflow.skip()
@@ -475,24 +462,24 @@ def test_external_skip_is_rejected_on_terminal_workflows(user, state):
 
 def test_external_skip_with_expected_step_skips_only_that_step(user):
     """skip(expected_step=...) refuses once the current step moved on (R-EXT-04/05)."""
-    workflow = FlowThreeSteps.create(hero=user)
-    workflow.skip(expected_step="one")
-    assert workflow.next_step_name == "two"
+    workflow = CountingThreeSteps.create(hero=user)
+    workflow.skip(expected_step="first")
+    assert workflow.next_step_name == "second"
     with pytest.raises(
         InvalidStateError,
-        match=r"^Cannot skip step 'one': the current step of workflow \d+ is now 'two'",
+        match=r"^Cannot skip step 'first': the current step of workflow \d+ is now 'second'",
     ):
-        workflow.skip(expected_step="one")
+        workflow.skip(expected_step="first")
     db.session.expire_all()
-    assert (workflow.state, workflow.next_step_name) == ("ready", "two")
+    assert (workflow.state, workflow.next_step_name) == ("ready", "second")
     workflow.skip()  # without the guard, repeated skips walk on (R-EXT-05)
-    assert workflow.next_step_name == "three"
+    assert workflow.next_step_name == "third"
 
 
 @pytest.mark.parametrize("method", ["reattempt", "finish", "suspend"])
 def test_in_step_only_operations_fail_outside_a_step(user, method):
     """reattempt/finish/suspend outside a step raise InvalidStateError (R-EXT-06)."""
-    workflow = FlowThreeSteps.create(hero=user)
+    workflow = CountingThreeSteps.create(hero=user)
     with pytest.raises(
         InvalidStateError, match="can only be called from within a step"
     ):
@@ -550,7 +537,7 @@ def test_skip_of_a_performing_workflow_is_rejected(user):
 
 def test_flow_control_on_another_workflow_is_external(user):
     """Inside a step, flow control on a different workflow acts externally (R-FC-01)."""
-    target = FlowThreeSteps.create(hero=make_user())
+    target = CountingThreeSteps.create(hero=make_user())
     FlowOtherWorkflow.target_id = target.id
     workflow = FlowOtherWorkflow.create(hero=user)
     perform_next_step(workflow)
@@ -575,7 +562,7 @@ def test_operator_actions_check_the_locked_row_not_a_stale_copy(
     says ``stored``) acts on the state read under the lock, not on the copy's
     (R-EXT-01, R-EXT-03, R-EXT-04, R-EXT-20).
     """
-    workflow_id = FlowThreeSteps.create(hero=user).id
+    workflow_id = CountingThreeSteps.create(hero=user).id
     db.session.commit()
     update_workflow(workflow_id, state=held)
     stale = db.session.get(geneva.Workflow, workflow_id, populate_existing=True)

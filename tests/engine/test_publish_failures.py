@@ -18,7 +18,6 @@ import sqlalchemy as sa
 from celery import Celery
 
 import flask_geneva
-from flask_geneva import step
 from flask_geneva.engine import outbox
 from flask_geneva.engine.publishing import DEFERRED_JOB_ID
 from flask_geneva.ext.operations import dispatch_due
@@ -27,6 +26,7 @@ from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import CountingTwoSteps
 
 
 class GaugeRecorder:
@@ -68,16 +68,6 @@ def unreachable_celery(app) -> Celery:
     return celery
 
 
-class OutboxTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step
-    def second(self):
-        self.hero.counter += 10
-
-
 def _executions(workflow_id: Any) -> list[Any]:
     table = geneva.StepExecution.__table__
     return list(
@@ -107,7 +97,7 @@ def test_create_returns_and_hands_the_row_to_the_dispatcher_when_the_broker_is_d
     workflows = []
     for _ in range(3):
         hero = _new_hero()
-        workflows.append(OutboxTwoSteps.create(hero=hero))
+        workflows.append(CountingTwoSteps.create(hero=hero))
         # The session is usable at once: no "session is in 'committed' state".
         assert db.session.scalar(sa.select(sa.func.count(User.id))) >= 1
     db.session.commit()
@@ -130,7 +120,7 @@ def test_dispatcher_keeps_every_row_deferred_while_the_broker_is_down(
     """dispatch_due() publishes nothing, raises nothing and strands no row with an unsent task id (issue 14 point 4, R-DSP-02)."""
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
     geneva.reload_settings(app)
-    workflow_ids = [OutboxTwoSteps.create(hero=_new_hero()).id for _ in range(5)]
+    workflow_ids = [CountingTwoSteps.create(hero=_new_hero()).id for _ in range(5)]
     assert dispatch_due() == 0
     db.session.commit()
     for workflow_id in workflow_ids:
@@ -142,7 +132,7 @@ def test_housekeeping_counts_every_recovered_row_while_the_broker_is_down(
     app, unreachable_celery
 ):
     """Stuck scheduled rows are all recovered and counted; each successor waits for the dispatcher (R-HK-22, issue 14 point 3)."""
-    workflow_ids = [OutboxTwoSteps.create(hero=_new_hero()).id for _ in range(4)]
+    workflow_ids = [CountingTwoSteps.create(hero=_new_hero()).id for _ in range(4)]
     table = geneva.StepExecution.__table__
     db.session.execute(
         sa.update(table)
@@ -170,7 +160,7 @@ def test_executor_finishes_its_step_when_the_next_publication_fails(
     app.config["GENEVA_INLINE_CONTINUATION_MAX_STEPS"] = 0
     hero = _new_hero()
     hero_id = hero.id
-    workflow = OutboxTwoSteps.create(hero=hero)
+    workflow = CountingTwoSteps.create(hero=hero)
     workflow_id = workflow.id
     [first] = _executions(workflow_id)
     db.session.remove()
@@ -186,7 +176,7 @@ def test_executor_finishes_its_step_when_the_next_publication_fails(
 
 def test_resume_returns_when_its_publication_fails(app, unreachable_celery):
     """An operator's resume() commits and returns; the preserved execution waits for the dispatcher (issue 14)."""
-    workflow = OutboxTwoSteps.create(hero=_new_hero())
+    workflow = CountingTwoSteps.create(hero=_new_hero())
     workflow.pause()
     workflow.resume()
     assert workflow.state == "ready"
@@ -201,7 +191,7 @@ def test_housekeeping_goes_on_when_a_commit_hook_raises(
     """An error after a row's commit is logged as itself; the failing rollback never masks it or stops the run, and the committed row is counted (R-HK-22, issue 14 point 3)."""
     from sqlalchemy import event
 
-    workflow_ids = [OutboxTwoSteps.create(hero=_new_hero()).id for _ in range(3)]
+    workflow_ids = [CountingTwoSteps.create(hero=_new_hero()).id for _ in range(3)]
     table = geneva.StepExecution.__table__
     db.session.execute(
         sa.update(table)

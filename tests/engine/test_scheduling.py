@@ -18,6 +18,7 @@ from flask_geneva.engine.publishing import deferral_active
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import CountingTwoSteps
 from tests.support.workflow import count_workflows
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
@@ -75,16 +76,6 @@ class SchedulingLongWait(geneva.Workflow):
     @step(wait=timedelta(days=2))
     def much_later(self):
         pass
-
-
-class SchedulingRuns(geneva.Workflow):
-    @step
-    def one(self):
-        self.hero.counter += 1
-
-    @step
-    def two(self):
-        self.hero.counter += 10
 
 
 # -- execution rows (R-SCH-01..07) -----------------------------------------------------
@@ -388,7 +379,7 @@ def test_inline_enqueue_is_per_thread(app):
 @pytest.mark.parametrize("app_config", [DEFERRED])
 def test_steps_completed_by_the_executor_publish_after_its_commit(user, geneva_jobs):
     """With deferral the executor's next-step publication is not lost (R-TXN-02)."""
-    workflow = SchedulingRuns.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     assert geneva_jobs.drain() == 2
     assert workflow_row(workflow.id)["state"] == "finished"
 
@@ -396,7 +387,7 @@ def test_steps_completed_by_the_executor_publish_after_its_commit(user, geneva_j
 @pytest.mark.parametrize("app_config", [DEFERRED])
 def test_resume_inside_an_outer_transaction_publishes_after_commit(user, geneva_jobs):
     """resume(commit=False) publishes when the caller commits (R-TXN-02)."""
-    workflow = SchedulingRuns.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     workflow.pause()
     geneva_jobs.clear()
     other = make_user()

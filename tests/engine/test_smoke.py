@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from flask_geneva import step
 from flask_geneva.testing import speedrun_workflow
-from tests.apps.basic import geneva
-
-
-class SmokeWorkflow(geneva.Workflow):
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step
-    def second(self):
-        self.hero.counter += 10
+from tests.common_workflows import CountingTwoSteps
 
 
 def test_workflow_runs_to_finished(user, geneva_jobs):
     """A two-step workflow runs both steps and finishes (R-EXE-44, R-SCH-06)."""
-    workflow = SmokeWorkflow.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     assert workflow.state == "ready"
     assert workflow.next_step_name == "first"
     assert len(geneva_jobs.enqueued) == 1

@@ -20,6 +20,7 @@ from flask_geneva.core import clock
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.housekeeping import T0
+from tests.support.workflow import execution_history
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import hero_counter
@@ -55,12 +56,6 @@ def _current_id(workflow):
     return workflow.current_execution.id
 
 
-def _executions(workflow_id):
-    return [
-        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
-    ]
-
-
 def _run_until_done(workflow_id, limit=10):
     for _ in range(limit):
         rows = [r for r in execution_rows(workflow_id) if r["state"] == "scheduled"]
@@ -85,7 +80,7 @@ def test_an_execution_of_a_removed_step_is_skipped_and_the_next_step_runs(user):
     assert (state["state"], state["next_step_name"]) == ("ready", "send_receipt")
     _run_until_done(workflow.id)
     assert workflow_row(workflow.id)["state"] == "finished"
-    assert _executions(workflow.id) == [
+    assert execution_history(workflow.id) == [
         ("charge_card", "skipped", "skipped"),
         ("send_receipt", "completed", "success"),
         ("welcome", "completed", "success"),

@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import InvalidStateError
-from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
 from tests.support.workflow import execution_row
 from tests.support.workflow import executions_table
 from tests.support.workflow import external_writer
@@ -23,22 +23,10 @@ from tests.support.workflow import update_execution
 CONTENDERS = 6
 
 
-class RowHelperWorkflow(geneva.Workflow):
-    __geneva_type__ = "RowHelperWorkflow"
-
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
-
-
 @pytest.fixture
 def execution(user):
     """The scheduled first execution of a new workflow."""
-    return RowHelperWorkflow.create(hero=user).current_execution
+    return EmptyTwoSteps.create(hero=user).current_execution
 
 
 def test_start_moves_a_scheduled_execution_to_in_progress(execution):

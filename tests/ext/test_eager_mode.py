@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -20,6 +21,7 @@ from flask_geneva import Geneva
 from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.engine.publishing import DEFERRED_JOB_ID
+from tests.step_bodies import recording_steps
 
 db = SQLAlchemy()
 geneva = Geneva(db)
@@ -32,33 +34,30 @@ class Hero(db.Model):  # type: ignore[name-defined, misc]
 
 
 class EagerThreeSteps(geneva.Workflow):
-    @step
-    def first(self):
-        RUNS.append("first")
+    _steps = recording_steps(RUNS, "first", "second", "third")
 
-    @step
-    def second(self):
-        RUNS.append("second")
 
-    @step
-    def third(self):
-        RUNS.append("third")
+def _eager_app(database: Path) -> Flask:
+    """An app on its own SQLite file whose Celery app runs tasks eagerly, with
+    GENEVA_ALLOW_EAGER; :data:`RUNS` is emptied."""
+    app = Flask(__name__)
+    app.config.update(
+        SQLALCHEMY_DATABASE_URI=f"sqlite:///{database}",
+        GENEVA_ALLOW_EAGER=True,
+        GENEVA_ENQUEUE_AFTER_COMMIT=True,
+    )
+    celery = Celery(f"eager-{database.stem}")
+    celery.conf.task_always_eager = True
+    db.init_app(app)
+    geneva.init_app(app, celery=celery)
+    RUNS.clear()
+    return app
 
 
 @pytest.mark.backends("sqlite")  # brings its own SQLite database
 def test_allowed_eager_mode_runs_every_step_iteratively(tmp_path):
     """With GENEVA_ALLOW_EAGER, eager tasks run after the commit, one after another (R-TH-21)."""
-    app = Flask(__name__)
-    app.config.update(
-        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'eager.sqlite3'}",
-        GENEVA_ALLOW_EAGER=True,
-        GENEVA_ENQUEUE_AFTER_COMMIT=True,
-    )
-    celery = Celery("eager-test")
-    celery.conf.task_always_eager = True
-    db.init_app(app)
-    geneva.init_app(app, celery=celery)
-    RUNS.clear()
+    app = _eager_app(tmp_path / "eager.sqlite3")
     with app.app_context():
         db.create_all()
         hero = Hero()
@@ -115,17 +114,7 @@ def _execution_rows(workflow_id):
 @pytest.mark.backends("sqlite")  # brings its own SQLite database
 def test_eager_mode_never_runs_a_waiting_step_before_its_time(tmp_path):
     """Eager mode leaves a waiting step to the dispatcher, which runs it once due (R-EXE-18, R-TH-21, R-DSP-02)."""
-    app = Flask(__name__)
-    app.config.update(
-        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'eager-wait.sqlite3'}",
-        GENEVA_ALLOW_EAGER=True,
-        GENEVA_ENQUEUE_AFTER_COMMIT=True,
-    )
-    celery = Celery("eager-wait-test")
-    celery.conf.task_always_eager = True
-    db.init_app(app)
-    geneva.init_app(app, celery=celery)
-    RUNS.clear()
+    app = _eager_app(tmp_path / "eager-wait.sqlite3")
     t0 = datetime(2031, 5, 4, 8, 0, tzinfo=UTC)
     with app.app_context(), clock.frozen(t0) as frozen:
         db.create_all()

@@ -26,37 +26,31 @@ from flask_geneva.core import clock
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.ext.app_state import current_state
 from flask_geneva.ext.app_state import settings
-from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
+from tests.support.housekeeping import RETENTION
 from tests.support.housekeeping import T0
+from tests.support.housekeeping import finished_workflow
+from tests.support.housekeeping import retention_settings  # noqa: F401 - "app_config"
 from tests.support.workflow import count_workflows
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
 from tests.support.workflow import workflow_row
 
-RETENTION = timedelta(days=30)
 
+def _count_validations(monkeypatch):
+    """A list that gets the arguments of every settings validation from now on."""
+    import flask_geneva.ext.app_state
 
-class SettingsLifecycleTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        pass
+    validations = []
+    real = flask_geneva.ext.app_state.config_from_mapping
 
-    @step
-    def second(self):
-        pass
+    def counting(*args, **kwargs):
+        validations.append(args)
+        return real(*args, **kwargs)
 
-
-@pytest.fixture
-def app_config():
-    return {"GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": RETENTION}
-
-
-def _finished(email: str) -> int:
-    workflow = SettingsLifecycleTwoSteps.create(hero=make_user(email))
-    speedrun_workflow(workflow)
-    assert workflow.state == "finished"
-    return workflow.id
+    monkeypatch.setattr(flask_geneva.ext.app_state, "config_from_mapping", counting)
+    return validations
 
 
 def test_settings_are_a_frozen_object_built_at_init_app(app):
@@ -76,7 +70,7 @@ def test_settings_are_a_frozen_object_built_at_init_app(app):
 def test_a_change_without_reload_takes_effect_at_the_next_operation(app):
     """A value changed in app.config applies to the next operation, no reload needed (R-CFG-02)."""
     with clock.frozen(T0) as frozen:
-        kept = _finished("kept@example.com")
+        kept = finished_workflow("kept@example.com")
         frozen.advance(RETENTION + timedelta(days=1))
         app.config["GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER"] = None
         summary = run_housekeeping()
@@ -95,19 +89,11 @@ def test_a_change_without_reload_takes_effect_at_the_next_operation(app):
 
 def test_an_unchanged_app_config_is_not_validated_again(app, monkeypatch):
     """Without a change the settings object stays the same one across operations (R-CFG-02)."""
-    import flask_geneva.ext.app_state
 
     config = app.extensions["geneva"].config
-    validations = []
-    real = flask_geneva.ext.app_state.config_from_mapping
-
-    def counting(*args, **kwargs):
-        validations.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(flask_geneva.ext.app_state, "config_from_mapping", counting)
+    validations = _count_validations(monkeypatch)
     run_housekeeping()
-    _finished("same@example.com")
+    finished_workflow("same@example.com")
     run_housekeeping()
     # Equal values set again are no change either.
     app.config["GENEVA_RECOVER_GRACE"] = timedelta(seconds=60)
@@ -147,13 +133,13 @@ def test_an_invalid_change_raises_at_the_next_operation_and_keeps_the_settings(a
 
     # Still invalid: the next operation raises again, before writing anything.
     with pytest.raises(GenevaConfigurationError, match="GENEVA_FIND_ATTEMPTS"):
-        SettingsLifecycleTwoSteps.create(hero=hero)
+        EmptyTwoSteps.create(hero=hero)
     assert count_workflows() == 0
     assert state.config is before
 
     app.config["GENEVA_FIND_ATTEMPTS"] = 3
     app.config["GENEVA_TASK_RERAISE"] = "always"
-    workflow = SettingsLifecycleTwoSteps.create(hero=hero)
+    workflow = EmptyTwoSteps.create(hero=hero)
     assert count_workflows() == 1
     assert workflow_row(workflow.id) is not None
     assert settings().find_attempts == 3
@@ -204,18 +190,10 @@ def test_a_change_of_app_testing_is_applied_at_the_next_operation(app):
 
 def test_threads_noticing_one_change_validate_it_once(app, monkeypatch):
     """Concurrent operations see the old or the new object, and the change is validated once (R-CFG-02)."""
-    import flask_geneva.ext.app_state
 
     state = app.extensions["geneva"]
     before = state.config
-    validations = []
-    real = flask_geneva.ext.app_state.config_from_mapping
-
-    def counting(*args, **kwargs):
-        validations.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(flask_geneva.ext.app_state, "config_from_mapping", counting)
+    validations = _count_validations(monkeypatch)
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 3
     barrier = threading.Barrier(4)
     seen = []

@@ -7,19 +7,13 @@ from datetime import timedelta
 from celery import Celery
 
 from flask_geneva import beat_schedule
-from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.ext.tasks import HOUSEKEEPING_TASK
 from flask_geneva.ext.tasks import register_tasks
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyOneStep
 from tests.support.housekeeping import T0
 from tests.support.workflow import execution_rows
-
-
-class HkTaskOne(geneva.Workflow):
-    @step
-    def only(self):
-        pass
 
 
 def test_task_runs_housekeeping_and_returns_the_summary(app, user, geneva_jobs):
@@ -27,7 +21,7 @@ def test_task_runs_housekeeping_and_returns_the_summary(app, user, geneva_jobs):
     celery = Celery("housekeeping-task-test", set_as_current=False)
     register_tasks(celery, geneva=geneva, app=app)
     with clock.frozen(T0) as frozen:
-        workflow = HkTaskOne.create(hero=user)
+        workflow = EmptyOneStep.create(hero=user)
         frozen.advance(timedelta(hours=1))
         summary = celery.tasks[HOUSEKEEPING_TASK]()
     assert summary["stuck_scheduled_recovered"] == 1

@@ -11,6 +11,7 @@ from flask_geneva import step
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyOneStep
 
 
 class TasksTwoSteps(geneva.Workflow):
@@ -28,6 +29,17 @@ class TasksTwoSteps(geneva.Workflow):
 @pytest.fixture
 def app_config():
     return {"GENEVA_FIND_DELAY": 0.0}
+
+
+def _executions():
+    """(id, state, updated_at) of every stored execution."""
+    return db.session.execute(
+        sa.select(
+            geneva.StepExecution.id,
+            geneva.StepExecution.state,
+            geneva.StepExecution.updated_at,
+        ).order_by(geneva.StepExecution.id)
+    ).all()
 
 
 def test_task_runs_a_scheduled_execution(user, geneva_jobs):
@@ -72,22 +84,10 @@ def test_completed_execution_is_not_run_again(user, geneva_jobs):
     execution_id = workflow.current_execution.id
     perform_step_execution(execution_id)
     db.session.expire_all()
-    before = db.session.execute(
-        sa.select(
-            geneva.StepExecution.id,
-            geneva.StepExecution.state,
-            geneva.StepExecution.updated_at,
-        ).order_by(geneva.StepExecution.id)
-    ).all()
+    before = _executions()
     perform_step_execution(execution_id)
     db.session.expire_all()
-    after = db.session.execute(
-        sa.select(
-            geneva.StepExecution.id,
-            geneva.StepExecution.state,
-            geneva.StepExecution.updated_at,
-        ).order_by(geneva.StepExecution.id)
-    ).all()
+    after = _executions()
     assert before == after
     assert user.counter == 1
 
@@ -107,14 +107,8 @@ def test_default_queue_setting_applies_without_job_options(app, user, geneva_job
     app.config["GENEVA_DEFAULT_QUEUE"] = "geneva"
     geneva.reload_settings(app)
 
-    TasksNoOptions.create(hero=user)
+    EmptyOneStep.create(hero=user)
     assert geneva_jobs.enqueued[-1].queue == "geneva"
-
-
-class TasksNoOptions(geneva.Workflow):
-    @step
-    def only(self):
-        pass
 
 
 def test_celery_defaults_recommend_late_acks_and_prefetch_one():

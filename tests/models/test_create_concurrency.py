@@ -15,10 +15,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from flask_geneva import DuplicateWorkflowError
-from flask_geneva import step
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
 from tests.support.innodb_locks import BOTH_ISOLATION_LEVELS
 
 THREADS = 4
@@ -27,18 +27,6 @@ CREATES_PER_THREAD = 250
 #: False``): 4 x 50 deadlocked in each of 3 runs without the fix (h48), in ~3 s.
 REPEATABLE_READ_CREATES_PER_THREAD = 50
 RACED_HEROES = 100
-
-
-class ConcurrentCreateWorkflow(geneva.Workflow):
-    __geneva_type__ = "ConcurrentCreateWorkflow"
-
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
 
 
 def _make_heroes(count: int) -> list[int]:
@@ -69,7 +57,7 @@ def _run_threads(app: Any, chunks: list[list[int]]) -> collections.Counter[str]:
             barrier.wait(timeout=60)
             for hero_id in hero_ids:
                 try:
-                    ConcurrentCreateWorkflow.create(hero=db.session.get(User, hero_id))
+                    EmptyTwoSteps.create(hero=db.session.get(User, hero_id))
                 except DuplicateWorkflowError:
                     count("DuplicateWorkflowError")
                 except Exception as error:  # noqa: BLE001 - counted and asserted

@@ -19,6 +19,7 @@ from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import run_iterations
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import external_writer
@@ -30,16 +31,6 @@ T0 = datetime(2030, 5, 4, 10, 0, tzinfo=UTC)
 
 class Flaky(Exception):
     """A step failure."""
-
-
-class ModelTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
 
 
 class ModelFlaky(geneva.Workflow):
@@ -79,7 +70,7 @@ def _reload(execution_id):
 def test_step_name_and_scheduled_for_are_required(user, missing):
     """An execution without step_name or scheduled_for is refused by the database
     and nothing is stored (R-SE-04)."""
-    workflow_id = ModelTwoSteps.create(hero=user).id
+    workflow_id = EmptyTwoSteps.create(hero=user).id
     values = {
         "workflow_id": workflow_id,
         "step_name": "second",
@@ -97,7 +88,7 @@ def test_step_name_and_scheduled_for_are_required(user, missing):
 def test_an_outcome_outside_the_list_is_refused(user):
     """Assigning an outcome that is not NULL nor one of §4.2 raises ValueError naming
     the allowed ones; nothing is stored (R-SE-04)."""
-    workflow = ModelTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
     with pytest.raises(ValueError, match=r"outcome must be one of 'success'.*'bogus'"):
         execution.outcome = "bogus"
@@ -114,7 +105,7 @@ def test_an_outcome_outside_the_list_is_refused(user):
 
 def test_every_outcome_and_null_are_accepted(user):
     """NULL and each outcome of §4.2 are valid (R-SE-04, R-SE-10)."""
-    execution = ModelTwoSteps.create(hero=user).current_execution
+    execution = EmptyTwoSteps.create(hero=user).current_execution
     assert [o.value for o in Outcome] == [
         "success",
         "continued",
@@ -208,16 +199,16 @@ def test_continues_from_and_successor_link_a_chain(user, geneva_jobs):
     perform_next_step(workflow)
     third = second.successor
     assert third.continues_from is second
-    regular = ModelTwoSteps.create(hero=make_user()).current_execution
+    regular = EmptyTwoSteps.create(hero=make_user()).current_execution
     assert (regular.continues_from, regular.successor) == (None, None)
 
 
 def test_step_definition_is_the_class_step_or_none(user):
     """step_definition is the step of the workflow's class with that name, or None
     for a name the class does not define (R-SE-43)."""
-    workflow = ModelTwoSteps.create(hero=user)
+    workflow = EmptyTwoSteps.create(hero=user)
     execution = workflow.current_execution
-    assert execution.step_definition is ModelTwoSteps.step_collection().named("first")
+    assert execution.step_definition is EmptyTwoSteps.step_collection().named("first")
     update_execution(execution.id, step_name="vanished")
     assert _reload(execution.id).step_definition is None
 
@@ -225,7 +216,7 @@ def test_step_definition_is_the_class_step_or_none(user):
 def test_execute_runs_the_executor_with_its_options(user, geneva_jobs):
     """execution.execute() runs the step; max_iterations and interruptible reach the
     executor (R-SE-44)."""
-    regular = ModelTwoSteps.create(hero=user).current_execution
+    regular = EmptyTwoSteps.create(hero=user).current_execution
     regular.execute()
     row = execution_row(regular.id)
     assert (row["state"], row["outcome"]) == ("completed", "success")
@@ -250,13 +241,13 @@ def test_ready_to_execute_selects_scheduled_and_due(user, geneva_jobs):
     """ready_to_execute() selects scheduled executions due now, the boundary
     included; not future, running or finished ones (R-SE-46)."""
     with clock.frozen(T0) as frozen:
-        due = ModelTwoSteps.create(hero=user).current_execution.id
+        due = EmptyTwoSteps.create(hero=user).current_execution.id
         later = ModelLater.create(hero=make_user("later@example.com"))
         later_id = later.current_execution.id
-        running = ModelTwoSteps.create(hero=make_user("running@example.com"))
+        running = EmptyTwoSteps.create(hero=make_user("running@example.com"))
         running_id = running.current_execution.id
         update_execution(running_id, state="in_progress", started_at=T0)
-        done = ModelTwoSteps.create(hero=make_user("done@example.com"))
+        done = EmptyTwoSteps.create(hero=make_user("done@example.com"))
         done_id = done.current_execution.id
         update_execution(done_id, state="completed", outcome="success")
         db.session.expire_all()
@@ -289,7 +280,7 @@ def test_state_predicates(user, state, predicate):
         "is_canceled",
         "is_skipped",
     ]
-    execution_id = ModelTwoSteps.create(hero=user).current_execution.id
+    execution_id = EmptyTwoSteps.create(hero=user).current_execution.id
     update_execution(execution_id, state=state)
     execution = _reload(execution_id)
     assert [name for name in predicates if getattr(execution, name)] == [predicate]

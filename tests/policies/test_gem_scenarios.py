@@ -15,8 +15,11 @@ from flask_geneva import step
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.support.workflow import CONDITION_ERROR_OUTCOMES
+from tests.support.workflow import execution_history
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
+from tests.support.workflow import fail_next_step
 from tests.support.workflow import hero_counter
 from tests.support.workflow import update_workflow
 from tests.support.workflow import workflow_row
@@ -43,17 +46,6 @@ class Script:
         if isinstance(item, BaseException):
             raise item
         workflow.hero.counter += 1
-
-
-def _history(workflow_id):
-    return [
-        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
-    ]
-
-
-def _fail(workflow, error_type):
-    with pytest.raises(error_type):
-        perform_next_step(workflow)
 
 
 @pytest.fixture(autouse=True)
@@ -195,7 +187,7 @@ def test_class_blanket_reattempts_with_reason_and_max(user):
     Script.plan = [ErrorA("1"), ErrorA("2"), ErrorA("3")]
     workflow = GemClassBlanket.create(hero=user)
     for _ in range(3):
-        _fail(workflow, ErrorA)
+        fail_next_step(workflow, ErrorA)
     rows = execution_rows(workflow.id)
     assert [(r["state"], r["outcome"]) for r in rows] == [
         ("completed", "reattempted"),
@@ -212,8 +204,8 @@ def test_step_policy_object_overrides_class_level(user):
     """A step-level ExceptionPolicy wins over a class-level blanket policy (R-POL-40)."""
     Script.plan = [ErrorA("skip, not cancel")]
     workflow = GemClassOverridden.create(hero=user)
-    _fail(workflow, ErrorA)
-    assert _history(workflow.id) == [
+    fail_next_step(workflow, ErrorA)
+    assert execution_history(workflow.id) == [
         ("work", "skipped", "skipped"),
         ("tail", "scheduled", None),
     ]
@@ -226,10 +218,10 @@ def test_flow_control_reattempts_do_not_count_for_class_policies(user):
     workflow = GemClassPolling.create(hero=user)
     for _ in range(3):
         perform_next_step(workflow)
-    _fail(workflow, ErrorA)
+    fail_next_step(workflow, ErrorA)
     assert workflow_row(workflow.id)["state"] == "ready"
-    _fail(workflow, ErrorA)
-    assert [h[2] for h in _history(workflow.id)] == [
+    fail_next_step(workflow, ErrorA)
+    assert [h[2] for h in execution_history(workflow.id)] == [
         "reattempted",
         "reattempted",
         "reattempted",
@@ -253,8 +245,8 @@ def test_list_cap_is_the_minimum_with_the_matched_terminal_action(
     Script.plan = [error_type(str(n)) for n in range(4)]
     workflow = GemList.create(hero=user)
     for _ in range(4):
-        _fail(workflow, error_type)
-    assert [h[2] for h in _history(workflow.id)] == [
+        fail_next_step(workflow, error_type)
+    assert [h[2] for h in execution_history(workflow.id)] == [
         "reattempted",
         "reattempted",
         "reattempted",
@@ -267,8 +259,8 @@ def test_list_blanket_entry_catches_unmatched_errors(user):
     """A blanket list entry captures what the specific entries miss, before class level (R-POL-30, R-POL-31)."""
     Script.plan = [ErrorB("unmatched")]
     workflow = GemListBlanket.create(hero=user)
-    _fail(workflow, ErrorB)
-    assert _history(workflow.id) == [
+    fail_next_step(workflow, ErrorB)
+    assert execution_history(workflow.id) == [
         ("work", "skipped", "skipped"),
         ("tail", "scheduled", None),
     ]
@@ -278,8 +270,8 @@ def test_list_unmatched_errors_fall_through_to_class_level(user):
     """An error no list entry captures uses the class-level policy (R-POL-31)."""
     Script.plan = [KeyError("neither A nor B")]
     workflow = GemList.create(hero=user)
-    _fail(workflow, KeyError)
-    assert _history(workflow.id) == [("work", "failed", "failed")]
+    fail_next_step(workflow, KeyError)
+    assert execution_history(workflow.id) == [("work", "failed", "failed")]
     decision = execution_rows(workflow.id)[0]["metadata"]["policy_decision"]
     assert (decision["source"], decision["index"]) == ("class_blanket", 0)
 
@@ -291,7 +283,7 @@ def test_class_level_reattempt_policy_is_capped_at_100(user):
     """A class-level reattempt policy without max_reattempts stops after 100 reattempts (R-POL-04, BTR-11)."""
     workflow = GemSafetyCap.create(hero=user)
     for _ in range(101):
-        _fail(workflow, ErrorA)
+        fail_next_step(workflow, ErrorA)
     rows = execution_rows(workflow.id)
     assert len(rows) == 101
     assert [r["outcome"] for r in rows].count("reattempted") == 100
@@ -304,29 +296,13 @@ def test_class_level_reattempt_policy_is_capped_at_100(user):
 # -- precondition_exception_test.rb (skip_if) ------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("action", "history", "workflow_state"),
-    [
-        ("pause", [("work", "failed", "failed")], "paused"),
-        ("cancel", [("work", "failed", "canceled")], "canceled"),
-        (
-            "reattempt",
-            [("work", "completed", "reattempted"), ("work", "scheduled", None)],
-            "ready",
-        ),
-        (
-            "skip",
-            [("work", "skipped", "skipped"), ("tail", "scheduled", None)],
-            "ready",
-        ),
-    ],
-)
+@CONDITION_ERROR_OUTCOMES
 def test_skip_if_exception_applies_each_action(user, action, history, workflow_state):
     """A raising skip_if is handled by the step's policy; the body never runs; the error is re-raised (R-EXE-23/24)."""
     GemSkipIfRaises.action = action
     workflow = GemSkipIfRaises.create(hero=user)
-    _fail(workflow, ErrorA)
-    assert _history(workflow.id) == history
+    fail_next_step(workflow, ErrorA)
+    assert execution_history(workflow.id) == history
     first = execution_rows(workflow.id)[0]
     if action == "reattempt":
         assert first["metadata"]["reattempt_reason"] == "precondition"

@@ -10,7 +10,6 @@ import pytest
 
 from flask_geneva import GenevaConfigurationError
 from flask_geneva import run_housekeeping
-from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.core.config import DEFAULTS
 from flask_geneva.core.config import config_from_mapping
@@ -19,20 +18,15 @@ from flask_geneva.policies.release_spread import release_offset
 from flask_geneva.policies.release_spread import spread_releases
 from tests.apps.basic import geneva
 from tests.apps.cli_app import CliOnboarding
-from tests.cli.test_cli import geneva_cli  # noqa: F401 - the subprocess CLI fixture
+from tests.common_workflows import EmptyOneStep
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
+from tests.cli.test_cli import geneva_cli  # noqa: F401 - the subprocess CLI fixture
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
 
 SPREAD = timedelta(seconds=5)
-
-
-class HkSpreadOne(geneva.Workflow):
-    @step
-    def only(self):
-        pass
 
 
 def as_utc(value):
@@ -41,7 +35,7 @@ def as_utc(value):
 
 def stuck_workflows(count):
     workflows = [
-        HkSpreadOne.create(hero=make_user(f"spread{n}@example.com"))
+        EmptyOneStep.create(hero=make_user(f"spread{n}@example.com"))
         for n in range(count)
     ]
     for workflow in workflows:

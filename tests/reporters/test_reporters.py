@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from flask_geneva.reporters.sentry import SentryReporter
 from flask_geneva.reporters.sentry import sentry_reporter
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import geneva
+from tests.worker_harness import python_code
+from tests.worker_harness import run
 from tests.support.workflow import execution_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,13 +149,8 @@ def test_flask_geneva_does_not_import_sentry():
         "import sys, flask_geneva, flask_geneva.engine.executor.step, flask_geneva.reporters.sentry\n"
         "print(any(m.split('.')[0] == 'sentry_sdk' for m in sys.modules))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = run(python_code(code), timeout=120)
+    assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
 
 

@@ -4,13 +4,40 @@ from __future__ import annotations
 
 from datetime import UTC
 from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
+import pytest
+
+from flask_geneva.testing import speedrun_workflow
+from tests.common_workflows import EmptyTwoSteps
+from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
 from tests.support.workflow import update_workflow
 
 #: A fixed instant the suites freeze the clock at.
 T0 = datetime(2030, 5, 1, 10, 0, tzinfo=UTC)
+
+
+#: ``GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER`` of the cleanup suites
+#: (:func:`retention_settings`).
+RETENTION = timedelta(days=30)
+
+
+@pytest.fixture(name="app_config")
+def retention_settings() -> dict[str, Any]:
+    """The ``app_config`` of a cleanup suite: finished workflows are deleted after
+    :data:`RETENTION`."""
+    return {"GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": RETENTION}
+
+
+def finished_workflow(email: str) -> Any:
+    """The id of a new workflow (:class:`EmptyTwoSteps`) of a new hero ``email``,
+    run to ``finished``."""
+    workflow = EmptyTwoSteps.create(hero=make_user(email))
+    speedrun_workflow(workflow)
+    assert workflow.state == "finished"
+    return workflow.id
 
 
 def make_in_progress(workflow: Any, started_at: datetime) -> Any:

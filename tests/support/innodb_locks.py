@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import Executor
+from flask_geneva.core import clock
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -136,6 +137,47 @@ def execute_in_thread(
                 db.session.remove()
 
     return run_in_thread(run_step)
+
+
+def execute_into_a_workflow_row_cycle(
+    app: Any, other: Any, execution_id: Any, workflow_id: Any
+) -> list[BaseException]:
+    """Run the execution in a thread (:func:`execute_in_thread`) until it waits
+    for a lock ``other`` holds, then close a cycle: ``other`` locks the workflow
+    row, which the executor's transaction holds, and rolls back. Returns the
+    thread's exceptions once it ended (at most :data:`WAIT_SECONDS`)."""
+    thread, errors = execute_in_thread(app, execution_id)
+    wait_until_blocked(app)
+    other.execute(
+        sa.text("SELECT id FROM geneva_drive_workflows WHERE id = :id FOR UPDATE"),
+        {"id": workflow_id},
+    )
+    other.rollback()
+    thread.join(timeout=WAIT_SECONDS)
+    return errors
+
+
+def add_reattempted_executions(workflow_id: Any, count: int) -> None:
+    """INSERT ``count`` completed (reattempted) executions of step ``first`` for
+    the workflow: rows the index scans of its locking statements walk past."""
+    now = clock.now()
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.insert(geneva.StepExecution.__table__),
+            [
+                {
+                    "workflow_id": workflow_id,
+                    "step_name": "first",
+                    "state": "completed",
+                    "outcome": "reattempted",
+                    "scheduled_for": now,
+                    "job_id": f"done-{n}",
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for n in range(count)
+            ],
+        )
 
 
 def move_state_with_short_lock_wait(

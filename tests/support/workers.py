@@ -8,6 +8,7 @@ from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from flask_geneva.db import workers as worker_rows
@@ -15,6 +16,19 @@ from tests.apps.basic import db
 from tests.support.housekeeping import make_in_progress
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
+
+#: ``GENEVA_WORKER_DEAD_AFTER`` of the judging process (:func:`heartbeat_settings`).
+DEAD_AFTER = timedelta(seconds=60)
+
+
+@pytest.fixture(name="app_config")
+def heartbeat_settings() -> dict[str, Any]:
+    """The ``app_config`` of a registry suite: heartbeats every 15 s, a worker is
+    dead after :data:`DEAD_AFTER`."""
+    return {
+        "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
+        "GENEVA_WORKER_DEAD_AFTER": DEAD_AFTER,
+    }
 
 
 def workers_table() -> sa.Table:

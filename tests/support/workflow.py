@@ -8,9 +8,11 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from flask import current_app
 
+from flask_geneva.testing import perform_next_step
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -49,15 +51,20 @@ def external_writer() -> Iterator[Any]:
         yield connection
 
 
-def workflow_row(workflow_id: Any) -> Any:
-    """Read the stored workflow row through a separate connection (None if gone)."""
-    table = workflows_table()
+def _row_by_id(table: sa.Table, row_id: Any) -> Any:
+    """The ``table`` row ``row_id`` (a mapping, None if gone), read through a
+    separate connection."""
     with _reader() as connection:
         return (
-            connection.execute(sa.select(table).where(table.c.id == workflow_id))
+            connection.execute(sa.select(table).where(table.c.id == row_id))
             .mappings()
             .one_or_none()
         )
+
+
+def workflow_row(workflow_id: Any) -> Any:
+    """Read the stored workflow row through a separate connection (None if gone)."""
+    return _row_by_id(workflows_table(), workflow_id)
 
 
 def _rows_of_workflow(table: sa.Table, workflow_id: Any) -> list[Any]:
@@ -86,15 +93,48 @@ def signal_rows(workflow_id: Any) -> list[Any]:
     return _rows_of_workflow(geneva.WorkflowSignal.__table__, workflow_id)
 
 
+def execution_history(workflow_id: Any) -> list[tuple[str, str, str | None]]:
+    """``(step_name, state, outcome)`` of each of the workflow's stored executions,
+    oldest first (:func:`execution_rows`)."""
+    return [
+        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
+    ]
+
+
+def fail_next_step(workflow: Any, error_type: type[BaseException] = Exception) -> None:
+    """Run the workflow's next step (``perform_next_step``); it must raise
+    ``error_type``."""
+    with pytest.raises(error_type):
+        perform_next_step(workflow)
+
+
+#: For each action of a step's exception policy: the executions and the workflow
+#: state after a condition of the step (``skip_if``, a cancel condition) raised.
+#: Parameters ``("action", "history", "workflow_state")`` for
+#: ``pytest.mark.parametrize``; ``history`` as :func:`execution_history` gives it,
+#: for a step ``work`` followed by a step ``tail``.
+CONDITION_ERROR_OUTCOMES = pytest.mark.parametrize(
+    ("action", "history", "workflow_state"),
+    [
+        ("pause", [("work", "failed", "failed")], "paused"),
+        ("cancel", [("work", "failed", "canceled")], "canceled"),
+        (
+            "reattempt",
+            [("work", "completed", "reattempted"), ("work", "scheduled", None)],
+            "ready",
+        ),
+        (
+            "skip",
+            [("work", "skipped", "skipped"), ("tail", "scheduled", None)],
+            "ready",
+        ),
+    ],
+)
+
+
 def execution_row(execution_id: Any) -> Any:
     """Read one stored execution row through a separate connection."""
-    table = executions_table()
-    with _reader() as connection:
-        return (
-            connection.execute(sa.select(table).where(table.c.id == execution_id))
-            .mappings()
-            .one_or_none()
-        )
+    return _row_by_id(executions_table(), execution_id)
 
 
 def count_workflows() -> int:

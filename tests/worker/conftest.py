@@ -1,26 +1,34 @@
 """Real Celery worker processes against a real broker (``-m worker``).
 
 ``GENEVA_TEST_BROKER_URL`` names the broker. Locally the suite is skipped with a
-reason when it is unset; with ``CI=true`` a missing URL is an error.
+reason when it is unset; with ``CI=true`` a missing URL is an error. The processes
+are started, waited for and stopped by the shared harness,
+``tests/worker_harness.py``.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
-import time
+import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BROKER_URL = os.environ.get("GENEVA_TEST_BROKER_URL", "")
+from tests.worker_harness import WORKER_APP
+from tests.worker_harness import WORKER_OPTIONS
+from tests.worker_harness import Processes
+from tests.worker_harness import celery_command
+from tests.worker_harness import create_workflow
+from tests.worker_harness import dispose
+from tests.worker_harness import prepare_database
+from tests.worker_harness import processes_fixture  # noqa: F401 - "processes"
+from tests.worker_harness import python_module
+from tests.worker_harness import required_url
+from tests.worker_harness import wait_for_state
+from tests.worker_harness import worker_test_app
 
 
 def pytest_collection_modifyitems(
@@ -34,11 +42,7 @@ def pytest_collection_modifyitems(
 @pytest.fixture
 def broker_url() -> str:
     """The broker URL; skip (locally) or fail (CI) when unset."""
-    if not BROKER_URL:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("GENEVA_TEST_BROKER_URL must be set in CI for worker tests")
-        pytest.skip("GENEVA_TEST_BROKER_URL is not set")
-    return BROKER_URL
+    return required_url("GENEVA_TEST_BROKER_URL")
 
 
 @pytest.fixture
@@ -49,79 +53,51 @@ def worker_database_url(tmp_path: Path) -> str:
     return DATABASE_URL or f"sqlite:///{tmp_path / 'worker.sqlite3'}"
 
 
-def celery_process(
-    app: str,
-    command: str,
-    *arguments: str,
-    log_path: Path,
-    broker_url: str,
-    database_url: str,
-    env: dict[str, str] | None = None,
-) -> subprocess.Popen[bytes]:
-    """Start ``celery -A app command *arguments`` from the repository root.
-
-    The subprocess gets this process's environment, ``env`` and the test's broker
-    and database (``GENEVA_TEST_BROKER_URL``, ``GENEVA_TEST_WORKER_DATABASE_URL``);
-    its output goes to ``log_path``.
-    """
-    environment = {
-        **os.environ,
-        **(env or {}),
-        "GENEVA_TEST_BROKER_URL": broker_url,
-        "GENEVA_TEST_WORKER_DATABASE_URL": database_url,
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-    with open(log_path, "wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", app, command, *arguments],
-            cwd=REPO_ROOT,
-            env=environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
-#: ``celery worker`` options of every test worker: no gossip, mingle or heartbeat.
-WORKER_OPTIONS = ("--without-gossip", "--without-mingle", "--without-heartbeat")
-
-
 @pytest.fixture
 def start_worker(
-    broker_url: str, worker_database_url: str, tmp_path: Path
-) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Start ``celery worker`` subprocesses; all are stopped after the test."""
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: Processes, broker_url: str, worker_database_url: str
+) -> Callable[..., subprocess.Popen[bytes]]:
+    """Start ``celery worker`` subprocesses (solo pool, concurrency 1, info log);
+    all are stopped after the test.
+
+    ``start_worker(*extra, app=WORKER_APP, name="worker-<n>", database_url=...,
+    env={...})``: ``extra`` ends the command line (a later ``--pool`` wins);
+    ``env`` adds variables; the worker gets the test's broker and database
+    (``GENEVA_TEST_BROKER_URL``, ``GENEVA_TEST_WORKER_DATABASE_URL``) and logs to
+    ``tmp_path / f"{name}.log"``.
+    """
+    count = 0
 
     def start(
-        *extra: str, app: str = "tests.apps.worker_app:celery"
+        *extra: str,
+        app: str = WORKER_APP,
+        name: str | None = None,
+        database_url: str = worker_database_url,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        process = celery_process(
-            app,
-            "worker",
-            "--pool=solo",
-            "--concurrency=1",
-            *WORKER_OPTIONS,
-            "-l",
-            "info",
-            *extra,
-            log_path=tmp_path / f"worker-{len(processes)}.log",
-            broker_url=broker_url,
-            database_url=worker_database_url,
+        nonlocal count
+        process = processes.start(
+            celery_command(
+                app,
+                "worker",
+                "--pool=solo",
+                "--concurrency=1",
+                *WORKER_OPTIONS,
+                "-l",
+                "info",
+                *extra,
+            ),
+            name=name or f"worker-{count}",
+            env={
+                **(env or {}),
+                "GENEVA_TEST_BROKER_URL": broker_url,
+                "GENEVA_TEST_WORKER_DATABASE_URL": database_url,
+            },
         )
-        processes.append(process)
+        count += 1
         return process
 
-    yield start
-    for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    for log in sorted(tmp_path.glob("worker-*.log")):
-        sys.stderr.write(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}\n")
+    return start
 
 
 @pytest.fixture
@@ -146,83 +122,115 @@ def heartbeat_app(
     )
 
 
-def prepare_database(app: Any) -> None:
-    """Give ``app``'s database our schema and empty tables (server or SQLite file)."""
-    from tests import conftest
-    from tests.apps import basic
+@pytest.fixture
+def geneva_worker_apps(worker_database_url: str) -> Iterator[Callable[..., Any]]:
+    """Build the test process's ``tests.worker.geneva_worker_app`` app on the
+    subprocesses' database and a broker: ``build(broker_url, **settings)``
+    (:func:`tests.worker.geneva_worker_app.build_app`); the database is prepared,
+    and the apps' engines are disposed after the test."""
+    from tests.worker import geneva_worker_app
 
-    if conftest.DATABASE_URL:
-        conftest._prepare_server_schema(app)
-        conftest._empty_tables(app)
-    else:
-        with app.app_context():
-            basic.db.create_all()
+    apps: list[Any] = []
+
+    def build(broker: str, **settings: Any) -> Any:
+        app, _ = geneva_worker_app.build_app(worker_database_url, broker, **settings)
+        prepare_database(app)
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        dispose(app)
 
 
-def worker_test_app(broker_url: str, database_url: str) -> Any:
-    """The test process's ``tests.apps.worker_app`` app on an empty broker and
-    prepared database (:func:`prepare_database`).
+#: The Celery app of ``tests/worker/geneva_worker_app.py`` (the broker tests').
+GENEVA_WORKER_APP = "tests.worker.geneva_worker_app:celery"
 
-    The app reads its ``GENEVA_TEST_*`` settings from the environment: set them
-    before the call.
+
+@pytest.fixture
+def geneva_process(
+    processes: Processes, worker_database_url: str, tmp_path: Path
+) -> Callable[..., subprocess.Popen[bytes]]:
+    """Start a process of ``tests.worker.geneva_worker_app`` (the broker tests'):
+    ``geneva_process(command, broker, *extra, app_spec=..., **settings)``.
+
+    ``command``: ``"worker"`` (``celery worker``, solo pool, a unique node name),
+    ``"beat"`` (``celery beat``, a schedule file in ``tmp_path``) or
+    ``"flask-worker"`` (``flask geneva worker`` of the same module's Flask app).
+    ``settings``: ``queue``, ``visibility_timeout``, ``max_broker_delay`` of
+    :func:`tests.worker.geneva_worker_app.build_app`. Its log is
+    ``<command>-<n>.log``; all processes stop after the test.
     """
-    import redis
+    from tests.worker import geneva_worker_app
 
-    from tests.apps import worker_app
-
-    redis.Redis.from_url(broker_url).flushdb()
-    app, _ = worker_app.build_app(database_url, broker_url)
-    prepare_database(app)
-    return app
-
-
-def create_workflow(app: Any, workflow_cls: Any, email: str) -> tuple[Any, Any]:
-    """Create a ``workflow_cls`` workflow for a new hero ``email``.
-
-    Returns:
-        ``(workflow id, hero id)``.
-    """
-    from tests.apps import basic
-
-    with app.app_context():
-        hero = basic.User(email=email)
-        basic.db.session.add(hero)
-        basic.db.session.commit()
-        workflow = workflow_cls.create(hero=hero)
-        workflow_id, hero_id = workflow.id, hero.id
-        basic.db.session.remove()
-        return workflow_id, hero_id
-
-
-def workflow_state(app: Any, workflow_id: Any) -> str | None:
-    """The workflow's stored state, read in a session of its own."""
-    from tests.apps import basic
-
-    with app.app_context():
-        workflow_cls = basic.geneva.Workflow
-        state: str | None = basic.db.session.scalar(
-            sa.select(workflow_cls.state).where(workflow_cls.id == workflow_id)
+    def start(
+        command: str,
+        broker: str,
+        *extra: str,
+        app_spec: str = GENEVA_WORKER_APP,
+        **settings: Any,
+    ) -> subprocess.Popen[bytes]:
+        number = len(processes.started)
+        if command == "flask-worker":
+            flask_app = app_spec.replace(":celery", ":app")
+            arguments = python_module("flask", "--app", flask_app)
+            arguments += ["geneva", "worker", "--pool=solo"]
+            arguments += [f"--schedule={tmp_path / f'beat-{number}'}"]
+        elif command == "worker":
+            arguments = celery_command(
+                app_spec,
+                "worker",
+                "--pool=solo",
+                "--concurrency=1",
+                *WORKER_OPTIONS,
+                f"--hostname=geneva-{uuid.uuid4().hex[:8]}@%h",
+            )
+        else:
+            arguments = celery_command(
+                app_spec,
+                command,
+                f"--schedule={tmp_path / f'beat-{number}'}",
+                "--max-interval=1",
+            )
+        return processes.start(
+            [*arguments, "--loglevel=INFO", *extra],
+            name=f"{command}-{number}",
+            env={
+                **geneva_worker_app.environment(
+                    worker_database_url, broker, **settings
+                ),
+                "GENEVA_TEST_BROKER_URL": broker,
+            },
         )
-        basic.db.session.remove()
-        return state
+
+    return start
 
 
-def wait_for_state(
-    app: Any, workflow_id: Any, state: str, *, timeout: float = 60
-) -> None:
-    """Poll until the workflow's stored state is ``state`` (:func:`wait_for`)."""
-    wait_for(lambda: workflow_state(app, workflow_id) == state, timeout=timeout)
+@pytest.fixture
+def run_on_worker(
+    start_worker: Callable[..., subprocess.Popen[bytes]],
+    broker_url: str,
+    worker_database_url: str,
+) -> Iterator[Callable[..., tuple[Any, Any, Any]]]:
+    """Run one workflow on a real worker:
+    ``run_on_worker(workflow_cls, email, until="finished")``.
 
+    Builds the test's app (:func:`tests.worker_harness.worker_test_app`: empty
+    broker, prepared database), creates a ``workflow_cls`` workflow for a new hero
+    ``email``, starts a worker (``start_worker()``) and waits until the workflow's
+    state is ``until``. Returns ``(app, workflow id, hero id)``; the app's engines
+    are disposed after the test.
+    """
+    apps: list[Any] = []
 
-def wait_for(
-    predicate: Callable[[], Any], *, timeout: float, interval: float = 0.2
-) -> Any:
-    """Poll ``predicate`` until it returns a truthy value or ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
+    def run(workflow_cls: Any, email: str, *, until: str = "finished") -> Any:
+        app = worker_test_app(broker_url, worker_database_url)
+        apps.append(app)
+        workflow_id, hero_id = create_workflow(app, workflow_cls, email)
+        start_worker()
+        wait_for_state(app, workflow_id, until)
+        return app, workflow_id, hero_id
+
+    yield run
+    for app in apps:
+        dispose(app)

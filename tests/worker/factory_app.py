@@ -20,6 +20,7 @@ import flask_geneva
 from flask_geneva import step
 from flask_geneva.engine.iteration import worker_exit_requested
 from tests.apps import basic
+from tests.common_workflows import CountingTwoSteps  # noqa: F401 - the workers run it
 
 
 def celery_init_app(app: Flask, broker_url: str) -> Celery:
@@ -51,20 +52,6 @@ def create_app(database_url: str, broker_url: str) -> Flask:
     basic.db.init_app(app)
     basic.geneva.init_app(app)
     return app
-
-
-class FactoryTwoSteps(basic.geneva.Workflow):
-    """Two quick steps."""
-
-    __geneva_type__ = "FactoryTwoSteps"
-
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step
-    def second(self):
-        self.hero.counter += 10
 
 
 class FactoryAwaitsShutdown(basic.geneva.Workflow):

@@ -22,6 +22,8 @@ from flask import Flask
 import flask_geneva
 from flask_geneva import step
 from tests.apps import basic
+from tests.common_workflows import WaitingThreeSteps  # noqa: F401 - workers run it
+from tests.step_bodies import adds
 
 #: Seconds between two dispatcher runs of the beat process.
 DISPATCH_INTERVAL = 1.0
@@ -82,32 +84,46 @@ def app_from_environment() -> tuple[Flask, Celery]:
     )
 
 
+def environment(
+    database_url: str,
+    broker_url: str,
+    *,
+    queue: str | None = None,
+    visibility_timeout: int = 3600,
+    max_broker_delay: float = 600.0,
+) -> dict[str, str]:
+    """The variables :func:`app_from_environment` reads, for a subprocess that
+    should build the app of :func:`build_app` with these arguments."""
+    return {
+        "GENEVA_TEST_WORKER_DATABASE_URL": database_url,
+        "GENEVA_TEST_WORKER_BROKER": broker_url,
+        "GENEVA_TEST_WORKER_QUEUE": queue or "",
+        "GENEVA_TEST_VISIBILITY_TIMEOUT": str(visibility_timeout),
+        "GENEVA_TEST_MAX_BROKER_DELAY": str(max_broker_delay),
+    }
+
+
+def _begin_then_wait(seconds: float) -> list[Any]:
+    """``begin`` adds 1 to the hero's counter; ``after_wait``, ``seconds`` later,
+    adds 10."""
+    return [
+        step.anonymous(adds(1), name="begin"),
+        step.anonymous(adds(10), name="after_wait", wait=timedelta(seconds=seconds)),
+    ]
+
+
 class BrokerLongWait(basic.geneva.Workflow):
     """A step, then one 20 seconds later: longer than GENEVA_MAX_BROKER_DELAY."""
 
     __geneva_type__ = "BrokerLongWait"
-
-    @step
-    def begin(self):
-        self.hero.counter += 1
-
-    @step(wait=timedelta(seconds=20))
-    def after_wait(self):
-        self.hero.counter += 10
+    _steps = _begin_then_wait(20)
 
 
 class BrokerShortDeferred(basic.geneva.Workflow):
     """A step, then one 6 seconds later: deferred when the broker delay is 3 s."""
 
     __geneva_type__ = "BrokerShortDeferred"
-
-    @step
-    def begin(self):
-        self.hero.counter += 1
-
-    @step(wait=timedelta(seconds=6))
-    def after_wait(self):
-        self.hero.counter += 10
+    _steps = _begin_then_wait(6)
 
 
 class BrokerCritical(basic.geneva.Workflow):
@@ -127,24 +143,6 @@ class BrokerOrdinary(basic.geneva.Workflow):
 
     @step
     def ordinary(self):
-        self.hero.counter += 100
-
-
-class BrokerThreeSteps(basic.geneva.Workflow):
-    """Three steps, the second after a short broker-held wait."""
-
-    __geneva_type__ = "BrokerThreeSteps"
-
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step(wait=timedelta(seconds=2))
-    def second(self):
-        self.hero.counter += 10
-
-    @step
-    def third(self):
         self.hero.counter += 100
 
 

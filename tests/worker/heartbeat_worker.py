@@ -1,27 +1,27 @@
-"""A real worker harness with short heartbeats, shared by the heartbeat tests.
+"""Short heartbeats for the heartbeat tests, on the shared harness
+(``tests/worker_harness.py``).
 
 ``tests/worker/test_worker_heartbeats.py`` (R-WRK-02..07),
 ``tests/worker/test_live_worker_release.py`` (R-WRK-18) and
 ``tests/worker/test_worker_dead_after_mismatch.py`` (R-WRK-17) start Celery
 workers on ``tests.apps.worker_app`` whose steps block on a flag file
 (:func:`block_until_released`), and run housekeeping with the same short
-interval and dead-after.
+interval and dead-after. :class:`ReleasedOnce` is the blocking workflow of the
+last two.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import sqlalchemy as sa
 
+from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import WORKER_OPTIONS
-from tests.worker.conftest import celery_process
-from tests.worker.conftest import create_workflow
-from tests.worker.conftest import worker_test_app
+from tests.worker_harness import create_workflow
+from tests.worker_harness import worker_test_app
 
 HEARTBEAT = 0.5
 DEAD_AFTER = 3.0
@@ -63,9 +63,37 @@ def block_until_released(flag_variable, started):
     return flags
 
 
+#: The flag directory of :class:`ReleasedOnce`'s blocking step.
+FLAG_DIR_VARIABLE = "GENEVA_TEST_HEARTBEAT_FLAG_DIR"
+
+
+class ReleasedOnce(basic.geneva.Workflow):
+    """Its first step blocks until the test writes ``release`` in the flag
+    directory, then touches a ``ran-<pid>-<ns>`` file there; a second step
+    follows."""
+
+    @step
+    def blocking(self):
+        flags = block_until_released(FLAG_DIR_VARIABLE, os.getpid())
+        (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
+
+    @step
+    def after(self):
+        pass
+
+
 def create(app, workflow_cls, email):
     """Create a ``workflow_cls`` workflow for a new hero; returns its id."""
     return create_workflow(app, workflow_cls, email)[0]
+
+
+#: ``(step_name, outcome)`` of each execution of a blocking step's workflow whose
+#: first run was recovered, then ran again to the end.
+RECOVERED_AND_RERUN = [
+    ("blocking", "recovered"),
+    ("blocking", "success"),
+    ("after", "success"),
+]
 
 
 EXECUTION_COLUMNS = ("id", "step_name", "state", "outcome", "worker_id")
@@ -99,28 +127,3 @@ def run_housekeeping(app, **config):
         summary = basic.geneva.run_housekeeping()
         basic.db.session.remove()
         return summary
-
-
-def start_worker(tmp_path, database_url, broker_url, *extra, name="w", **env_extra):
-    return celery_process(
-        "tests.apps.worker_app:celery",
-        "worker",
-        *WORKER_OPTIONS,
-        "-l",
-        "info",
-        *extra,
-        log_path=tmp_path / f"{name}.log",
-        broker_url=broker_url,
-        database_url=database_url,
-        env=env_extra,
-    )
-
-
-def stop(process):
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

@@ -6,48 +6,24 @@ from datetime import UTC
 from datetime import timedelta
 
 import pytest
-import sqlalchemy as sa
 
 from flask_geneva.policies.backoff import jitter_fraction
 from flask_geneva.policies.backoff import jitter_key
-from tests.worker.conftest import create_workflow
-from tests.worker.conftest import wait_for_state
-from tests.worker.conftest import worker_test_app
+from tests.worker_harness import execution_rows
 
 
 def as_utc(value):
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def test_worker_waits_the_exponential_backoff_between_reattempts(
-    start_worker, broker_url, worker_database_url
-):
+def test_worker_waits_the_exponential_backoff_between_reattempts(run_on_worker):
     """Reattempts are due 1 s and 2 s (+ jitter) after each failure and do not start earlier; then the cap pauses (R-POL-51..53, R-PDR-07)."""
-    from tests.apps import basic
     from tests.apps import worker_app
 
-    app = worker_test_app(broker_url, worker_database_url)
-    workflow_id = create_workflow(
-        app, worker_app.WorkerBackoffRetries, "backoff@example.com"
-    )[0]
-
-    start_worker()
-
-    wait_for_state(app, workflow_id, "paused")
-    with app.app_context():
-        table = basic.geneva.StepExecution.__table__
-        with basic.db.engine.connect() as connection:
-            rows = (
-                connection.execute(
-                    sa.select(table)
-                    .where(table.c.workflow_id == workflow_id)
-                    .order_by(table.c.created_at, table.c.id)
-                )
-                .mappings()
-                .all()
-            )
-        for engine in basic.db.engines.values():
-            engine.dispose()
+    app, workflow_id, _ = run_on_worker(
+        worker_app.WorkerBackoffRetries, "backoff@example.com", until="paused"
+    )
+    rows = execution_rows(app, workflow_id)
     assert [(r["state"], r["outcome"]) for r in rows] == [
         ("completed", "reattempted"),
         ("completed", "reattempted"),

@@ -9,27 +9,26 @@ are written to stderr (``-s`` shows them).
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from tests.worker.conftest import REPO_ROOT
-from tests.worker.conftest import prepare_database
-from tests.worker.conftest import wait_for
+from tests.common_workflows import WaitingThreeSteps
+from tests.worker_harness import Processes
+from tests.worker_harness import python_module
+from tests.worker_harness import required_program
+from tests.worker_harness import stop
+from tests.worker_harness import wait_for
 
 #: GENEVA_PUBLISH_TIMEOUT of these tests; celery_defaults() gets the same value.
 PUBLISH_TIMEOUT = 3.0
@@ -38,11 +37,11 @@ PUBLISH_TIMEOUT = 3.0
 class OwnRedis:
     """A ``redis-server`` of this test on a free loopback port."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, processes: Processes) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = int(probe.getsockname()[1])
-        self.directory = directory
+        self.processes = processes
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
         self.frozen = False
@@ -51,9 +50,9 @@ class OwnRedis:
         """Start the server and wait until it answers."""
         import redis
 
-        self.process = subprocess.Popen(
+        self.process = self.processes.start(
             [
-                shutil.which("redis-server") or "redis-server",
+                required_program("redis-server"),
                 "--port",
                 str(self.port),
                 "--bind",
@@ -63,10 +62,9 @@ class OwnRedis:
                 "--appendonly",
                 "no",
                 "--dir",
-                str(self.directory),
+                str(self.processes.directory),
             ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
+            name="redis-server",
         )
         client = redis.Redis.from_url(self.url, socket_timeout=1)
         wait_for(lambda: _answers(client), timeout=20, interval=0.05)
@@ -76,12 +74,7 @@ class OwnRedis:
         if self.process is None:
             return
         self.thaw()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop(self.process, timeout=10)
         self.process = None
 
     def freeze(self) -> None:
@@ -105,82 +98,23 @@ def _answers(client: Any) -> bool:
 
 
 @pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+def own_redis(processes: Processes) -> Iterator[OwnRedis]:
     """A Redis server this test controls; stopped (and thawed) after it."""
-    if shutil.which("redis-server") is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("redis-server must be installed in CI")
-        pytest.skip("redis-server is not installed")
-    server = OwnRedis(tmp_path)
+    required_program("redis-server")
+    server = OwnRedis(processes)
     yield server
     server.stop()
 
 
 @pytest.fixture
-def processes(
-    worker_database_url: str, tmp_path: Path
-) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Start worker subprocesses (``celery`` or ``flask geneva worker``); all stop after."""
-    started: list[tuple[subprocess.Popen[bytes], Path]] = []
-
-    def start(arguments: list[str], broker_url: str) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO_ROOT),
-            "GENEVA_TEST_WORKER_DATABASE_URL": worker_database_url,
-            "GENEVA_TEST_WORKER_BROKER": broker_url,
-            "GENEVA_TEST_BROKER_URL": broker_url,
-        }
-        log_path = tmp_path / f"process-{len(started)}.log"
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", *arguments, "--loglevel=INFO"],
-                cwd=REPO_ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        started.append((process, log_path))
-        return process
-
-    yield start
-    for process, _ in started:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process, _ in started:
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    for _, log_path in started:
-        text = log_path.read_text(errors="replace")[-3000:]
-        sys.stderr.write(f"--- {log_path.name}\n{text}\n")
-
-
-def _celery_worker(broker_url: str) -> list[str]:
-    return [
-        "celery",
-        "-A",
-        "tests.worker.geneva_worker_app:celery",
-        "worker",
-        "--pool=solo",
-        "--without-gossip",
-        "--without-mingle",
-        f"--hostname=faults-{uuid.uuid4().hex[:8]}@%h",
-    ]
-
-
-@pytest.fixture
-def make_app(worker_database_url: str) -> Iterator[Callable[[str], Any]]:
-    """The test process's app on the shared database and the given broker."""
+def make_app(geneva_worker_apps: Callable[..., Any]) -> Callable[[str], Any]:
+    """The test process's app on the shared database and the given broker, with
+    GENEVA_PUBLISH_TIMEOUT :data:`PUBLISH_TIMEOUT`."""
     from tests.apps import basic
     from tests.worker import geneva_worker_app
 
-    apps: list[Any] = []
-
     def make(broker_url: str) -> Any:
-        app, _ = geneva_worker_app.build_app(worker_database_url, broker_url)
+        app = geneva_worker_apps(broker_url)
         app.config["GENEVA_PUBLISH_TIMEOUT"] = PUBLISH_TIMEOUT
         basic.geneva.reload_settings(app)
         app.extensions["geneva"].celery.conf.update(
@@ -188,16 +122,9 @@ def make_app(worker_database_url: str) -> Iterator[Callable[[str], Any]]:
                 publish_timeout_seconds=PUBLISH_TIMEOUT
             )
         )
-        prepare_database(app)
-        apps.append(app)
         return app
 
-    yield make
-    for app in apps:
-        with app.app_context():
-            basic.db.session.remove()
-            for engine in basic.db.engines.values():
-                engine.dispose()
+    return make
 
 
 def _create_many(app: Any, workflow_cls: Any, count: int) -> dict[str, Any]:
@@ -267,13 +194,12 @@ def _figure(text: str) -> None:
 
 
 def test_broker_down_create_never_raises_and_workflows_finish_after_it_returns(
-    own_redis, make_app, processes
+    own_redis, make_app, geneva_process
 ):
     """With nothing listening on the broker port, create() raises for none of the committed rows; one dispatch run sends them all once it is back, and a real worker finishes every workflow (issue 14 points 1 and 4, R-DSP-02)."""
-    from tests.worker.geneva_worker_app import BrokerThreeSteps
 
     app = make_app(own_redis.url)  # nothing listens yet: the broker is down
-    created = _create_many(app, BrokerThreeSteps, 40)
+    created = _create_many(app, WaitingThreeSteps, 40)
     assert created["raised"] == []
     workflow_ids = created["workflow_ids"]
     assert len(workflow_ids) == 40
@@ -289,7 +215,7 @@ def test_broker_down_create_never_raises_and_workflows_finish_after_it_returns(
     returned = time.monotonic()
     assert _dispatch(app) == 40  # one dispatcher run re-publishes every row
     assert "geneva:deferred" not in {r["job_id"] for r in _rows(app, workflow_ids)}
-    processes(_celery_worker(own_redis.url), own_redis.url)
+    geneva_process("worker", own_redis.url)
     wait_for(lambda: _finished(app, workflow_ids) == 40, timeout=120, interval=0.25)
     finished_after = time.monotonic() - returned
     outcomes = {r["outcome"] for r in _rows(app, workflow_ids)}
@@ -303,7 +229,7 @@ def test_broker_down_create_never_raises_and_workflows_finish_after_it_returns(
 
 
 def test_frozen_broker_create_returns_within_the_publish_timeout(
-    own_redis, make_app, processes
+    own_redis, make_app, geneva_process
 ):
     """With the broker frozen by SIGSTOP, create() returns within GENEVA_PUBLISH_TIMEOUT, the dispatcher stops at its first failure, and after SIGCONT every workflow finishes (issue 14 points 2 and 4)."""
     from tests.worker.geneva_worker_app import BrokerOrdinary
@@ -336,7 +262,7 @@ def test_frozen_broker_create_returns_within_the_publish_timeout(
     own_redis.thaw()
     assert _dispatch(app) == 3
     workflow_ids = warm["workflow_ids"] + frozen_ids
-    processes(_celery_worker(own_redis.url), own_redis.url)
+    geneva_process("worker", own_redis.url)
     wait_for(lambda: _finished(app, workflow_ids) == 4, timeout=120, interval=0.25)
     _figure(
         f"broker frozen: create() exceptions 0 of 3; create() took "
@@ -408,7 +334,7 @@ def _lose_messages(app: Any, workflow_ids: list[Any]) -> None:
 
 
 def test_housekeeping_counts_every_row_it_recovers_while_the_broker_is_down(
-    own_redis, make_app, processes
+    own_redis, make_app, geneva_process
 ):
     """Housekeeping recovers and counts every stuck scheduled row although each publication fails; the successors run once the broker is back (issue 14 point 3, R-HK-22)."""
     from tests.worker.geneva_worker_app import BrokerOrdinary
@@ -427,7 +353,7 @@ def test_housekeeping_counts_every_row_it_recovers_while_the_broker_is_down(
 
     own_redis.start()
     assert _dispatch(app) == 12
-    processes(_celery_worker(own_redis.url), own_redis.url)
+    geneva_process("worker", own_redis.url)
     wait_for(lambda: _finished(app, workflow_ids) == 12, timeout=120, interval=0.25)
     _figure(
         "broker down: housekeeping summary stuck_scheduled_recovered=12 of 12 "
@@ -435,21 +361,22 @@ def test_housekeeping_counts_every_row_it_recovers_while_the_broker_is_down(
     )
 
 
-def test_flask_geneva_worker_applies_celery_defaults(own_redis, processes):
+def test_flask_geneva_worker_applies_celery_defaults(
+    own_redis, processes, worker_database_url
+):
     """`flask geneva worker` gives a Celery app without celery_defaults() the recommended settings and broker timeouts (issue 14)."""
     from celery import Celery
 
     own_redis.start()
-    processes(
+    processes.start(
         [
-            "flask",
-            "--app",
-            "tests.apps.worker_app:app",
-            "geneva",
-            "worker",
-            "--pool=solo",
+            *python_module("flask", "--app", "tests.apps.worker_app:app"),
+            *("geneva", "worker", "--pool=solo", "--loglevel=INFO"),
         ],
-        own_redis.url,
+        env={
+            "GENEVA_TEST_BROKER_URL": own_redis.url,
+            "GENEVA_TEST_WORKER_DATABASE_URL": worker_database_url,
+        },
     )
     probe = Celery("probe", broker=own_redis.url)
 

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import re
 
-import sqlalchemy as sa
-
-from tests.worker.conftest import create_workflow
-from tests.worker.conftest import wait_for
-from tests.worker.conftest import wait_for_state
-from tests.worker.conftest import worker_test_app
+from tests.worker_harness import execution_rows
+from tests.worker_harness import wait_for
 
 #: A record line of Celery's worker log formats: ``[<time>: <LEVEL>/<process>] ...``.
 _RECORD = re.compile(r"^\[[^\]]*: (?P<level>[A-Z]+)/[^\]]*\] (?P<message>.*)$")
@@ -30,32 +26,15 @@ def _records(text):
     ]
 
 
-def test_handled_reattempts_log_warnings_and_do_not_fail_tasks(
-    start_worker, broker_url, worker_database_url, tmp_path
-):
+def test_handled_reattempts_log_warnings_and_do_not_fail_tasks(run_on_worker, tmp_path):
     """Three handled reattempts log WARNING with the decision and succeed; the terminal pause alone logs ERROR and fails its task; no line repeats the task id (R-EXE-50, R-LOG-03, R-LOG-06)."""
-    from tests.apps import basic
     from tests.apps import worker_app
 
-    app = worker_test_app(broker_url, worker_database_url)
-    workflow_id, hero_id = create_workflow(
-        app, worker_app.WorkerHandledRetries, "flaky@example.com"
+    app, workflow_id, hero_id = run_on_worker(
+        worker_app.WorkerHandledRetries, "flaky@example.com", until="paused"
     )
-
-    start_worker()
-
-    wait_for_state(app, workflow_id, "paused")
-    with app.app_context():
-        table = basic.geneva.StepExecution.__table__
-        with basic.db.engine.connect() as connection:
-            rows = connection.execute(
-                sa.select(table.c.id, table.c.state, table.c.outcome, table.c.job_id)
-                .where(table.c.workflow_id == workflow_id)
-                .order_by(table.c.created_at, table.c.id)
-            ).all()
-        for engine in basic.db.engines.values():
-            engine.dispose()
-    assert [(r.state, r.outcome) for r in rows] == [
+    rows = execution_rows(app, workflow_id)
+    assert [(r["state"], r["outcome"]) for r in rows] == [
         ("completed", "reattempted"),
         ("completed", "reattempted"),
         ("completed", "reattempted"),
@@ -67,7 +46,7 @@ def test_handled_reattempts_log_warnings_and_do_not_fail_tasks(
 
     def terminal_task_logged():
         text = log_path.read_text(errors="replace")
-        return f"perform_step[{last.job_id}] raised unexpected" in text
+        return f"perform_step[{last['job_id']}] raised unexpected" in text
 
     # The worker logs the task's end just after the commit the test saw.
     wait_for(terminal_task_logged, timeout=20)
@@ -76,12 +55,12 @@ def test_handled_reattempts_log_warnings_and_do_not_fail_tasks(
     errors = [message for level, message in records if level == "ERROR"]
     assert len(errors) == 2, errors
     assert errors[0] == (
-        f"flask_geneva.perform_step[{last.job_id}]: {tags} "
-        f"[execution_id={last.id} step_name=flaky] encountered WorkerFlakyError: "
+        f"flask_geneva.perform_step[{last['job_id']}]: {tags} "
+        f"[execution_id={last['id']} step_name=flaky] encountered WorkerFlakyError: "
         "upstream timed out; exception policy: pause (wait=None, terminal)"
     )
     assert errors[1].startswith(
-        f"Task flask_geneva.perform_step[{last.job_id}] raised unexpected: "
+        f"Task flask_geneva.perform_step[{last['job_id']}] raised unexpected: "
         "WorkerFlakyError('upstream timed out')"
     )
     handled = [
@@ -92,8 +71,8 @@ def test_handled_reattempts_log_warnings_and_do_not_fail_tasks(
     assert handled == [
         (
             "WARNING",
-            f"flask_geneva.perform_step[{row.job_id}]: {tags} "
-            f"[execution_id={row.id} step_name=flaky] encountered WorkerFlakyError: "
+            f"flask_geneva.perform_step[{row['job_id']}]: {tags} "
+            f"[execution_id={row['id']} step_name=flaky] encountered WorkerFlakyError: "
             "upstream timed out; exception policy: reattempt (wait=None)",
         )
         for row in rows[:3]
@@ -104,6 +83,6 @@ def test_handled_reattempts_log_warnings_and_do_not_fail_tasks(
         if level == "INFO" and " succeeded in " in message
     ]
     assert [m.split("]")[0] for m in succeeded] == [
-        f"Task flask_geneva.perform_step[{row.job_id}" for row in rows[:3]
+        f"Task flask_geneva.perform_step[{row['job_id']}" for row in rows[:3]
     ]
     assert not any("task_id=" in message for _, message in records)

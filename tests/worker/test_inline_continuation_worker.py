@@ -6,26 +6,15 @@ import re
 
 import sqlalchemy as sa
 
-from tests.worker.conftest import create_workflow
-from tests.worker.conftest import wait_for_state
-from tests.worker.conftest import worker_test_app
 
-
-def test_ten_steps_finish_with_fewer_deliveries_than_steps(
-    start_worker, broker_url, worker_database_url, tmp_path
-):
+def test_ten_steps_finish_with_fewer_deliveries_than_steps(run_on_worker, tmp_path):
     """The worker continues inline: one delivery runs several steps (R-EXE-70, R-EXE-72)."""
     from tests.apps import basic
     from tests.apps import worker_app
 
-    app = worker_test_app(broker_url, worker_database_url)
-    workflow_id, hero_id = create_workflow(
-        app, worker_app.WorkerTenSteps, "inline@example.com"
+    app, workflow_id, hero_id = run_on_worker(
+        worker_app.WorkerTenSteps, "inline@example.com"
     )
-
-    start_worker()
-
-    wait_for_state(app, workflow_id, "finished")
     with app.app_context():
         execution_cls = basic.geneva.StepExecution
         executions = basic.db.session.scalars(
@@ -35,8 +24,6 @@ def test_ten_steps_finish_with_fewer_deliveries_than_steps(
         assert {(e.state, e.outcome) for e in executions} == {("completed", "success")}
         assert basic.db.session.get(basic.User, hero_id).counter == 10
         basic.db.session.remove()
-        for engine in basic.db.engines.values():
-            engine.dispose()
     log = (tmp_path / "worker-0.log").read_text(errors="replace")
     deliveries = len(
         re.findall(r"Task flask_geneva\.perform_step\[[^\]]+\] received", log)

@@ -9,58 +9,25 @@ and the age rule recovers it (R-HK-20, R-WRK-06). Before, it stayed
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import step
 from tests.apps import basic
+from tests.common_workflows import EscapesWithCancelledError
 from tests.worker import heartbeat_worker
-from tests.worker.conftest import wait_for
+from tests.worker_harness import stop
+from tests.worker_harness import wait_for
+from tests.worker_harness import wait_for_files
 
-FLAG_DIR_VARIABLE = "GENEVA_TEST_RELEASE_FLAG_DIR"
-HEARTBEAT = heartbeat_worker.HEARTBEAT
-DEAD_AFTER = heartbeat_worker.DEAD_AFTER
+FLAG_DIR_VARIABLE = heartbeat_worker.FLAG_DIR_VARIABLE
 INCLUDE = ("--include", "tests.worker.test_live_worker_release")
-
-
-class RelBlocking(basic.geneva.Workflow):
-    @step
-    def blocking(self):
-        flags = heartbeat_worker.block_until_released(FLAG_DIR_VARIABLE, os.getpid())
-        (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
-
-    @step
-    def after(self):
-        pass
-
-
-class RelCancelledError(basic.geneva.Workflow):
-    """A step whose asyncio code lets CancelledError (a BaseException) escape."""
-
-    @step
-    def cancelled(self):
-        import asyncio
-
-        async def inner():
-            task = asyncio.ensure_future(asyncio.sleep(10))
-            task.cancel()
-            await task
-
-        asyncio.run(inner())
-
-
-def _create(app, email):
-    return heartbeat_worker.create(app, RelBlocking, email)
 
 
 _executions = heartbeat_worker.executions
 _housekeeping = heartbeat_worker.run_housekeeping
-_start_worker = heartbeat_worker.start_worker
-_stop = heartbeat_worker.stop
 
 
 def _released(app, workflow_id):
@@ -70,7 +37,7 @@ def _released(app, workflow_id):
 
 
 def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
-    heartbeat_app, broker_url, worker_database_url, tmp_path
+    heartbeat_app, start_worker, worker_database_url, tmp_path
 ):
     """The worker is alive, but the step's run is over: its finalize raised
     (here a lock timeout on the workflow row; in production a failover between
@@ -85,38 +52,35 @@ def test_an_execution_whose_finalize_failed_in_a_live_worker_is_recovered(
         url = worker_database_url + ("?init_command=SET%20innodb_lock_wait_timeout%3D1")
     else:
         pytest.skip("needs a server database")
-    workflow_id = _create(app, "finalize@example.com")
-    worker = _start_worker(tmp_path, url, broker_url, "--pool=solo", *INCLUDE)
-    try:
-        wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
-        with app.app_context():
-            engine = basic.db.engine
-        locker = engine.connect()
-        trans = locker.begin()
-        wf = basic.db.metadata.tables["geneva_drive_workflows"]
-        locker.execute(
-            sa.select(wf.c.id).where(wf.c.id == workflow_id).with_for_update()
-        )
-        (tmp_path / "release").touch()
-        wait_for(lambda: list(tmp_path.glob("ran-*")), timeout=30)
-        time.sleep(3)  # the finalize waits 1 s for the lock, then fails
-        trans.rollback()
-        locker.close()
-        wait_for(lambda: _released(app, workflow_id), timeout=30)
-        assert worker.poll() is None  # the worker lives on and heartbeats
-        summary = _housekeeping(
-            app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
-        )
-        rows = _executions(app, workflow_id)
-        assert summary["stuck_in_progress_recovered"] == 1, (summary, rows)
-        assert rows[0].state != "in_progress"
-    finally:
-        _stop(worker)
+    workflow_id = heartbeat_worker.create(
+        app, heartbeat_worker.ReleasedOnce, "finalize@example.com"
+    )
+    worker = start_worker(*INCLUDE, database_url=url)
+    wait_for_files(tmp_path, "started-*")
+    with app.app_context():
+        engine = basic.db.engine
+    locker = engine.connect()
+    trans = locker.begin()
+    wf = basic.db.metadata.tables["geneva_drive_workflows"]
+    locker.execute(sa.select(wf.c.id).where(wf.c.id == workflow_id).with_for_update())
+    (tmp_path / "release").touch()
+    wait_for_files(tmp_path, "ran-*", timeout=30)
+    time.sleep(3)  # the finalize waits 1 s for the lock, then fails
+    trans.rollback()
+    locker.close()
+    wait_for(lambda: _released(app, workflow_id), timeout=30)
+    assert worker.poll() is None  # the worker lives on and heartbeats
+    summary = _housekeeping(
+        app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
+    )
+    rows = _executions(app, workflow_id)
+    assert summary["stuck_in_progress_recovered"] == 1, (summary, rows)
+    assert rows[0].state != "in_progress"
 
 
 @pytest.mark.parametrize("pool", ["threads", "prefork"])
 def test_a_step_escaping_with_cancelled_error_is_recovered(
-    heartbeat_app, broker_url, worker_database_url, tmp_path, pool
+    heartbeat_app, start_worker, processes, pool
 ):
     """asyncio.CancelledError (a BaseException, no flow-control signal) escapes
     the step: it is logged at ERROR with the execution id (R-EXE-35), the
@@ -124,27 +88,16 @@ def test_a_step_escaping_with_cancelled_error_is_recovered(
     (R-WRK-18)."""
     app = heartbeat_app
     workflow_id = heartbeat_worker.create(
-        app, RelCancelledError, "cancelled@example.com"
+        app, EscapesWithCancelledError, "cancelled@example.com"
     )
     [(execution_id, *_)] = _executions(app, workflow_id)
-    worker = _start_worker(
-        tmp_path,
-        worker_database_url,
-        broker_url,
-        f"--pool={pool}",
-        "--concurrency=1",
-        *INCLUDE,
+    worker = start_worker(*INCLUDE, f"--pool={pool}", "--concurrency=1")
+    wait_for(lambda: _released(app, workflow_id), timeout=60)
+    assert worker.poll() is None
+    summary = _housekeeping(
+        app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
     )
-    try:
-        wait_for(lambda: _released(app, workflow_id), timeout=60)
-        assert worker.poll() is None
-        summary = _housekeeping(
-            app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=timedelta(seconds=1)
-        )
-        assert summary["stuck_in_progress_recovered"] == 1, _executions(
-            app, workflow_id
-        )
-    finally:
-        _stop(worker)
-    log = (tmp_path / "w.log").read_text(errors="replace")
+    assert summary["stuck_in_progress_recovered"] == 1, _executions(app, workflow_id)
+    stop(worker)
+    log = processes.log(worker)
     assert f"step execution {execution_id}: CancelledError escaped the step" in log

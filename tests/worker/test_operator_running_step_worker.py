@@ -14,8 +14,9 @@ from flask_geneva import InvalidStateError
 from flask_geneva import step
 from tests.apps import basic
 from tests.worker import heartbeat_worker
-from tests.worker.conftest import wait_for
-from tests.worker.conftest import worker_test_app
+from tests.worker_harness import wait_for
+from tests.worker_harness import wait_for_files
+from tests.worker_harness import worker_test_app
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_OP_FLAG_DIR"
 INCLUDE = ("--include", "tests.worker.test_operator_running_step_worker")
@@ -88,7 +89,7 @@ def test_pause_during_a_running_step_never_charges_twice(
     with op_app.app_context():
         workflow_id = _create(op_app)
     start_worker(*INCLUDE)
-    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    wait_for_files(tmp_path, "started-*")
     with op_app.app_context():
         workflow = _workflow(workflow_id)
         workflow.pause(actor="ops")
@@ -130,7 +131,7 @@ def test_killed_worker_step_is_recovered_by_the_operator_at_once(
     with op_app.app_context():
         workflow_id = _create(op_app)
     first = start_worker(*INCLUDE)
-    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    wait_for_files(tmp_path, "started-*")
     first.kill()
     first.wait(timeout=30)
     with op_app.app_context():

@@ -19,10 +19,10 @@ import re
 
 import sqlalchemy as sa
 
-from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import wait_for
-from tests.worker.conftest import worker_test_app
+from tests.common_workflows import CountingThreeSteps
+from tests.worker_harness import wait_for
+from tests.worker_harness import worker_test_app
 
 WORKFLOWS = 30
 CONNECTION_ERRORS = (
@@ -33,22 +33,6 @@ CONNECTION_ERRORS = (
     "ProtocolError",
     "lost synchronization",
 )
-
-
-class PreforkThreeSteps(basic.geneva.Workflow):
-    """Three immediate steps adding 1, 10 and 100 to the hero's counter."""
-
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step
-    def second(self):
-        self.hero.counter += 10
-
-    @step
-    def third(self):
-        self.hero.counter += 100
 
 
 def _states(app, workflow_ids):
@@ -74,7 +58,7 @@ def test_prefork_children_get_their_own_connections(
         ]
         basic.db.session.add_all(heroes)
         basic.db.session.commit()
-        workflow_ids = [PreforkThreeSteps.create(hero=hero).id for hero in heroes]
+        workflow_ids = [CountingThreeSteps.create(hero=hero).id for hero in heroes]
         hero_ids = [hero.id for hero in heroes]
         basic.db.session.remove()
 

@@ -17,9 +17,11 @@ import sqlalchemy as sa
 
 from flask_geneva import resumable_step
 from tests.apps import basic
-from tests.worker.conftest import wait_for
-from tests.worker.conftest import wait_for_state
-from tests.worker.conftest import worker_test_app
+from tests.worker_harness import dispose
+from tests.worker_harness import execution_rows
+from tests.worker_harness import wait_for
+from tests.worker_harness import wait_for_state
+from tests.worker_harness import worker_test_app
 
 ROWS = 5_000
 #: The body blocks at this row until the gate file exists (set by the test).
@@ -46,18 +48,6 @@ class ResumableWorkerWalk(basic.geneva.Workflow):
                 log.write(f"{user.id}\n")
                 log.flush()
                 user.counter += 1
-
-
-def _executions(app, workflow_id):
-    with app.app_context():
-        table = basic.geneva.StepExecution.__table__
-        with basic.db.engine.connect() as connection:
-            rows = connection.execute(
-                sa.select(table)
-                .where(table.c.workflow_id == workflow_id)
-                .order_by(table.c.created_at, table.c.id)
-            ).mappings()
-            return [dict(row) for row in rows]
 
 
 def test_sigterm_mid_iteration_continues_in_a_successor_after_restart(
@@ -94,7 +84,7 @@ def test_sigterm_mid_iteration_continues_in_a_successor_after_restart(
     gate.touch()
     first.wait(timeout=60)
 
-    walk = _executions(app, workflow_id)
+    walk = execution_rows(app, workflow_id)
     assert [(r["state"], r["outcome"]) for r in walk] == [
         ("completed", "continued"),
         ("scheduled", None),
@@ -108,7 +98,7 @@ def test_sigterm_mid_iteration_continues_in_a_successor_after_restart(
     start_worker(*include)
 
     wait_for_state(app, workflow_id, "finished", timeout=120)
-    walk = _executions(app, workflow_id)
+    walk = execution_rows(app, workflow_id)
     assert [r["outcome"] for r in walk] == ["continued", "success"]
     with app.app_context():
         counters = basic.db.session.execute(
@@ -116,9 +106,7 @@ def test_sigterm_mid_iteration_continues_in_a_successor_after_restart(
                 basic.User.email.like("row-%")
             )
         ).all()
-        basic.db.session.remove()
-        for engine in basic.db.engines.values():
-            engine.dispose()  # no pooled connection outlives the test
+    dispose(app)  # no pooled connection outlives the test
     assert len(counters) == ROWS
     assert {counter for _, counter in counters} == {1}
     logged = [int(line) for line in log_path.read_text().splitlines()]

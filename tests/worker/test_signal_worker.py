@@ -15,9 +15,12 @@ import sqlalchemy as sa
 
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker.conftest import create_workflow
-from tests.worker.conftest import wait_for
-from tests.worker.conftest import worker_test_app
+from tests.worker_harness import create_workflow
+from tests.worker_harness import dispose
+from tests.worker_harness import execution_rows
+from tests.worker_harness import reader
+from tests.worker_harness import wait_for
+from tests.worker_harness import worker_test_app
 
 INCLUDE = ("--include", "tests.worker.test_signal_worker")
 DISPATCH_INTERVAL = 1.0
@@ -39,25 +42,12 @@ def signal_app(broker_url, worker_database_url, monkeypatch):
     monkeypatch.setenv("GENEVA_TEST_PUBLISH_TIMEOUT", str(PUBLISH_TIMEOUT))
     app = worker_test_app(broker_url, worker_database_url)
     yield app
-    with app.app_context():
-        basic.db.session.remove()
-        for engine in basic.db.engines.values():
-            engine.dispose()
+    dispose(app)
 
 
 def _read(app, statement):
-    with app.app_context(), basic.db.engine.connect() as connection:
+    with reader(app) as connection:
         return list(connection.execute(statement).mappings())
-
-
-def _executions(app, workflow_id):
-    table = basic.geneva.StepExecution.__table__
-    return _read(
-        app,
-        sa.select(table)
-        .where(table.c.workflow_id == workflow_id)
-        .order_by(table.c.created_at, table.c.id),
-    )
 
 
 def _signals(app, workflow_id):
@@ -94,10 +84,10 @@ def test_a_woken_step_whose_publication_was_lost_runs_after_the_dispatcher(
     )
     start_worker(*INCLUDE, "--beat", f"--schedule={tmp_path / 'beat-schedule'}")
     wait_for(
-        lambda: [e["state"] for e in _executions(app, workflow_id)] == ["waiting"],
+        lambda: [e["state"] for e in execution_rows(app, workflow_id)] == ["waiting"],
         timeout=60,
     )
-    [parked] = _executions(app, workflow_id)
+    [parked] = execution_rows(app, workflow_id)
 
     woken, lost = _deliver_with_lost_publication(app, workflow_id)
 
@@ -107,11 +97,11 @@ def test_a_woken_step_whose_publication_was_lost_runs_after_the_dispatcher(
     assert signal["state"] in ("claimed", "consumed")
 
     def finished():
-        [execution] = _executions(app, workflow_id)
+        [execution] = execution_rows(app, workflow_id)
         return execution["state"] == "completed"
 
     wait_for(finished, timeout=60, interval=0.25)
-    [execution] = _executions(app, workflow_id)
+    [execution] = execution_rows(app, workflow_id)
     assert (execution["state"], execution["outcome"]) == ("completed", "success")
     assert execution["signal_id"] == signal["id"]
     # It ran from the dispatcher's publication, not the lost one.

@@ -9,45 +9,23 @@ finding 2).
 
 from __future__ import annotations
 
-import os
 import time
 
 import sqlalchemy as sa
 
-from flask_geneva import step
 from tests.apps import basic
 from tests.worker import heartbeat_worker
-from tests.worker.conftest import wait_for
+from tests.worker_harness import wait_for
+from tests.worker_harness import wait_for_files
 
-FLAG_DIR_VARIABLE = "GENEVA_TEST_DEAD_AFTER_FLAG_DIR"
-HEARTBEAT = heartbeat_worker.HEARTBEAT
-DEAD_AFTER = heartbeat_worker.DEAD_AFTER
+FLAG_DIR_VARIABLE = heartbeat_worker.FLAG_DIR_VARIABLE
 INCLUDE = ("--include", "tests.worker.test_worker_dead_after_mismatch")
-
-
-class DeadAfterBlocking(basic.geneva.Workflow):
-    @step
-    def blocking(self):
-        flags = heartbeat_worker.block_until_released(FLAG_DIR_VARIABLE, os.getpid())
-        (flags / f"ran-{os.getpid()}-{time.monotonic_ns()}").touch()
-
-    @step
-    def after(self):
-        pass
-
-
-def _create(app, email):
-    return heartbeat_worker.create(app, DeadAfterBlocking, email)
-
-
 _executions = heartbeat_worker.executions
 _housekeeping = heartbeat_worker.run_housekeeping
-_start_worker = heartbeat_worker.start_worker
-_stop = heartbeat_worker.stop
 
 
 def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
-    heartbeat_app, broker_url, worker_database_url, tmp_path
+    heartbeat_app, start_worker, tmp_path
 ):
     """Rolling deploy: the worker heartbeats every 2 s with its own dead-after
     8 s; the process running housekeeping has interval 0.5 s and dead-after 1 s,
@@ -56,30 +34,27 @@ def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
     8 s, not 1 s: its running step is never recovered, and runs once
     (R-WRK-17)."""
     app = heartbeat_app
-    workflow_id = _create(app, "mismatch@example.com")
-    slow = _start_worker(
-        tmp_path,
-        worker_database_url,
-        broker_url,
-        "--pool=solo",
+    workflow_id = heartbeat_worker.create(
+        app, heartbeat_worker.ReleasedOnce, "mismatch@example.com"
+    )
+    slow = start_worker(
         *INCLUDE,
         name="slow",
-        GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL="2",
-        GENEVA_TEST_WORKER_DEAD_AFTER="8",
+        env={
+            "GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL": "2",
+            "GENEVA_TEST_WORKER_DEAD_AFTER": "8",
+        },
     )
-    fast = None
     try:
-        wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+        wait_for_files(tmp_path, "started-*")
         # Another (idle) worker with the new, short interval: the evidence.
-        fast = _start_worker(
-            tmp_path,
-            worker_database_url,
-            broker_url,
-            "--pool=solo",
+        start_worker(
             *INCLUDE,
             name="fast",
-            GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL="0.2",
-            GENEVA_TEST_WORKER_DEAD_AFTER="0.5",
+            env={
+                "GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL": "0.2",
+                "GENEVA_TEST_WORKER_DEAD_AFTER": "0.5",
+            },
         )
         time.sleep(5)
         recovered = 0
@@ -106,7 +81,4 @@ def test_a_worker_with_a_longer_interval_than_the_recoverers_dead_after(
         )
         assert len(list(tmp_path.glob("ran-*"))) == 1
     finally:
-        (tmp_path / "release").touch()
-        _stop(slow)
-        if fast is not None:
-            _stop(fast)
+        (tmp_path / "release").touch()  # no blocked step delays the workers' stop

@@ -18,9 +18,11 @@ import sqlalchemy as sa
 from flask_geneva import step
 from tests.apps import basic
 from tests.worker import heartbeat_worker
-from tests.worker.conftest import celery_process
-from tests.worker.conftest import wait_for
-from tests.worker.conftest import wait_for_state
+from tests.worker_harness import WORKER_APP
+from tests.worker_harness import celery_command
+from tests.worker_harness import wait_for
+from tests.worker_harness import wait_for_files
+from tests.worker_harness import wait_for_state
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_WRK_FLAG_DIR"
 HEARTBEAT = heartbeat_worker.HEARTBEAT
@@ -52,8 +54,11 @@ _executions = heartbeat_worker.executions
 _housekeeping = heartbeat_worker.run_housekeeping
 
 
-def _wait_finished(app, workflow_id, timeout=60):
-    wait_for_state(app, workflow_id, "finished", timeout=timeout)
+def _outcomes_once_finished(app, workflow_id):
+    """Wait until the workflow is finished; ``(step_name, outcome)`` of each of
+    its executions, oldest first."""
+    wait_for_state(app, workflow_id, "finished")
+    return [(r.step_name, r.outcome) for r in _executions(app, workflow_id)]
 
 
 def test_a_killed_worker_is_recovered_within_the_dead_after(
@@ -67,7 +72,7 @@ def test_a_killed_worker_is_recovered_within_the_dead_after(
     app = heartbeat_app
     workflow_id = _create(app, "killed@example.com")
     worker = start_worker(*INCLUDE)
-    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    wait_for_files(tmp_path, "started-*")
     [row] = _worker_rows(app)
     assert row.pid == worker.pid
     [(stuck_id, _, state, _, worker_id)] = _executions(app, workflow_id)
@@ -92,13 +97,12 @@ def test_a_killed_worker_is_recovered_within_the_dead_after(
     assert [r.pid for r in _worker_rows(app)] == [survivor.pid]
     # The survivor runs the rescheduled step once released.
     (tmp_path / "release").touch()
-    _wait_finished(app, workflow_id)
+    wait_for_state(app, workflow_id, "finished")
     rows = _executions(app, workflow_id)
-    assert [(r.step_name, r.state, r.outcome) for r in rows] == [
-        ("blocking", "completed", "recovered"),
-        ("blocking", "completed", "success"),
-        ("after", "completed", "success"),
-    ]
+    assert [
+        (r.step_name, r.outcome) for r in rows
+    ] == heartbeat_worker.RECOVERED_AND_RERUN
+    assert {r.state for r in rows} == {"completed"}
     assert rows[0].id == stuck_id
 
 
@@ -112,48 +116,44 @@ def test_the_dispatcher_task_recovers_a_killed_workers_step(
     app = heartbeat_app
     workflow_id = _create(app, "dispatcher@example.com")
     worker = start_worker(*INCLUDE)
-    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    wait_for_files(tmp_path, "started-*")
     worker.kill()
     worker.wait(timeout=30)
     (tmp_path / "release").touch()
     time.sleep(DEAD_AFTER + 0.5)
     start_worker(*INCLUDE)
     app.extensions["geneva"].celery.send_task(DISPATCH_DUE_TASK)
-    _wait_finished(app, workflow_id)
-    rows = _executions(app, workflow_id)
-    assert [(r.step_name, r.outcome) for r in rows] == [
-        ("blocking", "recovered"),
-        ("blocking", "success"),
-        ("after", "success"),
-    ]
+    assert (
+        _outcomes_once_finished(app, workflow_id)
+        == heartbeat_worker.RECOVERED_AND_RERUN
+    )
 
 
 DISPATCH_INTERVAL = 1.0
 
 
 @pytest.fixture
-def start_beat(tmp_path, broker_url, worker_database_url):
+def start_beat(processes, tmp_path, broker_url, worker_database_url):
     """Start ``celery beat`` for the worker app (the dispatcher every second)."""
-    processes = []
 
     def start():
-        process = celery_process(
-            "tests.apps.worker_app:celery",
-            "beat",
-            f"--schedule={tmp_path / 'beat-schedule'}",
-            "--max-interval=1",
-            "-l",
-            "info",
-            log_path=tmp_path / "beat.log",
-            broker_url=broker_url,
-            database_url=worker_database_url,
+        return processes.start(
+            celery_command(
+                WORKER_APP,
+                "beat",
+                f"--schedule={tmp_path / 'beat-schedule'}",
+                "--max-interval=1",
+                "-l",
+                "info",
+            ),
+            name="beat",
+            env={
+                "GENEVA_TEST_BROKER_URL": broker_url,
+                "GENEVA_TEST_WORKER_DATABASE_URL": worker_database_url,
+            },
         )
-        processes.append(process)
-        return process
 
-    yield start
-    for process in processes:
-        heartbeat_worker.stop(process)
+    return start
 
 
 def test_beats_dispatcher_reruns_a_killed_workers_step(
@@ -169,7 +169,7 @@ def test_beats_dispatcher_reruns_a_killed_workers_step(
     app = heartbeat_app
     workflow_id = _create(app, "beat@example.com")
     worker = start_worker(*INCLUDE)
-    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    wait_for_files(tmp_path, "started-*")
     start_beat()
     killed_at = time.monotonic()
     worker.kill()
@@ -186,13 +186,10 @@ def test_beats_dispatcher_reruns_a_killed_workers_step(
     # Dead after 3 s, found by the next run (every second), plus the new worker's
     # start: never the hour of the age rule.
     assert DEAD_AFTER - 0.5 <= elapsed < DEAD_AFTER + DISPATCH_INTERVAL + 30
-    _wait_finished(app, workflow_id)
-    rows = _executions(app, workflow_id)
-    assert [(r.step_name, r.outcome) for r in rows] == [
-        ("blocking", "recovered"),
-        ("blocking", "success"),
-        ("after", "success"),
-    ]
+    assert (
+        _outcomes_once_finished(app, workflow_id)
+        == heartbeat_worker.RECOVERED_AND_RERUN
+    )
     runs_table = basic.db.metadata.tables["geneva_drive_maintenance_runs"]
     with app.app_context(), basic.db.engine.connect() as connection:
         [run] = connection.execute(sa.select(runs_table)).all()
@@ -209,16 +206,14 @@ def test_a_live_worker_running_a_long_step_is_never_recovered(
     app = heartbeat_app
     workflow_id = _create(app, "long@example.com")
     start_worker(*INCLUDE)
-    wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    wait_for_files(tmp_path, "started-*")
     deadline = time.monotonic() + DEAD_AFTER * 2
     while time.monotonic() < deadline:
         summary = _housekeeping(app, GENEVA_STUCK_IN_PROGRESS_THRESHOLD=1)
         assert summary["stuck_in_progress_recovered"] == 0
         time.sleep(0.5)
     (tmp_path / "release").touch()
-    _wait_finished(app, workflow_id)
-    rows = _executions(app, workflow_id)
-    assert [(r.step_name, r.outcome) for r in rows] == [
+    assert _outcomes_once_finished(app, workflow_id) == [
         ("blocking", "success"),
         ("after", "success"),
     ]
@@ -232,7 +227,7 @@ def test_a_prefork_child_killed_alone_is_detected(
     app = heartbeat_app
     workflow_id = _create(app, "child@example.com")
     parent = start_worker(*INCLUDE, "--pool=prefork", "--concurrency=1")
-    [started] = wait_for(lambda: list(tmp_path.glob("started-*")), timeout=60)
+    [started] = wait_for_files(tmp_path, "started-*")
     child_pid = int(started.name.rsplit("-", 1)[1])
     assert child_pid != parent.pid
     [row] = _worker_rows(app)
@@ -245,13 +240,11 @@ def test_a_prefork_child_killed_alone_is_detected(
 
     wait_for(recovered, timeout=30, interval=0.5)
     assert parent.poll() is None
-    _wait_finished(app, workflow_id)
+    assert (
+        _outcomes_once_finished(app, workflow_id)
+        == heartbeat_worker.RECOVERED_AND_RERUN
+    )
     rows = _executions(app, workflow_id)
-    assert [(r.step_name, r.outcome) for r in rows] == [
-        ("blocking", "recovered"),
-        ("blocking", "success"),
-        ("after", "success"),
-    ]
     # The replacement child registered itself and ran the rest.
     live = [r for r in _worker_rows(app) if r.pid != child_pid]
     assert [r.id for r in live] == [rows[1].worker_id]

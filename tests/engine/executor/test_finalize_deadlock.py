@@ -13,13 +13,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.support.innodb_locks import WAIT_SECONDS
-from tests.support.innodb_locks import execute_in_thread
+from tests.step_bodies import recording_steps
+from tests.support.innodb_locks import execute_into_a_workflow_row_cycle
 from tests.support.innodb_locks import heavy_transaction
-from tests.support.innodb_locks import wait_until_blocked
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row
 
@@ -31,13 +29,7 @@ RUNS: list[str] = []
 class FinalizeDeadlockWorkflow(geneva.Workflow):
     __geneva_type__ = "FinalizeDeadlockWorkflow"
 
-    @step
-    def first(self):
-        RUNS.append("first")
-
-    @step
-    def second(self):
-        RUNS.append("second")
+    _steps = recording_steps(RUNS, "first", "second")
 
 
 def test_a_deadlocked_finalize_is_retried_and_the_body_runs_once(app, user):
@@ -61,15 +53,9 @@ def test_a_deadlocked_finalize_is_retried_and_the_body_runs_once(app, user):
             ),
             {"last": workflow_id},
         )
-        thread, errors = execute_in_thread(app, execution_id)
-        wait_until_blocked(app)
-        # Closes the cycle on the workflow row finalize holds.
-        other.execute(
-            sa.text("SELECT id FROM geneva_drive_workflows WHERE id = :id FOR UPDATE"),
-            {"id": workflow_id},
+        errors = execute_into_a_workflow_row_cycle(
+            app, other, execution_id, workflow_id
         )
-        other.rollback()
-        thread.join(timeout=WAIT_SECONDS)
 
     assert errors == []
     assert RUNS == ["first"]

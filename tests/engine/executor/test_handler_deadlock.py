@@ -20,10 +20,8 @@ from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.innodb_locks import MYSQL_DEADLOCK
-from tests.support.innodb_locks import WAIT_SECONDS
-from tests.support.innodb_locks import execute_in_thread
+from tests.support.innodb_locks import execute_into_a_workflow_row_cycle
 from tests.support.innodb_locks import heavy_transaction
-from tests.support.innodb_locks import wait_until_blocked
 from tests.support.workflow import execution_row
 from tests.support.workflow import workflow_row
 
@@ -62,15 +60,9 @@ def test_deadlock_in_an_imperative_handler_is_raised_as_itself(app, user):
         other.execute(
             sa.select(User.id).where(User.id == LOCKED_USER["id"]).with_for_update()
         )
-        thread, errors = execute_in_thread(app, execution_id)
-        wait_until_blocked(app)
-        # Closes the cycle on the workflow row the finalize transaction holds.
-        other.execute(
-            sa.text("SELECT id FROM geneva_drive_workflows WHERE id = :id FOR UPDATE"),
-            {"id": workflow_id},
+        errors = execute_into_a_workflow_row_cycle(
+            app, other, execution_id, workflow_id
         )
-        other.rollback()
-        thread.join(timeout=WAIT_SECONDS)
 
     [error] = errors
     assert isinstance(error, sa.exc.OperationalError)

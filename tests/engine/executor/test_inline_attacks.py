@@ -11,6 +11,8 @@ from flask_geneva.core import clock
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
+from tests.support.innodb_locks import add_reattempted_executions
 from tests.support.innodb_locks import move_state_with_short_lock_wait
 from tests.support.workflow import execution_rows
 from tests.support.workflow import hero_counter
@@ -120,16 +122,6 @@ def test_a_precondition_failing_in_sql_at_delivery_applies_its_policy(
     assert workflow_row(workflow_id)["state"] == "paused"
 
 
-class TwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
-
-
 def _claim_another_workflow_while_an_operator_locks(locking):
     """Lock one workflow's active executions as an operator does (``locking``)
     with the table's statistics taken while it was empty, and meanwhile claim
@@ -141,28 +133,12 @@ def _claim_another_workflow_while_an_operator_locks(locking):
     table = geneva.StepExecution.__table__
     with db.engine.begin() as connection:
         connection.exec_driver_sql(f"ANALYZE TABLE {table.name}")  # empty
-    operator = TwoSteps.create(hero=make_user("operator@example.com"))
-    other = TwoSteps.create(hero=make_user("other@example.com"))
+    operator = EmptyTwoSteps.create(hero=make_user("operator@example.com"))
+    other = EmptyTwoSteps.create(hero=make_user("other@example.com"))
     operator_id, other_execution_id = operator.id, other.current_execution.id
     db.session.remove()
+    add_reattempted_executions(operator_id, 60)
     now = clock.now()
-    with db.engine.begin() as connection:
-        connection.execute(
-            sa.insert(table),
-            [
-                {
-                    "workflow_id": operator_id,
-                    "step_name": "first",
-                    "state": "completed",
-                    "outcome": "reattempted",
-                    "scheduled_for": now,
-                    "job_id": f"done-{n}",
-                    "created_at": now,
-                    "updated_at": now,
-                }
-                for n in range(60)
-            ],
-        )
     session = current_context().bind(db.session())
     store.lock_workflow(session, operator_id)
     if locking == "lock_active_executions":

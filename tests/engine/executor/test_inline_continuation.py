@@ -21,7 +21,9 @@ from flask_geneva.ext.tasks import perform_step_execution
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
 from tests.statements import recorded_statements
+from tests.support.workflow import execution_history
 from tests.support.workflow import execution_rows
 from tests.support.workflow import externally
 from tests.support.workflow import hero_counter
@@ -65,15 +67,7 @@ class InlineSixNoOps(geneva.Workflow):
     _steps = step.repeat(6, lambda wf: None)
 
 
-class InlineWaitingThird(geneva.Workflow):
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
-
+class InlineWaitingThird(EmptyTwoSteps):
     @step(wait=timedelta(seconds=30))
     def third(self):
         pass
@@ -99,16 +93,8 @@ class InlineOtherPriority(geneva.Workflow):
         pass
 
 
-class InlineSameQueue(geneva.Workflow):
+class InlineSameQueue(EmptyTwoSteps):
     default_job_options = {"queue": "bulk", "priority": 3}
-
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
 
 
 class InlineSkipIf(geneva.Workflow):
@@ -187,12 +173,6 @@ class InlineResumableSecond(geneva.Workflow):
 
 class InlineSlowSteps(geneva.Workflow):
     _steps = step.repeat(4, lambda wf: time.sleep(0.1))
-
-
-def _steps(workflow_id):
-    return [
-        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
-    ]
 
 
 def _published(geneva_jobs):
@@ -309,7 +289,7 @@ def test_a_waiting_step_ends_the_chain(app, user, geneva_jobs):
     """A step with a wait is published with its eta, not claimed (R-EXE-71)."""
     workflow_id, first_id = start_without_jobs(InlineWaitingThird, user, geneva_jobs)
     perform_step_execution(first_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("first", "completed", "success"),
         ("second", "completed", "success"),
         ("third", "scheduled", None),
@@ -355,12 +335,12 @@ def test_a_holding_skip_condition_is_left_to_the_delivery(app, user, geneva_jobs
     db.session.commit()
     workflow_id, first_id = start_without_jobs(InlineSkipIf, user, geneva_jobs)
     perform_step_execution(first_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("first", "completed", "success"),
         ("second", "scheduled", None),
     ]
     geneva_jobs.drain()
-    assert [r[:2] for r in _steps(workflow_id)] == [
+    assert [r[:2] for r in execution_history(workflow_id)] == [
         ("first", "completed"),
         ("second", "skipped"),
         ("third", "completed"),
@@ -385,7 +365,7 @@ def test_a_flow_control_signal_ends_the_chain(app, user, geneva_jobs):
     """A reattempt is published as without continuation (R-EXE-71)."""
     workflow_id, first_id = start_without_jobs(InlineSignal, user, geneva_jobs)
     perform_step_execution(first_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("first", "completed", "reattempted"),
         ("first", "scheduled", None),
     ]
@@ -399,7 +379,7 @@ def test_a_failing_continued_step_applies_its_policy_and_fails_the_task(
     workflow_id, first_id = start_without_jobs(InlineFailingSecond, user, geneva_jobs)
     with pytest.raises(Boom):
         perform_step_execution(first_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("first", "completed", "success"),
         ("second", "failed", "failed"),
     ]
@@ -413,7 +393,7 @@ def test_a_pause_from_another_session_stops_the_chain(app, user, geneva_jobs):
         InlinePausedFromOutside, user, geneva_jobs
     )
     perform_step_execution(first_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("first", "completed", "success"),
         ("second", "completed", "success"),
         ("third", "scheduled", None),

@@ -8,6 +8,7 @@ from flask_geneva import step
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import perform_step_inline
 from tests.apps.basic import geneva
+from tests.support.workflow import execution_history
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row
 
@@ -78,12 +79,6 @@ def _run(workflow, times):
             perform_next_step(workflow)
 
 
-def _history(workflow_id):
-    return [
-        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
-    ]
-
-
 def test_limit_three_gives_four_executions_then_pauses(user):
     """max_reattempts=3: three reattempts, the fourth failure fails and pauses
     (R-CNT-04).
@@ -129,7 +124,7 @@ def test_count_resets_after_success(user):
     assert workflow_row(workflow.id)["state"] == "ready"
     _run(workflow, 1)
     assert workflow_row(workflow.id)["state"] == "paused"
-    assert [h[2] for h in _history(workflow.id) if h[0] == "flaky"] == [
+    assert [h[2] for h in execution_history(workflow.id) if h[0] == "flaky"] == [
         "reattempted",
         "reattempted",
         "success",
@@ -150,7 +145,7 @@ def test_terminal_failure_does_not_reset_the_count(user):
     workflow.resume()
     _run(workflow, 1)
     assert workflow_row(workflow.id)["state"] == "paused"
-    assert [h[2] for h in _history(workflow.id)] == [
+    assert [h[2] for h in execution_history(workflow.id)] == [
         "reattempted",
         "reattempted",
         "failed",

@@ -21,6 +21,7 @@ from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.statements import recorded_statements
+from tests.support.workflow import execution_history
 from tests.support.workflow import execution_rows
 from tests.support.workflow import hero_counter
 from tests.support.workflow import workflow_row
@@ -132,12 +133,6 @@ def user_id(user):
     return user.id
 
 
-def _steps(workflow_id: Any) -> list[tuple[str, str, str | None]]:
-    return [
-        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
-    ]
-
-
 def _task(geneva_jobs: Any, workflow_id: Any) -> None:
     """One worker task for the workflow's due scheduled execution (inline on)."""
     (due,) = [r["id"] for r in execution_rows(workflow_id) if r["state"] == "scheduled"]
@@ -187,7 +182,7 @@ def test_a_step_that_ends_its_workflow_leaves_the_same_rows(
     R-FC-10..14).
     """
     workflow_id = _start(workflow_cls, user, geneva_jobs)
-    assert _steps(workflow_id) == rows
+    assert execution_history(workflow_id) == rows
     assert workflow_row(workflow_id)["state"] == state
     assert workflow_row(workflow_id)["current_step_name"] is None
     assert geneva_jobs.enqueued == []
@@ -201,7 +196,7 @@ def test_a_step_wait_ends_the_chain_with_one_waiting_execution(
     later; run_now replaces it (R-EXE-71, R-EXE-79, R-ADM-51).
     """
     workflow_id = _start(MergeWaits, user, geneva_jobs)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("a", "completed", "success"),
         ("b", "scheduled", None),
     ]
@@ -214,7 +209,7 @@ def test_a_step_wait_ends_the_chain_with_one_waiting_execution(
     geneva.Workflow.get(workflow_id).run_now()
     db.session.remove()
     _task(geneva_jobs, workflow_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("a", "completed", "success"),
         ("b", "canceled", "canceled"),
         ("b", "completed", "success"),
@@ -256,12 +251,12 @@ def test_a_signal_step_parks_then_runs_with_its_signal(app, user, user_id, genev
     """
     workflow_id = _start(MergeWaitsForSignal, user, geneva_jobs)
     # The gate is not claimed inline: b is published, and its delivery parks it.
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("a", "completed", "success"),
         ("b", "scheduled", None),
     ]
     _task(geneva_jobs, workflow_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("a", "completed", "success"),
         ("b", "waiting", None),
     ]
@@ -269,7 +264,7 @@ def test_a_signal_step_parks_then_runs_with_its_signal(app, user, user_id, genev
     db.session.remove()
     assert len(woken) == 1
     _task(geneva_jobs, workflow_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("a", "completed", "success"),
         ("b", "completed", "success"),
         ("c", "completed", "success"),
@@ -287,7 +282,7 @@ def test_host_rows_pending_at_finalize_are_written(app, user, user_id, geneva_jo
     db.session.remove()
     with recorded_statements() as statements:
         _task(geneva_jobs, workflow_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("a", "completed", "success"),
         ("b", "completed", "success"),
         ("c", "completed", "success"),
@@ -344,7 +339,7 @@ def test_host_objects_pending_at_the_insert_fall_back_and_are_written(
     db.session.remove()
     with recorded_statements() as statements:
         _task(geneva_jobs, workflow_id)
-    assert _steps(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("a", "completed", "success"),
         ("b", "completed", "success"),
         ("c", "completed", "success"),

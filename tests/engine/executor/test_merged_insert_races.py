@@ -54,24 +54,24 @@ def _ran(workflow: Any, name: str) -> None:
     time.sleep(0.003)  # a body that takes a little while: room for the operator
 
 
+def _runs(name: str) -> Any:
+    """The step body that notes that step ``name`` ran (:func:`_ran`)."""
+    return lambda workflow: _ran(workflow, name)
+
+
+def _steps_a_to_d(**options_of: dict[str, Any]) -> list[Any]:
+    """Steps ``a``, ``b``, ``c``, ``d`` that note that they ran; ``options_of``
+    gives a step's options by its name."""
+    return [
+        step.anonymous(_runs(name), name=name, **options_of.get(name, {}))
+        for name in "abcd"
+    ]
+
+
 class MergeRaceChain(geneva.Workflow):
     """Four steps that write nothing of the host's: each finalize merges."""
 
-    @step
-    def a(self):
-        _ran(self, "a")
-
-    @step
-    def b(self):
-        _ran(self, "b")
-
-    @step
-    def c(self):
-        _ran(self, "c")
-
-    @step
-    def d(self):
-        _ran(self, "d")
+    _steps = _steps_a_to_d()
 
 
 class MergeRaceHostWrites(geneva.Workflow):
@@ -102,21 +102,7 @@ class MergeRaceHostWrites(geneva.Workflow):
 class MergeRaceWaiting(geneva.Workflow):
     """``b`` waits an hour: run_now races the INSERT of its waiting execution."""
 
-    @step
-    def a(self):
-        _ran(self, "a")
-
-    @step(wait=timedelta(hours=1))
-    def b(self):
-        _ran(self, "b")
-
-    @step
-    def c(self):
-        _ran(self, "c")
-
-    @step
-    def d(self):
-        _ran(self, "d")
+    _steps = _steps_a_to_d(b={"wait": timedelta(hours=1)})
 
 
 class MergeRaceWalk(geneva.Workflow):

@@ -30,6 +30,8 @@ from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.statements import recorded_statements
+from tests.step_bodies import recording_steps
+from tests.support.workflow import execution_history
 from tests.support.workflow import execution_rows
 from tests.support.workflow import externally
 from tests.support.workflow import in_other_thread
@@ -54,13 +56,7 @@ class OptimisticChain(geneva.Workflow):
         for change in MEANWHILE:
             change()
 
-    @step
-    def second(self):
-        RUNS.append("second")
-
-    @step
-    def third(self):
-        RUNS.append("third")
+    _rest = recording_steps(RUNS, "second", "third")
 
 
 @pytest.fixture(autouse=True)
@@ -99,12 +95,6 @@ def _assert_fell_back(statements, mode):
     assert any("FOR UPDATE" in s and "geneva_drive_workflows" in s for s in after)
 
 
-def _states(workflow_id):
-    return [
-        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
-    ]
-
-
 def test_an_operator_pause_wins(app, user, geneva_jobs, finalize_mode):
     """Paused meanwhile: the step is recorded completed, the next preserved (R-EXE-42a, R-EXE-81)."""
     workflow_id, _, statements = _run(
@@ -112,7 +102,7 @@ def test_an_operator_pause_wins(app, user, geneva_jobs, finalize_mode):
     )
     assert RUNS == ["first"]
     assert workflow_row(workflow_id)["state"] == "paused"
-    assert _states(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("first", "completed", "success"),
         ("second", "scheduled", None),
     ]
@@ -127,7 +117,7 @@ def test_an_operator_cancel_wins(app, user, geneva_jobs, finalize_mode):
     )
     assert RUNS == ["first"]
     assert workflow_row(workflow_id)["state"] == "canceled"
-    assert _states(workflow_id) == [("first", "completed", "success")]
+    assert execution_history(workflow_id) == [("first", "completed", "success")]
     assert geneva_jobs.enqueued == []
     _assert_fell_back(statements, finalize_mode)
 
@@ -145,7 +135,7 @@ def test_a_withdrawn_pause_is_seen_and_the_chain_goes_on(
     workflow_id, _, statements = _run(user, geneva_jobs, pause_and_resume)
     assert RUNS == ["first", "second", "third"]
     assert workflow_row(workflow_id)["state"] == "finished"
-    assert [s[1] for s in _states(workflow_id)] == ["completed"] * 3
+    assert [s[1] for s in execution_history(workflow_id)] == ["completed"] * 3
     assert geneva_jobs.enqueued == []
     _assert_fell_back(statements, finalize_mode)
 
@@ -182,7 +172,7 @@ def test_an_execution_changed_meanwhile_is_left(app, user, geneva_jobs, finalize
 
     workflow_id, _, statements = _run(user, geneva_jobs, fail_it)
     assert RUNS == ["first"]
-    assert _states(workflow_id) == [("first", "failed", "failed")]
+    assert execution_history(workflow_id) == [("first", "failed", "failed")]
     row = workflow_row(workflow_id)
     assert row["state"] == "performing"
     assert row["current_step_name"] == "first"
@@ -200,7 +190,7 @@ def test_a_released_worker_id_is_harmless(app, user, geneva_jobs, finalize_mode)
     workflow_id, _, statements = _run(user, geneva_jobs, release)
     assert RUNS == ["first", "second", "third"]
     assert workflow_row(workflow_id)["state"] == "finished"
-    assert [s[1] for s in _states(workflow_id)] == ["completed"] * 3
+    assert [s[1] for s in execution_history(workflow_id)] == ["completed"] * 3
     _assert_fell_back(statements, finalize_mode)
 
 
@@ -271,7 +261,7 @@ def test_the_guarded_statement_locks_the_workflow_first(app, user, geneva_jobs):
     assert seen == {"waiting": 1, "execution_free": True}
     assert RUNS == ["first"]
     assert workflow_row(workflow_id)["state"] == "paused"
-    assert _states(workflow_id) == [
+    assert execution_history(workflow_id) == [
         ("first", "completed", "success"),
         ("second", "scheduled", None),
     ]
@@ -340,7 +330,9 @@ def test_a_refusal_before_any_statement_takes_the_locked_path(
     workflow_id, _, statements = _run(user, geneva_jobs, lambda wid, eid: None)
     assert RUNS == ["first", "second", "third"]
     assert workflow_row(workflow_id)["state"] == "finished"
-    assert [s[1:] for s in _states(workflow_id)] == [("completed", "success")] * 3
+    assert [s[1:] for s in execution_history(workflow_id)] == [
+        ("completed", "success")
+    ] * 3
     assert not [s for s in statements if s.startswith(GUARDED)]
     # Every finalize locked: the claim's lock and three finalizes.
     assert sum("FOR UPDATE" in s for s in statements) == 4
@@ -363,7 +355,9 @@ def test_a_refused_skip_changes_nothing_and_costs_no_lock(
     assert len(refused) == 1
     assert RUNS == ["first", "second", "third"]
     assert workflow_row(workflow_id)["state"] == "finished"
-    assert [s[1:] for s in _states(workflow_id)] == [("completed", "success")] * 3
+    assert [s[1:] for s in execution_history(workflow_id)] == [
+        ("completed", "success")
+    ] * 3
     if finalize_mode == "optimistic" and db.engine.dialect.name == "postgresql":
         assert sum(s.startswith(GUARDED) for s in statements) == 2
         # The claim's lock and the last finalize's, none for the raced step.

@@ -18,7 +18,10 @@ from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva
+from tests.support.workflow import CONDITION_ERROR_OUTCOMES
+from tests.support.workflow import execution_history
 from tests.support.workflow import execution_rows
+from tests.support.workflow import fail_next_step
 from tests.support.workflow import hero_counter
 from tests.support.workflow import workflow_row
 
@@ -60,17 +63,6 @@ def reports(app):
 
 def _raise(error):
     raise error
-
-
-def _fail(workflow, error_type=Exception):
-    with pytest.raises(error_type):
-        perform_next_step(workflow)
-
-
-def _history(workflow_id):
-    return [
-        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
-    ]
 
 
 class PoliciesReattempt(geneva.Workflow):
@@ -224,13 +216,13 @@ def test_reattempt_then_success(user):
     """A reattempt runs the step again; the second attempt succeeds (R-EXE-45)."""
     Plan.errors = [Transient("first attempt")]
     workflow = PoliciesReattempt.create(hero=user)
-    _fail(workflow, Transient)
-    assert _history(workflow.id) == [
+    fail_next_step(workflow, Transient)
+    assert execution_history(workflow.id) == [
         ("work", "completed", "reattempted"),
         ("work", "scheduled", None),
     ]
     speedrun_workflow(workflow)
-    assert _history(workflow.id) == [
+    assert execution_history(workflow.id) == [
         ("work", "completed", "reattempted"),
         ("work", "completed", "success"),
         ("tail", "completed", "success"),
@@ -245,9 +237,9 @@ def test_terminal_action_cancel(user):
     """
     Plan.errors = [Transient("one"), Transient("two")]
     workflow = PoliciesReattemptCancel.create(hero=user)
-    _fail(workflow, Transient)
-    _fail(workflow, Transient)
-    assert _history(workflow.id) == [
+    fail_next_step(workflow, Transient)
+    fail_next_step(workflow, Transient)
+    assert execution_history(workflow.id) == [
         ("work", "completed", "reattempted"),
         ("work", "failed", "canceled"),
     ]
@@ -260,8 +252,8 @@ def test_default_terminal_action_pauses(user):
     Plan.errors = [Transient("a"), Transient("b"), Transient("c")]
     workflow = PoliciesReattempt.create(hero=user)
     for _ in range(3):
-        _fail(workflow, Transient)
-    assert [h[2] for h in _history(workflow.id)] == [
+        fail_next_step(workflow, Transient)
+    assert [h[2] for h in execution_history(workflow.id)] == [
         "reattempted",
         "reattempted",
         "failed",
@@ -274,7 +266,7 @@ def test_policy_wait_delays_the_reattempt(user):
     Plan.errors = [Transient("wait for it")]
     with clock.frozen(T0):
         workflow = PoliciesReattemptWait.create(hero=user)
-        _fail(workflow, Transient)
+        fail_next_step(workflow, Transient)
     assert execution_rows(workflow.id)[-1]["scheduled_for"] == T0 + timedelta(
         seconds=90
     )
@@ -288,12 +280,12 @@ def test_class_specific_policies_route_by_exception_type(user):
     Plan.errors = [Transient("retry me"), Fatal("stop")]
     with clock.frozen(T0):
         workflow = PoliciesClassLevel.create(hero=user)
-        _fail(workflow, Transient)
+        fail_next_step(workflow, Transient)
         rows = execution_rows(workflow.id)
         assert rows[0]["metadata"]["reattempt_reason"] == "exception_policy"
         assert rows[1]["scheduled_for"] == T0 + timedelta(seconds=30)
-        _fail(workflow, Fatal)
-    assert _history(workflow.id) == [
+        fail_next_step(workflow, Fatal)
+    assert execution_history(workflow.id) == [
         ("work", "completed", "reattempted"),
         ("work", "failed", "canceled"),
     ]
@@ -306,9 +298,9 @@ def test_class_blanket_policy_respects_its_max(user):
     """
     Plan.errors = [OSError("disk"), OSError("disk")]
     workflow = PoliciesClassLevel.create(hero=user)
-    _fail(workflow, OSError)
-    _fail(workflow, OSError)
-    assert [h[2] for h in _history(workflow.id)] == ["reattempted", "failed"]
+    fail_next_step(workflow, OSError)
+    fail_next_step(workflow, OSError)
+    assert [h[2] for h in execution_history(workflow.id)] == ["reattempted", "failed"]
     assert workflow_row(workflow.id)["state"] == "paused"
 
 
@@ -318,8 +310,8 @@ def test_step_level_action_overrides_class_level(user):
     workflow = PoliciesClassLevel.create(hero=user)
     perform_next_step(workflow)  # work succeeds
     Plan.errors = [Fatal("skip instead of cancel")]
-    _fail(workflow, Fatal)
-    assert _history(workflow.id)[-2:] == [
+    fail_next_step(workflow, Fatal)
+    assert execution_history(workflow.id)[-2:] == [
         ("overridden", "skipped", "skipped"),
         ("tail", "scheduled", None),
     ]
@@ -332,8 +324,8 @@ def test_step_level_callable_overrides_class_level(user):
     """
     Plan.errors = [Fatal("handled by the step")]
     workflow = PoliciesStepCallable.create(hero=user)
-    _fail(workflow, Fatal)
-    assert _history(workflow.id) == [
+    fail_next_step(workflow, Fatal)
+    assert execution_history(workflow.id) == [
         ("work", "skipped", "skipped"),
         ("tail", "scheduled", None),
     ]
@@ -347,7 +339,7 @@ def test_imperative_handler_reattempts_with_wait(user):
     Plan.errors = [Transient("later")]
     with clock.frozen(T0):
         workflow = PoliciesHandlers.create(hero=user)
-        _fail(workflow, Transient)
+        fail_next_step(workflow, Transient)
     rows = execution_rows(workflow.id)
     assert [(r["state"], r["outcome"]) for r in rows] == [
         ("completed", "reattempted"),
@@ -361,8 +353,8 @@ def test_imperative_handler_cancels(user):
     """A handler calling cancel() cancels the workflow (R-POL-11)."""
     Plan.errors = [Fatal("give up")]
     workflow = PoliciesHandlers.create(hero=user)
-    _fail(workflow, Fatal)
-    assert _history(workflow.id) == [("work", "failed", "canceled")]
+    fail_next_step(workflow, Fatal)
+    assert execution_history(workflow.id) == [("work", "failed", "canceled")]
     assert workflow_row(workflow.id)["state"] == "canceled"
 
 
@@ -370,8 +362,8 @@ def test_imperative_handler_without_flow_control_pauses(user):
     """A handler returning without flow control pauses (R-POL-11)."""
     Plan.errors = [KeyError("missing")]
     workflow = PoliciesHandlers.create(hero=user)
-    _fail(workflow, KeyError)
-    assert _history(workflow.id) == [("work", "failed", "failed")]
+    fail_next_step(workflow, KeyError)
+    assert execution_history(workflow.id) == [("work", "failed", "failed")]
     assert workflow_row(workflow.id)["state"] == "paused"
 
 
@@ -383,7 +375,7 @@ def test_imperative_handler_exception_pauses_and_reraises_the_step_error(user, r
     workflow = PoliciesHandlers.create(hero=user)
     with pytest.raises(IndexError, match="step error"):
         perform_next_step(workflow)
-    assert _history(workflow.id) == [("work", "failed", "failed")]
+    assert execution_history(workflow.id) == [("work", "failed", "failed")]
     assert execution_rows(workflow.id)[0]["error_message"] == "step error"
     assert workflow_row(workflow.id)["state"] == "paused"
     assert "handler crashed" in [str(e) for e, _, _ in reports]
@@ -398,10 +390,10 @@ def test_step_list_routes_errors_and_caps_per_policy(user):
     """
     Plan.errors = [Transient("t1"), Fatal("f1"), Fatal("f2")]
     workflow = PoliciesStepList.create(hero=user)
-    _fail(workflow, Transient)
-    _fail(workflow, Fatal)
-    _fail(workflow, Fatal)
-    assert [h[2] for h in _history(workflow.id)] == [
+    fail_next_step(workflow, Transient)
+    fail_next_step(workflow, Fatal)
+    fail_next_step(workflow, Fatal)
+    assert [h[2] for h in execution_history(workflow.id)] == [
         "reattempted",
         "reattempted",
         "canceled",
@@ -415,11 +407,11 @@ def test_step_list_blanket_entry_and_fall_through(user):
     """
     Plan.errors = [ValueError("skip it"), OSError("nobody matches")]
     workflow = PoliciesStepList.create(hero=user)
-    _fail(workflow, ValueError)
-    assert _history(workflow.id)[0] == ("work", "skipped", "skipped")
+    fail_next_step(workflow, ValueError)
+    assert execution_history(workflow.id)[0] == ("work", "skipped", "skipped")
     other = PoliciesStepList.create(hero=user, allow_multiple=True)
-    _fail(other, OSError)
-    assert _history(other.id) == [("work", "failed", "failed")]
+    fail_next_step(other, OSError)
+    assert execution_history(other.id) == [("work", "failed", "failed")]
     assert workflow_row(other.id)["state"] == "paused"
 
 
@@ -432,7 +424,7 @@ def test_report_never_suppresses_the_reporter(user, reports):
     """
     Plan.errors = [Fatal("quiet")]
     workflow = PoliciesReportNever.create(hero=user)
-    _fail(workflow, Fatal)
+    fail_next_step(workflow, Fatal)
     assert reports == []
     assert workflow_row(workflow.id)["state"] == "paused"
 
@@ -441,9 +433,9 @@ def test_report_terminal_only(user, reports):
     """report="terminal_only" reports only the terminal failure (R-REP-01)."""
     Plan.errors = [Transient("first"), Transient("second")]
     workflow = PoliciesReportTerminal.create(hero=user)
-    _fail(workflow, Transient)
+    fail_next_step(workflow, Transient)
     assert reports == []
-    _fail(workflow, Transient)
+    fail_next_step(workflow, Transient)
     assert [(str(e), handled, source) for e, handled, source in reports] == [
         ("second", True, "flask_geneva")
     ]
@@ -453,7 +445,7 @@ def test_default_policy_reports(user, reports):
     """The default pause policy reports the error (R-REP-01)."""
     Plan.errors = [Fatal("loud")]
     workflow = PoliciesNoPolicy.create(hero=user)
-    _fail(workflow, Fatal)
+    fail_next_step(workflow, Fatal)
     assert [(str(e), handled) for e, handled, _ in reports] == [("loud", True)]
     assert workflow_row(workflow.id)["state"] == "paused"
 
@@ -461,23 +453,7 @@ def test_default_policy_reports(user, reports):
 # -- condition exceptions (R-EXE-23/24) ------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("action", "history", "workflow_state"),
-    [
-        ("pause", [("work", "failed", "failed")], "paused"),
-        ("cancel", [("work", "failed", "canceled")], "canceled"),
-        (
-            "reattempt",
-            [("work", "completed", "reattempted"), ("work", "scheduled", None)],
-            "ready",
-        ),
-        (
-            "skip",
-            [("work", "skipped", "skipped"), ("tail", "scheduled", None)],
-            "ready",
-        ),
-    ],
-)
+@CONDITION_ERROR_OUTCOMES
 def test_condition_exception_applies_the_policy(user, action, history, workflow_state):
     """A raising cancel condition is handled by the step's policy; the body never runs;
     the error is re-raised (R-EXE-23, R-EXE-24, R-SE-30).
@@ -485,8 +461,8 @@ def test_condition_exception_applies_the_policy(user, action, history, workflow_
     PoliciesCondition.action = action
     Plan.errors = [Fatal("condition broke")]
     workflow = PoliciesCondition.create(hero=user)
-    _fail(workflow, Fatal)
-    assert _history(workflow.id) == history
+    fail_next_step(workflow, Fatal)
+    assert execution_history(workflow.id) == history
     first = execution_rows(workflow.id)[0]
     if action in ("pause", "cancel", "skip"):
         assert first["error_message"] == "condition broke"
@@ -502,7 +478,7 @@ def test_skip_if_exception_with_cancel_policy(user):
     (R-EXE-23).
     """
     workflow = PoliciesSkipIfError.create(hero=user)
-    _fail(workflow, Fatal)
-    assert _history(workflow.id) == [("work", "failed", "canceled")]
+    fail_next_step(workflow, Fatal)
+    assert execution_history(workflow.id) == [("work", "failed", "canceled")]
     assert workflow_row(workflow.id)["state"] == "canceled"
     assert hero_counter(user.id) == 0

@@ -187,6 +187,15 @@ def _run(workflow, error_type):
         perform_next_step(workflow)
 
 
+def _failed_once(workflow_cls, user, error):
+    """A new ``workflow_cls`` workflow whose step raised ``error`` once (the
+    step re-raised it)."""
+    Plan.errors = [error]
+    workflow = workflow_cls.create(hero=user)
+    _run(workflow, type(error))
+    return workflow
+
+
 def _record(**fields):
     base = {
         "source": "default",
@@ -207,9 +216,7 @@ def _record(**fields):
 
 def test_step_policy_decision(user, reports):
     """A single step policy is recorded as source 'step' with its matcher (R-PDR-01, R-POL-41)."""
-    Plan.errors = [Fatal("stop")]
-    workflow = DecisionStep.create(hero=user)
-    _run(workflow, Fatal)
+    workflow = _failed_once(DecisionStep, user, Fatal("stop"))
     assert _decisions(workflow.id) == [
         _record(source="step", matched_by=f"{MODULE}.Fatal", action="cancel")
     ]
@@ -251,9 +258,7 @@ def test_step_list_decisions_carry_index_and_list_cap(user, reports):
 
 def test_step_list_blanket_entry_and_report_never(user, reports):
     """A blanket list entry records index 2, no matcher and reported False (R-PDR-01/02, R-REP-01)."""
-    Plan.errors = [OSError("unmatched")]
-    workflow = DecisionList.create(hero=user)
-    _run(workflow, OSError)
+    workflow = _failed_once(DecisionList, user, OSError("unmatched"))
     assert _decisions(workflow.id) == [
         _record(
             source="step_list",
@@ -268,9 +273,7 @@ def test_step_list_blanket_entry_and_report_never(user, reports):
 
 def test_class_specific_decision_records_the_lazy_matcher(user, reports):
     """A class-level specific policy records its position and string matcher (R-PDR-01, R-POL-40)."""
-    Plan.errors = [Transient("lazy")]
-    workflow = DecisionClass.create(hero=user)
-    _run(workflow, Transient)
+    workflow = _failed_once(DecisionClass, user, Transient("lazy"))
     assert _decisions(workflow.id) == [
         _record(
             source="class_specific",
@@ -282,9 +285,7 @@ def test_class_specific_decision_records_the_lazy_matcher(user, reports):
 
 def test_class_specific_skip_decision(user, reports):
     """The class-level Fatal policy skips and is recorded with index 1 (R-PDR-01, R-EXE-45)."""
-    Plan.errors = [Fatal("skip me")]
-    workflow = DecisionClass.create(hero=user)
-    _run(workflow, Fatal)
+    workflow = _failed_once(DecisionClass, user, Fatal("skip me"))
     assert _decisions(workflow.id)[0] == _record(
         source="class_specific", index=1, matched_by=f"{MODULE}.Fatal", action="skip"
     )
@@ -293,9 +294,7 @@ def test_class_specific_skip_decision(user, reports):
 
 def test_class_blanket_decision(user, reports):
     """A class-level blanket policy is recorded with index 0 and terminal_only not reported (R-PDR-01/02)."""
-    Plan.errors = [OSError("blanket")]
-    workflow = DecisionClass.create(hero=user)
-    _run(workflow, OSError)
+    workflow = _failed_once(DecisionClass, user, OSError("blanket"))
     assert _decisions(workflow.id) == [
         _record(
             source="class_blanket",
@@ -310,26 +309,20 @@ def test_class_blanket_decision(user, reports):
 
 def test_default_decision_when_nothing_captures(user, reports):
     """A specific step policy that misses falls to the default pause record (R-PDR-01, R-POL-40/41)."""
-    Plan.errors = [Fatal("nobody")]
-    workflow = DecisionDefault.create(hero=user)
-    _run(workflow, Fatal)
+    workflow = _failed_once(DecisionDefault, user, Fatal("nobody"))
     assert _decisions(workflow.id) == [_record()]
     assert workflow_row(workflow.id)["state"] == "paused"
 
 
 def test_reported_is_false_without_a_reporter(user):
     """Without GENEVA_ERROR_REPORTER nothing is called, so reported is False (R-PDR-02)."""
-    Plan.errors = [Fatal("nobody listens")]
-    workflow = DecisionDefault.create(hero=user)
-    _run(workflow, Fatal)
+    workflow = _failed_once(DecisionDefault, user, Fatal("nobody listens"))
     assert _decisions(workflow.id) == [_record(reported=False)]
 
 
 def test_class_handler_decision(user, reports):
     """A class handler's reattempt records the handler name, its wait and report mode (R-PDR-01, R-POL-11)."""
-    Plan.errors = [Transient("later")]
-    workflow = DecisionHandlers.create(hero=user)
-    _run(workflow, Transient)
+    workflow = _failed_once(DecisionHandlers, user, Transient("later"))
     assert _decisions(workflow.id)[0] == _record(
         source="class_specific",
         index=0,
@@ -348,9 +341,7 @@ def test_class_handler_decision(user, reports):
 
 def test_step_handler_decision(user, reports):
     """A step-level callable records source 'step' and its qualified name (R-PDR-01, R-POL-11)."""
-    Plan.errors = [Fatal("skip via handler")]
-    workflow = DecisionStepHandler.create(hero=user)
-    _run(workflow, Fatal)
+    workflow = _failed_once(DecisionStepHandler, user, Fatal("skip via handler"))
     assert _decisions(workflow.id)[0] == _record(
         source="step", action="skip", handler=f"{MODULE}.skip_it"
     )
@@ -439,9 +430,7 @@ def test_prepare_error_without_step_records_the_default(user, reports):
 
 def test_precondition_exception_decision(user, reports):
     """A raising cancel condition records the step policy with reason 'precondition' (R-EXE-23, R-POL-13, R-PDR-01)."""
-    Plan.errors = [Transient("condition broke")]
-    workflow = DecisionCondition.create(hero=user)
-    _run(workflow, Transient)
+    workflow = _failed_once(DecisionCondition, user, Transient("condition broke"))
     first = execution_rows(workflow.id)[0]
     assert (first["state"], first["outcome"]) == ("completed", "reattempted")
     assert first["metadata"]["reattempt_reason"] == "precondition"
@@ -516,9 +505,7 @@ def test_decision_is_committed_with_the_state_it_explains(app, user):
 
     app.config["GENEVA_ERROR_REPORTER"] = reporter
     geneva.reload_settings(app)
-    Plan.errors = [Fatal("stop")]
-    workflow = DecisionStep.create(hero=user)
-    _run(workflow, Fatal)
+    _failed_once(DecisionStep, user, Fatal("stop"))
     assert seen == [
         (
             "failed",

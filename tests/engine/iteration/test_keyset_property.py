@@ -8,9 +8,7 @@ processed once and in ``(column, pk)`` order, across the whole chain.
 from __future__ import annotations
 
 import sqlalchemy as sa
-from hypothesis import HealthCheck
 from hypothesis import given
-from hypothesis import settings
 from hypothesis import strategies as st
 
 from flask_geneva import resumable_step
@@ -19,6 +17,7 @@ from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.fuzzing import with_fixtures
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row
 
@@ -56,11 +55,7 @@ def _reset_tables() -> None:
         connection.execute(sa.delete(User.__table__))
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@with_fixtures(max_examples=40)
 @given(
     emails=st.lists(st.sampled_from(["a", "b", "c"]), min_size=0, max_size=12),
     batch_size=st.integers(min_value=1, max_value=5),

@@ -21,6 +21,7 @@ from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
+from tests.common_workflows import CountingTwoSteps
 from tests.support.workflow import executions_table
 from tests.support.workflow import hero_counter
 from tests.support.workflow import workflow_row
@@ -65,16 +66,6 @@ def hero(degraded: None) -> Any:
     return user
 
 
-class Regular(geneva.Workflow):
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step
-    def second(self):
-        self.hero.counter += 10
-
-
 class WithResumable(geneva.Workflow):
     @step
     def first(self):
@@ -87,8 +78,8 @@ class WithResumable(geneva.Workflow):
 
 
 def test_regular_workflows_complete(hero, geneva_jobs):
-    """Regular steps run unchanged without the resumable columns (R-DEG-01)."""
-    workflow = Regular.create(hero=hero)
+    """CountingTwoSteps steps run unchanged without the resumable columns (R-DEG-01)."""
+    workflow = CountingTwoSteps.create(hero=hero)
     speedrun_workflow(workflow)
     assert workflow_row(workflow.id)["state"] == "finished"
     assert hero_counter(hero.id) == 11
@@ -100,7 +91,7 @@ def test_regular_workflows_complete(hero, geneva_jobs):
 
 def test_pause_resume_skip_cancel_of_regular_workflows(hero, geneva_jobs):
     """External pause, resume, skip and cancel work without the columns (R-DEG-01, R-DEG-02)."""
-    workflow = Regular.create(hero=hero)
+    workflow = CountingTwoSteps.create(hero=hero)
     workflow.pause()
     resumed = workflow.resume()
     assert resumed.step_name == "first"

@@ -4,31 +4,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
 from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva.core import clock
-from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import geneva
+from tests.support.housekeeping import RETENTION
 from tests.support.housekeeping import T0
+from tests.support.housekeeping import finished_workflow
+from tests.support.housekeeping import retention_settings  # noqa: F401 - "app_config"
 from tests.support.workflow import count_workflows
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
 from tests.support.workflow import update_workflow
 from tests.support.workflow import workflow_row
-
-RETENTION = timedelta(days=30)
-
-
-class HkCleanupTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
 
 
 class HkCleanupWaiting(geneva.Workflow):
@@ -37,24 +25,12 @@ class HkCleanupWaiting(geneva.Workflow):
         pass
 
 
-@pytest.fixture
-def app_config():
-    return {"GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": RETENTION}
-
-
-def _finished(email: str) -> int:
-    workflow = HkCleanupTwoSteps.create(hero=make_user(email))
-    speedrun_workflow(workflow)
-    assert workflow.state == "finished"
-    return workflow.id
-
-
 def test_cleanup_disabled_when_retention_is_none(app, geneva_jobs):
     """With GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER None nothing is deleted (R-HK-10)."""
     app.config["GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER"] = None
     geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
-        workflow_id = _finished("a@example.com")
+        workflow_id = finished_workflow("a@example.com")
         frozen.advance(timedelta(days=400))
         summary = run_housekeeping()
     assert summary["workflows_cleaned_up"] == 0
@@ -68,17 +44,17 @@ def test_deletes_old_terminal_workflows_and_keeps_the_rest(app, geneva_jobs):
     and NULL-transitioned rows stay (R-HK-11, R-HK-12).
     """
     with clock.frozen(T0) as frozen:
-        old_finished = _finished("f@example.com")
+        old_finished = finished_workflow("f@example.com")
         old_canceled = HkCleanupWaiting.create(hero=make_user("c@example.com"))
         old_canceled.cancel()
         old_canceled_id = old_canceled.id
         old_paused = HkCleanupWaiting.create(hero=make_user("p@example.com"))
         old_paused.pause()
         old_ready = HkCleanupWaiting.create(hero=make_user("r@example.com"))
-        no_timestamp = _finished("n@example.com")
+        no_timestamp = finished_workflow("n@example.com")
         update_workflow(no_timestamp, transitioned_at=None)
         frozen.advance(RETENTION + timedelta(days=1))
-        recent_finished = _finished("recent@example.com")
+        recent_finished = finished_workflow("recent@example.com")
         summary = run_housekeeping()
 
     assert summary["workflows_cleaned_up"] == 2
@@ -98,7 +74,7 @@ def test_deletes_every_eligible_row_across_batches(app, geneva_jobs):
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
     geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
-        ids = [_finished(f"b{i}@example.com") for i in range(5)]
+        ids = [finished_workflow(f"b{i}@example.com") for i in range(5)]
         frozen.advance(RETENTION + timedelta(seconds=1))
         summary = run_housekeeping()
     assert summary["workflows_cleaned_up"] == 5
@@ -113,7 +89,7 @@ def test_exact_batch_multiple_deletes_everything(app, geneva_jobs):
     geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         for i in range(2):
-            _finished(f"m{i}@example.com")
+            finished_workflow(f"m{i}@example.com")
         frozen.advance(RETENTION + timedelta(seconds=1))
         summary = run_housekeeping()
     assert summary["workflows_cleaned_up"] == 2

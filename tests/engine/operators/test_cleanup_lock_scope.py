@@ -19,7 +19,6 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.db import locks as store
 from flask_geneva.engine.operators.housekeeping import cleanup
@@ -28,31 +27,17 @@ from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyTwoSteps
+from tests.support.housekeeping import RETENTION
 from tests.support.housekeeping import T0
-from tests.support.innodb_locks import BOTH_ISOLATION_LEVELS
+from tests.support.housekeeping import retention_settings  # noqa: F401 - "app_config"
 from tests.support.workers import insert_worker
 from tests.support.workers import running_on
 from tests.support.workers import workers_table
+from tests.support.innodb_locks import BOTH_ISOLATION_LEVELS
 from tests.support.workflow import count_workflows
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
-
-RETENTION = timedelta(days=30)
-
-
-class HkScopeTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        pass
-
-    @step
-    def second(self):
-        pass
-
-
-@pytest.fixture
-def app_config():
-    return {"GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER": RETENTION}
 
 
 def _with_short_lock_wait(app, outcome, housekeeping_pass):
@@ -102,11 +87,11 @@ def test_cleanup_never_waits_for_a_live_workflows_lock(app, geneva_jobs, holder)
     1205) nor deadlocks with it (R-HK-12, R-CFG-04): it deletes the eligible
     rows and leaves the live ones."""
     with clock.frozen(T0) as frozen:
-        old = HkScopeTwoSteps.create(hero=make_user("old@example.com"))
+        old = EmptyTwoSteps.create(hero=make_user("old@example.com"))
         speedrun_workflow(old)
         old_id = old.id
         frozen.advance(RETENTION + timedelta(days=1))
-        live = HkScopeTwoSteps.create(hero=make_user("live@example.com"))
+        live = EmptyTwoSteps.create(hero=make_user("live@example.com"))
         live_id, live_execution_id = live.id, live.current_execution.id
     db.session.remove()
 
@@ -141,7 +126,7 @@ def test_pruning_dead_workers_never_waits_for_a_running_steps_lock(app, geneva_j
     insert_worker(timedelta(0))  # the evidence that heartbeats get through
     live = insert_worker(timedelta(0))
     dead = insert_worker(timedelta(hours=1))
-    running = running_on(HkScopeTwoSteps, live)
+    running = running_on(EmptyTwoSteps, live)
     execution_id = running.current_execution.id
     db.session.remove()
 

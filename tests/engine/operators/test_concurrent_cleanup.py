@@ -2,19 +2,15 @@
 
 Two real processes run ``run_housekeeping()`` against the same database at the same
 moment (they wait for a go file), over thousands of eligible workflows and small
-batches, so that their cleanup passes overlap.
+batches, so that their cleanup passes overlap. The shared harness
+(``tests/worker_harness.py``) starts and stops them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
-import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +22,11 @@ from flask_geneva.db.cleanup_lock import cleanup_lock
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.cleanup_process import RETENTION
+from tests.worker_harness import processes_fixture  # noqa: F401 - "processes"
+from tests.worker_harness import python_module
+from tests.worker_harness import wait_for_files
 
 PROCESS_MODULE = "tests.support.cleanup_process"
-REPO_ROOT = Path(__file__).resolve().parents[3]
 ELIGIBLE = 3000  # workflows; each has EXECUTIONS_EACH executions
 EXECUTIONS_EACH = 2
 KEPT = 50  # recent finished and old ongoing workflows, which stay
@@ -92,47 +90,8 @@ def _remaining(ids: list[Any]) -> tuple[int, int]:
     return int(counts[0]), int(counts[1])
 
 
-def _start(database_url: str, go_file: Path, log_dir: Path, n: int) -> Any:
-    out = open(log_dir / f"cleanup-{n}.out", "wb")  # noqa: SIM115 - closed by the test
-    err = open(log_dir / f"cleanup-{n}.err", "wb")  # noqa: SIM115 - closed by the test
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            PROCESS_MODULE,
-            database_url,
-            str(BATCH_SIZE),
-            str(go_file),
-        ],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        stdout=out,
-        stderr=err,
-    )
-    return process, out, err
-
-
-@pytest.fixture
-def cleanup_processes(tmp_path: Path) -> Any:
-    """Start housekeeping processes; each is killed at teardown if still running."""
-    started: list[Any] = []
-
-    def start(database_url: str, go_file: Path) -> list[Any]:
-        for n in range(PROCESSES):
-            started.append(_start(database_url, go_file, tmp_path, n))
-        return [process for process, _, _ in started]
-
-    yield start
-    for process, out, err in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=30)
-        out.close()
-        err.close()
-
-
 def test_two_concurrent_runs_delete_every_eligible_row_without_deadlock(
-    app, tmp_path, cleanup_processes
+    app, tmp_path, processes
 ):
     """Two run_housekeeping() processes started together: both exit 0 without a deadlock, every eligible workflow and execution is gone, each deleted once, the kept rows stay (R-HK-12, R-HK-13)."""
     now = clock.now()
@@ -145,18 +104,29 @@ def test_two_concurrent_runs_delete_every_eligible_row_without_deadlock(
 
     go_file = tmp_path / "go"
     database_url = app.config["SQLALCHEMY_DATABASE_URI"]
-    processes = cleanup_processes(database_url, go_file)
-    deadline = time.monotonic() + PROCESS_TIMEOUT
-    while len(list(tmp_path.glob("go.*.ready"))) < PROCESSES:
-        assert all(p.poll() is None for p in processes), "a process died at start-up"
-        assert time.monotonic() < deadline, "the processes did not get ready"
-        time.sleep(0.05)
+    started = [
+        processes.start(
+            python_module(PROCESS_MODULE, database_url, str(BATCH_SIZE), str(go_file)),
+            name=f"cleanup-{n}",
+            split_output=True,
+        )
+        for n in range(PROCESSES)
+    ]
+    # Both get ready (a process dying at start-up fails the wait at once).
+    wait_for_files(
+        tmp_path,
+        "go.*.ready",
+        count=PROCESSES,
+        timeout=PROCESS_TIMEOUT,
+        interval=0.05,
+        running=started,
+    )
     go_file.touch()
-    for process in processes:
+    for process in started:
         process.wait(timeout=PROCESS_TIMEOUT)
 
     errors = [(tmp_path / f"cleanup-{n}.err").read_text() for n in range(PROCESSES)]
-    assert [p.returncode for p in processes] == [0] * PROCESSES, errors
+    assert [p.returncode for p in started] == [0] * PROCESSES, errors
     assert not any("deadlock" in text.lower() for text in errors), errors
     assert _remaining(eligible) == (0, 0)
     assert _remaining(kept) == (2 * KEPT, 2 * KEPT * EXECUTIONS_EACH)

@@ -13,6 +13,7 @@ from flask_geneva.engine.publishing import DEFERRED_JOB_ID
 from flask_geneva.ext.operations import dispatch_due
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EmptyOneStep
 
 
 class DispatcherLongWait(geneva.Workflow):
@@ -22,12 +23,6 @@ class DispatcherLongWait(geneva.Workflow):
 
     @step(wait=timedelta(days=2))
     def later(self):
-        pass
-
-
-class DispatcherImmediate(geneva.Workflow):
-    @step
-    def only(self):
         pass
 
 
@@ -55,7 +50,7 @@ def test_long_wait_is_deferred_not_published(user, geneva_jobs):
 
 def test_short_wait_goes_to_the_broker_with_eta(user, geneva_jobs):
     """Waits within the horizon are published at once with an eta (R-DSP-01, R-SCH-04)."""
-    workflow = DispatcherImmediate.create(hero=user)
+    workflow = EmptyOneStep.create(hero=user)
     [publication] = geneva_jobs.enqueued
     assert publication.eta is None
     assert workflow.current_execution.job_id == publication.task_id

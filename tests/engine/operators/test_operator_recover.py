@@ -21,6 +21,7 @@ from flask_geneva.core import clock
 from tests.apps.basic import geneva
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
+from tests.support.workflow import execution_history
 from tests.support.workflow import execution_rows
 from tests.support.workflow import executions_table
 from tests.support.workflow import update_execution
@@ -49,12 +50,6 @@ def _stuck(user, *, seconds_ago, cls=RecoverTwoSteps):
     return workflow, make_in_progress(workflow, T0 - timedelta(seconds=seconds_ago))
 
 
-def _states(workflow_id):
-    return [
-        (r["step_name"], r["state"], r["outcome"]) for r in execution_rows(workflow_id)
-    ]
-
-
 def _operator_actions(workflow_id):
     meta = workflow_row(workflow_id)["metadata"] or {}
     return [
@@ -78,7 +73,7 @@ def test_recover_refuses_an_execution_within_the_grace(user, geneva_jobs):
             ),
         ):
             workflow.recover()
-    assert _states(workflow.id) == [("charge", "in_progress", None)]
+    assert execution_history(workflow.id) == [("charge", "in_progress", None)]
     assert workflow_row(workflow.id)["state"] == "performing"
     assert _operator_actions(workflow.id) == []
 
@@ -92,7 +87,7 @@ def test_forced_recover_reattempts_the_step_now(user, geneva_jobs):
         geneva_jobs.clear()
         recovered = workflow.recover(force=True, actor="ops")
     assert recovered.id == execution_id
-    assert _states(workflow.id) == [
+    assert execution_history(workflow.id) == [
         ("charge", "completed", "recovered"),
         ("charge", "scheduled", None),
     ]
@@ -116,7 +111,7 @@ def test_recover_after_the_grace_needs_no_force(user, geneva_jobs):
     with clock.frozen(T0):
         workflow, execution_id = _stuck(user, seconds_ago=61)
         workflow.recover(execution_id)
-    assert _states(workflow.id)[0] == ("charge", "completed", "recovered")
+    assert execution_history(workflow.id)[0] == ("charge", "completed", "recovered")
     assert _operator_actions(workflow.id)[0][0] == "recover"
 
 
@@ -129,7 +124,7 @@ def test_recover_honours_the_grace_setting(app, user, geneva_jobs):
     with clock.frozen(T0):
         workflow, _ = _stuck(user, seconds_ago=10)
         workflow.recover()
-    assert _states(workflow.id)[0][2] == "recovered"
+    assert execution_history(workflow.id)[0][2] == "recovered"
     app.config["GENEVA_RECOVER_GRACE"] = "soon"
     with pytest.raises(GenevaConfigurationError, match="GENEVA_RECOVER_GRACE"):
         geneva.reload_settings(app)
@@ -145,7 +140,7 @@ def test_recover_with_the_cancel_action_cancels_the_workflow(app, user, geneva_j
     with clock.frozen(T0):
         workflow, _ = _stuck(user, seconds_ago=120)
         workflow.recover()
-    assert _states(workflow.id) == [("charge", "canceled", "recovered")]
+    assert execution_history(workflow.id) == [("charge", "canceled", "recovered")]
     assert workflow_row(workflow.id)["state"] == "canceled"
 
 
@@ -156,9 +151,9 @@ def test_recover_of_a_canceled_workflow_ends_its_execution(user, geneva_jobs):
     with clock.frozen(T0):
         workflow, execution_id = _stuck(user, seconds_ago=120)
         workflow.cancel()
-        assert _states(workflow.id) == [("charge", "in_progress", None)]
+        assert execution_history(workflow.id) == [("charge", "in_progress", None)]
         workflow.recover()
-    assert _states(workflow.id) == [("charge", "canceled", "recovered")]
+    assert execution_history(workflow.id) == [("charge", "canceled", "recovered")]
     assert workflow_row(workflow.id)["state"] == "canceled"
     assert _operator_actions(workflow.id)[-1] == (
         "recover",
@@ -177,10 +172,10 @@ def test_recover_of_a_paused_workflow_schedules_nothing_until_resume(user, genev
         workflow, _ = _stuck(user, seconds_ago=120)
         workflow.pause()
         workflow.recover()
-        assert _states(workflow.id) == [("charge", "completed", "recovered")]
+        assert execution_history(workflow.id) == [("charge", "completed", "recovered")]
         assert workflow_row(workflow.id)["state"] == "paused"
         assert workflow.resume().step_name == "charge"
-    assert _states(workflow.id)[1] == ("charge", "scheduled", None)
+    assert execution_history(workflow.id)[1] == ("charge", "scheduled", None)
 
 
 def test_recover_of_a_resumable_step_keeps_its_cursor(user, geneva_jobs):
@@ -213,7 +208,7 @@ def test_recover_refuses_when_nothing_or_another_execution_runs(user, geneva_job
             match=rf"^Cannot recover step execution {execution_id + 1}: it is not",
         ):
             workflow.recover(execution_id + 1, force=True)
-    assert _states(workflow.id) == [("charge", "in_progress", None)]
+    assert execution_history(workflow.id) == [("charge", "in_progress", None)]
 
 
 def test_cli_recover_never_recovers_the_execution_that_started_meanwhile(

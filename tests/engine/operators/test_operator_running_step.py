@@ -95,13 +95,18 @@ def test_resume_during_the_step_withdraws_the_pause(user, geneva_jobs):
     ]
 
 
-@pytest.mark.parametrize(
+#: skip() and resume(rewind=True): the operations that would leave the running
+#: step's outcome behind, and how their refusal words them.
+SKIP_AND_REWIND = pytest.mark.parametrize(
     ("operation", "kwargs", "wording"),
     [
         ("skip", {}, "skip"),
         ("resume", {"rewind": True}, "resume from the beginning"),
     ],
 )
+
+
+@SKIP_AND_REWIND
 def test_skip_and_rewind_during_the_step_are_refused(
     user, geneva_jobs, operation, kwargs, wording
 ):
@@ -134,13 +139,7 @@ def _dead_worker_workflow(user):
     return workflow, execution_id
 
 
-@pytest.mark.parametrize(
-    ("operation", "kwargs", "wording"),
-    [
-        ("skip", {}, "skip"),
-        ("resume", {"rewind": True}, "resume from the beginning"),
-    ],
-)
+@SKIP_AND_REWIND
 def test_skip_and_rewind_after_a_dead_worker_are_refused(
     user, geneva_jobs, operation, kwargs, wording
 ):

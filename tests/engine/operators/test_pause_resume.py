@@ -17,6 +17,7 @@ from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import CountingTwoSteps
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import hero_counter
@@ -33,16 +34,6 @@ class PauseResumeTwoStep(geneva.Workflow):
         self.hero.counter += 1
 
     @step(wait=timedelta(hours=2))
-    def second(self):
-        self.hero.counter += 10
-
-
-class PauseResumeImmediate(geneva.Workflow):
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step
     def second(self):
         self.hero.counter += 10
 
@@ -78,7 +69,7 @@ def _scheduled(workflow_id):
         (PauseResumeTwoStep, 1, False),  # future-scheduled second step
         (PauseResumeTwoStep, 1, True),  # overdue second step
         (PauseResumeDelayedFirst, 0, False),  # first step, scheduled ahead
-        (PauseResumeImmediate, 0, False),  # immediate first step
+        (CountingTwoSteps, 0, False),  # immediate first step
     ],
 )
 def test_pause_leaves_the_scheduled_execution_unchanged(
@@ -106,7 +97,7 @@ def test_pause_leaves_the_scheduled_execution_unchanged(
 @pytest.mark.parametrize("state", ["paused", "finished"])
 def test_pause_rejects_paused_and_finished(user, state):
     """pause() from paused or finished raises (R-EXT-01)."""
-    workflow = PauseResumeImmediate.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     workflow.transition_to(state)
     with pytest.raises(InvalidStateError, match=f"Cannot pause a {state} workflow"):
         workflow.pause()
@@ -114,7 +105,7 @@ def test_pause_rejects_paused_and_finished(user, state):
 
 def test_pause_rechecks_the_state_under_the_lock(user):
     """A stale in-memory state does not bypass the locked re-check (R-EXT-01, §8.2)."""
-    workflow = PauseResumeImmediate.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     update_workflow(workflow.id, state="finished")
     set_committed_value(workflow, "state", "ready")  # a stale in-memory copy
     assert workflow.state == "ready"
@@ -127,7 +118,7 @@ def test_resume_rechecks_the_state_under_the_lock(user):
     """resume() re-checks paused after locking and changes nothing otherwise
     (R-EXT-20).
     """
-    workflow = PauseResumeImmediate.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     workflow.pause()
     update_workflow(workflow.id, state="canceled")
     set_committed_value(workflow, "state", "paused")  # a stale in-memory copy
@@ -264,7 +255,7 @@ def test_repeated_pause_resume_cycles_keep_one_execution(user):
 @pytest.mark.parametrize("state", ["ready", "finished"])
 def test_resume_rejects_ready_and_finished(user, state):
     """resume() from ready or finished raises (R-EXT-20)."""
-    workflow = PauseResumeImmediate.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     if state == "finished":
         speedrun_workflow(workflow)
     with pytest.raises(InvalidStateError, match=f"^Cannot resume a {state} workflow$"):
@@ -273,7 +264,7 @@ def test_resume_rejects_ready_and_finished(user, state):
 
 def test_full_pause_resume_cycle_completes(user):
     """A workflow paused between steps and resumed runs to completion (R-EXT-20..23)."""
-    workflow = PauseResumeImmediate.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     perform_next_step(workflow)
     workflow.pause()
     workflow.resume()
@@ -320,7 +311,7 @@ def test_resume_of_a_removed_step_raises_and_stays_paused(user, geneva_jobs):
 
 def test_resume_returns_the_execution_that_will_run(user):
     """resume() returns the reused or new execution (R-EXT-25)."""
-    workflow = PauseResumeImmediate.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     workflow.pause()
     execution = workflow.resume()
     assert execution.id == workflow.current_execution.id
@@ -334,7 +325,7 @@ def test_operator_actions_are_recorded(user):
     R-PDR-05).
     """
     with clock.frozen(T0):
-        workflow = PauseResumeImmediate.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         first_id = workflow.current_execution.id
         workflow.pause(actor="alice", via="admin")
         resumed = workflow.resume(actor="bob", via="cli")
@@ -373,7 +364,7 @@ def test_operator_actions_are_recorded(user):
 
 def test_invalid_via_is_rejected(user):
     """via must be api, admin or cli (R-EXT-27)."""
-    workflow = PauseResumeImmediate.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     with pytest.raises(ValueError, match="via must be one of"):
         workflow.pause(via="telepathy")
     assert workflow_row(workflow.id)["state"] == "ready"
@@ -423,7 +414,7 @@ def test_an_actor_that_is_not_a_str_is_refused_by_resume(user):
 
 def test_operator_actions_keep_the_latest_200(user):
     """The operator_actions list is capped at the latest 200 entries (R-PDR-05)."""
-    workflow = PauseResumeImmediate.create(hero=user)
+    workflow = CountingTwoSteps.create(hero=user)
     workflow.write_metadata(
         "operator_actions", [{"action": f"old-{i}"} for i in range(200)]
     )

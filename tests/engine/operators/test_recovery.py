@@ -15,6 +15,7 @@ from flask_geneva.policies.release_spread import release_offset
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import CountingTwoSteps
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import RecordingReporter
 from tests.support.housekeeping import make_in_progress
@@ -29,16 +30,6 @@ SPREAD = timedelta(seconds=5)
 
 IN_PROGRESS_THRESHOLD = timedelta(hours=1)
 SCHEDULED_THRESHOLD = timedelta(minutes=15)
-
-
-class HkRecoverTwoSteps(geneva.Workflow):
-    @step
-    def first(self):
-        self.hero.counter += 1
-
-    @step
-    def second(self):
-        self.hero.counter += 10
 
 
 class HkRecoverLater(geneva.Workflow):
@@ -61,20 +52,26 @@ def app_config(reporter):
     }
 
 
+def _ended(execution_id, state, outcome):
+    """The stuck execution's row, which must have ended ``state``/``outcome``."""
+    row = execution_row(execution_id)
+    assert (row["state"], row["outcome"]) == (state, outcome)
+    return row
+
+
 def test_stuck_in_progress_is_reattempted(app, user, geneva_jobs):
     """A stuck in_progress execution ends completed/recovered and the step runs again
     (R-HK-20, R-HK-24, R-SE-03, R-SE-10).
     """
     with clock.frozen(T0) as frozen:
-        workflow = HkRecoverTwoSteps.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         stuck_id = make_in_progress(workflow, T0)
         now = frozen.advance(IN_PROGRESS_THRESHOLD + timedelta(seconds=1))
         geneva_jobs.clear()
         summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 1
     assert summary["stuck_scheduled_recovered"] == 0
-    stuck = execution_row(stuck_id)
-    assert (stuck["state"], stuck["outcome"]) == ("completed", "recovered")
+    stuck = _ended(stuck_id, "completed", "recovered")
     assert stuck["completed_at"] == now
     assert stuck["finished_at"] == now
     row = workflow_row(workflow.id)
@@ -98,13 +95,12 @@ def test_stuck_in_progress_is_canceled_with_cancel_action(app, user, geneva_jobs
     app.config["GENEVA_STUCK_RECOVERY_ACTION"] = "cancel"
     geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
-        workflow = HkRecoverTwoSteps.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         stuck_id = make_in_progress(workflow, T0)
         now = frozen.advance(IN_PROGRESS_THRESHOLD * 2)
         summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 1
-    stuck = execution_row(stuck_id)
-    assert (stuck["state"], stuck["outcome"]) == ("canceled", "recovered")
+    stuck = _ended(stuck_id, "canceled", "recovered")
     assert stuck["canceled_at"] == now
     assert stuck["finished_at"] == now
     row = workflow_row(workflow.id)
@@ -116,14 +112,13 @@ def test_stuck_in_progress_is_canceled_with_cancel_action(app, user, geneva_jobs
 def test_stuck_scheduled_is_reattempted(app, user, geneva_jobs):
     """An execution overdue beyond the threshold is replaced by a fresh one (R-HK-20/24)."""
     with clock.frozen(T0) as frozen:
-        workflow = HkRecoverTwoSteps.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         stuck_id = workflow.current_execution.id
         now = frozen.advance(SCHEDULED_THRESHOLD + timedelta(minutes=1))
         summary = run_housekeeping()
     assert summary["stuck_scheduled_recovered"] == 1
     assert summary["stuck_in_progress_recovered"] == 0
-    stuck = execution_row(stuck_id)
-    assert (stuck["state"], stuck["outcome"]) == ("completed", "recovered")
+    _ended(stuck_id, "completed", "recovered")
     rows = execution_rows(workflow.id)
     assert [(r["step_name"], r["state"]) for r in rows] == [
         ("first", "completed"),
@@ -142,21 +137,20 @@ def test_stuck_scheduled_is_canceled_with_cancel_action(app, user, geneva_jobs):
     app.config["GENEVA_STUCK_RECOVERY_ACTION"] = "cancel"
     geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
-        workflow = HkRecoverTwoSteps.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         stuck_id = workflow.current_execution.id
         frozen.advance(timedelta(hours=1))
         summary = run_housekeeping()
     assert summary["stuck_scheduled_recovered"] == 1
-    stuck = execution_row(stuck_id)
-    assert (stuck["state"], stuck["outcome"]) == ("canceled", "recovered")
+    _ended(stuck_id, "canceled", "recovered")
     assert workflow_row(workflow.id)["state"] == "canceled"
 
 
 def test_recent_and_future_executions_are_untouched(app, geneva_jobs):
     """Executions within the thresholds or due in the future are left alone (R-HK-20)."""
     with clock.frozen(T0) as frozen:
-        running = HkRecoverTwoSteps.create(hero=make_user("run@example.com"))
-        overdue = HkRecoverTwoSteps.create(hero=make_user("due@example.com"))
+        running = CountingTwoSteps.create(hero=make_user("run@example.com"))
+        overdue = CountingTwoSteps.create(hero=make_user("due@example.com"))
         future = HkRecoverLater.create(hero=make_user("later@example.com"))
         frozen.advance(timedelta(minutes=10))
         running_id = make_in_progress(running, clock.now())
@@ -181,9 +175,9 @@ def test_failing_row_does_not_stop_the_run(app, geneva_jobs, reporter):
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 1
     geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
-        broken = HkRecoverTwoSteps.create(hero=make_user("broken@example.com"))
+        broken = CountingTwoSteps.create(hero=make_user("broken@example.com"))
         frozen.advance(timedelta(seconds=1))
-        healthy = HkRecoverTwoSteps.create(hero=make_user("ok@example.com"))
+        healthy = CountingTwoSteps.create(hero=make_user("ok@example.com"))
         broken_execution = broken.current_execution.id
         broken_id, healthy_id = broken.id, healthy.id
         # Its class was removed from the code: the step cannot be rescheduled.
@@ -208,7 +202,7 @@ def test_failing_row_does_not_stop_the_run(app, geneva_jobs, reporter):
 def test_unknown_recovery_action_fails_each_row(app, user, geneva_jobs, reporter):
     """An unknown action raises ValueError per row, reported and not counted (R-HK-26)."""
     with clock.frozen(T0) as frozen:
-        workflow = HkRecoverTwoSteps.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         stuck_id = workflow.current_execution.id
         frozen.advance(timedelta(hours=1))
         state = current_state()
@@ -227,7 +221,7 @@ def test_paused_workflow_keeps_its_overdue_execution(app, user, geneva_jobs):
     (R-HK-27, R-EXT-01).
     """
     with clock.frozen(T0) as frozen:
-        workflow = HkRecoverTwoSteps.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         preserved = workflow.current_execution.id
         workflow.pause()
         frozen.advance(timedelta(days=2))
@@ -246,14 +240,13 @@ def test_paused_workflow_stuck_in_progress_is_recovered_without_scheduling(
     nothing is scheduled (R-HK-27).
     """
     with clock.frozen(T0) as frozen:
-        workflow = HkRecoverTwoSteps.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         stuck_id = make_in_progress(workflow, T0)
         update_workflow(workflow.id, state="paused", transitioned_at=T0)
         frozen.advance(timedelta(hours=2))
         summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 1
-    stuck = execution_row(stuck_id)
-    assert (stuck["state"], stuck["outcome"]) == ("completed", "recovered")
+    _ended(stuck_id, "completed", "recovered")
     assert len(execution_rows(workflow.id)) == 1
     assert workflow_row(workflow.id)["state"] == "paused"
 
@@ -266,14 +259,13 @@ def test_terminal_workflow_stuck_execution_is_canceled(
     nothing is scheduled (R-HK-27).
     """
     with clock.frozen(T0) as frozen:
-        workflow = HkRecoverTwoSteps.create(hero=user)
+        workflow = CountingTwoSteps.create(hero=user)
         stuck_id = make_in_progress(workflow, T0)
         update_workflow(workflow.id, state=workflow_state, transitioned_at=T0)
         frozen.advance(timedelta(hours=2))
         summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 1
-    stuck = execution_row(stuck_id)
-    assert (stuck["state"], stuck["outcome"]) == ("canceled", "canceled")
+    _ended(stuck_id, "canceled", "canceled")
     assert len(execution_rows(workflow.id)) == 1
     assert workflow_row(workflow.id)["state"] == workflow_state
 
@@ -284,7 +276,7 @@ def test_many_rows_are_recovered_across_batches(app, geneva_jobs):
     geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
         workflows = [
-            HkRecoverTwoSteps.create(hero=make_user(f"m{i}@example.com"))
+            CountingTwoSteps.create(hero=make_user(f"m{i}@example.com"))
             for i in range(7)
         ]
         for index, workflow in enumerate(workflows[:4]):
@@ -307,11 +299,11 @@ def test_cleanup_and_recovery_in_one_run(app, geneva_jobs):
     app.config["GENEVA_DELETE_COMPLETED_WORKFLOWS_AFTER"] = timedelta(days=1)
     geneva.reload_settings(app)
     with clock.frozen(T0) as frozen:
-        done = HkRecoverTwoSteps.create(hero=make_user("done@example.com"))
+        done = CountingTwoSteps.create(hero=make_user("done@example.com"))
         speedrun_workflow(done)
         done_id = done.id
         frozen.advance(timedelta(days=2))
-        stuck = HkRecoverTwoSteps.create(hero=make_user("stuck@example.com"))
+        stuck = CountingTwoSteps.create(hero=make_user("stuck@example.com"))
         make_in_progress(stuck, clock.now())
         frozen.advance(timedelta(hours=2))
         summary = geneva.run_housekeeping()

@@ -8,10 +8,9 @@ from datetime import timezone
 import pytest
 
 from flask_geneva import run_housekeeping
-from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.testing import speedrun_workflow
-from tests.apps.basic import geneva
+from tests.common_workflows import EmptyOneStep
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
 from tests.support.workflow import execution_row
@@ -23,12 +22,6 @@ from tests.support.workflow import workflow_row
 THRESHOLD = timedelta(hours=1)
 PLUS_FIVE = timezone(timedelta(hours=5))
 MICROSECOND = timedelta(microseconds=1)
-
-
-class HkBoundaryOne(geneva.Workflow):
-    @step
-    def only(self):
-        pass
 
 
 @pytest.fixture
@@ -45,8 +38,8 @@ def test_in_progress_boundary_same_instant_and_one_microsecond(app, geneva_jobs)
     now = T0 + timedelta(hours=3, microseconds=500_001)
     cutoff = now - THRESHOLD
     with clock.frozen(T0):
-        at_cutoff = HkBoundaryOne.create(hero=make_user("eq@example.com"))
-        before = HkBoundaryOne.create(hero=make_user("lt@example.com"))
+        at_cutoff = EmptyOneStep.create(hero=make_user("eq@example.com"))
+        before = EmptyOneStep.create(hero=make_user("lt@example.com"))
         at_cutoff_id = make_in_progress(at_cutoff, cutoff)
         before_id = make_in_progress(before, cutoff - MICROSECOND)
     with clock.frozen(now):
@@ -61,8 +54,8 @@ def test_scheduled_boundary_with_timezone_aware_values(app, geneva_jobs):
     now = T0 + timedelta(hours=2)
     cutoff = now - THRESHOLD
     with clock.frozen(T0):
-        at_cutoff = HkBoundaryOne.create(hero=make_user("eq@example.com"))
-        before = HkBoundaryOne.create(hero=make_user("lt@example.com"))
+        at_cutoff = EmptyOneStep.create(hero=make_user("eq@example.com"))
+        before = EmptyOneStep.create(hero=make_user("lt@example.com"))
         at_cutoff_id = at_cutoff.current_execution.id
         before_id = before.current_execution.id
         update_execution(at_cutoff_id, scheduled_for=cutoff.astimezone(PLUS_FIVE))
@@ -83,8 +76,8 @@ def test_cleanup_boundary_same_instant_and_one_microsecond(app, geneva_jobs):
     now = T0 + timedelta(days=1, microseconds=7)
     cutoff = now - THRESHOLD
     with clock.frozen(T0):
-        kept = HkBoundaryOne.create(hero=make_user("eq@example.com"))
-        gone = HkBoundaryOne.create(hero=make_user("lt@example.com"))
+        kept = EmptyOneStep.create(hero=make_user("eq@example.com"))
+        gone = EmptyOneStep.create(hero=make_user("lt@example.com"))
         speedrun_workflow(kept)
         speedrun_workflow(gone)
         kept_id, gone_id = kept.id, gone.id

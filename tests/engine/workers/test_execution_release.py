@@ -23,50 +23,35 @@ from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import EscapesWithCancelledError
 from tests.support.housekeeping import make_in_progress
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
 
-DEAD_AFTER = timedelta(seconds=60)
 seen_running: list[bool] = []
+
+
+def _note_whether_running(workflow):
+    """In a step: note in ``seen_running`` whether the worker's running set holds
+    the step's execution."""
+    running = worker_registry.running_executions(db.session)
+    seen_running.append(workflow.current_execution.id in running.snapshot())
 
 
 class RelOneStep(geneva.Workflow):
     @step
     def only(self):
-        running = worker_registry.running_executions(db.session)
-        seen_running.append(self.current_execution.id in running.snapshot())
+        _note_whether_running(self)
 
 
 class RelTwoSteps(geneva.Workflow):
     @step
     def first(self):
-        running = worker_registry.running_executions(db.session)
-        seen_running.append(self.current_execution.id in running.snapshot())
+        _note_whether_running(self)
 
     @step
     def second(self):
-        running = worker_registry.running_executions(db.session)
-        seen_running.append(self.current_execution.id in running.snapshot())
-
-
-class RelCancelled(geneva.Workflow):
-    @step
-    def cancelled(self):
-        async def inner():
-            task = asyncio.ensure_future(asyncio.sleep(10))
-            task.cancel()
-            await task
-
-        asyncio.run(inner())
-
-
-@pytest.fixture
-def app_config():
-    return {
-        "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
-        "GENEVA_WORKER_DEAD_AFTER": DEAD_AFTER,
-    }
+        _note_whether_running(self)
 
 
 @pytest.fixture
@@ -149,7 +134,7 @@ def test_a_base_exception_escaping_a_step_is_logged_and_released(
     """asyncio.CancelledError is no flow-control signal: it propagates (R-EXE-35),
     logged at ERROR with the execution id, and the execution leaves the running
     set so that the heartbeat releases it (R-WRK-18)."""
-    workflow = RelCancelled.create(hero=user)
+    workflow = EscapesWithCancelledError.create(hero=user)
     execution_id = workflow.current_execution.id
     caplog.set_level(logging.ERROR, logger="flask_geneva")
     with pytest.raises(asyncio.CancelledError):

@@ -19,6 +19,7 @@ from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.common_workflows import CountingOneStep
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
 from tests.support.workers import insert_worker
@@ -27,12 +28,6 @@ from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
 
 DEAD_AFTER = timedelta(seconds=90)
-
-
-class WrkOneStep(geneva.Workflow):
-    @step
-    def only(self):
-        self.hero.counter += 1
 
 
 @pytest.fixture
@@ -64,6 +59,14 @@ def _in_progress_of(workflow, worker_id, started_at):
     return execution_id
 
 
+def _age_heartbeat(worker_id, by):
+    """Move the worker's last heartbeat ``by`` earlier (a separate transaction);
+    return it as stored."""
+    with db.engine.begin() as connection:
+        worker_rows.age_heartbeat(connection, workers_table(), worker_id, by)
+        return worker_rows.last_heartbeat(connection, workers_table(), worker_id)
+
+
 def test_a_registered_process_names_itself_in_its_claims(app, user):
     """Registering inserts the row; the claim writes the worker id (R-WRK-02/05)."""
     registration = worker_registry.register_worker(
@@ -86,7 +89,7 @@ def test_a_registered_process_names_itself_in_its_claims(app, user):
             db.session.scalar(sa.select(workers_table().c.last_heartbeat_at)) >= before
         )
         db.session.rollback()
-        workflow = WrkOneStep.create(hero=user)
+        workflow = CountingOneStep.create(hero=user)
         perform_next_step(workflow)
         worker_ids = db.session.scalars(
             sa.select(geneva.StepExecution.worker_id).where(
@@ -99,7 +102,7 @@ def test_a_registered_process_names_itself_in_its_claims(app, user):
         assert worker_registry.deregister_workers() == 1
     assert _worker_ids() == []
     # Without a registration the claim names no worker.
-    other = WrkOneStep.create(hero=make_user())
+    other = CountingOneStep.create(hero=make_user())
     perform_next_step(other)
     assert (
         db.session.scalar(
@@ -115,7 +118,7 @@ def test_a_live_workers_execution_is_never_recovered_for_age(app, user):
     """A fresh heartbeat keeps a day-old in_progress execution alone (R-WRK-06)."""
     with clock.frozen(T0):
         live = _add_worker(timedelta(seconds=10))
-        workflow = WrkOneStep.create(hero=user)
+        workflow = CountingOneStep.create(hero=user)
         _in_progress_of(workflow, live, T0 - timedelta(days=1))
         summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 0
@@ -129,9 +132,9 @@ def test_a_dead_workers_execution_is_recovered_whatever_its_age(app, user):
         live = _add_worker(timedelta(0))  # the evidence that heartbeats go through
         dead = _add_worker(DEAD_AFTER + timedelta(seconds=1))
         _add_worker(timedelta(hours=3))  # idle and dead: pruned
-        workflow = WrkOneStep.create(hero=user)
+        workflow = CountingOneStep.create(hero=user)
         _in_progress_of(workflow, dead, T0 - timedelta(seconds=5))
-        gone = WrkOneStep.create(hero=make_user())
+        gone = CountingOneStep.create(hero=make_user())
         _in_progress_of(gone, str(uuid.uuid4()), T0 - timedelta(seconds=5))
         summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 2
@@ -145,9 +148,9 @@ def test_a_dead_workers_execution_is_recovered_whatever_its_age(app, user):
 def test_rows_without_a_worker_keep_the_age_rule(app, user):
     """An execution claimed outside a registered worker recovers by age (R-WRK-06)."""
     with clock.frozen(T0):
-        young = WrkOneStep.create(hero=user)
+        young = CountingOneStep.create(hero=user)
         make_in_progress(young, T0 - timedelta(minutes=59))
-        old = WrkOneStep.create(hero=make_user())
+        old = CountingOneStep.create(hero=make_user())
         make_in_progress(old, T0 - timedelta(minutes=61))
         summary = run_housekeeping()
     assert summary["stuck_in_progress_recovered"] == 1
@@ -221,9 +224,9 @@ def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
     with clock.frozen(T0):
         _add_worker(timedelta(0))
         dead = _add_worker(timedelta(hours=1))
-        abandoned = WrkOneStep.create(hero=user)
+        abandoned = CountingOneStep.create(hero=user)
         _in_progress_of(abandoned, dead, T0 - timedelta(seconds=5))
-        old = WrkOneStep.create(hero=make_user())
+        old = CountingOneStep.create(hero=make_user())
         make_in_progress(old, T0 - timedelta(days=1))
         assert celery.tasks[DISPATCH_DUE_TASK]() == 0
     db.session.refresh(abandoned)
@@ -245,12 +248,12 @@ def test_dispatch_due_called_directly_recovers_dead_workers_too(app, user, calle
     )
     with clock.frozen(T0):
         dead = _add_worker(DEAD_AFTER + timedelta(seconds=1))
-        abandoned = WrkOneStep.create(hero=user)
+        abandoned = CountingOneStep.create(hero=user)
         _in_progress_of(abandoned, dead, T0 - timedelta(seconds=5))
         live = _add_worker(timedelta(seconds=1))
-        running = WrkOneStep.create(hero=make_user("live@example.com"))
+        running = CountingOneStep.create(hero=make_user("live@example.com"))
         _in_progress_of(running, live, T0 - timedelta(days=1))
-        old = WrkOneStep.create(hero=make_user())
+        old = CountingOneStep.create(hero=make_user())
         make_in_progress(old, T0 - timedelta(days=1))
         assert run() == 0
         runs = worker_registry_runs()
@@ -281,9 +284,11 @@ def test_status_and_gauges_show_live_and_dead_workers(app, user):
     with clock.frozen(T0):
         live = _add_worker(timedelta(seconds=5))
         dead = _add_worker(timedelta(hours=1))
-        _in_progress_of(WrkOneStep.create(hero=user), dead, T0 - timedelta(seconds=5))
         _in_progress_of(
-            WrkOneStep.create(hero=make_user()), live, T0 - timedelta(hours=5)
+            CountingOneStep.create(hero=user), dead, T0 - timedelta(seconds=5)
+        )
+        _in_progress_of(
+            CountingOneStep.create(hero=make_user()), live, T0 - timedelta(hours=5)
         )
         overview = worker_overview(db.session, config=current_context().settings)
         assert (overview["alive"], overview["dead"]) == (1, 1)
@@ -308,13 +313,13 @@ def test_operator_recover_refuses_an_execution_of_a_live_worker(app, user):
 
     with clock.frozen(T0):
         live = _add_worker(timedelta(seconds=5))
-        workflow = WrkOneStep.create(hero=user)
+        workflow = CountingOneStep.create(hero=user)
         _in_progress_of(workflow, live, T0 - timedelta(hours=2))
         with pytest.raises(InvalidStateError, match=f"its worker {live} is alive"):
             workflow.recover()
         workflow.recover(force=True)
         dead = _add_worker(timedelta(hours=1))
-        other = WrkOneStep.create(hero=make_user())
+        other = CountingOneStep.create(hero=make_user())
         _in_progress_of(other, dead, T0 - timedelta(hours=2))
         other.recover()
     db.session.refresh(workflow)
@@ -355,13 +360,7 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
 
             # The database's clock writes the beats (R-WRK-15): each step's
             # beat is later than the one before, whatever the frozen clock.
-            with db.engine.begin() as connection:
-                worker_rows.age_heartbeat(
-                    connection,
-                    workers_table(),
-                    registration.identity.worker_id,
-                    timedelta(seconds=30),
-                )
+            _age_heartbeat(registration.identity.worker_id, timedelta(seconds=30))
             registered = last_beat()
             frozen.advance(timedelta(seconds=10))
             perform_next_step(WrkHeartbeating.create(hero=user))
@@ -369,13 +368,7 @@ def test_a_step_heartbeat_and_a_checkpoint_prove_liveness(app, user):
             assert user.counter == 1
             stepped = last_beat()
             assert stepped > registered
-            with db.engine.begin() as connection:
-                worker_rows.age_heartbeat(
-                    connection,
-                    workers_table(),
-                    registration.identity.worker_id,
-                    timedelta(seconds=30),
-                )
+            _age_heartbeat(registration.identity.worker_id, timedelta(seconds=30))
             aged = last_beat()
             registration._last_beat -= 60  # half an interval ago and more
             perform_next_step(WrkCheckpointing.create(hero=make_user("c@example.com")))
@@ -400,9 +393,9 @@ def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
         stale = DEAD_AFTER + timedelta(seconds=30)
         dead = _add_worker(stale)
         revived = _add_worker(stale)
-        first = WrkOneStep.create(hero=user)
+        first = CountingOneStep.create(hero=user)
         _in_progress_of(first, dead, T0 - timedelta(seconds=20))
-        second = WrkOneStep.create(hero=make_user())
+        second = CountingOneStep.create(hero=make_user())
         revived_execution = _in_progress_of(second, revived, T0 - timedelta(seconds=10))
         read_candidates = store_maintenance.stuck_in_progress_candidates
 
@@ -467,13 +460,7 @@ def test_heartbeats_do_not_wait_for_the_hosts_connection_pool(app):
         with host.connect() as held:  # a running step holds the only connection
             assert held.closed is False
             registration.start()
-            with db.engine.begin() as connection:
-                worker_rows.age_heartbeat(
-                    connection, workers_table(), identity.worker_id, timedelta(hours=1)
-                )
-                aged = worker_rows.last_heartbeat(
-                    connection, workers_table(), identity.worker_id
-                )
+            aged = _age_heartbeat(identity.worker_id, timedelta(hours=1))
             registration.heartbeat()
             with db.engine.connect() as connection:
                 beat = worker_rows.last_heartbeat(
@@ -498,7 +485,7 @@ def test_a_registration_that_fails_is_retried_by_its_heartbeat_thread(app, tmp_p
     on and keeps trying from its heartbeat thread: it names no worker in its
     claims until the row is written, then registers as soon as the database is
     back (R-WRK-16)."""
-    from tests.worker.conftest import wait_for
+    from tests.worker_harness import wait_for
 
     identity = worker_rows.WorkerIdentity(
         str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"

@@ -12,7 +12,6 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import run_housekeeping
-from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.db import maintenance_runs as maintenance_rows
 from flask_geneva.db.optional_columns import optional_columns
@@ -21,18 +20,13 @@ from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
+from tests.common_workflows import CountingOneStep
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import RecordingMetrics
+from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
 from tests.support.workflow import make_user
 
 RUNS_TABLE = "geneva_drive_maintenance_runs"
-
-
-class MntOneStep(geneva.Workflow):
-    @step
-    def only(self):
-        self.hero.counter += 1
 
 
 def _runs():
@@ -224,7 +218,7 @@ def test_a_successful_run_sets_its_last_success_gauge(app):
 def test_status_prints_the_last_runs_and_the_warning(app, user, geneva_cli):  # noqa: F811
     """`flask geneva status` shows each job's last run and warns about an overdue
     dispatcher; `--json` has them under "maintenance_runs" (R-HK-42/43)."""
-    speedrun_workflow(MntOneStep.create(hero=user))
+    speedrun_workflow(CountingOneStep.create(hero=user))
     geneva.dispatch_due()
     run_housekeeping()
     config = current_context().settings
@@ -269,7 +263,7 @@ def test_without_the_unit_everything_runs_and_status_says_how_to_install(
     recorded, and status names the unit to install (R-HK-45)."""
     assert not optional_columns(db.session).maintenance_runs
     db.session.rollback()
-    workflow = MntOneStep.create(hero=make_user("runs@example.com"))
+    workflow = CountingOneStep.create(hero=make_user("runs@example.com"))
     speedrun_workflow(workflow)
     assert geneva.dispatch_due() == 0
     assert run_housekeeping()["stuck_in_progress_recovered"] == 0

@@ -15,37 +15,21 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import run_housekeeping
-from flask_geneva import step
 from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.engine.workers import health as worker_health
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.ext.app_state import current_context
 from tests.apps.basic import db
-from tests.apps.basic import geneva
+from tests.common_workflows import CountingOneStep
+from tests.support.workers import heartbeat_settings  # noqa: F401 - "app_config"
 from tests.support.workers import insert_worker
 from tests.support.workers import running_on
 from tests.support.workers import states
 from tests.support.workers import workers_table
 
-DEAD_AFTER = timedelta(seconds=60)
-
-
-class WrkOwnDeadAfterStep(geneva.Workflow):
-    @step
-    def only(self):
-        self.hero.counter += 1
-
-
-@pytest.fixture
-def app_config():
-    return {
-        "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
-        "GENEVA_WORKER_DEAD_AFTER": DEAD_AFTER,
-    }
-
 
 def _running_on(worker_id):
-    return running_on(WrkOwnDeadAfterStep, worker_id)
+    return running_on(CountingOneStep, worker_id)
 
 
 _states = states

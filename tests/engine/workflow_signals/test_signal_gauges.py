@@ -7,14 +7,13 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva import run_housekeeping
-from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
-from tests.apps.basic import geneva
-from tests.db.test_workflow_signals_schema import without_signals  # noqa: F401
+from tests.common_workflows import WaitsForGo
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import RecordingMetrics
 from tests.support.workflow import make_user
+from tests.db.test_workflow_signals_schema import without_signals  # noqa: F401
 
 SIGNAL_GAUGES = (
     "geneva_drive.executions_waiting",
@@ -22,12 +21,6 @@ SIGNAL_GAUGES = (
     "geneva_drive.signals_pending",
     "geneva_drive.signals_pending_oldest_age_seconds",
 )
-
-
-class HkGaugeWaiting(geneva.Workflow):
-    @step(wait_for="go")
-    def use(self):
-        pass
 
 
 @pytest.fixture
@@ -44,7 +37,7 @@ def app_config(metrics):
 
 
 def _parked(email):
-    workflow = HkGaugeWaiting.create(hero=make_user(email))
+    workflow = WaitsForGo.create(hero=make_user(email))
     perform_next_step(workflow)
     assert workflow.current_execution.state == "waiting"
     return workflow
@@ -56,9 +49,9 @@ def test_signal_gauges_count_waits_long_waits_and_pending_signals(
     """Waiting executions, those parked longer than GENEVA_SIGNAL_WAIT_WARN_AFTER, pending signals of ongoing workflows and the oldest one's age (R-WSIG-65)."""
     with clock.frozen(T0) as frozen:
         _parked("long@example.com")
-        buffered = HkGaugeWaiting.create(hero=make_user("buffer@example.com"))
+        buffered = WaitsForGo.create(hero=make_user("buffer@example.com"))
         buffered.signal("other")
-        ended = HkGaugeWaiting.create(hero=make_user("ended@example.com"))
+        ended = WaitsForGo.create(hero=make_user("ended@example.com"))
         ended.signal("other")
         ended.cancel()
         frozen.advance(timedelta(days=2))

@@ -7,31 +7,19 @@ from datetime import timedelta
 import pytest
 
 from flask_geneva import run_housekeeping
-from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
-from tests.apps.basic import geneva
-from tests.db.test_workflow_signals_schema import without_signals  # noqa: F401
+from tests.common_workflows import EmptyOneStep
+from tests.common_workflows import WaitsForGo
 from tests.support.housekeeping import T0
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
 from tests.support.workflow import workflow_row
+from tests.db.test_workflow_signals_schema import without_signals  # noqa: F401
 
 RETENTION = timedelta(days=30)
-
-
-class HkSignalWaiting(geneva.Workflow):
-    @step(wait_for="go")
-    def use(self):
-        pass
-
-
-class HkSignalPlain(geneva.Workflow):
-    @step
-    def only(self):
-        pass
 
 
 @pytest.fixture
@@ -54,7 +42,7 @@ def _signal_count(workflow_id):
 
 
 def _with_signals(email, count):
-    workflow = HkSignalWaiting.create(hero=make_user(email))
+    workflow = WaitsForGo.create(hero=make_user(email))
     for index in range(count):
         workflow.signal("other", {"n": index})
     return workflow
@@ -84,7 +72,7 @@ def test_cleanup_without_the_unit_works_unchanged(app, geneva_jobs, without_sign
     """Without add_workflow_signals the cleanup deletes workflows and executions as before (R-WSIG-63, R-WSIG-04)."""
 
     with clock.frozen(T0) as frozen:
-        workflow = HkSignalPlain.create(hero=make_user("plain@example.com"))
+        workflow = EmptyOneStep.create(hero=make_user("plain@example.com"))
         workflow.cancel()
         frozen.advance(RETENTION + timedelta(days=1))
         summary = run_housekeeping()
@@ -99,7 +87,7 @@ def test_cleanup_without_the_unit_works_unchanged(app, geneva_jobs, without_sign
 def test_a_parked_execution_is_never_stuck(app, geneva_jobs):
     """A waiting execution whose scheduled_for and started_at lie far beyond both thresholds is neither stuck-scheduled nor stuck-in-progress (R-WSIG-64)."""
     with clock.frozen(T0) as frozen:
-        workflow = HkSignalWaiting.create(hero=make_user("parked@example.com"))
+        workflow = WaitsForGo.create(hero=make_user("parked@example.com"))
         perform_next_step(workflow)
         [parked] = execution_rows(workflow.id)
         assert parked["state"] == "waiting"

@@ -491,6 +491,17 @@ def _past_deadline(workflow_id):
         )
 
 
+def _timed_out(workflow_cls, user, geneva_jobs):
+    """A new ``workflow_cls`` workflow, parked, past its wait deadline and woken by
+    the dispatcher; its jobs have run."""
+    workflow = workflow_cls.create(hero=user)
+    geneva_jobs.drain()
+    _past_deadline(workflow.id)
+    geneva.dispatch_due()
+    geneva_jobs.drain()
+    return workflow
+
+
 def test_a_timeout_raises_signal_wait_timeout_into_the_policies(user, geneva_jobs):
     """The dispatcher wakes it; the gate raises SignalWaitTimeout; default policy pauses (R-WSIG-40)."""
     workflow = SigTimeout.create(hero=user)
@@ -510,33 +521,21 @@ def test_a_timeout_raises_signal_wait_timeout_into_the_policies(user, geneva_job
 
 def test_on_wait_timeout_skip(user, geneva_jobs):
     """on_wait_timeout='skip': skipped, next step runs (R-WSIG-41)."""
-    workflow = SigTimeoutSkip.create(hero=user)
-    geneva_jobs.drain()
-    _past_deadline(workflow.id)
-    geneva.dispatch_due()
-    geneva_jobs.drain()
+    workflow = _timed_out(SigTimeoutSkip, user, geneva_jobs)
     assert _states(workflow.id) == [("use", "skipped"), ("after", "completed")]
     assert "waited" in execution_rows(workflow.id)[0]["error_message"]
 
 
 def test_on_wait_timeout_cancel(user, geneva_jobs):
     """on_wait_timeout='cancel': execution and workflow canceled (R-WSIG-41)."""
-    workflow = SigTimeoutCancel.create(hero=user)
-    geneva_jobs.drain()
-    _past_deadline(workflow.id)
-    geneva.dispatch_due()
-    geneva_jobs.drain()
+    workflow = _timed_out(SigTimeoutCancel, user, geneva_jobs)
     assert _states(workflow.id) == [("use", "canceled")]
     assert workflow_row(workflow.id)["state"] == "canceled"
 
 
 def test_a_timeout_reattempt_parks_again_with_a_new_deadline(user, geneva_jobs):
     """A policy reattempting SignalWaitTimeout parks a new execution (R-WSIG-40)."""
-    workflow = SigTimeoutReattempt.create(hero=user)
-    geneva_jobs.drain()
-    _past_deadline(workflow.id)
-    geneva.dispatch_due()
-    geneva_jobs.drain()
+    workflow = _timed_out(SigTimeoutReattempt, user, geneva_jobs)
     rows = execution_rows(workflow.id)
     assert [(r["state"], r["outcome"]) for r in rows] == [
         ("failed", "failed"),
