@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.worker_harness import processes_fixture  # noqa: F401 - "processes"
-from tests.worker_harness import python_module
-from tests.worker_harness import run
-from tests.worker_harness import stop
-from tests.worker_harness import wait_for
+from tests.support.worker_harness import processes_fixture  # noqa: F401 - "processes"
+from tests.support.worker_harness import python_module
+from tests.support.worker_harness import run
+from tests.support.worker_harness import stop
+from tests.support.worker_harness import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.worker_harness import run
+from tests.support.worker_harness import run
 
 # Run once, in the SQLite pass: static import checks, independent of the database.
 pytestmark = pytest.mark.backends("sqlite")

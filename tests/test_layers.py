@@ -9,8 +9,8 @@ import pytest
 
 from tests.import_graph import import_cycles
 from tests.import_graph import import_graph
-from tests.worker_harness import python_code
-from tests.worker_harness import run
+from tests.support.worker_harness import python_code
+from tests.support.worker_harness import run
 
 # Run once, in the SQLite pass: static import checks, independent of the database.
 pytestmark = pytest.mark.backends("sqlite")

@@ -13,8 +13,8 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from tests.worker_harness import python_module
-from tests.worker_harness import run
+from tests.support.worker_harness import python_module
+from tests.support.worker_harness import run
 
 # Run once, in the SQLite pass: the user project brings its own SQLite database.
 pytestmark = pytest.mark.backends("sqlite")

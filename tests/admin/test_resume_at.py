@@ -11,7 +11,7 @@ from tests.admin.support import detail_url
 from tests.admin.support import new_user
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.common_workflows import EvolvedSignup
+from tests.support.common_workflows import EvolvedSignup
 from tests.support.workflow import execution_rows
 from tests.support.workflow import update_execution
 from tests.support.workflow import update_workflow

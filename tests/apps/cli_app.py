@@ -15,7 +15,7 @@ from flask import Flask
 from flask_geneva import resumable_step
 from flask_geneva import step
 from tests.apps import basic
-from tests.common_workflows import EvolvedSignup  # noqa: F401 - the CLI reports it
+from tests.support.common_workflows import EvolvedSignup  # noqa: F401 - the CLI reports it
 
 
 def create_app() -> Flask:

@@ -12,8 +12,8 @@ from sqlalchemy import orm
 
 from flask_geneva import Geneva
 from tests.apps.basic import create_app_for
-from tests.step_bodies import named_steps
-from tests.step_bodies import nothing
+from tests.support.step_bodies import named_steps
+from tests.support.step_bodies import nothing
 
 db = SQLAlchemy()
 geneva = Geneva(db)

@@ -22,7 +22,7 @@ from flask_geneva import Backoff
 from flask_geneva import ExceptionPolicy
 from flask_geneva import step
 from tests.apps import basic
-from tests.common_workflows import WaitingThreeSteps  # noqa: F401 - workers run it
+from tests.support.common_workflows import WaitingThreeSteps  # noqa: F401 - workers run it
 
 
 def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.cli_app import CliOnboarding
-from tests.common_workflows import EvolvedSignup
 from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
+from tests.support.common_workflows import EvolvedSignup
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution

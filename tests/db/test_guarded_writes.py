@@ -21,9 +21,9 @@ from flask_geneva.engine import scheduling
 from flask_geneva.ext.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyTwoSteps
 from tests.conftest import dialect_name
 from tests.statements import recorded_statements
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from flask_geneva.db import locks as store
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyOneStep
+from tests.support.common_workflows import EmptyOneStep
 
 pytestmark = pytest.mark.backends("postgresql", "mysql")
 

@@ -13,9 +13,9 @@ from flask_geneva import GenevaConfigurationError
 from tests.apps import basic
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyTwoSteps
 from tests.conftest import DATABASE_URL
 from tests.conftest import make_app
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.innodb_locks import WAIT_SECONDS
 from tests.support.innodb_locks import add_reattempted_executions
 from tests.support.innodb_locks import execute_in_thread

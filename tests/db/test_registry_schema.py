@@ -12,7 +12,7 @@ from flask_geneva.core import clock
 from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
-from tests.common_workflows import CountingTwoSteps
+from tests.support.common_workflows import CountingTwoSteps
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
 from tests.support.workflow import make_user

@@ -12,7 +12,7 @@ from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import WaitsForGo
+from tests.support.common_workflows import WaitsForGo
 from tests.support.workflow import executions_table
 from tests.support.workflow import external_writer
 from tests.support.workflow import workflow_row

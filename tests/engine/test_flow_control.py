@@ -19,7 +19,7 @@ from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import CountingThreeSteps
+from tests.support.common_workflows import CountingThreeSteps
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import externally

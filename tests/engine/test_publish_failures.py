@@ -26,7 +26,7 @@ from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import CountingTwoSteps
+from tests.support.common_workflows import CountingTwoSteps
 
 
 class GaugeRecorder:

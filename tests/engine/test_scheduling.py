@@ -18,7 +18,7 @@ from flask_geneva.engine.publishing import deferral_active
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import CountingTwoSteps
+from tests.support.common_workflows import CountingTwoSteps
 from tests.support.workflow import count_workflows
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flask_geneva.testing import speedrun_workflow
-from tests.common_workflows import CountingTwoSteps
+from tests.support.common_workflows import CountingTwoSteps
 
 
 def test_workflow_runs_to_finished(user, geneva_jobs):

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from flask_geneva import InvalidStateError
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyTwoSteps
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.workflow import execution_row
 from tests.support.workflow import executions_table
 from tests.support.workflow import external_writer

@@ -21,7 +21,7 @@ from flask_geneva import Geneva
 from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.engine.publishing import DEFERRED_JOB_ID
-from tests.step_bodies import recording_steps
+from tests.support.step_bodies import recording_steps
 
 db = SQLAlchemy()
 geneva = Geneva(db)

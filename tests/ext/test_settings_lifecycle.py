@@ -27,7 +27,7 @@ from flask_geneva.core.config import GenevaConfig
 from flask_geneva.ext.app_state import current_state
 from flask_geneva.ext.app_state import settings
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyTwoSteps
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.housekeeping import RETENTION
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import finished_workflow

@@ -11,7 +11,7 @@ from flask_geneva.core import clock
 from flask_geneva.ext.tasks import HOUSEKEEPING_TASK
 from flask_geneva.ext.tasks import register_tasks
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyOneStep
+from tests.support.common_workflows import EmptyOneStep
 from tests.support.housekeeping import T0
 from tests.support.workflow import execution_rows
 

@@ -11,7 +11,7 @@ from flask_geneva import step
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyOneStep
+from tests.support.common_workflows import EmptyOneStep
 
 
 class TasksTwoSteps(geneva.Workflow):

@@ -18,7 +18,7 @@ from flask_geneva import DuplicateWorkflowError
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyTwoSteps
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.innodb_locks import BOTH_ISOLATION_LEVELS
 
 THREADS = 4

@@ -19,7 +19,7 @@ from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import run_iterations
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyTwoSteps
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import external_writer

@@ -18,10 +18,10 @@ from flask_geneva.policies.release_spread import release_offset
 from flask_geneva.policies.release_spread import spread_releases
 from tests.apps.basic import geneva
 from tests.apps.cli_app import CliOnboarding
-from tests.common_workflows import EmptyOneStep
+from tests.cli.test_cli import geneva_cli  # noqa: F401 - the subprocess CLI fixture
+from tests.support.common_workflows import EmptyOneStep
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
-from tests.cli.test_cli import geneva_cli  # noqa: F401 - the subprocess CLI fixture
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution

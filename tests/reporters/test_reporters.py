@@ -18,8 +18,8 @@ from flask_geneva.reporters.sentry import SentryReporter
 from flask_geneva.reporters.sentry import sentry_reporter
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import geneva
-from tests.worker_harness import python_code
-from tests.worker_harness import run
+from tests.support.worker_harness import python_code
+from tests.support.worker_harness import run
 from tests.support.workflow import execution_rows
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flask_geneva.testing import speedrun_workflow
-from tests.common_workflows import EmptyTwoSteps
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
 from tests.support.workflow import update_workflow

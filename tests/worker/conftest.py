@@ -3,7 +3,7 @@
 ``GENEVA_TEST_BROKER_URL`` names the broker. Locally the suite is skipped with a
 reason when it is unset; with ``CI=true`` a missing URL is an error. The processes
 are started, waited for and stopped by the shared harness,
-``tests/worker_harness.py``.
+``tests/support/worker_harness.py``.
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from tests.worker_harness import WORKER_APP
-from tests.worker_harness import WORKER_OPTIONS
-from tests.worker_harness import Processes
-from tests.worker_harness import celery_command
-from tests.worker_harness import create_workflow
-from tests.worker_harness import dispose
-from tests.worker_harness import prepare_database
-from tests.worker_harness import processes_fixture  # noqa: F401 - "processes"
-from tests.worker_harness import python_module
-from tests.worker_harness import required_url
-from tests.worker_harness import wait_for_state
-from tests.worker_harness import worker_test_app
+from tests.support.worker_harness import WORKER_APP
+from tests.support.worker_harness import WORKER_OPTIONS
+from tests.support.worker_harness import Processes
+from tests.support.worker_harness import celery_command
+from tests.support.worker_harness import create_workflow
+from tests.support.worker_harness import dispose
+from tests.support.worker_harness import prepare_database
+from tests.support.worker_harness import processes_fixture  # noqa: F401 - "processes"
+from tests.support.worker_harness import python_module
+from tests.support.worker_harness import required_url
+from tests.support.worker_harness import wait_for_state
+from tests.support.worker_harness import worker_test_app
 
 
 def pytest_collection_modifyitems(
@@ -215,7 +215,7 @@ def run_on_worker(
     """Run one workflow on a real worker:
     ``run_on_worker(workflow_cls, email, until="finished")``.
 
-    Builds the test's app (:func:`tests.worker_harness.worker_test_app`: empty
+    Builds the test's app (:func:`tests.support.worker_harness.worker_test_app`: empty
     broker, prepared database), creates a ``workflow_cls`` workflow for a new hero
     ``email``, starts a worker (``start_worker()``) and waits until the workflow's
     state is ``until``. Returns ``(app, workflow id, hero id)``; the app's engines

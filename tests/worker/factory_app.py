@@ -20,7 +20,7 @@ import flask_geneva
 from flask_geneva import step
 from flask_geneva.engine.iteration import worker_exit_requested
 from tests.apps import basic
-from tests.common_workflows import CountingTwoSteps  # noqa: F401 - the workers run it
+from tests.support.common_workflows import CountingTwoSteps  # noqa: F401 - the workers run it
 
 
 def celery_init_app(app: Flask, broker_url: str) -> Celery:

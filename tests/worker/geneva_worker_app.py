@@ -22,8 +22,8 @@ from flask import Flask
 import flask_geneva
 from flask_geneva import step
 from tests.apps import basic
-from tests.common_workflows import WaitingThreeSteps  # noqa: F401 - workers run it
-from tests.step_bodies import adds
+from tests.support.common_workflows import WaitingThreeSteps  # noqa: F401 - workers run it
+from tests.support.step_bodies import adds
 
 #: Seconds between two dispatcher runs of the beat process.
 DISPATCH_INTERVAL = 1.0

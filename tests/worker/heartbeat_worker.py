@@ -1,5 +1,5 @@
 """Short heartbeats for the heartbeat tests, on the shared harness
-(``tests/worker_harness.py``).
+(``tests/support/worker_harness.py``).
 
 ``tests/worker/test_worker_heartbeats.py`` (R-WRK-02..07),
 ``tests/worker/test_live_worker_release.py`` (R-WRK-18) and
@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker_harness import create_workflow
-from tests.worker_harness import worker_test_app
+from tests.support.worker_harness import create_workflow
+from tests.support.worker_harness import worker_test_app
 
 HEARTBEAT = 0.5
 DEAD_AFTER = 3.0

@@ -9,7 +9,7 @@ import pytest
 
 from flask_geneva.policies.backoff import jitter_fraction
 from flask_geneva.policies.backoff import jitter_key
-from tests.worker_harness import execution_rows
+from tests.support.worker_harness import execution_rows
 
 
 def as_utc(value):

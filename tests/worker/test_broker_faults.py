@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.common_workflows import WaitingThreeSteps
-from tests.worker_harness import Processes
-from tests.worker_harness import python_module
-from tests.worker_harness import required_program
-from tests.worker_harness import stop
-from tests.worker_harness import wait_for
+from tests.support.common_workflows import WaitingThreeSteps
+from tests.support.worker_harness import Processes
+from tests.support.worker_harness import python_module
+from tests.support.worker_harness import required_program
+from tests.support.worker_harness import stop
+from tests.support.worker_harness import wait_for
 
 #: GENEVA_PUBLISH_TIMEOUT of these tests; celery_defaults() gets the same value.
 PUBLISH_TIMEOUT = 3.0

@@ -21,16 +21,16 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from tests.common_workflows import CountingTwoSteps
-from tests.common_workflows import WaitingThreeSteps
-from tests.worker_harness import create_workflow
-from tests.worker_harness import dispose
-from tests.worker_harness import execution_rows
-from tests.worker_harness import reader
-from tests.worker_harness import required_url
-from tests.worker_harness import wait_for
-from tests.worker_harness import wait_for_state
-from tests.worker_harness import workflow_state
+from tests.support.common_workflows import CountingTwoSteps
+from tests.support.common_workflows import WaitingThreeSteps
+from tests.support.worker_harness import create_workflow
+from tests.support.worker_harness import dispose
+from tests.support.worker_harness import execution_rows
+from tests.support.worker_harness import reader
+from tests.support.worker_harness import required_url
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import wait_for_state
+from tests.support.worker_harness import workflow_state
 
 VISIBILITY_TIMEOUT = 5
 MAX_BROKER_DELAY = 3.0

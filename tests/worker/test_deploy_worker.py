@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from flask_geneva import Executor
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker_harness import wait_for
-from tests.worker_harness import worker_test_app
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import worker_test_app
 
 
 class OldDeployedSignup(basic.geneva.Workflow):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from tests.worker_harness import execution_rows
-from tests.worker_harness import wait_for
+from tests.support.worker_harness import execution_rows
+from tests.support.worker_harness import wait_for
 
 #: A record line of Celery's worker log formats: ``[<time>: <LEVEL>/<process>] ...``.
 _RECORD = re.compile(r"^\[[^\]]*: (?P<level>[A-Z]+)/[^\]]*\] (?P<message>.*)$")

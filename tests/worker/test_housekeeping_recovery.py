@@ -13,11 +13,11 @@ from flask_geneva import step
 from flask_geneva.core import clock
 from tests.apps import basic
 from tests.apps.basic import geneva
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import wait_for_files
+from tests.support.worker_harness import wait_for_state
+from tests.support.worker_harness import worker_test_app
 from tests.worker import heartbeat_worker
-from tests.worker_harness import wait_for
-from tests.worker_harness import wait_for_files
-from tests.worker_harness import wait_for_state
-from tests.worker_harness import worker_test_app
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_HK_FLAG_DIR"
 

@@ -22,10 +22,10 @@ from flask_geneva import signals
 from flask_geneva import step
 from tests.apps import basic
 from tests.apps.basic import geneva
+from tests.support.worker_harness import create_workflow
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import wait_for_state
 from tests.worker import heartbeat_worker
-from tests.worker_harness import create_workflow
-from tests.worker_harness import wait_for
-from tests.worker_harness import wait_for_state
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_INLINE_KILL_FLAGS"
 STEPS = 8

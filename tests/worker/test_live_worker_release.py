@@ -16,11 +16,11 @@ import pytest
 import sqlalchemy as sa
 
 from tests.apps import basic
-from tests.common_workflows import EscapesWithCancelledError
+from tests.support.common_workflows import EscapesWithCancelledError
+from tests.support.worker_harness import stop
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import wait_for_files
 from tests.worker import heartbeat_worker
-from tests.worker_harness import stop
-from tests.worker_harness import wait_for
-from tests.worker_harness import wait_for_files
 
 FLAG_DIR_VARIABLE = heartbeat_worker.FLAG_DIR_VARIABLE
 INCLUDE = ("--include", "tests.worker.test_live_worker_release")

@@ -13,10 +13,10 @@ import sqlalchemy as sa
 from flask_geneva import InvalidStateError
 from flask_geneva import step
 from tests.apps import basic
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import wait_for_files
+from tests.support.worker_harness import worker_test_app
 from tests.worker import heartbeat_worker
-from tests.worker_harness import wait_for
-from tests.worker_harness import wait_for_files
-from tests.worker_harness import worker_test_app
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_OP_FLAG_DIR"
 INCLUDE = ("--include", "tests.worker.test_operator_running_step_worker")

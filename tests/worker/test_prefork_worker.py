@@ -20,9 +20,9 @@ import re
 import sqlalchemy as sa
 
 from tests.apps import basic
-from tests.common_workflows import CountingThreeSteps
-from tests.worker_harness import wait_for
-from tests.worker_harness import worker_test_app
+from tests.support.common_workflows import CountingThreeSteps
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import worker_test_app
 
 WORKFLOWS = 30
 CONNECTION_ERRORS = (

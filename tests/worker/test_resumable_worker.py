@@ -17,11 +17,11 @@ import sqlalchemy as sa
 
 from flask_geneva import resumable_step
 from tests.apps import basic
-from tests.worker_harness import dispose
-from tests.worker_harness import execution_rows
-from tests.worker_harness import wait_for
-from tests.worker_harness import wait_for_state
-from tests.worker_harness import worker_test_app
+from tests.support.worker_harness import dispose
+from tests.support.worker_harness import execution_rows
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import wait_for_state
+from tests.support.worker_harness import worker_test_app
 
 ROWS = 5_000
 #: The body blocks at this row until the gate file exists (set by the test).

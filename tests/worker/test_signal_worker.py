@@ -15,12 +15,12 @@ import sqlalchemy as sa
 
 from flask_geneva import step
 from tests.apps import basic
-from tests.worker_harness import create_workflow
-from tests.worker_harness import dispose
-from tests.worker_harness import execution_rows
-from tests.worker_harness import reader
-from tests.worker_harness import wait_for
-from tests.worker_harness import worker_test_app
+from tests.support.worker_harness import create_workflow
+from tests.support.worker_harness import dispose
+from tests.support.worker_harness import execution_rows
+from tests.support.worker_harness import reader
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import worker_test_app
 
 INCLUDE = ("--include", "tests.worker.test_signal_worker")
 DISPATCH_INTERVAL = 1.0

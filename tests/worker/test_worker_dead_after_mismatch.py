@@ -14,9 +14,9 @@ import time
 import sqlalchemy as sa
 
 from tests.apps import basic
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import wait_for_files
 from tests.worker import heartbeat_worker
-from tests.worker_harness import wait_for
-from tests.worker_harness import wait_for_files
 
 FLAG_DIR_VARIABLE = heartbeat_worker.FLAG_DIR_VARIABLE
 INCLUDE = ("--include", "tests.worker.test_worker_dead_after_mismatch")

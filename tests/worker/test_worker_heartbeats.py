@@ -17,12 +17,12 @@ import sqlalchemy as sa
 
 from flask_geneva import step
 from tests.apps import basic
+from tests.support.worker_harness import WORKER_APP
+from tests.support.worker_harness import celery_command
+from tests.support.worker_harness import wait_for
+from tests.support.worker_harness import wait_for_files
+from tests.support.worker_harness import wait_for_state
 from tests.worker import heartbeat_worker
-from tests.worker_harness import WORKER_APP
-from tests.worker_harness import celery_command
-from tests.worker_harness import wait_for
-from tests.worker_harness import wait_for_files
-from tests.worker_harness import wait_for_state
 
 FLAG_DIR_VARIABLE = "GENEVA_TEST_WRK_FLAG_DIR"
 HEARTBEAT = heartbeat_worker.HEARTBEAT

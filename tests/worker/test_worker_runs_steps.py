@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from tests.common_workflows import WaitingThreeSteps
+from tests.support.common_workflows import WaitingThreeSteps
 
 
 def test_worker_runs_three_step_workflow_to_finished(run_on_worker):

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.step_bodies import recording_steps
 from tests.support.innodb_locks import execute_into_a_workflow_row_cycle
 from tests.support.innodb_locks import heavy_transaction
+from tests.support.step_bodies import recording_steps
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row
 

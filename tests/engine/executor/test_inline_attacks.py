@@ -11,7 +11,7 @@ from flask_geneva.core import clock
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyTwoSteps
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.innodb_locks import add_reattempted_executions
 from tests.support.innodb_locks import move_state_with_short_lock_wait
 from tests.support.workflow import execution_rows

@@ -30,7 +30,7 @@ from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.statements import recorded_statements
-from tests.step_bodies import recording_steps
+from tests.support.step_bodies import recording_steps
 from tests.support.workflow import execution_history
 from tests.support.workflow import execution_rows
 from tests.support.workflow import externally

@@ -21,7 +21,7 @@ from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
-from tests.common_workflows import CountingTwoSteps
+from tests.support.common_workflows import CountingTwoSteps
 from tests.support.workflow import executions_table
 from tests.support.workflow import hero_counter
 from tests.support.workflow import workflow_row

@@ -27,14 +27,14 @@ from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyTwoSteps
+from tests.support.common_workflows import EmptyTwoSteps
 from tests.support.housekeeping import RETENTION
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import retention_settings  # noqa: F401 - "app_config"
+from tests.support.innodb_locks import BOTH_ISOLATION_LEVELS
 from tests.support.workers import insert_worker
 from tests.support.workers import running_on
 from tests.support.workers import workers_table
-from tests.support.innodb_locks import BOTH_ISOLATION_LEVELS
 from tests.support.workflow import count_workflows
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user

@@ -3,7 +3,7 @@
 Two real processes run ``run_housekeeping()`` against the same database at the same
 moment (they wait for a go file), over thousands of eligible workflows and small
 batches, so that their cleanup passes overlap. The shared harness
-(``tests/worker_harness.py``) starts and stops them.
+(``tests/support/worker_harness.py``) starts and stops them.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from flask_geneva.db.cleanup_lock import cleanup_lock
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.cleanup_process import RETENTION
-from tests.worker_harness import processes_fixture  # noqa: F401 - "processes"
-from tests.worker_harness import python_module
-from tests.worker_harness import wait_for_files
+from tests.support.worker_harness import processes_fixture  # noqa: F401 - "processes"
+from tests.support.worker_harness import python_module
+from tests.support.worker_harness import wait_for_files
 
 PROCESS_MODULE = "tests.support.cleanup_process"
 ELIGIBLE = 3000  # workflows; each has EXECUTIONS_EACH executions

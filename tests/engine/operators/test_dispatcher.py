@@ -13,7 +13,7 @@ from flask_geneva.engine.publishing import DEFERRED_JOB_ID
 from flask_geneva.ext.operations import dispatch_due
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EmptyOneStep
+from tests.support.common_workflows import EmptyOneStep
 
 
 class DispatcherLongWait(geneva.Workflow):

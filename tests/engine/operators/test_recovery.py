@@ -15,7 +15,7 @@ from flask_geneva.policies.release_spread import release_offset
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import CountingTwoSteps
+from tests.support.common_workflows import CountingTwoSteps
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import RecordingReporter
 from tests.support.housekeeping import make_in_progress

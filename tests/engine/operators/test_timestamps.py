@@ -10,7 +10,7 @@ import pytest
 from flask_geneva import run_housekeeping
 from flask_geneva.core import clock
 from flask_geneva.testing import speedrun_workflow
-from tests.common_workflows import EmptyOneStep
+from tests.support.common_workflows import EmptyOneStep
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
 from tests.support.workflow import execution_row

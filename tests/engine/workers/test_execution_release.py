@@ -23,7 +23,7 @@ from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import EscapesWithCancelledError
+from tests.support.common_workflows import EscapesWithCancelledError
 from tests.support.housekeeping import make_in_progress
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution

@@ -19,7 +19,7 @@ from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import CountingOneStep
+from tests.support.common_workflows import CountingOneStep
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import make_in_progress
 from tests.support.workers import insert_worker
@@ -485,7 +485,7 @@ def test_a_registration_that_fails_is_retried_by_its_heartbeat_thread(app, tmp_p
     on and keeps trying from its heartbeat thread: it names no worker in its
     claims until the row is written, then registers as soon as the database is
     back (R-WRK-16)."""
-    from tests.worker_harness import wait_for
+    from tests.support.worker_harness import wait_for
 
     identity = worker_rows.WorkerIdentity(
         str(uuid.uuid4()), "host", 4242, "celery@host", ("default",), "test"

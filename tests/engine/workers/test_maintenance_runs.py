@@ -20,10 +20,10 @@ from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.common_workflows import CountingOneStep
+from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
+from tests.support.common_workflows import CountingOneStep
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import RecordingMetrics
-from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
 from tests.support.workflow import make_user
 
 RUNS_TABLE = "geneva_drive_maintenance_runs"

@@ -20,7 +20,7 @@ from flask_geneva.engine.workers import health as worker_health
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.ext.app_state import current_context
 from tests.apps.basic import db
-from tests.common_workflows import CountingOneStep
+from tests.support.common_workflows import CountingOneStep
 from tests.support.workers import heartbeat_settings  # noqa: F401 - "app_config"
 from tests.support.workers import insert_worker
 from tests.support.workers import running_on

@@ -9,11 +9,11 @@ import pytest
 from flask_geneva import run_housekeeping
 from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
-from tests.common_workflows import WaitsForGo
+from tests.db.test_workflow_signals_schema import without_signals  # noqa: F401
+from tests.support.common_workflows import WaitsForGo
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import RecordingMetrics
 from tests.support.workflow import make_user
-from tests.db.test_workflow_signals_schema import without_signals  # noqa: F401
 
 SIGNAL_GAUGES = (
     "geneva_drive.executions_waiting",

@@ -10,14 +10,14 @@ from flask_geneva import run_housekeeping
 from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
-from tests.common_workflows import EmptyOneStep
-from tests.common_workflows import WaitsForGo
+from tests.db.test_workflow_signals_schema import without_signals  # noqa: F401
+from tests.support.common_workflows import EmptyOneStep
+from tests.support.common_workflows import WaitsForGo
 from tests.support.housekeeping import T0
 from tests.support.workflow import execution_rows
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
 from tests.support.workflow import workflow_row
-from tests.db.test_workflow_signals_schema import without_signals  # noqa: F401
 
 RETENTION = timedelta(days=30)
 

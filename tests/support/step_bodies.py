@@ -1,7 +1,7 @@
 """Step bodies and step lists the test workflow classes share.
 
 Free of any app: the test apps with models of their own (``tests/apps/uuid_app.py``,
-``extra_column_app.py``) use them as well as ``tests/common_workflows.py``.
+``extra_column_app.py``) use them as well as ``tests/support/common_workflows.py``.
 """
 
 from __future__ import annotations

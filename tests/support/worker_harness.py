@@ -28,7 +28,7 @@ Used by ``tests/worker/`` (every real-worker test, through its conftest's
 ``tests/test_layers.py`` and ``tests/reporters/test_reporters.py``.
 
 ``tests/worker/conftest.py`` builds its ``start_worker`` fixture on it; the fixture
-is importable from here as well (``from tests.worker_harness import
+is importable from here as well (``from tests.support.worker_harness import
 processes_fixture``, the fixture ``processes``) in folders without that conftest.
 """
 
@@ -51,7 +51,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: The Celery app of ``tests/apps/worker_app.py``, what most test workers run.
 WORKER_APP = "tests.apps.worker_app:celery"

@@ -12,9 +12,9 @@ from datetime import timedelta
 
 from flask_geneva import step
 from tests.apps.basic import geneva
-from tests.step_bodies import adds
-from tests.step_bodies import named_steps
-from tests.step_bodies import nothing
+from tests.support.step_bodies import adds
+from tests.support.step_bodies import named_steps
+from tests.support.step_bodies import nothing
 
 
 class CountingTwoSteps(geneva.Workflow):
