@@ -25,6 +25,7 @@ __all__ = [
     "log_reported_error",
     "logging_reporter",
     "report",
+    "report_row_error",
 ]
 
 _log = logging.getLogger("flask_geneva")
@@ -114,6 +115,40 @@ def report(
         _log.warning("error reporter raised %r; ignored", reporter_error)
         return f"{type(reporter_error).__name__}: {reporter_error}"
     return None
+
+
+def report_row_error(
+    logger: logging.Logger,
+    reporter: Any,
+    error: BaseException,
+    *,
+    doing: str,
+    workflow_id: Any,
+    execution_id: Any,
+    **operation: str,
+) -> None:
+    """Log and report the error of one row of a maintenance pass (R-HK-22).
+
+    Logs ``"<doing> step execution <id>: <class>: <error>"`` at ERROR on
+    ``logger`` with the traceback, then calls :func:`report` with the row's ids
+    (made JSON-safe) and ``operation`` (e.g. ``dispatcher="dispatch_due"``)
+    under ``"geneva_drive"``. The pass goes on with the next row.
+    """
+    logger.error(
+        "%s step execution %s: %s: %s",
+        doing,
+        execution_id,
+        type(error).__name__,
+        error,
+        exc_info=error,
+    )
+    ids = {"workflow_id": workflow_id, "step_execution_id": execution_id}
+    row = {key: _jsonable(value) for key, value in ids.items()}
+    report(reporter, error, extra={"geneva_drive": {**row, **operation}})
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, int | str) else str(value)
 
 
 def logging_reporter(

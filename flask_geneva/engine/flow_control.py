@@ -10,8 +10,11 @@ the workflow row and re-checks the state under the lock (R-EXT-01..27).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
+from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -44,11 +47,10 @@ __all__ = [
     "check_operator",
     "current_step_context",
     "finish",
-    "finish_external",
     "lock_for_operator",
+    "operator_transaction",
     "pause",
     "reattempt",
-    "record_operator_action",
     "refuse_running",
     "refuse_state",
     "refuse_unless_allowed",
@@ -316,6 +318,40 @@ def _finish_external(session: orm.Session, commit: bool) -> None:
         session.flush()
 
 
+Record = Callable[[str, str, Any], None]
+"""Records an operator action: ``record(action, from_state, execution)``."""
+
+
+@contextlib.contextmanager
+def _operator_transaction(
+    session: orm.Session, workflow: Any, *, actor: str | None, via: str, commit: bool
+) -> Iterator[Record]:
+    """Run one operator action on the locked ``workflow`` as one transaction.
+
+    Yields ``record(action, from_state, execution)``, which records the action
+    on the workflow in the same transaction (R-PDR-05). When the block ends the
+    transaction is committed and the queued tasks run (``commit``), else it is
+    flushed; any error, also one committing, rolls it back and propagates.
+    """
+
+    def record(action: str, from_state: str, execution: Any) -> None:
+        _record_operator_action(
+            workflow,
+            action=action,
+            actor=actor,
+            via=via,
+            from_state=from_state,
+            execution=execution,
+        )
+
+    try:
+        yield record
+        _finish_external(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+
+
 def running_execution(session: orm.Session, workflow: Any) -> Any:
     """Lock and return the workflow's ``in_progress`` execution, or None (R-EXT-26).
 
@@ -370,7 +406,9 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     _check_operator(via, actor)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
-    try:
+    with _operator_transaction(
+        session, locked, actor=actor, via=via, commit=commit
+    ) as record:
         refuse_unless_allowed(locked, "pause")
         from_state = locked.state
         transitions.apply(
@@ -379,19 +417,8 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
             workflow=locked,
             refuse=lambda state: _refuse("pause", state),
         )
-        _record_operator_action(
-            locked,
-            action="pause",
-            actor=actor,
-            via=via,
-            from_state=from_state,
-            execution=None,
-        )
+        record("pause", from_state, None)
         locked.logger.info("paused (was %s) via %s", from_state, via)
-        _finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
 
 
 def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
@@ -409,7 +436,9 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     _check_operator(via, actor)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
-    try:
+    with _operator_transaction(
+        session, locked, actor=actor, via=via, commit=commit
+    ) as record:
         refuse_unless_allowed(locked, "cancel")
         from_state = locked.state
         now = clock.now()
@@ -426,19 +455,8 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         )
         # Claimed workflow signals end with the workflow (R-WSIG-15).
         workflow_signals.settle_claimed_signals(session, locked, None, now)
-        _record_operator_action(
-            locked,
-            action="cancel",
-            actor=actor,
-            via=via,
-            from_state=from_state,
-            execution=canceled,
-        )
+        record("cancel", from_state, canceled)
         locked.logger.info("canceled (was %s) via %s", from_state, via)
-        _finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
 
 
 def skip(
@@ -475,7 +493,9 @@ def skip(
     _check_operator(via, actor)
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = _locked(workflow)
-    try:
+    with _operator_transaction(
+        session, locked, actor=actor, via=via, commit=commit
+    ) as record:
         refuse_unless_allowed(locked, "skip")
         from_state = locked.state
         now = clock.now()
@@ -518,19 +538,8 @@ def skip(
             created = scheduling.schedule_next_step(
                 session, locked, cancel_stray=from_state == WorkflowState.READY
             )
-        _record_operator_action(
-            locked,
-            action="skip",
-            actor=actor,
-            via=via,
-            from_state=from_state,
-            execution=created,
-        )
+        record("skip", from_state, created)
         locked.logger.info("skipped step (was %s) via %s", from_state, via)
-        _finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
 
 
 def _refuse_finish_beside_active(session: orm.Session, workflow: Any) -> None:
@@ -556,5 +565,4 @@ check_operator = _check_operator
 refuse_state = _refuse
 refuse_running = _refuse_running
 lock_for_operator = _locked
-record_operator_action = _record_operator_action
-finish_external = _finish_external
+operator_transaction = _operator_transaction

@@ -42,6 +42,38 @@ __all__ = ["build_models"]
 # At most one scheduled, in_progress or waiting execution per workflow
 # (R-DM-09..11, R-DM-17, R-WSIG-16).
 _ONE_ACTIVE_WHERE = "state IN ('scheduled','in_progress','waiting')"
+# At most one ongoing workflow per (type, hero) unless allow_multiple (R-DM-03/04).
+_ONGOING_WHERE = "state NOT IN ('finished','canceled')"
+
+
+def _state_column(initial: str) -> orm.MappedColumn[str]:
+    """A ``state`` column: a NOT NULL string starting at ``initial``."""
+    return orm.mapped_column(
+        sa.String(255), nullable=False, default=initial, server_default=initial
+    )
+
+
+def _partial_index(
+    name: str,
+    *columns: str,
+    where: str,
+    sqlite_where: str | None = None,
+    unique: bool = False,
+) -> sa.Index:
+    """An index over the rows matching ``where``, on PostgreSQL and SQLite only.
+
+    MariaDB has no partial indexes, so none is created there; ``sqlite_where``
+    is SQLite's spelling of ``where`` when it differs. The ``info`` flag lets
+    the autogenerate filter pass over the index on other dialects.
+    """
+    return sa.Index(
+        name,
+        *columns,
+        unique=unique,
+        postgresql_where=sa.text(where),
+        sqlite_where=sa.text(where if sqlite_where is None else sqlite_where),
+        info={"geneva_dialect_specific": True},
+    ).ddl_if(dialect=("postgresql", "sqlite"))  # type: ignore[arg-type]  # documented: tuple of names
 
 
 class _FallbackPolymorphicMap(dict[Any, Any]):
@@ -89,12 +121,7 @@ def build_models(
         type: orm.Mapped[str] = orm.mapped_column(sa.String(255), nullable=False)
         hero_type: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
         hero_id: orm.Mapped[Any] = orm.mapped_column(key, nullable=True)
-        state: orm.Mapped[str] = orm.mapped_column(
-            sa.String(255),
-            nullable=False,
-            default=WorkflowState.READY.value,
-            server_default=WorkflowState.READY.value,
-        )
+        state: orm.Mapped[str] = _state_column(WorkflowState.READY.value)
         current_step_name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
         next_step_name: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
         allow_multiple: orm.Mapped[bool] = orm.mapped_column(
@@ -127,20 +154,15 @@ def build_models(
             sa.Index(
                 "index_geneva_drive_workflows_on_transitioned_at", "transitioned_at"
             ),
-            sa.Index(
+            _partial_index(
                 "index_geneva_drive_workflows_unique_ongoing",
                 "type",
                 "hero_type",
                 "hero_id",
                 unique=True,
-                postgresql_where=sa.text(
-                    "state NOT IN ('finished','canceled') AND allow_multiple = false"
-                ),
-                sqlite_where=sa.text(
-                    "state NOT IN ('finished','canceled') AND allow_multiple = 0"
-                ),
-                info={"geneva_dialect_specific": True},
-            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+                where=f"{_ONGOING_WHERE} AND allow_multiple = false",
+                sqlite_where=f"{_ONGOING_WHERE} AND allow_multiple = 0",
+            ),
         )
 
     # Unknown STI identities load as the base class (R-STI-02, BTR-18). Subclass
@@ -168,12 +190,7 @@ def build_models(
             nullable=False,
         )
         step_name: orm.Mapped[str] = orm.mapped_column(sa.String(255), nullable=False)
-        state: orm.Mapped[str] = orm.mapped_column(
-            sa.String(255),
-            nullable=False,
-            default=StepExecutionState.SCHEDULED.value,
-            server_default=StepExecutionState.SCHEDULED.value,
-        )
+        state: orm.Mapped[str] = _state_column(StepExecutionState.SCHEDULED.value)
         outcome: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
         scheduled_for: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False
@@ -267,37 +284,27 @@ def build_models(
             # `waiting` (unit widen_one_active_to_waiting, R-DM-17). Alembic
             # does not compare the predicate, so a database with the narrow
             # index (before that unit) shows no drift either.
-            sa.Index(
+            _partial_index(
                 "index_geneva_drive_step_executions_one_active",
                 "workflow_id",
                 unique=True,
-                postgresql_where=sa.text(_ONE_ACTIVE_WHERE),
-                sqlite_where=sa.text(_ONE_ACTIVE_WHERE),
-                info={"geneva_dialect_specific": True},
-            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+                where=_ONE_ACTIVE_WHERE,
+            ),
             # The admin's error filters (unit add_recorded_error_index, R-DM-16):
             # no partial indexes on MariaDB, so none there.
-            sa.Index(
+            _partial_index(
                 "index_geneva_drive_step_executions_recorded_errors",
                 "created_at",
                 "id",
                 "workflow_id",
                 "error_class_name",
-                postgresql_where=sa.text(
-                    "state IN ('failed','skipped') AND error_message IS NOT NULL"
-                ),
-                sqlite_where=sa.text(
-                    "state IN ('failed','skipped') AND error_message IS NOT NULL"
-                ),
-                info={"geneva_dialect_specific": True},
-            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
-            sa.Index(
+                where="state IN ('failed','skipped') AND error_message IS NOT NULL",
+            ),
+            _partial_index(
                 "index_geneva_drive_step_executions_in_progress_started_at",
                 "started_at",
-                postgresql_where=sa.text("state = 'in_progress'"),
-                sqlite_where=sa.text("state = 'in_progress'"),
-                info={"geneva_dialect_specific": True},
-            ).ddl_if(dialect=("postgresql", "sqlite")),  # type: ignore[arg-type]  # documented: tuple of names
+                where="state = 'in_progress'",
+            ),
         )
 
     # The worker registry (R-WRK-01): on the same metadata, so create_all and

@@ -21,26 +21,11 @@ import importlib
 import warnings
 from typing import Any
 
-_MOVED_NAMES = frozenset(
-    {
-        "DEFAULT_MAX_REATTEMPTS",
-        "DEFAULT_POLICY",
-        "HANDLER_MARK",
-        "REPORT_MODES",
-        "Action",
-        "ExceptionHandlerDecorator",
-        "ExceptionPolicy",
-        "PolicyList",
-        "coerce_action",
-        "describe_matcher",
-        "on_exception",
-    }
-)
-
 
 def __getattr__(name: str) -> Any:
     """Resolve a name of the pre-0.2 ``flask_geneva.policies`` module (warns)."""
-    if name not in _MOVED_NAMES:
+    module = importlib.import_module(f"{__name__}.exception_policy")
+    if name not in module.__all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     warnings.warn(
         f"flask_geneva.policies.{name} moved to "
@@ -49,4 +34,4 @@ def __getattr__(name: str) -> Any:
         DeprecationWarning,
         stacklevel=2,
     )
-    return getattr(importlib.import_module(f"{__name__}.exception_policy"), name)
+    return getattr(module, name)

@@ -23,6 +23,7 @@ from flask_geneva.engine import scheduling
 from flask_geneva.engine.executor import policy_decisions
 from flask_geneva.engine.executor.run import BodyResult
 from flask_geneva.engine.executor.run import StepRun
+from flask_geneva.engine.operators import finalize as operator_finalize
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workflow_signals import delivery as workflow_signals
 from flask_geneva.exceptions import FlowControlSignal
@@ -317,9 +318,9 @@ def apply_signal(
         )
     elif action == "reattempt":
         assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
-        if resumable and signal.rewind:
-            execution.cursor = None
-        execution.write_metadata("reattempt_reason", "flow_control")
+        operator_finalize.prepare_signal_reattempt(
+            execution, signal, resumable=resumable
+        )
         entry, wait = transitions.REATTEMPT, signal.wait
     elif action == "suspend":
         assert isinstance(signal, SuspendSignal)  # noqa: S101 - action implies it

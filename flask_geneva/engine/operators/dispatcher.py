@@ -234,30 +234,17 @@ def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
         scheduling.enqueue_scheduled_execution(session, execution.workflow, execution)
     except Exception as error:  # noqa: BLE001 - one row never stops the dispatcher
         execution.job_id = publishing.DEFERRED_JOB_ID
-        _log.error(
-            "could not dispatch step execution %s: %s: %s",
-            execution.id,
-            type(error).__name__,
-            error,
-            exc_info=error,
-        )
-        error_reporting.report(
+        error_reporting.report_row_error(
+            _log,
             config.error_reporter,
             error,
-            extra={
-                "geneva_drive": {
-                    "workflow_id": _jsonable(execution.workflow_id),
-                    "step_execution_id": _jsonable(execution.id),
-                    "dispatcher": "dispatch_due",
-                }
-            },
+            doing="could not dispatch",
+            workflow_id=execution.workflow_id,
+            execution_id=execution.id,
+            dispatcher="dispatch_due",
         )
         return False
     return True
-
-
-def _jsonable(value: Any) -> Any:
-    return value if value is None or isinstance(value, int | str) else str(value)
 
 
 def deferred_count(session: orm.Session) -> Any:

@@ -38,7 +38,7 @@ from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.exceptions import SuspendSignal
 from flask_geneva.models import WorkflowState
 
-__all__ = ["finalize_under_operator_state"]
+__all__ = ["finalize_under_operator_state", "prepare_signal_reattempt"]
 
 
 def finalize_under_operator_state(
@@ -139,15 +139,27 @@ def _signal_transition(
         return transitions.SETTLE_SKIPPED
     if action == "reattempt":
         assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
-        if resumable and signal.rewind:
-            execution.cursor = None
-        execution.write_metadata("reattempt_reason", "flow_control")
+        prepare_signal_reattempt(execution, signal, resumable=resumable)
         return transitions.SETTLE_REATTEMPTED
     if action == "suspend":
         # As an interrupt on a canceled/finished workflow (R-EXE-42c).
         return transitions.SETTLE_CONTINUED if paused else transitions.SETTLE_CANCELED
     # pragma: no cover - every FlowControlSignal subclass is handled above
     raise AssertionError(f"unknown flow control action {action!r}")
+
+
+def prepare_signal_reattempt(
+    execution: Any, signal: ReattemptSignal, *, resumable: bool
+) -> None:
+    """Mark ``execution`` as reattempted by an in-step ``reattempt()`` (R-FC-13).
+
+    A resumable step's cursor is cleared when the signal rewinds; the
+    ``reattempt_reason`` metadata says ``flow_control``. Shared by the executor's
+    own outcome and the one under an operator's state.
+    """
+    if resumable and signal.rewind:
+        execution.cursor = None
+    execution.write_metadata("reattempt_reason", "flow_control")
 
 
 def _preserve_next_step(session: orm.Session, workflow: Any, step: Any) -> None:

@@ -90,7 +90,9 @@ def recover(
         )
     session, locked = flow_control.lock_for_operator(workflow)
     config = context_of(session).settings
-    try:
+    with flow_control.operator_transaction(
+        session, locked, actor=actor, via=via, commit=commit
+    ) as record:
         # Any state today (R-HK-24..28); checked so the table stays the one source.
         flow_control.refuse_unless_allowed(locked, "recover")
         running = flow_control.running_execution(session, locked)
@@ -128,14 +130,7 @@ def recover(
             action=config.stuck_recovery_action,
             ended_outcome=Outcome.RECOVERED,
         )
-        flow_control.record_operator_action(
-            locked,
-            action="recover_forced" if force else "recover",
-            actor=actor,
-            via=via,
-            from_state=from_state,
-            execution=running,
-        )
+        record("recover_forced" if force else "recover", from_state, running)
         locked.logger.warning(
             "operator recovered step execution %s (was %s, workflow now %s) via %s",
             running.id,
@@ -143,10 +138,6 @@ def recover(
             locked.state,
             via,
         )
-        flow_control.finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
     return running
 
 

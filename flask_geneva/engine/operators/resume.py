@@ -65,7 +65,9 @@ def resume(
         )
     # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
     session, locked = flow_control.lock_for_operator(workflow)
-    try:
+    with flow_control.operator_transaction(
+        session, locked, actor=actor, via=via, commit=commit
+    ) as record:
         flow_control.refuse_unless_allowed(
             locked,
             "resume_rewind" if rewind else "resume",
@@ -95,21 +97,10 @@ def resume(
                 refuse=lambda state: flow_control.refuse_state("resume", state),
             )
             execution = _resume_execution(session, locked, rewind=rewind)
-        flow_control.record_operator_action(
-            locked,
-            action="resume_rewind" if rewind else "resume",
-            actor=actor,
-            via=via,
-            from_state=from_state,
-            execution=execution,
-        )
+        record("resume_rewind" if rewind else "resume", from_state, execution)
         locked.logger.info(
             "resumed (now %s) via %s at %s", locked.state, via, now.isoformat()
         )
-        flow_control.finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
     return execution
 
 

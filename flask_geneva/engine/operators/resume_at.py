@@ -96,7 +96,9 @@ def resume_at(
     step = _target_step(workflow, step_name)
     # Checked under the lock only: the caller's copy may be stale.
     session, locked = flow_control.lock_for_operator(workflow)
-    try:
+    with flow_control.operator_transaction(
+        session, locked, actor=actor, via=via, commit=commit
+    ) as record:
         flow_control.refuse_unless_allowed(
             locked, "resume_at", lambda state: _refuse(locked)
         )
@@ -109,20 +111,9 @@ def resume_at(
             refuse=lambda state: _refuse(locked),
         )
         execution = scheduling.create_step_execution(session, locked, step, wait=None)
-        flow_control.record_operator_action(
-            locked,
-            action="resume_at",
-            actor=actor,
-            via=via,
-            from_state=from_state,
-            execution=execution,
-        )
+        record("resume_at", from_state, execution)
         _note_step(locked, step.name)
         locked.logger.info("resumed at step %r via %s", step.name, via)
-        flow_control.finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
     return execution
 
 

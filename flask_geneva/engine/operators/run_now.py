@@ -85,7 +85,9 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
         workflow, "run_now", lambda state: _not_ready(workflow)
     )
     session, locked = flow_control.lock_for_operator(workflow)
-    try:
+    with flow_control.operator_transaction(
+        session, locked, actor=actor, via=via, commit=commit
+    ) as record:
         flow_control.refuse_unless_allowed(
             locked, "run_now", lambda state: _not_ready(locked)
         )
@@ -124,24 +126,13 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
             execution = scheduling.create_step_execution(
                 session, locked, step, wait=None
             )
-        flow_control.record_operator_action(
-            locked,
-            action="run_now",
-            actor=actor,
-            via=via,
-            from_state=from_state,
-            execution=execution,
-        )
+        record("run_now", from_state, execution)
         locked.logger.info(
             "step %r run now (was due %s) via %s",
             step.name,
             waiting.scheduled_for.isoformat(),
             via,
         )
-        flow_control.finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
     return execution
 
 

@@ -183,10 +183,9 @@ def recover_stuck_in_progress(
     return _recover_all(
         session,
         candidates,
+        config,
         expected=StepExecutionState.IN_PROGRESS,
-        action=action or config.stuck_recovery_action,
-        reporter=config.error_reporter,
-        config=config,
+        action=action,
     )
 
 
@@ -221,21 +220,29 @@ def recover_stuck_scheduled(
     return _recover_all(
         session,
         candidates,
+        config,
         expected=StepExecutionState.SCHEDULED,
-        action=action or config.stuck_recovery_action,
-        reporter=config.error_reporter,
+        action=action,
     )
 
 
 def _recover_all(
     session: orm.Session,
     candidates: Iterator[tuple[Any, Any]],
+    config: GenevaConfig,
     *,
     expected: StepExecutionState,
-    action: str,
-    reporter: Any,
-    config: GenevaConfig | None = None,
+    action: str | None,
 ) -> int:
+    """Recover each candidate in its own transaction; one failure never stops the run.
+
+    ``action`` overrides ``GENEVA_STUCK_RECOVERY_ACTION``; a row's error is logged
+    and sent to ``GENEVA_ERROR_REPORTER`` (R-HK-22). Only an ``in_progress``
+    execution can still have a live worker, so only those rows are checked
+    against the worker registry.
+    """
+    action = action or config.stuck_recovery_action
+    live_check = config if expected == StepExecutionState.IN_PROGRESS else None
     recovered = 0
     # R-SCH-20: the reattempts of one recovery run are spread over a window.
     with release_spread.spread_releases(context_of(session).settings.release_spread):
@@ -247,29 +254,20 @@ def _recover_all(
                     workflow_id,
                     expected=expected,
                     action=action,
-                    config=config,
+                    config=live_check,
                 ):
                     recovered += 1
                 session.commit()
             except Exception as error:  # noqa: BLE001 - R-HK-22: one row never stops the run
                 session_transactions.rollback_after_error(session, error)
-                _log.error(
-                    "Failed to recover step execution %s: %s: %s",
-                    execution_id,
-                    type(error).__name__,
+                error_reporting.report_row_error(
+                    _log,
+                    config.error_reporter,
                     error,
-                    exc_info=error,
-                )
-                error_reporting.report(
-                    reporter,
-                    error,
-                    extra={
-                        "geneva_drive": {
-                            "workflow_id": _jsonable(workflow_id),
-                            "step_execution_id": _jsonable(execution_id),
-                            "housekeeping": f"stuck_{expected.value}",
-                        }
-                    },
+                    doing="Failed to recover",
+                    workflow_id=workflow_id,
+                    execution_id=execution_id,
+                    housekeeping=f"stuck_{expected.value}",
                 )
     return recovered
 
@@ -409,7 +407,3 @@ def recover_locked_execution(
         created.id,
     )
     return True
-
-
-def _jsonable(value: Any) -> Any:
-    return value if value is None or isinstance(value, int | str) else str(value)
