@@ -358,7 +358,7 @@ def execution_rows(app: Any, workflow_id: Any) -> list[Any]:
     """The workflow's stored executions in ``app``'s database, oldest first
     (mappings; :func:`tests.support.workflow.execution_rows`, which reads as
     :func:`reader` does)."""
-    from tests.workflow import support
+    from tests.support import workflow as support
 
     with app.app_context():
         return support.execution_rows(workflow_id)
