@@ -44,6 +44,13 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     parallel_runs.default_to_parallel(config)
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return parallel_runs.make_scheduler(config, log)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     parallel_runs.use_memory_temp_root(config)
     if DATABASE_URL != CONFIGURED_DATABASE_URL:

@@ -3,6 +3,9 @@
 * :func:`default_to_parallel`: without ``-n`` the suite runs in ``-n auto`` worker
   processes with ``--dist loadgroup``; ``-n 0``, ``-p no:xdist``, ``--pdb``,
   ``--trace`` and ``-s`` run it in one process as before.
+* :func:`make_scheduler`: with ``--dist loadgroup`` the tests under
+  :data:`SERIAL_GROUPS` run one after the other in one worker, each module under
+  :data:`MODULE_GROUPS` in one worker, every other test wherever a worker is free.
 * :func:`worker_database_url`: on PostgreSQL and MariaDB each xdist worker works in
   a database of its own, named after the configured one (``test`` → ``test_gw0``),
   because every test empties our tables. :func:`ensure_database` creates it on the
@@ -16,17 +19,28 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 __all__ = [
+    "MODULE_GROUPS",
+    "SERIAL_GROUPS",
     "XDIST_WORKER",
     "default_to_parallel",
     "ensure_database",
+    "make_scheduler",
     "use_memory_temp_root",
     "worker_database_url",
 ]
+
+#: Tests run by one worker, one after the other: the real-worker tests share the
+#: broker, whose database each of them empties (``worker_test_app``).
+SERIAL_GROUPS = ("tests/worker/",)
+#: Each module here runs in one worker: the browser tests launch Chromium once
+#: per module (``tests/browser/conftest.py``).
+MODULE_GROUPS = ("tests/browser/",)
 
 #: ``gw0``, ``gw1``, ... in an xdist worker process, else ``""``.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
@@ -55,6 +69,28 @@ def default_to_parallel(config: pytest.Config) -> None:
         option.numprocesses = "auto"
     if option.numprocesses and option.dist == "no":
         option.dist = "loadgroup"
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's ``loadscope`` scheduling with the scopes named above.
+
+    xdist's own ``loadgroup`` reads ``xdist_group`` marks by rewriting node ids,
+    which pytest 9 no longer allows; the groups here are found by path instead.
+    Bigger scopes are handed out first (xdist's ``loadscope`` reordering), so the
+    long real-worker group starts at once.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class PathGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            for prefix in SERIAL_GROUPS:
+                if nodeid.startswith(prefix):
+                    return prefix
+            if nodeid.startswith(MODULE_GROUPS):
+                return nodeid.split("::", 1)[0]
+            return nodeid
+
+    return PathGroupScheduling(config, log)
 
 
 def worker_database_url(url: str, worker: str = XDIST_WORKER) -> str:

@@ -87,21 +87,11 @@ def live_url(app: Any) -> Iterator[str]:
         server.server_close()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(
-    config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    # One xdist worker per module, so that each module launches Chromium once.
-    for item in items:
-        if "tests/browser/" in item.nodeid:
-            module = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(f"browser:{module}"))
-
-
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     """Headless Chromium, launched once per test module (each test gets a context
-    of its own); skip or fail if missing.
+    of its own; parallel runs keep a module in one worker, see
+    ``tests/parallel_runs.py``); skip or fail if missing.
 
     Module-scoped, not session-scoped: while Playwright's sync API runs, its event
     loop is the thread's running loop, and tests elsewhere call ``asyncio.run``.

@@ -23,16 +23,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BROKER_URL = os.environ.get("GENEVA_TEST_BROKER_URL", "")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    # One xdist worker runs them all (tests/parallel_runs.py's SERIAL_GROUPS).
     for item in items:
         if "tests/worker" in str(item.fspath):
             item.add_marker(pytest.mark.worker)
-            # One xdist worker runs them all: they share the broker, whose
-            # database each test empties (worker_test_app).
-            item.add_marker(pytest.mark.xdist_group("real-worker"))
 
 
 @pytest.fixture
