@@ -9,9 +9,13 @@ only on those dialects.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,12 +23,38 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_geneva import reset_column_caches
+from tests import parallel_runs
 from tests.apps import basic
 
 pytest_plugins = ["flask_geneva.pytest_plugin"]
 
-DATABASE_URL = os.environ.get("GENEVA_TEST_DATABASE_URL", "")
+#: The database the environment names (``""``: SQLite files).
+CONFIGURED_DATABASE_URL = os.environ.get("GENEVA_TEST_DATABASE_URL", "")
+#: This process's database: in an xdist worker, the configured one's name with the
+#: worker's appended (``test_gw0``); subprocesses that the tests start see it too.
+DATABASE_URL = parallel_runs.worker_database_url(CONFIGURED_DATABASE_URL)
+if DATABASE_URL != CONFIGURED_DATABASE_URL:
+    os.environ["GENEVA_TEST_DATABASE_URL"] = DATABASE_URL
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Before xdist's own hook: it resolves the "auto" set here.
+    parallel_runs.default_to_parallel(config)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return parallel_runs.make_scheduler(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    parallel_runs.use_memory_temp_root(config)
+    if DATABASE_URL != CONFIGURED_DATABASE_URL:
+        parallel_runs.ensure_database(CONFIGURED_DATABASE_URL, DATABASE_URL)
 
 
 def dialect_name() -> str:
@@ -97,15 +127,64 @@ def make_app(tmp_path: Any, **config: Any) -> Flask:
     # Hours an earlier test's overview kept in memory: the server's tables were
     # emptied, but the cache is keyed by the database URL (R-ADM-54, R-ADM-58).
     forget_kept_hours()
+    # Before the test's app: the template's own app must not be the last one
+    # geneva.init_app saw.
+    copied = not DATABASE_URL and _copy_sqlite_template(
+        Path(str(tmp_path)) / "test.sqlite3", config
+    )
     app = basic.create_app(url, **config)
     if DATABASE_URL:
         _prepare_server_schema(app)
         _empty_tables(app)
-    else:
+    elif not copied:
         with app.app_context():
             basic.db.create_all()
     reset_column_caches()
     return app
+
+
+#: ``{metadata fingerprint: SQLite file}``: the schema built once per process.
+_sqlite_templates: dict[tuple[Any, ...], Path] = {}
+
+
+def _metadata_fingerprint() -> tuple[Any, ...]:
+    """What ``create_all`` would build: each table's name, columns and indexes."""
+    return tuple(
+        (
+            table.name,
+            tuple(column.name for column in table.columns),
+            tuple(sorted(str(index.name) for index in table.indexes)),
+        )
+        for table in basic.db.metadata.sorted_tables
+    )
+
+
+def _copy_sqlite_template(path: Path, config: dict[str, Any]) -> bool:
+    """Give the test's new SQLite file ``path`` the schema ``db.create_all()``
+    builds, by copying a file this process built once with ``create_all`` (one
+    per set of tables). Returns whether it did.
+
+    Not when ``path`` exists (a test making a second app on its file) or the test
+    configures the engine or binds itself: ``create_all`` then runs as before.
+    """
+    if path.exists() or any(key.startswith("SQLALCHEMY_") for key in config):
+        return False
+    key = _metadata_fingerprint()
+    template = _sqlite_templates.get(key)
+    if template is None:
+        directory = Path(tempfile.mkdtemp(prefix="geneva-sqlite-template-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        template = directory / "template.sqlite3"
+        builder = basic.create_app(f"sqlite:///{template}")
+        with builder.app_context():
+            basic.db.create_all()
+            basic.db.session.remove()
+            basic.db.engine.dispose()
+        # The last connection's close checkpointed the WAL into the file.
+        assert not Path(f"{template}-wal").exists(), "template left a WAL file"
+        _sqlite_templates[key] = template
+    shutil.copyfile(template, path)
+    return True
 
 
 @pytest.fixture

@@ -87,8 +87,15 @@ def live_url(app: Any) -> Iterator[str]:
         server.server_close()
 
 
-def _pages(*, bypass_csp: bool) -> Iterator[Any]:
-    """Yield a headless Chromium page that records dialogs; skip or fail if missing."""
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Headless Chromium, launched once per test module (each test gets a context
+    of its own; parallel runs keep a module in one worker, see
+    ``tests/parallel_runs.py``); skip or fail if missing.
+
+    Module-scoped, not session-scoped: while Playwright's sync API runs, its event
+    loop is the thread's running loop, and tests elsewhere call ``asyncio.run``.
+    """
     reason = _missing()
     if reason is not None:
         if IN_CI:
@@ -101,35 +108,42 @@ def _pages(*, bypass_csp: bool) -> Iterator[Any]:
             executable_path=CHROMIUM, args=CHROMIUM_ARGS
         )
         try:
-            context = browser.new_context(bypass_csp=bypass_csp)
-            tab = context.new_page()
-            dialogs: list[str] = []
-            tab.on(
-                "dialog",
-                lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()),
-            )
-            tab.geneva_dialogs = dialogs
-            yield tab
-            context.close()
+            yield browser
         finally:
             browser.close()
 
 
+def _pages(browser: Any, *, bypass_csp: bool) -> Iterator[Any]:
+    """Yield a page of a new browser context that records dialogs."""
+    context = browser.new_context(bypass_csp=bypass_csp)
+    try:
+        tab = context.new_page()
+        dialogs: list[str] = []
+        tab.on(
+            "dialog",
+            lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()),
+        )
+        tab.geneva_dialogs = dialogs
+        yield tab
+    finally:
+        context.close()
+
+
 @pytest.fixture
-def page() -> Iterator[Any]:
+def page(chromium: Any) -> Iterator[Any]:
     """A headless Chromium page; records dialogs (an injected script would open one).
 
     Skipped locally when Chromium or playwright is missing; an error under CI=true.
     """
-    yield from _pages(bypass_csp=False)
+    yield from _pages(chromium, bypass_csp=False)
 
 
 @pytest.fixture
-def page_without_csp() -> Iterator[Any]:
+def page_without_csp(chromium: Any) -> Iterator[Any]:
     """Like ``page``, but the browser ignores the Content-Security-Policy header.
 
     Our CSP already blocks inline scripts and handlers (R-ADM-06), so an unescaped
     ``<script>`` would not open a dialog on ``page``; here it would. Escaping tests
     use this page so that "no dialog fired" checks the escaping, not the CSP.
     """
-    yield from _pages(bypass_csp=True)
+    yield from _pages(chromium, bypass_csp=True)

@@ -10,6 +10,7 @@ host's ``accounts`` table are dropped before and after each test.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -268,11 +269,30 @@ def host(tmp_path: Path) -> Iterator[Host]:
         _invalidate_session_schema()
 
 
+#: ``migrations/`` as ``flask db init`` and ``geneva install`` wrote it for the
+#: first ``installed`` host of this process, per key type.
+_installed_migrations: dict[str, Path] = {}
+
+
 @pytest.fixture
-def installed(host: Host) -> Host:
-    """The host after ``flask db init``, ``geneva install`` and ``db upgrade``."""
-    host.flask("db", "init")
-    host.flask("geneva", "install")
+def installed(host: Host, tmp_path_factory: pytest.TempPathFactory) -> Host:
+    """The host after ``flask db init``, ``geneva install`` and ``db upgrade``.
+
+    ``db init`` and ``geneva install`` only write files (see
+    ``test_install_writes_one_revision_per_unit_without_touching_the_database``),
+    into a directory whose database starts alike for every host: the files the
+    first host of this process got are copied into the next ones. ``db upgrade``
+    runs for each host.
+    """
+    template = _installed_migrations.get(host.key_type)
+    if template is None:
+        host.flask("db", "init")
+        host.flask("geneva", "install")
+        template = tmp_path_factory.mktemp("installed-migrations") / "migrations"
+        shutil.copytree(host.cwd / "migrations", template)
+        _installed_migrations[host.key_type] = template
+    else:
+        shutil.copytree(template, host.cwd / "migrations")
     host.flask("db", "upgrade")
     return host
 
