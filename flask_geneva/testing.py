@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from flask_geneva.core import clock
+from flask_geneva.core.publications import Publication
 from flask_geneva.db import locks as store
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import engine as store_queries
-from flask_geneva.engine.publishing import Publication
 from flask_geneva.engine.publishing import RecordingBackend
 from flask_geneva.engine.scheduling import new_scheduled_execution
 from flask_geneva.ext.app_state import current_state

@@ -4,8 +4,8 @@ Each button calls the workflow's own flow-control method (``pause``, ``resume``,
 ``cancel``, ``skip``, ``recover``, ``run_now``), which applies the engine's
 flow-control or operator function (:mod:`flask_geneva.engine.flow_control`,
 :mod:`flask_geneva.engine.operators.recovery`) with ``via="admin"`` and the actor,
-and is enabled in the states the transition table allows its action from (the
-engine's :func:`~flask_geneva.engine.flow_control.allowed_from`). The admin never
+and is enabled in the states the transition table allows its action from
+(:func:`~flask_geneva.engine.operator_transaction.allowed_from`). The admin never
 writes a state or a row itself (R-ADM-21). The POST checks the CSRF token
 (R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03) before any change.
 """
@@ -31,7 +31,7 @@ from flask_geneva.admin.running_step import annotate_buttons
 from flask_geneva.admin.running_step import in_progress_execution
 from flask_geneva.admin.running_step import recovery_facts
 from flask_geneva.core import clock
-from flask_geneva.engine.flow_control import allowed_from
+from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.engine.operators.run_now import parked_for_signal
 from flask_geneva.engine.operators.run_now import signal_wait_refusal
 from flask_geneva.engine.operators.run_now import waiting_execution

@@ -51,7 +51,7 @@ from flask_geneva.admin.time_display import time_tag
 from flask_geneva.admin.timeline_chart import layout
 from flask_geneva.core import clock
 from flask_geneva.db.queries import admin as store_admin_queries
-from flask_geneva.engine.flow_control import allowed_from
+from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.exceptions import GenevaError
 
 __all__ = [

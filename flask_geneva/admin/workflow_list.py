@@ -25,7 +25,7 @@ from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
 from flask_geneva.db.queries import admin as store_admin_queries
 from flask_geneva.db.queries import admin_workflow_signals as store_admin_signals
-from flask_geneva.engine.flow_control import allowed_from
+from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.models import WorkflowState
 
 __all__ = ["SORTS", "WorkflowListPage", "next_runs"]

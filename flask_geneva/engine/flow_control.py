@@ -10,12 +10,8 @@ the workflow row and re-checks the state under the lock (R-EXT-01..27).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Callable
-from collections.abc import Iterator
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 from typing import NoReturn
@@ -25,8 +21,10 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.db import locks as store
-from flask_geneva.db.context import context_of
 from flask_geneva.engine import scheduling
+from flask_geneva.engine.operator_transaction import operator_action
+from flask_geneva.engine.operator_transaction import refuse_state
+from flask_geneva.engine.operator_transaction import refuse_while_running
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workflow_signals import delivery as workflow_signals
 from flask_geneva.exceptions import CancelSignal
@@ -40,51 +38,18 @@ from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
 __all__ = [
-    "OPERATOR_ENTRIES",
     "StepContext",
-    "allowed_from",
     "cancel",
-    "check_operator",
     "current_step_context",
     "finish",
-    "lock_for_operator",
-    "operator_transaction",
     "pause",
     "reattempt",
-    "refuse_running",
-    "refuse_state",
-    "refuse_unless_allowed",
-    "refuse_while_running",
-    "running_execution",
-    "running_refusal",
+    "refuse_in_own_step",
     "skip",
     "step_context",
     "suspend",
 ]
 
-#: Kept in workflow metadata "operator_actions" (R-PDR-05).
-MAX_OPERATOR_ACTIONS = 200
-#: The transition table's entries each operator action (named as R-PDR-05 records
-#: it) applies. The action is allowed from their workflow from-states, and only
-#: from those: the engine refuses the others (:func:`refuse_unless_allowed`), the
-#: admin shows its buttons and bulk actions for them (R-ADM-20, R-ADM-52) and the
-#: CLI, which calls the engine, follows (R-CLI-02). Recovery's entries cover every
-#: workflow state: it is refused for want of a running execution, not by state.
-OPERATOR_ENTRIES: Mapping[str, tuple[transitions.Transition, ...]] = {
-    "pause": (transitions.OPERATOR_PAUSE,),
-    "resume": (transitions.OPERATOR_RESUME, transitions.OPERATOR_RESUME_RUNNING),
-    "resume_rewind": (transitions.OPERATOR_RESUME,),
-    "resume_at": (transitions.OPERATOR_RESUME_AT,),
-    "cancel": (transitions.OPERATOR_CANCEL,),
-    "skip": (transitions.OPERATOR_SKIP,),
-    "run_now": (transitions.OPERATOR_RUN_NOW,),
-    "recover": tuple(
-        entry
-        for entry in transitions.TABLE
-        if entry.actor is transitions.Actor.HOUSEKEEPING
-    ),
-}
-_VIA_VALUES = ("api", "admin", "cli")
 #: The executions an operator's cancel or skip ends: scheduled, or parked at a
 #: wait_for gate (R-WSIG-12).
 _PENDING_STATES = (StepExecutionState.SCHEDULED, StepExecutionState.WAITING)
@@ -138,6 +103,22 @@ class step_context:
     def __exit__(self, *exc_info: object) -> None:
         assert self._token is not None  # noqa: S101 - set by __enter__
         _context.reset(self._token)
+
+
+def refuse_in_own_step(workflow: Any, action: str) -> None:
+    """Refuse an operator ``action`` called from inside the workflow's own step.
+
+    Resume, resume_at and recover have no in-step meaning (R-FC-01): inside a
+    step they would act on the execution that is running them.
+
+    Raises:
+        InvalidStateError: The caller runs in a step of ``workflow``.
+    """
+    context = _context.get()
+    if context is not None and context.workflow_id == workflow.id:
+        raise InvalidStateError(
+            f"cannot {action} workflow {workflow.id} from inside its own step"
+        )
 
 
 def _in_step(workflow: Any, action: str) -> bool:
@@ -212,184 +193,6 @@ def suspend(workflow: Any, *, wait: Any = None) -> NoReturn:
 # -- external operations --------------------------------------------------------------
 
 
-def _check_operator(via: str, actor: object) -> None:
-    """Refuse, before anything is locked or written, a bad ``via`` or ``actor``.
-
-    The actor is stored in the operator action record, a JSON document (R-PDR-05):
-    a value that is not a str was refused by the JSON encoder only inside the
-    UPDATE, and a NUL character by PostgreSQL's jsonb.
-    """
-    if via not in _VIA_VALUES:
-        raise ValueError(
-            f"via must be one of {', '.join(map(repr, _VIA_VALUES))}, got {via!r}"
-        )
-    if actor is not None and (not isinstance(actor, str) or "\x00" in actor):
-        raise ValueError(
-            f"actor must be None or a str naming the operator (no NUL character), "
-            f"got {actor!r} ({type(actor).__name__}); pass e.g. "
-            f"actor=current_user.email"
-        )
-
-
-def _refuse(action: str, state: str) -> InvalidStateError:
-    # The message is the spec's exact wording (R-EXT-01..04, R-EXT-20); the states
-    # each operation is allowed from are the table's (allowed_from).
-    preposition = "on " if action == "skip" else ""
-    article = "an" if state[:1] in "aeiou" else "a"
-    return InvalidStateError(f"Cannot {action} {preposition}{article} {state} workflow")
-
-
-def allowed_from(action: str) -> tuple[WorkflowState, ...]:
-    """The workflow states operator ``action`` is allowed from, in the enum's order.
-
-    Read from the transition table: every state one of the action's entries
-    (:data:`OPERATOR_ENTRIES`) starts the workflow from.
-
-    Raises:
-        KeyError: ``action`` is not an operator action.
-    """
-    starts = [e.workflow.from_states for e in OPERATOR_ENTRIES[action] if e.workflow]
-    return tuple(state for state in WorkflowState if any(state in s for s in starts))
-
-
-def refuse_unless_allowed(
-    workflow: Any, action: str, refuse: transitions.Refusal | None = None
-) -> None:
-    """Refuse ``action`` unless one of its table entries starts from the state.
-
-    Args:
-        workflow: The workflow; its state counts once read under the row lock.
-        action: A key of :data:`OPERATOR_ENTRIES`.
-        refuse: Builds the error from the state found; by default the spec's
-            "Cannot <action> a <state> workflow" (R-EXT-01..04, R-EXT-20).
-
-    Raises:
-        InvalidStateError: The state is not one the action is allowed from.
-    """
-    entries = OPERATOR_ENTRIES[action]
-    if not any(transitions.can_apply(entry, workflow=workflow) for entry in entries):
-        state = str(workflow.state)
-        raise refuse(state) if refuse is not None else _refuse(action, state)
-
-
-def _locked(workflow: Any) -> tuple[orm.Session, Any]:
-    session = workflow._object_session()
-    locked = store.lock_workflow(session, workflow.id)
-    if locked is None:
-        raise InvalidStateError(f"workflow {workflow.id} no longer exists")
-    return session, locked
-
-
-def _record_operator_action(
-    workflow: Any,
-    *,
-    action: str,
-    actor: str | None,
-    via: str,
-    from_state: str,
-    execution: Any,
-) -> None:
-    # R-PDR-05: same transaction as the change; silently skipped without metadata.
-    actions = workflow.read_metadata("operator_actions")
-    entries = list(actions) if isinstance(actions, list) else []
-    entries.append(
-        {
-            "action": action,
-            "at": clock.now().isoformat(),
-            "actor": actor,
-            "via": via,
-            "from_state": from_state,
-            "to_state": workflow.state,
-            "execution_id": _jsonable(execution.id) if execution is not None else None,
-        }
-    )
-    workflow.write_metadata("operator_actions", entries[-MAX_OPERATOR_ACTIONS:])
-
-
-def _jsonable(value: Any) -> Any:
-    return value if isinstance(value, int | str) else str(value)
-
-
-def _finish_external(session: orm.Session, commit: bool) -> None:
-    if commit:
-        session.commit()
-        context_of(session).run_queued_tasks()
-    else:
-        session.flush()
-
-
-Record = Callable[[str, str, Any], None]
-"""Records an operator action: ``record(action, from_state, execution)``."""
-
-
-@contextlib.contextmanager
-def _operator_transaction(
-    session: orm.Session, workflow: Any, *, actor: str | None, via: str, commit: bool
-) -> Iterator[Record]:
-    """Run one operator action on the locked ``workflow`` as one transaction.
-
-    Yields ``record(action, from_state, execution)``, which records the action
-    on the workflow in the same transaction (R-PDR-05). When the block ends the
-    transaction is committed and the queued tasks run (``commit``), else it is
-    flushed; any error, also one committing, rolls it back and propagates.
-    """
-
-    def record(action: str, from_state: str, execution: Any) -> None:
-        _record_operator_action(
-            workflow,
-            action=action,
-            actor=actor,
-            via=via,
-            from_state=from_state,
-            execution=execution,
-        )
-
-    try:
-        yield record
-        _finish_external(session, commit)
-    except BaseException:
-        session.rollback()
-        raise
-
-
-def running_execution(session: orm.Session, workflow: Any) -> Any:
-    """Lock and return the workflow's ``in_progress`` execution, or None (R-EXT-26).
-
-    The caller holds the workflow lock, so no execution can start or end meanwhile
-    (the executor locks the workflow first too).
-    """
-    for execution in store.lock_active_executions(session, workflow.id):
-        if execution.state == StepExecutionState.IN_PROGRESS:
-            return execution
-    return None
-
-
-def running_refusal(workflow_id: Any, execution: Any, action: str) -> str:
-    """The message refusing ``action`` while ``execution`` runs (R-EXT-26)."""
-    return (
-        f"Cannot {action} workflow {workflow_id}: step execution {execution.id} "
-        f"(step '{execution.step_name}') is still in progress; wait for it to "
-        "finish, or recover it if its worker died (workflow.recover(), "
-        f"`flask geneva recover {workflow_id}`)"
-    )
-
-
-def _refuse_running(workflow: Any, execution: Any, action: str) -> InvalidStateError:
-    return InvalidStateError(running_refusal(workflow.id, execution, action))
-
-
-def refuse_while_running(session: orm.Session, workflow: Any, action: str) -> None:
-    """Refuse an operation that would create an execution while one runs (R-EXT-26).
-
-    Raises:
-        InvalidStateError: The workflow has an ``in_progress`` execution; the
-            message names it and suggests waiting or ``recover()`` (R-HK-28).
-    """
-    running = running_execution(session, workflow)
-    if running is not None:
-        raise _refuse_running(workflow, running, action)
-
-
 def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     """Pause ``workflow``: a signal in a step, else R-EXT-01/02 under the row lock.
 
@@ -403,22 +206,18 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     """
     if _in_step(workflow, "pause"):
         raise PauseSignal()
-    _check_operator(via, actor)
-    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
-    session, locked = _locked(workflow)
-    with _operator_transaction(
-        session, locked, actor=actor, via=via, commit=commit
-    ) as record:
-        refuse_unless_allowed(locked, "pause")
-        from_state = locked.state
+    with operator_action(
+        workflow, "pause", actor=actor, via=via, commit=commit
+    ) as action:
+        locked = action.workflow
         transitions.apply(
             transitions.OPERATOR_PAUSE,
             clock.now(),
             workflow=locked,
-            refuse=lambda state: _refuse("pause", state),
+            refuse=lambda state: refuse_state("pause", state),
         )
-        record("pause", from_state, None)
-        locked.logger.info("paused (was %s) via %s", from_state, via)
+        action.record(None)
+        locked.logger.info("paused (was %s) via %s", action.from_state, via)
 
 
 def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
@@ -433,14 +232,10 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
     """
     if _in_step(workflow, "cancel"):
         raise CancelSignal()
-    _check_operator(via, actor)
-    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
-    session, locked = _locked(workflow)
-    with _operator_transaction(
-        session, locked, actor=actor, via=via, commit=commit
-    ) as record:
-        refuse_unless_allowed(locked, "cancel")
-        from_state = locked.state
+    with operator_action(
+        workflow, "cancel", actor=actor, via=via, commit=commit
+    ) as action:
+        session, locked = action.session, action.workflow
         now = clock.now()
         canceled = None
         for execution in store.lock_active_executions(session, locked.id):
@@ -451,12 +246,12 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
             transitions.OPERATOR_CANCEL,
             now,
             workflow=locked,
-            refuse=lambda state: _refuse("cancel", state),
+            refuse=lambda state: refuse_state("cancel", state),
         )
         # Claimed workflow signals end with the workflow (R-WSIG-15).
         workflow_signals.settle_claimed_signals(session, locked, None, now)
-        record("cancel", from_state, canceled)
-        locked.logger.info("canceled (was %s) via %s", from_state, via)
+        action.record(canceled)
+        locked.logger.info("canceled (was %s) via %s", action.from_state, via)
 
 
 def skip(
@@ -490,14 +285,10 @@ def skip(
     """
     if _in_step(workflow, "skip"):
         raise SkipSignal()
-    _check_operator(via, actor)
-    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
-    session, locked = _locked(workflow)
-    with _operator_transaction(
-        session, locked, actor=actor, via=via, commit=commit
-    ) as record:
-        refuse_unless_allowed(locked, "skip")
-        from_state = locked.state
+    with operator_action(
+        workflow, "skip", actor=actor, via=via, commit=commit
+    ) as action:
+        session, locked, from_state = action.session, action.workflow, action.from_state
         now = clock.now()
         reference = locked.current_step_name or locked.next_step_name
         if expected_step is not None and reference != expected_step:
@@ -527,7 +318,7 @@ def skip(
             transitions.OPERATOR_SKIP,
             now,
             workflow=locked,
-            refuse=lambda state: _refuse("skip", state),
+            refuse=lambda state: refuse_state("skip", state),
         )
         if from_state == WorkflowState.READY:
             session.flush()
@@ -538,7 +329,7 @@ def skip(
             created = scheduling.schedule_next_step(
                 session, locked, cancel_stray=from_state == WorkflowState.READY
             )
-        record("skip", from_state, created)
+        action.record(created)
         locked.logger.info("skipped step (was %s) via %s", from_state, via)
 
 
@@ -556,13 +347,3 @@ def _refuse_finish_beside_active(session: orm.Session, workflow: Any) -> None:
             f"step, but execution {active[0].id} ({active[0].step_name!r}) is "
             f"{active[0].state}; resume the workflow instead"
         )
-
-
-# Shared with the operator's recover() (operator_recovery, R-HK-28), resume()
-# (operator_resume) and resume_at() (operator_resume_at), which run the same
-# locked, audited transaction as the operations above.
-check_operator = _check_operator
-refuse_state = _refuse
-refuse_running = _refuse_running
-lock_for_operator = _locked
-operator_transaction = _operator_transaction

@@ -404,11 +404,8 @@ class IterableStep:
             :class:`Batch` objects; the last one may be smaller.
 
         Raises:
-            TypeError: ``query`` does not select one mapped entity with a
-                single-column primary key.
-            ValueError: ``batch_size`` is not a positive int, or the entity has no
-                attribute ``cursor_column``.
-            StepInterrupt: A checkpoint decided to stop (R-INT-01).
+            TypeError, ValueError, StepInterrupt: As
+                :meth:`iterate_over_records` raises them.
         """
         entity_cls, pk = self._entity_and_pk(query)
         batch: list[Any] = []

@@ -25,21 +25,11 @@ from collections.abc import Iterator
 from sqlalchemy import event
 from sqlalchemy import orm
 
-from flask_geneva.core.publications import DEFERRED_JOB_ID
-from flask_geneva.core.publications import DISPATCH_DUE_TASK
-from flask_geneva.core.publications import HOUSEKEEPING_TASK
-from flask_geneva.core.publications import PERFORM_STEP_TASK
 from flask_geneva.core.publications import Publication
 from flask_geneva.core.publications import TaskBackend
 
 __all__ = [
-    "DEFERRED_JOB_ID",
-    "DISPATCH_DUE_TASK",
-    "HOUSEKEEPING_TASK",
-    "PERFORM_STEP_TASK",
-    "Publication",
     "RecordingBackend",
-    "TaskBackend",
     "broker_pause_ignored",
     "holds_eta",
     "inline_enqueue",

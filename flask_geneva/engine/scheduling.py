@@ -19,6 +19,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import publications
 from flask_geneva.core import transactions
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.db import locks as store
@@ -311,7 +312,7 @@ def create_step_execution(
     elif publish:
         publication = _prepare_publication(execution, options, now, context)
     else:
-        execution.job_id, publication = publishing.DEFERRED_JOB_ID, None
+        execution.job_id, publication = publications.DEFERRED_JOB_ID, None
     core_rows.insert_step_execution(
         session,
         workflow.__geneva__,
@@ -334,7 +335,7 @@ def create_step_execution(
 
 def _prepare_publication(
     execution: Any, options: Mapping[str, Any], now: datetime, context: EngineContext
-) -> publishing.Publication | None:
+) -> publications.Publication | None:
     """Set ``job_id`` and return the publication to request, or None (R-DSP-01).
 
     A future time is left to the dispatcher when it is more than
@@ -348,15 +349,15 @@ def _prepare_publication(
         or not publishing.holds_eta(context.publisher)
     ):
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
-        execution.job_id = publishing.DEFERRED_JOB_ID
+        execution.job_id = publications.DEFERRED_JOB_ID
         return None
     task_id = str(uuid.uuid4())
     execution.job_id = task_id
     priority = options.get("priority")
     if priority is not None and config.priority_mapper is not None:
         priority = config.priority_mapper(priority)
-    return publishing.Publication(
-        task_name=publishing.PERFORM_STEP_TASK,
+    return publications.Publication(
+        task_name=publications.PERFORM_STEP_TASK,
         step_execution_id=None,
         task_id=task_id,
         queue=options.get("queue") or config.default_queue,
@@ -401,7 +402,7 @@ def due_now_on_same_route(
 def _request(
     session: orm.Session,
     execution: Any,
-    publication: publishing.Publication | None,
+    publication: publications.Publication | None,
     context: EngineContext,
 ) -> None:
     if publication is None:

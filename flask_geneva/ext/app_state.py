@@ -27,9 +27,9 @@ from flask import current_app
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.config import config_from_mapping
 from flask_geneva.core.config import settings_snapshot
+from flask_geneva.core.publications import TaskBackend
 from flask_geneva.db.context import EngineContext
 from flask_geneva.engine.publishing import RecordingBackend
-from flask_geneva.engine.publishing import TaskBackend
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.ext import broker_checks
 from flask_geneva.ext.celery_publisher import CeleryBackend

@@ -27,6 +27,7 @@ from flask_geneva.core import transactions
 from flask_geneva.db import locks as store
 from flask_geneva.db.states import parse_workflow_state
 from flask_geneva.engine import flow_control
+from flask_geneva.engine import operator_transaction
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
 from flask_geneva.engine import step_execution_rows
@@ -99,7 +100,7 @@ def _unless_running(operation: _Operation, action: str) -> _Operation:
         session = _bound_session(workflow)
         store.lock_workflow(session, workflow.id)
         try:
-            flow_control.refuse_while_running(session, workflow, action)
+            operator_transaction.refuse_while_running(session, workflow, action)
         except BaseException:
             session.rollback()
             raise

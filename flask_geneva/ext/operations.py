@@ -10,6 +10,7 @@ one housekeeping pass, :func:`dispatch_due` one dispatcher pass.
 from __future__ import annotations
 
 from typing import Any
+from typing import Unpack
 
 from sqlalchemy import orm
 
@@ -17,7 +18,6 @@ from flask_geneva.engine.executor import step as executor
 from flask_geneva.engine.operators import dispatcher
 from flask_geneva.engine.operators import housekeeping
 from flask_geneva.ext.app_state import current_context
-from flask_geneva.policies import task_failures
 
 __all__ = ["Executor", "dispatch_due", "run_housekeeping"]
 
@@ -27,42 +27,24 @@ class Executor:
 
     @classmethod
     def execute(
-        cls,
-        execution_or_id: Any,
-        *,
-        logger: Any = None,
-        interruptible: bool = True,
-        max_iterations: int | None = None,
-        lookup_attempts: int = 1,
-        lookup_delay_seconds: float = 0.0,
-        reraise: str = task_failures.RERAISE_ALWAYS,
-        run_early: bool = False,
-        continue_inline: bool = False,
+        cls, execution_or_id: Any, **options: Unpack[executor.ExecuteStepOptions]
     ) -> None:
         """Run the step execution ``execution_or_id`` (an instance or its id).
 
         Needs an app context: runs
         :func:`flask_geneva.engine.executor.step.execute_step`
-        with the app's engine context and ``db.session``. The arguments, the
-        transactions and the errors are those of
+        with the app's engine context and ``db.session``. The keyword options
+        (``logger``, ``interruptible``, ``max_iterations``, ``lookup_attempts``,
+        ``lookup_delay_seconds``, ``reraise``, ``run_early``,
+        ``continue_inline``), the transactions and the errors are those of
         :func:`~flask_geneva.engine.executor.step.execute_step`.
 
         Raises:
             RuntimeError: No app context is active.
             GenevaConfigurationError: A changed setting is invalid (R-CFG-02).
+            TypeError: An unknown keyword option.
         """
-        executor.execute_step(
-            current_context(),
-            execution_or_id,
-            logger=logger,
-            interruptible=interruptible,
-            max_iterations=max_iterations,
-            lookup_attempts=lookup_attempts,
-            lookup_delay_seconds=lookup_delay_seconds,
-            reraise=reraise,
-            run_early=run_early,
-            continue_inline=continue_inline,
-        )
+        executor.execute_step(current_context(), execution_or_id, **options)
 
 
 def run_housekeeping(session: orm.Session | None = None) -> dict[str, int]:

@@ -14,8 +14,8 @@ from typing import Any
 from flask import Flask
 from flask import has_app_context
 
+from flask_geneva.core import publications
 from flask_geneva.core.tagged_logging import TaggedLoggerAdapter
-from flask_geneva.engine import publishing
 
 __all__ = [
     "apply_celery_defaults",
@@ -113,7 +113,7 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     # shared=False: a shared task would be added to every Celery app created
     # later in the process, and registering it there again is a duplicate.
     celery.task(
-        name=publishing.PERFORM_STEP_TASK, bind=True, ignore_result=True, shared=False
+        name=publications.PERFORM_STEP_TASK, bind=True, ignore_result=True, shared=False
     )(perform_step)
 
     def dispatch_due(task: Any) -> int:
@@ -129,7 +129,7 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
             return run.published
 
     celery.task(
-        name=publishing.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
+        name=publications.DISPATCH_DUE_TASK, bind=True, ignore_result=True, shared=False
     )(dispatch_due)
 
     def housekeeping(task: Any) -> dict[str, int]:
@@ -248,7 +248,7 @@ def beat_schedule(
     """
     return {
         "flask-geneva-dispatch-due": {
-            "task": publishing.DISPATCH_DUE_TASK,
+            "task": publications.DISPATCH_DUE_TASK,
             "schedule": float(dispatch_interval_seconds),
         },
         "flask-geneva-housekeeping": {

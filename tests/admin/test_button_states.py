@@ -2,7 +2,7 @@
 
 The states a workflow page's button is enabled in (R-ADM-20), the "Resume at
 step…" form is shown in (R-EVO-06) and a state-filtered list offers a bulk action
-in (R-ADM-52) are the engine's :func:`flask_geneva.engine.flow_control.allowed_from`,
+in (R-ADM-52) are the engine's :func:`flask_geneva.engine.operator_transaction.allowed_from`,
 read from the table: the same states the engine refuses outside of
 (tests/engine/operators/test_operator_states.py).
 """
@@ -13,8 +13,8 @@ import re
 
 from flask_geneva.admin.bulk_actions import BULK_ACTIONS
 from flask_geneva.admin.flow_control_actions import ACTIONS
-from flask_geneva.engine.flow_control import OPERATOR_ENTRIES
-from flask_geneva.engine.flow_control import allowed_from
+from flask_geneva.engine.operator_transaction import OPERATOR_ENTRIES
+from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.models import WorkflowState
 from tests.admin.support import detail_url
 from tests.admin.support import new_user

@@ -2,7 +2,7 @@
 transition table does not allow (issue 33; R-CLI-02).
 
 The commands call the workflow's own methods, so their refusals are the engine's,
-from :func:`flask_geneva.engine.flow_control.allowed_from`: here each command runs on one
+from :func:`flask_geneva.engine.operator_transaction.allowed_from`: here each command runs on one
 workflow per state and the ids refused for their state are those the table does
 not allow the action from, each refusal printed on one line naming the state
 (R-CLI-02, R-EXT-01/03/04, R-EXT-20, R-EVO-06, R-HK-28).

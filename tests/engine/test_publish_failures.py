@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from celery import Celery
 
 import flask_geneva
+from flask_geneva.core.publications import DEFERRED_JOB_ID
 from flask_geneva.engine import outbox
-from flask_geneva.engine.publishing import DEFERRED_JOB_ID
 from flask_geneva.ext.operations import dispatch_due
 from flask_geneva.ext.operations import run_housekeeping
 from flask_geneva.ext.tasks import perform_step_execution

@@ -20,7 +20,7 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_geneva import Geneva
 from flask_geneva import step
 from flask_geneva.core import clock
-from flask_geneva.engine.publishing import DEFERRED_JOB_ID
+from flask_geneva.core.publications import DEFERRED_JOB_ID
 from tests.support.step_bodies import recording_steps
 
 db = SQLAlchemy()

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import orm
 
-from flask_geneva.engine import publishing
+from flask_geneva.core import publications
 from flask_geneva.engine import scheduling
 from flask_geneva.models import WorkflowState
 
@@ -90,7 +90,7 @@ def defer_early_delivery(
         )
         return True
     scheduling.enqueue_scheduled_execution(session, workflow, execution)
-    if execution.job_id == publishing.DEFERRED_JOB_ID:
+    if execution.job_id == publications.DEFERRED_JOB_ID:
         where = "left for the dispatcher"
     else:
         where = f"published again as task {execution.job_id}"

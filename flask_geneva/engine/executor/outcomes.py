@@ -146,14 +146,10 @@ def transition(
     """Apply the table ``entry`` to the locked rows and schedule what it says.
 
     Args:
-        run: The run, in its locked transaction.
         entry: The table entry (R-EXE-44/45, R-FC-10..15).
         now: The transition time.
-        workflow: The locked workflow.
-        execution: The locked execution.
-        step: The step definition of ``execution``.
-        wait: The wait of a reattempt or continuation.
         **workflow_attributes: Extra workflow attributes to set.
+        run, workflow, execution, step, wait: As :func:`perform` takes them.
 
     Raises:
         InvalidStateTransition: A row is not in a from-state of the entry.

@@ -35,6 +35,7 @@ This module imports neither Flask nor Celery: it runs with the
 from __future__ import annotations
 
 from typing import Any
+from typing import TypedDict
 
 from flask_geneva.core import transactions
 from flask_geneva.db.context import EngineContext
@@ -48,7 +49,23 @@ from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.executor.run import retrying
 from flask_geneva.policies import task_failures
 
-__all__ = ["execute_step"]
+__all__ = ["ExecuteStepOptions", "execute_step"]
+
+
+class ExecuteStepOptions(TypedDict, total=False):
+    """The keyword options of :func:`execute_step`, for callers that pass them on.
+
+    Each key means what the argument of that name means there.
+    """
+
+    logger: Any
+    interruptible: bool
+    max_iterations: int | None
+    lookup_attempts: int
+    lookup_delay_seconds: float
+    reraise: str
+    run_early: bool
+    continue_inline: bool
 
 
 def execute_step(

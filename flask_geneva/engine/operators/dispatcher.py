@@ -24,6 +24,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core import error_reporting
+from flask_geneva.core import publications
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as store_maintenance
@@ -186,7 +187,7 @@ def _dispatch_passes(
             session,
             workflow_cls,
             execution_cls,
-            deferred_job_id=publishing.DEFERRED_JOB_ID,
+            deferred_job_id=publications.DEFERRED_JOB_ID,
             horizon=horizon,
             after=last,
             batch_size=config.housekeeping_batch_size,
@@ -233,7 +234,7 @@ def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
     try:
         scheduling.enqueue_scheduled_execution(session, execution.workflow, execution)
     except Exception as error:  # noqa: BLE001 - one row never stops the dispatcher
-        execution.job_id = publishing.DEFERRED_JOB_ID
+        execution.job_id = publications.DEFERRED_JOB_ID
         error_reporting.report_row_error(
             _log,
             config.error_reporter,
@@ -251,5 +252,5 @@ def deferred_count(session: orm.Session) -> Any:
     """How many executions wait for the dispatcher (for gauges and the admin)."""
     execution_cls = models_of(session).StepExecution
     return store_maintenance.count_deferred(
-        session, execution_cls, deferred_job_id=publishing.DEFERRED_JOB_ID
+        session, execution_cls, deferred_job_id=publications.DEFERRED_JOB_ID
     )

@@ -22,6 +22,8 @@ from flask_geneva.core import clock
 from flask_geneva.core import keys
 from flask_geneva.db.context import context_of
 from flask_geneva.engine import flow_control
+from flask_geneva.engine.operator_transaction import operator_action
+from flask_geneva.engine.operator_transaction import running_execution
 from flask_geneva.engine.operators import stuck_recovery
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.exceptions import InvalidStateError
@@ -79,23 +81,21 @@ def recover(
 
     .. versionadded:: 0.2
     """
-    flow_control.check_operator(via, actor)
     if not isinstance(force, bool):
         raise TypeError(f"force must be True or False, got {force!r}")
     execution_id = _execution_key(execution_id, workflow.__geneva__.key_type)
-    context = flow_control.current_step_context()
-    if context is not None and context.workflow_id == workflow.id:
-        raise InvalidStateError(
-            f"cannot recover workflow {workflow.id} from inside its own step"
-        )
-    session, locked = flow_control.lock_for_operator(workflow)
-    config = context_of(session).settings
-    with flow_control.operator_transaction(
-        session, locked, actor=actor, via=via, commit=commit
-    ) as record:
+    flow_control.refuse_in_own_step(workflow, "recover")
+    with operator_action(
         # Any state today (R-HK-24..28); checked so the table stays the one source.
-        flow_control.refuse_unless_allowed(locked, "recover")
-        running = flow_control.running_execution(session, locked)
+        workflow,
+        "recover",
+        actor=actor,
+        via=via,
+        commit=commit,
+    ) as operator:
+        session, locked = operator.session, operator.workflow
+        config = context_of(session).settings
+        running = running_execution(session, locked)
         if running is None or (
             execution_id is not None and str(running.id) != str(execution_id)
         ):
@@ -122,7 +122,6 @@ def recover(
                 f"{live[1].isoformat()}), so it is still running the step; wait, "
                 "or force it (force=True, --force) if you know it is stuck"
             )
-        from_state = locked.state
         stuck_recovery.recover_locked_execution(
             session,
             locked,
@@ -130,7 +129,7 @@ def recover(
             action=config.stuck_recovery_action,
             ended_outcome=Outcome.RECOVERED,
         )
-        record("recover_forced" if force else "recover", from_state, running)
+        operator.record(running, recorded_as="recover_forced" if force else None)
         locked.logger.warning(
             "operator recovered step execution %s (was %s, workflow now %s) via %s",
             running.id,

@@ -21,17 +21,15 @@ from flask_geneva.db.queries import engine as store_queries
 from flask_geneva.engine import flow_control
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
+from flask_geneva.engine.operator_transaction import operator_action
+from flask_geneva.engine.operator_transaction import refuse_running
+from flask_geneva.engine.operator_transaction import refuse_state
+from flask_geneva.engine.operator_transaction import running_execution
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workflow_signals import delivery as workflow_signals
-from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import StepExecutionState
 
 __all__ = ["resume"]
-
-
-def _in_own_step(workflow: Any) -> bool:
-    context = flow_control.current_step_context()
-    return context is not None and context.workflow_id == workflow.id
 
 
 def resume(
@@ -58,35 +56,28 @@ def resume(
         StepNotDefinedError: ``next_step_name`` is unknown to the code; nothing
             changes; the message says to use ``resume_at`` (R-EXT-24, R-EVO-07).
     """
-    flow_control.check_operator(via, actor)
-    if _in_own_step(workflow):
-        raise InvalidStateError(
-            f"cannot resume workflow {workflow.id} from inside its own step"
-        )
-    # Checked under the lock only: the caller's copy may be stale (R-EXT-26).
-    session, locked = flow_control.lock_for_operator(workflow)
-    with flow_control.operator_transaction(
-        session, locked, actor=actor, via=via, commit=commit
-    ) as record:
-        flow_control.refuse_unless_allowed(
-            locked,
-            "resume_rewind" if rewind else "resume",
-            lambda state: flow_control.refuse_state("resume", state),
-        )
-        from_state = locked.state
+    flow_control.refuse_in_own_step(workflow, "resume")
+    name = "resume_rewind" if rewind else "resume"
+    with operator_action(
+        workflow,
+        name,
+        actor=actor,
+        via=via,
+        commit=commit,
+        refuse=lambda state: refuse_state("resume", state),
+    ) as action:
+        session, locked = action.session, action.workflow
         now = clock.now()
-        running = flow_control.running_execution(session, locked)
+        running = running_execution(session, locked)
         if running is not None and rewind:
-            raise flow_control.refuse_running(
-                locked, running, "resume from the beginning"
-            )
+            raise refuse_running(locked, running, "resume from the beginning")
         if running is not None:
             # R-EXT-26: withdraw the pause; the executor finalizes normally.
             transitions.apply(
                 transitions.OPERATOR_RESUME_RUNNING,
                 now,
                 workflow=locked,
-                refuse=lambda state: flow_control.refuse_state("resume", state),
+                refuse=lambda state: refuse_state("resume", state),
             )
             execution = running
         else:
@@ -94,10 +85,10 @@ def resume(
                 transitions.OPERATOR_RESUME,
                 now,
                 workflow=locked,
-                refuse=lambda state: flow_control.refuse_state("resume", state),
+                refuse=lambda state: refuse_state("resume", state),
             )
             execution = _resume_execution(session, locked, rewind=rewind)
-        record("resume_rewind" if rewind else "resume", from_state, execution)
+        action.record(execution)
         locked.logger.info(
             "resumed (now %s) via %s at %s", locked.state, via, now.isoformat()
         )

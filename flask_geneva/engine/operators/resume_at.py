@@ -13,6 +13,9 @@ from typing import Any
 from flask_geneva.core import clock
 from flask_geneva.engine import flow_control
 from flask_geneva.engine import scheduling
+from flask_geneva.engine.operator_transaction import allowed_from
+from flask_geneva.engine.operator_transaction import operator_action
+from flask_geneva.engine.operator_transaction import refuse_while_running
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import StepNotDefinedError
@@ -72,9 +75,9 @@ def resume_at(
     Args:
         workflow: A paused workflow.
         step_name: A step the class defines.
-        actor: Who asked (recorded), or None.
-        via: ``"api"``, ``"admin"`` or ``"cli"``.
-        commit: Commit at the end (else flush only).
+        actor, via, commit: As
+            :func:`~flask_geneva.engine.operator_transaction.operator_action`
+            takes them.
 
     Returns:
         The new execution.
@@ -87,40 +90,29 @@ def resume_at(
             names the allowed steps. Nothing changes.
         ValueError: ``step_name`` is not a non-empty str, or ``via`` is unknown.
     """
-    flow_control.check_operator(via, actor)
-    context = flow_control.current_step_context()
-    if context is not None and context.workflow_id == workflow.id:
-        raise InvalidStateError(
-            f"cannot resume workflow {workflow.id} from inside its own step"
-        )
+    flow_control.refuse_in_own_step(workflow, "resume")
     step = _target_step(workflow, step_name)
-    # Checked under the lock only: the caller's copy may be stale.
-    session, locked = flow_control.lock_for_operator(workflow)
-    with flow_control.operator_transaction(
-        session, locked, actor=actor, via=via, commit=commit
-    ) as record:
-        flow_control.refuse_unless_allowed(
-            locked, "resume_at", lambda state: _refuse(locked)
-        )
-        from_state = locked.state
-        flow_control.refuse_while_running(session, locked, "resume")
+    with operator_action(
+        workflow, "resume_at", actor=actor, via=via, commit=commit, refuse=_refuse
+    ) as action:
+        session, locked = action.session, action.workflow
+        refuse_while_running(session, locked, "resume")
         transitions.apply(
             transitions.OPERATOR_RESUME_AT,
             clock.now(),
             workflow=locked,
-            refuse=lambda state: _refuse(locked),
+            refuse=_refuse,
         )
         execution = scheduling.create_step_execution(session, locked, step, wait=None)
-        record("resume_at", from_state, execution)
+        action.record(execution)
         _note_step(locked, step.name)
         locked.logger.info("resumed at step %r via %s", step.name, via)
     return execution
 
 
-def _refuse(workflow: Any) -> InvalidStateError:
-    state = str(workflow.state)
+def _refuse(state: str) -> InvalidStateError:
     article = "an" if state[:1] in "aeiou" else "a"
-    allowed = " or ".join(flow_control.allowed_from("resume_at"))
+    allowed = " or ".join(allowed_from("resume_at"))
     return InvalidStateError(
         f"Cannot resume {article} {state} workflow at a step; only a {allowed} "
         f"workflow can be resumed at a step"

@@ -14,8 +14,11 @@ from typing import Any
 
 from flask_geneva.core import clock
 from flask_geneva.db import locks as store
-from flask_geneva.engine import flow_control
 from flask_geneva.engine import scheduling
+from flask_geneva.engine.operator_transaction import allowed_from
+from flask_geneva.engine.operator_transaction import check_operator
+from flask_geneva.engine.operator_transaction import operator_action
+from flask_geneva.engine.operator_transaction import refuse_unless_allowed
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import StepExecutionState
@@ -67,9 +70,9 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
 
     Args:
         workflow: A ready workflow whose scheduled execution is due later.
-        actor: Who asked (recorded), or None.
-        via: ``"api"``, ``"admin"`` or ``"cli"``.
-        commit: Commit at the end (else flush only).
+        actor, via, commit: As
+            :func:`~flask_geneva.engine.operator_transaction.operator_action`
+            takes them.
 
     Returns:
         The new execution.
@@ -80,18 +83,13 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
             says which. Nothing changes.
         ValueError: ``via`` is unknown.
     """
-    flow_control.check_operator(via, actor)
-    flow_control.refuse_unless_allowed(
-        workflow, "run_now", lambda state: _not_ready(workflow)
-    )
-    session, locked = flow_control.lock_for_operator(workflow)
-    with flow_control.operator_transaction(
-        session, locked, actor=actor, via=via, commit=commit
-    ) as record:
-        flow_control.refuse_unless_allowed(
-            locked, "run_now", lambda state: _not_ready(locked)
-        )
-        from_state = locked.state
+    check_operator(via, actor)
+    # Refused before the lock too: the caller's copy says it already.
+    refuse_unless_allowed(workflow, "run_now", _not_ready)
+    with operator_action(
+        workflow, "run_now", actor=actor, via=via, commit=commit, refuse=_not_ready
+    ) as action:
+        session, locked = action.session, action.workflow
         now = clock.now()
         active = store.lock_active_executions(session, locked.id)
         waiting = waiting_execution(active, now)
@@ -114,7 +112,7 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
             now,
             workflow=locked,
             execution=waiting,
-            refuse=lambda state: _not_ready(locked),
+            refuse=_not_ready,
         )
         session.flush()
         if waiting.continues_from_id is not None or waiting.cursor is not None:
@@ -126,7 +124,7 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
             execution = scheduling.create_step_execution(
                 session, locked, step, wait=None
             )
-        record("run_now", from_state, execution)
+        action.record(execution)
         locked.logger.info(
             "step %r run now (was due %s) via %s",
             step.name,
@@ -136,11 +134,10 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
     return execution
 
 
-def _not_ready(workflow: Any) -> InvalidStateError:
-    state = str(workflow.state)
+def _not_ready(state: str) -> InvalidStateError:
     article = "an" if state[:1] in "aeiou" else "a"
     hint = " (resume it instead)" if state == WorkflowState.PAUSED else ""
-    allowed = " or ".join(flow_control.allowed_from("run_now"))
+    allowed = " or ".join(allowed_from("run_now"))
     return InvalidStateError(
         f"Cannot run {article} {state} workflow now{hint}; only a {allowed} "
         "workflow whose step waits can run now"

@@ -15,13 +15,13 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import publications
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.db import locks as store
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
-from flask_geneva.engine import publishing
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.workflow_signals import delivery as workflow_signals
 from flask_geneva.models import StepExecutionState
@@ -76,7 +76,7 @@ def dispatch_signal_waits(context: EngineContext, session: orm.Session) -> int:
         session,
         geneva.StepExecution,
         now - settings.publish_timeout,
-        publishing.DEFERRED_JOB_ID,
+        publications.DEFERRED_JOB_ID,
         limit=limit,
     )
     session.rollback()

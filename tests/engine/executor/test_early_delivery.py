@@ -25,7 +25,7 @@ import pytest
 from flask_geneva import signals
 from flask_geneva import step
 from flask_geneva.core import clock
-from flask_geneva.engine.publishing import DEFERRED_JOB_ID
+from flask_geneva.core.publications import DEFERRED_JOB_ID
 from flask_geneva.ext.operations import dispatch_due
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from flask_geneva import step
 from flask_geneva.core import clock
-from flask_geneva.engine.publishing import DEFERRED_JOB_ID
+from flask_geneva.core.publications import DEFERRED_JOB_ID
 from flask_geneva.ext.operations import dispatch_due
 from tests.apps.basic import db
 from tests.apps.basic import geneva

@@ -3,8 +3,8 @@
 One source per fact: the workflow states pause, resume, resume from the beginning,
 resume at a step, cancel, skip, run now and recover are allowed from are the
 workflow from-states of the table entries each applies
-(:data:`flask_geneva.engine.flow_control.OPERATOR_ENTRIES`, read by
-:func:`flask_geneva.engine.flow_control.allowed_from`). Here: those states are the spec's
+(:data:`flask_geneva.engine.operator_transaction.OPERATOR_ENTRIES`, read by
+:func:`flask_geneva.engine.operator_transaction.allowed_from`). Here: those states are the spec's
 (R-ADM-20, R-ADM-52, R-EVO-06, R-HK-28), and the engine refuses exactly the others,
 with the spec's message naming the state found, changing nothing (R-EXT-01/03/04,
 R-EXT-20, R-EVO-06, R-ADM-51). The admin's buttons
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from flask_geneva import step
-from flask_geneva.engine import flow_control
+from flask_geneva.engine import operator_transaction
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
@@ -70,7 +70,7 @@ def refused_by_state(action: str, state: str, message: str) -> bool:
 
 def allowed(action: str) -> set[str]:
     """The states the table allows ``action`` from, as plain strings."""
-    return {str(state) for state in flow_control.allowed_from(action)}
+    return {str(state) for state in operator_transaction.allowed_from(action)}
 
 
 class OperatorStatesTwoStep(geneva.Workflow):
@@ -101,8 +101,8 @@ def _spec_states(rule_id: str, pattern: str) -> dict[str, set[str]]:
 
 def test_every_operator_action_has_table_entries():
     """Each action names entries of the table, whose states it is allowed from."""
-    assert set(flow_control.OPERATOR_ENTRIES) == set(ACTIONS)
-    for action, entries in flow_control.OPERATOR_ENTRIES.items():
+    assert set(operator_transaction.OPERATOR_ENTRIES) == set(ACTIONS)
+    for action, entries in operator_transaction.OPERATOR_ENTRIES.items():
         assert entries, action
         for entry in entries:
             assert entry in transitions.TABLE, (action, entry.name)
@@ -112,7 +112,7 @@ def test_every_operator_action_has_table_entries():
                 transitions.Actor.HOUSEKEEPING,
             ), (action, entry.name)
         union = set().union(*(entry.workflow.from_states for entry in entries))
-        assert set(flow_control.allowed_from(action)) == union, action
+        assert set(operator_transaction.allowed_from(action)) == union, action
 
 
 def test_the_allowed_states_are_the_specs():
@@ -145,13 +145,15 @@ def test_refuse_unless_allowed_refuses_exactly_the_other_states(action):
     allowed_from agree; the refusal names the state found (R-EXT-01..04)."""
     for state in WorkflowState:
         workflow = SimpleNamespace(id=1, state=state.value)
-        if state in flow_control.allowed_from(action):
-            flow_control.refuse_unless_allowed(workflow, action)
+        if state in operator_transaction.allowed_from(action):
+            operator_transaction.refuse_unless_allowed(workflow, action)
             continue
         with pytest.raises(InvalidStateError, match=f" a {state.value} workflow$"):
-            flow_control.refuse_unless_allowed(workflow, action)
+            operator_transaction.refuse_unless_allowed(workflow, action)
         with pytest.raises(InvalidStateError, match=f"^{state.value}$"):
-            flow_control.refuse_unless_allowed(workflow, action, InvalidStateError)
+            operator_transaction.refuse_unless_allowed(
+                workflow, action, InvalidStateError
+            )
 
 
 # -- the engine -----------------------------------------------------------------------

@@ -216,7 +216,7 @@ def test_the_dispatcher_run_recovers_dead_workers_only(app, user):
     ones without a worker (R-WRK-06); another worker heartbeats (R-WRK-14)."""
     from celery import Celery
 
-    from flask_geneva.engine.publishing import DISPATCH_DUE_TASK
+    from flask_geneva.core.publications import DISPATCH_DUE_TASK
     from flask_geneva.ext.tasks import register_tasks
 
     celery = Celery("dispatch-task-test", set_as_current=False)
