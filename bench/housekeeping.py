@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flask_geneva import step
 from flask_geneva.core import clock
-from flask_geneva.db.queries import maintenance as store_maintenance
+from flask_geneva.db.queries import maintenance as maintenance_queries
 from flask_geneva.engine.operators import housekeeping
 from flask_geneva.engine.operators import stuck_recovery
 from flask_geneva.ext.app_state import current_state
@@ -151,7 +151,7 @@ def main() -> None:
         config = current_state().config
         app.extensions["geneva"].recording_backend.clear()
         # One full batch: select + per-row locked transaction + new execution.
-        candidates = store_maintenance._candidates(
+        candidates = maintenance_queries._candidates(
             session,
             basic.geneva.StepExecution,
             column=basic.geneva.StepExecution.started_at,

@@ -14,9 +14,9 @@ from typing import Any
 
 from flask_geneva.core import clock
 from flask_geneva.core.publications import Publication
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
-from flask_geneva.db.queries import engine as store_queries
+from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine.publishing import RecordingBackend
 from flask_geneva.engine.scheduling import new_scheduled_execution
 from flask_geneva.ext.app_state import current_state
@@ -199,9 +199,9 @@ def perform_step_inline(workflow: Any, step_name: Any = None) -> Any:
             f"Available steps: {available}"
         )
     session = _session()
-    store.lock_workflow(session, workflow.id)
+    row_locks.lock_workflow(session, workflow.id)
     now = clock.now()
-    store.cancel_scheduled_executions(session, workflow.id, now)
+    row_locks.cancel_scheduled_executions(session, workflow.id, now)
     execution = new_scheduled_execution(workflow, step.name, now)
     session.add(execution)
     session.commit()
@@ -231,7 +231,7 @@ def assert_step_executed(
 ) -> None:
     """Assert an execution of ``step_name`` in ``state`` exists (R-TH-06)."""
     execution_cls = workflow.__geneva__.StepExecution
-    found = store_queries.executed_step_id(
+    found = engine_queries.executed_step_id(
         _session(), execution_cls, workflow.id, str(step_name), str(state)
     )
     if found is None:
@@ -274,7 +274,7 @@ def assert_cursor(workflow: Any, expected: Any) -> None:
 def assert_step_has_successor(workflow: Any, step_name: Any) -> None:
     """Assert the latest completed execution of the step has a successor (R-TH-09)."""
     execution_cls = workflow.__geneva__.StepExecution
-    latest = store_queries.latest_completed_execution(
+    latest = engine_queries.latest_completed_execution(
         _session(), execution_cls, workflow.id, str(step_name)
     )
     if latest is None:

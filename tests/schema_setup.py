@@ -19,7 +19,7 @@ from alembic.config import Config
 from flask import Flask
 
 from flask_geneva import reset_column_caches
-from flask_geneva.db.install.install import install
+from flask_geneva.ext.schema_install import install
 
 __all__ = ["drop_schema", "install_schema"]
 

@@ -29,7 +29,7 @@ from flask_geneva.admin.time_display import time_tag
 from flask_geneva.core import clock
 from flask_geneva.core.keys import parse_key
 from flask_geneva.db import optional_columns as column_detection
-from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.ext.app_state import current_state
 
 __all__ = ["GenevaView", "WorkflowPages", "asset_dir", "content_security_policy"]
@@ -163,7 +163,7 @@ class WorkflowPages(GenevaView):
     def _load(self, workflow_id: Any) -> Any:
         """The workflow with this id as stored now, or None."""
         # Show the stored truth even if this session saw the row earlier.
-        return store_admin_queries.load_workflow(
+        return admin_queries.load_workflow(
             self.session, self.geneva.Workflow, workflow_id
         )
 

@@ -28,7 +28,7 @@ from flask_geneva.admin.presenters import pretty_json
 from flask_geneva.admin.presenters import recorded_exception
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workers as worker_rows
-from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.engine.operators import stuck_recovery
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.models import InvalidJSON
@@ -149,7 +149,7 @@ def filter_executions(
 
     Returns:
         ``(criteria, filters, notes)``: conditions on ``execution_cls`` and
-        ``workflow_cls`` (for ``store_admin_queries.execution_list_page``), the
+        ``workflow_cls`` (for ``admin_queries.execution_list_page``), the
         accepted filters
         (to refill the form and carry into pagination links; an ignored value is
         never echoed back into the form) and the notes to show.
@@ -221,7 +221,7 @@ def load_execution(session: orm.Session, execution_cls: Any, key: Any) -> Any:
         The execution, or None when there is none with this key.
     """
     # Show the stored truth even if this session saw the row earlier.
-    return store_admin_queries.load_execution(session, execution_cls, key)
+    return admin_queries.load_execution(session, execution_cls, key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,7 +332,7 @@ def _neighbours(
 
     The workflow detail page orders by ``(created_at, id)``; so does this.
     """
-    before, after = store_admin_queries.execution_neighbours(
+    before, after = admin_queries.execution_neighbours(
         session, execution_cls, execution
     )
     return (
@@ -376,7 +376,7 @@ def _chain_links(
     """``(predecessor id, predecessor link or None if missing, successors)``."""
     if not columns.continues_from_id:
         return None, None, []
-    row, rows = store_admin_queries.execution_chain(session, execution_cls, execution)
+    row, rows = admin_queries.execution_chain(session, execution_cls, execution)
     predecessor = _link(row) if row is not None else None
     successors = [_link(successor) for successor in rows]
     predecessor_id = execution.continues_from_id
@@ -468,7 +468,7 @@ def _workflow_summary(
     session: orm.Session, geneva: Any, execution: Any
 ) -> dict[str, Any]:
     workflow_cls = geneva.Workflow
-    row = store_admin_queries.workflow_type_and_state(
+    row = admin_queries.workflow_type_and_state(
         session, workflow_cls, execution.workflow_id
     )
     if row is None:

@@ -33,7 +33,7 @@ from flask_geneva.core.heroes import hero_type_of
 from flask_geneva.core.heroes import hero_type_spellings
 from flask_geneva.core.keys import format_hero
 from flask_geneva.core.keys import split_hero
-from flask_geneva.db.queries import admin_filters as store_admin_filters
+from flask_geneva.db.queries import admin_filters as admin_filter_queries
 from flask_geneva.models import InvalidJSON
 from flask_geneva.models import WorkflowState
 
@@ -188,7 +188,7 @@ def parse_workflow_filters(
     value = text("hero_type", "hero type")
     if value is not None:
         conditions.append(
-            store_admin_filters.hero_type_in(
+            admin_filter_queries.hero_type_in(
                 workflow_cls, hero_type_spellings(workflow_cls, value)
             )
         )
@@ -227,7 +227,7 @@ def parse_workflow_filters(
             if "." not in value:
                 descriptions[-1] += f" or <module>.{value}"
             conditions.append(
-                store_admin_filters.latest_error_class_is(
+                admin_filter_queries.latest_error_class_is(
                     workflow_cls, execution_cls, value
                 )
             )
@@ -238,7 +238,7 @@ def parse_workflow_filters(
     if flag is not None and flag.lower() in _FLAG_ON:
         descriptions.append("has an overdue execution")
         conditions.append(
-            store_admin_filters.has_overdue_execution(workflow_cls, execution_cls, now)
+            admin_filter_queries.has_overdue_execution(workflow_cls, execution_cls, now)
         )
     elif flag is not None and flag.lower() not in _FLAG_OFF:
         notes.append(f"ignored overdue filter {flag!r}: use 1 (on) or 0 (off)")
@@ -250,14 +250,14 @@ def parse_workflow_filters(
         if hero is not None and key is not None:
             descriptions.append(f"hero = {format_hero(hero[0], key)}")
             conditions.append(
-                store_admin_filters.hero_type_in(
+                admin_filter_queries.hero_type_in(
                     workflow_cls, hero_type_spellings(workflow_cls, hero[0])
                 )
             )
             conditions.append(workflow_cls.hero_id == key)
         elif hero is None and key is not None:
             descriptions.append(f"workflow id or hero id = {key}")
-            conditions.append(store_admin_filters.id_or_hero_id_is(workflow_cls, key))
+            conditions.append(admin_filter_queries.id_or_hero_id_is(workflow_cls, key))
         elif hero is not None and hero[0].replace(".", "_").isidentifier():
             notes.append(f"ignored search {search!r}: not a valid hero id")
             accepted.discard("q")
@@ -271,11 +271,11 @@ def parse_workflow_filters(
             descriptions.append(f"error message contains {search!r}")
             caveats.append(
                 "the search reads the newest "
-                f"{store_admin_filters.ERROR_SEARCH_DEPTH:,} recorded errors "
+                f"{admin_filter_queries.ERROR_SEARCH_DEPTH:,} recorded errors "
                 "(failed or skipped executions); older errors are not searched"
             )
             conditions.append(
-                store_admin_filters.error_text_contains(
+                admin_filter_queries.error_text_contains(
                     workflow_cls, execution_cls, search
                 )
             )
@@ -350,7 +350,7 @@ def _utc_text(value: datetime) -> str:
 
 
 #: Re-exported for the executions list (R-SE-20).
-error_class_matches = store_admin_filters.error_class_matches
+error_class_matches = admin_filter_queries.error_class_matches
 
 
 def latest_error_classes(
@@ -374,7 +374,7 @@ def latest_error_classes(
         has_error_class_column: The executions table has ``error_class_name``.
         has_metadata_column: The executions table has ``metadata``.
     """
-    rows = store_admin_filters.latest_error_sources(
+    rows = admin_filter_queries.latest_error_sources(
         session,
         execution_cls,
         workflow_ids,
@@ -401,7 +401,7 @@ def capped_count(
         ``(count, more)``: the count, at most ``COUNT_CAP``, and whether more
         workflows match than that.
     """
-    total = store_admin_filters.matching_workflow_count(
+    total = admin_filter_queries.matching_workflow_count(
         session, workflow_cls, filters.conditions, COUNT_CAP
     )
     return min(total, COUNT_CAP), total > COUNT_CAP
@@ -436,7 +436,7 @@ def matching_id_batches(
         batch_size: Ids per batch, ``GENEVA_HOUSEKEEPING_BATCH_SIZE``.
         created_until: Aware UTC instant the action was confirmed.
     """
-    return store_admin_filters.matching_workflow_id_batches(
+    return admin_filter_queries.matching_workflow_id_batches(
         session,
         workflow_cls,
         filters.conditions,

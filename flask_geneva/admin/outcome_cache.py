@@ -38,7 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva.db.queries import admin_stats as store_admin_stats
+from flask_geneva.db.queries import admin_stats as admin_stats_queries
 from flask_geneva.engine.operators import outcome_rollup
 from flask_geneva.engine.operators.outcome_rollup import SETTLE
 
@@ -128,7 +128,7 @@ def outcome_counts(
         counted: dict[int, list[tuple[str, str, int]]] = {
             index: [] for index in range(first, last + 1)
         }
-        for type_name, bucket, state, count in store_admin_stats.outcome_counts(
+        for type_name, bucket, state, count in admin_stats_queries.outcome_counts(
             session, execution_cls, workflow_cls, edges[first : last + 2]
         ):
             counted[first + bucket].append((type_name, state, count))

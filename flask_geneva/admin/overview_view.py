@@ -24,8 +24,8 @@ from flask_geneva.admin.executions import flag_criteria
 from flask_geneva.admin.outcome_cache import outcome_counts
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.core import clock
-from flask_geneva.db.queries import admin as store_admin_queries
-from flask_geneva.db.queries import admin_stats as store_admin_stats
+from flask_geneva.db.queries import admin as admin_queries
+from flask_geneva.db.queries import admin_stats as admin_stats_queries
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.workers import health as worker_health
 from flask_geneva.ext.app_state import current_state
@@ -68,9 +68,7 @@ class OverviewView(GenevaView):
         # read below and reload each one row by row while rendering.
         workers = worker_health.worker_overview(session, config=config)
         health = maintenance_runs.last_runs(session, config=config)
-        rows = store_admin_queries.workflow_counts_by_type_and_state(
-            session, workflow_cls
-        )
+        rows = admin_queries.workflow_counts_by_type_and_state(session, workflow_cls)
         states = [state.value for state in WorkflowState]
         counts: dict[str, dict[str, int]] = {}
         for type_name, state, count in rows:
@@ -91,18 +89,18 @@ class OverviewView(GenevaView):
             )
         now = clock.now()
         # The list filters of the links use the same criteria (R-ADM-10, R-HK-20).
-        stuck = store_admin_queries.count_executions(
+        stuck = admin_queries.count_executions(
             session, execution_cls, flag_criteria("stuck", execution_cls, config, now)
         )
-        overdue = store_admin_queries.count_executions(
+        overdue = admin_queries.count_executions(
             session,
             execution_cls,
             flag_criteria("stuck_scheduled", execution_cls, config, now),
         )
-        failed_count = store_admin_queries.count_failed_executions(
+        failed_count = admin_queries.count_failed_executions(
             session, execution_cls, FAILED_COUNT_CAP
         )
-        failures = store_admin_queries.latest_failures(
+        failures = admin_queries.latest_failures(
             session, execution_cls, workflow_cls, limit=20
         )
         edges = hour_edges(now)
@@ -110,7 +108,7 @@ class OverviewView(GenevaView):
             outcome_counts(session, execution_cls, workflow_cls, edges, now=now),
             edges,
         )
-        oldest = store_admin_stats.oldest_overdue_execution(
+        oldest = admin_stats_queries.oldest_overdue_execution(
             session, execution_cls, workflow_cls, now
         )
         return self.render(
@@ -151,14 +149,12 @@ class OverviewView(GenevaView):
         workflow_cls = self.geneva.Workflow
         execution_cls = self.geneva.StepExecution
         defined = self.geneva.workflow_classes.get(type_name)
-        if (
-            defined is None
-            and type_name
-            not in store_admin_queries.workflow_types_stored(session, workflow_cls)
+        if defined is None and type_name not in admin_queries.workflow_types_stored(
+            session, workflow_cls
         ):
             abort(404, description=f"no workflow class {type_name!r}")
         now = clock.now()
-        rows = store_admin_stats.recent_step_durations(
+        rows = admin_stats_queries.recent_step_durations(
             session,
             execution_cls,
             workflow_cls,

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
-from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.ext.app_state import current_state
 
 __all__ = [
@@ -38,9 +38,7 @@ def in_progress_execution(
     session: orm.Session, execution_cls: Any, workflow_id: Any
 ) -> Any:
     """The workflow's ``in_progress`` execution, or None; a plain read, no lock."""
-    return store_admin_queries.in_progress_execution(
-        session, execution_cls, workflow_id
-    )
+    return admin_queries.in_progress_execution(session, execution_cls, workflow_id)
 
 
 def annotate_buttons(buttons: list[Any], workflow: Any, running: Any) -> None:

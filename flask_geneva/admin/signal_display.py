@@ -21,7 +21,7 @@ from markupsafe import Markup
 from flask_geneva.admin.executions import cursor_display
 from flask_geneva.admin.time_display import exact_time
 from flask_geneva.admin.time_display import relative_time
-from flask_geneva.db.queries import admin_workflow_signals as store_admin_signals
+from flask_geneva.db.queries import admin_workflow_signals as admin_signal_queries
 
 __all__ = [
     "MAX_PANEL_SIGNALS",
@@ -180,7 +180,7 @@ def signal_panel(
     """
     if not columns.workflow_signals:
         return {"installed": False, "rows": [], "truncated": False}
-    signals = store_admin_signals.workflow_signals_newest(
+    signals = admin_signal_queries.workflow_signals_newest(
         session,
         signal_cls,
         workflow.id,

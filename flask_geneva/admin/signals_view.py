@@ -26,8 +26,8 @@ from flask_geneva.admin.list_params import quoted
 from flask_geneva.admin.signal_display import NOT_INSTALLED_NOTE
 from flask_geneva.admin.signal_display import SIGNAL_STATES
 from flask_geneva.admin.signal_display import signal_row
-from flask_geneva.db.queries import admin as store_admin_queries
-from flask_geneva.db.queries import admin_workflow_signals as store_admin_signals
+from flask_geneva.db.queries import admin as admin_queries
+from flask_geneva.db.queries import admin_workflow_signals as admin_signal_queries
 
 __all__ = ["FILTERS", "SignalsView"]
 
@@ -106,7 +106,7 @@ class SignalsView(GenevaView):
                 )
         page = page_number(args, notes)
         session = self.session
-        rows = store_admin_signals.signal_list_page(
+        rows = admin_signal_queries.signal_list_page(
             session,
             self.geneva.WorkflowSignal,
             self.geneva.Workflow,
@@ -136,7 +136,7 @@ class SignalsView(GenevaView):
             has_next=has_next,
             states=SIGNAL_STATES,
             known_types=self._types(),
-            names=store_admin_signals.signal_names_stored(
+            names=admin_signal_queries.signal_names_stored(
                 session, self.geneva.WorkflowSignal, limit=_NAME_SUGGESTIONS_FROM
             ),
         )
@@ -144,9 +144,7 @@ class SignalsView(GenevaView):
     def _types(self) -> list[str]:
         """The defined classes, then stored classes whose code is gone."""
         defined = sorted(self.geneva.workflow_classes)
-        stored = store_admin_queries.workflow_types_stored(
-            self.session, self.geneva.Workflow
-        )
+        stored = admin_queries.workflow_types_stored(self.session, self.geneva.Workflow)
         return defined + [name for name in stored if name not in defined]
 
     def _empty_context(self) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import metadata_of
 from flask_geneva.admin.signal_display import waiting_line
 from flask_geneva.core import clock
-from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.ext.app_state import current_state
 from flask_geneva.models import StepExecutionState
 
@@ -75,7 +75,7 @@ class StepExecutionsView(GenevaView):
         )
         page = page_number(request.args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = store_admin_queries.execution_list_page(
+        rows = admin_queries.execution_list_page(
             session,
             execution_cls,
             workflow_cls,

@@ -50,7 +50,7 @@ from flask_geneva.admin.signal_display import waiting_line
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.admin.timeline_chart import layout
 from flask_geneva.core import clock
-from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.exceptions import GenevaError
 
@@ -142,7 +142,7 @@ class WorkflowDetailPage(WorkflowPages):
             plan=_plan(
                 workflow,
                 steps,
-                store_admin_queries.latest_execution_per_step(
+                admin_queries.latest_execution_per_step(
                     session, execution_cls, workflow.id
                 ),
             ),
@@ -187,9 +187,7 @@ class WorkflowDetailPage(WorkflowPages):
             return None
         key = self._parse_key(raw)
         anchor = (
-            store_admin_queries.timeline_anchor(
-                self.session, execution_cls, workflow_id, key
-            )
+            admin_queries.timeline_anchor(self.session, execution_cls, workflow_id, key)
             if key is not None
             else None
         )
@@ -224,7 +222,7 @@ def _timeline_page(
     """
     size = TIMELINE_PAGE_SIZE
     # One row more than a page says whether older executions exist.
-    newest_first = store_admin_queries.timeline_executions(
+    newest_first = admin_queries.timeline_executions(
         session,
         execution_cls,
         workflow_id,
@@ -237,13 +235,13 @@ def _timeline_page(
     if page == 1 and anchor is None:
         head = executions
     else:
-        newest = store_admin_queries.timeline_executions(
+        newest = admin_queries.timeline_executions(
             session, execution_cls, workflow_id, limit=size
         )
         head = list(reversed(newest))
     is_paged = page > 1 or has_older
     total = (
-        store_admin_queries.count_workflow_executions(
+        admin_queries.count_workflow_executions(
             session, execution_cls, workflow_id, TIMELINE_COUNT_CAP, anchor
         )
         if is_paged

@@ -23,8 +23,8 @@ from flask_geneva.admin.list_params import choice
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
-from flask_geneva.db.queries import admin as store_admin_queries
-from flask_geneva.db.queries import admin_workflow_signals as store_admin_signals
+from flask_geneva.db.queries import admin as admin_queries
+from flask_geneva.db.queries import admin_workflow_signals as admin_signal_queries
 from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.models import WorkflowState
 
@@ -63,7 +63,7 @@ class WorkflowListPage(WorkflowPages):
         ordering = (order,) if sort == "id" else (order, tie)
         page = page_number(args, notes)
         # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = store_admin_queries.workflow_list_page(
+        rows = admin_queries.workflow_list_page(
             session,
             workflow_cls,
             matching.conditions,
@@ -86,7 +86,7 @@ class WorkflowListPage(WorkflowPages):
         runs = next_runs(session, self.geneva.StepExecution, [row.id for row in rows])
         # A parked step has no next run: it waits for a signal (R-WSIG-66).
         parked = (
-            store_admin_signals.parked_workflow_ids(
+            admin_signal_queries.parked_workflow_ids(
                 session, self.geneva.StepExecution, [row.id for row in rows]
             )
             if columns.workflow_signals
@@ -116,9 +116,7 @@ class WorkflowListPage(WorkflowPages):
             # Classes with rows whose code is gone (R-ADM-50).
             gone_types=[
                 name
-                for name in store_admin_queries.workflow_types_stored(
-                    session, workflow_cls
-                )
+                for name in admin_queries.workflow_types_stored(session, workflow_cls)
                 if name not in self.geneva.workflow_classes
             ],
             # Only actions that can apply to the filtered state (R-ADM-52).
@@ -168,4 +166,4 @@ def next_runs(
 
     See :func:`flask_geneva.db.queries.admin.next_runs`.
     """
-    return store_admin_queries.next_runs(session, execution_cls, workflow_ids)
+    return admin_queries.next_runs(session, execution_cls, workflow_ids)

@@ -26,7 +26,7 @@ from flask_geneva.core.durations import format_interval
 from flask_geneva.core.keys import format_hero
 from flask_geneva.core.keys import split_hero
 from flask_geneva.core.terminal_text import escape_control_characters
-from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.engine.operators import housekeeping
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import stuck_recovery
@@ -216,7 +216,7 @@ def list_command(
         hero_key = (hero_type, parse_key_argument(hero_id, what="hero id"))
     session = geneva.session
     rows = [["id", "class", "hero", "state", "current", "next", "created_at"]]
-    for row in store_admin_queries.workflow_rows(
+    for row in admin_queries.workflow_rows(
         session,
         geneva.Workflow,
         columns,
@@ -310,14 +310,14 @@ def _status_overview() -> dict[str, Any]:
     now = clock.now()
     config = state.config
     workers = worker_registry.registry_table(session)
-    stuck = store_admin_queries.count_executions(
+    stuck = admin_queries.count_executions(
         session,
         execution_table,
         stuck_recovery.stuck_in_progress_criteria(
             execution_table.c, config, now, workers
         ),
     )
-    overdue = store_admin_queries.count_executions(
+    overdue = admin_queries.count_executions(
         session,
         execution_table,
         stuck_recovery.stuck_scheduled_criteria(execution_table.c, config, now),

@@ -21,7 +21,7 @@ from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
 from flask_geneva.cli.output import one_line
 from flask_geneva.core.terminal_text import escape_control_characters
-from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.ext.app_state import current_state
 from flask_geneva.policies.release_spread import spread_releases
@@ -165,7 +165,7 @@ def _pins(action: str, targets: list[_Target]) -> dict[Any, Any]:
         if target.key is None:
             continue
         if action == "recover":
-            pins[target.key] = store_admin_queries.in_progress_execution_id(
+            pins[target.key] = admin_queries.in_progress_execution_id(
                 session, geneva.StepExecution, target.key
             )
             continue

@@ -1,6 +1,6 @@
 """``flask geneva install``: write the schema migrations (R-MIG-01..05).
 
-The work is done by :func:`flask_geneva.db.install.install.install`; this module turns
+The work is done by :func:`flask_geneva.ext.schema_install.install`; this module turns
 its result into lines and its :class:`~flask_geneva.exceptions.InstallError` into
 a one-line Click error.
 """
@@ -11,9 +11,9 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from flask_geneva.db.install.install import install
 from flask_geneva.db.install.units import UNITS
 from flask_geneva.exceptions import InstallError
+from flask_geneva.ext.schema_install import install
 
 __all__ = ["install_command"]
 
@@ -43,7 +43,7 @@ def install_command(directory: str | None, key_type: str) -> None:
     """
     try:
         result = install(
-            current_app._get_current_object(),  # type: ignore[attr-defined]
+            current_app,
             directory=directory,
             key_type=key_type,
         )

@@ -88,7 +88,7 @@ MOVED_MODULES: dict[str, str] = {
     "flask_geneva.scheduling": "flask_geneva.engine.scheduling",
     "flask_geneva.schema": "flask_geneva.db.install",
     "flask_geneva.schema.autogenerate": "flask_geneva.ext.autogenerate",
-    "flask_geneva.schema.install": "flask_geneva.db.install.install",
+    "flask_geneva.schema.install": "flask_geneva.ext.schema_install",
     "flask_geneva.schema.key_type": "flask_geneva.db.install.key_type",
     "flask_geneva.schema.revisions": "flask_geneva.db.install.revisions",
     "flask_geneva.schema.units": "flask_geneva.db.install.units",

@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva.db import session_sync as core_session
+from flask_geneva.db import session_sync
 from flask_geneva.db.optional_columns import absent_execution_columns
 from flask_geneva.db.optional_columns import cached_statement
 from flask_geneva.db.optional_columns import optional_columns
@@ -177,7 +177,7 @@ def _lock_pair(
 ) -> tuple[Any, Any, bool | None]:
     geneva = geneva_from_session(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
-    connection = core_session.connection_of(session)
+    connection = session_sync.connection_of(session)
     write_transaction(session, connection)
     workflow_keys, workflow_columns, execution_keys, execution_columns, unread = (
         _lock_columns(session, workflow_cls, execution_cls, only_execution_keys)
@@ -252,11 +252,11 @@ def _lock_pair(
         # A subclass with columns of its own: the base columns do not fill it.
         or len(workflow_mapper.column_attrs)
         != len(workflow_keys) + (0 if "meta" in workflow_keys else 1)
-        or not core_session.materialize_allowed(
+        or not session_sync.materialize_allowed(
             session, (workflow_mapper, execution_mapper)
         )
         # A workflow class with an __init__ of its own is loaded by the ORM,
-        # which never calls __init__ (core_session.materialize would call it).
+        # which never calls __init__ (session_sync.materialize would call it).
         or getattr(workflow_mapper.class_, "__geneva_defines_init__", False)
     ):
         # The rows are locked already; the ORM reads them again.
@@ -264,10 +264,10 @@ def _lock_pair(
             session, workflow_cls, execution_cls, step_execution_id
         )
         return workflow, execution, None
-    workflow = core_session.materialize(
+    workflow = session_sync.materialize(
         session, workflow_mapper, workflow_keys, workflow_values
     )
-    execution = core_session.materialize(
+    execution = session_sync.materialize(
         session, execution_mapper, execution_keys, execution_values
     )
     if unread:
@@ -299,12 +299,12 @@ def _lock_columns(
     columns = optional_columns(session)
 
     def build() -> tuple[tuple[str, ...], Any, tuple[str, ...], Any, tuple[str, ...]]:
-        workflow_keys, workflow_columns = core_session.column_keys(
+        workflow_keys, workflow_columns = session_sync.column_keys(
             workflow_cls,
             frozenset() if columns.workflow_metadata else frozenset({"meta"}),
         )
         absent = absent_execution_columns(columns)
-        execution_keys, execution_columns = core_session.column_keys(
+        execution_keys, execution_columns = session_sync.column_keys(
             execution_cls, absent
         )
         unread: tuple[str, ...] = ()
@@ -314,7 +314,7 @@ def _lock_columns(
                 for key in execution_keys
                 if key not in only_execution_keys and key != "id"
             )
-            execution_keys, execution_columns = core_session.column_keys(
+            execution_keys, execution_columns = session_sync.column_keys(
                 execution_cls, absent.union(unread)
             )
         return (

@@ -24,8 +24,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from flask_geneva.db import session_sync as core_session
-from flask_geneva.db import write_path as core_rows
+from flask_geneva.db import session_sync
+from flask_geneva.db import write_path
 from flask_geneva.db.context import models_of
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
@@ -100,7 +100,7 @@ def reset_column_caches() -> None:
     with _column_cache_lock:
         _column_cache.clear()
         _statement_cache.clear()
-    core_rows.clear_caches()
+    write_path.clear_caches()
 
 
 def optional_columns(session: orm.Session) -> OptionalColumns:
@@ -109,7 +109,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
     Detection inspects the schema on first use (never at import time) and is cached
     per engine until :func:`reset_column_caches`.
     """
-    bind = core_session.bind_of(session)
+    bind = session_sync.bind_of(session)
     engine = bind.engine if isinstance(bind, sa.Connection) else bind
     cached = _column_cache.get(engine)
     if cached is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import orm
 
-from flask_geneva.db import write_path as core_rows
+from flask_geneva.db import write_path
 from flask_geneva.db.context import models_of
 
 __all__ = [
@@ -51,7 +51,7 @@ def commit_keeping_state(session: orm.Session) -> None:
     previous = session.expire_on_commit
     session.expire_on_commit = False
     try:
-        core_rows.flush(session, geneva_from_session(session))
+        write_path.flush(session, geneva_from_session(session))
         session.commit()
     finally:
         session.expire_on_commit = previous

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import orm
 
-from flask_geneva.db import session_sync as core_session
+from flask_geneva.db import session_sync
 from flask_geneva.db.states import WORKFLOWS_TABLE
 
 __all__ = ["install_sqlite_locking", "write_transaction"]
@@ -77,11 +77,11 @@ def write_transaction(
     does nothing (the next statement begins the transaction). ``connection``,
     when given, is the session's connection (saves looking the bind up again).
     """
-    dialect = (connection or core_session.bind_of(session)).dialect.name
+    dialect = (connection or session_sync.bind_of(session)).dialect.name
     if dialect != "sqlite":
         return  # the next statement begins the transaction; row locks do the rest
     if connection is None:
-        connection = core_session.connection_of(session)
+        connection = session_sync.connection_of(session)
     if connection.info.get(_IMMEDIATE_FLAG):
         return
     connection.exec_driver_sql(

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
-from flask_geneva.db import session_sync as core_session
+from flask_geneva.db import session_sync
 from flask_geneva.db.optional_columns import cached_statement
 from flask_geneva.db.optional_columns import undefer_options
 from flask_geneva.db.queries.models import rows_of_workflow
@@ -243,7 +243,7 @@ def end_signals_of_workflows(
     table = signal_cls.__table__
     # Core on the session's connection, as geneva writes its other rows
     # (R-DM-41): no ORM execution around a statement on a table.
-    result = core_session.connection_of(session).execute(
+    result = session_sync.connection_of(session).execute(
         cached_statement(("end-signals", table), lambda: _end_signals_statement(table)),
         {"geneva_workflow_ids": list(workflow_ids), "geneva_now": now},
     )

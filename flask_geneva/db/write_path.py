@@ -42,7 +42,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.db import row_updates
-from flask_geneva.db import session_sync as core_session
+from flask_geneva.db import session_sync
 from flask_geneva.db.session_sync import actual_session
 from flask_geneva.db.session_sync import bind_of
 from flask_geneva.db.session_sync import column_keys
@@ -105,7 +105,7 @@ def clear_caches() -> None:
     """Forget built statements and column lists (after a schema change)."""
     with _cache_lock:
         _cache.clear()
-    core_session.clear_cache()
+    session_sync.clear_cache()
     row_updates.clear_statements()
 
 
@@ -125,7 +125,7 @@ def flush(session: orm.Session | orm.scoped_session[Any], geneva: Any) -> None:
         sqlalchemy.orm.exc.StaleDataError: An UPDATE matched no row (the row was
             deleted), as the ORM flush raises.
     """
-    session = core_session.actual_session(session)
+    session = session_sync.actual_session(session)
     if write_geneva_rows(session, geneva) or session.new or session.deleted:
         session.flush()  # other objects: the ORM (geneva's rows are clean now)
 
@@ -158,7 +158,7 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
         return False
     if pending.updates:
         _refuse_if_optimistic(session)
-        row_updates.update_rows(core_session.connection_of(session), pending.updates)
+        row_updates.update_rows(session_sync.connection_of(session), pending.updates)
     _settle_writes(session, geneva, pending)
     return pending.others_left
 
@@ -233,9 +233,9 @@ def _settle_writes(session: orm.Session, geneva: Any, pending: _PendingWrites) -
         return
     in_savepoint = session.get_nested_transaction() is not None
     for state, _, changes in pending.planned:
-        core_session.settle_written_state(session, state)
+        session_sync.settle_written_state(session, state)
         if changes and in_savepoint:
-            core_session.record_write(session, state.obj(), inserted=False)
+            session_sync.record_write(session, state.obj(), inserted=False)
     for state, keys in pending.reloaded:
         session.expire(state.obj(), keys)
     if pending.ended:
@@ -380,7 +380,7 @@ def insert_step_execution(
             state (R-DM-40); nothing was inserted, the caller rolls back.
         sqlalchemy.orm.exc.StaleDataError: A row to update is gone.
     """
-    session = core_session.actual_session(session)
+    session = session_sync.actual_session(session)
     state = sa.inspect(execution)
     mapper = state.mapper
     values_by_key = state.dict
@@ -398,7 +398,7 @@ def insert_step_execution(
         and not session.new
         and not session.deleted
         and row_updates.merges_with_insert(
-            core_session.bind_of(session).dialect, pending.updates
+            session_sync.bind_of(session).dialect, pending.updates
         )
     )
     if guards is not None and not merged:
@@ -430,7 +430,7 @@ def insert_step_execution(
         values_by_key[key] = value
         if value is not None:
             row[name] = value
-    connection = core_session.connection_of(session)
+    connection = session_sync.connection_of(session)
     if merged:
         assert pending is not None  # noqa: S101 - merged implies it
         new_id = row_updates.update_rows_and_insert(
@@ -443,7 +443,7 @@ def insert_step_execution(
         _insert_row(connection, mapper.local_table, row, values_by_key)
     orm.make_transient_to_detached(execution)
     session.add(execution)
-    core_session.record_write(session, execution, inserted=True)
+    session_sync.record_write(session, execution, inserted=True)
 
 
 def expect_unchanged_since_claim(
@@ -461,7 +461,7 @@ def expect_unchanged_since_claim(
         session: The session finalize writes with.
         guards: What the statement must find unchanged; None forgets them.
     """
-    info = core_session.actual_session(session).info
+    info = session_sync.actual_session(session).info
     if guards is None:
         info.pop(row_updates.OPTIMISTIC_GUARDS, None)
     else:
@@ -485,7 +485,7 @@ def _flush_planned(
     if pending is not None:
         if pending.updates:
             row_updates.update_rows(
-                core_session.connection_of(session), pending.updates
+                session_sync.connection_of(session), pending.updates
             )
         _settle_writes(session, geneva, pending)
         others_left = pending.others_left

@@ -20,7 +20,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core.durations import coerce_duration
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.operator_transaction import operator_action
 from flask_geneva.engine.operator_transaction import refuse_state
@@ -238,7 +238,7 @@ def cancel(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         session, locked = action.session, action.workflow
         now = clock.now()
         canceled = None
-        for execution in store.lock_active_executions(session, locked.id):
+        for execution in row_locks.lock_active_executions(session, locked.id):
             if execution.state in _PENDING_STATES:
                 transitions.apply(transitions.OPERATOR_CANCEL, now, execution=execution)
                 canceled = execution
@@ -303,7 +303,7 @@ def skip(
             # Skipping past an unknown step could finish the workflow: refuse.
             raise scheduling.step_not_defined(locked, reference)
         if from_state == WorkflowState.READY:
-            for execution in store.lock_active_executions(session, locked.id):
+            for execution in row_locks.lock_active_executions(session, locked.id):
                 if execution.state in _PENDING_STATES:
                     transitions.apply(
                         transitions.OPERATOR_SKIP, now, execution=execution
@@ -311,7 +311,7 @@ def skip(
         else:
             # From paused the preserved execution ends canceled, as R-SCH-03 ends
             # it, also when no step follows and nothing is inserted (R-EXT-04).
-            store.cancel_scheduled_executions(session, locked.id, now)
+            row_locks.cancel_scheduled_executions(session, locked.id, now)
         # Skipping a step consumes the workflow signal it claimed (R-WSIG-12).
         workflow_signals.consume_for_skipped_step(session, locked, reference, now)
         transitions.apply(
@@ -340,7 +340,7 @@ def _refuse_finish_beside_active(session: orm.Session, workflow: Any) -> None:
     (R-EXT-05); an active execution beside that would be left behind a finished
     workflow, so the skip is refused, naming it (seen in an operator race).
     """
-    active = store.lock_active_executions(session, workflow.id)
+    active = row_locks.lock_active_executions(session, workflow.id)
     if active:
         raise InvalidStateError(
             f"Cannot skip on workflow {workflow.id}: it has no current or next "

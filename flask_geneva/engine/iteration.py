@@ -25,7 +25,7 @@ from sqlalchemy import orm
 from flask_geneva.core.cursors import deserialize_cursor
 from flask_geneva.core.cursors import dump_cursor
 from flask_geneva.core.durations import coerce_duration
-from flask_geneva.db.queries import engine as store_queries
+from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import StepInterrupt
@@ -51,7 +51,7 @@ def request_worker_exit() -> None:
     Sets a process-wide flag read by every interruptible checkpoint (R-INT-01c,
     R-INT-03): the running executions complete ``continued`` and their successors
     carry the cursor on. Safe to call from a signal handler or another thread;
-    :func:`flask_geneva.ext.tasks.connect_worker_signals` calls it when Celery's
+    :func:`flask_geneva.ext.tasks.connect_worker_shutdown` calls it when Celery's
     ``worker_shutting_down`` signal fires. The flag stays set until
     :func:`clear_worker_exit`.
 
@@ -310,7 +310,7 @@ class IterableStep:
         if worker_exit_requested() or _context_exit.get():
             return "worker_shutdown"
         # A column query: never refresh the workflow the body uses (R-INT-05).
-        state = store_queries.workflow_state(
+        state = engine_queries.workflow_state(
             self._session, self._workflow_cls, self._workflow_id
         )
         if state == WorkflowState.PAUSED:

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db.context import context_of
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
@@ -131,7 +131,7 @@ def refuse_unless_allowed(
 
 def lock_for_operator(workflow: Any) -> tuple[orm.Session, Any]:
     session = workflow._object_session()
-    locked = store.lock_workflow(session, workflow.id)
+    locked = row_locks.lock_workflow(session, workflow.id)
     if locked is None:
         raise InvalidStateError(f"workflow {workflow.id} no longer exists")
     return session, locked
@@ -215,7 +215,7 @@ def running_execution(session: orm.Session, workflow: Any) -> Any:
     The caller holds the workflow lock, so no execution can start or end meanwhile
     (the executor locks the workflow first too).
     """
-    for execution in store.lock_active_executions(session, workflow.id):
+    for execution in row_locks.lock_active_executions(session, workflow.id):
         if execution.state == StepExecutionState.IN_PROGRESS:
             return execution
     return None

@@ -30,7 +30,7 @@ from sqlalchemy import orm
 from flask_geneva.core import publications
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import bound_context
-from flask_geneva.db.queries import maintenance as store_maintenance
+from flask_geneva.db.queries import maintenance as maintenance_queries
 
 __all__ = [
     "PUBLISH_FAILURES_GAUGE",
@@ -140,4 +140,4 @@ def _emit_gauge(context: EngineContext, total: int) -> None:
 
 #: Set ``job_id = marker`` on executions whose publication failed (R-DSP-02): the
 #: guarded statement of :mod:`flask_geneva.db.queries.maintenance`.
-hand_back_to_dispatcher = store_maintenance.hand_back_unpublished
+hand_back_to_dispatcher = maintenance_queries.hand_back_unpublished

@@ -22,12 +22,12 @@ from flask_geneva.core import clock
 from flask_geneva.core import publications
 from flask_geneva.core import transactions
 from flask_geneva.core.durations import coerce_duration
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
-from flask_geneva.db import write_path as core_rows
+from flask_geneva.db import write_path
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import context_of
-from flask_geneva.db.queries import engine as store_queries
+from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine import publishing
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workers import registry as worker_registry
@@ -179,7 +179,7 @@ def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
 
 def _ongoing_duplicate(session: orm.Session, workflow: Any) -> Any:
     # Mirrors the unique index; NULL heroes compare equal here (R-UNQ-06).
-    return store_queries.ongoing_duplicate_id(
+    return engine_queries.ongoing_duplicate_id(
         session,
         workflow.__geneva__.Workflow,
         workflow.__geneva_type__,
@@ -290,7 +290,7 @@ def create_step_execution(
         scheduled_for = spread_to  # R-SCH-20: bulk releases are spread
 
     if cancel_stray:
-        store.cancel_scheduled_executions(session, workflow.id, now)
+        row_locks.cancel_scheduled_executions(session, workflow.id, now)
     execution = new_scheduled_execution(workflow, step.name, scheduled_for)
     if continues_from is not None:
         execution.continues_from_id = continues_from.id
@@ -313,7 +313,7 @@ def create_step_execution(
         publication = _prepare_publication(execution, options, now, context)
     else:
         execution.job_id, publication = publications.DEFERRED_JOB_ID, None
-    core_rows.insert_step_execution(
+    write_path.insert_step_execution(
         session,
         workflow.__geneva__,
         execution,
@@ -441,7 +441,7 @@ def schedule_next_step(
         The new execution, or None when the workflow finished.
     """
     if lock:
-        store.lock_workflow(session, workflow.id)
+        row_locks.lock_workflow(session, workflow.id)
     reference = after or workflow.current_step_name or workflow.next_step_name
     following = workflow.steps.next_after(reference)
     if following is None:
@@ -449,7 +449,7 @@ def schedule_next_step(
         now = clock.now()
         if cancel_stray:
             # A finished workflow keeps no pending execution (R-SCH-06 amended).
-            store.cancel_scheduled_executions(session, workflow.id, now)
+            row_locks.cancel_scheduled_executions(session, workflow.id, now)
         transitions.apply(transitions.FINISH_AFTER_LAST_STEP, now, workflow=workflow)
         return None
     return create_step_execution(
@@ -474,7 +474,7 @@ def reschedule_current_step(
         StepNotDefinedError: The current/next step name has no definition.
     """
     if lock:
-        store.lock_workflow(session, workflow.id)
+        row_locks.lock_workflow(session, workflow.id)
     name = workflow.current_step_name or workflow.next_step_name
     step = workflow.steps.named(name) if name else None
     if step is None:

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
-from flask_geneva.db.queries import engine as store_queries
+from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import StepNotDefinedError
@@ -140,7 +140,7 @@ def stranded_steps(session: orm.Session, geneva: Any) -> list[StrandedSteps]:
         One entry per (type, step name), sorted; empty when the deploy is safe.
     """
     stranded = []
-    for type_name, name, count in store_queries.step_names_in_flight(
+    for type_name, name, count in engine_queries.step_names_in_flight(
         session, geneva, None
     ):
         cls = geneva.workflow_classes.get(type_name)
@@ -168,7 +168,7 @@ def history_in_flight(workflow_cls: Any) -> dict[str, int]:
     if not history:
         return {}
     session = workflow_cls.__geneva__.session
-    rows = store_queries.step_names_in_flight(
+    rows = engine_queries.step_names_in_flight(
         session, workflow_cls.__geneva__, workflow_cls.__geneva_type__
     )
     return {name: int(count) for _, name, count in rows if name in history}

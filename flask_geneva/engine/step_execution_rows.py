@@ -22,7 +22,7 @@ from sqlalchemy.orm import exc as orm_exc
 from flask_geneva.core import clock
 from flask_geneva.core import transactions
 from flask_geneva.db import error_recording
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import session_transactions
 from flask_geneva.db.states import parse_outcome
 from flask_geneva.engine.transitions import table as transitions
@@ -115,8 +115,8 @@ def _lock(session: orm.Session, execution: Any) -> Any:
     except orm_exc.ObjectDeletedError:
         raise _gone(execution_id) from None
     # Workflow first, then the execution (SPEC §7); both re-read from the database.
-    store.lock_workflow(session, workflow_id)
-    locked = store.lock_execution(session, execution_id)
+    row_locks.lock_workflow(session, workflow_id)
+    locked = row_locks.lock_execution(session, execution_id)
     if locked is None:
         raise _gone(execution_id)
     return locked

@@ -17,7 +17,7 @@ from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.heroes import hero_type_of
 from flask_geneva.db import mysql as mysql_isolation
 from flask_geneva.db import sqlite as sqlite_locking
-from flask_geneva.db.queries import models as store_model_queries
+from flask_geneva.db.queries import models as model_queries
 from flask_geneva.engine import publishing
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
@@ -455,7 +455,7 @@ class Geneva:
 
         def getter(hero: Any) -> Any:
             hero_type, hero_id = geneva.hero_reference(hero)
-            return store_model_queries.latest_hero_workflow(
+            return model_queries.latest_hero_workflow(
                 geneva.session,
                 geneva.Workflow,
                 workflow_type,
@@ -472,7 +472,7 @@ class Geneva:
 
         def getter(hero: Any) -> Any:
             hero_type, hero_id = geneva.hero_reference(hero)
-            return store_model_queries.workflows_for_hero(
+            return model_queries.workflows_for_hero(
                 geneva.Workflow, hero_type, hero_id, workflow_type=workflow_type
             )
 

@@ -2,7 +2,7 @@
 
 Imported by ``flask_geneva/__init__.py``. The models call these through
 :func:`flask_geneva.models.services.model_engine`, so they never import the
-orchestration modules (scheduling, flow control, store, executor) back. Each
+orchestration modules (scheduling, flow control, row locks, executor) back. Each
 entry is an engine function, wrapped only to bind the current app's engine
 context (:func:`flask_geneva.ext.app_state.current_context`) to the session it
 works in, so the engine below gets its settings and publisher from its caller,
@@ -24,7 +24,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core import transactions
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db.states import parse_workflow_state
 from flask_geneva.engine import flow_control
 from flask_geneva.engine import operator_transaction
@@ -98,7 +98,7 @@ def _unless_running(operation: _Operation, action: str) -> _Operation:
     @functools.wraps(operation)
     def run(workflow: Any, *args: Any, **kwargs: Any) -> Any:
         session = _bound_session(workflow)
-        store.lock_workflow(session, workflow.id)
+        row_locks.lock_workflow(session, workflow.id)
         try:
             operator_transaction.refuse_while_running(session, workflow, action)
         except BaseException:
@@ -128,7 +128,7 @@ def _on_execution(operation: _Operation) -> _Operation:
 def _transition_to(workflow: Any, state: str, attributes: dict[str, Any]) -> None:
     """Lock the row, apply ``TRANSITION_TO`` unvalidated, commit (R-WF-05)."""
     session = _bound_session(workflow)
-    store.lock_workflow(session, workflow.id)
+    row_locks.lock_workflow(session, workflow.id)
     transitions.apply(
         transitions.TRANSITION_TO,
         clock.now(),

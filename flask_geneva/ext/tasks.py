@@ -21,7 +21,7 @@ __all__ = [
     "apply_celery_defaults",
     "beat_schedule",
     "celery_defaults",
-    "connect_worker_signals",
+    "connect_worker_shutdown",
     "perform_step_execution",
     "register_tasks",
     "task_logger",
@@ -35,11 +35,11 @@ _REGISTERED_ATTRIBUTE = "_flask_geneva_tasks_registered"
 #: Name of the Celery task logger injected into the executor (R-LOG-04).
 TASK_LOGGER_NAME = "flask_geneva.tasks"
 _SHUTDOWN_UID = "flask_geneva.request_worker_exit"
-_signals_lock = threading.Lock()
-_signals_connected = False
+_shutdown_lock = threading.Lock()
+_shutdown_connected = False
 
 
-def connect_worker_signals() -> None:
+def connect_worker_shutdown() -> None:
     """Connect Celery's ``worker_shutting_down`` to the shutdown request (R-INT-03).
 
     When a worker starts its warm shutdown, :func:`flask_geneva.engine.iteration.
@@ -49,16 +49,16 @@ def connect_worker_signals() -> None:
     receives the signal: with the ``solo`` and ``threads`` pools that is the one
     running the steps; prefork children do not see it.
     """
-    global _signals_connected
-    with _signals_lock:
-        if _signals_connected:
+    global _shutdown_connected
+    with _shutdown_lock:
+        if _shutdown_connected:
             return
         from celery.signals import worker_shutting_down
 
         worker_shutting_down.connect(
             _on_worker_shutting_down, weak=False, dispatch_uid=_SHUTDOWN_UID
         )
-        _signals_connected = True
+        _shutdown_connected = True
 
 
 def _on_worker_shutting_down(*args: Any, **kwargs: Any) -> None:
@@ -98,7 +98,7 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
         from flask_geneva.ext import worker_processes
 
         worker_processes.watch_app(app)
-    connect_worker_signals()
+    connect_worker_shutdown()
     if getattr(celery, _REGISTERED_ATTRIBUTE, False):
         # Registering again would only re-create the same tasks; Celery warns
         # (DuplicateTaskNameWarning) when a name gets a second callable.

@@ -24,7 +24,7 @@ from flask_geneva.core.tagged_logging import execution_logger
 from flask_geneva.db.column_types import InvalidJSON
 from flask_geneva.db.column_types import as_dict
 from flask_geneva.db.optional_columns import optional_columns
-from flask_geneva.db.queries import models as store_model_queries
+from flask_geneva.db.queries import models as model_queries
 from flask_geneva.db.states import Outcome
 from flask_geneva.db.states import StepExecutionState
 from flask_geneva.db.states import parse_outcome
@@ -89,7 +89,7 @@ class StepExecutionMixin:
     @classmethod
     def ready_to_execute(cls) -> sa.Select[Any]:
         """Select executions that are ``scheduled`` and due now (R-SE-46)."""
-        return store_model_queries.ready_to_execute(cls, clock.now())
+        return model_queries.ready_to_execute(cls, clock.now())
 
     def _object_session(self) -> orm.Session:
         session = orm.object_session(self)
@@ -220,7 +220,7 @@ class StepExecutionMixin:
         """The execution continuing this one, or None (R-SE-40)."""
         if not self._columns().resumable:
             return None
-        return store_model_queries.successor_of(  # type: ignore[no-any-return]
+        return model_queries.successor_of(  # type: ignore[no-any-return]
             self._object_session(), type(self), self.id
         )
 

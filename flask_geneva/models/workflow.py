@@ -24,7 +24,7 @@ from sqlalchemy import orm
 from flask_geneva.core.tagged_logging import workflow_logger
 from flask_geneva.db.column_types import as_dict
 from flask_geneva.db.optional_columns import optional_columns
-from flask_geneva.db.queries import models as store_model_queries
+from flask_geneva.db.queries import models as model_queries
 from flask_geneva.db.states import TERMINAL_WORKFLOW_STATES
 from flask_geneva.db.states import WorkflowState
 from flask_geneva.db.states import parse_workflow_state
@@ -152,7 +152,7 @@ class WorkflowMixin(WorkflowActions):
             return cls.create(hero=hero, **kwargs), True
         except DuplicateWorkflowError:
             hero_type, hero_id = cls.__geneva__.hero_reference(hero)
-            existing = store_model_queries.ongoing_workflow_for_hero(
+            existing = model_queries.ongoing_workflow_for_hero(
                 cls._session(), cls, hero_type, hero_id
             )
             if existing is None:
@@ -167,7 +167,7 @@ class WorkflowMixin(WorkflowActions):
     @classmethod
     def ongoing(cls) -> sa.Select[Any]:
         """Return a select of this class's workflows that are not finished/canceled."""
-        return store_model_queries.ongoing_workflows(cls)
+        return model_queries.ongoing_workflows(cls)
 
     @classmethod
     def with_state(cls, state: str) -> sa.Select[Any]:
@@ -176,18 +176,18 @@ class WorkflowMixin(WorkflowActions):
         Raises:
             ValueError: ``state`` is not a workflow state; lists the allowed ones.
         """
-        return store_model_queries.workflows_in_state(cls, parse_workflow_state(state))
+        return model_queries.workflows_in_state(cls, parse_workflow_state(state))
 
     @classmethod
     def for_hero(cls, hero: Any) -> sa.Select[Any]:
         """Return a select of this class's workflows for ``hero`` (R-HERO-04)."""
         hero_type, hero_id = cls.__geneva__.hero_reference(hero)
-        return store_model_queries.workflows_for_hero(cls, hero_type, hero_id)
+        return model_queries.workflows_for_hero(cls, hero_type, hero_id)
 
     @classmethod
     def _hero_criteria(cls, hero: Any) -> list[Any]:
         hero_type, hero_id = cls.__geneva__.hero_reference(hero)
-        return store_model_queries.hero_criteria(cls, hero_type, hero_id)
+        return model_queries.hero_criteria(cls, hero_type, hero_id)
 
     # -- instance API ----------------------------------------------------------------
 
@@ -239,14 +239,14 @@ class WorkflowMixin(WorkflowActions):
     @property
     def current_execution(self) -> StepExecutionMixin | None:
         """The execution in ``scheduled``/``in_progress`` state, or None (R-WF-21)."""
-        return store_model_queries.current_execution(  # type: ignore[no-any-return]
+        return model_queries.current_execution(  # type: ignore[no-any-return]
             self._object_session(), self.__geneva__.StepExecution, self.id
         )
 
     @property
     def execution_history(self) -> list[StepExecutionMixin]:
         """All executions ordered by ``created_at``, ties by id (R-WF-22)."""
-        return store_model_queries.execution_history(
+        return model_queries.execution_history(
             self._object_session(), self.__geneva__.StepExecution, self.id
         )
 

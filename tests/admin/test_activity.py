@@ -226,13 +226,13 @@ def test_overview_reads_its_failures_in_one_statement(client):
 
 def test_outcome_counts_of_a_single_hour(client):
     """One bucket (two edges) is counted too: the cache reads a lone live hour so once every other hour is kept (R-ADM-54)."""
-    from flask_geneva.db.queries import admin_stats as store_admin_stats
+    from flask_geneva.db.queries import admin_stats as admin_stats_queries
     from tests.apps import basic
 
     _finished_workflow()
     now = clock.now()
     start = now.replace(minute=0, second=0, microsecond=0)
-    rows = store_admin_stats.outcome_counts(
+    rows = admin_stats_queries.outcome_counts(
         basic.db.session,
         basic.geneva.StepExecution,
         basic.geneva.Workflow,

@@ -523,14 +523,14 @@ def test_overdue_and_error_class_filters_read_their_ids_first_on_postgresql():
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.dialects import sqlite
 
-    from flask_geneva.db.queries import admin_filters as store_admin_filters
+    from flask_geneva.db.queries import admin_filters as admin_filter_queries
     from tests.apps.basic import geneva
 
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
     now = datetime(2026, 1, 1, tzinfo=UTC)
     for condition in (
-        store_admin_filters.has_overdue_execution(workflow_cls, execution_cls, now),
-        store_admin_filters.latest_error_class_is(
+        admin_filter_queries.has_overdue_execution(workflow_cls, execution_cls, now),
+        admin_filter_queries.latest_error_class_is(
             workflow_cls, execution_cls, "TimeoutError"
         ),
     ):

@@ -275,20 +275,20 @@ def test_the_count_turns_jit_off_for_its_transaction_only(client):
     """A short range's per-execution class lookups would be JIT-compiled on
     PostgreSQL; it sets ``jit = off`` with ``SET LOCAL``, which ends with the
     transaction; a day's range (a join) leaves JIT alone (R-ADM-54)."""
-    from flask_geneva.db.queries import admin_stats as store_admin_stats
+    from flask_geneva.db.queries import admin_stats as admin_stats_queries
 
     geneva = current_context()
     session = db.session
     before = session.execute(sa.text("SHOW jit")).scalar_one()
     session.rollback()
     models = geneva.models
-    store_admin_stats.outcome_counts(
+    admin_stats_queries.outcome_counts(
         session, models.StepExecution, models.Workflow, _edges()[-3:]
     )
     assert session.execute(sa.text("SHOW jit")).scalar_one() == "off"
     session.rollback()
     assert session.execute(sa.text("SHOW jit")).scalar_one() == before
-    store_admin_stats.outcome_counts(
+    admin_stats_queries.outcome_counts(
         session, models.StepExecution, models.Workflow, _edges()
     )
     assert session.execute(sa.text("SHOW jit")).scalar_one() == before
@@ -304,13 +304,13 @@ def test_two_roll_ups_racing_store_each_hour_once(app):
 
     from sqlalchemy import orm
 
-    from flask_geneva.db import outcome_hours as store_outcome_hours
+    from flask_geneva.db import outcome_hours as outcome_hour_rows
 
     workflows = _seed()
     context = current_context()
     engine = db.engine
     barrier = threading.Barrier(2, timeout=30)
-    insert = store_outcome_hours.record_hour
+    insert = outcome_hour_rows.record_hour
     waited: set[int] = set()
 
     # On SQLite a transaction holds the database's write lock from its BEGIN
@@ -335,7 +335,7 @@ def test_two_roll_ups_racing_store_each_hour_once(app):
             session.close()
 
     db.session.remove()  # the test's own transaction would hold SQLite's lock
-    store_outcome_hours.record_hour = record_hour
+    outcome_hour_rows.record_hour = record_hour
     try:
         threads = [threading.Thread(target=run) for _ in range(2)]
         for thread in threads:
@@ -343,7 +343,7 @@ def test_two_roll_ups_racing_store_each_hour_once(app):
         for thread in threads:
             thread.join(60)
     finally:
-        store_outcome_hours.record_hour = insert
+        outcome_hour_rows.record_hour = insert
     assert sorted(results) == [0, 23] or sum(results) == 23, results  # type: ignore[arg-type]
     rows = _stored_rows()
     markers = [row for row in rows if row[1] == ""]
@@ -361,7 +361,7 @@ def test_short_ranges_look_classes_up_and_long_ones_join_with_equal_counts(clien
     """Ranges of up to three hours read each execution's class by primary key,
     longer ones join the workflows: both count what a row-by-row count does,
     hour edges included (R-ADM-54)."""
-    from flask_geneva.db.queries import admin_stats as store_admin_stats
+    from flask_geneva.db.queries import admin_stats as admin_stats_queries
 
     workflows = _seed()
     models = current_context().models
@@ -370,14 +370,14 @@ def test_short_ranges_look_classes_up_and_long_ones_join_with_equal_counts(clien
 
     def count(bounds):
         counts = {}
-        for type_name, index, state, number in store_admin_stats.outcome_counts(
+        for type_name, index, state, number in admin_stats_queries.outcome_counts(
             session, models.StepExecution, models.Workflow, bounds
         ):
             counts[(type_name, bounds[index], state)] = number
         session.rollback()
         return counts
 
-    assert store_admin_stats.LOOKUP_SPAN == 3 * HOUR
+    assert admin_stats_queries.LOOKUP_SPAN == 3 * HOUR
     joined = count(edges)
     looked_up: dict[tuple[str, datetime, str], int] = {}
     for start in range(0, 24, 3):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from flask_geneva.db.queries import admin as store_admin_queries
+from flask_geneva.db.queries import admin as admin_queries
 from tests.admin.support import failed_workflow
 from tests.admin.support import listed
 from tests.admin.support import ready_workflow
@@ -72,7 +72,7 @@ def test_stored_types_walk_the_type_index(client):
     for _ in range(3):
         ready_workflow()
     failed_workflow()
-    assert store_admin_queries.workflow_types_stored(
+    assert admin_queries.workflow_types_stored(
         db.session, type(ready_workflow()).__mro__[1]
     ) == ["AdminFailing", "AdminTwoStep"]
 
@@ -84,7 +84,7 @@ def test_error_text_search_reads_the_newest_recorded_errors(client, monkeypatch)
     import pytest
 
     from flask_geneva.core import clock
-    from flask_geneva.db.queries import admin_filters as store_admin_filters
+    from flask_geneva.db.queries import admin_filters as admin_filter_queries
     from flask_geneva.testing import perform_next_step
     from tests.admin.support import new_user
     from tests.admin.workflows import AdminFailing
@@ -97,7 +97,7 @@ def test_error_text_search_reads_the_newest_recorded_errors(client, monkeypatch)
     update_execution(row["id"], created_at=clock.now() - timedelta(days=1))
     word = row["error_message"].split()[0]
     assert set(listed(client, q=word)) == {str(newer.id), str(older.id)}
-    monkeypatch.setattr(store_admin_filters, "ERROR_SEARCH_DEPTH", 1)
+    monkeypatch.setattr(admin_filter_queries, "ERROR_SEARCH_DEPTH", 1)
     assert listed(client, q=word) == [str(newer.id)]
     page = client.get(LIST, query_string={"q": word}).get_data(as_text=True)
     assert "the search reads the newest 1 recorded errors" in page

@@ -22,9 +22,9 @@ from sqlalchemy.orm.exc import StaleDataError
 from flask_geneva import Executor
 from flask_geneva import reset_column_caches
 from flask_geneva import step
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import session_transactions
-from flask_geneva.db import write_path as core_rows
+from flask_geneva.db import write_path
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.transitions import apply as transition_apply
 from flask_geneva.models import StepExecutionState
@@ -209,7 +209,7 @@ def test_a_load_listener_gets_an_orm_load(app, user):
     calls: list[str] = []
     with listening(geneva.StepExecution, "load", calls):
         session = geneva.session
-        locked_workflow, execution = store.lock_workflow_and_execution(
+        locked_workflow, execution = row_locks.lock_workflow_and_execution(
             session, execution_id
         )
         session.rollback()
@@ -243,7 +243,7 @@ def test_a_locked_row_never_calls_the_classs_own_init(app, user):
     assert CoreRowsOwnInit.inits == 1
     db.session.remove()
     session = geneva.session
-    locked_workflow, execution = store.lock_workflow_and_execution(
+    locked_workflow, execution = row_locks.lock_workflow_and_execution(
         session, execution_id
     )
     assert isinstance(locked_workflow, CoreRowsOwnInit)
@@ -263,7 +263,7 @@ def test_the_lock_overwrites_unflushed_changes_like_populate_existing(app, user)
     execution.state = "in_progress"
     workflow.state = "paused"
     with session.no_autoflush:
-        locked_workflow, locked_execution = store.lock_workflow_and_execution(
+        locked_workflow, locked_execution = row_locks.lock_workflow_and_execution(
             session, execution.id
         )
     assert locked_execution is execution
@@ -280,12 +280,12 @@ def test_a_scoped_session_is_accepted(app, user):
     workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id
     db.session.commit()
-    locked_workflow, execution = store.lock_workflow_and_execution(
+    locked_workflow, execution = row_locks.lock_workflow_and_execution(
         db.session, execution_id
     )
     assert (locked_workflow.id, execution.id) == (workflow.id, execution_id)
     execution.error_message = "via the scoped session"
-    core_rows.flush(db.session, geneva)
+    write_path.flush(db.session, geneva)
     db.session.commit()
     assert execution_row(execution_id)["error_message"] == "via the scoped session"
 
@@ -298,7 +298,7 @@ def test_the_lock_reads_changes_made_by_another_connection(app, user):
     session.commit()
     assert execution.error_message is None
     update_execution(execution.id, error_message="set elsewhere")
-    _, locked = store.lock_workflow_and_execution(session, execution.id)
+    _, locked = row_locks.lock_workflow_and_execution(session, execution.id)
     assert locked is execution
     assert execution.error_message == "set elsewhere"
     session.rollback()
@@ -315,7 +315,7 @@ def test_an_unknown_workflow_type_locks_as_the_base_class(app, user):
             sa.update(table).where(table.c.id == workflow.id).values(type="Gone")
         )
     session = geneva.session
-    locked_workflow, _ = store.lock_workflow_and_execution(session, execution_id)
+    locked_workflow, _ = row_locks.lock_workflow_and_execution(session, execution_id)
     assert type(locked_workflow) is geneva.Workflow
     assert locked_workflow.type == "Gone"
     session.rollback()
@@ -327,7 +327,7 @@ def test_a_rolled_back_insert_leaves_no_instance_behind(app, user):
     execution = workflow.current_execution
     session = geneva.session
     session.commit()
-    locked_workflow, locked_execution = store.lock_workflow_and_execution(
+    locked_workflow, locked_execution = row_locks.lock_workflow_and_execution(
         session, execution.id
     )
     transition_apply.set_execution_state(
@@ -361,7 +361,7 @@ def test_an_update_of_a_deleted_row_raises_stale_data(app, user):
     execution.error_message = "too late"
     workflow.next_step_name = "second"  # a pair: one statement on PostgreSQL
     with pytest.raises(StaleDataError, match="0 were matched"):
-        core_rows.flush(session, geneva)
+        write_path.flush(session, geneva)
     session.rollback()
 
 
@@ -374,7 +374,7 @@ def test_setting_a_column_back_to_its_value_writes_nothing(app, user):
     workflow.current_step_name = "first"
     workflow.current_step_name = original
     with recorded_statements() as statements:
-        core_rows.flush(session, geneva)
+        write_path.flush(session, geneva)
     assert _writes(statements) == []
     assert not session.dirty
     session.commit()
@@ -398,7 +398,7 @@ def test_a_core_write_keeps_the_instance_in_the_session(app, user):
         listening(session, "persistent_to_transient", calls),
         listening(session, "persistent_to_detached", calls),
     ):
-        core_rows.flush(session, geneva)
+        write_path.flush(session, geneva)
     assert calls == []
     for instance in (workflow, execution):
         state = sa.inspect(instance)
@@ -423,7 +423,7 @@ def test_other_pending_objects_go_through_the_orm_flush(app, user):
     workflow.next_step_name = "second"
     user.counter = 41
     user_id = user.id
-    core_rows.flush(session, geneva)
+    write_path.flush(session, geneva)
     assert not session.dirty
     session.commit()
     assert workflow_row(workflow.id)["next_step_name"] == "second"
@@ -467,7 +467,7 @@ def test_a_rolled_back_savepoint_expires_what_the_core_flush_wrote(app, user):
     assert workflow.next_step_name == "first"
     savepoint = session.begin_nested()
     workflow.next_step_name = "second"
-    core_rows.flush(session, geneva)
+    write_path.flush(session, geneva)
     savepoint.rollback()
     assert workflow.next_step_name == "first"
     session.commit()
@@ -484,7 +484,7 @@ def test_two_changed_executions_are_written_one_by_one(app, user):
     session.commit()
     for execution in executions:
         execution.error_message = f"note {execution.id}"
-    core_rows.flush(session, geneva)
+    write_path.flush(session, geneva)
     session.commit()
     assert [execution_row(i)["error_message"] for i in ids] == [
         f"note {i}" for i in ids
@@ -499,7 +499,7 @@ def test_an_attach_listener_gets_an_orm_load(app, user):
     calls: list[str] = []
     with listening(orm.Session, "after_attach", calls):
         session = geneva.session
-        store.lock_workflow_and_execution(session, execution_id)
+        row_locks.lock_workflow_and_execution(session, execution_id)
         session.rollback()
     # The ORM load attaches without the attach events, as before the Core path.
     assert calls == []
@@ -525,7 +525,7 @@ def test_the_lock_resets_a_loaded_relationship_like_populate_existing(app, user)
     session.commit()
     assert execution.workflow is workflow
     session.expunge(workflow)
-    locked_workflow, locked_execution = store.lock_workflow_and_execution(
+    locked_workflow, locked_execution = row_locks.lock_workflow_and_execution(
         session, execution.id
     )
     assert locked_execution is execution
@@ -544,7 +544,7 @@ def test_a_column_with_its_own_onupdate_reads_back_what_was_stored(tmp_path):
         workflow_id = workflow.id
         session = extra_column_app.db.session()
         workflow.next_step_name = "second"
-        core_rows.flush(session, extra_column_app.geneva)
+        write_path.flush(session, extra_column_app.geneva)
         in_memory = workflow.touches  # before the commit expires anything
         session.commit()
         table = extra_column_app.geneva.Workflow.__table__
@@ -565,7 +565,7 @@ class _Undone(Exception):
 
 def _schedule_second(session, execution_id):
     """Lock, complete the execution and INSERT its successor (Core writes)."""
-    locked_workflow, locked_execution = store.lock_workflow_and_execution(
+    locked_workflow, locked_execution = row_locks.lock_workflow_and_execution(
         session, execution_id
     )
     transition_apply.set_execution_state(

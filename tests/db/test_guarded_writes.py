@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import StateConflictError
-from flask_geneva.db import write_path as core_rows
+from flask_geneva.db import write_path
 from flask_geneva.engine import scheduling
 from flask_geneva.ext.app_state import current_context
 from tests.apps.basic import db
@@ -70,7 +70,7 @@ def test_an_execution_state_write_is_refused_when_the_row_changed(app, user):
     )
     execution.state = "in_progress"
     with pytest.raises(StateConflictError) as refused:
-        core_rows.flush(session, geneva)
+        write_path.flush(session, geneva)
     error = refused.value
     assert (error.row, error.row_id, error.expected, error.actual) == (
         "step execution",
@@ -107,7 +107,7 @@ def test_the_pair_update_is_refused_when_the_workflow_changed(app, user):
     execution.state = "in_progress"
     workflow.state = "performing"
     with pytest.raises(StateConflictError) as refused:
-        core_rows.flush(session, geneva)
+        write_path.flush(session, geneva)
     assert (refused.value.row, refused.value.actual) == ("workflow", "paused")
     assert _held(session, geneva.Workflow.__table__, workflow_id) == "paused"
     session.rollback()
@@ -122,7 +122,7 @@ def test_the_pair_update_is_refused_when_the_execution_changed(app, user):
     execution.state = "in_progress"
     workflow.state = "performing"
     with pytest.raises(StateConflictError) as refused:
-        core_rows.flush(session, geneva)
+        write_path.flush(session, geneva)
     assert (refused.value.row, refused.value.expected, refused.value.actual) == (
         "step execution",
         "scheduled",
@@ -145,7 +145,7 @@ def test_a_write_that_leaves_the_state_alone_is_not_guarded(app, user):
         session, geneva.StepExecution.__table__, execution_id, "canceled"
     )
     execution.error_message = "noted"
-    core_rows.flush(session, geneva)
+    write_path.flush(session, geneva)
     session.commit()
     row = execution_row(execution_id)
     assert (row["state"], row["error_message"]) == ("canceled", "noted")

@@ -14,7 +14,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.common_workflows import EmptyOneStep
@@ -58,7 +58,7 @@ def test_waiting_for_the_execution_row_already_holds_the_workflow_row(
         def lock() -> None:
             with app.app_context():
                 session = geneva.session
-                locked = store.lock_workflow_and_execution(session, execution_id)
+                locked = row_locks.lock_workflow_and_execution(session, execution_id)
                 result["ids"] = (locked[0].id, locked[1].id)
                 session.rollback()
                 db.session.remove()

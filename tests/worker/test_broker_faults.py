@@ -32,6 +32,10 @@ from tests.support.worker_harness import wait_for
 
 #: GENEVA_PUBLISH_TIMEOUT of these tests; celery_defaults() gets the same value.
 PUBLISH_TIMEOUT = 3.0
+#: A bound that tells "returned after at most one timed-out try" from "blocked"
+#: (forever, or once per row: 3 rows take 3 timeouts) with room for a loaded
+#: machine, where a database round trip can take a second.
+WITHIN_ONE_TRY = 2 * PUBLISH_TIMEOUT
 
 
 class OwnRedis:
@@ -241,13 +245,13 @@ def test_frozen_broker_create_returns_within_the_publish_timeout(
     own_redis.freeze()
     frozen = _create_many(app, BrokerOrdinary, 3)
     assert frozen["raised"] == []
-    assert max(frozen["durations"]) < PUBLISH_TIMEOUT
+    assert max(frozen["durations"]) < WITHIN_ONE_TRY
     frozen_ids = frozen["workflow_ids"]
     assert {r["job_id"] for r in _rows(app, frozen_ids)} == {"geneva:deferred"}
     started = time.monotonic()
     assert _dispatch(app) == 0  # the dispatcher tries despite the pause
     dispatch_seconds = time.monotonic() - started
-    assert dispatch_seconds < PUBLISH_TIMEOUT  # one failed try, not one per row
+    assert dispatch_seconds < WITHIN_ONE_TRY  # one failed try, not one per row
     assert {r["job_id"] for r in _rows(app, frozen_ids)} == {"geneva:deferred"}
 
     _lose_messages(app, frozen_ids)
@@ -257,7 +261,7 @@ def test_frozen_broker_create_returns_within_the_publish_timeout(
         summary = app.extensions["geneva"].geneva.run_housekeeping()
     housekeeping_seconds = time.monotonic() - started
     assert summary["stuck_scheduled_recovered"] == 3
-    assert housekeeping_seconds < PUBLISH_TIMEOUT  # not blocked once per row
+    assert housekeeping_seconds < WITHIN_ONE_TRY  # not blocked once per row
 
     own_redis.thaw()
     assert _dispatch(app) == 3
@@ -305,7 +309,7 @@ def test_frozen_broker_without_celery_defaults_does_not_block_create(
     caller.join(timeout=4 * PUBLISH_TIMEOUT)
     assert not caller.is_alive(), "create() blocked on the frozen broker"
     assert frozen["raised"] == []
-    assert max(frozen["durations"]) < PUBLISH_TIMEOUT
+    assert max(frozen["durations"]) < WITHIN_ONE_TRY
     assert {r["job_id"] for r in _rows(app, frozen["workflow_ids"])} == {
         "geneva:deferred"
     }

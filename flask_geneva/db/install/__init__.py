@@ -16,8 +16,10 @@ revision files into the host's Flask-Migrate directory, one per logical schema u
   missing units (R-MIG-03), and every unit checks the live schema before changing it
   (R-MIG-04).
 - :mod:`~flask_geneva.db.install.install`:
-  :func:`~flask_geneva.db.install.install.install`,
-  the whole command.
+  :func:`~flask_geneva.db.install.install.write_missing_revisions`, the whole
+  command given a directory and an engine; the Flask side (the app's
+  migrations directory, engine and key type) is
+  :func:`flask_geneva.ext.schema_install.install`.
 - :mod:`~flask_geneva.ext.autogenerate`: keeps ``flask db migrate``/``flask db
   check`` from proposing changes to what only our migrations manage.
 """

@@ -1,4 +1,4 @@
-"""``flask geneva install`` as a function: write the missing revisions (R-MIG-01).
+"""Write the missing flask_geneva revisions into a migrations directory (R-MIG-01).
 
 Reads the database catalog to choose the key type (R-DM-20/21) and writes the
 revision files of the units not yet present; never changes the schema.
@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
@@ -26,10 +25,7 @@ from flask_geneva.db.install.units import UNITS
 from flask_geneva.db.install.units import SchemaUnit
 from flask_geneva.exceptions import InstallError
 
-if TYPE_CHECKING:
-    from flask import Flask
-
-__all__ = ["InstallResult", "install"]
+__all__ = ["InstallResult", "write_missing_revisions"]
 
 
 @dataclass
@@ -51,22 +47,27 @@ class InstallResult:
     already_present: list[str] = field(default_factory=list)
 
 
-def install(
-    app: Flask,
+def write_missing_revisions(
+    directory: str | os.PathLike[str],
     *,
-    directory: str | os.PathLike[str] | None = None,
+    engine: sa.Engine,
+    app_key_type: str,
     key_type: str = "auto",
     units: Sequence[SchemaUnit] | None = None,
 ) -> InstallResult:
-    """Write the missing flask_geneva revisions into the app's migrations (R-MIG-01).
+    """Write the missing flask_geneva revisions into ``directory`` (R-MIG-01).
 
-    Reads the database catalog to detect the key type (R-DM-20/21) but never changes
-    the schema. Pushes an app context if none is active.
+    Reads the database catalog to detect the key type (R-DM-20/21) but never
+    changes the schema. :func:`flask_geneva.ext.schema_install.install` calls it
+    with the app's migrations directory, engine and key type.
 
     Args:
-        app: The Flask app with ``geneva.init_app(app)`` done.
-        directory: Flask-Migrate directory; default is the one ``Migrate`` was
-            configured with, else ``migrations``.
+        directory: The Flask-Migrate (Alembic) directory.
+        engine: The engine of the app's database, read for key-type detection
+            only (no connection is made when ``key_type`` is explicit and no
+            server default is needed).
+        app_key_type: The key type the extension was built with
+            (``Geneva(db, key_type=...)``): ``"bigint"``, ``"uuid"`` or ``"auto"``.
         key_type: ``"auto"`` (detect), ``"bigint"`` or ``"uuid"``.
         units: Restrict to these units (default: all).
 
@@ -75,24 +76,17 @@ def install(
 
     Raises:
         InstallError: No migrations directory; several heads; the key type
-            disagrees with ``Geneva(db, key_type=...)``; or the database cannot be
-            read for detection.
+            disagrees with ``app_key_type``; or the database cannot be read for
+            detection.
     """
-    state = app.extensions.get("geneva")
-    if state is None:
-        raise InstallError(
-            "flask_geneva is not registered on this app; call geneva.init_app(app)"
-        )
-    geneva = state.geneva
-    path = migrations_directory(app, directory)
+    path = migrations_directory(directory)
     # Validate the choice before touching the database.
     if key_type not in KEY_TYPE_CHOICES:
-        resolve_key_type(key_type, app_key_type=geneva.key_type, detect=None)
+        resolve_key_type(key_type, app_key_type=app_key_type, detect=None)
 
     def detect() -> KeyTypeDetection:
         try:
-            with app.app_context():
-                return detect_key_type(geneva.db.engine)
+            return detect_key_type(engine)
         except sa.exc.SQLAlchemyError as exc:
             message = str(exc).splitlines()[0]
             raise InstallError(
@@ -109,7 +103,7 @@ def install(
 
     chosen = resolve_key_type(
         key_type,
-        app_key_type=geneva.key_type,
+        app_key_type=app_key_type,
         detect=detect if key_type == "auto" else detect_quietly,
     )
     before = installed_units(path)

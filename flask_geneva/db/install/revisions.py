@@ -14,7 +14,6 @@ import string
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 from typing import Any
 
 from alembic.config import Config
@@ -29,9 +28,6 @@ from flask_geneva.db.install.units import UNITS
 from flask_geneva.db.install.units import SchemaUnit
 from flask_geneva.exceptions import InstallError
 
-if TYPE_CHECKING:
-    from flask import Flask
-
 __all__ = [
     "installed_units",
     "migrations_directory",
@@ -43,13 +39,12 @@ _UNITS_BY_NAME = {unit.name: unit for unit in UNITS}
 _PRELUDE_TEMPLATE = "_prelude.py.tmpl"
 
 
-def migrations_directory(app: Flask, directory: str | os.PathLike[str] | None) -> Path:
-    """Return the Flask-Migrate directory ``install`` writes into.
+def migrations_directory(directory: str | os.PathLike[str]) -> Path:
+    """Check and return the Flask-Migrate directory ``install`` writes into.
 
     Args:
-        app: The Flask app; its ``app.extensions["migrate"].directory`` is the
-            default.
-        directory: Explicit directory (``--directory``), or None.
+        directory: The directory (``--directory``, or the one ``Migrate`` was
+            configured with).
 
     Returns:
         The directory, relative paths resolved against the working directory.
@@ -58,9 +53,6 @@ def migrations_directory(app: Flask, directory: str | os.PathLike[str] | None) -
         InstallError: The directory or its ``alembic.ini``/``env.py`` is missing
             (run ``flask db init`` first).
     """
-    if directory is None:
-        migrate_state = app.extensions.get("migrate")
-        directory = getattr(migrate_state, "directory", None) or "migrations"
     path = Path(directory)
     try:
         if path.exists() and not path.is_dir():

@@ -67,8 +67,8 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
                     result = _invoke(run, workflow, execution, step)
             else:
                 result = _invoke(run, workflow, execution, step)
-        except FlowControlSignal as signal:
-            result = BodyResult("signal", signal=signal)
+        except FlowControlSignal as flow_control:
+            result = BodyResult("flow_control", flow_control=flow_control)
         except StepInterrupt as interrupt:
             result = BodyResult("interrupted", interrupt=interrupt)
         except Exception as error:  # noqa: BLE001 - R-EXE-37: hook errors count as body errors
@@ -89,7 +89,7 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
     # session from here on: nothing is left to commit (R-EXE-36, R-SIG-03).
     received = bool(signals.step.receivers)
     if received:
-        run.events.emit_step_signal(result, executor_events.timing(started_at, started))
+        run.events.emit_step_event(result, executor_events.timing(started_at, started))
 
     try:
         if after:
@@ -129,8 +129,8 @@ def _invoke(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResul
             step.invoke(workflow, iterable_step)
         else:
             step.invoke(workflow)
-    except FlowControlSignal as signal:
-        return BodyResult("signal", signal=signal)
+    except FlowControlSignal as flow_control:
+        return BodyResult("flow_control", flow_control=flow_control)
     except StepInterrupt as interrupt:
         return BodyResult("interrupted", interrupt=interrupt)
     except Exception as error:  # noqa: BLE001 - R-EXE-35: captured for the policy

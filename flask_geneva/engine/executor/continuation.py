@@ -36,9 +36,9 @@ from flask_geneva import signals
 from flask_geneva.core import clock
 from flask_geneva.core import transactions
 from flask_geneva.core.config import GenevaConfig
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import row_updates
-from flask_geneva.db import session_sync as core_session
+from flask_geneva.db import session_sync
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.executor import events as executor_events
@@ -185,7 +185,7 @@ def note_hero(run: StepRun, workflow: Any) -> None:
     key_type = _probe_key_type(hero_cls)
     if key_type is None or not isinstance(hero_id, key_type):
         return
-    listeners = core_session.actual_session(run.session).dispatch.do_orm_execute
+    listeners = session_sync.actual_session(run.session).dispatch.do_orm_execute
     if any(not transactions.is_own_listener(fn) for fn in listeners):
         return
     run.hero_probe = (hero_cls, hero_type, hero_id)
@@ -221,7 +221,7 @@ def optimistic_guards(
         return None
     session = run.session
     if (
-        core_session.bind_of(session).dialect.name != "postgresql"
+        session_sync.bind_of(session).dialect.name != "postgresql"
         or step.wait_for is not None
         or session.new
         or session.dirty
@@ -292,14 +292,14 @@ def lock_for_finalize(run: StepRun, completed: bool = False) -> tuple[Any, Any]:
         lock_workflow_and_execution` does; sets ``run.hero_present`` when the
         probe answered for the locked row's hero.
     """
-    keys = store.FINALIZE_EXECUTION_KEYS if completed else None
+    keys = row_locks.FINALIZE_EXECUTION_KEYS if completed else None
     probe = run.hero_probe
     if probe is None:
-        return store.lock_workflow_and_execution(
+        return row_locks.lock_workflow_and_execution(
             run.session, run.execution_id, execution_keys=keys
         )
     hero_cls, hero_type, hero_id = probe
-    workflow, execution, present = store.lock_workflow_and_execution_probing_hero(
+    workflow, execution, present = row_locks.lock_workflow_and_execution_probing_hero(
         run.session, run.execution_id, hero_cls, hero_id, execution_keys=keys
     )
     if (

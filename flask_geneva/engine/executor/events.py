@@ -1,10 +1,11 @@
-"""What one executor run tells the outside: signals and error reports.
+"""What one executor run tells the outside: instrumentation events and error reports.
 
-:class:`RunEvents` holds the payload every signal of a run carries (R-SIG-01)
-and sends ``precondition``, ``step`` and ``finalize`` (R-SIG-02..04) without
-letting a receiver break the run; it queues the errors to report and calls the
-reporter after the commit (R-REP-02/03, R-EXE-43), adding ``report_error`` to
-the policy decision record when the reporter fails (R-PDR-02).
+:class:`RunEvents` holds the payload every blinker event of a run carries
+(:mod:`flask_geneva.signals`, R-SIG-01) and sends ``precondition``, ``step`` and
+``finalize`` (R-SIG-02..04) without letting a receiver break the run; it queues
+the errors to report and calls the reporter after the commit (R-REP-02/03,
+R-EXE-43), adding ``report_error`` to the policy decision record when the
+reporter fails (R-PDR-02).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from flask_geneva.core import error_reporting
 from flask_geneva.core import transactions
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import column_values
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 
 __all__ = ["RunEvents", "timing"]
 
@@ -94,7 +95,7 @@ class RunEvents:
         """Add ``report_error`` to the stored policy decision (R-PDR-02)."""
         session = self.session
         try:
-            execution = store.lock_execution(session, execution_id)
+            execution = row_locks.lock_execution(session, execution_id)
             if execution is not None:
                 decision = execution.read_metadata("policy_decision")
                 if isinstance(decision, dict):
@@ -106,7 +107,7 @@ class RunEvents:
             session.rollback()
             _log.warning("could not record the reporter failure: %r", error)
 
-    # -- signals (R-SIG) ---------------------------------------------------------------
+    # -- blinker events (R-SIG) --------------------------------------------------
 
     def set_payload_base(self, workflow: Any, execution: Any, step: Any) -> None:
         """Remember the fields every signal of this run carries (R-SIG-01)."""
@@ -123,16 +124,16 @@ class RunEvents:
             base["resumable"] = True
         self._payload_base = base
 
-    def emit(self, signal: Any, timing: dict[str, Any], **fields: Any) -> None:
-        """Send ``signal`` with the run's payload; receivers cannot break it."""
-        if self._workflow_cls is None or not signal.receivers:
+    def emit(self, event: Any, timing: dict[str, Any], **fields: Any) -> None:
+        """Send blinker ``event`` with the run's payload; receivers cannot break it."""
+        if self._workflow_cls is None or not event.receivers:
             return  # nobody listens: no payload to build
         with transactions.user_code_transactions():  # R-EXE-80
             signals.send_safely(
-                signal, self._workflow_cls, {**self._payload_base, **timing, **fields}
+                event, self._workflow_cls, {**self._payload_base, **timing, **fields}
             )
 
-    def emit_step_signal(self, result: Any, timing: dict[str, Any]) -> None:
+    def emit_step_event(self, result: Any, timing: dict[str, Any]) -> None:
         """Send ``step`` with how the body ended (R-SIG-03)."""
         if not signals.step.receivers:
             return

@@ -22,10 +22,10 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import row_updates
 from flask_geneva.db import session_transactions
-from flask_geneva.db import write_path as core_rows
+from flask_geneva.db import write_path
 from flask_geneva.engine.executor import continuation
 from flask_geneva.engine.executor import outcomes
 from flask_geneva.engine.executor.continuation import InlineCheckFailed
@@ -148,8 +148,8 @@ def _finalize_optimistically(
     guards = continuation.optimistic_guards(run, workflow, execution, step)
     if guards is None:
         return None
-    session.expire(execution, store.finalize_unread_execution_keys(session))
-    core_rows.expect_unchanged_since_claim(session, guards)
+    session.expire(execution, row_locks.finalize_unread_execution_keys(session))
+    write_path.expect_unchanged_since_claim(session, guards)
     try:
         run.finalizing = True
         workflow.current_step_name = None
@@ -179,7 +179,7 @@ def _finalize_optimistically(
         run.forget_attempt(reports, running)
         return None
     finally:
-        core_rows.expect_unchanged_since_claim(session, None)
+        write_path.expect_unchanged_since_claim(session, None)
     return (workflow.state, execution.state), None, False
 
 
@@ -216,15 +216,15 @@ def _finalize_once(
         run.logger.warning(
             "workflow changed to %s during the step (R-EXE-42)", workflow.state
         )
-        if body.kind == "signal" and body.signal is not None:
-            outcomes.record_signal(execution, body.signal)
+        if body.kind == "flow_control" and body.flow_control is not None:
+            outcomes.record_flow_control(execution, body.flow_control)
         operator_finalize.finalize_under_operator_state(
             session,
             workflow,
             execution,
             step,
             kind=body.kind,
-            signal=body.signal,
+            flow_control=body.flow_control,
             error=error,
             record_interrupt=lambda reason: outcomes.record_interrupt(
                 run, execution, body, reason=reason
@@ -258,9 +258,9 @@ def _finalize_once(
             step,
             wait=body.interrupt.wait,
         )
-    elif body.kind == "signal":
-        assert body.signal is not None  # noqa: S101 - kind implies it
-        outcomes.apply_signal(run, workflow, execution, step, body.signal)
+    elif body.kind == "flow_control":
+        assert body.flow_control is not None  # noqa: S101 - kind implies it
+        outcomes.apply_flow_control(run, workflow, execution, step, body.flow_control)
     else:
         assert error is not None  # noqa: S101 - kind implies it
         result = outcomes.resolve(run, workflow, execution, step, error)

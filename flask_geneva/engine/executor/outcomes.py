@@ -34,12 +34,12 @@ from flask_geneva.policies.resolution import PolicyResult
 from flask_geneva.policies.resolution import should_report
 
 __all__ = [
+    "apply_flow_control",
     "apply_policy",
-    "apply_signal",
     "commit_resolved",
     "perform",
+    "record_flow_control",
     "record_interrupt",
-    "record_signal",
     "resolve",
     "transition",
     "transition_and_commit",
@@ -286,8 +286,12 @@ def _create_reattempt(
 # -- signals and interrupts (R-FC-10..15, R-PDR-03) ------------------------------------
 
 
-def apply_signal(
-    run: StepRun, workflow: Any, execution: Any, step: Any, signal: FlowControlSignal
+def apply_flow_control(
+    run: StepRun,
+    workflow: Any,
+    execution: Any,
+    step: Any,
+    flow_control: FlowControlSignal,
 ) -> None:
     """Apply an in-step flow-control signal (R-FC-10..15).
 
@@ -296,14 +300,14 @@ def apply_signal(
         workflow: The locked workflow.
         execution: The locked execution.
         step: Its step definition.
-        signal: What the body raised.
+        flow_control: What the body raised.
 
     Raises:
         InvalidStateTransition: A row is not in a from-state of the entry.
     """
     now = clock.now()
-    action = signal.action
-    record_signal(execution, signal)
+    action = flow_control.action
+    record_flow_control(execution, flow_control)
     resumable = step.is_resumable
     wait = None
     if action == "pause":
@@ -313,15 +317,15 @@ def apply_signal(
             else transitions.PAUSE_SIGNAL
         )
     elif action == "reattempt":
-        assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
-        operator_finalize.prepare_signal_reattempt(
-            execution, signal, resumable=resumable
+        assert isinstance(flow_control, ReattemptSignal)  # noqa: S101 - action implies it
+        operator_finalize.prepare_in_step_reattempt(
+            execution, flow_control, resumable=resumable
         )
-        entry, wait = transitions.REATTEMPT, signal.wait
+        entry, wait = transitions.REATTEMPT, flow_control.wait
     elif action == "suspend":
-        assert isinstance(signal, SuspendSignal)  # noqa: S101 - action implies it
+        assert isinstance(flow_control, SuspendSignal)  # noqa: S101 - action implies it
         record_interrupt(run, execution, None, reason="suspend")
-        entry, wait = transitions.CONTINUE, signal.wait
+        entry, wait = transitions.CONTINUE, flow_control.wait
         now = clock.now()
     elif action in _SIGNAL_TRANSITIONS:
         entry = _SIGNAL_TRANSITIONS[action]
@@ -330,20 +334,20 @@ def apply_signal(
     transition(run, entry, now, workflow, execution, step, wait=wait)
 
 
-def record_signal(execution: Any, signal: FlowControlSignal) -> None:
+def record_flow_control(execution: Any, flow_control: FlowControlSignal) -> None:
     """Write the ``flow_control`` record of R-PDR-03 on ``execution``.
 
     Args:
         execution: The locked execution.
-        signal: The flow-control signal the body raised.
+        flow_control: The flow-control signal the body raised.
     """
-    wait = getattr(signal, "wait", None)
+    wait = getattr(flow_control, "wait", None)
     execution.write_metadata(
         "flow_control",
         {
-            "action": signal.action,
+            "action": flow_control.action,
             "wait_seconds": wait.total_seconds() if wait is not None else None,
-            "rewind": bool(getattr(signal, "rewind", False)),
+            "rewind": bool(getattr(flow_control, "rewind", False)),
         },
     )
 

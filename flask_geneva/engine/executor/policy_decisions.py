@@ -20,7 +20,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import transactions
 from flask_geneva.db import optional_columns as column_detection
-from flask_geneva.db.queries import engine as store_queries
+from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine.flow_control import step_context
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import ReattemptSignal
@@ -284,7 +284,7 @@ def consecutive_reattempts(session: orm.Session, workflow: Any, step_name: str) 
     """
     execution_cls = workflow.__geneva__.StepExecution
     columns = column_detection.optional_columns(session)
-    rows = store_queries.step_history(
+    rows = engine_queries.step_history(
         session,
         execution_cls,
         workflow.id,

@@ -21,7 +21,7 @@ from flask_geneva import signals
 from flask_geneva.core import clock
 from flask_geneva.core import transactions
 from flask_geneva.db import error_recording
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import session_transactions
 from flask_geneva.dsl.conditions import describe_condition
@@ -297,7 +297,7 @@ def _lock_with_lookup_retries(run: StepRun) -> tuple[Any, Any]:
     session = run.session
     attempts = run.lookup_attempts if run.execution_id is not None else 0
     for attempt in range(attempts):
-        workflow, execution = store.lock_workflow_and_execution(
+        workflow, execution = row_locks.lock_workflow_and_execution(
             session, run.execution_id
         )
         if execution is not None:
@@ -405,7 +405,7 @@ def _relock_after_database_error(
     """
     session = run.session
     session_transactions.rollback_after_error(session, error)
-    locked_workflow, locked = store.lock_workflow_and_execution(
+    locked_workflow, locked = row_locks.lock_workflow_and_execution(
         session, run.execution_id
     )
     if (

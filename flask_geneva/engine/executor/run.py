@@ -53,22 +53,24 @@ class BodyResult:
     """How the body ended (R-EXE-35).
 
     Attributes:
-        kind: ``"completed"``, ``"signal"``, ``"interrupted"`` or ``"exception"``.
-        signal: The flow-control signal the body raised (kind ``signal``).
+        kind: ``"completed"``, ``"flow_control"``, ``"interrupted"`` or ``"exception"``.
+        flow_control: The flow-control signal the body raised (kind
+            ``flow_control``).
         interrupt: The interrupt of a resumable step (kind ``interrupted``).
         error: The exception the body or a hook raised (kind ``exception``).
     """
 
     kind: str
-    signal: FlowControlSignal | None = None
+    flow_control: FlowControlSignal | None = None
     interrupt: StepInterrupt | None = None
     error: Exception | None = None
 
     @property
     def label(self) -> str:
         """The outcome named in the log and the ``step`` signal (R-SIG-03)."""
-        if self.kind == "signal" and self.signal is not None:
-            return "finished" if self.signal.action == "finish" else self.signal.action
+        if self.kind == "flow_control" and self.flow_control is not None:
+            action = self.flow_control.action
+            return "finished" if action == "finish" else action
         return self.kind
 
 

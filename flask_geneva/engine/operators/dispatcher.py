@@ -27,7 +27,7 @@ from flask_geneva.core import error_reporting
 from flask_geneva.core import publications
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
-from flask_geneva.db.queries import maintenance as store_maintenance
+from flask_geneva.db.queries import maintenance as maintenance_queries
 from flask_geneva.engine import publishing
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.operators import maintenance_runs
@@ -183,7 +183,7 @@ def _dispatch_passes(
     last: tuple[Any, Any] | None = None
     while True:
         horizon = clock.now() + ahead if ahead is not None else clock.now()
-        executions = store_maintenance.due_deferred_executions(
+        executions = maintenance_queries.due_deferred_executions(
             session,
             workflow_cls,
             execution_cls,
@@ -251,6 +251,6 @@ def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
 def deferred_count(session: orm.Session) -> Any:
     """How many executions wait for the dispatcher (for gauges and the admin)."""
     execution_cls = models_of(session).StepExecution
-    return store_maintenance.count_deferred(
+    return maintenance_queries.count_deferred(
         session, execution_cls, deferred_job_id=publications.DEFERRED_JOB_ID
     )

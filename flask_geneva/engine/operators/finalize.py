@@ -38,7 +38,7 @@ from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.exceptions import SuspendSignal
 from flask_geneva.models import WorkflowState
 
-__all__ = ["finalize_under_operator_state", "prepare_signal_reattempt"]
+__all__ = ["finalize_under_operator_state", "prepare_in_step_reattempt"]
 
 
 def finalize_under_operator_state(
@@ -48,7 +48,7 @@ def finalize_under_operator_state(
     step: Any,
     *,
     kind: str,
-    signal: FlowControlSignal | None,
+    flow_control: FlowControlSignal | None,
     error: Exception | None,
     record_interrupt: Callable[[str | None], None],
     now: Any,
@@ -65,8 +65,8 @@ def finalize_under_operator_state(
         execution: The locked execution, still ``in_progress``.
         step: The step definition the body ran.
         kind: How the body ended: ``"completed"``, ``"exception"``,
-            ``"interrupted"`` or ``"signal"`` (R-EXE-35).
-        signal: The flow-control signal when ``kind`` is ``"signal"``.
+            ``"interrupted"`` or ``"flow_control"`` (R-EXE-35).
+        flow_control: The flow-control signal when ``kind`` is ``"flow_control"``.
         error: The captured exception when ``kind`` is ``"exception"``; recorded
             on the execution, not re-raised (the caller reports it, R-EXE-43).
         record_interrupt: Writes the interrupt record (R-PDR-03); called with
@@ -91,29 +91,35 @@ def finalize_under_operator_state(
             else transitions.SETTLE_CANCELED
         )
     else:
-        assert signal is not None  # noqa: S101 - kind implies it
-        transition = _signal_transition(session, execution, step, signal, paused)
-        if signal.action == "suspend":
+        assert flow_control is not None  # noqa: S101 - kind implies it
+        transition = _flow_control_transition(
+            session, execution, step, flow_control, paused
+        )
+        if flow_control.action == "suspend":
             record_interrupt("suspend")
     schedules = transitions.apply(
         transition, now, workflow=workflow, execution=execution
     )
-    wait = signal.wait if isinstance(signal, ReattemptSignal | SuspendSignal) else None
+    wait = (
+        flow_control.wait
+        if isinstance(flow_control, ReattemptSignal | SuspendSignal)
+        else None
+    )
     if schedules is transitions.Schedules.PRESERVED_NEXT_STEP and paused:
         _preserve_next_step(session, workflow, step)
     elif schedules is transitions.Schedules.PRESERVED_SAME_STEP and paused:
         _preserve_same_step(session, workflow, execution, step, wait)
 
 
-def _signal_transition(
+def _flow_control_transition(
     session: orm.Session,
     execution: Any,
     step: Any,
-    signal: FlowControlSignal,
+    flow_control: FlowControlSignal,
     paused: bool,
 ) -> transitions.Transition:
-    """The entry recording an in-step signal as §8.1 does (R-EXE-42)."""
-    action = signal.action
+    """The entry recording an in-step flow-control signal as §8.1 does (R-EXE-42)."""
+    action = flow_control.action
     resumable = (
         step.is_resumable and column_detection.optional_columns(session).resumable
     )
@@ -138,8 +144,8 @@ def _signal_transition(
     if action == "skip":
         return transitions.SETTLE_SKIPPED
     if action == "reattempt":
-        assert isinstance(signal, ReattemptSignal)  # noqa: S101 - action implies it
-        prepare_signal_reattempt(execution, signal, resumable=resumable)
+        assert isinstance(flow_control, ReattemptSignal)  # noqa: S101 - action implies it
+        prepare_in_step_reattempt(execution, flow_control, resumable=resumable)
         return transitions.SETTLE_REATTEMPTED
     if action == "suspend":
         # As an interrupt on a canceled/finished workflow (R-EXE-42c).
@@ -148,16 +154,16 @@ def _signal_transition(
     raise AssertionError(f"unknown flow control action {action!r}")
 
 
-def prepare_signal_reattempt(
-    execution: Any, signal: ReattemptSignal, *, resumable: bool
+def prepare_in_step_reattempt(
+    execution: Any, flow_control: ReattemptSignal, *, resumable: bool
 ) -> None:
     """Mark ``execution`` as reattempted by an in-step ``reattempt()`` (R-FC-13).
 
-    A resumable step's cursor is cleared when the signal rewinds; the
+    A resumable step's cursor is cleared when the reattempt rewinds; the
     ``reattempt_reason`` metadata says ``flow_control``. Shared by the executor's
     own outcome and the one under an operator's state.
     """
-    if resumable and signal.rewind:
+    if resumable and flow_control.rewind:
         execution.cursor = None
     execution.write_metadata("reattempt_reason", "flow_control")
 

@@ -34,7 +34,7 @@ from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.cleanup_lock import cleanup_lock
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
-from flask_geneva.db.queries import maintenance as store_maintenance
+from flask_geneva.db.queries import maintenance as maintenance_queries
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import outcome_rollup
 from flask_geneva.engine.operators.stuck_recovery import recover_abandoned_executions
@@ -185,7 +185,7 @@ def _cleanup_eligible(
     signal_cls = None  # its signals go first (R-WSIG-63): no foreign key removes them
     if column_detection.optional_columns(session).workflow_signals:
         signal_cls = getattr(models_of(session), "WorkflowSignal", None)
-    workflows, executions, signals = store_maintenance.delete_ended_workflows(
+    workflows, executions, signals = maintenance_queries.delete_ended_workflows(
         session,
         workflow_cls,
         execution_cls,
@@ -210,7 +210,7 @@ def count_workflows_by_type_and_state(
         ``{type: {state: count}}`` for every type present, with all five workflow
         states, zero-filled (R-MET-05). Also ends the read transaction.
     """
-    rows = store_maintenance.count_workflows_by_type_and_state(
+    rows = maintenance_queries.count_workflows_by_type_and_state(
         session, models_of(session).Workflow
     )
     counts: dict[str, dict[str, int]] = {}

@@ -32,9 +32,9 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.db import optional_columns as column_detection
-from flask_geneva.db import outcome_hours as store_outcome_hours
+from flask_geneva.db import outcome_hours as outcome_hour_rows
 from flask_geneva.db.context import models_of
-from flask_geneva.db.queries import admin_stats as store_admin_stats
+from flask_geneva.db.queries import admin_stats as admin_stats_queries
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
 
 __all__ = [
@@ -102,8 +102,8 @@ def counted_hours(
     table = outcome_hours_table(session)
     if table is None:
         return {}
-    marker = (store_outcome_hours.MARKER_TYPE, store_outcome_hours.MARKER_STATE)
-    rows = store_outcome_hours.counted_rows(session.connection(), table, start, end)
+    marker = (outcome_hour_rows.MARKER_TYPE, outcome_hour_rows.MARKER_STATE)
+    rows = outcome_hour_rows.counted_rows(session.connection(), table, start, end)
     result: dict[datetime, list[tuple[str, str, int]]] = {
         hour: [] for hour, type_name, state, _ in rows if (type_name, state) == marker
     }
@@ -147,7 +147,7 @@ def roll_up_outcome_hours(session: orm.Session, *, now: datetime | None = None) 
             stop = last + _HOUR
             stored += _count_and_store(session, table, start, stop)
         connection = session.connection()
-        store_outcome_hours.delete_hours_before(connection, table, current - KEEP_FOR)
+        outcome_hour_rows.delete_hours_before(connection, table, current - KEEP_FOR)
         session.commit()
     except sa.exc.SQLAlchemyError as error:
         session.rollback()
@@ -163,7 +163,7 @@ def _count_and_store(
     hours = list(_hours(start, stop))
     edges = [*hours, stop]
     counted: dict[datetime, list[tuple[str, str, int]]] = {hour: [] for hour in hours}
-    for type_name, bucket, state, count in store_admin_stats.outcome_counts(
+    for type_name, bucket, state, count in admin_stats_queries.outcome_counts(
         session, models.StepExecution, models.Workflow, edges
     ):
         counted[hours[bucket]].append((type_name, state, count))
@@ -171,7 +171,7 @@ def _count_and_store(
     stored = 0
     for hour in hours:
         try:
-            store_outcome_hours.record_hour(
+            outcome_hour_rows.record_hour(
                 session.connection(), table, hour, counted[hour]
             )
             session.commit()

@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
-from flask_geneva.db.queries import engine as store_queries
+from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine import flow_control
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
@@ -96,7 +96,7 @@ def resume(
 
 
 def _resume_execution(session: orm.Session, workflow: Any, *, rewind: bool) -> Any:
-    active = store.lock_active_executions(session, workflow.id)
+    active = row_locks.lock_active_executions(session, workflow.id)
     parked = [e for e in active if e.state == StepExecutionState.WAITING]
     if parked:
         # Its gate claims what arrived while paused, or parks again (R-WSIG-32).
@@ -133,7 +133,7 @@ def _resumable_continuation(
 ) -> Any:
     """R-EXT-22 (a)/(b)/(c): continue a paused, failed or canceled resumable chain."""
     execution_cls = workflow.__geneva__.StepExecution
-    paused_marker = store_queries.latest_pause_marker(
+    paused_marker = engine_queries.latest_pause_marker(
         session, execution_cls, workflow.id
     )
     if paused_marker is not None and paused_marker.successor is None:
@@ -141,8 +141,8 @@ def _resumable_continuation(
             session, workflow, paused_marker, clear_cursor=rewind
         )
     for find in (
-        store_queries.latest_failed_execution_of_step,  # (b)
-        store_queries.canceled_latest_execution_of_step,  # (c), R-EXE-12
+        engine_queries.latest_failed_execution_of_step,  # (b)
+        engine_queries.canceled_latest_execution_of_step,  # (c), R-EXE-12
     ):
         found = find(session, execution_cls, workflow.id, workflow.next_step_name)
         cursor = None if found is None else found.cursor

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask_geneva.core import clock
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.engine.operator_transaction import check_operator
@@ -91,7 +91,7 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
     ) as action:
         session, locked = action.session, action.workflow
         now = clock.now()
-        active = store.lock_active_executions(session, locked.id)
+        active = row_locks.lock_active_executions(session, locked.id)
         waiting = waiting_execution(active, now)
         parked = parked_for_signal(active) if waiting is None else None
         if parked is not None:

@@ -32,13 +32,13 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core import error_reporting
 from flask_geneva.core.config import GenevaConfig
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import session_transactions
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import context_of
 from flask_geneva.db.context import models_of
-from flask_geneva.db.queries import maintenance as store_maintenance
+from flask_geneva.db.queries import maintenance as maintenance_queries
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
 from flask_geneva.engine.transitions import table as transitions
@@ -84,7 +84,7 @@ def stuck_in_progress_criteria(
         workers: The workers table when the registry exists
             (:func:`flask_geneva.engine.workers.registry.registry_table`), else None.
     """
-    return store_maintenance.stuck_in_progress_criteria(
+    return maintenance_queries.stuck_in_progress_criteria(
         execution,
         config.stuck_in_progress_threshold,
         now,
@@ -107,7 +107,7 @@ def stuck_scheduled_criteria(
         config: The validated settings.
         now: The reference time (aware UTC).
     """
-    return store_maintenance.stuck_scheduled_criteria(
+    return maintenance_queries.stuck_scheduled_criteria(
         execution, config.stuck_scheduled_threshold, now
     )
 
@@ -170,7 +170,7 @@ def recover_stuck_in_progress(
     if dead_workers_only and workers is None:
         session.rollback()
         return 0
-    candidates = store_maintenance.stuck_in_progress_candidates(
+    candidates = maintenance_queries.stuck_in_progress_candidates(
         session,
         execution_cls,
         threshold=config.stuck_in_progress_threshold,
@@ -209,7 +209,7 @@ def recover_stuck_scheduled(
         The number of executions recovered.
     """
     geneva = models_of(session)
-    candidates = store_maintenance.stuck_scheduled_candidates(
+    candidates = maintenance_queries.stuck_scheduled_candidates(
         session,
         geneva.Workflow,
         geneva.StepExecution,
@@ -301,8 +301,8 @@ def _recover_row(
         raise ValueError(
             f"Unknown stuck_recovery_action {action!r}; allowed: 'reattempt', 'cancel'"
         )
-    workflow = store.lock_workflow(session, workflow_id)
-    execution = store.lock_execution(session, execution_id)
+    workflow = row_locks.lock_workflow(session, workflow_id)
+    execution = row_locks.lock_execution(session, execution_id)
     if workflow is None or execution is None or execution.state != expected:
         return False
     if (

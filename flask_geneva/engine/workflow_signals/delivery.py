@@ -36,12 +36,12 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core import cursors
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
-from flask_geneva.db import write_path as core_rows
+from flask_geneva.db import write_path
 from flask_geneva.db.context import context_of
-from flask_geneva.db.queries import engine as store_queries
+from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import DuplicateWorkflowError
@@ -205,7 +205,7 @@ def deliver_signal(
     _require_installed(session, "workflow.signal()")
     signal_cls = workflow.__geneva__.WorkflowSignal
     try:
-        locked = store.lock_workflow(session, workflow.id)
+        locked = row_locks.lock_workflow(session, workflow.id)
         if locked is None:
             raise InvalidStateError(f"workflow {workflow.id} no longer exists")
         if locked.state in _ENDED:
@@ -373,7 +373,7 @@ def signal_hero(
 def _ongoing_for_hero(session: orm.Session, workflow_cls: Any, hero: Any) -> Any:
     """The hero's ongoing workflow of ``workflow_cls`` (``allow_multiple`` false)."""
     hero_type, hero_id = workflow_cls.__geneva__.hero_reference(hero)
-    workflow_id = store_queries.ongoing_duplicate_id(
+    workflow_id = engine_queries.ongoing_duplicate_id(
         session,
         workflow_cls.__geneva__.Workflow,
         workflow_cls.__geneva_type__,
@@ -522,7 +522,7 @@ def settle_claimed_signals(
     )
 
 
-@core_rows.on_workflows_ended
+@write_path.on_workflows_ended
 def end_signals_with_workflows(
     session: orm.Session, geneva: Any, workflow_ids: list[Any], now: Any
 ) -> int:

@@ -17,7 +17,7 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core import publications
 from flask_geneva.core.config import GenevaConfig
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db.context import EngineContext
@@ -92,7 +92,9 @@ def dispatch_signal_waits(context: EngineContext, session: orm.Session) -> int:
 
 def _one_row(session: orm.Session, execution_id: Any, expected: str) -> int:
     try:
-        workflow, execution = store.lock_workflow_and_execution(session, execution_id)
+        workflow, execution = row_locks.lock_workflow_and_execution(
+            session, execution_id
+        )
         if (
             execution is None
             or execution.state != expected

@@ -127,7 +127,7 @@ def _claim_another_workflow_while_an_operator_locks(locking):
     with the table's statistics taken while it was empty, and meanwhile claim
     the next workflow's scheduled execution on another connection (lock wait at
     most 2 s). Returns the rows the claim matched; raises the lock wait timeout."""
-    from flask_geneva.db import locks as store
+    from flask_geneva.db import locks as row_locks
     from flask_geneva.ext.app_state import current_context
 
     table = geneva.StepExecution.__table__
@@ -140,11 +140,11 @@ def _claim_another_workflow_while_an_operator_locks(locking):
     add_reattempted_executions(operator_id, 60)
     now = clock.now()
     session = current_context().bind(db.session())
-    store.lock_workflow(session, operator_id)
+    row_locks.lock_workflow(session, operator_id)
     if locking == "lock_active_executions":
-        assert len(store.lock_active_executions(session, operator_id)) == 1
+        assert len(row_locks.lock_active_executions(session, operator_id)) == 1
     else:
-        assert store.cancel_scheduled_executions(session, operator_id, now) == 1
+        assert row_locks.cancel_scheduled_executions(session, operator_id, now) == 1
     try:
         # Another workflow's claim (R-EXE-17).
         return move_state_with_short_lock_wait(

@@ -94,14 +94,14 @@ def test_continued_steps_send_no_statement_for_the_hero(app, user, geneva_jobs):
 @pytest.mark.backends("postgresql", "mysql")
 def test_the_probe_locks_no_hero_row(app, user):
     """Another session updates the hero while the probing lock is held (R-EXE-78)."""
-    from flask_geneva.db import locks as store
+    from flask_geneva.db import locks as row_locks
     from flask_geneva.ext.app_state import current_context
 
     workflow = ProbeNoOps.create(hero=user)
     execution_id, user_id = workflow.current_execution.id, user.id
     db.session.remove()
     session = current_context().bind(db.session())
-    locked, _, present = store.lock_workflow_and_execution_probing_hero(
+    locked, _, present = row_locks.lock_workflow_and_execution_probing_hero(
         session, execution_id, User, user_id
     )
     assert locked is not None

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
-from flask_geneva.db import locks as store
+from flask_geneva.db import locks as row_locks
 from flask_geneva.engine.operators.housekeeping import cleanup
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.ext.app_state import current_context
@@ -96,9 +96,9 @@ def test_cleanup_never_waits_for_a_live_workflows_lock(app, geneva_jobs, holder)
     db.session.remove()
 
     session = current_context().bind(db.session())
-    store.lock_workflow(session, live_id)
+    row_locks.lock_workflow(session, live_id)
     if holder == "operator":
-        assert len(store.lock_active_executions(session, live_id)) == 1
+        assert len(row_locks.lock_active_executions(session, live_id)) == 1
     else:
         table = geneva.StepExecution.__table__
         session.execute(
@@ -131,7 +131,7 @@ def test_pruning_dead_workers_never_waits_for_a_running_steps_lock(app, geneva_j
     db.session.remove()
 
     session = current_context().bind(db.session())
-    store.lock_workflow_and_execution(session, execution_id)
+    row_locks.lock_workflow_and_execution(session, execution_id)
     outcome = _run_while_held(app, session, worker_registry.prune_dead_workers)
     assert outcome["deleted"] == 1
     with db.engine.connect() as connection:

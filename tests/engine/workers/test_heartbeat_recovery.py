@@ -386,7 +386,7 @@ def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
     heartbeats between the candidates' read and its row's lock (after a freeze or
     a database outage) keeps its execution; the dead one's is recovered (R-WRK-06).
     """
-    from flask_geneva.db.queries import maintenance as store_maintenance
+    from flask_geneva.db.queries import maintenance as maintenance_queries
 
     with clock.frozen(T0):
         _add_worker(timedelta(0))  # another worker heartbeats (R-WRK-14)
@@ -397,7 +397,7 @@ def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
         _in_progress_of(first, dead, T0 - timedelta(seconds=20))
         second = CountingOneStep.create(hero=make_user())
         revived_execution = _in_progress_of(second, revived, T0 - timedelta(seconds=10))
-        read_candidates = store_maintenance.stuck_in_progress_candidates
+        read_candidates = maintenance_queries.stuck_in_progress_candidates
 
         def candidates_then_a_heartbeat(*args, **kwargs):
             for number, candidate in enumerate(read_candidates(*args, **kwargs)):
@@ -408,7 +408,7 @@ def test_a_worker_alive_again_under_the_lock_keeps_its_execution(
                 yield candidate
 
         monkeypatch.setattr(
-            store_maintenance,
+            maintenance_queries,
             "stuck_in_progress_candidates",
             candidates_then_a_heartbeat,
         )

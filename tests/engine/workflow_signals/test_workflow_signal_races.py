@@ -198,7 +198,7 @@ def test_a_senders_lock_on_the_parked_step_never_blocks_another_workflows_park(
     its workflow's index range, so another workflow's step can park meanwhile
     (it used to wait on a gap lock over every waiting row, and two such waits
     deadlocked in the 1,000-round race; R-WSIG-30)."""
-    from flask_geneva.db import locks as store
+    from flask_geneva.db import locks as row_locks
     from flask_geneva.db import workflow_signals as signal_rows
     from flask_geneva.ext.app_state import current_context
 
@@ -212,7 +212,7 @@ def test_a_senders_lock_on_the_parked_step_never_blocks_another_workflows_park(
     sender_id = targets[1][0]
     parker_execution_id = targets[3][1]
     session = current_context().bind(db.session())
-    store.lock_workflow(session, sender_id)
+    row_locks.lock_workflow(session, sender_id)
     parked = signal_rows.lock_waiting_execution(
         session, geneva.StepExecution, sender_id
     )
