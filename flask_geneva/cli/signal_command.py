@@ -70,7 +70,8 @@ def signal_command(
     Prints what happened: the signal stored (pending, or waking the parked
     execution N), or a duplicate of an earlier delivery. Exit status 2 with a
     one-line message when the id is invalid or unknown, the payload is not JSON
-    or too large, the workflow is finished or canceled, its signal buffer is full,
+    or too large, the workflow is finished or canceled (unless the key is one it
+    received: a duplicate, R-WSIG-24), its signal buffer is full,
     or the workflow signals unit is not installed (R-WSIG-61).
     """
     geneva = current_geneva()

@@ -23,9 +23,11 @@ from sqlalchemy import orm
 from flask_geneva.db import session_sync
 from flask_geneva.db.optional_columns import cached_statement
 from flask_geneva.db.optional_columns import undefer_options
+from flask_geneva.db.queries.models import hero_criteria
 from flask_geneva.db.queries.models import rows_of_workflow
 from flask_geneva.db.sqlite import write_transaction
 from flask_geneva.db.states import SIGNAL_KEY_INDEX
+from flask_geneva.db.states import TERMINAL_WORKFLOW_STATES
 from flask_geneva.db.states import StepExecutionState
 from flask_geneva.db.states import WorkflowSignalState
 from flask_geneva.db.states import WorkflowState
@@ -37,6 +39,7 @@ __all__ = [
     "consume_claimed_signals",
     "count_pending_signals",
     "end_signals_of_workflows",
+    "ended_workflow_id_with_key",
     "insert_signal",
     "lock_waiting_execution",
     "lost_wake_ids",
@@ -80,6 +83,44 @@ def signal_by_key(
     if lock:
         statement = statement.with_for_update()
     return session.scalars(statement).first()
+
+
+def ended_workflow_id_with_key(
+    session: orm.Session,
+    workflow_cls: Any,
+    signal_cls: Any,
+    workflow_type: str,
+    hero_type: Any,
+    hero_id: Any,
+    key: str,
+) -> Any:
+    """The id of the hero's ended workflow that received ``key``, or None (R-WSIG-71).
+
+    Among the hero's finished or canceled workflows of ``workflow_type`` not
+    created with ``allow_multiple`` (those ``signal_hero`` signals), the newest
+    one holding a signal with idempotency key ``key``. A plain read: the caller
+    then locks that workflow and checks again (R-WSIG-24).
+
+    Args:
+        session: The session to read with.
+        workflow_cls: The ``Workflow`` base class.
+        signal_cls: The ``WorkflowSignal`` class.
+        workflow_type: The stored ``type`` value.
+        hero_type: The stored hero type, or None.
+        hero_id: The stored hero id, or None.
+        key: The idempotency key.
+    """
+    return session.scalar(
+        sa.select(workflow_cls.id)
+        .join(signal_cls, signal_cls.workflow_id == workflow_cls.id)
+        .where(workflow_cls.type == workflow_type)
+        .where(*hero_criteria(workflow_cls, hero_type, hero_id))
+        .where(workflow_cls.state.in_(TERMINAL_WORKFLOW_STATES))
+        .where(workflow_cls.allow_multiple.is_(False))
+        .where(signal_cls.idempotency_key == key)
+        .order_by(workflow_cls.created_at.desc(), workflow_cls.id.desc())
+        .limit(1)
+    )
 
 
 def count_pending_signals(

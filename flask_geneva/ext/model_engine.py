@@ -39,6 +39,7 @@ from flask_geneva.engine.operators import run_now as operator_run_now
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.engine.workflow_signals import delivery as workflow_signals
+from flask_geneva.engine.workflow_signals import heroes as hero_signals
 from flask_geneva.ext.app_state import current_context
 from flask_geneva.models.services import register_model_engine
 
@@ -188,7 +189,7 @@ OPERATIONS: dict[str, _Operation] = {
     "suspend": flow_control.suspend,
     "heartbeat": _heartbeat,
     "deliver_signal": _operator(workflow_signals.deliver_signal, session_first=True),
-    "signal_hero": _on_class_session(workflow_signals.signal_hero),
+    "signal_hero": _on_class_session(hero_signals.signal_hero),
     # StepExecutionMixin (SPEC §4)
     "max_cursor_size": _max_cursor_size,
     "start_execution": _on_execution(step_execution_rows.start),

@@ -409,7 +409,9 @@ class WorkflowActions:
             CursorSerializationError: The payload holds an unsupported type.
             SignalPayloadTooLargeError: The payload is too large (R-WSIG-21).
             SignalBufferFullError: Too many pending signals (R-WSIG-23).
-            InvalidStateError: The workflow is finished or canceled.
+            InvalidStateError: The workflow is finished or canceled and the
+                signal is no retry of one it received (a retried
+                ``idempotency_key`` is a duplicate, R-WSIG-24).
             GenevaError: The ``add_workflow_signals`` unit is not installed.
         """
         return model_engine().deliver_signal(
@@ -437,13 +439,16 @@ class WorkflowActions:
             name, payload, idempotency_key: As for :meth:`signal`.
             start: Create the workflow first when none is ongoing; concurrent
                 calls create one (the one-ongoing unique index decides) and all
-                signal it (R-WSIG-25).
+                signal it (R-WSIG-25). Not for a retry: an ``idempotency_key``
+                the hero's ended workflow received is a duplicate, and nothing
+                is created (R-WSIG-71).
 
         Returns:
             The :class:`~flask_geneva.engine.workflow_signals.delivery.SignalDelivery`.
 
         Raises:
-            WorkflowNotFoundError: No ongoing workflow and ``start`` is False.
+            WorkflowNotFoundError: No ongoing workflow, no ended one that
+                received ``idempotency_key``, and ``start`` is False.
             Everything :meth:`signal` raises.
         """
         return model_engine().signal_hero(

@@ -130,6 +130,20 @@ def test_signal_to_a_finished_workflow_is_a_usage_error(geneva_cli):  # noqa: F8
     assert _signals(workflow.id) == []
 
 
+def test_a_retried_key_after_the_end_is_a_duplicate(geneva_cli):  # noqa: F811
+    """The key the workflow already received, sent again after it was canceled,
+    is a duplicate: exit 0, nothing changed (R-WSIG-24, R-WSIG-61)."""
+    workflow = CliAwaiting.create(hero=make_user("r@example.com"))
+    workflow.signal("paid", idempotency_key="evt_1")
+    workflow.cancel()
+    result = geneva_cli(
+        "signal", str(workflow.id), "paid", "--idempotency-key", "evt_1"
+    )
+    assert result.returncode == 0, result
+    assert "nothing changed" in result.stdout
+    assert _signals(workflow.id) == [("paid", None, "evt_1", "expired")]
+
+
 def test_signal_to_a_full_buffer_is_a_usage_error(geneva_cli, monkeypatch):  # noqa: F811
     """One signal more than GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW: exit 2 (R-WSIG-61, R-WSIG-23)."""
     monkeypatch.setenv("GENEVA_TEST_MAX_PENDING_SIGNALS", "1")

@@ -41,17 +41,14 @@ from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db import write_path
 from flask_geneva.db.context import context_of
-from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.transitions import table as transitions
-from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import SignalBufferFullError
 from flask_geneva.exceptions import SignalPayloadTooLargeError
 from flask_geneva.exceptions import SignalWaitTimeout
 from flask_geneva.exceptions import StepConfigurationError
-from flask_geneva.exceptions import WorkflowNotFoundError
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
@@ -64,7 +61,6 @@ __all__ = [
     "end_signals_with_workflows",
     "pass_gate",
     "settle_claimed_signals",
-    "signal_hero",
     "wake",
     "wake_for_resume",
 ]
@@ -167,7 +163,8 @@ def deliver_signal(
 
     One transaction under the workflow's row lock (R-WSIG-30): a duplicate
     idempotency key returns the earlier signal and changes nothing
-    (R-WSIG-22); otherwise the signal is inserted ``pending``. If the workflow is
+    (R-WSIG-22), also when the workflow has finished or been canceled since
+    (R-WSIG-24); otherwise the signal is inserted ``pending``. If the workflow is
     ``ready`` and its execution is parked (``waiting``), the step's matcher is
     evaluated: a match claims the signal for the step and wakes the execution
     (R-WSIG-11); a matcher that raises never fails the sender: its error is
@@ -195,7 +192,8 @@ def deliver_signal(
             ``GENEVA_MAX_SIGNAL_PAYLOAD_SIZE``.
         SignalBufferFullError: The workflow already buffers
             ``GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW`` pending signals.
-        InvalidStateError: The workflow is finished, canceled or gone.
+        InvalidStateError: The workflow is gone, or finished or canceled and
+            the signal is no retry of one it received (R-WSIG-24).
         GenevaError: The ``add_workflow_signals`` unit is not installed.
     """
     settings = context_of(session).settings
@@ -209,13 +207,13 @@ def deliver_signal(
         if locked is None:
             raise InvalidStateError(f"workflow {workflow.id} no longer exists")
         if locked.state in _ENDED:
-            raise InvalidStateError(
-                f"Cannot signal a {locked.state} workflow ({locked.id}): signal "
-                f"{name!r} was not stored"
+            delivery = _retry_after_end(
+                session, locked, signal_cls, name, idempotency_key
             )
-        delivery = _store_and_wake(
-            session, locked, signal_cls, name, data, idempotency_key, settings
-        )
+        else:
+            delivery = _store_and_wake(
+                session, locked, signal_cls, name, data, idempotency_key, settings
+            )
         if commit:
             session.commit()
             context_of(session).run_queued_tasks()
@@ -225,6 +223,32 @@ def deliver_signal(
         session.rollback()
         raise
     return delivery
+
+
+def _retry_after_end(
+    session: orm.Session, workflow: Any, signal_cls: Any, name: str, key: str | None
+) -> SignalDelivery:
+    """A finished or canceled workflow answers only a retry (R-WSIG-24).
+
+    A signal whose idempotency key the workflow already received (a webhook
+    retried after the workflow ended) is a duplicate: nothing is written. The
+    read locks, so it sees the newest committed row even in a REPEATABLE READ
+    snapshot the caller's transaction took earlier (MariaDB/MySQL).
+
+    Raises:
+        InvalidStateError: No key, or a key the workflow never received.
+    """
+    if key is not None:
+        existing = signal_rows.signal_by_key(
+            session, signal_cls, workflow.id, key, lock=True
+        )
+        if existing is not None:
+            return SignalDelivery(existing, duplicate=True)
+    received = "" if key is None else f" (no signal with idempotency key {key!r})"
+    raise InvalidStateError(
+        f"Cannot signal a {workflow.state} workflow ({workflow.id}){received}: "
+        f"signal {name!r} was not stored"
+    )
 
 
 def _store_and_wake(
@@ -323,64 +347,6 @@ def wake(
     workflow.logger.info(
         "woke step %r (execution %s)", execution.step_name, execution.id
     )
-
-
-def signal_hero(
-    session: orm.Session,
-    workflow_cls: Any,
-    hero: Any,
-    name: str,
-    *,
-    payload: Any = None,
-    idempotency_key: str | None = None,
-    start: bool = False,
-) -> SignalDelivery:
-    """Signal the hero's ongoing workflow of ``workflow_cls`` (R-WSIG-25).
-
-    With ``start=True`` a workflow is created first when none is ongoing; two
-    concurrent calls create one, the loser of the race signaling the winner's
-    (the one-ongoing unique index decides, R-UNQ-01).
-
-    Raises:
-        WorkflowNotFoundError: No ongoing workflow and ``start`` is False.
-        Everything :func:`deliver_signal` raises.
-    """
-    workflow = _ongoing_for_hero(session, workflow_cls, hero)
-    if workflow is None and start:
-        try:
-            workflow = scheduling.create_workflow(
-                session,
-                workflow_cls,
-                hero=hero,
-                allow_multiple=False,
-                step_job_options=None,
-                commit=True,
-            )
-        except DuplicateWorkflowError:
-            session.rollback()
-            workflow = _ongoing_for_hero(session, workflow_cls, hero)
-    if workflow is None:
-        raise WorkflowNotFoundError(
-            f"no ongoing {workflow_cls.__geneva_type__} workflow for hero "
-            f"{hero!r}; signal {name!r} was not stored (pass start=True to create "
-            "one)"
-        )
-    return deliver_signal(
-        session, workflow, name, payload=payload, idempotency_key=idempotency_key
-    )
-
-
-def _ongoing_for_hero(session: orm.Session, workflow_cls: Any, hero: Any) -> Any:
-    """The hero's ongoing workflow of ``workflow_cls`` (``allow_multiple`` false)."""
-    hero_type, hero_id = workflow_cls.__geneva__.hero_reference(hero)
-    workflow_id = engine_queries.ongoing_duplicate_id(
-        session,
-        workflow_cls.__geneva__.Workflow,
-        workflow_cls.__geneva_type__,
-        hero_type,
-        hero_id,
-    )
-    return None if workflow_id is None else session.get(workflow_cls, workflow_id)
 
 
 # -- the gate (R-WSIG-10..16, R-WSIG-40) ------------------------------------
