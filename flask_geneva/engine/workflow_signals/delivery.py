@@ -171,6 +171,8 @@ def deliver_signal(
     stored on the signal and the execution is woken without a signal, so the
     gate evaluates it again and the step's policies handle the error
     (R-WSIG-33). A paused workflow keeps the signal for ``resume()`` (R-WSIG-32).
+    A parked execution whose workflow class or step the code does not define
+    (neither a step, a rename nor a gravestone) is not woken (R-WSIG-72).
 
     Args:
         session: The session the workflow belongs to (bound to a context).
@@ -301,6 +303,18 @@ def _store_and_wake(
     if parked is None:
         return SignalDelivery(signal, duplicate=False)
     step = workflow.steps.named(parked.step_name)
+    if step is None and not workflow.steps.is_removed(parked.step_name):
+        # R-WSIG-72: no class, or a step the code does not know: waking it
+        # would fail the execution and pause the workflow (R-EXE-14).
+        workflow.logger.warning(
+            "step %r of the parked execution %s is not defined in %s: signal %s "
+            "is stored pending and wakes nothing",
+            parked.step_name,
+            parked.id,
+            workflow.type,
+            signal.id,
+        )
+        return SignalDelivery(signal, duplicate=False)
     wait_for = getattr(step, "wait_for", None)
     claimed = False
     if wait_for is not None:
