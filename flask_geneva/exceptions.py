@@ -24,6 +24,8 @@ The tree::
     └── SuspendSignal(wait)
     StepInterrupt(BaseException)              resumable-step interruption (R-IT-07)
 
+    UnawaitedSignalWarning(UserWarning)       a signal no step waits for (R-WSIG-73)
+
 Every exception keeps its constructor arguments in ``args`` and survives
 ``pickle.loads(pickle.dumps(error))``; exceptions hold ids and strings, never ORM
 instances (``StepExecutionError.workflow``/``.step_execution`` are conveniences that
@@ -65,6 +67,7 @@ __all__ = [
     "StepInterrupt",
     "StepNotDefinedError",
     "SuspendSignal",
+    "UnawaitedSignalWarning",
     "WorkflowNotFoundError",
 ]
 
@@ -190,6 +193,16 @@ def _rebuild_wait_timeout(message: str, signal_name: str | None) -> SignalWaitTi
 class WorkflowNotFoundError(GenevaError, LookupError):
     """``signal_hero(..., start=False)`` found no ongoing workflow for the hero
     (R-WSIG-25)."""
+
+
+class UnawaitedSignalWarning(UserWarning):
+    """A workflow signal was stored that no step of the workflow's class waits for.
+
+    Issued by ``workflow.signal()`` and ``MyWorkflow.signal_hero()`` after the
+    signal is stored (a misspelt name, or a step a later deploy adds); the
+    message names the signal, the class and the names its steps wait for
+    (R-WSIG-73). Pass ``warn_unawaited=False`` to deliver such names on purpose.
+    """
 
 
 class InstallError(GenevaError):

@@ -113,6 +113,8 @@ with app.app_context():
     # 2. The signal first: buffered, claimed at the gate, never parked.
     second = shop.Checkout.create(hero=shop.db.session.get(shop.Order, ids[1])).id
     shop.db.session.remove()
+# The provider retries evt_1 after the checkout finished: a duplicate, not a 500.
+results["retried_after_finish"] = post(paid("evt_1", ids[0], 1999))
 results["early"] = post(paid("evt_2", ids[1], 500))
 with app.app_context():
     jobs.drain()
@@ -131,6 +133,15 @@ with app.app_context():
     shop.geneva.dispatch_due()
     jobs.drain()
     results["timed_out"] = snapshot(ids[2], third)
+# 4. The customer pays after the checkout was canceled: a late event, no 500.
+results["late"] = post(paid("evt_3", ids[2], 700))
+with app.app_context():
+    results["workflows_of_late_order"] = len(
+        shop.db.session.scalars(
+            shop.Checkout.for_hero(shop.db.session.get(shop.Order, ids[2]))
+        ).all()
+    )
+    results["late_order"] = snapshot(ids[2], third)
 print(json.dumps(results))
 """
 
@@ -150,9 +161,8 @@ def test_the_readme_and_the_docs_page_show_the_same_example():
     )
 
 
-def test_the_readme_webhook_example_runs(tmp_path):
-    """The guide's checkout and webhook behave as the guide says (R-WSIG-11,
-    R-WSIG-13, R-WSIG-22, R-WSIG-41, R-WSIG-50)."""
+def _run_guide(tmp_path):
+    """Run the driver on the README's block; return its results."""
     (tmp_path / "shop_example.py").write_text(_guide_block(REPO_ROOT / "README.md"))
     (tmp_path / "driver.py").write_text(DRIVER)
     result = subprocess.run(
@@ -165,7 +175,13 @@ def test_the_readme_webhook_example_runs(tmp_path):
         check=False,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    results = json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_readme_webhook_example_runs(tmp_path):
+    """The guide's checkout and webhook behave as the guide says (R-WSIG-11,
+    R-WSIG-13, R-WSIG-22, R-WSIG-41, R-WSIG-50)."""
+    results = _run_guide(tmp_path)
     assert results["speedrun"] == ["ship", "payment_confirmed"]
     assert results["forged"] == 400
     assert results["other_event"] == [200, {"ignored": "charge.pending"}]
@@ -193,3 +209,17 @@ def test_the_readme_webhook_example_runs(tmp_path):
     assert results["timed_out"]["workflow"] == "canceled"
     assert results["timed_out"]["order"] == ["awaiting_payment", None, None]
     assert results["timed_out"]["signals"] == []
+
+
+def test_the_readme_webhook_answers_retries_and_late_events(tmp_path):
+    """A retry after the checkout finished is a duplicate; a payment after it was
+    canceled is a late event answered 200, starting no new checkout (issue 34,
+    R-WSIG-24, R-WSIG-71, R-WSIG-25)."""
+    results = _run_guide(tmp_path)
+    assert results["retried_after_finish"] == [
+        200,
+        {"signal": results["delivered"][1]["signal"], "duplicate": True},
+    ]
+    assert results["late"] == [200, {"late": "evt_3"}]
+    assert results["workflows_of_late_order"] == 1
+    assert results["late_order"] == results["timed_out"]

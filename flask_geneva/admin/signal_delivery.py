@@ -131,6 +131,9 @@ class WorkflowSignalDelivery(WorkflowPages):
     def deliver_signal(self, workflow_id: str) -> Any:
         """Validate the form, call ``workflow.signal()``, flash and redirect.
 
+        A stored signal no step of the class waits for adds a warning flash
+        naming what the steps wait for (R-WSIG-73).
+
         Answers 400 for a missing or invalid CSRF token, 403 when
         ``GENEVA_ADMIN_CAN_ACT`` refuses and 404 for an unknown workflow; every
         other refusal is a flash message on the workflow page.
@@ -156,7 +159,9 @@ class WorkflowSignalDelivery(WorkflowPages):
             if not name:
                 raise ValueError("give the signal's name (e.g. payment_confirmed)")
             payload = _payload(form.payload.data or "")
-            delivery = workflow.signal(name, payload, idempotency_key=idempotency_key)
+            delivery = workflow.signal(
+                name, payload, idempotency_key=idempotency_key, warn_unawaited=False
+            )
         except (GenevaError, ValueError) as error:
             self.session.rollback()
             flash(f"Workflow {workflow_id}: {_LABEL} refused: {error}", "error")
@@ -179,4 +184,10 @@ class WorkflowSignalDelivery(WorkflowPages):
             },
         )
         flash(f"Workflow {workflow_id}: {name}: {outcome}", "success")
+        if delivery.unawaited is not None:  # a misspelt name (R-WSIG-73)
+            flash(
+                f"Workflow {workflow_id}: {name}: {delivery.unawaited} (the signal "
+                "is stored)",
+                "warning",
+            )
         return target

@@ -82,7 +82,9 @@ def signal_command(
         session.rollback()
         raise click.UsageError(f"workflow {workflow_id} not found")
     try:
-        delivery = workflow.signal(name, payload, idempotency_key=idempotency_key)
+        delivery = workflow.signal(
+            name, payload, idempotency_key=idempotency_key, warn_unawaited=False
+        )
     except (GenevaError, ValueError) as error:
         session.rollback()
         raise click.UsageError(
@@ -101,36 +103,12 @@ def signal_command(
         woken = ", ".join(str(execution_id) for execution_id in delivery.woken)
         what = f"signal {signal.id} stored, woke execution {woken}"
     else:
-        what = f"signal {signal.id} stored, pending{_unawaited_note(workflow, name)}"
+        what = f"signal {signal.id} stored, pending"
+    if delivery.unawaited is not None:
+        # A misspelt name would sit pending unseen (R-WSIG-60, R-WSIG-73).
+        what += f" ({delivery.unawaited})"
     click.echo(escape_control_characters(f"workflow {workflow_id}: {name}: {what}"))
     session.rollback()
-
-
-def _unawaited_note(workflow: Any, name: str) -> str:
-    """A note when no step of the workflow's class can claim a signal ``name``.
-
-    A misspelt name (``aproved``) is stored and stays pending until the workflow
-    ends, which the operator would not see; the note names what the steps wait
-    for. Nothing is said when a custom matcher may take any name, or when the
-    class is unknown.
-    """
-    if workflow.__geneva__.workflow_class(workflow.type) is None:
-        return ""
-    awaited: set[str] = set()
-    for step in workflow.steps.ordered:
-        if step.wait_for is None:
-            continue
-        if step.wait_for.names is None:
-            return ""
-        awaited.update(step.wait_for.names)
-    if name in awaited:
-        return ""
-    if not awaited:
-        return f" (no step of {workflow.type} waits for a signal)"
-    return (
-        f" (no step of {workflow.type} waits for {name!r}; its steps wait for "
-        f"{', '.join(repr(n) for n in sorted(awaited))})"
-    )
 
 
 def _workflow_key(raw: str) -> Any:

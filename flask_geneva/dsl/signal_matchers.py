@@ -28,6 +28,7 @@ __all__ = [
     "WAIT_TIMEOUT_ACTIONS",
     "SignalMatcher",
     "WaitFor",
+    "unawaited_signal_message",
     "validate_wait_options",
 ]
 
@@ -106,6 +107,44 @@ class WaitFor:
             predicate = matcher.where
             return predicate is None or bool(predicate(workflow, signal.payload))
         return bool(matcher.matches(signal))
+
+
+def unawaited_signal_message(workflow_cls: Any, name: str) -> str | None:
+    """Why no step of ``workflow_cls`` can claim a signal ``name``, or None (R-WSIG-73).
+
+    The one check behind ``workflow.signal()``'s warning, the admin's flash and
+    ``flask geneva signal``'s note (R-WSIG-60, R-WSIG-68): a misspelt name is
+    stored and stays pending unseen otherwise.
+
+    Args:
+        workflow_cls: The workflow's class, or None when no class is registered
+            for its stored type (nothing is said then, R-WSIG-72).
+        name: The signal name.
+
+    Returns:
+        ``"no step of <type> waits for '<name>'; its steps wait for '<a>',
+        '<b>'"`` (the names sorted), ``"no step of <type> waits for a signal"``,
+        or None when a step waits for ``name``, a custom matcher may take any
+        name, or ``workflow_cls`` is None.
+    """
+    if workflow_cls is None:
+        return None
+    awaited: set[str] = set()
+    for step in workflow_cls.step_collection().ordered:
+        if step.wait_for is None:
+            continue
+        if step.wait_for.names is None:
+            return None
+        awaited.update(step.wait_for.names)
+    if name in awaited:
+        return None
+    workflow_type = workflow_cls.__geneva_type__
+    if not awaited:
+        return f"no step of {workflow_type} waits for a signal"
+    return (
+        f"no step of {workflow_type} waits for {name!r}; its steps wait for "
+        f"{', '.join(repr(n) for n in sorted(awaited))}"
+    )
 
 
 def _describe(value: Any) -> str:

@@ -9,6 +9,7 @@ models import no orchestration module.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from typing import Any
 from typing import NoReturn
 from typing import Self
 
+from flask_geneva.exceptions import UnawaitedSignalWarning
 from flask_geneva.models.services import model_engine
 from flask_geneva.models.services import raise_from_engine
 
@@ -380,6 +382,7 @@ class WorkflowActions:
         *,
         idempotency_key: str | None = None,
         commit: bool = True,
+        warn_unawaited: bool = True,
     ) -> Any:
         """Deliver the workflow signal ``name`` (an external event) to this workflow.
 
@@ -398,11 +401,15 @@ class WorkflowActions:
                 webhook's event id).
             commit: Commit (the wake is published after it); False leaves the
                 commit to the caller.
+            warn_unawaited: Warn (:class:`~flask_geneva.UnawaitedSignalWarning`)
+                when the signal is stored and no step of the class waits for
+                ``name`` (R-WSIG-73); False for names delivered on purpose.
 
         Returns:
             A :class:`~flask_geneva.engine.workflow_signals.delivery.SignalDelivery`:
             ``.signal`` (the ``WorkflowSignal`` row), ``.duplicate``,
-            ``.woken`` (execution ids).
+            ``.woken`` (execution ids), ``.unawaited`` (what the steps wait for
+            when none waits for ``name``, else None).
 
         Raises:
             ValueError: Invalid ``name`` or ``idempotency_key``.
@@ -414,13 +421,16 @@ class WorkflowActions:
                 ``idempotency_key`` is a duplicate, R-WSIG-24).
             GenevaError: The ``add_workflow_signals`` unit is not installed.
         """
-        return model_engine().deliver_signal(
+        delivery = model_engine().deliver_signal(
             self,
             name,
             payload=payload,
             idempotency_key=idempotency_key,
             commit=commit,
         )
+        if warn_unawaited:
+            _warn_if_unawaited(delivery, name)
+        return delivery
 
     @classmethod
     def signal_hero(
@@ -431,12 +441,14 @@ class WorkflowActions:
         *,
         idempotency_key: str | None = None,
         start: bool = False,
+        warn_unawaited: bool = True,
     ) -> Any:
         """Deliver a workflow signal to the hero's ongoing workflow of this class.
 
         Args:
             hero: The hero record.
-            name, payload, idempotency_key: As for :meth:`signal`.
+            name, payload, idempotency_key, warn_unawaited: As for
+                :meth:`signal`.
             start: Create the workflow first when none is ongoing; concurrent
                 calls create one (the one-ongoing unique index decides) and all
                 signal it (R-WSIG-25). Not for a retry: an ``idempotency_key``
@@ -451,7 +463,7 @@ class WorkflowActions:
                 received ``idempotency_key``, and ``start`` is False.
             Everything :meth:`signal` raises.
         """
-        return model_engine().signal_hero(
+        delivery = model_engine().signal_hero(
             cls,
             hero,
             name,
@@ -459,6 +471,9 @@ class WorkflowActions:
             idempotency_key=idempotency_key,
             start=start,
         )
+        if warn_unawaited:
+            _warn_if_unawaited(delivery, name)
+        return delivery
 
     @property
     def received_signal(self) -> Any:
@@ -469,3 +484,18 @@ class WorkflowActions:
         ``.idempotency_key``, ``.created_at``). None elsewhere.
         """
         return self.__dict__.get("_geneva_received_signal")
+
+
+def _warn_if_unawaited(delivery: Any, name: str) -> None:
+    """Issue :class:`UnawaitedSignalWarning` for a stored signal no step awaits.
+
+    ``delivery.unawaited`` says what the class's steps wait for (R-WSIG-73); the
+    warning points at the line that called ``signal()`` or ``signal_hero()``.
+    """
+    if delivery.unawaited is not None:
+        warnings.warn(
+            UnawaitedSignalWarning(
+                f"workflow signal {name!r} was stored, but {delivery.unawaited}"
+            ),
+            stacklevel=3,
+        )

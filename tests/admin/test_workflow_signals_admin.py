@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from datetime import timedelta
 
 import pytest
@@ -148,7 +149,9 @@ def test_the_panel_lists_each_signal_with_its_state_key_payload_and_executions(
     payload, times, and links to the execution that claimed and consumed it
     (R-WSIG-67, R-WSIG-34)."""
     workflow = AdminSignalWait.create(hero=new_user())
-    workflow.signal("other", {"amount": 5}, idempotency_key="key-1")
+    workflow.signal(
+        "other", {"amount": 5}, idempotency_key="key-1", warn_unawaited=False
+    )
     geneva_jobs.drain()  # 'other' does not match: ship parks
     delivery = workflow.signal("payment_confirmed", {"ok": True})
     geneva_jobs.drain()
@@ -181,7 +184,7 @@ def test_a_long_payload_is_cut_with_a_control_to_see_all(client, geneva_jobs):
     (R-WSIG-67)."""
     workflow = _parked(geneva_jobs)
     ready = AdminSignalWait.create(hero=new_user("other@example.com"))
-    ready.signal("bulky", {"text": "y" * 5000})
+    ready.signal("bulky", {"text": "y" * 5000}, warn_unawaited=False)
     text = _page(client, detail_url(ready.id))
     assert '<details class="geneva-payload">' in text
     assert "show all (" in text
@@ -268,6 +271,32 @@ def test_a_pending_delivery_and_a_duplicate_key_are_reported(client, geneva_jobs
     assert execution_rows(workflow.id)[-1]["state"] == "waiting"
 
 
+def test_a_name_no_step_waits_for_is_stored_with_a_warning(client, geneva_jobs):
+    """A misspelt name is delivered (a later deploy may wait for it), and a
+    warning flash names what the class's steps wait for, as the CLI and
+    workflow.signal() say (R-WSIG-73, R-WSIG-68)."""
+    workflow = _parked(geneva_jobs)
+    text = _deliver(client, workflow.id, name="payment_confirmd")
+    signal = signal_rows(workflow.id)[0]
+    assert f"payment_confirmd: signal {signal['id']} stored, pending" in text
+    flashes = re.findall(
+        r'<div class="alert alert-(\w+) alert-dismissable">.*?</button>\s*(.*?)\s*</div>',
+        text,
+        re.S,
+    )
+    assert (
+        "warning",
+        f"Workflow {workflow.id}: payment_confirmd: no step of AdminSignalWait "
+        "waits for 'payment_confirmd'; its steps wait for 'payment_confirmed' "
+        "(the signal is stored)",
+    ) in flashes
+    assert execution_rows(workflow.id)[-1]["state"] == "waiting"
+    good = _deliver(
+        client, _parked(geneva_jobs, "w2@example.com").id, name="payment_confirmed"
+    )
+    assert "alert-warning alert-dismissable" not in good
+
+
 @pytest.mark.parametrize(
     ("data", "config", "expected"),
     [
@@ -313,7 +342,7 @@ def test_a_full_buffer_is_a_flashed_refusal(client, app, geneva_jobs):
     refused with the engine's message (R-WSIG-68, R-WSIG-23)."""
     app.config["GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"] = 1
     workflow = _parked(geneva_jobs)
-    workflow.signal("first")
+    workflow.signal("first", warn_unawaited=False)
     text = _deliver(client, workflow.id, name="second")
     assert f"Workflow {workflow.id}: Deliver signal refused: " in text
     assert "1 pending" in text
@@ -379,7 +408,7 @@ def test_the_signals_list_filters_by_state_name_class_and_received_range(
     waiting = _parked(geneva_jobs)
     waiting.signal("payment_confirmed", {"n": 1})  # claimed (woken)
     other = ready_workflow()
-    other.signal("nudge", idempotency_key="n-1")  # pending
+    other.signal("nudge", idempotency_key="n-1", warn_unawaited=False)  # pending
     text = _page(client, SIGNALS_URL)
     assert f'href="/geneva/workflows/{waiting.id}#signals"' in text
     assert f'href="/geneva/workflows/{other.id}#signals"' in text
@@ -422,7 +451,7 @@ def test_the_signals_list_pages_newest_first(client, app, geneva_jobs):
     (R-WSIG-69)."""
     workflow = _parked(geneva_jobs)
     for number in range(51):
-        workflow.signal(f"s{number}")
+        workflow.signal(f"s{number}", warn_unawaited=False)
     first = _page(client, SIGNALS_URL)
     assert first.count("data-signal-id=") == 50
     assert 'rel="next"' in first

@@ -116,6 +116,7 @@ def seed_admin() -> dict[str, str]:
         "refund_requested",
         {"reason": "duplicate charge " * 40, "order": 17},
         idempotency_key="refund-" + "7f3a9c21" * 12,
+        warn_unawaited=False,
     )
     perform_next_step(waiting)
     signalled = AdminSignalWait.create(hero=new_user("signalled@example.com"))

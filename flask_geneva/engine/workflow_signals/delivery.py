@@ -41,6 +41,7 @@ from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db import write_path
 from flask_geneva.db.context import context_of
+from flask_geneva.dsl.signal_matchers import unawaited_signal_message
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import GenevaError
@@ -84,11 +85,16 @@ class SignalDelivery:
         duplicate: True when a signal with the same idempotency key was
             already delivered to this workflow: nothing was written or woken.
         woken: Ids of the step executions this delivery woke (empty, or one).
+        unawaited: For a stored signal whose name no step of the workflow's
+            class waits for (a misspelt name), what the steps wait for, e.g.
+            ``"no step of Checkout waits for 'paid'; its steps wait for
+            'payment_confirmed'"``; else None (R-WSIG-73).
     """
 
     signal: Any
     duplicate: bool
     woken: tuple[Any, ...] = ()
+    unawaited: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +191,9 @@ def deliver_signal(
             commit to the caller, whose commit publishes the wake.
 
     Returns:
-        The :class:`SignalDelivery`.
+        The :class:`SignalDelivery`; for a stored signal no step of the
+        workflow's class waits for, its ``unawaited`` says what they wait for
+        (R-WSIG-73).
 
     Raises:
         ValueError: ``name`` or ``idempotency_key`` is not a valid str.
@@ -215,6 +223,11 @@ def deliver_signal(
         else:
             delivery = _store_and_wake(
                 session, locked, signal_cls, name, data, idempotency_key, settings
+            )
+        if not delivery.duplicate:
+            workflow_cls = locked.__geneva__.workflow_class(locked.type)
+            delivery = dataclasses.replace(
+                delivery, unawaited=unawaited_signal_message(workflow_cls, name)
             )
         if commit:
             session.commit()

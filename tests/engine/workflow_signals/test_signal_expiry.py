@@ -60,7 +60,7 @@ def test_pending_signals_expire_when_the_last_step_finishes_the_workflow(
     """A signal no step claimed is expired in the transaction that finishes the
     workflow; the one its step ran with is consumed (R-WSIG-15, R-WSIG-34)."""
     workflow = SigExpiryShip.create(hero=user)
-    workflow.signal("unrelated", {"n": 1})
+    workflow.signal("unrelated", {"n": 1}, warn_unawaited=False)
     geneva_jobs.drain()
     assert _signals(workflow.id)["unrelated"]["state"] == "pending"
     workflow.signal("payment_confirmed")
@@ -89,7 +89,7 @@ def test_operator_cancel_of_a_parked_step_expires_pending_signals(user, geneva_j
     """An operator's cancel() ends the workflow: pending signals expire (R-WSIG-34)."""
     workflow = SigExpiryShip.create(hero=user)
     geneva_jobs.drain()
-    workflow.signal("unrelated")
+    workflow.signal("unrelated", warn_unawaited=False)
     workflow.cancel()
     assert _signals(workflow.id)["unrelated"]["state"] == "expired"
 
@@ -99,7 +99,7 @@ def test_transition_to_an_end_state_expires_and_consumes(user, geneva_jobs):
     the claimed one is consumed (R-WSIG-15, R-WSIG-34)."""
     workflow = SigExpiryFailing.create(hero=user)
     workflow.signal("go")
-    workflow.signal("late")
+    workflow.signal("late", warn_unawaited=False)
     geneva_jobs.drain()
     assert workflow_row(workflow.id)["state"] == "paused"
     assert _signals(workflow.id)["go"]["state"] == "claimed"
@@ -132,7 +132,7 @@ def test_an_end_flushed_with_a_relationship_change_still_ends_the_signals(
     consumes its claimed signal and expires its pending one."""
     workflow = OwnedSignalWorkflow.create(hero=user)
     workflow.signal("go")
-    workflow.signal("late")
+    workflow.signal("late", warn_unawaited=False)
     geneva_jobs.drain()
     assert workflow_row(workflow.id)["state"] == "paused"
     assert _signals(workflow.id)["go"]["state"] == "claimed"
@@ -161,8 +161,8 @@ def test_each_end_reuses_one_built_statement(user, geneva_jobs, monkeypatch):
     db.session.add(other)
     db.session.commit()
     first, second = SigExpiryShip.create(hero=user), SigExpiryShip.create(hero=other)
-    first.signal("unrelated")
-    second.signal("unrelated")
+    first.signal("unrelated", warn_unawaited=False)
+    second.signal("unrelated", warn_unawaited=False)
     first.cancel()
     assert _signals(first.id)["unrelated"]["state"] == "expired"
     assert _signals(second.id)["unrelated"]["state"] == "pending"

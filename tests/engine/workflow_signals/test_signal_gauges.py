@@ -50,13 +50,13 @@ def test_signal_gauges_count_waits_long_waits_and_pending_signals(
     with clock.frozen(T0) as frozen:
         _parked("long@example.com")
         buffered = WaitsForGo.create(hero=make_user("buffer@example.com"))
-        buffered.signal("other")
+        buffered.signal("other", warn_unawaited=False)
         ended = WaitsForGo.create(hero=make_user("ended@example.com"))
-        ended.signal("other")
+        ended.signal("other", warn_unawaited=False)
         ended.cancel()
         frozen.advance(timedelta(days=2))
         _parked("short@example.com")
-        buffered.signal("other")
+        buffered.signal("other", warn_unawaited=False)
         run_housekeeping()
     assert metrics.value("geneva_drive.executions_waiting") == 2
     assert metrics.value("geneva_drive.executions_waiting_long") == 1

@@ -225,7 +225,7 @@ def test_the_oldest_matching_signal_is_claimed_first(user, geneva_jobs):
     workflow = SigPayment.create(hero=user)
     workflow.signal("payment_confirmed", 1)
     workflow.signal("payment_confirmed", 2)
-    workflow.signal("something_else", 3)
+    workflow.signal("something_else", 3, warn_unawaited=False)
     geneva_jobs.drain()
     assert SEEN == [("ship", "payment_confirmed", 1)]
     assert [(r["payload"], r["state"]) for r in signal_rows(workflow.id)] == [
@@ -425,10 +425,10 @@ def test_the_pending_buffer_is_capped(app, user):
     """One pending signal more than the cap raises SignalBufferFullError (R-WSIG-23)."""
     app.config["GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"] = 2
     workflow = SigPayment.create(hero=user)
-    workflow.signal("a")
-    workflow.signal("b")
+    workflow.signal("a", warn_unawaited=False)
+    workflow.signal("b", warn_unawaited=False)
     with pytest.raises(SignalBufferFullError, match="2 pending"):
-        workflow.signal("c")
+        workflow.signal("c", warn_unawaited=False)
     assert len(signal_rows(workflow.id)) == 2
 
 
