@@ -11,6 +11,8 @@ R-EVO-04).
 
 from __future__ import annotations
 
+import pytest
+
 from flask_geneva import step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
@@ -96,35 +98,29 @@ def test_a_renamed_step_still_claims_and_wakes(user, geneva_jobs):
     assert workflow_row(workflow.id)["state"] == "finished"
 
 
-def test_a_gravestone_is_woken_and_skipped(user, geneva_jobs):
-    """A parked execution of a removed step (step.removed) is woken without a
-    signal and skipped by the executor; the next step claims the pending signal
-    (R-WSIG-72, R-EVO-02)."""
-    workflow, parked_id = _parked_at(user, geneva_jobs, "collect")
+@pytest.mark.parametrize(
+    ("stored_step", "runs"),
+    [
+        # A gravestone: the executor skips it and schedules the next step
+        # (R-EVO-02).
+        ("collect", ("collect", "skipped")),
+        # A defined step that declares no wait_for any more: it runs.
+        ("order", ("order", "completed")),
+    ],
+)
+def test_a_gravestone_or_a_step_without_wait_for_is_woken_without_a_signal(
+    user, geneva_jobs, stored_step, runs
+):
+    """The parked execution is woken without claiming the signal; after it, the
+    next step claims the pending signal at its gate (R-WSIG-72, R-EVO-02)."""
+    workflow, parked_id = _parked_at(user, geneva_jobs, stored_step)
     delivery = workflow.signal("go")
     assert delivery.woken == (parked_id,)
     assert signal_rows(workflow.id)[0]["state"] == "pending"
     geneva_jobs.drain()
     assert [(r["step_name"], r["state"]) for r in execution_rows(workflow.id)] == [
         ("order", "completed"),
-        ("collect", "skipped"),
-        ("ship", "completed"),
-    ]
-    assert signal_rows(workflow.id)[0]["state"] == "consumed"
-
-
-def test_a_step_that_no_longer_waits_is_woken_without_a_signal(user, geneva_jobs):
-    """The parked step is defined but declares no wait_for any more: it is woken
-    without claiming the signal and runs; the signal stays pending for a step
-    that waits for it (R-WSIG-72)."""
-    workflow, parked_id = _parked_at(user, geneva_jobs, "order")
-    delivery = workflow.signal("go")
-    assert delivery.woken == (parked_id,)
-    assert signal_rows(workflow.id)[0]["state"] == "pending"
-    geneva_jobs.drain()
-    assert [(r["step_name"], r["state"]) for r in execution_rows(workflow.id)] == [
-        ("order", "completed"),
-        ("order", "completed"),
+        runs,
         ("ship", "completed"),
     ]
     assert signal_rows(workflow.id)[0]["state"] == "consumed"
