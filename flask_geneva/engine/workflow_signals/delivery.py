@@ -320,7 +320,7 @@ def _store_and_wake(
         # R-WSIG-72: no class, or a step the code does not know: waking it
         # would fail the execution and pause the workflow (R-EXE-14).
         workflow.logger.warning(
-            "step %r of the parked execution %s is not defined in %s: signal %s "
+            "step %r of the parked execution %s is not defined in %r: signal %s "
             "is stored pending and wakes nothing",
             parked.step_name,
             parked.id,
