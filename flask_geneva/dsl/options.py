@@ -16,6 +16,7 @@ from flask_geneva.core.durations import coerce_duration
 from flask_geneva.core.durations import duration_option
 from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.job_options import validate_job_options
+from flask_geneva.dsl.option_hints import wait_hint
 from flask_geneva.dsl.signal_matchers import validate_wait_options
 from flask_geneva.dsl.signatures import body_problem
 from flask_geneva.dsl.signatures import condition_problem
@@ -184,7 +185,7 @@ def make_spec(
         raise StepConfigurationError(
             f"{label}: invalid wait value {wait!r}: {exc}; allowed: a timedelta "
             f"or a number of seconds from 0 to 100 years (e.g. timedelta(days=2) "
-            f"or 172800), or None"
+            f"or 172800), or None{wait_hint(wait)}"
         ) from exc
     skip_if = _validate_condition("skip_if", options["skip_if"], label)
     run_if = _validate_condition("run_if", options["run_if"], label)

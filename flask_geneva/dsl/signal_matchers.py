@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
@@ -165,8 +166,33 @@ def _wait_for(value: Any, label: str) -> WaitFor:
     raise StepConfigurationError(
         f"{label}: invalid wait_for {value!r} ({type(value).__name__}): must be a "
         "signal name (str), a SignalMatcher(name, where=...), or an object with "
-        "a matches(signal) -> bool method"
+        f"a matches(signal) -> bool method{_wait_hint(value)}"
     )
+
+
+def _wait_hint(value: Any) -> str:
+    """Point a duration or time given to ``wait_for`` at ``wait`` (R-DEF-22).
+
+    Returns:
+        ``"; ..."`` naming ``wait=<value>`` for a ``timedelta`` or a number of
+        seconds, ``job_options={'wait_until': <value>}`` for a ``datetime``;
+        else ``""``.
+    """
+    if isinstance(value, timedelta) or (
+        isinstance(value, int | float) and not isinstance(value, bool)
+    ):
+        literal = repr(value).removeprefix("datetime.")
+        return (
+            "; wait_for waits for a workflow signal: to delay the step by a "
+            f"fixed time, use wait={literal}"
+        )
+    if isinstance(value, datetime):
+        return (
+            "; wait_for waits for a workflow signal: to run the step no earlier "
+            f"than a time, use job_options={{'wait_until': {value!r}}} (wait= "
+            "takes a duration)"
+        )
+    return ""
 
 
 def validate_wait_options(

@@ -1,7 +1,10 @@
-"""Declaring steps that wait for workflow signals (SPEC §23.2, R-WSIG-05..08)."""
+"""Declaring steps that wait for workflow signals (SPEC §23.2, R-WSIG-05..08, R-DEF-22)."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC
+from datetime import datetime
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -123,3 +126,62 @@ def test_a_signal_matcher_checks_its_arguments():
         SignalMatcher("")
     with pytest.raises(StepConfigurationError, match="callable"):
         SignalMatcher("a", where="field")
+
+
+@pytest.mark.parametrize(
+    ("value", "suggestion"),
+    [
+        (timedelta(days=2), r"wait=timedelta\(days=2\)"),
+        (172800, r"wait=172800"),
+        (2.5, r"wait=2\.5"),
+        (
+            datetime(2030, 1, 1, tzinfo=UTC),
+            r"job_options=\{'wait_until': datetime\.datetime\(2030, 1, 1",
+        ),
+    ],
+)
+def test_a_duration_or_time_given_to_wait_for_points_at_wait(value, suggestion):
+    """wait_for=<duration/number/datetime> says to use wait= (or wait_until) (R-DEF-22)."""
+    with pytest.raises(StepConfigurationError) as raised:
+
+        class Confused(Workflow):
+            @step(wait_for=value)
+            def later(self):
+                pass
+
+    message = str(raised.value)
+    assert f"invalid wait_for {value!r}" in message
+    assert re.search(suggestion, message), message
+    assert "wait_for waits for a workflow signal" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "suggestion"),
+    [
+        ("payment", r"wait_for='payment'"),
+        ("2 days", r"wait=timedelta\(days=2\)"),
+        ("90 seconds", r"wait=timedelta\(seconds=90\)"),
+        (SignalMatcher("approval"), r"wait_for=SignalMatcher\('approval'\)"),
+    ],
+)
+def test_a_signal_given_to_wait_points_at_wait_for(value, suggestion):
+    """wait=<name/matcher/duration text> says to use wait_for= (or a timedelta) (R-DEF-22)."""
+    with pytest.raises(StepConfigurationError) as raised:
+
+        class Confused(Workflow):
+            @step(wait=value)
+            def later(self):
+                pass
+
+    message = str(raised.value)
+    assert f"invalid wait value {value!r}" in message
+    assert re.search(suggestion, message), message
+    assert "wait_for=" in message
+
+
+def test_anonymous_and_resumable_steps_point_at_the_other_option_too():
+    """step.anonymous and resumable_step share the hint (R-DEF-22)."""
+    with pytest.raises(StepConfigurationError, match=r"wait_for='payment'"):
+        step.anonymous(lambda self: None, wait="payment")
+    with pytest.raises(StepConfigurationError, match=r"wait=timedelta\(seconds=3600\)"):
+        resumable_step(wait_for=timedelta(hours=1))(lambda self, it: None)

@@ -1,0 +1,66 @@
+"""Hints that point a wrong step option at the right one (R-DEF-22).
+
+``wait`` (a fixed delay) and ``wait_for`` (a workflow signal) are easy to
+confuse. These helpers
+only build message text; the validators raise. Pure code: no database, no Flask.
+"""
+
+from __future__ import annotations
+
+import re
+
+from flask_geneva.dsl.signal_matchers import SignalMatcher
+
+__all__ = ["wait_hint"]
+
+_DURATION_TEXT = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*"
+    r"(s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|weeks?)\s*$",
+    re.IGNORECASE,
+)
+_UNITS = {
+    "s": "seconds",
+    "m": "minutes",
+    "h": "hours",
+    "d": "days",
+    "w": "weeks",
+}
+
+
+def _is_signal_matcher(value: object) -> bool:
+    return isinstance(value, SignalMatcher) or callable(getattr(value, "matches", None))
+
+
+def wait_hint(value: object) -> str:
+    """The hint for a ``wait`` value that looks meant for ``wait_for`` (R-DEF-22).
+
+    Args:
+        value: The invalid ``wait`` value.
+
+    Returns:
+        ``"; ..."`` to append to the message: for a str, the ``wait_for=`` it
+        would be as a signal name (and, for duration text such as ``"2 days"``,
+        the ``timedelta`` meant); for a signal matcher, ``wait_for=<it>``; else
+        ``""``.
+    """
+    if isinstance(value, str):
+        match = _DURATION_TEXT.match(value)
+        if match is not None:
+            number = float(match.group(1))
+            amount = int(number) if number.is_integer() else number
+            unit = _UNITS[match.group(2)[0].lower()]
+            return (
+                f"; a duration is not text: write wait=timedelta({unit}={amount}); "
+                f"wait_for= is for a workflow signal (wait_for={value!r} would "
+                "wait for a signal of that name)"
+            )
+        return (
+            "; wait delays the step by a fixed time: to wait for the workflow "
+            f"signal {value!r}, use wait_for={value!r}"
+        )
+    if _is_signal_matcher(value):
+        return (
+            "; wait delays the step by a fixed time: to wait for a workflow "
+            f"signal, use wait_for={value!r}"
+        )
+    return ""
