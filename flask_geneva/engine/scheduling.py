@@ -79,7 +79,9 @@ def create_workflow(
             deadlock or serialization failure, raised as itself: after
             :data:`CREATE_ATTEMPTS` tries when the transaction was this call's
             own, at once when it held the caller's work too.
-        TypeError: ``allow_multiple`` is not a bool.
+        TypeError: ``allow_multiple`` is not a bool; ``hero`` is None and the
+            class does not set ``may_proceed_without_hero`` (R-HERO-06); or
+            ``hero`` is not a saved mapped instance (R-HERO-01).
     """
     if "__geneva_type__" not in workflow_cls.__dict__:
         raise TypeError(
@@ -88,6 +90,13 @@ def create_workflow(
         )
     if not isinstance(allow_multiple, bool):
         raise TypeError(f"allow_multiple must be True or False, got {allow_multiple!r}")
+    if hero is None and not workflow_cls.may_proceed_without_hero:
+        # Created, it would be canceled by its first step (R-EXE-13).
+        raise TypeError(
+            f"{workflow_cls.__name__}.create() needs a hero: pass hero=<a saved "
+            "model instance>, or set may_proceed_without_hero = True on "
+            f"{workflow_cls.__name__} for a workflow without one (R-HERO-06)"
+        )
     joined = transactions.caller_began_transaction(session)
     # A retry is safe only when the aborted transaction held nothing but this
     # call's rows: none was open and nothing of the caller's waited to be flushed.

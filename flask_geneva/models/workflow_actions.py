@@ -46,7 +46,8 @@ class WorkflowActions:
         """Insert a workflow for ``hero`` and schedule its first step (R-WF-10..15).
 
         Args:
-            hero: Any mapped model instance with a primary key, or None.
+            hero: Any mapped model instance with a primary key; None only on a
+                class with ``may_proceed_without_hero`` (R-HERO-06).
             allow_multiple: Exempt this row from the one-ongoing-per-hero rule
                 (R-UNQ-04).
             step_job_options: Per-instance job options (``queue``, ``priority``,
@@ -64,6 +65,9 @@ class WorkflowActions:
             DuplicateWorkflowError: An ongoing workflow of this class exists for the
                 hero (R-UNQ-02/03); no row is left and nothing is published.
             StepConfigurationError: ``step_job_options`` is invalid.
+            TypeError: ``hero`` is None on a class without
+                ``may_proceed_without_hero`` (R-HERO-06), or not a saved mapped
+                instance.
             sqlalchemy.exc.DBAPIError: A deadlock or serialization failure, raised
                 as itself: retried first when the transaction was this call's own.
         """

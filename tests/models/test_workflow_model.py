@@ -124,6 +124,28 @@ def test_create_schedules_the_first_step(user, geneva_jobs):
     assert [p.step_execution_id for p in geneva_jobs.enqueued] == [executions[0]["id"]]
 
 
+def test_create_without_a_hero_is_refused_unless_the_class_may_proceed(
+    app, geneva_jobs
+):
+    """create(hero=None) on a class that needs its hero raises TypeError and stores
+    nothing; a class with may_proceed_without_hero creates it (R-HERO-06).
+    """
+    for call in (
+        lambda: ModelOther.create(hero=None),
+        ModelOther.create,
+        lambda: ModelOther.create_unless_ongoing(hero=None),
+    ):
+        with pytest.raises(TypeError) as raised:
+            call()
+        message = str(raised.value)
+        assert "ModelOther.create() needs a hero" in message
+        assert "may_proceed_without_hero = True" in message
+    assert count_workflows() == 0
+    assert geneva_jobs.enqueued == []
+    assert ModelChild.create(hero=None).state == "ready"
+    assert count_workflows() == 1
+
+
 def test_create_without_steps_finishes_at_once(user, geneva_jobs):
     """A workflow class with no steps is finished at creation, without executions
     (R-WF-12).
