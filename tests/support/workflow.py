@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 from flask import current_app
 
+from flask_geneva import signals
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import User
 from tests.apps.basic import db
@@ -170,6 +171,33 @@ def hero_counter(user_id: Any) -> int:
         return int(
             connection.scalar(sa.select(table.c.counter).where(table.c.id == user_id))
         )
+
+
+def delete_user(user_id: Any) -> None:
+    """Delete a hero row through a connection of its own, as another process would.
+
+    The test session is not touched, so a receiver or hook may call it while the
+    executor runs (between its transactions: on SQLite an open write transaction
+    of the session would hold the lock this needs).
+    """
+    table = User.__table__
+    with db.engine.begin() as connection:
+        connection.execute(sa.delete(table).where(table.c.id == user_id))
+
+
+def deleting_user_after_the_claim(user_id: Any) -> Any:
+    """A context in which the hero is deleted between a step's claim and its body.
+
+    The executor sends the ``precondition`` signal with outcome ``passed`` once
+    Phase 1's claim committed (R-SIG-02); the receiver deletes the hero then,
+    as another process might a few milliseconds after ``create()``.
+    """
+
+    def delete(sender: Any, payload: dict[str, Any]) -> None:
+        if payload["outcome"] == "passed":
+            delete_user(user_id)
+
+    return signals.precondition.connected_to(delete)
 
 
 def make_user(email: str = "other@example.com") -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any
+from typing import Literal
 
 from sqlalchemy import orm
 
@@ -27,6 +28,7 @@ from flask_geneva.db import row_updates
 from flask_geneva.db import session_transactions
 from flask_geneva.db import write_path
 from flask_geneva.engine.executor import continuation
+from flask_geneva.engine.executor import hero_missing
 from flask_geneva.engine.executor import outcomes
 from flask_geneva.engine.executor.continuation import InlineCheckFailed
 from flask_geneva.engine.executor.run import BodyResult
@@ -43,9 +45,14 @@ __all__ = ["finalize"]
 
 _log = logging.getLogger("flask_geneva")
 
+#: How one finalize attempt settled the body's outcome: applied (the policy,
+#: if any, decides the re-raise), left to an operator's change (R-EXE-41/42),
+#: or a missing hero's cancel (R-HERO-07: nothing re-raised or reported).
+_Settled = Literal["applied", "left", "hero_gone"]
+
 #: What one finalize attempt committed: ``(workflow state, execution state)``,
-#: the policy result, and whether the outcome was left to an operator's change.
-_Finalized = tuple[tuple[Any, Any], PolicyResult | None, bool]
+#: the policy result, and how the outcome was settled.
+_Finalized = tuple[tuple[Any, Any], PolicyResult | None, _Settled]
 
 
 def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
@@ -112,14 +119,18 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
     )
     if finalized is None:
         return
-    states, result, left = finalized
-    if left:
+    states, result, settled = finalized
+    if settled == "left":
         run.events.emit_finalize(states, None)
         run.events.drop_error(run.logger, error)
         return
     run.events.emit_finalize(states, error)
     run.events.report_pending()
-    if error is not None and task_failures.should_reraise(run.reraise, result):
+    if (
+        settled == "applied"
+        and error is not None
+        and task_failures.should_reraise(run.reraise, result)
+    ):
         raise error
 
 
@@ -180,7 +191,7 @@ def _finalize_optimistically(
         return None
     finally:
         write_path.expect_unchanged_since_claim(session, None)
-    return (workflow.state, execution.state), None, False
+    return (workflow.state, execution.state), None, "applied"
 
 
 def _finalize_once(
@@ -209,7 +220,7 @@ def _finalize_once(
         )
         states = (workflow.state, execution.state)
         session.rollback()
-        return states, None, True
+        return states, None, "left"
     if workflow.state != WorkflowState.PERFORMING:
         # An operator paused, canceled or finished the workflow while the
         # body ran: record what the body did; their state wins (R-EXE-42).
@@ -232,7 +243,7 @@ def _finalize_once(
             now=now,
         )
         outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
-        return (workflow.state, execution.state), None, True
+        return (workflow.state, execution.state), None, "left"
 
     # From here on this execution is the workflow's one active execution,
     # so new executions need no stray-cancel UPDATE, and all changes go out
@@ -263,9 +274,16 @@ def _finalize_once(
         outcomes.apply_flow_control(run, workflow, execution, step, body.flow_control)
     else:
         assert error is not None  # noqa: S101 - kind implies it
+        if hero_missing.hero_gone(workflow):
+            # The hero was deleted after the claim: the body read it as None.
+            # Canceled as Phase 1 cancels, not paused by the policy (R-HERO-07).
+            hero_missing.cancel(
+                run, workflow, execution, step, now, error=error, keep_state=True
+            )
+            return (workflow.state, execution.state), None, "hero_gone"
         result = outcomes.resolve(run, workflow, execution, step, error)
         outcomes.apply_policy(
             run, workflow, execution, step, result, error, "exception_policy"
         )
     outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
-    return (workflow.state, execution.state), result, False
+    return (workflow.state, execution.state), result, "applied"

@@ -29,6 +29,7 @@ from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.executor import early_delivery
 from flask_geneva.engine.executor import events as executor_events
+from flask_geneva.engine.executor import hero_missing
 from flask_geneva.engine.executor import outcomes
 from flask_geneva.engine.executor import policy_decisions
 from flask_geneva.engine.executor.run import StepRun
@@ -140,11 +141,8 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
     raise_after_commit: BaseException | None = None
     step = None
     try:
-        if not type(workflow).may_proceed_without_hero and workflow.hero is None:
-            run.logger.info("hero is gone, canceling the workflow (R-EXE-13)")
-            outcomes.transition_and_commit(
-                run, transitions.CANCEL_BEFORE_STEP, now, workflow, execution, None
-            )
+        if hero_missing.needs_missing_hero(workflow):
+            hero_missing.cancel(run, workflow, execution, None, now)  # R-EXE-13
             return None
 
         step = workflow.steps.named(execution.step_name)
@@ -327,12 +325,14 @@ def _preconditions(run: StepRun, workflow: Any, execution: Any, step: Any) -> bo
     started_at, started = clock.now(), time.monotonic()
     skip = False
     condition = None
+    evaluating = "cancel condition"
     try:
         with step_context(workflow.id, "conditions"):
             condition = evaluate_cancel_conditions(
                 workflow, definitions.cancel_conditions
             )
             if condition is None:
+                evaluating = "skip condition"
                 skip = step.should_skip(workflow)
     except Exception as error:
         if transactions.database_error(
@@ -341,8 +341,15 @@ def _preconditions(run: StepRun, workflow: Any, execution: Any, step: Any) -> bo
             run, error, workflow, execution
         ):
             return True
-        # Logged with the policy decision by apply_policy (R-LOG-06).
         timing = executor_events.timing(started_at, started)
+        if hero_missing.hero_gone(workflow):
+            # The hero was deleted after the check above (R-HERO-07).
+            hero_missing.cancel(
+                run, workflow, execution, step, now, error=error, raised_by=evaluating
+            )
+            run.events.emit(signals.precondition, timing, outcome="canceled")
+            return True
+        # Logged with the policy decision by apply_policy (R-LOG-06).
         result = outcomes.resolve(run, workflow, execution, step, error)
         outcomes.apply_policy(
             run, workflow, execution, step, result, error, "precondition"

@@ -105,10 +105,20 @@ DROP_FOR_STOPPED_WORKFLOW = Transition(
 CANCEL_BEFORE_STEP = Transition(
     "cancel_before_step",
     Actor.ENGINE,
-    "The hero is gone or a cancel condition holds: execution and workflow are "
-    "canceled before the step runs.",
-    ("R-EXE-13", "R-EXE-20", "R-CND-01", "R-WF-02"),
+    "A cancel condition holds: execution and workflow are canceled before the "
+    "step runs.",
+    ("R-EXE-20", "R-CND-01", "R-WF-02"),
     ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,)),
+    _engine(_W.CANCELED),
+)
+CANCEL_FOR_MISSING_HERO = Transition(
+    "cancel_for_missing_hero",
+    Actor.ENGINE,
+    "The hero is gone and the class does not set may_proceed_without_hero: "
+    "execution and workflow are canceled, before the step runs or after a "
+    "condition or the body raised; error_message says why.",
+    ("R-EXE-13", "R-HERO-07", "R-WF-02"),
+    ExecutionWrite(_ACTIVE, _S.CANCELED, (_O.CANCELED,)),
     _engine(_W.CANCELED),
 )
 SKIP_BEFORE_STEP = Transition(
