@@ -28,6 +28,7 @@ from flask_geneva.dsl.evolution import RemovedStep
 from flask_geneva.dsl.evolution import RenamedStep
 from flask_geneva.dsl.evolution import declare_removed
 from flask_geneva.dsl.evolution import declare_renamed
+from flask_geneva.dsl.option_hints import unknown_options_message
 from flask_geneva.dsl.options import UNSET
 from flask_geneva.dsl.options import make_spec
 from flask_geneva.dsl.options import step_label
@@ -36,6 +37,9 @@ from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies.exception_policy import Action
 
 __all__ = ["resumable_step", "step"]
+
+#: The options only ``resumable_step`` takes (R-DEF-15).
+_RESUMABLE_ONLY = ("max_iterations", "max_runtime")
 
 
 def _caller_location(depth: int) -> tuple[str, int]:
@@ -176,6 +180,7 @@ class _StepDecorator:
     """
 
     _resumable = False
+    _keyword = "step"
 
     @overload
     def __call__(self, func: Callable[..., Any], /) -> Callable[..., Any]: ...
@@ -219,7 +224,9 @@ class _StepDecorator:
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
+        **unknown: Any,
     ) -> Any:
+        self._check_keywords(unknown, f"@{self._keyword}")
         options = {
             "name": name,
             "wait": wait,
@@ -276,6 +283,7 @@ class _StepDecorator:
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
+        **unknown: Any,
     ) -> StepSpec:
         """Declare a step with an inline body or a method-name body (SPEC §15.2).
 
@@ -290,8 +298,10 @@ class _StepDecorator:
                 before, after, job_options: As for :data:`step`.
 
         Raises:
-            StepConfigurationError: No body (R-DEF-01) or any invalid option.
+            StepConfigurationError: No body (R-DEF-01), any invalid option, or
+                an unknown one (R-DEF-23).
         """
+        self._check_keywords(unknown, f"{self._keyword}.anonymous")
         options = {
             "name": name,
             "wait": wait,
@@ -320,11 +330,10 @@ class _StepDecorator:
             **options: The keywords of :meth:`anonymous` except ``name``.
 
         Raises:
-            StepConfigurationError: Invalid ``count``, ``name`` given, or any invalid
-                option.
-            TypeError: An unknown keyword.
+            StepConfigurationError: Invalid ``count``, ``name`` given, any invalid
+                option, or an unknown one (R-DEF-23).
         """
-        self._check_keywords(options)
+        self._check_keywords(options, f"{self._keyword}.repeat")
         full = self._defaults() | options
         return _repeat(count, body, full, _caller_location(1), self._resumable)
 
@@ -386,12 +395,24 @@ class _StepDecorator:
             "on_wait_timeout": None,
         }
 
-    def _check_keywords(self, options: Mapping[str, Any]) -> None:
-        unknown = sorted(set(options) - set(self._defaults()))
+    def _check_keywords(self, options: Mapping[str, Any], what: str) -> None:
+        """Refuse keywords the declaration does not take, naming the nearest.
+
+        Raises:
+            StepConfigurationError: Naming each unknown keyword, the nearest
+                allowed one (or the declaration that takes it) and every allowed
+                one (R-DEF-23).
+        """
+        allowed = self._defaults()
+        unknown = set(options) - set(allowed)
         if unknown:
-            allowed = ", ".join(sorted(self._defaults()))
-            raise TypeError(
-                f"unknown step option(s) {', '.join(unknown)}; allowed: {allowed}"
+            elsewhere = {
+                option: f"{option} is an option of @resumable_step"
+                for option in _RESUMABLE_ONLY
+                if option not in allowed
+            }
+            raise StepConfigurationError(
+                unknown_options_message(what, unknown, allowed, elsewhere=elsewhere)
             )
 
     def __repr__(self) -> str:
@@ -402,6 +423,7 @@ class _ResumableStepDecorator(_StepDecorator):
     """The ``resumable_step`` object; see :data:`resumable_step`."""
 
     _resumable = True
+    _keyword = "resumable_step"
 
     def __call__(  # adds the resumable-only keywords
         self,
@@ -423,7 +445,9 @@ class _ResumableStepDecorator(_StepDecorator):
         on_wait_timeout: str | None = None,
         max_iterations: int | None = None,
         max_runtime: timedelta | float | None = None,
+        **unknown: Any,
     ) -> Any:
+        self._check_keywords(unknown, f"@{self._keyword}")
         options = {
             "name": name,
             "wait": wait,
@@ -454,10 +478,10 @@ class _ResumableStepDecorator(_StepDecorator):
         Keywords as for :data:`resumable_step`, plus ``name``.
 
         Raises:
-            StepConfigurationError: No body or any invalid option.
-            TypeError: An unknown keyword.
+            StepConfigurationError: No body, any invalid option, or an unknown
+                one (R-DEF-23).
         """
-        self._check_keywords(options)
+        self._check_keywords(options, f"{self._keyword}.anonymous")
         full = self._defaults() | options
         return _anonymous(body, full, _caller_location(1), True)
 
@@ -489,7 +513,8 @@ class _ResumableStepDecorator(_StepDecorator):
 #: what then, else ``SignalWaitTimeout`` goes to the policies (R-WSIG-05..08).
 #:
 #: Raises StepConfigurationError for any invalid option, naming the value and the
-#: allowed ones. ``step.anonymous(body, **options)`` returns a :class:`StepSpec`;
+#: allowed ones, and for an unknown keyword, naming the nearest option
+#: (R-DEF-23). ``step.anonymous(body, **options)`` returns a :class:`StepSpec`;
 #: ``step.repeat(n, body, **options)`` a list of n specs.
 step = _StepDecorator()
 

@@ -1,17 +1,20 @@
-"""Hints that point a wrong step option at the right one (R-DEF-22).
+"""Hints that point a wrong step option at the right one (R-DEF-22, R-DEF-23).
 
 ``wait`` (a fixed delay) and ``wait_for`` (a workflow signal) are easy to
-confuse. These helpers
+confuse, and a misspelt keyword should name the option meant. These helpers
 only build message text; the validators raise. Pure code: no database, no Flask.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
+from collections.abc import Mapping
 
 from flask_geneva.dsl.signal_matchers import SignalMatcher
 
-__all__ = ["wait_hint"]
+__all__ = ["unknown_options_message", "wait_hint"]
 
 _DURATION_TEXT = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*"
@@ -64,3 +67,40 @@ def wait_hint(value: object) -> str:
             f"signal, use wait_for={value!r}"
         )
     return ""
+
+
+def unknown_options_message(
+    what: str,
+    unknown: Iterable[str],
+    allowed: Iterable[str],
+    *,
+    elsewhere: Mapping[str, str] | None = None,
+) -> str:
+    """Name unknown keywords, the nearest allowed one of each, and all allowed ones.
+
+    Args:
+        what: The declaration, e.g. ``"@step"`` or ``"step.repeat"``.
+        unknown: The unknown keywords given.
+        allowed: The keywords the declaration accepts.
+        elsewhere: For a keyword another declaration accepts, what to say
+            instead of the nearest allowed one (``"max_iterations is an option
+            of @resumable_step"``).
+
+    Returns:
+        ``"@step: unknown option 'wiat' (did you mean 'wait'?); allowed: ..."``
+        (R-DEF-23).
+    """
+    choices = sorted(allowed)
+    notes = elsewhere or {}
+    parts = []
+    for name in sorted(unknown):
+        if name in notes:
+            parts.append(f"{name!r} ({notes[name]})")
+            continue
+        close = difflib.get_close_matches(name, choices, n=1)
+        parts.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    plural = "s" if len(parts) > 1 else ""
+    return (
+        f"{what}: unknown option{plural} {', '.join(parts)}; allowed: "
+        f"{', '.join(choices)}"
+    )

@@ -727,8 +727,8 @@ def test_max_runtime_must_be_positive_duration(value):
 
 
 def test_regular_steps_do_not_take_resumable_options():
-    """max_iterations is a resumable-only option (R-DEF-15)."""
-    with pytest.raises(TypeError):
+    """max_iterations is a resumable-only option (R-DEF-15, R-DEF-23)."""
+    with pytest.raises(StepConfigurationError, match="option of @resumable_step"):
         step(max_iterations=3)  # type: ignore[call-overload]
 
 
@@ -874,7 +874,7 @@ def test_repeat_rejects_a_name_and_bad_counts():
         step.repeat(2, "poll", name="x")
     with pytest.raises(StepConfigurationError, match="invalid count -1"):
         step.repeat(-1, "poll")
-    with pytest.raises(TypeError, match="unknown step option"):
+    with pytest.raises(StepConfigurationError, match="unknown option 'waitt'"):
         step.repeat(2, "poll", waitt=3)
 
 
