@@ -28,12 +28,13 @@ from flask_geneva.policies.exception_policy import check_policy_elements
 from flask_geneva.policies.exception_policy import coerce_action
 from flask_geneva.policies.exception_policy import validate_max_reattempts
 
-__all__ = ["UNSET", "make_spec", "step_label"]
+__all__ = ["UNSET", "check_stored_name", "make_spec", "step_label"]
 
 _ACTIONS_TEXT = ", ".join(repr(action.value) for action in Action)
 _TERMINAL_ACTIONS = (Action.PAUSE, Action.CANCEL, Action.SKIP)
 
-#: Width of the step name columns (``step_name``, ``current_step_name``, ...).
+#: Width of the name columns: step names (``step_name``, ``current_step_name``,
+#: ...) and the workflows' ``type``.
 MAX_STEP_NAME_LENGTH = 255
 
 
@@ -267,14 +268,43 @@ def _check_step_name(name: str) -> None:
     (``flask geneva resume --at``). Checked at class definition, on every
     database, rather than when the first row is written.
     """
-    if name and len(name) <= MAX_STEP_NAME_LENGTH and "\x00" not in name:
+    check_stored_name(name, what="step name", subject="a step name")
+
+
+def check_stored_name(
+    value: object, *, what: str, subject: str, allow_blank: bool = True
+) -> None:
+    """Refuse a name that a 255-character name column cannot hold.
+
+    Step names (R-DEF-02) and workflow types (``__geneva_type__``, R-STI-05)
+    are stored in ``String(255)`` columns, and PostgreSQL text cannot hold a
+    NUL character.
+
+    Args:
+        value: The declared name.
+        what: What the message calls the value (``"step name"``).
+        subject: The must-sentence's subject (``"a step name"``).
+        allow_blank: Whether a name of whitespace only is accepted.
+
+    Raises:
+        StepConfigurationError: ``value`` is not a str, is empty (or blank
+            when not ``allow_blank``), longer than 255 characters or holds a
+            NUL character; the message names the value and what is allowed.
+    """
+    if (
+        isinstance(value, str)
+        and (value if allow_blank else value.strip())
+        and len(value) <= MAX_STEP_NAME_LENGTH
+        and "\x00" not in value
+    ):
         return
-    shown = repr(name)
-    if len(name) > 60:
-        shown = f"{name[:40]!r}... ({len(name)} characters)"
+    shown = repr(value)
+    if isinstance(value, str) and len(value) > 60:
+        shown = f"{value[:40]!r}... ({len(value)} characters)"
+    blank = "" if allow_blank else ", not blank,"
     raise StepConfigurationError(
-        f"invalid step name {shown}: a step name must be a non-empty str of at most "
-        f"{MAX_STEP_NAME_LENGTH} characters and no NUL character"
+        f"invalid {what} {shown}: {subject} must be a non-empty str{blank} of at "
+        f"most {MAX_STEP_NAME_LENGTH} characters and no NUL character"
     )
 
 

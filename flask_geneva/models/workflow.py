@@ -32,6 +32,7 @@ from flask_geneva.dsl.collect import WorkflowDefinitions
 from flask_geneva.dsl.collect import collect_definitions
 from flask_geneva.dsl.job_options import merge_job_options
 from flask_geneva.dsl.job_options import validate_job_options
+from flask_geneva.dsl.options import check_stored_name
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.models.workflow_actions import WorkflowActions
 
@@ -81,12 +82,14 @@ class WorkflowMixin(WorkflowActions):
         if cls.__dict__.get("_geneva_is_base"):
             super().__init_subclass__(**kwargs)
             return
-        identity = cls.__dict__.get("__geneva_type__") or cls.__qualname__
-        if not isinstance(identity, str) or not identity:
-            raise StepConfigurationError(
-                f"__geneva_type__ of {cls.__qualname__} must be a non-empty str, "
-                f"got {identity!r}"
-            )
+        identity = cls.__dict__.get("__geneva_type__", cls.__qualname__)
+        # R-STI-05: refused, never a silent fallback to the class name.
+        check_stored_name(
+            identity,
+            what=f"__geneva_type__ of {cls.__qualname__}",
+            subject="the workflow type (stored in the workflows' type column)",
+            allow_blank=False,
+        )
         geneva = cls.__geneva__
         existing = geneva.workflow_classes.get(identity)
         if existing is not None:

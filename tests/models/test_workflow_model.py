@@ -506,6 +506,30 @@ def test_duplicate_identity_is_rejected_at_class_creation():
         type("ModelOther", (geneva.Workflow,), {"__qualname__": "ModelOther"})
 
 
+@pytest.mark.parametrize(
+    ("identity", "shown"),
+    [("", "''"), ("   ", "'   '"), ("\t\n", "'\\t\\n'"), ("x" * 256, "'xxxx")],
+    ids=["empty", "spaces", "whitespace", "too-long"],
+)
+def test_a_blank_or_too_long_identity_is_refused(identity, shown):
+    """__geneva_type__ = "" (or blank, or wider than the type column) is refused at
+    class creation, naming the class, instead of falling back to its name (R-STI-05).
+    """
+    with pytest.raises(StepConfigurationError) as raised:
+
+        class ModelBlankType(geneva.Workflow):
+            __geneva_type__ = identity
+
+            @step
+            def only(self):
+                pass
+
+    message = str(raised.value)
+    assert ".ModelBlankType " + shown in message
+    assert "must be a non-empty str, not blank, of at most 255 characters" in message
+    assert "ModelBlankType" not in geneva.workflow_classes
+
+
 def test_get_is_polymorphic(user):
     """Workflow.get returns an instance of the stored subclass (R-STI-02/04)."""
     workflow_id = ModelOther.create(hero=user).id
