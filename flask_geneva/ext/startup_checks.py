@@ -1,14 +1,15 @@
-"""Start-up checks of the registered workflow classes (R-CFG-03).
+"""Start-up checks of the registered workflow classes (R-CFG-03, R-CFG-05).
 
-Class definition already rejects what a decorator can see on its own (R-DEF-01..21).
+Class definition already rejects what a decorator can see on its own (R-DEF-01..23).
 What needs the finished class, a method named by a string, is checked here when
 ``init_app`` runs: a ``skip_if="no_such_method"`` or a body method that does not
-exist, an ``async def`` or wrongly shaped method behind a name, and a subclass
-override that changed a step method's shape. Every problem of every class is
-collected and reported in one
-:class:`~flask_geneva.exceptions.GenevaConfigurationError`,
-so a deployment fails at start-up instead of pausing workflows when the step runs.
-Pure code: no database.
+exist, an ``async def`` or wrongly shaped method behind a name, a subclass
+override that changed a step method's shape, and a class that declares no step
+without being marked ``__geneva_abstract__ = True`` (R-CFG-05). Every problem
+of every class is collected and reported in one
+:class:`~flask_geneva.exceptions.GenevaConfigurationError`, so a deployment
+fails at start-up instead of pausing workflows when the step runs. Pure code: no
+database.
 """
 
 from __future__ import annotations
@@ -42,6 +43,18 @@ def check_workflow_class(cls: type[Any]) -> list[str]:
     label = getattr(cls, "__geneva_type__", cls.__qualname__)
     definitions = cls.__geneva_definitions__
     problems: list[str] = []
+    abstract = cls.__dict__.get("__geneva_abstract__", False)
+    if not isinstance(abstract, bool):
+        problems.append(
+            f"{label}: __geneva_abstract__ must be True or False, got {abstract!r}"
+        )
+    elif not abstract and not definitions.steps.registered:
+        # R-CFG-05: a forgotten @step would finish every workflow at creation.
+        problems.append(
+            f"{label}: declares no steps; declare them with @step, or mark a base "
+            "class with __geneva_abstract__ = True (a workflow of a class without "
+            "steps is finished at creation, R-WF-12)"
+        )
     for definition in definitions.steps.registered:
         where = f"{label}: step {definition.name!r}"
         if definition.method_name is not None:

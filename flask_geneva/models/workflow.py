@@ -49,9 +49,10 @@ class WorkflowMixin(WorkflowActions):
 
     Subclass ``geneva.Workflow`` (not this mixin) to declare a workflow. Class
     attributes read by the engine: ``__geneva_type__`` (stable STI identity,
-    default ``__qualname__``), ``may_proceed_without_hero`` (R-HERO-05),
-    ``default_job_options``, ``cancel_conditions``, ``exception_policies``
-    (SPEC §15.2).
+    default ``__qualname__``, R-STI-05), ``__geneva_abstract__`` (True on a base
+    class that declares no steps of its own; not inherited, R-CFG-05),
+    ``may_proceed_without_hero`` (R-HERO-05), ``default_job_options``,
+    ``cancel_conditions``, ``exception_policies`` (SPEC §15.2).
     """
 
     __geneva__: ClassVar[Any]

@@ -293,3 +293,50 @@ def test_same_default_type_name_from_two_modules_is_refused(geneva):
         r"shop\.workflows\.Onboarding; set a distinct __geneva_type__",
     ):
         declare("crm.workflows")
+
+
+def test_a_concrete_class_without_steps_is_refused_at_init_app(geneva, tmp_path):
+    """A workflow class that declares no step (a forgotten @step) is named at
+    init_app; a base class marked __geneva_abstract__ is not, nor are its
+    subclasses with steps (R-CFG-05)."""
+
+    class MailingBase(geneva.Workflow):
+        __geneva_abstract__ = True
+
+        def send(self):
+            return None
+
+    class Forgotten(MailingBase):
+        def welcome(self):  # @step forgotten
+            return None
+
+    class Reminder(MailingBase):
+        @step
+        def remind(self):
+            return None
+
+    with pytest.raises(GenevaConfigurationError) as caught:
+        _init(geneva, tmp_path)
+    message = str(caught.value)
+    assert (
+        "Forgotten: declares no steps; declare them with @step, or mark a base "
+        "class with __geneva_abstract__ = True" in message
+    )
+    assert "MailingBase" not in message
+    assert "Reminder" not in message
+
+
+def test_abstract_is_not_inherited(geneva, tmp_path):
+    """__geneva_abstract__ marks only the class that sets it; a subclass without
+    steps of its own or inherited is refused (R-CFG-05)."""
+
+    class Base(geneva.Workflow):
+        __geneva_abstract__ = True
+
+    class Child(Base):
+        __geneva_type__ = "Child"
+
+    with pytest.raises(GenevaConfigurationError, match="Child: declares no steps"):
+        _init(geneva, tmp_path)
+    del geneva.workflow_classes["Child"]
+    _init(geneva, tmp_path)  # the abstract base alone is fine

@@ -60,7 +60,9 @@ class ModelDelayed(geneva.Workflow):
 
 
 class ModelNoSteps(geneva.Workflow):
-    pass
+    # A concrete class without steps is refused at init_app (R-CFG-05); the
+    # engine still finishes such a workflow at creation (R-WF-12).
+    __geneva_abstract__ = True
 
 
 class ModelParent(geneva.Workflow):
