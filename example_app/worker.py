@@ -39,12 +39,8 @@ app.config["GENEVA_DISPATCH_INTERVAL"] = timedelta(seconds=DISPATCH_INTERVAL)
 # the first geneva operation (R-CFG-02).
 geneva.reload_settings(app)
 
-_defaults = flask_geneva.celery_defaults()
-_defaults["broker_transport_options"] = {
-    **(celery.conf.broker_transport_options or {}),
-    **_defaults["broker_transport_options"],
-}
-celery.conf.update(_defaults)
+# Merged into the app's own transport options (its polling interval stays).
+celery.conf.update(flask_geneva.celery_defaults(celery))
 celery.conf.beat_schedule = flask_geneva.beat_schedule(
     dispatch_interval_seconds=DISPATCH_INTERVAL
 )

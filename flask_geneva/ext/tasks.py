@@ -259,11 +259,15 @@ def beat_schedule(
 
 
 def celery_defaults(
-    *, visibility_timeout_seconds: int = 3600, publish_timeout_seconds: float = 5.0
+    celery: Any = None,
+    /,
+    *,
+    visibility_timeout_seconds: int = 3600,
+    publish_timeout_seconds: float = 5.0,
 ) -> dict[str, Any]:
     """Celery settings recommended for flask_geneva workers and publishers.
 
-    ``celery.conf.update(flask_geneva.celery_defaults())``:
+    ``celery.conf.update(flask_geneva.celery_defaults(celery))``:
 
     - ``task_acks_late`` and ``task_reject_on_worker_lost``: a task whose worker
       dies is delivered again instead of being lost; duplicates are harmless
@@ -280,10 +284,17 @@ def celery_defaults(
       ``publish_timeout_seconds``. Keep ``GENEVA_PUBLISH_TIMEOUT`` equal to it. A
       publication that fails is left for the dispatcher (issue 14).
 
-    ``flask geneva worker`` applies these to any setting the Celery app does not
-    set itself (:func:`apply_celery_defaults`).
+    Given the Celery app, the returned ``broker_transport_options`` are the
+    app's own with these three keys set, so ``conf.update`` keeps the app's
+    other keys (a ``global_keyprefix``, a Sentinel ``master_name``, ...);
+    without it they are these three alone and ``conf.update`` replaces the
+    app's (R-DSP-09). ``flask geneva worker`` applies these to any setting the
+    Celery app does not set itself, the app's transport keys winning
+    (:func:`apply_celery_defaults`).
 
     Args:
+        celery: The ``celery.Celery`` app whose ``broker_transport_options``
+            to merge into (not changed here), or None.
         visibility_timeout_seconds: Redis/SQS visibility timeout in seconds.
         publish_timeout_seconds: How long one publication may block, in seconds
             (default 5, as ``GENEVA_PUBLISH_TIMEOUT``).
@@ -294,7 +305,15 @@ def celery_defaults(
     Raises:
         ValueError: ``visibility_timeout_seconds`` is not a positive int, or
             ``publish_timeout_seconds`` not a positive number.
+        TypeError: ``celery`` is neither None nor a Celery app (an object with
+            ``conf``).
     """
+    conf = getattr(celery, "conf", None)
+    if celery is not None and conf is None:
+        raise TypeError(
+            "celery must be a Celery app (whose conf.broker_transport_options "
+            f"are merged) or None, got {celery!r}"
+        )
     if (
         isinstance(visibility_timeout_seconds, bool)
         or not isinstance(visibility_timeout_seconds, int)
@@ -321,6 +340,7 @@ def celery_defaults(
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": broker_timeout,
         "broker_transport_options": {
+            **dict((conf.broker_transport_options if conf is not None else None) or {}),
             "visibility_timeout": visibility_timeout_seconds,
             "socket_timeout": broker_timeout,
             "socket_connect_timeout": broker_timeout,

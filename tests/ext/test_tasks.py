@@ -143,6 +143,41 @@ def test_celery_defaults_bound_broker_operations_by_the_publish_timeout():
             celery_defaults(publish_timeout_seconds=wrong)
 
 
+def test_celery_defaults_merge_into_the_apps_transport_options():
+    """celery_defaults(celery) keeps the app's own broker_transport_options keys
+    and sets flask_geneva's three, so conf.update no longer drops a key prefix or
+    a Sentinel master name (R-DSP-09)."""
+    from celery import Celery
+
+    from flask_geneva import celery_defaults
+
+    celery = Celery("merge-defaults")
+    own = {
+        "global_keyprefix": "app:",
+        "master_name": "mymaster",
+        "visibility_timeout": 60,
+    }
+    celery.conf.broker_transport_options = own
+    celery.conf.update(celery_defaults(celery, publish_timeout_seconds=4))
+    assert celery.conf.broker_transport_options == {
+        "global_keyprefix": "app:",
+        "master_name": "mymaster",
+        "visibility_timeout": 3600,
+        "socket_timeout": 1.0,
+        "socket_connect_timeout": 1.0,
+    }
+    assert celery.conf.task_acks_late is True
+    # The app's own mapping is replaced by conf.update, not changed in place.
+    assert own["visibility_timeout"] == 60
+    assert celery_defaults(Celery("no-options"))["broker_transport_options"] == {
+        "visibility_timeout": 3600,
+        "socket_timeout": 1.25,
+        "socket_connect_timeout": 1.25,
+    }
+    with pytest.raises(TypeError, match=r"celery must be a Celery app.*got 'redis://'"):
+        celery_defaults("redis://")
+
+
 def test_apply_celery_defaults_keeps_what_the_host_set():
     """apply_celery_defaults() fills only settings left at Celery's default; the host's transport options win (issue 14)."""
     from celery import Celery
