@@ -129,54 +129,39 @@ def test_a_signal_matcher_checks_its_arguments():
 
 
 @pytest.mark.parametrize(
-    ("value", "suggestion"),
+    ("option", "value", "suggestion"),
     [
-        (timedelta(days=2), r"wait=timedelta\(days=2\)"),
-        (172800, r"wait=172800"),
-        (2.5, r"wait=2\.5"),
+        ("wait_for", timedelta(days=2), r"wait=timedelta\(days=2\)"),
+        ("wait_for", 172800, r"wait=172800"),
+        ("wait_for", 2.5, r"wait=2\.5"),
         (
+            "wait_for",
             datetime(2030, 1, 1, tzinfo=UTC),
             r"job_options=\{'wait_until': datetime\.datetime\(2030, 1, 1",
         ),
+        ("wait", "payment", r"wait_for='payment'"),
+        ("wait", "2 days", r"wait=timedelta\(days=2\)"),
+        ("wait", "90 seconds", r"wait=timedelta\(seconds=90\)"),
+        ("wait", SignalMatcher("approval"), r"wait_for=SignalMatcher\('approval'\)"),
     ],
 )
-def test_a_duration_or_time_given_to_wait_for_points_at_wait(value, suggestion):
-    """wait_for=<duration/number/datetime> says to use wait= (or wait_until) (R-DEF-22)."""
+def test_wait_and_wait_for_point_at_each_other(option, value, suggestion):
+    """A duration, number or datetime given to wait_for names wait= (or the
+    wait_until job option); a name, duration text or matcher given to wait names
+    wait_for= (or the timedelta meant) (R-DEF-22)."""
     with pytest.raises(StepConfigurationError) as raised:
 
         class Confused(Workflow):
-            @step(wait_for=value)
+            @step(**{option: value})
             def later(self):
                 pass
 
     message = str(raised.value)
-    assert f"invalid wait_for {value!r}" in message
+    shown = "wait value" if option == "wait" else "wait_for"
+    assert f"invalid {shown} {value!r}" in message
     assert re.search(suggestion, message), message
-    assert "wait_for waits for a workflow signal" in message
-
-
-@pytest.mark.parametrize(
-    ("value", "suggestion"),
-    [
-        ("payment", r"wait_for='payment'"),
-        ("2 days", r"wait=timedelta\(days=2\)"),
-        ("90 seconds", r"wait=timedelta\(seconds=90\)"),
-        (SignalMatcher("approval"), r"wait_for=SignalMatcher\('approval'\)"),
-    ],
-)
-def test_a_signal_given_to_wait_points_at_wait_for(value, suggestion):
-    """wait=<name/matcher/duration text> says to use wait_for= (or a timedelta) (R-DEF-22)."""
-    with pytest.raises(StepConfigurationError) as raised:
-
-        class Confused(Workflow):
-            @step(wait=value)
-            def later(self):
-                pass
-
-    message = str(raised.value)
-    assert f"invalid wait value {value!r}" in message
-    assert re.search(suggestion, message), message
-    assert "wait_for=" in message
+    other = "wait_for=" if option == "wait" else "wait_for waits for a workflow signal"
+    assert other in message
 
 
 def test_anonymous_and_resumable_steps_point_at_the_other_option_too():
