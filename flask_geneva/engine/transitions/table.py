@@ -55,9 +55,8 @@ _RUNNABLE = frozenset({_W.READY, _W.PERFORMING})
 _STOPPED = frozenset({_W.PAUSED, _W.FINISHED, _W.CANCELED})
 _ENDED = frozenset({_W.FINISHED, _W.CANCELED})
 _ANY_WORKFLOW = frozenset(_W)
-# R-EXE-42 is "no longer performing": paused, canceled or finished by an operator,
-# or ready through the unvalidated transition_to (R-WF-05), which settles as on an
-# ended workflow.
+# R-EXE-42 "no longer performing": paused, canceled or finished by an operator, or
+# ready through the unvalidated transition_to (R-WF-05), settled as if it ended.
 _NOT_PERFORMING = _STOPPED | {_W.READY}
 
 
@@ -105,8 +104,7 @@ DROP_FOR_STOPPED_WORKFLOW = Transition(
 CANCEL_BEFORE_STEP = Transition(
     "cancel_before_step",
     Actor.ENGINE,
-    "A cancel condition holds: execution and workflow are canceled before the "
-    "step runs.",
+    "A cancel condition holds: execution and workflow are canceled.",
     ("R-EXE-20", "R-CND-01", "R-WF-02"),
     ExecutionWrite(_SCHEDULED, _S.CANCELED, (_O.CANCELED,)),
     _engine(_W.CANCELED),
@@ -114,9 +112,7 @@ CANCEL_BEFORE_STEP = Transition(
 CANCEL_FOR_MISSING_HERO = Transition(
     "cancel_for_missing_hero",
     Actor.ENGINE,
-    "The hero is gone and the class does not set may_proceed_without_hero: "
-    "execution and workflow are canceled, before the step runs or after a "
-    "condition or the body raised; error_message says why.",
+    "The hero is gone: execution and workflow are canceled, error_message says why.",
     ("R-EXE-13", "R-HERO-07", "R-WF-02"),
     ExecutionWrite(_ACTIVE, _S.CANCELED, (_O.CANCELED,)),
     _engine(_W.CANCELED),
