@@ -61,8 +61,8 @@ from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.engine.operators import outcome_rollup
 from tests.apps import basic
-from tests.schema_setup import drop_schema
-from tests.schema_setup import install_schema
+from tests.support.schema_setup import drop_schema
+from tests.support.schema_setup import install_schema
 
 WORKFLOWS = "geneva_drive_workflows"
 EXECUTIONS = "geneva_drive_step_executions"

@@ -35,8 +35,8 @@ sys.path.insert(0, str(REPO))
 from flask_geneva import Executor  # noqa: E402
 from flask_geneva import resumable_step  # noqa: E402
 from tests.apps import basic  # noqa: E402
-from tests.schema_setup import drop_schema  # noqa: E402
-from tests.schema_setup import install_schema  # noqa: E402
+from tests.support.schema_setup import drop_schema  # noqa: E402
+from tests.support.schema_setup import install_schema  # noqa: E402
 
 DEFAULT_URL = os.environ.get(
     "GENEVA_BENCH_DATABASE_URL",

@@ -23,8 +23,8 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_geneva import reset_column_caches
-from tests import parallel_runs
 from tests.apps import basic
+from tests.support import parallel_runs
 
 pytest_plugins = ["flask_geneva.pytest_plugin"]
 
@@ -88,8 +88,8 @@ def _prepare_server_schema(app: Flask) -> None:
     with app.app_context():
         basic.db.session.remove()
         try:
-            from tests.schema_setup import drop_schema
-            from tests.schema_setup import install_schema
+            from tests.support.schema_setup import drop_schema
+            from tests.support.schema_setup import install_schema
         except ImportError:  # pragma: no cover - until the install helper exists
             basic.db.drop_all()
             basic.db.create_all()
@@ -222,12 +222,12 @@ def user(app: Flask) -> Any:
 @pytest.fixture
 def without_unit(app: Flask) -> Iterator[Callable[[str], None]]:
     """Drop an optional install unit from the test's database (R-DM-30):
-    ``without_unit("add_worker_registry")`` (see ``tests/schema_units.py``).
+    ``without_unit("add_worker_registry")`` (see ``tests/support/schema_units.py``).
 
     After the test the shared server schema is rebuilt for the next one.
     """
     global _server_schema_ready
-    from tests.schema_units import drop_unit
+    from tests.support.schema_units import drop_unit
 
     dropped: list[str] = []
 

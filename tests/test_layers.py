@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.import_graph import import_cycles
-from tests.import_graph import import_graph
+from tests.support.import_graph import import_cycles
+from tests.support.import_graph import import_graph
 from tests.support.worker_harness import python_code
 from tests.support.worker_harness import run
 

@@ -18,7 +18,7 @@ from flask_geneva.testing import perform_next_step
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
-from tests.statements import recorded_statements
+from tests.support.statements import recorded_statements
 from tests.support.workflow import execution_rows
 from tests.support.workflow import update_execution
 

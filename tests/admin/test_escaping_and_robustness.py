@@ -15,7 +15,7 @@ from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
-from tests.fuzzing import with_fixtures
+from tests.support.fuzzing import with_fixtures
 from tests.support.workflow import execution_rows
 from tests.support.workflow import external_writer
 from tests.support.workflow import update_execution

@@ -23,7 +23,7 @@ from tests.admin.execution_support import flaky_workflow
 from tests.admin.support import failed_workflow
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
-from tests.fuzzing import with_fixtures
+from tests.support.fuzzing import with_fixtures
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import external_writer

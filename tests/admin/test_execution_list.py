@@ -23,7 +23,7 @@ from tests.admin.execution_support import overdue_by
 from tests.admin.support import failed_workflow
 from tests.admin.support import paused_resumable_workflow
 from tests.admin.support import ready_workflow
-from tests.fuzzing import with_fixtures
+from tests.support.fuzzing import with_fixtures
 from tests.support.workflow import execution_rows
 from tests.support.workflow import update_execution
 

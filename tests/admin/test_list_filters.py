@@ -21,7 +21,7 @@ from tests.admin.support import ready_workflow
 from tests.admin.workflows import AdminFailing
 from tests.apps.basic import User
 from tests.apps.basic import db
-from tests.statements import recorded_statements
+from tests.support.statements import recorded_statements
 from tests.support.workflow import execution_rows
 from tests.support.workflow import update_execution
 from tests.support.workflow import update_workflow

@@ -91,7 +91,7 @@ def live_url(app: Any) -> Iterator[str]:
 def chromium() -> Iterator[Any]:
     """Headless Chromium, launched once per test module (each test gets a context
     of its own; parallel runs keep a module in one worker, see
-    ``tests/parallel_runs.py``); skip or fail if missing.
+    ``tests/support/parallel_runs.py``); skip or fail if missing.
 
     Module-scoped, not session-scoped: while Playwright's sync API runs, its event
     loop is the thread's running loop, and tests elsewhere call ``asyncio.run``.

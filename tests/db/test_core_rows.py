@@ -33,8 +33,8 @@ from tests.apps import uuid_app
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.conftest import dialect_name
-from tests.statements import recorded_statements
 from tests.support.common_workflows import EmptyTwoSteps
+from tests.support.statements import recorded_statements
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import external_writer

@@ -22,8 +22,8 @@ from flask_geneva.ext.app_state import current_context
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.conftest import dialect_name
-from tests.statements import recorded_statements
 from tests.support.common_workflows import EmptyTwoSteps
+from tests.support.statements import recorded_statements
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row

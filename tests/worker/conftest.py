@@ -34,7 +34,7 @@ from tests.support.worker_harness import worker_test_app
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    # One xdist worker runs them all (tests/parallel_runs.py's SERIAL_GROUPS).
+    # One xdist worker runs them all (tests/support/parallel_runs.py's SERIAL_GROUPS).
     for item in items:
         if "tests/worker" in str(item.fspath):
             item.add_marker(pytest.mark.worker)

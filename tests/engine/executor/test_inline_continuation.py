@@ -21,8 +21,8 @@ from flask_geneva.ext.tasks import perform_step_execution
 from flask_geneva.testing import perform_next_step
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.statements import recorded_statements
 from tests.support.common_workflows import EmptyTwoSteps
+from tests.support.statements import recorded_statements
 from tests.support.workflow import execution_history
 from tests.support.workflow import execution_rows
 from tests.support.workflow import externally

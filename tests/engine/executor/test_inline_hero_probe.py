@@ -18,7 +18,7 @@ from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.statements import recorded_statements
+from tests.support.statements import recorded_statements
 from tests.support.workflow import execution_rows
 from tests.support.workflow import in_other_thread
 from tests.support.workflow import start_without_jobs

@@ -17,7 +17,7 @@ from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.fuzzing import with_fixtures
+from tests.support.fuzzing import with_fixtures
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row
 

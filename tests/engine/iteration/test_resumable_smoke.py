@@ -14,7 +14,7 @@ from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.statements import recorded_statements
+from tests.support.statements import recorded_statements
 
 PROCESSED: list[int] = []
 

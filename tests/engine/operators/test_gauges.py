@@ -12,10 +12,10 @@ from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva.core import clock
 from tests.apps.basic import geneva
-from tests.statements import recorded_statements
 from tests.support.housekeeping import T0
 from tests.support.housekeeping import RecordingMetrics
 from tests.support.housekeeping import make_in_progress
+from tests.support.statements import recorded_statements
 from tests.support.workflow import make_user
 
 STATES = ("ready", "performing", "paused", "finished", "canceled")
