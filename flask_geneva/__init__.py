@@ -47,6 +47,7 @@ from flask_geneva.exceptions import StepFailedError
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
+from flask_geneva.exceptions import WorkerLostError
 from flask_geneva.exceptions import WorkflowNotFoundError
 
 # Registers the engine the model methods call (flask_geneva.models.services).
@@ -113,6 +114,7 @@ __all__ = [
     "StepInterrupt",
     "StepNotDefinedError",
     "SuspendSignal",
+    "WorkerLostError",
     "WorkflowMixin",
     "WorkflowNotFoundError",
     "WorkflowSignalState",

@@ -26,6 +26,7 @@ from flask_geneva.core.durations import format_interval
 from flask_geneva.core.keys import format_hero
 from flask_geneva.core.keys import split_hero
 from flask_geneva.core.terminal_text import escape_control_characters
+from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import admin as store_admin_queries
 from flask_geneva.engine.operators import housekeeping
 from flask_geneva.engine.operators import maintenance_runs
@@ -345,6 +346,7 @@ def _signal_waits(session: Any, config: Any) -> dict[str, Any] | None:
 def _describe_workflow(workflow: Any) -> list[str]:
     """Text lines for `flask geneva show`: header, step plan, timeline, actions."""
     history = workflow.execution_history
+    columns = column_detection.optional_columns(workflow.__geneva__.session)
     lines = [
         f"Workflow {workflow.id} ({workflow.type})",
         f"  state:        {workflow.state}",
@@ -397,7 +399,7 @@ def _describe_workflow(workflow: Any) -> list[str]:
             f"  finished {format_time(execution.finished_at)}"
         )
         if execution.error_message:
-            lines.append(f"      error: {one_line(execution.error_message)[:200]}")
+            lines.append(f"      error: {_error_text(execution, columns)}")
     actions = workflow.read_metadata("operator_actions")
     if isinstance(actions, list) and actions:
         lines.append("Operator actions:")
@@ -410,6 +412,17 @@ def _describe_workflow(workflow: Any) -> list[str]:
                     + (f" at step {entry['step']}" if entry.get("step") else "")
                 )
     return lines
+
+
+def _error_text(execution: Any, columns: Any) -> str:
+    """``"<error class>: <message>"`` of a timeline row, the message on one line
+    cut at 200 characters (R-CLI-06); the class from its column, else the
+    metadata (R-SE-20)."""
+    error_class = execution.error_class_name if columns.error_class_name else None
+    if not error_class:
+        error_class = (execution.exception_info or {}).get("class")
+    message = one_line(execution.error_message)[:200]
+    return f"{error_class}: {message}" if error_class else message
 
 
 def _action_time(value: Any) -> str:

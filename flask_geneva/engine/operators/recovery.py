@@ -23,6 +23,7 @@ from flask_geneva.core import keys
 from flask_geneva.db.context import context_of
 from flask_geneva.engine import flow_control
 from flask_geneva.engine.operators import stuck_recovery
+from flask_geneva.engine.operators import worker_lost
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import Outcome
@@ -129,6 +130,7 @@ def recover(
             running,
             action=config.stuck_recovery_action,
             ended_outcome=Outcome.RECOVERED,
+            recovered_by=worker_lost.RecoveredBy("operator", actor, via),
         )
         record("recover_forced" if force else "recover", from_state, running)
         locked.logger.warning(
