@@ -21,6 +21,7 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core import transactions
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as store
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import write_path as core_rows
@@ -46,7 +47,7 @@ __all__ = [
     "schedule_next_step",
 ]
 
-logger = logging.getLogger("flask_geneva")
+logger = module_logger("flask_geneva")
 
 DUPLICATE_MESSAGE = "An ongoing workflow of this type already exists for this hero"
 

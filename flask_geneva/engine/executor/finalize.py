@@ -15,13 +15,13 @@ deadlock victim starts over (R-EXE-80); the body never runs again.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as store
 from flask_geneva.db import row_updates
 from flask_geneva.db import session_transactions
@@ -41,7 +41,7 @@ from flask_geneva.policies.resolution import PolicyResult
 
 __all__ = ["finalize"]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 #: What one finalize attempt committed: ``(workflow state, execution state)``,
 #: the policy result, and whether the outcome was left to an operator's change.

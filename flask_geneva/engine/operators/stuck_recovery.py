@@ -21,7 +21,6 @@ statements are built in :mod:`flask_geneva.db.queries.maintenance`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -32,6 +31,7 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core import error_reporting
 from flask_geneva.core.config import GenevaConfig
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as store
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import session_transactions
@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 # Housekeeping's logger: recovery is logged as part of its run (R-HK-22).
-_log = logging.getLogger("flask_geneva.housekeeping")
+_log = module_logger("flask_geneva.housekeeping")
 
 
 def stuck_in_progress_criteria(
