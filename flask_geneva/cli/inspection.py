@@ -399,7 +399,10 @@ def _describe_workflow(workflow: Any) -> list[str]:
             f"  finished {format_time(execution.finished_at)}"
         )
         if execution.error_message:
-            lines.append(f"      error: {_error_text(execution, columns)}")
+            lines.append(f"      error: {one_line(execution.error_message)[:200]}")
+            error_class = _error_class(execution, columns)
+            if error_class:
+                lines.append(f"      error class: {error_class}")
     actions = workflow.read_metadata("operator_actions")
     if isinstance(actions, list) and actions:
         lines.append("Operator actions:")
@@ -414,15 +417,13 @@ def _describe_workflow(workflow: Any) -> list[str]:
     return lines
 
 
-def _error_text(execution: Any, columns: Any) -> str:
-    """``"<error class>: <message>"`` of a timeline row, the message on one line
-    cut at 200 characters (R-CLI-06); the class from its column, else the
-    metadata (R-SE-20)."""
+def _error_class(execution: Any, columns: Any) -> str | None:
+    """The recorded error class of a timeline row (R-CLI-06): its column, else
+    the metadata's ``exception`` (R-SE-20); None when none is recorded."""
     error_class = execution.error_class_name if columns.error_class_name else None
     if not error_class:
         error_class = (execution.exception_info or {}).get("class")
-    message = one_line(execution.error_message)[:200]
-    return f"{error_class}: {message}" if error_class else message
+    return str(error_class) if error_class else None
 
 
 def _action_time(value: Any) -> str:

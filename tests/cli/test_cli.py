@@ -550,9 +550,10 @@ def test_show_says_an_execution_was_recovered_from_a_dead_worker(geneva_cli):
     assert run_housekeeping()["stuck_in_progress_recovered"] == 1
     shown = geneva_cli("show", str(workflow.id))
     assert shown.returncode == 0, shown.stderr
-    line = next(x for x in shown.stdout.splitlines() if "error:" in x)
-    assert line.strip().startswith(
-        f"error: flask_geneva.exceptions.WorkerLostError: worker {dead} "
-        f"(celery@host, host host, pid 4242) was lost, last heartbeat "
-        f"{heartbeat:%Y-%m-%d %H:%M:%S} UTC"
+    lines = shown.stdout.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("      error: "))
+    assert lines[at].startswith(
+        f"      error: worker {dead} (celery@host, host host, pid 4242) was lost, "
+        f"last heartbeat {heartbeat:%Y-%m-%d %H:%M:%S} UTC"
     )
+    assert lines[at + 1] == "      error class: flask_geneva.exceptions.WorkerLostError"
