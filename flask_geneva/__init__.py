@@ -48,6 +48,7 @@ from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.exceptions import SuspendSignal
 from flask_geneva.exceptions import UnawaitedSignalWarning
+from flask_geneva.exceptions import WorkerLostError
 from flask_geneva.exceptions import WorkflowNotFoundError
 
 # Registers the engine the model methods call (flask_geneva.models.services).
@@ -115,6 +116,7 @@ __all__ = [
     "StepNotDefinedError",
     "SuspendSignal",
     "UnawaitedSignalWarning",
+    "WorkerLostError",
     "WorkflowMixin",
     "WorkflowNotFoundError",
     "WorkflowSignalState",

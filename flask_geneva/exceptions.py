@@ -13,6 +13,7 @@ The tree::
     ├── CursorTooLargeError(ValueError)       serialized cursor too large (R-CUR-10)
     ├── CursorSerializationError(TypeError)   cursor value of an unsupported type
     ├── InstallError                          ``flask geneva install`` could not write
+    ├── WorkerLostError                       recorded when a step's worker was lost
     └── StepExecutionError                    carries workflow/execution ids, step name
         ├── StepNotDefinedError               stored step/class no longer in code
         ├── StepFailedError                   defined for parity, not raised
@@ -68,6 +69,7 @@ __all__ = [
     "StepNotDefinedError",
     "SuspendSignal",
     "UnawaitedSignalWarning",
+    "WorkerLostError",
     "WorkflowNotFoundError",
 ]
 
@@ -207,6 +209,20 @@ class UnawaitedSignalWarning(UserWarning):
 
 class InstallError(GenevaError):
     """``flask geneva install`` could not write the migration revisions (R-MIG-01)."""
+
+
+class WorkerLostError(GenevaError):
+    """The worker running a step was lost before the step's outcome was recorded.
+
+    Never raised: recovery of an ``in_progress`` execution (housekeeping, the
+    dispatcher, ``workflow.recover()``) records it on the execution it ends
+    (``error_class_name`` ``flask_geneva.exceptions.WorkerLostError``), with a
+    message naming the worker and its last heartbeat, so the ``recovered``
+    outcome is not read as a completed step (R-HK-29). The step may have run in
+    part or in full before its worker stopped.
+
+    .. versionadded:: 0.1
+    """
 
 
 class StepExecutionError(GenevaError):

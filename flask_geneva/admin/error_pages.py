@@ -9,7 +9,6 @@ else Flask's default page is returned unchanged.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,10 +19,11 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.exceptions import InternalServerError
 
 from flask_geneva.admin.base_view import content_security_policy
+from flask_geneva.core.tagged_logging import module_logger
 
 __all__ = ["ERROR_PAGES", "install_error_pages"]
 
-logger = logging.getLogger(__name__)
+logger = module_logger(__name__)
 
 #: Status code -> (title, what it means and what to do) of the admin's error pages.
 ERROR_PAGES: dict[int, tuple[str, str]] = {

@@ -29,7 +29,6 @@ day. The admin never writes that table (R-ADM-32).
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from datetime import datetime
@@ -38,6 +37,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db.queries import admin_stats as admin_stats_queries
 from flask_geneva.engine.operators import outcome_rollup
 from flask_geneva.engine.operators.outcome_rollup import SETTLE
@@ -47,7 +47,7 @@ __all__ = ["KEEP_AT_LEAST", "SETTLE", "forget_kept_hours", "outcome_counts"]
 #: Only hours with at least this many ended executions are kept (R-ADM-54).
 KEEP_AT_LEAST = 5_000
 
-_log = logging.getLogger("flask_geneva.admin")
+_log = module_logger("flask_geneva.admin")
 
 _lock = threading.Lock()
 #: (database and table, hour start) -> [(type, state, count)] of a kept hour.

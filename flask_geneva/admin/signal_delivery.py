@@ -19,7 +19,6 @@ with the actor (R-ADM-04) and ``via="admin"`` (R-WSIG-68).
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Any
 
 from flask import abort
@@ -39,6 +38,7 @@ from flask_geneva.admin.access import current_actor
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import flask_wtf_protects
 from flask_geneva.core.cursors import parse_json_text
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.exceptions import GenevaError
 
 __all__ = ["AUDIT_LOGGER", "WorkflowSignalDelivery", "delivery_outcome", "signal_form"]
@@ -46,7 +46,7 @@ __all__ = ["AUDIT_LOGGER", "WorkflowSignalDelivery", "delivery_outcome", "signal
 _LABEL = "Deliver signal"
 #: The logger the admin's signal deliveries are audited on (R-WSIG-68).
 AUDIT_LOGGER = "flask_geneva.admin"
-_audit = logging.getLogger(AUDIT_LOGGER)
+_audit = module_logger(AUDIT_LOGGER)
 
 
 class _SignalFields:

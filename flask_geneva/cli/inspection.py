@@ -26,6 +26,7 @@ from flask_geneva.core.durations import format_interval
 from flask_geneva.core.keys import format_hero
 from flask_geneva.core.keys import split_hero
 from flask_geneva.core.terminal_text import escape_control_characters
+from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.engine.operators import housekeeping
 from flask_geneva.engine.operators import maintenance_runs
@@ -345,6 +346,7 @@ def _signal_waits(session: Any, config: Any) -> dict[str, Any] | None:
 def _describe_workflow(workflow: Any) -> list[str]:
     """Text lines for `flask geneva show`: header, step plan, timeline, actions."""
     history = workflow.execution_history
+    columns = column_detection.optional_columns(workflow.__geneva__.session)
     lines = [
         f"Workflow {workflow.id} ({workflow.type})",
         f"  state:        {workflow.state}",
@@ -398,6 +400,9 @@ def _describe_workflow(workflow: Any) -> list[str]:
         )
         if execution.error_message:
             lines.append(f"      error: {one_line(execution.error_message)[:200]}")
+            error_class = _error_class(execution, columns)
+            if error_class:
+                lines.append(f"      error class: {error_class}")
     actions = workflow.read_metadata("operator_actions")
     if isinstance(actions, list) and actions:
         lines.append("Operator actions:")
@@ -410,6 +415,15 @@ def _describe_workflow(workflow: Any) -> list[str]:
                     + (f" at step {entry['step']}" if entry.get("step") else "")
                 )
     return lines
+
+
+def _error_class(execution: Any, columns: Any) -> str | None:
+    """The recorded error class of a timeline row (R-CLI-06): its column, else
+    the metadata's ``exception`` (R-SE-20); None when none is recorded."""
+    error_class = execution.error_class_name if columns.error_class_name else None
+    if not error_class:
+        error_class = (execution.exception_info or {}).get("class")
+    return str(error_class) if error_class else None
 
 
 def _action_time(value: Any) -> str:

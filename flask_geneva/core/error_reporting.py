@@ -17,7 +17,9 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from flask_geneva.core.tagged_logging import as_tagged
 from flask_geneva.core.tagged_logging import column_values
+from flask_geneva.core.tagged_logging import module_logger
 
 __all__ = [
     "current_error_context",
@@ -28,7 +30,7 @@ __all__ = [
     "report_row_error",
 ]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "geneva_error_context", default=None
@@ -118,7 +120,7 @@ def report(
 
 
 def report_row_error(
-    logger: logging.Logger,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
     reporter: Any,
     error: BaseException,
     *,
@@ -134,7 +136,7 @@ def report_row_error(
     (made JSON-safe) and ``operation`` (e.g. ``dispatcher="dispatch_due"``)
     under ``"geneva_drive"``. The pass goes on with the next row.
     """
-    logger.error(
+    as_tagged(logger).error(
         "%s step execution %s: %s: %s",
         doing,
         execution_id,
@@ -168,7 +170,7 @@ def logging_reporter(
 
 
 def log_reported_error(
-    logger: logging.Logger,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
     level: int,
     error: BaseException,
     *,
@@ -188,7 +190,7 @@ def log_reported_error(
         error, handled, context, source: As given to a reporter.
         extra: ``extra`` attributes of the log record, if any.
     """
-    logger.log(
+    as_tagged(logger).log(
         level,
         "%s reported %s: %s (handled=%s) context=%r",
         source,

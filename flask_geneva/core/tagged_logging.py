@@ -8,15 +8,27 @@ carries the workflow tag and, during an executor call, the execution tag::
 Tags of an injected base adapter come first (R-LOG-03): a
 :class:`TaggedLoggerAdapter` passes its tags on, any other ``LoggerAdapter`` is
 wrapped, so its own ``process()`` (prefixes, ``extra``) still applies, outside ours.
+
+Every line is safe to tail in a terminal (R-LOG-07): the tags and the arguments
+a message formats (exception messages, stored names, hero reprs) have their
+control characters escaped as the CLI prints them
+(:func:`~flask_geneva.core.terminal_text.escape_control_characters`), so an ANSI
+escape cannot drive the terminal and a newline cannot forge a second line. Each
+module of the package logs through :func:`module_logger`, an adapter without
+tags, for the same reason.
 """
 
 from __future__ import annotations
 
 import logging
+import numbers
 import operator
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import MutableMapping
 from typing import Any
+
+from flask_geneva.core.terminal_text import escape_control_characters
 
 __all__ = [
     "BASE_LOGGER_NAME",
@@ -25,6 +37,7 @@ __all__ = [
     "column_values",
     "execution_logger",
     "execution_tag",
+    "module_logger",
     "workflow_logger",
     "workflow_tag",
 ]
@@ -35,11 +48,45 @@ BASE_LOGGER_NAME = "flask_geneva"
 _Target = logging.Logger | logging.LoggerAdapter[Any]
 
 
+class _Escaped:
+    """A log argument whose ``%s`` and ``%r`` forms have their control
+    characters escaped (R-LOG-07); formatted only when a handler emits it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        return escape_control_characters(str(self.value))
+
+    def __repr__(self) -> str:
+        return escape_control_characters(repr(self.value))
+
+
+def _escaped(value: Any) -> Any:
+    # Numbers keep %d, %.3f and %g working and hold no control character.
+    return value if isinstance(value, numbers.Number) else _Escaped(value)
+
+
+def _escaped_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``args`` as :meth:`TaggedLoggerAdapter.log` passes them on: escaped."""
+    if len(args) == 1 and isinstance(args[0], Mapping) and args[0]:
+        # logging formats "%(key)s" from a lone non-empty mapping argument.
+        return ({key: _escaped(value) for key, value in args[0].items()},)
+    return tuple(map(_escaped, args))
+
+
 class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
     """A logger adapter prefixing each message with its tags in brackets (R-LOG-03).
 
     ``adapter.info("sent")`` with tags ``("a", "b c")`` logs ``"[a] [b c] sent"``.
     The adapter is immutable in practice: :meth:`tagged` returns a new one.
+
+    The tags and the message's arguments are logged with their control
+    characters escaped (R-LOG-07): ``adapter.info("got %s", "a\\nb")`` logs
+    ``"got a\\x0ab"``. The message itself is the caller's format string, kept
+    as it is.
 
     Args:
         logger: The underlying :class:`logging.Logger`, or another adapter whose
@@ -48,14 +95,26 @@ class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
             task).
 
     Attributes:
-        tags: The tags as a tuple of strings, in output order.
+        tags: The tags as a tuple of strings, in output order, escaped.
 
     .. versionadded:: 0.1
     """
 
     def __init__(self, logger: _Target, tags: tuple[str, ...] = ()) -> None:
         super().__init__(logger, {})
-        self.tags = tuple(map(str, tags))
+        self.tags = tuple(escape_control_characters(str(tag)) for tag in tags)
+
+    def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
+        """Log ``msg % args`` with the tags, the arguments escaped (R-LOG-07).
+
+        Every level method (``info``, ``exception``…) ends here. The record
+        names the caller's file, line and function, not this method.
+        """
+        if not self.isEnabledFor(level):
+            return
+        msg, options = self.process(msg, kwargs)
+        options["stacklevel"] = options.get("stacklevel", 1) + 1
+        self.logger.log(level, msg, *_escaped_args(args), **options)
 
     def process(
         self, msg: Any, kwargs: MutableMapping[str, Any]
@@ -67,6 +126,18 @@ class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
     def tagged(self, *tags: str) -> TaggedLoggerAdapter:
         """Return a new adapter with ``tags`` appended after the current ones."""
         return TaggedLoggerAdapter(self.logger, self.tags + tuple(tags))
+
+
+def module_logger(name: str) -> TaggedLoggerAdapter:
+    """The logger a module of the package logs with: ``name``'s, escaping (R-LOG-07).
+
+    A :class:`TaggedLoggerAdapter` without tags over ``logging.getLogger(name)``:
+    records carry ``name`` as usual, and the arguments of every message are
+    logged with their control characters escaped.
+
+    .. versionadded:: 0.1
+    """
+    return TaggedLoggerAdapter(logging.getLogger(name))
 
 
 def as_tagged(base: Any) -> TaggedLoggerAdapter:

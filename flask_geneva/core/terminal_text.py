@@ -1,11 +1,13 @@
-"""Stored text made safe for an operator's terminal (the ``flask geneva`` commands).
+"""Stored text made safe for an operator's terminal: the CLI's output and the logs.
 
 Step names, workflow types, hero types and error messages are stored text: an
 exception message can hold ``ESC [2J`` (clear the screen), an OSC sequence that
 retitles the window or writes a link, or a bidirectional override that reorders
 what the operator reads. The CLI prints every such value through
 :func:`escape_control_characters`, so each control character is shown as a
-visible escape (``\\x1b``) instead of being obeyed.
+visible escape (``\\x1b``) instead of being obeyed; every logger of the package
+escapes the values it formats with it too (R-LOG-07,
+:mod:`flask_geneva.core.tagged_logging`).
 
 Pure code: no database, no Flask.
 

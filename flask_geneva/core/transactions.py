@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import logging
 import random
 import time
 import weakref
@@ -38,6 +37,9 @@ from sqlalchemy import engine as sa_engine
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
+
+from flask_geneva.core.tagged_logging import as_tagged
+from flask_geneva.core.tagged_logging import module_logger
 
 __all__ = [
     "CONFLICT_ATTEMPTS",
@@ -54,7 +56,7 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 #: Attempts of a transaction the database keeps choosing as a deadlock victim
 #: (R-EXE-80): finalize's outcome and an operator's operation.
@@ -185,7 +187,7 @@ def _retry_conflict(
     conflict = transaction_conflict(error)
     if conflict is None or not allowed or attempt >= attempts:
         return False
-    (logger or _log).warning(
+    as_tagged(logger or _log).warning(
         "retrying %s after the database chose it as a deadlock victim (%s); "
         "attempt %d of %d (R-EXE-80)",
         what,

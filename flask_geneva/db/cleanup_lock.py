@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva.core.tagged_logging import module_logger
+
 __all__ = ["cleanup_lock"]
 
-_log = logging.getLogger("flask_geneva.housekeeping")
+_log = module_logger("flask_geneva.housekeeping")
 
 _NAME_PREFIX = "flask_geneva.cleanup:"
 

@@ -41,11 +41,22 @@ def exception_details(error: BaseException) -> dict[str, Any]:
     }
 
 
-def record_error(execution: Any, error: BaseException) -> None:
-    """Record ``error`` on the execution's error columns and metadata (R-SE-20)."""
+def record_error(
+    execution: Any, error: BaseException, *, backtrace: bool = True
+) -> None:
+    """Record ``error`` on the execution's error columns and metadata (R-SE-20).
+
+    Args:
+        execution: The execution the error ends.
+        error: The exception.
+        backtrace: False for an error that was never raised (``WorkerLostError``,
+            R-HK-29): no backtrace is recorded.
+    """
     details = exception_details(error)
+    if not backtrace:
+        details["backtrace"] = []
     execution.error_message = details["message"]
-    execution.error_backtrace = "\n".join(details["backtrace"])
+    execution.error_backtrace = "\n".join(details["backtrace"]) or None
     session = orm.object_session(execution)
     columns = optional_columns(session) if session is not None else OptionalColumns()
     if columns.error_class_name:

@@ -18,13 +18,14 @@ REPEATABLE READ or SERIALIZABLE. ``Geneva.init_app`` calls both.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 from typing import Final
 
 import sqlalchemy as sa
 from sqlalchemy import event
+
+from flask_geneva.core.tagged_logging import module_logger
 
 __all__ = [
     "GAP_LOCKING_LEVELS",
@@ -36,7 +37,7 @@ __all__ = [
     "warn_about_gap_locking",
 ]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 READ_COMMITTED: Final = "READ COMMITTED"
 #: InnoDB isolation levels whose locking reads and UPDATEs lock index gaps.

@@ -230,7 +230,12 @@ def absent_execution_columns(columns: OptionalColumns) -> frozenset[str]:
 
 
 def installed_table(
-    session: orm.Session, name: str, *, flag: str, what: str, log: logging.Logger
+    session: orm.Session,
+    name: str,
+    *,
+    flag: str,
+    what: str,
+    log: logging.Logger | logging.LoggerAdapter[Any],
 ) -> sa.Table | None:
     """The optional table ``name``, or None when its install unit is missing.
 

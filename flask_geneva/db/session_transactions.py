@@ -10,12 +10,12 @@ works on.
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import orm
 
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import write_path
 from flask_geneva.db.context import models_of
 
@@ -26,7 +26,7 @@ __all__ = [
     "savepoint",
 ]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 
 def geneva_from_session(session: orm.Session) -> Any:

@@ -64,6 +64,7 @@ __all__ = [
     "touch_worker",
     "without_dead_after",
     "worker_liveness",
+    "worker_row",
     "worker_rows",
     "workers_table",
     "workers_with_executions",
@@ -400,6 +401,19 @@ def prune_dead_workers(
         )
     )
     return int(result.rowcount or 0)
+
+
+def worker_row(connection: sa.Connection, table: sa.Table, worker_id: str) -> Any:
+    """The worker's row (node, host, pid, last heartbeat), or None when it is not
+    registered (R-HK-29)."""
+    return connection.execute(
+        sa.select(
+            table.c.node_name,
+            table.c.hostname,
+            table.c.pid,
+            table.c.last_heartbeat_at,
+        ).where(table.c.id == worker_id)
+    ).first()
 
 
 def worker_rows(connection: sa.Connection, table: sa.Table) -> Sequence[Any]:

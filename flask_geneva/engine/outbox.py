@@ -20,7 +20,6 @@ stuck-scheduled recovery remains the safety net (R-DSP-05, R-HK-20).
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any
 
@@ -28,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.core import publications
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import bound_context
 from flask_geneva.db.queries import maintenance as maintenance_queries
@@ -39,7 +39,7 @@ __all__ = [
     "publish_failures",
 ]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 #: Gauge name of the per-process count of failed publications.
 PUBLISH_FAILURES_GAUGE = "geneva_drive.publish_failures"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import logging
 from collections.abc import Iterator
 
 from sqlalchemy import event
@@ -27,6 +26,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core.publications import Publication
 from flask_geneva.core.publications import TaskBackend
+from flask_geneva.core.tagged_logging import module_logger
 
 __all__ = [
     "RecordingBackend",
@@ -36,7 +36,7 @@ __all__ = [
     "request_publication",
 ]
 
-logger = logging.getLogger("flask_geneva")
+logger = module_logger("flask_geneva")
 
 _PENDING_KEY = "geneva_pending_publications"
 _FAILED_KEY = "geneva_failed_publications"

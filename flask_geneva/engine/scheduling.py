@@ -22,6 +22,7 @@ from flask_geneva.core import clock
 from flask_geneva.core import publications
 from flask_geneva.core import transactions
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import write_path
@@ -47,7 +48,7 @@ __all__ = [
     "schedule_next_step",
 ]
 
-logger = logging.getLogger("flask_geneva")
+logger = module_logger("flask_geneva")
 
 DUPLICATE_MESSAGE = "An ongoing workflow of this type already exists for this hero"
 

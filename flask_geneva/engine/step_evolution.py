@@ -119,6 +119,8 @@ class StrandedSteps:
         step_name: The unknown step name.
         workflows: How many ongoing workflows carry it.
         registered: Whether a class is registered for ``type`` at all.
+        workflow_ids: The ids of those workflows, ascending; the first ones only
+            when :func:`stranded_steps` was given an ``id_limit``.
 
     .. versionadded:: 0.3
     """
@@ -127,14 +129,23 @@ class StrandedSteps:
     step_name: str
     workflows: int
     registered: bool
+    workflow_ids: tuple[Any, ...] = ()
 
 
-def stranded_steps(session: orm.Session, geneva: Any) -> list[StrandedSteps]:
+def stranded_steps(
+    session: orm.Session, geneva: Any, *, id_limit: int | None = 10
+) -> list[StrandedSteps]:
     """Group ongoing workflows the running code would strand (R-EVO-08).
 
     A name counts when the workflow's class defines it neither as a step, a
     ``step.renamed`` old name nor a ``step.removed`` gravestone, or when no class
     is registered for the workflow's type.
+
+    Args:
+        session: The session to read with.
+        geneva: The ``Geneva`` extension (models, workflow classes).
+        id_limit: How many workflow ids each entry names (the lowest first,
+            R-CLI-05); None names them all.
 
     Returns:
         One entry per (type, step name), sorted; empty when the deploy is safe.
@@ -146,7 +157,12 @@ def stranded_steps(session: orm.Session, geneva: Any) -> list[StrandedSteps]:
         cls = geneva.workflow_classes.get(type_name)
         if cls is not None and cls.step_collection().is_known(name):
             continue
-        stranded.append(StrandedSteps(type_name, name, int(count), cls is not None))
+        ids = engine_queries.workflow_ids_carrying(
+            session, geneva, type_name, name, id_limit
+        )
+        stranded.append(
+            StrandedSteps(type_name, name, int(count), cls is not None, tuple(ids))
+        )
     return stranded
 
 

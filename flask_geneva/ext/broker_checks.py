@@ -13,16 +13,17 @@ says so at start-up when both values are known.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
+
+from flask_geneva.core.tagged_logging import module_logger
 
 __all__ = [
     "broker_visibility_timeout",
     "warn_if_broker_delay_exceeds_visibility",
 ]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 
 def broker_visibility_timeout(celery: Any) -> tuple[float, str] | None:

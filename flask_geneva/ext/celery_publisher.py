@@ -9,12 +9,12 @@ module; it requests publications through :mod:`flask_geneva.engine.publishing`.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any
 
 from flask_geneva.core.publications import Publication
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.engine.publishing import broker_pause_ignored
 
 __all__ = [
@@ -24,7 +24,7 @@ __all__ = [
     "run_eager_queue",
 ]
 
-logger = logging.getLogger("flask_geneva")
+logger = module_logger("flask_geneva")
 
 
 def bound_broker_timeouts(celery_app: Any, publish_timeout_seconds: float) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +14,7 @@ from sqlalchemy import orm
 from flask_geneva.core import transactions
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.heroes import hero_type_of
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import mysql as mysql_isolation
 from flask_geneva.db import sqlite as sqlite_locking
 from flask_geneva.db.queries import models as model_queries
@@ -33,7 +33,7 @@ from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import build_models
 from flask_geneva.models.workflow_signal import build_signal_model
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 __all__ = ["Geneva"]
 
 _KEY_TYPES = ("bigint", "uuid")

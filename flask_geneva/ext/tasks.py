@@ -7,7 +7,6 @@ messages. Step tasks have no Celery autoretry: retries are the workflow's busine
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any
 
@@ -16,6 +15,7 @@ from flask import has_app_context
 
 from flask_geneva.core import publications
 from flask_geneva.core.tagged_logging import TaggedLoggerAdapter
+from flask_geneva.core.tagged_logging import module_logger
 
 __all__ = [
     "apply_celery_defaults",
@@ -27,7 +27,7 @@ __all__ = [
     "task_logger",
 ]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 #: Fixed name of the housekeeping task (R-HK-01, SPEC §15.7).
 HOUSEKEEPING_TASK = "flask_geneva.housekeeping"
 _APP_ATTRIBUTE = "_flask_geneva_app"

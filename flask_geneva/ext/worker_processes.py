@@ -23,7 +23,6 @@ its pool runs tasks in that process (``solo``, ``threads``, ``eventlet``,
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import weakref
@@ -31,9 +30,11 @@ from typing import Any
 
 from flask import Flask
 
+from flask_geneva.core.tagged_logging import module_logger
+
 __all__ = ["dispose_engines_in_child", "register_app_workers", "watch_app"]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 _UID = "flask_geneva.dispose_engines_in_child"
 _REGISTRY_UID = "flask_geneva.worker_registry"
 #: The Celery worker this process belongs to, recorded on ``worker_init`` in the

@@ -435,3 +435,40 @@ def test_the_page_names_the_worker_and_goes_by_its_liveness(client):
     text = page_text(client, execution_id)
     assert "<strong>dead</strong>" in section(text, "geneva-worker")
     assert "stuck in progress" in text
+
+
+def test_an_execution_recovered_from_a_dead_worker_says_so(client):
+    """The recovered execution's page and its workflow's timeline show
+    WorkerLostError with the worker's name and last heartbeat, also once the
+    dead worker's row is pruned (R-HK-29, R-ADM-12, R-ADM-14, R-WRK-07)."""
+    from datetime import timedelta
+
+    from flask_geneva import run_housekeeping
+    from flask_geneva.db import workers as worker_rows
+    from tests.admin.support import detail_url as workflow_url
+    from tests.support.common_workflows import CountingOneStep
+    from tests.support.workers import insert_worker
+    from tests.support.workers import running_on
+    from tests.support.workers import workers_table
+
+    insert_worker(timedelta(0))
+    dead = insert_worker(timedelta(hours=1))
+    workflow = running_on(CountingOneStep, dead)
+    execution_id = execution_rows(workflow.id)[0]["id"]
+    db.session.rollback()  # on SQLite a read holds the write lock
+    with db.engine.connect() as connection:
+        heartbeat = worker_rows.last_heartbeat(connection, workers_table(), dead)
+    assert run_housekeeping()["stuck_in_progress_recovered"] == 1
+    named = f"worker {dead} (celery@host, host host, pid 4242) was lost"
+    last = f"last heartbeat {heartbeat:%Y-%m-%d %H:%M:%S} UTC"
+    text = page_text(client, execution_id)
+    error = text.split('<h3 id="error">Error</h3>', 1)[1].split("</div>", 1)[0]
+    assert "<strong>flask_geneva.exceptions.WorkerLostError</strong>" in error
+    assert named in error
+    assert last in error
+    assert "the worker row is gone" in section(text, "geneva-worker")  # pruned
+    timeline = client.get(workflow_url(workflow.id)).get_data(as_text=True)
+    row = timeline.split(f'data-execution-id="{execution_id}"', 1)[1]
+    row = row.split("</tr>", 1)[0]
+    assert "<strong>flask_geneva.exceptions.WorkerLostError</strong>" in row
+    assert named in row

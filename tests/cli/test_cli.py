@@ -530,3 +530,30 @@ def test_recover_refuses_a_young_execution_and_recovers_it_with_force(geneva_cli
         "carol",
         "cli",
     )
+
+
+def test_show_says_an_execution_was_recovered_from_a_dead_worker(geneva_cli):
+    """``show`` prints the recovered execution's WorkerLostError with the
+    worker's name and last heartbeat (R-HK-29, R-CLI-06)."""
+    from flask_geneva import run_housekeeping
+    from flask_geneva.db import workers as worker_rows
+    from tests.support.workers import insert_worker
+    from tests.support.workers import running_on
+    from tests.support.workers import workers_table
+
+    insert_worker(timedelta(0))
+    dead = insert_worker(timedelta(hours=1))
+    workflow = running_on(CliOnboarding, dead)
+    db.session.rollback()  # on SQLite a read holds the write lock
+    with db.engine.connect() as connection:
+        heartbeat = worker_rows.last_heartbeat(connection, workers_table(), dead)
+    assert run_housekeeping()["stuck_in_progress_recovered"] == 1
+    shown = geneva_cli("show", str(workflow.id))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("      error: "))
+    assert lines[at].startswith(
+        f"      error: worker {dead} (celery@host, host host, pid 4242) was lost, "
+        f"last heartbeat {heartbeat:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    assert lines[at + 1] == "      error class: flask_geneva.exceptions.WorkerLostError"

@@ -38,19 +38,59 @@ def test_check_steps_passes_when_every_step_is_known(geneva_cli):  # noqa: F811
 
 
 def test_check_steps_lists_stranded_workflows_by_class_and_step(geneva_cli):  # noqa: F811
-    """Unknown names are grouped by class and step with counts; exit 1 (R-EVO-08)."""
-    _evolved("a@example.com", step_name="vanished", next_step_name="vanished")
-    _evolved("b@example.com", next_step_name="vanished")
-    _evolved("c@example.com", current_step_name="lost")
+    """Unknown names are grouped by class and step with counts and ids; exit 1
+    (R-EVO-08, R-CLI-05)."""
+    first = _evolved("a@example.com", step_name="vanished", next_step_name="vanished")
+    second = _evolved("b@example.com", next_step_name="vanished")
+    lost = _evolved("c@example.com", current_step_name="lost")
     onboarding = CliOnboarding.create(hero=make_user("d@example.com"))
-    update_workflow(onboarding.id, type="DeletedWorkflow")
+    gone = onboarding.id
+    update_workflow(gone, type="DeletedWorkflow")
     result = geneva_cli("check-steps")
     assert result.returncode == 1, result
     lines = [line.split() for line in result.stdout.splitlines()]
-    assert ["EvolvedSignup", "lost", "1"] in lines
-    assert ["EvolvedSignup", "vanished", "2"] in lines
-    assert ["DeletedWorkflow", "(no", "class)", "welcome", "1"] in lines
+    assert ["EvolvedSignup", "lost", "1", str(lost)] in lines
+    assert ["EvolvedSignup", "vanished", "2", f"{first},", str(second)] in lines
+    assert ["DeletedWorkflow", "(no", "class)", "welcome", "1", str(gone)] in lines
     assert "flask geneva resume ID --at STEP" in result.stderr
+
+
+def _id_cells(result, step_name):
+    """``(count, ids)`` of the row of ``step_name``: the cells after the step."""
+    for line in result.stdout.splitlines():
+        cells = line.split(None, 3)
+        if len(cells) == 4 and cells[1] == step_name:
+            return cells[2], cells[3].strip()
+    raise AssertionError(f"no row for {step_name!r} in {result.stdout!r}")
+
+
+def test_check_steps_names_the_stranded_workflows_capped_per_group(geneva_cli):  # noqa: F811
+    """Each group lists its workflow ids, the first 10 then "and N more";
+    ``--all`` lists every id, so its ``resume ID --at STEP`` hint can be
+    followed (R-EVO-08, R-CLI-05).
+    """
+    vanished = [_evolved(f"v{i}@example.com", step_name="vanished") for i in range(12)]
+    lost = _evolved("lost@example.com", current_step_name="lost")
+    result = geneva_cli("check-steps")
+    assert result.returncode == 1, result
+    header = next(x for x in result.stdout.splitlines() if x.startswith("class"))
+    assert header.split() == ["class", "step", "workflows", "workflow", "ids"]
+    first = ", ".join(str(i) for i in sorted(vanished)[:10])
+    assert _id_cells(result, "vanished") == ("12", f"{first} and 2 more")
+    assert _id_cells(result, "lost") == ("1", str(lost))
+    every = geneva_cli("check-steps", "--all")
+    assert every.returncode == 1, every
+    assert _id_cells(every, "vanished") == (
+        "12",
+        ", ".join(str(i) for i in sorted(vanished)),
+    )
+    assert "flask geneva check-steps --all" in result.stderr
+    assert "check-steps --all" not in every.stderr  # nothing left out
+    # The hint can be followed with a printed id.
+    paused = sorted(vanished)[0]
+    update_workflow(paused, state="paused")
+    resumed = geneva_cli("resume", str(paused), "--at", "send_mail")
+    assert resumed.returncode == 0, resumed
 
 
 def test_resume_at_from_the_cli_runs_the_named_step_and_records_the_actor(

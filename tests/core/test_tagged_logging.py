@@ -147,3 +147,29 @@ def test_levels_of_executor_log_lines(user, caplog):
         level == logging.WARNING and "max reattempts (1) reached" in message
         for level, message in step_lines
     )
+
+
+def test_tags_and_arguments_are_logged_escaped(caplog):
+    """Tags and message arguments (str, exception, an object's repr, a mapping's
+    values) are logged with control characters escaped; numbers keep %d/%.1f;
+    the record names the caller and keeps exc_info (R-LOG-03, R-LOG-07)."""
+
+    class Hero:
+        def __repr__(self):
+            return "<Hero \x1b[31mred\n>"
+
+    caplog.set_level(logging.INFO, logger="escape-test")
+    adapter = TaggedLoggerAdapter(logging.getLogger("escape-test"), ("t\x1b]0;x\x07",))
+    error = ValueError("bad\r\nline")
+    adapter.info("%s|%r|%s|%d|%.1f", "a\nb", Hero(), error, 3, 1.25, exc_info=error)
+    adapter.info("%(name)s", {"name": "\u202eevil"})
+    first, second = caplog.records
+    assert first.getMessage() == (
+        "[t\\x1b]0;x\\x07] a\\x0ab|<Hero \\x1b[31mred\\x0a>|bad\\x0d\\x0aline|3|1.2"
+    )
+    assert second.getMessage() == "[t\\x1b]0;x\\x07] \\u202eevil"
+    assert (first.funcName, first.pathname) == (
+        "test_tags_and_arguments_are_logged_escaped",
+        __file__,
+    )
+    assert first.exc_info[1] is error

@@ -18,7 +18,8 @@ What it offers:
   deadline passes, failing at once when a watched process has ended.
 - The database side: :func:`prepare_database`, :func:`worker_test_app`,
   :func:`create_workflow`, :func:`reader`, :func:`execution_rows`,
-  :func:`workflow_state`, :func:`wait_for_state`, :func:`dispose`.
+  :func:`workflow_state`, :func:`wait_for_state`, :func:`dispose`,
+  :func:`dispose_built_apps`.
 
 Used by ``tests/worker/`` (every real-worker test, through its conftest's
 ``start_worker``, ``geneva_process`` and ``run_on_worker``),
@@ -302,8 +303,14 @@ def worker_test_app(broker_url: str, database_url: str) -> Any:
 
     redis.Redis.from_url(broker_url).flushdb()
     app, _ = worker_app.build_app(database_url, broker_url)
+    _built_apps.append(app)
     prepare_database(app)
     return app
+
+
+#: The apps :func:`worker_test_app` built during the running test, disposed
+#: after it by ``tests/worker/conftest.py`` (:func:`dispose_built_apps`).
+_built_apps: list[Any] = []
 
 
 def dispose(app: Any) -> None:
@@ -315,6 +322,17 @@ def dispose(app: Any) -> None:
         basic.db.session.remove()
         for engine in basic.db.engines.values():
             engine.dispose()
+
+
+def dispose_built_apps() -> None:
+    """:func:`dispose` every app :func:`worker_test_app` built since the last call.
+
+    An app left undisposed keeps its pooled psycopg connections open until the
+    garbage collector finds them during a later test, whose ``ResourceWarning``
+    ("was deleted while still open") then fails that test.
+    """
+    while _built_apps:
+        dispose(_built_apps.pop())
 
 
 def create_workflow(app: Any, workflow_cls: Any, email: str) -> tuple[Any, Any]:

@@ -23,6 +23,7 @@ from tests.support.worker_harness import Processes
 from tests.support.worker_harness import celery_command
 from tests.support.worker_harness import create_workflow
 from tests.support.worker_harness import dispose
+from tests.support.worker_harness import dispose_built_apps
 from tests.support.worker_harness import prepare_database
 from tests.support.worker_harness import processes_fixture  # noqa: F401 - "processes"
 from tests.support.worker_harness import python_module
@@ -38,6 +39,15 @@ def pytest_collection_modifyitems(
     for item in items:
         if "tests/worker" in str(item.fspath):
             item.add_marker(pytest.mark.worker)
+
+
+@pytest.fixture(autouse=True)
+def _dispose_worker_test_apps() -> Iterator[None]:
+    """Close the pooled connections of every app the test built with
+    ``worker_test_app`` (its fixtures' and its own), so none is left for the
+    garbage collector to find, open, during a later test."""
+    yield
+    dispose_built_apps()
 
 
 @pytest.fixture

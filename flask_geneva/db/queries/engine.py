@@ -31,6 +31,7 @@ __all__ = [
     "ongoing_duplicate_id",
     "step_history",
     "step_names_in_flight",
+    "workflow_ids_carrying",
     "workflow_state",
 ]
 
@@ -211,20 +212,19 @@ def latest_completed_execution(
     ).first()
 
 
-def step_names_in_flight(
-    session: orm.Session, geneva: Any, type_name: str | None
-) -> Any:
-    """(type, step name, workflows) for each name ongoing workflows carry (R-EVO-08).
+def _carried_step_names(geneva: Any, type_name: str | None) -> Any:
+    """(id, type, name) of each step name an ongoing workflow carries.
 
-    A workflow counts once per name, whether it carries the name as
-    ``current_step_name``, ``next_step_name`` or an active execution's step.
+    As ``current_step_name``, ``next_step_name`` or an active execution's step;
+    a workflow appears once per name (a UNION). Only ``type_name``'s workflows
+    when given.
     """
     workflows = geneva.Workflow.__table__
     executions = geneva.StepExecution.__table__
     ongoing = workflows.c.state.not_in([str(s) for s in TERMINAL_WORKFLOW_STATES])
     if type_name is not None:
         ongoing = sa.and_(ongoing, workflows.c.type == type_name)
-    carried = sa.union(
+    return sa.union(
         sa.select(
             workflows.c.id,
             workflows.c.type,
@@ -238,6 +238,17 @@ def step_names_in_flight(
         .where(ongoing)
         .where(executions.c.state.in_([str(s) for s in ACTIVE_EXECUTION_STATES])),
     ).subquery()
+
+
+def step_names_in_flight(
+    session: orm.Session, geneva: Any, type_name: str | None
+) -> Any:
+    """(type, step name, workflows) for each name ongoing workflows carry (R-EVO-08).
+
+    A workflow counts once per name, whether it carries the name as
+    ``current_step_name``, ``next_step_name`` or an active execution's step.
+    """
+    carried = _carried_step_names(geneva, type_name)
     query = (
         sa.select(carried.c.type, carried.c.name, sa.func.count())
         .where(carried.c.name.is_not(None))
@@ -245,3 +256,27 @@ def step_names_in_flight(
         .order_by(carried.c.type, carried.c.name)
     )
     return session.execute(query).all()
+
+
+def workflow_ids_carrying(
+    session: orm.Session,
+    geneva: Any,
+    type_name: str,
+    step_name: str,
+    limit: int | None,
+) -> list[Any]:
+    """Ids of the ongoing ``type_name`` workflows carrying ``step_name`` (R-CLI-05).
+
+    Carrying as :func:`step_names_in_flight` counts it; ascending, at most
+    ``limit`` (None: all).
+    """
+    carried = _carried_step_names(geneva, type_name)
+    query = (
+        sa.select(carried.c.id)
+        .where(carried.c.name == step_name)
+        .distinct()
+        .order_by(carried.c.id)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query))

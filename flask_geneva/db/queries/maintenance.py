@@ -28,6 +28,7 @@ from flask_geneva.db.states import StepExecutionState
 from flask_geneva.db.states import WorkflowState
 
 __all__ = [
+    "cleanup_id_selects",
     "count_deferred",
     "count_workflows_by_type_and_state",
     "delete_ended_workflows",
@@ -73,30 +74,59 @@ def delete_ended_workflows(
     Returns:
         ``(workflows deleted, executions deleted, signals deleted)``.
     """
-    eligible = (
-        workflow_cls.state.in_(TERMINAL_WORKFLOW_STATES),
-        workflow_cls.transitioned_at < cutoff,
+    selects = cleanup_id_selects(
+        workflow_cls, execution_cls, cutoff, signal_cls=signal_cls
     )
+    signals = 0
+    if signal_cls is not None:
+        signals = _delete_in_batches(
+            session, signal_cls, selects["signals"], batch_size=batch_size
+        )
+    executions = _delete_in_batches(
+        session, execution_cls, selects["executions"], batch_size=batch_size
+    )
+    workflows = _delete_in_batches(
+        session,
+        workflow_cls,
+        selects["workflows"],
+        batch_size=batch_size,
+        still_eligible=_ended_before(workflow_cls, cutoff),
+    )
+    return workflows, executions, signals
 
-    def delete_rows_of_eligible(row_cls: Any) -> int:
-        ids = (
+
+def cleanup_id_selects(
+    workflow_cls: Any, execution_cls: Any, cutoff: datetime, *, signal_cls: Any = None
+) -> dict[str, sa.Select[Any]]:
+    """The SELECTs of the ids each cleanup pass deletes, in pass order (R-HK-12).
+
+    ``"signals"`` (when ``signal_cls`` is given), ``"executions"`` and
+    ``"workflows"``: the rows of finished/canceled workflows whose
+    ``transitioned_at`` is earlier than ``cutoff``. Each batch reads them with
+    a LIMIT; they are served by the ``transitioned_at`` index of the workflows
+    and the ``workflow_id`` indexes of the other tables (R-HK-14).
+    """
+    eligible = _ended_before(workflow_cls, cutoff)
+
+    def of_eligible(row_cls: Any) -> sa.Select[Any]:
+        return (
             sa.select(row_cls.id)
             .join(workflow_cls, workflow_cls.id == row_cls.workflow_id)
             .where(*eligible)
         )
-        return _delete_in_batches(session, row_cls, ids, batch_size=batch_size)
 
-    signals = delete_rows_of_eligible(signal_cls) if signal_cls is not None else 0
-    executions = delete_rows_of_eligible(execution_cls)
-    workflow_ids = sa.select(workflow_cls.id).where(*eligible)
-    workflows = _delete_in_batches(
-        session,
-        workflow_cls,
-        workflow_ids,
-        batch_size=batch_size,
-        still_eligible=eligible,
+    selects = {} if signal_cls is None else {"signals": of_eligible(signal_cls)}
+    selects["executions"] = of_eligible(execution_cls)
+    selects["workflows"] = sa.select(workflow_cls.id).where(*eligible)
+    return selects
+
+
+def _ended_before(workflow_cls: Any, cutoff: datetime) -> tuple[Any, ...]:
+    """Finished or canceled before ``cutoff`` (R-HK-11)."""
+    return (
+        workflow_cls.state.in_(TERMINAL_WORKFLOW_STATES),
+        workflow_cls.transitioned_at < cutoff,
     )
-    return workflows, executions, signals
 
 
 def _delete_in_batches(

@@ -13,7 +13,6 @@ left ``scheduled`` and published again for its time through the scheduling code
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from datetime import timedelta
 from typing import Any
@@ -21,12 +20,14 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import publications
+from flask_geneva.core.tagged_logging import as_tagged
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.engine import scheduling
 from flask_geneva.models import WorkflowState
 
 __all__ = ["defer_early_delivery"]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 _REPUBLISHED_STATES = (WorkflowState.READY, WorkflowState.PERFORMING)
 
@@ -80,7 +81,7 @@ def defer_early_delivery(
         return False
     if workflow.state not in (*_REPUBLISHED_STATES, WorkflowState.PAUSED):
         return False
-    log = logger if logger is not None else _log
+    log = as_tagged(logger if logger is not None else _log)
     if workflow.state == WorkflowState.PAUSED:
         log.warning(
             "delivered %.3f s before its scheduled_for %s while the workflow is "

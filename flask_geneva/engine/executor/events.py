@@ -10,7 +10,6 @@ reporter fails (R-PDR-02).
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -22,11 +21,12 @@ from flask_geneva.core import error_reporting
 from flask_geneva.core import transactions
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import column_values
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as row_locks
 
 __all__ = ["RunEvents", "timing"]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 
 def timing(started_at: Any, started: float) -> dict[str, Any]:

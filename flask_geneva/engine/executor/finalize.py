@@ -15,7 +15,6 @@ deadlock victim starts over (R-EXE-80); the body never runs again.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 from typing import Literal
@@ -23,6 +22,7 @@ from typing import Literal
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import row_updates
 from flask_geneva.db import session_transactions
@@ -43,7 +43,7 @@ from flask_geneva.policies.resolution import PolicyResult
 
 __all__ = ["finalize"]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 #: How one finalize attempt settled the body's outcome: applied (the policy,
 #: if any, decides the re-raise), left to an operator's change (R-EXE-41/42),

@@ -11,7 +11,6 @@ claimed ``(workflow, execution, step)`` to the body stage.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -20,6 +19,8 @@ from sqlalchemy import exc as sa_exc
 from flask_geneva import signals
 from flask_geneva.core import clock
 from flask_geneva.core import transactions
+from flask_geneva.core.tagged_logging import as_tagged
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import error_recording
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
@@ -47,7 +48,7 @@ from flask_geneva.policies.resolution import should_report
 
 __all__ = ["MISSING_COLUMNS_MESSAGE", "prepare"]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 _RUNNABLE_WORKFLOW_STATES = (WorkflowState.READY, WorkflowState.PERFORMING)
 _WAIT_TIMEOUT = {
@@ -304,7 +305,7 @@ def _lock_with_lookup_retries(run: StepRun) -> tuple[Any, Any]:
         session.rollback()
         if attempt + 1 < attempts:
             time.sleep(run.lookup_delay_seconds)
-    (run.base_logger or _log).warning(
+    as_tagged(run.base_logger or _log).warning(
         "step execution %r not found after %d attempt(s); nothing to do",
         run.execution_id,
         attempts,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from typing import Any
@@ -30,6 +29,7 @@ from flask_geneva.core import error_reporting
 from flask_geneva.core import transactions
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import execution_logger
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import session_transactions
 from flask_geneva.db.context import EngineContext
 from flask_geneva.engine.executor import events as executor_events
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BodyResult", "StepRun", "retrying"]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 _T = TypeVar("_T")
 
 

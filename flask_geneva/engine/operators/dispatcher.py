@@ -16,7 +16,6 @@ consumer timeout (R-DSP-06).
 from __future__ import annotations
 
 import dataclasses
-import logging
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +24,7 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core import error_reporting
 from flask_geneva.core import publications
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as maintenance_queries
@@ -36,7 +36,7 @@ from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
 
 __all__ = ["DispatcherRun", "dispatch_due", "publish_deferred", "run_dispatcher"]
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,6 @@ built in :mod:`flask_geneva.db.queries.maintenance`.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +29,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core.config import GenevaConfig
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.cleanup_lock import cleanup_lock
 from flask_geneva.db.context import EngineContext
@@ -62,7 +62,7 @@ __all__ = [
     "stuck_scheduled_criteria",
 ]
 
-_log = logging.getLogger("flask_geneva.housekeeping")
+_log = module_logger("flask_geneva.housekeeping")
 
 #: Keys of the dict :func:`run_housekeeping` returns (R-HK-01), always all present.
 SUMMARY_KEYS = (

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import socket
 import uuid
@@ -36,6 +35,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core.config import GenevaConfig
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import maintenance_runs as maintenance_rows
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.maintenance_runs import RunStart
@@ -51,7 +51,7 @@ __all__ = [
     "recorded_run",
 ]
 
-_log = logging.getLogger("flask_geneva.maintenance")
+_log = module_logger("flask_geneva.maintenance")
 
 #: The job names, as stored in ``name``.
 DISPATCHER = "dispatcher"

@@ -22,7 +22,6 @@ once: the second one's INSERT fails on the primary key and is rolled back.
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from datetime import timedelta
 from typing import Any
@@ -31,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import outcome_hours as outcome_hour_rows
 from flask_geneva.db.context import models_of
@@ -47,7 +47,7 @@ __all__ = [
     "settled_end",
 ]
 
-_log = logging.getLogger("flask_geneva.housekeeping")
+_log = module_logger("flask_geneva.housekeeping")
 
 #: Hours in the admin's window, the current hour included (R-ADM-54).
 HOURS = 24

@@ -25,6 +25,7 @@ from flask_geneva.engine import flow_control
 from flask_geneva.engine.operator_transaction import operator_action
 from flask_geneva.engine.operator_transaction import running_execution
 from flask_geneva.engine.operators import stuck_recovery
+from flask_geneva.engine.operators import worker_lost
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import Outcome
@@ -128,6 +129,7 @@ def recover(
             running,
             action=config.stuck_recovery_action,
             ended_outcome=Outcome.RECOVERED,
+            recovered_by=worker_lost.RecoveredBy("operator", actor, via),
         )
         operator.record(running, recorded_as="recover_forced" if force else None)
         locked.logger.warning(

@@ -21,7 +21,6 @@ statements are built in :mod:`flask_geneva.db.queries.maintenance`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -32,6 +31,7 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core import error_reporting
 from flask_geneva.core.config import GenevaConfig
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import session_transactions
@@ -41,6 +41,7 @@ from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as maintenance_queries
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
+from flask_geneva.engine.operators import worker_lost
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.models import TERMINAL_WORKFLOW_STATES
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 # Housekeeping's logger: recovery is logged as part of its run (R-HK-22).
-_log = logging.getLogger("flask_geneva.housekeeping")
+_log = module_logger("flask_geneva.housekeeping")
 
 
 def stuck_in_progress_criteria(
@@ -186,6 +187,9 @@ def recover_stuck_in_progress(
         config,
         expected=StepExecutionState.IN_PROGRESS,
         action=action,
+        recovered_by=worker_lost.RecoveredBy(
+            "dispatcher" if dead_workers_only else "housekeeping"
+        ),
     )
 
 
@@ -223,6 +227,7 @@ def recover_stuck_scheduled(
         config,
         expected=StepExecutionState.SCHEDULED,
         action=action,
+        recovered_by=worker_lost.RecoveredBy(),
     )
 
 
@@ -233,13 +238,15 @@ def _recover_all(
     *,
     expected: StepExecutionState,
     action: str | None,
+    recovered_by: worker_lost.RecoveredBy,
 ) -> int:
     """Recover each candidate in its own transaction; one failure never stops the run.
 
     ``action`` overrides ``GENEVA_STUCK_RECOVERY_ACTION``; a row's error is logged
     and sent to ``GENEVA_ERROR_REPORTER`` (R-HK-22). Only an ``in_progress``
     execution can still have a live worker, so only those rows are checked
-    against the worker registry.
+    against the worker registry. ``recovered_by`` names the run in what an
+    ``in_progress`` execution records (R-HK-29).
     """
     action = action or config.stuck_recovery_action
     live_check = config if expected == StepExecutionState.IN_PROGRESS else None
@@ -255,6 +262,7 @@ def _recover_all(
                     expected=expected,
                     action=action,
                     config=live_check,
+                    recovered_by=recovered_by,
                 ):
                     recovered += 1
                 session.commit()
@@ -280,6 +288,7 @@ def _recover_row(
     expected: StepExecutionState,
     action: str,
     config: GenevaConfig | None = None,
+    recovered_by: worker_lost.RecoveredBy,
 ) -> bool:
     """Recover one execution under the workflow and execution locks (R-HK-23..27).
 
@@ -311,7 +320,9 @@ def _recover_row(
         is not None
     ):
         return False
-    return recover_locked_execution(session, workflow, execution, action=action)
+    return recover_locked_execution(
+        session, workflow, execution, action=action, recovered_by=recovered_by
+    )
 
 
 def recover_locked_execution(
@@ -321,6 +332,7 @@ def recover_locked_execution(
     *,
     action: str,
     ended_outcome: Outcome = Outcome.CANCELED,
+    recovered_by: worker_lost.RecoveredBy | None = None,
 ) -> bool:
     """Recover one scheduled or in-progress execution whose rows are locked.
 
@@ -336,6 +348,8 @@ def recover_locked_execution(
         ended_outcome: The outcome given to the execution of a finished or
             canceled workflow: ``canceled`` for housekeeping (R-HK-27),
             ``recovered`` for the operator (R-HK-28).
+        recovered_by: Who recovers, as an ``in_progress`` execution records it
+            with its lost worker (R-HK-29); default housekeeping.
 
     Returns:
         True if the execution was recovered, False if it was left alone (a
@@ -352,9 +366,16 @@ def recover_locked_execution(
         )
     expected = StepExecutionState(execution.state)
     now = clock.now()
-    if workflow.state == WorkflowState.PAUSED:
-        if expected == StepExecutionState.SCHEDULED:
-            return False  # preserved for resume(), R-HK-27
+    paused = workflow.state == WorkflowState.PAUSED
+    if paused and expected == StepExecutionState.SCHEDULED:
+        return False  # preserved for resume(), R-HK-27
+    if expected == StepExecutionState.IN_PROGRESS:
+        # Never a bare "recovered": the worker was lost, and the step may have
+        # run (R-HK-29). An error below rolls the record back with the rest.
+        worker_lost.record_worker_lost(
+            session, execution, recovered_by or worker_lost.RecoveredBy()
+        )
+    if paused:
         transitions.apply(
             transitions.RECOVER_PAUSED, now, workflow=workflow, execution=execution
         )

@@ -21,7 +21,6 @@ decides when to call these functions; this module is given an
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import threading
@@ -36,6 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.core.config import GenevaConfig
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workers as worker_rows
 from flask_geneva.db.context import EngineContext
@@ -59,7 +59,7 @@ __all__ = [
     "running_executions",
 ]
 
-_log = logging.getLogger("flask_geneva.workers")
+_log = module_logger("flask_geneva.workers")
 _lock = threading.Lock()
 #: Seconds before a failed heartbeat is tried again (at most one interval).
 _HEARTBEAT_RETRY_SECONDS = 1.0

@@ -25,7 +25,6 @@ No Flask, no Celery, no SQL of its own (:mod:`flask_geneva.db.workers`).
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,11 +33,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import workers as worker_rows
 
 __all__ = ["RunningExecutions", "release_finished", "release_logged"]
 
-_log = logging.getLogger("flask_geneva.workers")
+_log = module_logger("flask_geneva.workers")
 
 
 class RunningExecutions:

@@ -8,7 +8,6 @@ after its own passes, so both happen within one ``GENEVA_DISPATCH_INTERVAL``
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC
 from typing import Any
 
@@ -17,6 +16,7 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core import publications
 from flask_geneva.core.config import GenevaConfig
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
@@ -40,7 +40,7 @@ SIGNAL_GAUGES = (
     ),
 )
 
-_log = logging.getLogger("flask_geneva")
+_log = module_logger("flask_geneva")
 
 
 def dispatch_signal_waits(context: EngineContext, session: orm.Session) -> int:

@@ -1,0 +1,162 @@
+"""What a recovered ``in_progress`` execution records about its lost worker (R-HK-29).
+
+Recovery (housekeeping's and the dispatcher's, R-HK-24..27 and R-WRK-06, and the
+operator's ``recover()``, R-HK-28) ends an execution whose worker stopped before
+its outcome was committed. Without more, the row reads ``completed``/``recovered``
+with no error, as if the step had completed. :func:`record_worker_lost` records a
+:class:`~flask_geneva.exceptions.WorkerLostError` on it instead: its class in
+``error_class_name``, a message naming the worker (id, Celery node, host, pid)
+and its last heartbeat, or, for an execution that names no worker, since when it
+was in progress; the same details, structured, under the metadata key
+``recovery``. The admin and ``flask geneva show`` print the error as any other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva.db import error_recording
+from flask_geneva.db import workers as worker_rows
+from flask_geneva.engine.workers import registry as worker_registry
+from flask_geneva.exceptions import WorkerLostError
+
+__all__ = ["RecoveredBy", "record_worker_lost"]
+
+#: The metadata key of the structured details (R-HK-29).
+RECOVERY_KEY = "recovery"
+
+
+@dataclass(frozen=True)
+class RecoveredBy:
+    """Who recovers an execution, as the record names it (R-HK-29).
+
+    Attributes:
+        by: ``"housekeeping"``, ``"dispatcher"`` or ``"operator"``.
+        actor: The operator (``recover(actor=...)``), or None.
+        via: ``"api"``, ``"cli"`` or ``"admin"`` for an operator, else None.
+    """
+
+    by: str = "housekeeping"
+    actor: str | None = None
+    via: str | None = None
+
+    def sentence(self) -> str:
+        """``"recovered by housekeeping"``, ``"recovered by bob via cli"``…"""
+        if self.by == "operator":
+            return f"recovered by {self.actor or 'an operator'} via {self.via}"
+        if self.by == "dispatcher":
+            return "recovered by the dispatcher"
+        return f"recovered by {self.by}"
+
+
+def record_worker_lost(
+    session: orm.Session, execution: Any, recovered_by: RecoveredBy
+) -> None:
+    """Record on ``execution`` that its worker was lost (R-HK-29).
+
+    Called by recovery for an ``in_progress`` execution, under its row lock,
+    before the transition that ends it. Writes ``error_class_name``
+    (``flask_geneva.exceptions.WorkerLostError``, when the column exists),
+    ``error_message`` and the metadata keys ``exception`` (R-SE-20, no
+    backtrace) and ``recovery``: ``{"cause": "worker_lost" | "stuck", "by",
+    "worker": {"id", "node_name", "hostname", "pid", "last_heartbeat_at"} |
+    None, "in_progress_since"}``; ``actor`` and ``via`` for an operator.
+
+    Args:
+        session: The recovering session (reads the worker's row).
+        execution: The locked ``in_progress`` execution.
+        recovered_by: Who recovers it.
+    """
+    worker = _worker_details(session, execution)
+    started = execution.started_at
+    if worker is None:
+        cause = "stuck"
+        lost = (
+            f"worker presumed lost: in progress since {_format(started)} and no "
+            "worker is recorded for it (claimed outside a registered worker, or "
+            "without the worker registry)"
+        )
+    elif worker["last_heartbeat"] is None:
+        cause = "worker_lost"
+        lost = (
+            f"worker {worker['id']} is no longer registered (last heartbeat "
+            "unknown): it was lost"
+        )
+    else:
+        cause = "worker_lost"
+        lost = (
+            f"worker {worker['id']}{_worker_name(worker)} was lost, last heartbeat "
+            f"{_format(worker['last_heartbeat'])}"
+        )
+    message = (
+        f"{lost}; the step's outcome was never recorded: it may have run in part "
+        f"or in full; {recovered_by.sentence()}"
+    )
+    error_recording.record_error(execution, WorkerLostError(message), backtrace=False)
+    details: dict[str, Any] = {
+        "cause": cause,
+        "by": recovered_by.by,
+        "worker": None if worker is None else _stored(worker),
+        "in_progress_since": _iso(started),
+    }
+    if recovered_by.by == "operator":
+        details.update(actor=recovered_by.actor, via=recovered_by.via)
+    execution.write_metadata(RECOVERY_KEY, details)
+
+
+def _worker_details(session: orm.Session, execution: Any) -> dict[str, Any] | None:
+    """The execution's worker as its registry row has it, or None without one.
+
+    ``last_heartbeat`` (and every column but ``id``) is None when the worker
+    has no row any more (deregistered or pruned, R-WRK-07).
+    """
+    table = worker_registry.registry_table(session)
+    if table is None or execution.worker_id is None:
+        return None
+    worker_id = execution.worker_id
+    row = worker_rows.worker_row(session.connection(), table, worker_id)
+    if row is None:
+        return {"id": worker_id, "last_heartbeat": None}
+    return {
+        "id": worker_id,
+        "node_name": row.node_name,
+        "hostname": row.hostname,
+        "pid": row.pid,
+        "last_heartbeat": row.last_heartbeat_at,
+    }
+
+
+def _worker_name(worker: dict[str, Any]) -> str:
+    """`` (celery@web-1, host web-1, pid 42)``, or ``""`` without a row."""
+    if "hostname" not in worker:
+        return ""
+    parts = [f"host {worker['hostname']}", f"pid {worker['pid']}"]
+    if worker["node_name"]:
+        parts.insert(0, str(worker["node_name"]))
+    return f" ({', '.join(parts)})"
+
+
+def _stored(worker: dict[str, Any]) -> dict[str, Any]:
+    stored = {key: value for key, value in worker.items() if key != "last_heartbeat"}
+    stored["last_heartbeat_at"] = _iso(worker["last_heartbeat"])
+    return stored
+
+
+def _utc(value: datetime) -> datetime:
+    # Stored times are naive UTC (R-DM-23); aware ones are converted.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _format(value: datetime | None) -> str:
+    if value is None:
+        return "an unknown time"
+    return f"{_utc(value):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else _utc(value).isoformat()
