@@ -38,8 +38,9 @@ def check_steps_command(show_all: bool) -> None:
     Lists them by class and step with the number of workflows and their ids
     (the first 10 per group; --all prints all). Fix it by declaring
     step.removed("name") at the old step's place or step.renamed("old",
-    to="new") in the class, or resume the workflows elsewhere
-    (flask geneva resume ID --at STEP).
+    to="new") in the class, or continue each workflow at a defined step
+    (flask geneva pause ID, then flask geneva resume ID --at STEP: resume at a
+    step is for paused workflows, R-EVO-06).
     """
     geneva = current_geneva()
     session = geneva.session
@@ -68,7 +69,8 @@ def check_steps_command(show_all: bool) -> None:
     click.echo(
         'Declare step.removed("name") where the step stood or '
         'step.renamed("old", to="new") in the class, or continue each workflow '
-        "elsewhere: flask geneva resume ID --at STEP"
+        "at a defined step: flask geneva pause ID (unless it is paused), then "
+        "flask geneva resume ID --at STEP"
         + ("; flask geneva check-steps --all prints every id" if more else ""),
         err=True,
     )

@@ -94,7 +94,7 @@ def create_workflow(
     if hero is None and not workflow_cls.may_proceed_without_hero:
         # Created, it would be canceled by its first step (R-EXE-13).
         raise TypeError(
-            f"{workflow_cls.__name__}.create() needs a hero: pass hero=<a saved "
+            f"a {workflow_cls.__name__} workflow needs a hero: pass hero=<a saved "
             "model instance>, or set may_proceed_without_hero = True on "
             f"{workflow_cls.__name__} for a workflow without one (R-HERO-06)"
         )

@@ -140,7 +140,7 @@ def test_create_without_a_hero_is_refused_unless_the_class_may_proceed(
         with pytest.raises(TypeError) as raised:
             call()
         message = str(raised.value)
-        assert "ModelOther.create() needs a hero" in message
+        assert "a ModelOther workflow needs a hero" in message
         assert "may_proceed_without_hero = True" in message
     assert count_workflows() == 0
     assert geneva_jobs.enqueued == []

@@ -48,6 +48,7 @@ def signal_hero(
             the key, and ``start`` is False.
         Everything :func:`deliver_signal` raises.
     """
+    hero_type, hero_id = workflow_cls.__geneva__.hero_reference(hero)
     workflow = _hero_workflow(session, workflow_cls, hero, idempotency_key)
     if workflow is None and start:
         try:
@@ -65,8 +66,9 @@ def signal_hero(
     if workflow is None:
         raise WorkflowNotFoundError(
             f"no ongoing {workflow_cls.__geneva_type__} workflow for hero "
-            f"{hero!r}; signal {name!r} was not stored (pass start=True to create "
-            "one)"
+            f"{hero_type}#{hero_id}; signal {name!r} was not stored (start=True "
+            "creates one, for an event that should start a workflow; a late "
+            "event, after the workflow ended, should not)"
         )
     return deliver_signal(
         session, workflow, name, payload=payload, idempotency_key=idempotency_key
