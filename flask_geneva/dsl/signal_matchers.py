@@ -21,20 +21,43 @@ from dataclasses import dataclass
 from datetime import datetime
 from datetime import timedelta
 from typing import Any
+from typing import TypeGuard
 
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.exceptions import StepConfigurationError
 
 __all__ = [
+    "SIGNAL_TEXT_RULE",
     "WAIT_TIMEOUT_ACTIONS",
     "SignalMatcher",
     "WaitFor",
+    "storable_signal_text",
     "unawaited_signal_message",
     "validate_wait_options",
 ]
 
 #: What ``on_wait_timeout`` may say (R-WSIG-41).
 WAIT_TIMEOUT_ACTIONS = ("skip", "cancel", "pause")
+
+
+#: What a signal name and an idempotency key must be: they are stored in
+#: 255-character columns, and PostgreSQL text cannot hold a NUL (R-WSIG-20).
+SIGNAL_TEXT_RULE = "a non-empty str of at most 255 characters and no NUL character"
+
+
+def storable_signal_text(value: object) -> TypeGuard[str]:
+    """Whether ``value`` can be stored as a signal name or idempotency key.
+
+    The one check behind ``wait_for=``, :class:`SignalMatcher` (at class
+    definition) and a delivery (R-WSIG-20), so that no step waits for a name
+    no signal can have: see :data:`SIGNAL_TEXT_RULE`.
+    """
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and len(value) <= 255
+        and "\x00" not in value
+    )
 
 
 class SignalMatcher:
@@ -59,9 +82,9 @@ class SignalMatcher:
     def __init__(
         self, name: str, *, where: Callable[[Any, Any], Any] | None = None
     ) -> None:
-        if not isinstance(name, str) or not name:
+        if not storable_signal_text(name):
             raise StepConfigurationError(
-                f"SignalMatcher name must be a non-empty str, got {name!r}"
+                f"SignalMatcher name must be {SIGNAL_TEXT_RULE}, got {name!r}"
             )
         if where is not None and not callable(where):
             raise StepConfigurationError(
@@ -154,9 +177,10 @@ def _describe(value: Any) -> str:
 
 def _wait_for(value: Any, label: str) -> WaitFor:
     if isinstance(value, str):
-        if not value:
+        if not storable_signal_text(value):
             raise StepConfigurationError(
-                f"{label}: wait_for must not be an empty signal name"
+                f"{label}: invalid wait_for {value!r}: a signal name is "
+                f"{SIGNAL_TEXT_RULE} (no signal could have this one)"
             )
         return WaitFor((value,), value, SignalMatcher(value))
     if isinstance(value, SignalMatcher):

@@ -106,7 +106,7 @@ def test_resumable_steps_and_anonymous_steps_accept_wait_for():
             "must be one of 'skip', 'cancel', 'pause'",
         ),
         ({"wait_for": "go", "wait_timeout": 0}, "invalid wait_timeout 0"),
-        ({"wait_for": ""}, "must not be an empty signal name"),
+        ({"wait_for": ""}, "invalid wait_for '': a signal name is a non-empty str"),
         ({"wait_for": 42}, "invalid wait_for 42.*matches\\(signal\\)"),
     ],
 )
@@ -126,6 +126,23 @@ def test_a_signal_matcher_checks_its_arguments():
         SignalMatcher("")
     with pytest.raises(StepConfigurationError, match="callable"):
         SignalMatcher("a", where="field")
+
+
+@pytest.mark.parametrize("name", ["x" * 256, "a\x00b"], ids=["256 chars", "NUL"])
+def test_a_name_no_signal_can_have_is_refused(name):
+    """wait_for= and SignalMatcher refuse a name a delivery would refuse (R-WSIG-75):
+    at most 255 characters, no NUL; else the step could only time out.
+    """
+    with pytest.raises(StepConfigurationError, match="no signal could have"):
+
+        class Unreachable(Workflow):
+            @step(wait_for=name)
+            def use(self):
+                pass
+
+    with pytest.raises(StepConfigurationError, match="at most 255 characters"):
+        SignalMatcher(name)
+    assert SignalMatcher("x" * 255).name == "x" * 255  # the longest allowed
 
 
 @pytest.mark.parametrize(

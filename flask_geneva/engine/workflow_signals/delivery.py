@@ -41,6 +41,8 @@ from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db import write_path
 from flask_geneva.db.context import context_of
+from flask_geneva.dsl.signal_matchers import SIGNAL_TEXT_RULE
+from flask_geneva.dsl.signal_matchers import storable_signal_text
 from flask_geneva.dsl.signal_matchers import unawaited_signal_message
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.transitions import table as transitions
@@ -57,6 +59,7 @@ from flask_geneva.models import WorkflowState
 __all__ = [
     "NOT_INSTALLED_MESSAGE",
     "GateResult",
+    "NotOngoingError",
     "SignalDelivery",
     "deliver_signal",
     "end_signals_with_workflows",
@@ -73,6 +76,15 @@ NOT_INSTALLED_MESSAGE = (
 )
 
 _ENDED = (WorkflowState.FINISHED, WorkflowState.CANCELED)
+
+
+class NotOngoingError(InvalidStateError):
+    """The workflow found for a delivery had ended, or was gone, under its lock.
+
+    An :class:`~flask_geneva.exceptions.InvalidStateError` to every caller;
+    ``signal_hero`` catches it to look for the hero's workflow again
+    (R-WSIG-25): the one it found ended between its lookup and the lock.
+    """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,12 +138,9 @@ def _validated_text(value: Any, what: str, *, allow_none: bool) -> str | None:
     if value is None and allow_none:
         return None
     # PostgreSQL text cannot hold a NUL character: refused on every database.
-    if not isinstance(value, str) or not value or len(value) > 255 or "\x00" in value:
+    if not storable_signal_text(value):
         allowed = "None or " if allow_none else ""
-        raise ValueError(
-            f"{what} must be {allowed}a non-empty str of at most 255 characters "
-            f"and no NUL character, got {value!r}"
-        )
+        raise ValueError(f"{what} must be {allowed}{SIGNAL_TEXT_RULE}, got {value!r}")
     return value
 
 
@@ -215,7 +224,7 @@ def deliver_signal(
     try:
         locked = row_locks.lock_workflow(session, workflow.id)
         if locked is None:
-            raise InvalidStateError(f"workflow {workflow.id} no longer exists")
+            raise NotOngoingError(f"workflow {workflow.id} no longer exists")
         if locked.state in _ENDED:
             delivery = _retry_after_end(
                 session, locked, signal_cls, name, idempotency_key
@@ -260,7 +269,7 @@ def _retry_after_end(
         if existing is not None:
             return SignalDelivery(existing, duplicate=True)
     received = "" if key is None else f" (no signal with idempotency key {key!r})"
-    raise InvalidStateError(
+    raise NotOngoingError(
         f"Cannot signal a {workflow.state} workflow ({workflow.id}){received}: "
         f"signal {name!r} was not stored"
     )

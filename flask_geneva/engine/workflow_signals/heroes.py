@@ -15,13 +15,18 @@ from sqlalchemy import orm
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine import scheduling
+from flask_geneva.engine.workflow_signals.delivery import NotOngoingError
 from flask_geneva.engine.workflow_signals.delivery import SignalDelivery
 from flask_geneva.engine.workflow_signals.delivery import deliver_signal
 from flask_geneva.engine.workflow_signals.delivery import installed
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import WorkflowNotFoundError
 
-__all__ = ["signal_hero"]
+__all__ = ["HERO_LOOKUPS", "signal_hero"]
+
+#: How many times ``signal_hero`` looks for the hero's workflow when the one it
+#: found keeps ending before its lock (each end needs another writer's commit).
+HERO_LOOKUPS = 3
 
 
 def signal_hero(
@@ -41,7 +46,9 @@ def signal_hero(
     (the one-ongoing unique index decides, R-UNQ-01). Without an ongoing
     workflow, a retry (an ``idempotency_key`` the hero's ended workflow of the
     class received) returns that signal as a duplicate, and ``start`` creates
-    nothing (R-WSIG-71).
+    nothing (R-WSIG-71). A workflow found ongoing that ends before the
+    delivery locks it counts as none: the hero's workflow is looked up again,
+    up to :data:`HERO_LOOKUPS` times (R-WSIG-74).
 
     Raises:
         WorkflowNotFoundError: No ongoing workflow, no ended one that received
@@ -49,30 +56,42 @@ def signal_hero(
         Everything :func:`deliver_signal` raises.
     """
     hero_type, hero_id = workflow_cls.__geneva__.hero_reference(hero)
-    workflow = _hero_workflow(session, workflow_cls, hero, idempotency_key)
-    if workflow is None and start:
-        try:
-            workflow = scheduling.create_workflow(
-                session,
-                workflow_cls,
-                hero=hero,
-                allow_multiple=False,
-                step_job_options=None,
-                commit=True,
+    for lookup in range(1, HERO_LOOKUPS + 1):
+        workflow = _hero_workflow(session, workflow_cls, hero, idempotency_key)
+        if workflow is None and start:
+            try:
+                workflow = scheduling.create_workflow(
+                    session,
+                    workflow_cls,
+                    hero=hero,
+                    allow_multiple=False,
+                    step_job_options=None,
+                    commit=True,
+                )
+            except DuplicateWorkflowError:
+                session.rollback()
+                workflow = _hero_workflow(session, workflow_cls, hero, None)
+        if workflow is None:
+            raise WorkflowNotFoundError(
+                f"no ongoing {workflow_cls.__geneva_type__} workflow for hero "
+                f"{hero_type}#{hero_id}; signal {name!r} was not stored (start=True "
+                "creates one, for an event that should start a workflow; a late "
+                "event, after the workflow ended, should not)"
             )
-        except DuplicateWorkflowError:
-            session.rollback()
-            workflow = _hero_workflow(session, workflow_cls, hero, None)
-    if workflow is None:
-        raise WorkflowNotFoundError(
-            f"no ongoing {workflow_cls.__geneva_type__} workflow for hero "
-            f"{hero_type}#{hero_id}; signal {name!r} was not stored (start=True "
-            "creates one, for an event that should start a workflow; a late "
-            "event, after the workflow ended, should not)"
-        )
-    return deliver_signal(
-        session, workflow, name, payload=payload, idempotency_key=idempotency_key
-    )
+        try:
+            return deliver_signal(
+                session,
+                workflow,
+                name,
+                payload=payload,
+                idempotency_key=idempotency_key,
+            )
+        except NotOngoingError:
+            # It ended (or was deleted) between the lookup and the lock: the
+            # hero has no ongoing workflow now, so look again (R-WSIG-74).
+            if lookup == HERO_LOOKUPS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns
 
 
 def _hero_workflow(

@@ -14,8 +14,12 @@ import pytest
 from flask_geneva import InvalidStateError
 from flask_geneva import WorkflowNotFoundError
 from flask_geneva import step
+from flask_geneva.db.queries import engine as engine_queries
+from flask_geneva.engine.workflow_signals import heroes
+from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.workflow import count_workflows
+from tests.support.workflow import externally
 from tests.support.workflow import signal_rows
 from tests.support.workflow import workflow_row
 
@@ -102,3 +106,72 @@ def test_signal_hero_without_a_received_key_still_finds_no_workflow(user, geneva
     for key in ("evt_new", None):
         with pytest.raises(WorkflowNotFoundError, match="no ongoing"):
             EndedSigCheckout.signal_hero(user, "payment_confirmed", idempotency_key=key)
+
+
+def _cancel_after_the_lookup(monkeypatch, workflow_id):
+    """Cancel the workflow from another session right after signal_hero's lookup."""
+    lookup = engine_queries.ongoing_duplicate_id
+    canceled = []
+
+    def lookup_then_cancel(*args, **kwargs):
+        found = lookup(*args, **kwargs)
+        if not canceled:
+            canceled.append(externally(workflow_id, "cancel"))
+        return found
+
+    monkeypatch.setattr(
+        heroes.engine_queries, "ongoing_duplicate_id", lookup_then_cancel
+    )
+    return canceled
+
+
+# SQLite: the other session would wait for the write lock this thread holds.
+@pytest.mark.backends("postgresql", "mysql")
+@pytest.mark.parametrize("start", [True, False], ids=["start", "no start"])
+def test_a_workflow_ending_between_lookup_and_lock_counts_as_none(
+    user, geneva_jobs, monkeypatch, start
+):
+    """The hero's workflow ends after signal_hero found it: signal_hero looks again,
+    so start=True creates one and gets the signal, and without start the answer is
+    WorkflowNotFoundError, as when none was ongoing (R-WSIG-74).
+    """
+    workflow = EndedSigCheckout.create(hero=user)
+    geneva_jobs.drain()
+    workflow_id = workflow.id
+    db.session.remove()
+    canceled = _cancel_after_the_lookup(monkeypatch, workflow_id)
+    if start:
+        delivery = EndedSigCheckout.signal_hero(
+            user, "payment_confirmed", idempotency_key="evt_new", start=True
+        )
+        assert delivery.duplicate is False
+        assert delivery.signal.workflow_id != workflow_id
+        assert count_workflows() == 2
+    else:
+        with pytest.raises(WorkflowNotFoundError, match="no ongoing"):
+            EndedSigCheckout.signal_hero(
+                user, "payment_confirmed", idempotency_key="evt_new"
+            )
+        assert count_workflows() == 1
+    assert canceled
+    assert workflow_row(workflow_id)["state"] == "canceled"
+    assert signal_rows(workflow_id) == []
+
+
+@pytest.mark.backends("postgresql", "mysql")
+def test_a_retry_racing_the_end_stays_a_duplicate(user, geneva_jobs, monkeypatch):
+    """A retried key whose workflow is canceled during signal_hero is a duplicate
+    of the stored signal; start=True creates nothing (R-WSIG-71, R-WSIG-74).
+    """
+    workflow = EndedSigCheckout.create(hero=user)
+    geneva_jobs.drain()
+    first = workflow.signal("payment_confirmed", idempotency_key="evt_1").signal.id
+    workflow_id = workflow.id
+    db.session.remove()
+    _cancel_after_the_lookup(monkeypatch, workflow_id)
+    delivery = EndedSigCheckout.signal_hero(
+        user, "payment_confirmed", idempotency_key="evt_1", start=True
+    )
+    assert (delivery.duplicate, delivery.signal.id) == (True, first)
+    assert count_workflows() == 1
+    assert len(signal_rows(workflow_id)) == 1
