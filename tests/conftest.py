@@ -13,6 +13,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,6 +192,32 @@ def _copy_sqlite_template(path: Path, config: dict[str, Any]) -> bool:
 def app_config() -> dict[str, Any]:
     """Extra app config for a test module (override the fixture to change it)."""
     return {}
+
+
+@pytest.fixture(autouse=True)
+def _dispose_engines_the_test_connected() -> Iterator[None]:
+    """After each test, dispose every SQLAlchemy engine that connected during it.
+
+    A test that builds an app of its own (each CLI call does, so do the tests of
+    a second app or of ``flask geneva install``) would leave that app's pool
+    holding open connections until the garbage collector finds them, during a
+    later test, where psycopg's "was deleted while still open" ResourceWarning
+    fails whichever test runs (warnings are errors here). Found through the
+    public ``engine_connect`` event; a disposed engine opens a new pool if used
+    again (a module's app).
+    """
+    engines: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
+
+    def remember(connection: sa.Connection) -> None:
+        engines.add(connection.engine)
+
+    sa.event.listen(sa.Engine, "engine_connect", remember)
+    try:
+        yield
+    finally:
+        sa.event.remove(sa.Engine, "engine_connect", remember)
+        for engine in list(engines):
+            engine.dispose()
 
 
 @pytest.fixture

@@ -171,8 +171,16 @@ class WorkerRegistration:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=max(1.0, self.interval_seconds))
-        if not delete:
-            return
+        try:
+            if delete:
+                self._deregister()
+        finally:
+            # No heartbeat writes after stop: close the writer's own pool now,
+            # not when the garbage collector finds its connections.
+            if self._writer is not self.engine:
+                self._writer.dispose()
+
+    def _deregister(self) -> None:
         # Wait (boundedly) for a heartbeat still writing; later ones see _stop.
         locked = self._write_lock.acquire(timeout=max(1.0, self.interval_seconds))
         try:
@@ -187,8 +195,6 @@ class WorkerRegistration:
         finally:
             if locked:
                 self._write_lock.release()
-        if self._writer is not self.engine:
-            self._writer.dispose()
 
     def _beat(self) -> None:
         # A failed heartbeat is retried after about a second, not a whole
