@@ -13,7 +13,6 @@ import atexit
 import os
 import shutil
 import tempfile
-import weakref
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,7 +140,40 @@ def make_app(tmp_path: Any, **config: Any) -> Flask:
         with app.app_context():
             basic.db.create_all()
     reset_column_caches()
+    _built_apps.append(app)
     return app
+
+
+#: Every app :func:`make_app` built, in order; each test disposes those it
+#: built itself (:func:`_dispose_apps_the_test_built`).
+_built_apps: list[Flask] = []
+
+
+def dispose_app(application: Flask) -> None:
+    """Close the app's session and its engines' pooled connections."""
+    with application.app_context():
+        basic.db.session.remove()
+        for engine in basic.db.engines.values():
+            engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _dispose_apps_the_test_built() -> Iterator[None]:
+    """After each test, dispose the apps :func:`make_app` built during it.
+
+    A test that builds apps of its own (a second app, one per setting tried)
+    would leave their pools holding open connections until the garbage
+    collector finds them during a later test, where psycopg's "was deleted
+    while still open" ResourceWarning fails whichever test runs (warnings are
+    errors here). Apps a module- or session-scoped fixture built before the
+    test are left to that fixture.
+    """
+    first = len(_built_apps)
+    yield
+    built = _built_apps[first:]
+    del _built_apps[first:]
+    for application in built:
+        dispose_app(application)
 
 
 #: ``{metadata fingerprint: SQLite file}``: the schema built once per process.
@@ -194,41 +226,12 @@ def app_config() -> dict[str, Any]:
     return {}
 
 
-@pytest.fixture(autouse=True)
-def _dispose_engines_the_test_connected() -> Iterator[None]:
-    """After each test, dispose every SQLAlchemy engine that connected during it.
-
-    A test that builds an app of its own (each CLI call does, so do the tests of
-    a second app or of ``flask geneva install``) would leave that app's pool
-    holding open connections until the garbage collector finds them, during a
-    later test, where psycopg's "was deleted while still open" ResourceWarning
-    fails whichever test runs (warnings are errors here). Found through the
-    public ``engine_connect`` event; a disposed engine opens a new pool if used
-    again (a module's app).
-    """
-    engines: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
-
-    def remember(connection: sa.Connection) -> None:
-        engines.add(connection.engine)
-
-    sa.event.listen(sa.Engine, "engine_connect", remember)
-    try:
-        yield
-    finally:
-        sa.event.remove(sa.Engine, "engine_connect", remember)
-        for engine in list(engines):
-            engine.dispose()
-
-
 @pytest.fixture
 def app(tmp_path: Any, app_config: dict[str, Any]) -> Iterator[Flask]:
     """The Flask app (pytest-flask pushes a request context around each test)."""
     application = make_app(tmp_path, **app_config)
     yield application
-    with application.app_context():
-        basic.db.session.remove()
-        for engine in basic.db.engines.values():
-            engine.dispose()
+    dispose_app(application)
 
 
 @pytest.fixture

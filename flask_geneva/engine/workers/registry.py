@@ -96,6 +96,8 @@ class WorkerRegistration:
         self._release_margin = release_margin
         self.engine = engine
         self._writer = _writer_engine(engine)
+        # The process whose writer pool this is (a fork child inherits it).
+        self._writer_pid = os.getpid()
         self.interval_seconds = interval_seconds
         self._table = table
         self._stop = threading.Event()
@@ -164,6 +166,11 @@ class WorkerRegistration:
     def stop(self, *, delete: bool = True) -> None:
         """Stop the heartbeat thread and delete the row (clean shutdown, R-WRK-04).
 
+        The registration's own writer pool is disposed either way, so no
+        connection of it waits for the garbage collector: closed in the
+        process that opened it, and only forgotten (``dispose(close=False)``,
+        SQLAlchemy's rule after ``fork()``) in a child that inherited it.
+
         Args:
             delete: Delete the worker's row (False only stops the thread).
         """
@@ -178,7 +185,7 @@ class WorkerRegistration:
             # No heartbeat writes after stop: close the writer's own pool now,
             # not when the garbage collector finds its connections.
             if self._writer is not self.engine:
-                self._writer.dispose()
+                self._writer.dispose(close=self._writer_pid == os.getpid())
 
     def _deregister(self) -> None:
         # Wait (boundedly) for a heartbeat still writing; later ones see _stop.
