@@ -14,6 +14,8 @@ from typing import Any
 
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.core.durations import duration_option
+from flask_geneva.core.stored_names import MAX_NAME_LENGTH
+from flask_geneva.core.stored_names import fits_name_column
 from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.dsl.option_hints import wait_hint
@@ -35,7 +37,7 @@ _TERMINAL_ACTIONS = (Action.PAUSE, Action.CANCEL, Action.SKIP)
 
 #: Width of the name columns: step names (``step_name``, ``current_step_name``,
 #: ...) and the workflows' ``type``.
-MAX_STEP_NAME_LENGTH = 255
+MAX_STEP_NAME_LENGTH = MAX_NAME_LENGTH
 
 
 class _Unset:
@@ -291,12 +293,7 @@ def check_stored_name(
             when not ``allow_blank``), longer than 255 characters or holds a
             NUL character; the message names the value and what is allowed.
     """
-    if (
-        isinstance(value, str)
-        and (value if allow_blank else value.strip())
-        and len(value) <= MAX_STEP_NAME_LENGTH
-        and "\x00" not in value
-    ):
+    if fits_name_column(value, allow_blank=allow_blank):
         return
     shown = repr(value)
     if isinstance(value, str) and len(value) > 60:

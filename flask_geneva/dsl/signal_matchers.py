@@ -21,43 +21,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from datetime import timedelta
 from typing import Any
-from typing import TypeGuard
 
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.stored_names import NAME_RULE
+from flask_geneva.core.stored_names import fits_name_column
 from flask_geneva.exceptions import StepConfigurationError
 
 __all__ = [
-    "SIGNAL_TEXT_RULE",
     "WAIT_TIMEOUT_ACTIONS",
     "SignalMatcher",
     "WaitFor",
-    "storable_signal_text",
     "unawaited_signal_message",
     "validate_wait_options",
 ]
 
 #: What ``on_wait_timeout`` may say (R-WSIG-41).
 WAIT_TIMEOUT_ACTIONS = ("skip", "cancel", "pause")
-
-
-#: What a signal name and an idempotency key must be: they are stored in
-#: 255-character columns, and PostgreSQL text cannot hold a NUL (R-WSIG-20).
-SIGNAL_TEXT_RULE = "a non-empty str of at most 255 characters and no NUL character"
-
-
-def storable_signal_text(value: object) -> TypeGuard[str]:
-    """Whether ``value`` can be stored as a signal name or idempotency key.
-
-    The one check behind ``wait_for=``, :class:`SignalMatcher` (at class
-    definition) and a delivery (R-WSIG-20), so that no step waits for a name
-    no signal can have: see :data:`SIGNAL_TEXT_RULE`.
-    """
-    return (
-        isinstance(value, str)
-        and bool(value)
-        and len(value) <= 255
-        and "\x00" not in value
-    )
 
 
 class SignalMatcher:
@@ -82,9 +61,9 @@ class SignalMatcher:
     def __init__(
         self, name: str, *, where: Callable[[Any, Any], Any] | None = None
     ) -> None:
-        if not storable_signal_text(name):
+        if not fits_name_column(name):
             raise StepConfigurationError(
-                f"SignalMatcher name must be {SIGNAL_TEXT_RULE}, got {name!r}"
+                f"SignalMatcher name must be {NAME_RULE}, got {name!r}"
             )
         if where is not None and not callable(where):
             raise StepConfigurationError(
@@ -177,10 +156,10 @@ def _describe(value: Any) -> str:
 
 def _wait_for(value: Any, label: str) -> WaitFor:
     if isinstance(value, str):
-        if not storable_signal_text(value):
+        if not fits_name_column(value):
             raise StepConfigurationError(
                 f"{label}: invalid wait_for {value!r}: a signal name is "
-                f"{SIGNAL_TEXT_RULE} (no signal could have this one)"
+                f"{NAME_RULE} (no signal could have this one)"
             )
         return WaitFor((value,), value, SignalMatcher(value))
     if isinstance(value, SignalMatcher):

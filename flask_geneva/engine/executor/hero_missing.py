@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask_geneva.core.keys import format_hero
 from flask_geneva.db import error_recording
 from flask_geneva.engine.executor import outcomes
 from flask_geneva.engine.executor.run import StepRun
@@ -52,7 +53,7 @@ def hero_gone(workflow: Any) -> bool:
 def reason(workflow: Any) -> str:
     """Why the workflow is canceled, naming the hero and the class (R-HERO-07)."""
     why = (
-        f"hero {workflow.hero_type}#{workflow.hero_id} no longer exists"
+        f"hero {format_hero(workflow.hero_type, workflow.hero_id)} no longer exists"
         if workflow.hero_type is not None and workflow.hero_id is not None
         else "the workflow has no hero"
     )

@@ -36,13 +36,13 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core import cursors
+from flask_geneva.core.stored_names import NAME_RULE
+from flask_geneva.core.stored_names import fits_name_column
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db import write_path
 from flask_geneva.db.context import context_of
-from flask_geneva.dsl.signal_matchers import SIGNAL_TEXT_RULE
-from flask_geneva.dsl.signal_matchers import storable_signal_text
 from flask_geneva.dsl.signal_matchers import unawaited_signal_message
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.transitions import table as transitions
@@ -138,9 +138,9 @@ def _validated_text(value: Any, what: str, *, allow_none: bool) -> str | None:
     if value is None and allow_none:
         return None
     # PostgreSQL text cannot hold a NUL character: refused on every database.
-    if not storable_signal_text(value):
+    if not fits_name_column(value):
         allowed = "None or " if allow_none else ""
-        raise ValueError(f"{what} must be {allowed}{SIGNAL_TEXT_RULE}, got {value!r}")
+        raise ValueError(f"{what} must be {allowed}{NAME_RULE}, got {value!r}")
     return value
 
 

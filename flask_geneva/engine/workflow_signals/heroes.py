@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import orm
 
+from flask_geneva.core.keys import format_hero
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine import scheduling
@@ -55,9 +56,9 @@ def signal_hero(
             the key, and ``start`` is False.
         Everything :func:`deliver_signal` raises.
     """
-    hero_type, hero_id = workflow_cls.__geneva__.hero_reference(hero)
+    reference = workflow_cls.__geneva__.hero_reference(hero)
     for lookup in range(1, HERO_LOOKUPS + 1):
-        workflow = _hero_workflow(session, workflow_cls, hero, idempotency_key)
+        workflow = _hero_workflow(session, workflow_cls, reference, idempotency_key)
         if workflow is None and start:
             try:
                 workflow = scheduling.create_workflow(
@@ -70,13 +71,13 @@ def signal_hero(
                 )
             except DuplicateWorkflowError:
                 session.rollback()
-                workflow = _hero_workflow(session, workflow_cls, hero, None)
+                workflow = _hero_workflow(session, workflow_cls, reference, None)
         if workflow is None:
             raise WorkflowNotFoundError(
                 f"no ongoing {workflow_cls.__geneva_type__} workflow for hero "
-                f"{hero_type}#{hero_id}; signal {name!r} was not stored (start=True "
-                "creates one, for an event that should start a workflow; a late "
-                "event, after the workflow ended, should not)"
+                f"{format_hero(*reference)}; signal {name!r} was not stored "
+                "(start=True creates one, for an event that should start a "
+                "workflow; a late event, after the workflow ended, should not)"
             )
         try:
             return deliver_signal(
@@ -95,7 +96,10 @@ def signal_hero(
 
 
 def _hero_workflow(
-    session: orm.Session, workflow_cls: Any, hero: Any, key: str | None
+    session: orm.Session,
+    workflow_cls: Any,
+    reference: tuple[Any, Any],
+    key: str | None,
 ) -> Any:
     """The workflow of ``workflow_cls`` that ``signal_hero`` signals, or None.
 
@@ -105,7 +109,7 @@ def _hero_workflow(
     """
     geneva = workflow_cls.__geneva__
     workflow_type = workflow_cls.__geneva_type__
-    hero_type, hero_id = geneva.hero_reference(hero)
+    hero_type, hero_id = reference  # (hero_type, hero_id) as stored
     workflow_id = engine_queries.ongoing_duplicate_id(
         session, geneva.Workflow, workflow_type, hero_type, hero_id
     )
