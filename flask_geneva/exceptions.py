@@ -14,6 +14,7 @@ The tree::
     ├── CursorSerializationError(TypeError)   cursor value of an unsupported type
     ├── InstallError                          ``flask geneva install`` could not write
     ├── WorkerLostError                       recorded when a step's worker was lost
+    ├── LimitKeyError                         a limit's key is unusable (R-LIM-05)
     └── StepExecutionError                    carries workflow/execution ids, step name
         ├── StepNotDefinedError               stored step/class no longer in code
         ├── StepFailedError                   defined for parity, not raised
@@ -54,6 +55,7 @@ __all__ = [
     "InstallError",
     "InvalidStateError",
     "InvalidStateTransition",
+    "LimitKeyError",
     "PauseSignal",
     "PreconditionError",
     "ReattemptSignal",
@@ -223,6 +225,44 @@ class WorkerLostError(GenevaError):
 
     .. versionadded:: 0.1
     """
+
+
+class LimitKeyError(GenevaError):
+    """A limit's key could not be resolved for a workflow (R-LIM-05).
+
+    The key function or method raised (the error is chained as
+    ``__cause__``), or its value is not a str, an int or a ``uuid.UUID``
+    whose text is non-empty, at most 255 characters long and without a NUL
+    character. The message names the limit, the step and the value or the
+    error.
+
+    Args:
+        message: Human-readable description.
+        limit_name: The limit's name, or None.
+        step_name: The limited step's name, or None.
+
+    .. versionadded:: 0.2
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit_name: str | None = None,
+        step_name: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.limit_name = limit_name
+        self.step_name = step_name
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_limit_key_error, (str(self), self.limit_name, self.step_name))
+
+
+def _rebuild_limit_key_error(
+    message: str, limit_name: str | None, step_name: str | None
+) -> LimitKeyError:
+    return LimitKeyError(message, limit_name=limit_name, step_name=step_name)
 
 
 class StepExecutionError(GenevaError):

@@ -28,6 +28,7 @@ from flask_geneva.dsl.evolution import RemovedStep
 from flask_geneva.dsl.evolution import RenamedStep
 from flask_geneva.dsl.evolution import declare_removed
 from flask_geneva.dsl.evolution import declare_renamed
+from flask_geneva.dsl.option_hints import LIMIT_SETTING_NOTES
 from flask_geneva.dsl.option_hints import unknown_options_message
 from flask_geneva.dsl.options import UNSET
 from flask_geneva.dsl.options import make_spec
@@ -204,6 +205,7 @@ class _StepDecorator:
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
+        limit: object = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
     def __call__(
@@ -224,6 +226,7 @@ class _StepDecorator:
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
+        limit: object = None,
         **unknown: Any,
     ) -> Any:
         self._check_keywords(unknown, f"@{self._keyword}")
@@ -241,6 +244,7 @@ class _StepDecorator:
             "wait_for": wait_for,
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
+            "limit": limit,
         }
         return self._apply(func, options, _caller_location(1))
 
@@ -283,6 +287,7 @@ class _StepDecorator:
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
+        limit: object = None,
         **unknown: Any,
     ) -> StepSpec:
         """Declare a step with an inline body or a method-name body (SPEC §15.2).
@@ -295,7 +300,8 @@ class _StepDecorator:
             body: A callable ``(self)`` or the name of a workflow method.
             name: Optional step name (default: anonymous).
             wait, skip_if, run_if, on_exception, max_reattempts, terminal_action,
-                before, after, job_options: As for :data:`step`.
+                before, after, job_options, wait_for, wait_timeout,
+                on_wait_timeout, limit: As for :data:`step`.
 
         Raises:
             StepConfigurationError: No body (R-DEF-01), any invalid option, or
@@ -316,6 +322,7 @@ class _StepDecorator:
             "wait_for": wait_for,
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
+            "limit": limit,
         }
         return _anonymous(body, options, _caller_location(1), self._resumable)
 
@@ -393,6 +400,7 @@ class _StepDecorator:
             "wait_for": None,
             "wait_timeout": None,
             "on_wait_timeout": None,
+            "limit": None,
         }
 
     def _check_keywords(self, options: Mapping[str, Any], what: str) -> None:
@@ -410,7 +418,7 @@ class _StepDecorator:
                 option: f"{option} is an option of @resumable_step"
                 for option in _RESUMABLE_ONLY
                 if option not in allowed
-            }
+            } | LIMIT_SETTING_NOTES
             raise StepConfigurationError(
                 unknown_options_message(what, unknown, allowed, elsewhere=elsewhere)
             )
@@ -443,6 +451,7 @@ class _ResumableStepDecorator(_StepDecorator):
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
+        limit: object = None,
         max_iterations: int | None = None,
         max_runtime: timedelta | float | None = None,
         **unknown: Any,
@@ -462,6 +471,7 @@ class _ResumableStepDecorator(_StepDecorator):
             "wait_for": wait_for,
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
+            "limit": limit,
             "max_iterations": max_iterations,
             "max_runtime": max_runtime,
         }
@@ -511,6 +521,8 @@ class _ResumableStepDecorator(_StepDecorator):
 #: arrives (after ``wait``), and its body reads it as ``self.received_signal``;
 #: ``wait_timeout`` bounds the wait, ``on_wait_timeout`` (skip/cancel/pause) says
 #: what then, else ``SignalWaitTimeout`` goes to the policies (R-WSIG-05..08).
+#: ``limit``: a :class:`~flask_geneva.dsl.limits.Limit` or a list of limits
+#: with distinct names, never a limit's name (R-LIM-03).
 #:
 #: Raises StepConfigurationError for any invalid option, naming the value and the
 #: allowed ones, and for an unknown keyword, naming the nearest option

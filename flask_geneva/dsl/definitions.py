@@ -19,6 +19,7 @@ from typing import Any
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_condition
 from flask_geneva.dsl.job_options import validate_job_options
+from flask_geneva.dsl.limits import Limit
 from flask_geneva.dsl.signal_matchers import WaitFor
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies.exception_policy import Action
@@ -72,6 +73,7 @@ class _StepFields:
     wait_for: WaitFor | None = None
     wait_timeout: timedelta | None = None
     on_wait_timeout: str | None = None
+    limits: tuple[Limit, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -106,6 +108,8 @@ class StepDefinition(_StepFields):
         wait_timeout: How long it waits for it after parking, or None (R-WSIG-40).
         on_wait_timeout: ``"skip"``, ``"cancel"``, ``"pause"`` or None (the
             timeout then raises ``SignalWaitTimeout`` into the policies, R-WSIG-41).
+        limits: The step's :class:`~flask_geneva.dsl.limits.Limit` objects, in
+            declaration order; ``()`` for an unlimited step (R-LIM-03).
 
     .. versionadded:: 0.1
     """

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from flask_geneva.dsl.signal_matchers import SignalMatcher
 
-__all__ = ["unknown_options_message", "wait_hint"]
+__all__ = ["LIMIT_SETTING_NOTES", "unknown_options_message", "wait_hint"]
 
 _DURATION_TEXT = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*"
@@ -27,6 +27,16 @@ _UNITS = {
     "h": "hours",
     "d": "days",
     "w": "weeks",
+}
+
+#: What to say of a setting of ``Limit`` given to a step declaration (R-DEF-23,
+#: R-LIM-03): the step takes the ``Limit`` object as ``limit=``.
+LIMIT_SETTING_NOTES = {
+    option: (
+        f"{option} is a setting of Limit: declare partner_api = Limit('partner-api', "
+        f"{option}=...) and pass limit=partner_api"
+    )
+    for option in ("concurrency", "rate", "per", "hold_across_chain")
 }
 
 

@@ -18,6 +18,7 @@ from flask_geneva.core.stored_names import MAX_NAME_LENGTH
 from flask_geneva.core.stored_names import fits_name_column
 from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.job_options import validate_job_options
+from flask_geneva.dsl.limits import coerce_step_limits
 from flask_geneva.dsl.option_hints import wait_hint
 from flask_geneva.dsl.signal_matchers import validate_wait_options
 from flask_geneva.dsl.signatures import body_problem
@@ -148,7 +149,7 @@ def make_spec(
     resumable: bool,
     options: dict[str, Any],
 ) -> StepSpec:
-    """Validate the options of one step declaration (R-DEF-01..16).
+    """Validate the options of one step declaration (R-DEF-01..16, R-LIM-03).
 
     Args:
         label: How messages name the step (:func:`step_label`).
@@ -161,8 +162,8 @@ def make_spec(
         options: The declaration's keywords (``wait``, ``skip_if``, ``run_if``,
             ``on_exception``, ``max_reattempts``, ``terminal_action``, ``before``,
             ``after``, ``job_options``, ``wait_for``, ``wait_timeout``,
-            ``on_wait_timeout``; ``max_iterations`` and ``max_runtime`` for
-            resumable steps).
+            ``on_wait_timeout``, ``limit``; ``max_iterations`` and
+            ``max_runtime`` for resumable steps).
 
     Returns:
         The validated spec.
@@ -240,6 +241,7 @@ def make_spec(
         )
     )
     wait_for, wait_timeout, on_wait_timeout = validate_wait_options(options, label)
+    limits = coerce_step_limits(options.get("limit"), label=label)
     return StepSpec(
         name=name,
         method_name=method_name,
@@ -259,6 +261,7 @@ def make_spec(
         wait_for=wait_for,
         wait_timeout=wait_timeout,
         on_wait_timeout=on_wait_timeout,
+        limits=limits,
     )
 
 

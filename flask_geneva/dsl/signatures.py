@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["body_problem", "condition_problem"]
+__all__ = ["body_problem", "condition_problem", "key_problem"]
 
 
 def _is_async(func: Callable[..., Any]) -> bool:
@@ -103,6 +103,34 @@ def condition_problem(func: Callable[..., Any], *, option: str) -> str | None:
     if not _accepts(func, 1):
         return (
             f"{option} {name}{_signature_text(func)} must be callable with the "
+            f"workflow alone, e.g. (self) or lambda workflow: ... (R-DEF-20)"
+        )
+    return None
+
+
+def key_problem(func: Callable[..., Any]) -> str | None:
+    """Describe what is wrong with a limit's key callable, or return None.
+
+    A key is called as ``(workflow)`` and its value is the limit's key
+    (R-LIM-02, R-LIM-05).
+
+    Args:
+        func: The key callable, or the unbound method a key name refers to.
+
+    Returns:
+        A sentence naming the problem (R-DEF-19 async, R-DEF-20 arity), or None.
+
+    .. versionadded:: 0.2
+    """
+    name = _display_name(func)
+    if _is_async(func):
+        return (
+            f"key {name} is an async function; its coroutine, not its result, "
+            f"would be the key: use a plain def (R-DEF-19)"
+        )
+    if not _accepts(func, 1):
+        return (
+            f"key {name}{_signature_text(func)} must be callable with the "
             f"workflow alone, e.g. (self) or lambda workflow: ... (R-DEF-20)"
         )
     return None

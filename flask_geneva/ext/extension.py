@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,6 +20,8 @@ from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import mysql as mysql_isolation
 from flask_geneva.db import sqlite as sqlite_locking
 from flask_geneva.db.queries import models as model_queries
+from flask_geneva.dsl.limits import Limit
+from flask_geneva.dsl.limits import limit_uses
 from flask_geneva.engine import publishing
 from flask_geneva.exceptions import GenevaConfigurationError
 from flask_geneva.exceptions import HeroTypeNotFoundError
@@ -151,7 +155,8 @@ class Geneva:
                 initialised on it; an invalid ``GENEVA_*`` value (R-CFG-01); a
                 registered workflow class naming a method it lacks or whose method
                 has the wrong shape, all such problems listed in one message
-                (R-CFG-03); Celery eager mode without ``GENEVA_ALLOW_EAGER``
+                (R-CFG-03), or two different limits of one name (R-LIM-04);
+                Celery eager mode without ``GENEVA_ALLOW_EAGER``
                 (R-TH-21); no Celery app (neither ``celery=``, the constructor's,
                 one given to :meth:`init_celery` nor ``app.extensions["celery"]``)
                 while ``GENEVA_TASK_BACKEND`` is ``"celery"``; or the admin is
@@ -478,6 +483,22 @@ class Geneva:
 
         return property(getter)
 
+    @property
+    def limits(self) -> Mapping[str, Limit]:
+        """``{name: Limit}`` of every limit the registered classes' steps declare.
+
+        Read-only, sorted by name, computed from :attr:`workflow_classes` at
+        each access (a class declared later counts). ``init_app`` refused two
+        different limits of one name (R-LIM-04); for a class declared after it
+        with such a limit, the first class registered wins here.
+
+        .. versionadded:: 0.2
+        """
+        found: dict[str, Limit] = {}
+        for use in limit_uses(self.workflow_classes.values()):
+            found.setdefault(use.limit.name, use.limit)
+        return MappingProxyType(dict(sorted(found.items())))
+
     def workflow_class(self, workflow_type: str) -> type[WorkflowMixin] | None:
         """The class registered for a stored ``type`` value, or None."""
         return self.workflow_classes.get(workflow_type)
@@ -503,13 +524,14 @@ def _validate_at_start(geneva: Geneva, app: Flask) -> GenevaConfig:
     from flask_geneva.core.config import setting_problems
     from flask_geneva.ext.startup_checks import check_workflow_class
     from flask_geneva.ext.startup_checks import format_problems
+    from flask_geneva.ext.startup_checks import limit_conflicts
 
     problems = setting_problems(app.config, testing=app.testing)
+    classes = list(geneva.workflow_classes.values())
     class_problems = [
-        problem
-        for cls in geneva.workflow_classes.values()
-        for problem in check_workflow_class(cls)
+        problem for cls in classes for problem in check_workflow_class(cls)
     ]
+    class_problems.extend(limit_conflicts(classes))
     if len(problems) == 1 and not class_problems:
         raise GenevaConfigurationError(problems[0])
     if problems or class_problems:

@@ -1,11 +1,13 @@
-"""Start-up checks of the registered workflow classes (R-CFG-03, R-CFG-05).
+"""Start-up checks of the registered workflow classes (R-CFG-03, R-CFG-05, R-LIM-04).
 
 Class definition already rejects what a decorator can see on its own (R-DEF-01..23).
 What needs the finished class, a method named by a string, is checked here when
 ``init_app`` runs: a ``skip_if="no_such_method"`` or a body method that does not
 exist, an ``async def`` or wrongly shaped method behind a name, a subclass
 override that changed a step method's shape, and a class that declares no step
-without being marked ``__geneva_abstract__ = True`` (R-CFG-05). Every problem
+without being marked ``__geneva_abstract__ = True`` (R-CFG-05), a limit's
+``key="no_such_method"``, and two different limits of one name, across classes
+(R-LIM-04). Every problem
 of every class is collected and reported in one
 :class:`~flask_geneva.exceptions.GenevaConfigurationError`, so a deployment
 fails at start-up instead of pausing workflows when the step runs. Pure code: no
@@ -18,11 +20,18 @@ import inspect
 from collections.abc import Iterable
 from typing import Any
 
+from flask_geneva.dsl.limits import limit_uses
 from flask_geneva.dsl.signatures import body_problem
 from flask_geneva.dsl.signatures import condition_problem
+from flask_geneva.dsl.signatures import key_problem
 from flask_geneva.exceptions import GenevaConfigurationError
 
-__all__ = ["check_workflow_class", "format_problems", "raise_for_problems"]
+__all__ = [
+    "check_workflow_class",
+    "format_problems",
+    "limit_conflicts",
+    "raise_for_problems",
+]
 
 _MISSING = object()
 
@@ -69,12 +78,45 @@ def check_workflow_class(cls: type[Any]) -> list[str]:
                 problem = _named_condition_problem(cls, value, option=option)
                 if problem is not None:
                     problems.append(f"{where}: {problem}")
+        for limit in definition.limits:
+            if isinstance(limit.key, str):
+                problem = _named_key_problem(cls, limit.key)
+                if problem is not None:
+                    problems.append(f"{where}: limit {limit.name!r}: {problem}")
     for condition in definitions.cancel_conditions:
         if isinstance(condition, str):
             problem = _named_condition_problem(cls, condition, option="cancel_if")
             if problem is not None:
                 problems.append(f"{label}: {problem}")
     return problems
+
+
+def limit_conflicts(workflow_classes: Iterable[type[Any]]) -> list[str]:
+    """List the limit names declared with different settings (R-LIM-04).
+
+    Steps of any class may share a :class:`~flask_geneva.dsl.limits.Limit`;
+    two limits of one name share their slots, so their settings must be equal.
+
+    Args:
+        workflow_classes: The registered workflow classes.
+
+    Returns:
+        One sentence per conflicting name, sorted by name, naming each
+        different declaration with its ``file:line`` and a step using it;
+        ``[]`` when every name has one setting.
+
+    .. versionadded:: 0.2
+    """
+    variants: dict[str, dict[Any, str]] = {}
+    for use in limit_uses(workflow_classes):
+        variants.setdefault(use.limit.name, {}).setdefault(use.limit, use.describe())
+    return [
+        f"limit {name!r} is declared with different settings: "
+        f"{' and '.join(described.values())}; a name has one setting: share one "
+        "Limit object, or give the other limit its own name"
+        for name, described in sorted(variants.items())
+        if len(described) > 1
+    ]
 
 
 def format_problems(problems: Iterable[str]) -> str:
@@ -98,9 +140,9 @@ def raise_for_problems(workflow_classes: Iterable[type[Any]]) -> None:
 
     .. versionadded:: 0.1
     """
-    problems = [
-        problem for cls in workflow_classes for problem in check_workflow_class(cls)
-    ]
+    classes = list(workflow_classes)
+    problems = [problem for cls in classes for problem in check_workflow_class(cls)]
+    problems.extend(limit_conflicts(classes))
     if problems:
         raise GenevaConfigurationError(format_problems(problems))
 
@@ -134,4 +176,23 @@ def _named_condition_problem(cls: type[Any], name: str, *, option: str) -> str |
         )
     if inspect.isfunction(static):
         return condition_problem(static, option=f"{option}={name!r}:")
+    return None
+
+
+def _named_key_problem(cls: type[Any], name: str) -> str | None:
+    static, value = _lookup(cls, name)
+    if static is _MISSING:
+        return (
+            f"key={name!r} names no attribute of {cls.__qualname__}; define a "
+            f"method {name}(self) returning the key, or fix the name"
+        )
+    if inspect.isfunction(static):
+        problem = key_problem(static)
+        return None if problem is None else f"key={name!r}: {problem}"
+    if not callable(value):
+        return (
+            f"key={name!r} is not a method of {cls.__qualname__} "
+            f"({type(value).__name__}); the key is called as "
+            f"workflow.{name}()"
+        )
     return None

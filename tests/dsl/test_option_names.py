@@ -22,7 +22,7 @@ def test_a_misspelt_option_in_a_class_body_names_the_nearest_one():
 
     message = str(raised.value)
     assert "@step: unknown option 'wiat' (did you mean 'wait'?)" in message
-    assert "allowed: after, before, job_options, max_reattempts" in message
+    assert "allowed: after, before, job_options, limit, max_reattempts" in message
 
 
 @pytest.mark.parametrize(
