@@ -146,3 +146,19 @@ def test_create_unless_ongoing_passes_the_priority(user, geneva_jobs):
     assert created
     assert workflow.step_job_options == {"priority": 7}
     assert geneva_jobs.enqueued[0].priority == 7
+
+
+@pytest.mark.parametrize(
+    ("mapper", "published"),
+    [("rabbitmq", [9, 9]), ("redis", [0, 0]), (None, [12, 9])],
+)
+def test_a_named_mapper_maps_the_published_priority(
+    app, user, geneva_jobs, mapper, published
+):
+    """GENEVA_PRIORITY_MAPPER = "rabbitmq" clamps to 0..9, "redis" sends
+    9 - clamp(p, 0, 9), None passes it unchanged; the instance's 12 for the
+    first step, the step's own 9 for the second (R-PRI-03)."""
+    app.config["GENEVA_PRIORITY_MAPPER"] = mapper
+    geneva.reload_settings(app)
+    PriorityByKeywords.create(hero=user, priority=12)
+    assert [priority for _, priority in _run_all(geneva_jobs)] == published
