@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from flask_geneva.core.priority_mappers import priority_mapper_value
 from flask_geneva.core.setting_descriptions import SETTING_DESCRIPTIONS
 from flask_geneva.core.setting_values import bool_value
 from flask_geneva.core.setting_values import callable_or_none
@@ -387,7 +388,9 @@ def _validated(
         "default_queue": take(_default_queue, merged),
         "error_reporter": take(callable_or_none, merged, "GENEVA_ERROR_REPORTER"),
         "metrics": take(_metrics, merged),
-        "priority_mapper": take(callable_or_none, merged, "GENEVA_PRIORITY_MAPPER"),
+        "priority_mapper": take(
+            priority_mapper_value, merged, "GENEVA_PRIORITY_MAPPER"
+        ),
         "max_broker_delay": take(
             duration_value, merged, "GENEVA_MAX_BROKER_DELAY", allow_none=False
         ),

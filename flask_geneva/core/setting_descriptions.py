@@ -69,8 +69,11 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "housekeeping gauges; None sends none (R-MET-06)."
     ),
     "GENEVA_PRIORITY_MAPPER": (
-        "Callable `int -> int` applied to the `priority` job option before it "
-        "reaches the broker; None passes it unchanged (R-JOB-08)."
+        "Turns the merged `priority` (an int, higher runs first) into the "
+        'broker\'s before publication: `"rabbitmq"` clamps it to 0..9, '
+        '`"redis"` sends `9 - clamp(priority, 0, 9)` (the Redis transport runs '
+        "lower numbers sooner), or a callable `int -> int` (or its import path); "
+        "None passes it unchanged (R-JOB-08, R-PRI-03)."
     ),
     "GENEVA_MAX_BROKER_DELAY": (
         "A step due further ahead than this is not sent to the broker; the "

@@ -24,6 +24,7 @@ from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.evolution import RemovedStep
 from flask_geneva.dsl.evolution import RenamedStep
 from flask_geneva.dsl.evolution import validate_history
+from flask_geneva.dsl.job_options import fold_priority
 from flask_geneva.dsl.job_options import merge_job_options
 from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.dsl.ordering import StepCollection
@@ -89,6 +90,9 @@ def collect_definitions(
       handler);
     - ``default_job_options`` (a mapping, validated with context
       ``"<type_name>.default_job_options"`` and merged over the parent's);
+    - ``priority`` (an int or None): the class's ``priority`` job option,
+      the same as ``default_job_options={"priority": n}`` (R-PRI-01); a step
+      method named ``priority`` stays a step;
     - ``step.removed``/``step.renamed`` markers (gravestones keep their
       class-body position, R-EVO-01..05).
 
@@ -108,7 +112,9 @@ def collect_definitions(
             <type_name>", R-DEF-02), a ``before``/``after`` reference to a step not
             registered yet (R-DEF-07), a reserved step or body method name
             (R-DEF-18), a malformed ``cancel_conditions``/``exception_policies``/
-            ``default_job_options`` attribute, an ``on_exception(...)`` handler
+            ``default_job_options``/``priority`` attribute, a ``priority``
+            attribute and ``default_job_options={"priority": ...}`` with
+            different values (R-PRI-01), an ``on_exception(...)`` handler
             decorator that was not applied to a method, or contradictory step
             history (R-EVO-05).
 
@@ -149,11 +155,17 @@ class _Collector:
         self.job_options: dict[str, Any] = (
             dict(parent.default_job_options) if parent else {}
         )
+        # This class body's own default_job_options and priority attribute,
+        # folded together in result() (R-PRI-01).
+        self.own_job_options: object = None
+        self.priority: object = None
 
     def visit(self, attribute: str, value: object) -> None:
         self.namespace[attribute] = value
         if attribute == "default_job_options":
-            self._add_job_options(value)
+            self.own_job_options = value
+        elif attribute == "priority" and not _is_step_function(value):
+            self.priority = self._class_priority(value)
         elif attribute == "cancel_conditions":
             self._add_cancel_conditions(value)
         elif attribute == "exception_policies":
@@ -302,11 +314,34 @@ class _Collector:
                 )
             self.policies.append(policy)
 
-    def _add_job_options(self, value: object) -> None:
-        options = validate_job_options(
-            value, context=f"{self.type_name}.default_job_options"
+    def _class_priority(self, value: object) -> object:
+        """The ``priority`` class attribute, checked as the job option (R-PRI-01).
+
+        Raises:
+            StepConfigurationError: Not an int or None (bools refused, R-JOB-05);
+                the message says what the attribute is.
+        """
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise StepConfigurationError(
+            f"{self.type_name}.priority: must be an int or None, got {value!r} "
+            f"({type(value).__name__}); the class attribute priority is the "
+            f"class-level 'priority' job option (higher runs first); for one "
+            f"workflow pass create(priority=...) (R-PRI-01)"
         )
-        self.job_options = merge_job_options(self.job_options, options)
+
+    def _add_job_options(self) -> None:
+        options = validate_job_options(
+            self.own_job_options, context=f"{self.type_name}.default_job_options"
+        )
+        folded = fold_priority(
+            options,
+            self.priority,
+            context=self.type_name,
+            keyword="priority = ",
+            options_name="default_job_options",
+        )
+        self.job_options = merge_job_options(self.job_options, folded)
 
     def _check_replaced_steps(self) -> None:
         """Refuse a decorated step that a later definition replaced (R-DEF-02)."""
@@ -329,6 +364,7 @@ class _Collector:
             )
 
     def result(self) -> WorkflowDefinitions:
+        self._add_job_options()
         self._check_replaced_steps()
         validate_history(
             self.type_name,
@@ -349,6 +385,11 @@ class _Collector:
             exception_policies=tuple(self.policies),
             default_job_options=MappingProxyType(self.job_options),
         )
+
+
+def _is_step_function(value: object) -> bool:
+    """Whether ``value`` is a function marked by ``@step`` (a step named so)."""
+    return inspect.isfunction(value) and STEP_MARK in value.__dict__
 
 
 def _all_specs(values: list[Any] | tuple[Any, ...]) -> bool:

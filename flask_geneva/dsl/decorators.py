@@ -202,6 +202,7 @@ class _StepDecorator:
         before: object = None,
         after: object = None,
         job_options: Mapping[str, Any] | None = None,
+        priority: int | None = None,
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
@@ -223,6 +224,7 @@ class _StepDecorator:
         before: object = None,
         after: object = None,
         job_options: Mapping[str, Any] | None = None,
+        priority: int | None = None,
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
@@ -241,6 +243,7 @@ class _StepDecorator:
             "before": before,
             "after": after,
             "job_options": job_options,
+            "priority": priority,
             "wait_for": wait_for,
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
@@ -284,6 +287,7 @@ class _StepDecorator:
         before: object = None,
         after: object = None,
         job_options: Mapping[str, Any] | None = None,
+        priority: int | None = None,
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
@@ -300,7 +304,7 @@ class _StepDecorator:
             body: A callable ``(self)`` or the name of a workflow method.
             name: Optional step name (default: anonymous).
             wait, skip_if, run_if, on_exception, max_reattempts, terminal_action,
-                before, after, job_options, wait_for, wait_timeout,
+                before, after, job_options, priority, wait_for, wait_timeout,
                 on_wait_timeout, limit: As for :data:`step`.
 
         Raises:
@@ -319,6 +323,7 @@ class _StepDecorator:
             "before": before,
             "after": after,
             "job_options": job_options,
+            "priority": priority,
             "wait_for": wait_for,
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
@@ -397,6 +402,7 @@ class _StepDecorator:
             "before": None,
             "after": None,
             "job_options": None,
+            "priority": None,
             "wait_for": None,
             "wait_timeout": None,
             "on_wait_timeout": None,
@@ -448,6 +454,7 @@ class _ResumableStepDecorator(_StepDecorator):
         before: object = None,
         after: object = None,
         job_options: Mapping[str, Any] | None = None,
+        priority: int | None = None,
         wait_for: object = None,
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
@@ -468,6 +475,7 @@ class _ResumableStepDecorator(_StepDecorator):
             "before": before,
             "after": after,
             "job_options": job_options,
+            "priority": priority,
             "wait_for": wait_for,
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
@@ -506,7 +514,8 @@ class _ResumableStepDecorator(_StepDecorator):
 #:
 #: ``@step`` or ``@step(name=None, wait=None, skip_if=None, run_if=None,
 #: on_exception=None, max_reattempts=<unset>, terminal_action=None, before=None,
-#: after=None, job_options=None)`` on a method ``(self)``; returns the original
+#: after=None, job_options=None, priority=None, wait_for=None, wait_timeout=None,
+#: on_wait_timeout=None)`` on a method ``(self)``; returns the original
 #: function, marked with a :class:`StepSpec` under :data:`STEP_MARK`.
 #:
 #: ``wait``: ``timedelta`` or seconds, non-negative. ``skip_if``/``run_if``: None,
@@ -516,6 +525,8 @@ class _ResumableStepDecorator(_StepDecorator):
 #: ``terminal_action`` (pause/cancel/skip) only with the action ``reattempt``.
 #: ``before``/``after``: name of an already-registered step, not both.
 #: ``job_options``: mapping of queue/priority/wait/wait_until.
+#: ``priority``: an int, the same as ``job_options={"priority": n}`` (higher runs
+#: first; giving both with different values is refused, R-PRI-01).
 #: ``wait_for``: a workflow-signal name, a ``SignalMatcher(name, where=...)`` or
 #: an object with ``matches(signal)``: the step parks until a matching signal
 #: arrives (after ``wait``), and its body reads it as ``self.received_signal``;

@@ -18,12 +18,22 @@ from flask_geneva.core.clock import ensure_aware
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.exceptions import StepConfigurationError
 
-__all__ = ["ALLOWED_JOB_OPTION_KEYS", "merge_job_options", "validate_job_options"]
+__all__ = [
+    "ALLOWED_JOB_OPTION_KEYS",
+    "DEFAULT_PRIORITY",
+    "fold_priority",
+    "merge_job_options",
+    "priority_of",
+    "validate_job_options",
+]
 
 #: The only keys a job-option mapping may hold (R-JOB-03).
 ALLOWED_JOB_OPTION_KEYS: tuple[str, ...] = ("queue", "priority", "wait", "wait_until")
 
 _ALLOWED_TEXT = ", ".join(repr(key) for key in ALLOWED_JOB_OPTION_KEYS)
+
+#: The priority of a step whose merged job options set none (R-PRI-02).
+DEFAULT_PRIORITY = 0
 
 
 def validate_job_options(value: object, *, context: str) -> dict[str, Any]:
@@ -104,6 +114,67 @@ def merge_job_options(*levels: Mapping[str, Any] | None) -> dict[str, Any]:
             if item is not None:
                 merged[str(key)] = item
     return merged
+
+
+def fold_priority(
+    options: object,
+    priority: object,
+    *,
+    context: str,
+    keyword: str,
+    options_name: str,
+) -> Any:
+    """Fold the ``priority`` spelling of a level into its job options (R-PRI-01).
+
+    ``priority`` at a level *is* that level's ``priority`` job option: the class
+    attribute ``priority = n`` is ``default_job_options={"priority": n}``,
+    ``@step(priority=n)`` is ``job_options={"priority": n}`` and
+    ``create(priority=n)`` is ``step_job_options={"priority": n}``.
+
+    Args:
+        options: The level's job options as given (anything
+            :func:`validate_job_options` accepts), or None.
+        priority: The ``priority`` spelling's value; None means "not given".
+        context: Prefix of error messages (R-JOB-06).
+        keyword: How the message names the priority spelling, e.g.
+            ``"priority="`` or ``"priority ="``.
+        options_name: How the message names the job options, e.g.
+            ``"job_options"``.
+
+    Returns:
+        ``options`` unchanged when ``priority`` is None; else a new validated
+        dict of ``options`` with ``"priority": priority``.
+
+    Raises:
+        StepConfigurationError: ``priority`` is not an int (bools refused,
+            R-JOB-05), ``options`` is invalid (R-JOB-03..05), or both spellings
+            give a priority and the values differ; the message names both.
+    """
+    if priority is None:
+        return options
+    checked = validate_job_options({"priority": priority}, context=context)
+    given = validate_job_options(options, context=context)
+    other = given.get("priority")
+    if other is not None and other != checked["priority"]:
+        raise StepConfigurationError(
+            f"{context}: two different priorities: {keyword}{priority!r} and "
+            f"{options_name}={{'priority': {other!r}}}; the priority keyword is "
+            f"the 'priority' job option (R-PRI-01): give one of them"
+        )
+    return {**given, "priority": checked["priority"]}
+
+
+def priority_of(options: Mapping[str, Any]) -> int:
+    """The priority of merged job options: higher runs first (R-PRI-02).
+
+    Args:
+        options: Merged job options (:func:`merge_job_options`).
+
+    Returns:
+        Their ``priority``, or :data:`DEFAULT_PRIORITY` (0) when unset.
+    """
+    priority = options.get("priority")
+    return DEFAULT_PRIORITY if priority is None else int(priority)
 
 
 def _not_a_mapping(value: object, context: str) -> str:

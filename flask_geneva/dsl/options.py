@@ -17,6 +17,7 @@ from flask_geneva.core.durations import duration_option
 from flask_geneva.core.stored_names import MAX_NAME_LENGTH
 from flask_geneva.core.stored_names import fits_name_column
 from flask_geneva.dsl.definitions import StepSpec
+from flask_geneva.dsl.job_options import fold_priority
 from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.dsl.limits import coerce_step_limits
 from flask_geneva.dsl.option_hints import wait_hint
@@ -161,8 +162,8 @@ def make_spec(
         resumable: Whether this is a ``resumable_step``.
         options: The declaration's keywords (``wait``, ``skip_if``, ``run_if``,
             ``on_exception``, ``max_reattempts``, ``terminal_action``, ``before``,
-            ``after``, ``job_options``, ``wait_for``, ``wait_timeout``,
-            ``on_wait_timeout``, ``limit``; ``max_iterations`` and
+            ``after``, ``job_options``, ``priority``, ``wait_for``,
+            ``wait_timeout``, ``on_wait_timeout``, ``limit``; ``max_iterations`` and
             ``max_runtime`` for resumable steps).
 
     Returns:
@@ -170,7 +171,8 @@ def make_spec(
 
     Raises:
         StepConfigurationError: No body, or any invalid option, naming the value
-            and the allowed ones.
+            and the allowed ones; ``priority`` and ``job_options={"priority":
+            ...}`` with different values (R-PRI-01).
     """
     if name is not None:
         _check_step_name(name)
@@ -212,7 +214,14 @@ def make_spec(
     )
     # Anonymous steps learn their name (step_<N>) only at registration, so their
     # job options are validated then, by StepSpec.build, with the right context.
-    raw_job_options = options["job_options"]
+    # priority=n is job_options={"priority": n} (R-PRI-01).
+    raw_job_options = fold_priority(
+        options["job_options"],
+        options.get("priority"),
+        context=label,
+        keyword="priority=",
+        options_name="job_options",
+    )
     job_options: Any = (
         MappingProxyType(validate_job_options(raw_job_options, context=label))
         if name is not None

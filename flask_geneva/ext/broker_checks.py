@@ -1,4 +1,4 @@
-"""Start-up checks of the Celery broker settings against flask_geneva's (R-DSP-06).
+"""Start-up checks of the Celery broker settings (R-DSP-06, R-PRI-04).
 
 Redis and SQS deliver an unacknowledged message again once the transport's
 visibility timeout has passed. A step published with an ETA up to
@@ -8,22 +8,48 @@ duplicate deliveries and growing worker memory. The spec asks for the delay to
 stay well below the timeout; :func:`warn_if_broker_delay_exceeds_visibility`
 says so at start-up when both values are known.
 
+flask_geneva runs higher priorities first (R-PRI-02); the Redis transport runs
+lower numbers sooner. :func:`warn_if_redis_priorities_unmapped` says so at
+start-up when priorities would reach a Redis broker unmapped (R-PRI-04).
+
 .. versionadded:: 0.1
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
 from flask_geneva.core.tagged_logging import module_logger
 
 __all__ = [
+    "REDIS_SCHEMES",
+    "broker_scheme",
     "broker_visibility_timeout",
+    "classes_declaring_priority",
     "warn_if_broker_delay_exceeds_visibility",
+    "warn_if_redis_priorities_unmapped",
 ]
 
+#: Broker URL schemes of kombu's Redis transports, which run a lower priority
+#: number sooner (R-PRI-04).
+REDIS_SCHEMES = frozenset({"redis", "rediss", "sentinel"})
+
 _log = module_logger("flask_geneva")
+
+
+def broker_scheme(celery: Any) -> str:
+    """The scheme of ``celery``'s (first) broker URL, lower case; ``amqp`` if unset.
+
+    Args:
+        celery: A ``celery.Celery`` application; only its configuration is read.
+    """
+    url = celery.conf.broker_url or "amqp://"
+    if isinstance(url, list | tuple):
+        url = url[0] if url else "amqp://"
+    return (str(url).split(";", 1)[0].partition("://")[0] or "amqp").lower()
 
 
 def broker_visibility_timeout(celery: Any) -> tuple[float, str] | None:
@@ -48,10 +74,7 @@ def broker_visibility_timeout(celery: Any) -> tuple[float, str] | None:
     from kombu.transport import resolve_transport
 
     conf = celery.conf
-    url = conf.broker_url or "amqp://"
-    if isinstance(url, list | tuple):
-        url = url[0] if url else "amqp://"
-    scheme = str(url).split(";", 1)[0].partition("://")[0] or "amqp"
+    scheme = broker_scheme(celery)
     try:
         transport = resolve_transport(scheme)
     except (ImportError, AttributeError, KeyError, ValueError):
@@ -102,5 +125,72 @@ def warn_if_broker_delay_exceeds_visibility(
         delay_seconds,
         timeout_seconds,
         source,
+    )
+    return True
+
+
+def classes_declaring_priority(workflow_classes: Iterable[type[Any]]) -> list[str]:
+    """The names of the workflow classes that declare a priority (R-PRI-04).
+
+    A class declares one through its ``priority`` attribute or
+    ``default_job_options`` (inherited ones included), or a step's ``priority=``
+    or ``job_options``; an instance's ``create(priority=...)`` cannot be known
+    before it runs.
+
+    Args:
+        workflow_classes: Workflow classes (``geneva.workflow_classes.values()``).
+
+    Returns:
+        Their ``__geneva_type__`` names, sorted.
+    """
+    names = set()
+    for cls in workflow_classes:
+        definitions = getattr(cls, "__geneva_definitions__", None)
+        if definitions is None:
+            continue
+        levels = [definitions.default_job_options]
+        levels += [step.job_options for step in definitions.steps.registered]
+        if any(level.get("priority") is not None for level in levels):
+            names.add(str(getattr(cls, "__geneva_type__", cls.__name__)))
+    return sorted(names)
+
+
+def warn_if_redis_priorities_unmapped(
+    celery: Any,
+    priority_mapper: Callable[[int], int] | None,
+    workflow_classes: Iterable[type[Any]],
+) -> bool:
+    """Warn when priorities reach a Redis broker unmapped (R-PRI-04).
+
+    flask_geneva orders priorities higher first (R-PRI-02), while the Redis
+    transport runs a lower number sooner; unmapped, the broker would run the
+    least urgent steps first. Called by ``init_app``: one WARNING when the
+    broker URL is ``redis://`` (or ``rediss://``, ``sentinel://``), some class
+    declares a priority (:func:`classes_declaring_priority`) and
+    ``GENEVA_PRIORITY_MAPPER`` is None. It names
+    ``GENEVA_PRIORITY_MAPPER = "redis"``.
+
+    Args:
+        celery: A ``celery.Celery`` application; only its configuration is read.
+        priority_mapper: The validated ``GENEVA_PRIORITY_MAPPER``.
+        workflow_classes: The registered workflow classes.
+
+    Returns:
+        True if the warning was logged.
+    """
+    if priority_mapper is not None or broker_scheme(celery) not in REDIS_SCHEMES:
+        return False
+    names = classes_declaring_priority(workflow_classes)
+    if not names:
+        return False
+    shown = ", ".join(names[:5]) + (
+        f" and {len(names) - 5} more" if len(names) > 5 else ""
+    )
+    _log.warning(
+        "Workflow classes declare a priority (%s) and the Celery broker is Redis, "
+        "whose transport runs lower numbers sooner, while flask_geneva runs higher "
+        'priorities first (R-PRI-02); set GENEVA_PRIORITY_MAPPER = "redis" to '
+        "publish 9 - clamp(priority, 0, 9), or a callable of your own (R-PRI-04)",
+        shown,
     )
     return True

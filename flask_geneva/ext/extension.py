@@ -141,7 +141,10 @@ class Geneva:
         :mod:`flask_geneva.db.mysql`). With a Celery app it logs a
         warning when ``GENEVA_MAX_BROKER_DELAY`` is not below the broker's known
         visibility timeout (R-DSP-06,
-        :func:`flask_geneva.ext.broker_checks.warn_if_broker_delay_exceeds_visibility`).
+        :func:`flask_geneva.ext.broker_checks.warn_if_broker_delay_exceeds_visibility`),
+        and when its broker is Redis, a registered workflow class declares a
+        priority and ``GENEVA_PRIORITY_MAPPER`` is None (R-PRI-04,
+        :func:`flask_geneva.ext.broker_checks.warn_if_redis_priorities_unmapped`).
 
         Args:
             app: The Flask app.
@@ -200,6 +203,9 @@ class Geneva:
         if state.celery is not None:
             broker_checks.warn_if_broker_delay_exceeds_visibility(
                 state.celery, config.max_broker_delay
+            )
+            broker_checks.warn_if_redis_priorities_unmapped(
+                state.celery, config.priority_mapper, self.workflow_classes.values()
             )
 
         if config.sqlite_begin_immediate:

@@ -17,6 +17,7 @@ from typing import Any
 from typing import NoReturn
 from typing import Self
 
+from flask_geneva.dsl.job_options import fold_priority
 from flask_geneva.exceptions import UnawaitedSignalWarning
 from flask_geneva.models.services import model_engine
 from flask_geneva.models.services import raise_from_engine
@@ -41,6 +42,7 @@ class WorkflowActions:
         hero: Any = None,
         allow_multiple: bool = False,
         step_job_options: Mapping[str, Any] | None = None,
+        priority: int | None = None,
         commit: bool = True,
     ) -> Self:
         """Insert a workflow for ``hero`` and schedule its first step (R-WF-10..15).
@@ -52,6 +54,9 @@ class WorkflowActions:
                 (R-UNQ-04).
             step_job_options: Per-instance job options (``queue``, ``priority``,
                 ``wait``, ``wait_until``), validated (R-WF-15).
+            priority: This workflow's priority, an int (higher runs first,
+                R-PRI-02): the same as ``step_job_options={"priority": n}``
+                (R-PRI-01). A step's own priority still wins (R-JOB-02).
             commit: Commit the session at the end. With False the caller commits and
                 task publication waits for that commit (R-WF-14, R-TXN-02). Inside
                 a transaction the caller began explicitly (``with
@@ -64,7 +69,9 @@ class WorkflowActions:
         Raises:
             DuplicateWorkflowError: An ongoing workflow of this class exists for the
                 hero (R-UNQ-02/03); no row is left and nothing is published.
-            StepConfigurationError: ``step_job_options`` is invalid.
+            StepConfigurationError: ``step_job_options`` or ``priority`` is
+                invalid (not an int, bools refused), or both give a priority
+                and the values differ (R-PRI-01); a ``ValueError``.
             TypeError: ``hero`` is None on a class without
                 ``may_proceed_without_hero`` (R-HERO-06), or not a saved mapped
                 instance.
@@ -72,6 +79,14 @@ class WorkflowActions:
                 as itself: retried first when the transaction was this call's own.
         """
 
+        if priority is not None:
+            step_job_options = fold_priority(
+                step_job_options,
+                priority,
+                context=f"{cls.__name__}.create()",
+                keyword="priority=",
+                options_name="step_job_options",
+            )
         workflow: Self = model_engine().create_workflow(
             cls,
             hero=hero,

@@ -28,6 +28,8 @@ from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as maintenance_queries
+from flask_geneva.dsl.job_options import DEFAULT_PRIORITY
+from flask_geneva.dsl.job_options import priority_of
 from flask_geneva.engine import publishing
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.operators import maintenance_runs
@@ -140,7 +142,9 @@ def publish_deferred(context: EngineContext, session: orm.Session) -> int:
     R-WSIG-40), counted in the result. A row whose publication cannot be
     prepared (a raising ``GENEVA_PRIORITY_MAPPER``, say) is logged, reported and
     left deferred; the others go on. Each pass considers a row at most once
-    (keyset order by ``scheduled_for``, id). Part of :func:`run_dispatcher`.
+    (keyset order by ``scheduled_for``, id); within a batch the rows are
+    published by their step's merged ``priority`` job option, higher first
+    (unset is 0), then in that order (R-PRI-02). Part of :func:`run_dispatcher`.
 
     Args:
         context: The settings, publisher and models to run with (R-CFG-02).
@@ -196,6 +200,8 @@ def _dispatch_passes(
             session.rollback()
             break
         last = (executions[-1].scheduled_for, executions[-1].id)
+        # Higher merged priority first, then the keyset order (R-DSP-02, R-PRI-02).
+        executions = sorted(executions, key=_priority, reverse=True)
         publishing.take_failed_count(session)
         tried = broken = 0
         for execution in executions:
@@ -222,6 +228,22 @@ def _dispatch_passes(
         if len(executions) < config.housekeeping_batch_size:
             break
     return total
+
+
+def _priority(execution: Any) -> int:
+    """The merged ``priority`` job option of ``execution``'s step (R-PRI-02).
+
+    0 when unset, and for a row whose options cannot be read (a step the code
+    no longer defines, unreadable instance options): :func:`_enqueue_one`
+    reports such a row; the sort never raises.
+    """
+    try:
+        workflow = execution.workflow
+        step = workflow.steps.named(execution.step_name)
+        options = workflow.job_options_for(step) if step is not None else {}
+        return priority_of(options)
+    except Exception:  # noqa: BLE001 - the row is reported when it is published
+        return DEFAULT_PRIORITY
 
 
 def _enqueue_one(session: orm.Session, execution: Any, config: Any) -> bool:
