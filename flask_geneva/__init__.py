@@ -16,6 +16,7 @@ from flask_geneva.db.states import WorkflowSignalState
 from flask_geneva.dsl.conditions import cancel_if
 from flask_geneva.dsl.decorators import resumable_step
 from flask_geneva.dsl.decorators import step
+from flask_geneva.dsl.limits import Limit
 from flask_geneva.dsl.signal_matchers import SignalMatcher
 from flask_geneva.engine.iteration import request_exit
 from flask_geneva.engine.iteration import request_worker_exit
@@ -33,6 +34,7 @@ from flask_geneva.exceptions import HeroTypeNotFoundError
 from flask_geneva.exceptions import InstallError
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import InvalidStateTransition
+from flask_geneva.exceptions import LimitKeyError
 from flask_geneva.exceptions import PauseSignal
 from flask_geneva.exceptions import PreconditionError
 from flask_geneva.exceptions import ReattemptSignal
@@ -94,6 +96,8 @@ __all__ = [
     "InstallError",
     "InvalidStateError",
     "InvalidStateTransition",
+    "Limit",
+    "LimitKeyError",
     "Outcome",
     "PauseSignal",
     "PreconditionError",

@@ -115,6 +115,8 @@ def _empty_tables(app: Flask) -> None:
                 "geneva_drive_workers",
                 "geneva_drive_maintenance_runs",
                 "geneva_drive_outcome_hours",
+                "geneva_drive_limit_keys",
+                "geneva_drive_limit_waiters",
             ):
                 connection.execute(sa.delete(basic.db.metadata.tables[table]))
 

@@ -16,6 +16,7 @@ __all__ = [
     "DEFERRED_JOB_ID",
     "DISPATCH_DUE_TASK",
     "HOUSEKEEPING_TASK",
+    "LIMITED_JOB_ID",
     "PERFORM_STEP_TASK",
     "Publication",
     "TaskBackend",
@@ -28,6 +29,10 @@ HOUSEKEEPING_TASK = "flask_geneva.housekeeping"
 
 #: ``job_id`` of an execution whose publication waits for the dispatcher (R-DSP-01).
 DEFERRED_JOB_ID = "geneva:deferred"
+
+#: ``job_id`` of an execution waiting for a slot of a limit (R-LIM-11): no broker
+#: message holds it; the transaction that frees a slot publishes it (R-LIM-13).
+LIMITED_JOB_ID = "geneva:limited"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -146,7 +146,9 @@ def primary_key_type(key_type: str) -> sa.types.TypeEngine[Any]:
     )
 
 
-def table_once(metadata: sa.MetaData, name: str, *columns: sa.Column[Any]) -> sa.Table:
+def table_once(
+    metadata: sa.MetaData, name: str, *columns: sa.schema.SchemaItem
+) -> sa.Table:
     """Return the table ``name`` of ``metadata``, defining it from ``columns`` once.
 
     :func:`flask_geneva.models.factory.build_models` calls the table functions of

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.db import session_sync
+from flask_geneva.db import write_path
 from flask_geneva.db.optional_columns import absent_execution_columns
 from flask_geneva.db.optional_columns import cached_statement
 from flask_geneva.db.optional_columns import optional_columns
@@ -47,7 +48,10 @@ __all__ = [
 #: (R-DM-40) and what the outcome, the next step and the signals' payloads
 #: read. The others are expired on the instance, not re-read: an access
 #: reads them from the row (R-EXE-48).
-FINALIZE_EXECUTION_KEYS = frozenset({"id", "workflow_id", "step_name", "state"})
+#: ``limit_holds`` too: the write path releases a held slot from it (R-LIM-20).
+FINALIZE_EXECUTION_KEYS = frozenset(
+    {"id", "workflow_id", "step_name", "state", "limit_holds"}
+)
 
 
 def finalize_unread_execution_keys(session: orm.Session) -> tuple[str, ...]:
@@ -459,7 +463,9 @@ def cancel_scheduled_executions(
     execution is canceled like a scheduled one, so a new execution never
     coexists with it (R-WSIG-16). Returns the number of rows changed.
     """
-    execution_cls = geneva_from_session(session).StepExecution
+    geneva = geneva_from_session(session)
+    execution_cls = geneva.StepExecution
+    left = _limited_scheduled(session, execution_cls, workflow_id, except_id)
     statement = (
         sa.update(execution_cls)
         .where(execution_cls.workflow_id == workflow_id)
@@ -480,4 +486,29 @@ def cancel_scheduled_executions(
     if except_id is not None:
         statement = statement.where(execution_cls.id != except_id)
     result = session.execute(statement)
+    if left:
+        # The bulk UPDATE bypasses the write path: its waiters leave the
+        # queue here, in the same transaction (R-LIM-22).
+        write_path.notify_executions_left(session, geneva, left, now)
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _limited_scheduled(
+    session: orm.Session, execution_cls: Any, workflow_id: Any, except_id: Any
+) -> list[write_path.ExecutionLeft]:
+    """The workflow's ``scheduled`` executions waiting for a limit's slot."""
+    if not optional_columns(session).flow_limits:
+        return []
+    query = sa.select(execution_cls.id, execution_cls.limit_holds).where(
+        execution_cls.workflow_id == workflow_id,
+        execution_cls.state == StepExecutionState.SCHEDULED.value,
+        execution_cls.limit_holds.is_not(None),
+    )
+    if except_id is not None:
+        query = query.where(execution_cls.id != except_id)
+    return [
+        write_path.ExecutionLeft(
+            row_id, StepExecutionState.SCHEDULED.value, "canceled", holds
+        )
+        for row_id, holds in session.execute(query)
+    ]

@@ -27,6 +27,8 @@ from sqlalchemy import orm
 from flask_geneva.db import session_sync
 from flask_geneva.db import write_path
 from flask_geneva.db.context import models_of
+from flask_geneva.db.states import LIMIT_KEYS_TABLE
+from flask_geneva.db.states import LIMIT_WAITERS_TABLE
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
 from flask_geneva.db.states import SIGNALS_TABLE
@@ -68,6 +70,9 @@ class OptionalColumns:
     worker_dead_after: bool = True
     #: The ``add_outcome_hours`` unit's table (R-ADM-58).
     outcome_hours: bool = True
+    #: The ``add_flow_limits`` unit: both limit tables and
+    #: ``step_executions.limit_holds`` (R-LIM-50).
+    flow_limits: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -154,6 +159,9 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             maintenance_runs=MAINTENANCE_RUNS_TABLE in tables,
             worker_dead_after=DEAD_AFTER_COLUMN in worker_columns,
             outcome_hours=OUTCOME_HOURS_TABLE in tables,
+            flow_limits=LIMIT_KEYS_TABLE in tables
+            and LIMIT_WAITERS_TABLE in tables
+            and "limit_holds" in execution_columns,
         )
         _column_cache[engine] = detected
         return detected
@@ -186,6 +194,8 @@ def undefer_options(
                 orm.undefer(getattr(execution_cls, name))
                 for name in sorted(_WAITING_COLUMNS)
             )
+        if columns.flow_limits:
+            options.append(orm.undefer(execution_cls.limit_holds))
     _statement_cache[key] = tuple(options)
     return options
 
@@ -226,6 +236,8 @@ def absent_execution_columns(columns: OptionalColumns) -> frozenset[str]:
         absent.add("worker_id")
     if not columns.waiting_columns:
         absent.update(_WAITING_COLUMNS)
+    if not columns.flow_limits:
+        absent.add("limit_holds")
     return frozenset(absent)
 
 

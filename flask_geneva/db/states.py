@@ -11,6 +11,8 @@ from typing import Any
 
 __all__ = [
     "ACTIVE_EXECUTION_STATES",
+    "LIMIT_KEYS_TABLE",
+    "LIMIT_WAITERS_TABLE",
     "MAINTENANCE_RUNS_TABLE",
     "OUTCOME_HOURS_TABLE",
     "SIGNALS_TABLE",
@@ -33,6 +35,10 @@ WORKERS_TABLE = "geneva_drive_workers"
 SIGNALS_TABLE = "geneva_drive_signals"
 MAINTENANCE_RUNS_TABLE = "geneva_drive_maintenance_runs"
 OUTCOME_HOURS_TABLE = "geneva_drive_outcome_hours"
+#: Flow control by limits (R-LIM-10): one counter row per (limit, key), and the
+#: executions waiting for a slot.
+LIMIT_KEYS_TABLE = "geneva_drive_limit_keys"
+LIMIT_WAITERS_TABLE = "geneva_drive_limit_waiters"
 #: The unique index of a workflow signal's idempotency key (R-WSIG-10).
 SIGNAL_KEY_INDEX = "index_geneva_drive_signals_on_workflow_and_key"
 

@@ -52,6 +52,8 @@ from flask_geneva.db.session_sync import materialize_allowed
 from flask_geneva.db.states import WorkflowState
 
 __all__ = [
+    "UNLOADED",
+    "ExecutionLeft",
     "WorkflowsEnded",
     "actual_session",
     "bind_of",
@@ -63,6 +65,8 @@ __all__ = [
     "insert_step_execution",
     "materialize",
     "materialize_allowed",
+    "notify_executions_left",
+    "on_executions_left",
     "on_workflows_ended",
     "write_geneva_rows",
 ]
@@ -83,6 +87,65 @@ _end_listeners: list[WorkflowsEnded] = []
 #: ``session.info`` key: (geneva, workflow id) of workflows whose end the ORM
 #: flush writes (a relationship changed with the state).
 _ENDED_BY_ORM = "geneva_workflows_ended_by_orm_flush"
+
+
+#: ``ExecutionLeft.holds`` when the write did not load ``limit_holds``.
+UNLOADED: Any = orm.NO_VALUE
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionLeft:
+    """A step execution written out of ``scheduled`` or ``in_progress``.
+
+    Attributes:
+        execution_id: Its primary key.
+        old_state: The state it had (``scheduled`` or ``in_progress``).
+        new_state: The state written.
+        holds: Its ``limit_holds`` before the write (R-LIM-11), or
+            :data:`UNLOADED` when the instance did not load the column.
+    """
+
+    execution_id: Any
+    old_state: str
+    new_state: str
+    holds: Any
+
+
+ExecutionsLeft = Callable[[orm.Session, Any, list[ExecutionLeft], datetime], object]
+"""``(session, geneva, executions, now)``: executions just left a state that
+may hold or wait for a limit's slot. The return value is ignored."""
+
+_left_listeners: list[ExecutionsLeft] = []
+
+#: States an execution holds (``in_progress``) or waits for (``scheduled``) a
+#: slot in; ``scheduled`` -> ``in_progress`` is the claim, not a release.
+_HOLDING_STATES = frozenset({"scheduled", "in_progress"})
+
+
+def on_executions_left(listener: ExecutionsLeft) -> ExecutionsLeft:
+    """Call ``listener`` whenever :func:`write_geneva_rows` moves executions out
+    of ``scheduled`` (other than to ``in_progress``) or out of ``in_progress``.
+
+    Every state write of an execution goes through here (R-DM-41), so a
+    listener sees every way out, in the same transaction, after the rows were
+    written. The engine gives back limit slots this way (R-LIM-20) without
+    this data layer importing it.
+
+    Returns:
+        ``listener`` (usable as a decorator).
+    """
+    _left_listeners.append(listener)
+    return listener
+
+
+def notify_executions_left(
+    session: orm.Session, geneva: Any, left: list[ExecutionLeft], now: datetime
+) -> None:
+    """Hand executions a bulk statement moved out of ``scheduled`` to the
+    :func:`on_executions_left` listeners (the one bulk state write,
+    :func:`flask_geneva.db.locks.cancel_scheduled_executions`)."""
+    for listener in _left_listeners:
+        listener(session, geneva, left, now)
 
 
 def on_workflows_ended(listener: WorkflowsEnded) -> WorkflowsEnded:
@@ -171,6 +234,7 @@ class _PendingWrites:
     updates: list[row_updates.RowUpdate]
     reloaded: list[tuple[Any, tuple[str, ...]]]
     ended: list[Any]
+    left: list[ExecutionLeft]
     others_left: bool
     now: datetime
 
@@ -191,6 +255,7 @@ def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
         elif isinstance(instance, workflow_cls):
             workflows.append(sa.inspect(instance))
     planned: list[tuple[Any, str, dict[str, Any]]] = []
+    left = _left_executions(executions) if _left_listeners else []
     for states, row in ((executions, "step execution"), (workflows, "workflow")):
         if len(states) > 1:
             states.sort(key=_identity_of)
@@ -218,8 +283,27 @@ def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
         if row == "workflow" and changes.get("state") in _END_STATES
     ]
     return _PendingWrites(
-        planned, updates, reloaded, ended, len(planned) != len(dirty), now
+        planned, updates, reloaded, ended, left, len(planned) != len(dirty), now
     )
+
+
+def _left_executions(executions: list[Any]) -> list[ExecutionLeft]:
+    """The executions whose pending write leaves a state that may hold a slot."""
+    left = []
+    for state in executions:
+        old = state.committed_state.get("state", orm.NO_VALUE)
+        if old is orm.NO_VALUE or old not in _HOLDING_STATES:
+            continue
+        new = state.dict.get("state")
+        if new == old or (old == "scheduled" and new == "in_progress"):
+            continue
+        holds = state.committed_state.get("limit_holds", orm.NO_VALUE)
+        if holds is orm.NO_VALUE:
+            holds = state.dict.get("limit_holds", UNLOADED)
+        if holds is None:
+            continue
+        left.append(ExecutionLeft(state.key[1][0], str(old), str(new), holds))
+    return left
 
 
 def _identity_of(state: Any) -> Any:
@@ -229,6 +313,9 @@ def _identity_of(state: Any) -> Any:
 
 def _settle_writes(session: orm.Session, geneva: Any, pending: _PendingWrites) -> None:
     """Leave the written instances as a flush would; run the end listeners."""
+    if pending.left:
+        for left_listener in _left_listeners:
+            left_listener(session, geneva, pending.left, pending.now)
     if not pending.planned:
         return
     in_savepoint = session.get_nested_transaction() is not None

@@ -8,7 +8,7 @@ Workflow classes are single-table-inheritance subclasses of ``geneva.Workflow``
 
 Optional columns (workflows ``metadata``; executions ``metadata``, ``error_class_name``,
 ``cursor``, ``continues_from_id``, ``worker_id``, ``signal_id``, ``waiting_since``,
-``wait_deadline``) are mapped *deferred*: no SQL
+``wait_deadline``, ``limit_holds``) are mapped *deferred*: no SQL
 statement mentions them unless :mod:`flask_geneva.db.optional_columns` has
 detected that they exist
 (R-DM-30..35).
@@ -27,6 +27,8 @@ from flask_geneva.core import clock
 from flask_geneva.db.column_types import JSONDocument
 from flask_geneva.db.column_types import UTCDateTime
 from flask_geneva.db.column_types import primary_key_type
+from flask_geneva.db.limits import limit_keys_table
+from flask_geneva.db.limits import limit_waiters_table
 from flask_geneva.db.maintenance_runs import maintenance_runs_table
 from flask_geneva.db.outcome_hours import outcome_hours_table
 from flask_geneva.db.states import STEP_EXECUTIONS_TABLE
@@ -237,6 +239,11 @@ def build_models(
         wait_deadline: orm.Mapped[datetime | None] = orm.mapped_column(
             UTCDateTime().evaluates_none(), nullable=True, deferred=True
         )
+        # Flow control by limits (R-LIM-11): what the execution holds or waits
+        # for, e.g. {"held": [["partner-api", "acme"]]}; NULL when unlimited.
+        limit_holds: orm.Mapped[Any] = orm.mapped_column(
+            JSONDocument().evaluates_none(), nullable=True, deferred=True
+        )
         created_at: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False, default=lambda: now()
         )
@@ -314,4 +321,7 @@ def build_models(
     maintenance_runs_table(model_base.metadata)
     # The admin's hourly outcome counts, filled by housekeeping (R-ADM-58).
     outcome_hours_table(model_base.metadata)
+    # Flow control by limits (R-LIM-10/11).
+    limit_keys_table(model_base.metadata)
+    limit_waiters_table(model_base.metadata, key)
     return Workflow, StepExecution

@@ -85,6 +85,13 @@ def drop_step_execution_metadata(connection: sa.Connection) -> None:
     _drop_columns(connection, EXECUTIONS, "metadata")
 
 
+def drop_flow_limits(connection: sa.Connection) -> None:
+    """``add_flow_limits``: the two limit tables and the executions' ``limit_holds``."""
+    _drop_columns(connection, EXECUTIONS, "limit_holds")
+    _drop_table(connection, "geneva_drive_limit_waiters")
+    _drop_table(connection, "geneva_drive_limit_keys")
+
+
 DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_step_execution_metadata": drop_step_execution_metadata,
     "add_resumable_support": drop_resumable_support,
@@ -92,6 +99,7 @@ DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_maintenance_runs": drop_maintenance_runs,
     "add_workflow_signals": drop_workflow_signals,
     "add_worker_dead_after": drop_worker_dead_after,
+    "add_flow_limits": drop_flow_limits,
 }
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The names are defined once, with the rest of the vocabulary, in db/states.
+from flask_geneva.db.states import LIMIT_KEYS_TABLE
+from flask_geneva.db.states import LIMIT_WAITERS_TABLE
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
 from flask_geneva.db.states import SIGNALS_TABLE
@@ -38,6 +40,8 @@ OUR_TABLES = frozenset(
         SIGNALS_TABLE,
         MAINTENANCE_RUNS_TABLE,
         OUTCOME_HOURS_TABLE,
+        LIMIT_KEYS_TABLE,
+        LIMIT_WAITERS_TABLE,
     }
 )
 """The tables flask_geneva's migrations create and manage."""
@@ -154,6 +158,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add_outcome_hours",
         "create geneva_drive_outcome_hours (the admin's hourly outcome counts)",
         "17_add_outcome_hours.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_flow_limits",
+        "create geneva_drive_limit_keys and geneva_drive_limit_waiters (limits)",
+        "18_add_flow_limits.py.tmpl",
     ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

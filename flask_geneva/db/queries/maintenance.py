@@ -21,6 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva.core.publications import LIMITED_JOB_ID
 from flask_geneva.db import sqlite as sqlite_locking
 from flask_geneva.db import workers as worker_rows
 from flask_geneva.db.states import TERMINAL_WORKFLOW_STATES
@@ -272,6 +273,9 @@ def stuck_scheduled_criteria(
     return [
         execution.state == _inline(StepExecutionState.SCHEDULED),
         execution.scheduled_for < now - threshold,
+        # A waiter for a limit's slot is never stuck: its wait is the limit's
+        # (R-LIM-18); the transaction that frees a slot publishes it.
+        sa.or_(execution.job_id.is_(None), execution.job_id != LIMITED_JOB_ID),
     ]
 
 

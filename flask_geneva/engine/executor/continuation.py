@@ -223,6 +223,8 @@ def optimistic_guards(
     if (
         session_sync.bind_of(session).dialect.name != "postgresql"
         or step.wait_for is not None
+        # A held slot is given back by the write path's listener (R-LIM-20).
+        or step.limits
         or session.new
         or session.dirty
         or session.deleted
@@ -232,6 +234,7 @@ def optimistic_guards(
     following = workflow.steps.next_after(step.name)
     if (
         following is None
+        or following.limits
         or following.skip_if is not None
         or following.run_if is not None
         or workflow_type.__geneva_definitions__.cancel_conditions
@@ -345,6 +348,8 @@ def continue_inline(run: StepRun, workflow: Any, step: Any) -> bool:
     if (
         following is None
         or following.is_resumable
+        # A limited step takes its slot in its own Phase 1 (R-LIM-15).
+        or following.limits
         # A wait_for step passes its gate in its own delivery (R-WSIG-10).
         or following.wait_for is not None
         or not scheduling.due_now_on_same_route(workflow, step, following, run.context)

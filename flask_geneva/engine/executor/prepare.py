@@ -27,6 +27,7 @@ from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import session_transactions
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
+from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.executor import early_delivery
 from flask_geneva.engine.executor import events as executor_events
@@ -171,6 +172,13 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
             message = MISSING_COLUMNS_MESSAGE.format(step=step.name, type=workflow.type)
             _fail_unrunnable(workflow, execution, now, message)
             raise_after_commit = StepConfigurationError(message)
+        elif step.limits and not flow_limits.installed(session):
+            # R-LIM-50: a limit is never silently ignored.
+            message = flow_limits.NOT_INSTALLED_MESSAGE.format(
+                step=step.name, type=workflow.type
+            )
+            _fail_unrunnable(workflow, execution, now, message)
+            raise_after_commit = StepConfigurationError(message)
         elif step.wait_for is not None and not workflow_signals.installed(session):
             # R-WSIG-04: fails loudly, as a resumable step without its columns.
             message = workflow_signals.NOT_INSTALLED_MESSAGE.format(
@@ -188,6 +196,11 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
                 if signal is None:
                     return None
                 attributes = {**(attributes or {}), "signal_id": signal.id}
+            if step.limits:
+                held = _limit_slots(run, workflow, execution, step, now)
+                if held is None:
+                    return None
+                attributes = {**(attributes or {}), "limit_holds": {"held": held}}
             run.mark_running(execution.id)  # before the claim commits
             transitions.apply(
                 transitions.CLAIM,
@@ -271,6 +284,31 @@ def _signal_gate(
         run, _WAIT_TIMEOUT[step.on_wait_timeout], now, workflow, execution, step
     )
     return None
+
+
+def _limit_slots(
+    run: StepRun, workflow: Any, execution: Any, step: Any, now: Any
+) -> list[list[str]] | None:
+    """Take the step's limit slots: the pairs held, or None when it parked.
+
+    A parked execution is committed here (R-LIM-11). A key function that
+    raises goes to the caller's prepare failure path, so the step's
+    exception policies apply (R-LIM-05).
+    """
+    claimed = flow_limits.claim_slots(run.session, workflow, execution, step, now)
+    if isinstance(claimed, flow_limits.Parked):
+        counts = claimed.counts
+        run.logger.info(
+            "waiting for a %s slot (key %r, %d of %s running, %d waiting) (R-LIM-11)",
+            claimed.limit_name,
+            claimed.limit_key,
+            counts.running,
+            counts.concurrency,
+            counts.waiting + 1,
+        )
+        run.session.commit()
+        return None
+    return claimed
 
 
 def _skip_removed(run: StepRun, workflow: Any, execution: Any, now: Any) -> None:

@@ -30,6 +30,7 @@ from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as maintenance_queries
 from flask_geneva.dsl.job_options import DEFAULT_PRIORITY
 from flask_geneva.dsl.job_options import priority_of
+from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import publishing
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.operators import maintenance_runs
@@ -139,7 +140,9 @@ def publish_deferred(context: EngineContext, session: orm.Session) -> int:
     signal wait timed out and re-publishes wakes that may have been lost
     (:func:`flask_geneva.engine.workflow_signals.waits.dispatch_signal_waits`,
     R-WSIG-31,
-    R-WSIG-40), counted in the result. A row whose publication cannot be
+    R-WSIG-40), and re-publishes, returns or makes limit grants
+    (:func:`flask_geneva.engine.limits.dispatch_limit_grants`, R-LIM-16),
+    counted in the result. A row whose publication cannot be
     prepared (a raising ``GENEVA_PRIORITY_MAPPER``, say) is logged, reported and
     left deferred; the others go on. Each pass considers a row at most once
     (keyset order by ``scheduled_for``, id); within a batch the rows are
@@ -164,6 +167,8 @@ def publish_deferred(context: EngineContext, session: orm.Session) -> int:
         total = _dispatch_passes(session, config, workflow_cls, execution_cls, ahead)
         # Timed-out signal waits and lost wakes (R-WSIG-31, R-WSIG-40).
         total += workflow_signal_waits.dispatch_signal_waits(context, session)
+        # Lost, stalled and missing limit grants (R-LIM-16).
+        total += flow_limits.dispatch_limit_grants(context, session)
     if total:
         _log.info("dispatched %d deferred step executions", total)
     return total

@@ -1,0 +1,238 @@
+"""Taking a limit's slots in the executor's Phase 1 (R-LIM-10..15).
+
+:func:`claim_slots` runs with the workflow and the execution locked, after
+the preconditions and the ``wait_for`` gate passed, just before the claim, in
+the same transaction. For each ``(limit, key)`` of the step, in sorted order:
+
+1. a grant this execution was woken with is taken (``granted - 1``,
+   ``running + 1``, its waiter row deleted);
+2. else one guarded ``UPDATE`` takes a free slot when nobody waits (the fast
+   path, :func:`flask_geneva.db.limits.try_acquire`);
+3. else, under the key row's lock, the free slots go to the waiters ahead
+   (:func:`flask_geneva.engine.limits.wake.pump`), and a slot still free is
+   taken.
+
+Refused on one key: what this attempt took is given back, and the execution
+parks on that key: it stays ``scheduled`` with ``job_id = "geneva:limited"``,
+no broker message and no worker, in the key's queue (R-LIM-11).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva.core import publications
+from flask_geneva.db import limits as limit_rows
+from flask_geneva.db import optional_columns as column_detection
+from flask_geneva.dsl.job_options import priority_of
+from flask_geneva.dsl.limits import resolve_limit_keys
+from flask_geneva.engine.limits.wake import LimitTables
+from flask_geneva.engine.limits.wake import pump
+
+__all__ = ["NOT_INSTALLED_MESSAGE", "Parked", "claim_slots", "installed", "tables_of"]
+
+NOT_INSTALLED_MESSAGE = (
+    "Step '{step}' of {type} declares a limit, but the database lacks the "
+    "add_flow_limits install unit: run `flask geneva install` and then "
+    "`flask db upgrade` (a limit is never ignored, R-LIM-50)."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Parked:
+    """The execution waits for a slot of ``(limit_name, limit_key)`` (R-LIM-11).
+
+    Attributes:
+        limit_name: The limit it waits for.
+        limit_key: The key.
+        counts: The key's counters when it parked (for the log line).
+    """
+
+    limit_name: str
+    limit_key: str
+    counts: limit_rows.KeyCounts
+
+
+def installed(session: orm.Session) -> bool:
+    """Whether the database has the ``add_flow_limits`` unit (R-LIM-50)."""
+    return column_detection.optional_columns(session).flow_limits
+
+
+def tables_of(session: orm.Session) -> LimitTables:
+    """The limit tables of the session's models."""
+    keys, waiters, workflows, executions = limit_rows.limit_tables(session)
+    return LimitTables(keys, waiters, workflows, executions)
+
+
+def claim_slots(
+    session: orm.Session, workflow: Any, execution: Any, step: Any, now: datetime
+) -> list[list[str]] | Parked:
+    """Take one slot of each limit of ``step`` for ``execution``, or park it.
+
+    Args:
+        session: The session whose transaction holds the workflow and the
+            execution locked (R-EXE-10).
+        workflow: The locked workflow (the key functions read it).
+        execution: The locked ``scheduled`` execution.
+        step: Its step definition; ``step.limits`` is not empty.
+        now: The claim time (aware UTC).
+
+    Returns:
+        The ``[limit name, key]`` pairs now held (written with the claim as
+        ``limit_holds``, R-LIM-20), or :class:`Parked` when the execution was
+        parked (its rows are changed; the caller commits).
+
+    Raises:
+        LimitKeyError: A key function raised or returned a value that cannot
+            be a key (R-LIM-05); the caller applies the step's policies.
+    """
+    tables = tables_of(session)
+    wanted = resolve_limit_keys(workflow, step)
+    caps = {limit.name: limit.concurrency for limit in step.limits}
+    holds = execution.limit_holds if isinstance(execution.limit_holds, dict) else {}
+    waiter = None
+    if holds.get("waits"):
+        waiter = limit_rows.waiter_of(session, tables.waiters, execution.id)
+    taken: list[tuple[str, str]] = []
+    for name, key in wanted:
+        cap = caps[name]
+        mine = (
+            waiter
+            if waiter is not None
+            and (waiter.limit_name, waiter.limit_key) == (name, key)
+            else None
+        )
+        if _take(session, tables, name, key, cap, now, execution.id, mine):
+            taken.append((name, key))
+            if mine is not None:
+                waiter = None  # its row is gone: it took the slot
+            continue
+        for taken_name, taken_key in reversed(taken):
+            give_back(session, tables, taken_name, taken_key, now)
+        counts = limit_rows.lock_key(session, tables.keys, name, key)
+        assert counts is not None  # noqa: S101 - _take created it
+        if waiter is not None and (waiter.limit_name, waiter.limit_key) != (name, key):
+            _leave_queue(session, tables, waiter, now)
+            waiter = None
+        since = _since(holds, now)
+        if waiter is None:
+            priority = _priority(workflow, step)
+            limit_rows.insert_waiter(
+                session,
+                tables.waiters,
+                name=name,
+                key=key,
+                execution_id=execution.id,
+                workflow_id=workflow.id,
+                priority=priority,
+                queue=workflow.job_options_for(step).get("queue"),
+                waiting_since=since,
+            )
+            limit_rows.change_counts(session, tables.keys, name, key, now, waiting=1)
+        execution.job_id = publications.LIMITED_JOB_ID
+        execution.limit_holds = {"waits": [name, key], "since": since.isoformat()}
+        return Parked(name, key, counts)
+    return [[name, key] for name, key in taken]
+
+
+def _take(
+    session: orm.Session,
+    tables: LimitTables,
+    name: str,
+    key: str,
+    cap: int,
+    now: datetime,
+    execution_id: Any,
+    mine: limit_rows.Waiter | None,
+) -> bool:
+    """Take one slot of ``(name, key)``; False when it is full (R-LIM-10/12)."""
+    if mine is None and limit_rows.try_acquire(
+        session, tables.keys, name, key, cap, now
+    ):
+        return True
+    counts = limit_rows.lock_key(session, tables.keys, name, key)
+    if counts is None:
+        limit_rows.create_key(session, tables.keys, name, key, cap, now)
+        if limit_rows.try_acquire(session, tables.keys, name, key, cap, now):
+            return True
+        counts = limit_rows.lock_key(session, tables.keys, name, key)
+        assert counts is not None  # noqa: S101 - created above
+    if counts.concurrency != cap:
+        # A deploy changed the cap: the new one holds from now on (R-LIM-17).
+        limit_rows.change_counts(session, tables.keys, name, key, now, concurrency=cap)
+        counts = dataclasses.replace(counts, concurrency=cap)
+    if mine is not None and mine.granted_at is None:
+        counts, granted = pump(
+            session, tables, name, key, counts, now, claimant=execution_id
+        )
+        if granted:
+            mine = dataclasses.replace(mine, granted_at=now)
+    if mine is not None and mine.granted_at is not None:
+        limit_rows.change_counts(
+            session, tables.keys, name, key, now, granted=-1, running=1
+        )
+        limit_rows.delete_waiter(session, tables.waiters, mine.id)
+        return True
+    if mine is None:
+        counts, _ = pump(session, tables, name, key, counts, now)
+        if counts.running + counts.granted < cap:
+            limit_rows.change_counts(session, tables.keys, name, key, now, running=1)
+            return True
+    return False
+
+
+def give_back(
+    session: orm.Session, tables: LimitTables, name: str, key: str, now: datetime
+) -> None:
+    """Give back one held slot of ``(name, key)`` and grant it on (R-LIM-20).
+
+    One guarded ``UPDATE`` when nobody waits; else under the key row's lock,
+    followed by :func:`pump`.
+    """
+    if limit_rows.try_release(session, tables.keys, name, key, now):
+        return
+    counts = limit_rows.lock_key(session, tables.keys, name, key)
+    if counts is None:
+        return
+    if counts.running > 0:
+        limit_rows.change_counts(session, tables.keys, name, key, now, running=-1)
+        counts = dataclasses.replace(counts, running=counts.running - 1)
+    pump(session, tables, name, key, counts, now)
+
+
+def _leave_queue(
+    session: orm.Session, tables: LimitTables, waiter: limit_rows.Waiter, now: datetime
+) -> None:
+    """Take ``waiter`` out of its key's queue, returning a grant (R-LIM-21)."""
+    name, key = waiter.limit_name, waiter.limit_key
+    counts = limit_rows.lock_key(session, tables.keys, name, key)
+    limit_rows.delete_waiter(session, tables.waiters, waiter.id)
+    if counts is None:
+        return
+    if waiter.granted_at is not None:
+        limit_rows.change_counts(session, tables.keys, name, key, now, granted=-1)
+        counts = dataclasses.replace(counts, granted=counts.granted - 1)
+    else:
+        limit_rows.change_counts(session, tables.keys, name, key, now, waiting=-1)
+        counts = dataclasses.replace(counts, waiting=counts.waiting - 1)
+    pump(session, tables, name, key, counts, now)
+
+
+def _since(holds: dict[str, Any], now: datetime) -> datetime:
+    """When the execution first parked: kept across re-parks (R-LIM-12)."""
+    value = holds.get("since")
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return now
+    return now
+
+
+def _priority(workflow: Any, step: Any) -> int:
+    """The merged ``priority`` job option, 0 when unset (R-PRI-02)."""
+    return priority_of(workflow.job_options_for(step))

@@ -1,0 +1,118 @@
+"""Giving slots back on every way out, through the write path (R-LIM-20..22).
+
+Every state write of a step execution goes through
+:func:`flask_geneva.db.write_path.write_geneva_rows` (R-DM-41), and the one
+bulk state write (:func:`flask_geneva.db.locks.cancel_scheduled_executions`)
+reports the rows it moved. The listener registered here sees each execution
+written out of ``in_progress`` (success, failure, reattempt, skip, cancel,
+pause, recovery of a dead worker's step) or a waiter written out of
+``scheduled`` (canceled, skipped, dropped for a stopped workflow, failed in
+Phase 1), in that same transaction, and gives back what its ``limit_holds``
+says it holds or waits for. No caller has to remember it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from flask_geneva.db import limits as limit_rows
+from flask_geneva.db import session_sync
+from flask_geneva.db import write_path
+from flask_geneva.engine.limits.acquire import give_back
+from flask_geneva.engine.limits.acquire import installed
+from flask_geneva.engine.limits.acquire import tables_of
+from flask_geneva.engine.limits.wake import LimitTables
+from flask_geneva.engine.limits.wake import pump
+
+__all__ = ["drop_waiter", "release_left_executions"]
+
+
+@write_path.on_executions_left
+def release_left_executions(
+    session: orm.Session,
+    geneva: Any,
+    left: list[write_path.ExecutionLeft],
+    now: datetime,
+) -> None:
+    """Give back the slots and queue places of executions that just left
+    ``in_progress`` or ``scheduled`` (R-LIM-20..22).
+
+    Keys are handled in ``(limit name, key)`` order, the order every claim
+    locks them in (R-LIM-30).
+
+    Args:
+        session: The session whose transaction wrote the rows.
+        geneva: The models written.
+        left: The executions, with their ``limit_holds`` before the write.
+        now: The write time (aware UTC).
+    """
+    if not installed(session):
+        return
+    work: list[tuple[str, str, str, Any]] = []
+    for execution in left:
+        holds = execution.holds
+        if holds is write_path.UNLOADED:
+            holds = _read_holds(session, geneva, execution.execution_id)
+        if not isinstance(holds, dict):
+            continue
+        if execution.old_state == "in_progress":
+            for pair in holds.get("held") or ():
+                work.append(
+                    (str(pair[0]), str(pair[1]), "held", execution.execution_id)
+                )
+        elif execution.old_state == "scheduled" and holds.get("waits"):
+            name, key = holds["waits"]
+            work.append((str(name), str(key), "waits", execution.execution_id))
+    if not work:
+        return
+    tables = tables_of(session)
+    for name, key, kind, execution_id in sorted(work, key=lambda item: item[:2]):
+        if kind == "held":
+            give_back(session, tables, name, key, now)
+        else:
+            drop_waiter(session, tables, name, key, execution_id, now)
+
+
+def drop_waiter(
+    session: orm.Session,
+    tables: LimitTables,
+    name: str,
+    key: str,
+    execution_id: Any,
+    now: datetime,
+) -> None:
+    """Take ``execution_id`` out of the queue of ``(name, key)`` (R-LIM-21).
+
+    A granted waiter returns its slot, which goes to the next waiter.
+    """
+    counts = limit_rows.lock_key(session, tables.keys, name, key)
+    waiter = limit_rows.waiter_of(session, tables.waiters, execution_id)
+    if waiter is None:
+        return
+    limit_rows.delete_waiter(session, tables.waiters, waiter.id)
+    if counts is None:
+        return
+    if waiter.granted_at is not None:
+        limit_rows.change_counts(session, tables.keys, name, key, now, granted=-1)
+        counts = limit_rows.KeyCounts(
+            counts.running, counts.granted - 1, counts.waiting, counts.concurrency
+        )
+    else:
+        limit_rows.change_counts(session, tables.keys, name, key, now, waiting=-1)
+        counts = limit_rows.KeyCounts(
+            counts.running, counts.granted, counts.waiting - 1, counts.concurrency
+        )
+    pump(session, tables, name, key, counts, now)
+
+
+def _read_holds(session: orm.Session, geneva: Any, execution_id: Any) -> Any:
+    """``limit_holds`` of an execution whose instance did not load it."""
+    execution_cls = geneva.StepExecution
+    statement = sa.select(execution_cls.limit_holds).where(
+        execution_cls.id == execution_id
+    )
+    return session_sync.connection_of(session).execute(statement).scalar()

@@ -1,0 +1,132 @@
+"""Granting freed slots to waiters, in the releasing transaction (R-LIM-13).
+
+:func:`pump` runs in every transaction that holds a key row and may have
+freed a slot: a release, a claim's slow path, a dropped waiter, the
+dispatcher's pass. It grants each free slot to the next eligible waiter
+(priority, then waiting time, then arrival; a paused workflow's waiter keeps
+its place and is skipped, R-LIM-14) and requests the waiter's task, which is
+published after the commit (R-TXN-02). The granted execution's own rows are
+not touched: the releasing transaction never locks another workflow's rows
+(R-LIM-30). The woken task's Phase 1 finds its waiter row granted and takes the
+slot (:mod:`flask_geneva.engine.limits.acquire`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva.core import publications
+from flask_geneva.db import limits as limit_rows
+from flask_geneva.db.context import context_of
+from flask_geneva.engine import publishing
+
+__all__ = ["LimitTables", "publish_grant", "pump"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitTables:
+    """The three tables a limit statement reads or writes."""
+
+    keys: Any
+    waiters: Any
+    workflows: Any
+    executions: Any
+
+
+def pump(
+    session: orm.Session,
+    tables: LimitTables,
+    name: str,
+    key: str,
+    counts: limit_rows.KeyCounts,
+    now: datetime,
+    *,
+    claimant: Any = None,
+) -> tuple[limit_rows.KeyCounts, bool]:
+    """Grant the free slots of ``(name, key)`` to the next eligible waiters.
+
+    The caller holds the key row (:func:`flask_geneva.db.limits.lock_key`) and
+    passes its counters as they are now.
+
+    Args:
+        session: The session whose transaction holds the key row.
+        tables: The limit tables.
+        name: The limit's name.
+        key: The key.
+        counts: The key row's counters, current in this transaction.
+        now: The grant time (aware UTC).
+        claimant: The execution id of the caller's own Phase 1, if it is a
+            waiter of this key: granted like the others but not published (the
+            caller claims the grant at once).
+
+    Returns:
+        ``(counts after the grants, whether claimant was granted)``.
+    """
+    cap = counts.concurrency
+    if cap is None or counts.waiting <= 0:
+        return counts, False
+    free = cap - counts.running - counts.granted
+    if free <= 0:
+        return counts, False
+    heads = limit_rows.eligible_waiters(
+        session, tables.waiters, tables.workflows, name, key, free
+    )
+    if not heads:
+        return counts, False
+    limit_rows.grant_waiters(session, tables.waiters, [w.id for w in heads], now)
+    limit_rows.change_counts(
+        session,
+        tables.keys,
+        name,
+        key,
+        now,
+        granted=len(heads),
+        waiting=-len(heads),
+    )
+    mine = False
+    for waiter in heads:
+        if claimant is not None and waiter.execution_id == claimant:
+            mine = True
+        else:
+            publish_grant(session, waiter)
+    counts = dataclasses.replace(
+        counts,
+        granted=counts.granted + len(heads),
+        waiting=counts.waiting - len(heads),
+    )
+    return counts, mine
+
+
+def publish_grant(session: orm.Session, waiter: limit_rows.Waiter) -> None:
+    """Request the task of a granted waiter, sent after the commit (R-LIM-13).
+
+    Its queue and priority are those recorded when it parked; the execution
+    row keeps ``job_id = "geneva:limited"`` (its Phase 1 reads the grant from
+    the waiter row).
+    """
+    context = context_of(session)
+    config = context.settings
+    # 0 is "no priority given" (R-PRI-02): the broker's default, as published
+    # for an unlimited step without one.
+    priority: int | None = waiter.priority or None
+    if config.priority_mapper is not None and priority is not None:
+        priority = config.priority_mapper(priority)
+    publication = publications.Publication(
+        task_name=publications.PERFORM_STEP_TASK,
+        step_execution_id=waiter.execution_id,
+        task_id=str(uuid.uuid4()),
+        queue=waiter.queue or config.default_queue,
+        priority=priority,
+        eta=None,
+    )
+    publishing.request_publication(
+        session,
+        publication,
+        backend=context.publisher,
+        defer=publishing.deferral_active(config.enqueue_after_commit),
+    )

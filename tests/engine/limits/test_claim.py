@@ -1,0 +1,300 @@
+"""Concurrency limits in Phase 1: take a slot, park over the cap, wake by grant.
+
+R-LIM-10: a limited step takes one slot of each of its limits in Phase 1, under
+the workflow and execution locks, just before the claim; the counter row of
+``(limit, key)`` never counts more running executions than the cap.
+R-LIM-11: over the cap the execution stays ``scheduled`` with ``job_id =
+"geneva:limited"``, a waiter row and no broker message.
+R-LIM-12: waiters are granted in priority order (higher first), then first
+come first served; a newcomer never passes a waiter.
+R-LIM-13: the transaction that frees a slot grants it to the next waiter and
+publishes that waiter's task after its commit.
+R-LIM-14: a paused workflow's waiter keeps its place and is skipped.
+
+Each test runs the real executor through the task logic a Celery worker runs
+(:func:`flask_geneva.ext.tasks.perform_step_execution`); a step body that must
+be "running" while another workflow is delivered delivers it from another
+thread, as a second worker would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from flask_geneva import Limit
+from flask_geneva import step
+from flask_geneva.core.publications import LIMITED_JOB_ID
+from flask_geneva.ext.tasks import perform_step_execution
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.support.workflow import execution_row
+from tests.support.workflow import execution_rows
+from tests.support.workflow import externally
+from tests.support.workflow import in_other_thread
+from tests.support.workflow import make_user
+from tests.support.workflow import workflow_row
+
+RUNS: list[str] = []
+#: Called inside the body of ``Exclusive.work`` while it holds its slot.
+DURING: list[Callable[[], Any]] = []
+
+one_at_a_time = Limit("test-one-at-a-time", concurrency=1, key=lambda wf: "acme")
+two_at_a_time = Limit("test-two-at-a-time", concurrency=2)
+#: Sorted after the other limits: taken last (R-LIM-30's order).
+last_limit = Limit("test-zz-last", concurrency=1, key=lambda wf: "acme")
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    RUNS.clear()
+    DURING.clear()
+
+
+class Exclusive(geneva.Workflow):
+    @step(limit=one_at_a_time)
+    def work(self):
+        # Before reading the hero: on SQLite a read begins a transaction that
+        # holds the write lock the other "worker" needs.
+        while DURING:
+            DURING.pop(0)()
+        RUNS.append(f"work:{self.hero.email}")
+
+    @step
+    def after(self):
+        RUNS.append(f"after:{self.hero.email}")
+
+
+class PairedLimits(geneva.Workflow):
+    @step(limit=[last_limit, two_at_a_time])
+    def both(self):
+        RUNS.append(f"both:{self.hero.email}")
+
+
+class HoldsLast(geneva.Workflow):
+    @step(limit=last_limit)
+    def hold(self):
+        while DURING:
+            DURING.pop(0)()
+
+
+def _reader() -> Any:
+    """A connection that takes no lock (autocommit: SQLite begins IMMEDIATE)."""
+    return db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+def key_row(name: str, key: str) -> dict[str, Any] | None:
+    """The counter row of ``(name, key)``, read on a connection of its own."""
+    table = db.metadata.tables["geneva_drive_limit_keys"]
+    with _reader() as connection:
+        row = (
+            connection.execute(
+                sa.select(table).where(
+                    table.c.limit_name == name, table.c.limit_key == key
+                )
+            )
+            .mappings()
+            .first()
+        )
+    return None if row is None else dict(row)
+
+
+def waiter_rows(name: str) -> list[dict[str, Any]]:
+    """The waiter rows of limit ``name`` in grant order."""
+    table = db.metadata.tables["geneva_drive_limit_waiters"]
+    with _reader() as connection:
+        rows = connection.execute(
+            sa.select(table)
+            .where(table.c.limit_name == name)
+            .order_by(table.c.neg_priority, table.c.waiting_since, table.c.id)
+        ).mappings()
+        return [dict(row) for row in rows]
+
+
+def counters(name: str, key: str) -> tuple[int, int, int]:
+    """``(running, granted, waiting)`` of a key row."""
+    row = key_row(name, key)
+    assert row is not None, f"no key row for {name}/{key}"
+    return row["running"], row["granted"], row["waiting"]
+
+
+def first_execution(workflow_cls: Any, email: str, **create: Any) -> tuple[Any, Any]:
+    """Create a workflow for a new hero; return (workflow id, execution id)."""
+    workflow = workflow_cls.create(hero=make_user(email), **create)
+    ids = workflow.id, workflow.current_execution.id
+    db.session.commit()
+    return ids
+
+
+def deliver(execution_id: Any) -> None:
+    """Deliver one execution from another thread, as a second worker would."""
+    in_other_thread(lambda: perform_step_execution(execution_id, continue_inline=False))
+
+
+def published_ids(geneva_jobs: Any) -> list[Any]:
+    return [p.step_execution_id for p in geneva_jobs.enqueued]
+
+
+def test_a_limited_step_holds_its_slot_while_it_runs_and_gives_it_back(
+    app, geneva_jobs
+):
+    """R-LIM-10, R-LIM-20: the claim writes the held pairs; the end gives them back."""
+    seen: list[tuple[int, int, int]] = []
+    DURING.append(lambda: seen.append(counters("test-one-at-a-time", "acme")))
+    workflow_id, first_id = first_execution(Exclusive, "a@example.com")
+    geneva_jobs.drain()
+    assert RUNS == ["work:a@example.com", "after:a@example.com"]
+    assert seen == [(1, 0, 0)]  # held while the body ran
+    assert counters("test-one-at-a-time", "acme") == (0, 0, 0)
+    assert execution_row(first_id)["limit_holds"] == {
+        "held": [["test-one-at-a-time", "acme"]]
+    }
+    after = execution_rows(workflow_id)[-1]
+    assert after["limit_holds"] is None  # an unlimited step holds nothing
+    assert workflow_row(workflow_id)["state"] == "finished"
+
+
+def test_over_the_cap_an_execution_parks_without_a_message_and_is_granted_on_release(
+    app, geneva_jobs
+):
+    """R-LIM-11, R-LIM-13: B parks while A runs; A's end grants B and publishes it."""
+    _, a_id = first_execution(Exclusive, "a@example.com")
+    b_workflow, b_id = first_execution(Exclusive, "b@example.com")
+    geneva_jobs.clear()
+    parked: dict[str, Any] = {}
+
+    def while_a_runs() -> None:
+        deliver(b_id)
+        parked["row"] = execution_row(b_id)
+        parked["counters"] = counters("test-one-at-a-time", "acme")
+        parked["published"] = published_ids(geneva_jobs)
+        parked["waiters"] = waiter_rows("test-one-at-a-time")
+
+    DURING.append(while_a_runs)
+    perform_step_execution(a_id, continue_inline=False)
+    assert parked["row"]["state"] == "scheduled"
+    assert parked["row"]["job_id"] == LIMITED_JOB_ID
+    assert parked["row"]["limit_holds"]["waits"] == ["test-one-at-a-time", "acme"]
+    assert parked["counters"] == (1, 0, 1)
+    assert parked["published"] == []  # no broker message holds a waiter
+    assert [w["execution_id"] for w in parked["waiters"]] == [b_id]
+    # A finished: its slot went to B (granted) and B's task was published.
+    assert counters("test-one-at-a-time", "acme") == (0, 1, 0)
+    assert b_id in published_ids(geneva_jobs)
+    assert waiter_rows("test-one-at-a-time")[0]["granted_at"] is not None
+    geneva_jobs.drain()
+    assert RUNS.count("work:b@example.com") == 1
+    assert execution_row(b_id)["state"] == "completed"
+    assert counters("test-one-at-a-time", "acme") == (0, 0, 0)
+    assert waiter_rows("test-one-at-a-time") == []
+    assert workflow_row(b_workflow)["state"] == "finished"
+
+
+def test_waiters_are_granted_by_priority_then_first_come(app, geneva_jobs):
+    """R-LIM-12: higher priority first, then the order they started waiting."""
+    _, a_id = first_execution(Exclusive, "a@example.com")
+    waiting = [
+        first_execution(Exclusive, "low1@example.com", priority=1)[1],
+        first_execution(Exclusive, "high@example.com", priority=5)[1],
+        first_execution(Exclusive, "low2@example.com", priority=1)[1],
+        first_execution(Exclusive, "none@example.com")[1],
+    ]
+    geneva_jobs.clear()
+
+    def while_a_runs() -> None:
+        for execution_id in waiting:
+            deliver(execution_id)
+
+    DURING.append(while_a_runs)
+    perform_step_execution(a_id, continue_inline=False)
+    order = []
+    for _ in waiting:
+        granted = [i for i in published_ids(geneva_jobs) if i in waiting]
+        assert len(granted) == 1, granted  # one slot, one grant at a time
+        order.append(granted[0])
+        geneva_jobs.clear()
+        perform_step_execution(granted[0], continue_inline=False)
+    assert order == [waiting[1], waiting[0], waiting[2], waiting[3]]
+    assert counters("test-one-at-a-time", "acme")[0] == 0
+
+
+def test_a_newcomer_never_passes_a_waiter(app, geneva_jobs):
+    """R-LIM-12: with a waiter granted, a new delivery parks behind it."""
+    _, a_id = first_execution(Exclusive, "a@example.com")
+    _, b_id = first_execution(Exclusive, "b@example.com")
+    _, c_id = first_execution(Exclusive, "c@example.com")
+    geneva_jobs.clear()
+    DURING.append(lambda: deliver(b_id))
+    perform_step_execution(a_id, continue_inline=False)
+    assert counters("test-one-at-a-time", "acme") == (0, 1, 0)
+    deliver(c_id)  # the slot is granted to B: C waits
+    assert execution_row(c_id)["job_id"] == LIMITED_JOB_ID
+    assert counters("test-one-at-a-time", "acme") == (0, 1, 1)
+    geneva_jobs.drain()
+    assert [r.split(":")[1] for r in RUNS if r.startswith("work")] == [
+        "a@example.com",
+        "b@example.com",
+        "c@example.com",
+    ]
+    assert counters("test-one-at-a-time", "acme") == (0, 0, 0)
+
+
+def test_a_paused_workflows_waiter_is_skipped_and_keeps_its_place(app, geneva_jobs):
+    """R-LIM-14: B (paused) is passed over for C; resumed, B runs next."""
+    _, a_id = first_execution(Exclusive, "a@example.com")
+    b_workflow, b_id = first_execution(Exclusive, "b@example.com")
+    _, c_id = first_execution(Exclusive, "c@example.com")
+    geneva_jobs.clear()
+
+    def while_a_runs() -> None:
+        deliver(b_id)
+        deliver(c_id)
+        externally(b_workflow, "pause")
+
+    DURING.append(while_a_runs)
+    perform_step_execution(a_id, continue_inline=False)
+    assert [i for i in published_ids(geneva_jobs) if i in (b_id, c_id)] == [c_id]
+    assert [w["execution_id"] for w in waiter_rows("test-one-at-a-time")] == [
+        b_id,
+        c_id,
+    ]
+    geneva_jobs.clear()
+    perform_step_execution(c_id, continue_inline=False)
+    assert counters("test-one-at-a-time", "acme") == (0, 0, 1)
+    externally(b_workflow, "resume")
+    geneva_jobs.drain()
+    assert execution_row(b_id)["state"] == "completed"
+    assert counters("test-one-at-a-time", "acme") == (0, 0, 0)
+    assert waiter_rows("test-one-at-a-time") == []
+
+
+def test_several_limits_are_taken_all_or_nothing(app, geneva_jobs):
+    """R-LIM-10: refused on one limit, the slots taken on the others go back."""
+    _, holder_id = first_execution(HoldsLast, "holder@example.com")
+    _, b_id = first_execution(PairedLimits, "b@example.com")
+    geneva_jobs.clear()
+    during: dict[str, Any] = {}
+
+    def while_holder_runs() -> None:
+        deliver(b_id)
+        during["first"] = counters("test-two-at-a-time", "")
+        during["last"] = counters("test-zz-last", "acme")
+        during["row"] = execution_row(b_id)
+
+    DURING.append(while_holder_runs)
+    perform_step_execution(holder_id, continue_inline=False)
+    # B took a slot of the first limit, was refused on the last, gave it back.
+    assert during["first"] == (0, 0, 0)
+    assert during["last"] == (1, 0, 1)
+    assert during["row"]["limit_holds"]["waits"] == ["test-zz-last", "acme"]
+    geneva_jobs.drain()
+    assert execution_row(b_id)["state"] == "completed"
+    assert execution_row(b_id)["limit_holds"]["held"] == [
+        ["test-two-at-a-time", ""],
+        ["test-zz-last", "acme"],
+    ]
+    assert counters("test-two-at-a-time", "") == (0, 0, 0)
+    assert counters("test-zz-last", "acme") == (0, 0, 0)
