@@ -77,6 +77,7 @@ STEP_EXECUTION_COLUMNS = {
     "signal_id",
     "waiting_since",
     "wait_deadline",
+    "limit_holds",
     "created_at",
     "updated_at",
 }
@@ -142,6 +143,8 @@ HOST_TABLES = (
     "geneva_drive_signals",
     "geneva_drive_maintenance_runs",
     "geneva_drive_outcome_hours",
+    "geneva_drive_limit_keys",
+    "geneva_drive_limit_waiters",
     "alembic_version",
     "accounts",
     *PROBE_TABLES,
@@ -232,6 +235,8 @@ class Host:
                 "geneva_drive_maintenance_runs",
                 "geneva_drive_workers",
                 "geneva_drive_outcome_hours",
+                "geneva_drive_limit_keys",
+                "geneva_drive_limit_waiters",
             ):
                 if table not in tables:
                     continue
@@ -431,6 +436,40 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
     }
     if installed.dialect == "mysql":
         assert hours["columns"]["hour_start"]["type"].fsp == 6
+    # Flow control by limits (R-LIM-10/11): the key counters and the waiters.
+    keys = schema["geneva_drive_limit_keys"]
+    assert set(keys["columns"]) == {
+        "limit_name",
+        "limit_key",
+        "running",
+        "granted",
+        "waiting",
+        "concurrency",
+        "updated_at",
+    }
+    waiters = schema["geneva_drive_limit_waiters"]
+    assert set(waiters["columns"]) == {
+        "id",
+        "limit_name",
+        "limit_key",
+        "execution_id",
+        "workflow_id",
+        "priority",
+        "neg_priority",
+        "queue",
+        "waiting_since",
+        "granted_at",
+    }
+    assert waiters["indexes"]["index_geneva_drive_limit_waiters_queue"][
+        "column_names"
+    ] == [
+        "limit_name",
+        "limit_key",
+        "granted_at",
+        "neg_priority",
+        "waiting_since",
+        "id",
+    ]
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:
