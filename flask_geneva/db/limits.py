@@ -50,6 +50,7 @@ __all__ = [
     "create_key",
     "delete_waiter",
     "eligible_waiters",
+    "execution_limit_holds",
     "grant_waiters",
     "insert_waiter",
     "keys_to_pump",
@@ -62,7 +63,7 @@ __all__ = [
     "try_acquire",
     "try_release",
     "waiter_of",
-    "waiters_of_workflows",
+    "waiter_states",
 ]
 
 #: Workflow states whose waiters may be granted a slot (R-LIM-14): a paused
@@ -439,13 +440,31 @@ def keys_to_pump(
     ]
 
 
-def waiters_of_workflows(
-    session: orm.Session, waiters: sa.Table, workflow_ids: Sequence[Any]
-) -> list[Waiter]:
-    """The waiter rows of these workflows (bulk cancels drop them, R-LIM-22)."""
-    if not workflow_ids:
-        return []
-    statement = sa.select(waiters).where(waiters.c.workflow_id.in_(list(workflow_ids)))
-    return [
-        _waiter(row) for row in session_sync.connection_of(session).execute(statement)
-    ]
+def execution_limit_holds(
+    session: orm.Session, execution_cls: Any, execution_id: Any
+) -> Any:
+    """``limit_holds`` of one execution, read from its row (R-LIM-20)."""
+    statement = sa.select(execution_cls.limit_holds).where(
+        execution_cls.id == execution_id
+    )
+    return session_sync.connection_of(session).execute(statement).scalar()
+
+
+def waiter_states(
+    session: orm.Session, workflows: sa.Table, executions: sa.Table, waiter: Waiter
+) -> tuple[Any, Any]:
+    """``(workflow state, execution state)`` of a waiter; None for a row gone."""
+    statement = (
+        sa.select(workflows.c.state, executions.c.state)
+        .select_from(workflows)
+        .outerjoin(
+            executions,
+            sa.and_(
+                executions.c.id == waiter.execution_id,
+                executions.c.workflow_id == workflows.c.id,
+            ),
+        )
+        .where(workflows.c.id == waiter.workflow_id)
+    )
+    row = session_sync.connection_of(session).execute(statement).first()
+    return (None, None) if row is None else (row[0], row[1])

@@ -16,11 +16,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.db import limits as limit_rows
-from flask_geneva.db import session_sync
 from flask_geneva.db import write_path
 from flask_geneva.engine.limits.acquire import give_back
 from flask_geneva.engine.limits.acquire import installed
@@ -111,8 +109,4 @@ def drop_waiter(
 
 def _read_holds(session: orm.Session, geneva: Any, execution_id: Any) -> Any:
     """``limit_holds`` of an execution whose instance did not load it."""
-    execution_cls = geneva.StepExecution
-    statement = sa.select(execution_cls.limit_holds).where(
-        execution_cls.id == execution_id
-    )
-    return session_sync.connection_of(session).execute(statement).scalar()
+    return limit_rows.execution_limit_holds(session, geneva.StepExecution, execution_id)

@@ -18,15 +18,11 @@ without the install unit.
 
 from __future__ import annotations
 
-from typing import Any
-
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import limits as limit_rows
-from flask_geneva.db import session_sync
 from flask_geneva.db.context import EngineContext
 from flask_geneva.engine.limits.acquire import installed
 from flask_geneva.engine.limits.acquire import tables_of
@@ -90,7 +86,9 @@ def _one_key(
         if overdue is not None:
             waiter = limit_rows.waiter_of(session, tables.waiters, overdue.execution_id)
             if waiter is not None and waiter.granted_at is not None:
-                workflow_state, execution_state = _states(session, tables, waiter)
+                workflow_state, execution_state = limit_rows.waiter_states(
+                    session, tables.workflows, tables.executions, waiter
+                )
                 if execution_state != "scheduled":
                     # Its execution moved on without the write path (a row
                     # deleted by hand): the grant goes back (R-LIM-16).
@@ -134,24 +132,3 @@ def _one_key(
         )
         return 0
     return done
-
-
-def _states(
-    session: orm.Session, tables: LimitTables, waiter: limit_rows.Waiter
-) -> tuple[Any, Any]:
-    """``(workflow state, execution state)`` of a waiter (None when gone)."""
-    executions = tables.executions
-    statement = (
-        sa.select(tables.workflows.c.state, executions.c.state)
-        .select_from(tables.workflows)
-        .outerjoin(
-            executions,
-            sa.and_(
-                executions.c.id == waiter.execution_id,
-                executions.c.workflow_id == tables.workflows.c.id,
-            ),
-        )
-        .where(tables.workflows.c.id == waiter.workflow_id)
-    )
-    row = session_sync.connection_of(session).execute(statement).first()
-    return (None, None) if row is None else (row[0], row[1])
