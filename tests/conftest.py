@@ -117,6 +117,7 @@ def _empty_tables(app: Flask) -> None:
                 "geneva_drive_outcome_hours",
                 "geneva_drive_limit_keys",
                 "geneva_drive_limit_waiters",
+                "geneva_drive_limit_starts",
             ):
                 connection.execute(sa.delete(basic.db.metadata.tables[table]))
 

@@ -82,6 +82,9 @@ def limit_keys_table(metadata: sa.MetaData) -> sa.Table:
         sa.Column("granted", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("waiting", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("concurrency", sa.Integer(), nullable=True),
+        sa.Column("rate", sa.Integer(), nullable=True),
+        sa.Column("per_ms", sa.BigInteger(), nullable=True),
+        sa.Column("rate_seq", sa.BigInteger(), nullable=False, server_default="0"),
         sa.Column("updated_at", UTCDateTime(), nullable=False),
     )
 
@@ -111,6 +114,7 @@ def limit_waiters_table(metadata: sa.MetaData, key: Any) -> sa.Table:
         sa.Column("queue", sa.String(255), nullable=True),
         sa.Column("waiting_since", UTCDateTime(), nullable=False),
         sa.Column("granted_at", UTCDateTime(), nullable=True),
+        sa.Column("not_before", UTCDateTime(), nullable=True),
         sa.Index(
             "index_geneva_drive_limit_waiters_queue",
             "limit_name",
@@ -144,6 +148,11 @@ class KeyCounts:
     granted: int
     waiting: int
     concurrency: int | None
+    #: The rate limit last used (starts per ``per_ms`` milliseconds), or None.
+    rate: int | None = None
+    per_ms: int | None = None
+    #: Starts counted since the rate was last set (R-LIM-23).
+    rate_seq: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,18 +232,39 @@ def lock_key(
         Its counters, or None when the key has no row yet.
     """
     statement = (
-        sa.select(keys.c.running, keys.c.granted, keys.c.waiting, keys.c.concurrency)
+        sa.select(
+            keys.c.running,
+            keys.c.granted,
+            keys.c.waiting,
+            keys.c.concurrency,
+            keys.c.rate,
+            keys.c.per_ms,
+            keys.c.rate_seq,
+        )
         .where(_key_is(keys, name, key))
         .with_for_update()
     )
     row = session_sync.connection_of(session).execute(statement).first()
     if row is None:
         return None
-    return KeyCounts(int(row[0]), int(row[1]), int(row[2]), row[3])
+    return KeyCounts(
+        int(row[0]),
+        int(row[1]),
+        int(row[2]),
+        row[3],
+        row[4],
+        None if row[5] is None else int(row[5]),
+        int(row[6] or 0),
+    )
 
 
 def create_key(
-    session: orm.Session, keys: sa.Table, name: str, key: str, cap: int, now: datetime
+    session: orm.Session,
+    keys: sa.Table,
+    name: str,
+    key: str,
+    cap: int | None,
+    now: datetime,
 ) -> None:
     """Create the key row if it does not exist (the slow path of a first use).
 
@@ -383,21 +413,29 @@ def eligible_waiters(
 
 
 def grant_waiters(
-    session: orm.Session, waiters: sa.Table, waiter_ids: Sequence[int], now: datetime
+    session: orm.Session,
+    waiters: sa.Table,
+    waiter_ids: Sequence[int],
+    now: datetime,
+    *,
+    not_before: datetime | None = None,
 ) -> None:
-    """Mark waiters granted at ``now`` (their key row is held by the caller)."""
+    """Mark waiters granted at ``now`` (their key row is held by the caller);
+    ``not_before``: the earliest start a rate window allows (R-LIM-24)."""
     if waiter_ids:
         session_sync.connection_of(session).execute(
             sa.update(waiters)
             .where(waiters.c.id.in_(list(waiter_ids)))
-            .values(granted_at=now)
+            .values(granted_at=now, not_before=not_before)
         )
 
 
 def return_grant(session: orm.Session, waiters: sa.Table, waiter_id: int) -> None:
     """Make a granted waiter an ordinary waiter again, keeping its place (R-LIM-16)."""
     session_sync.connection_of(session).execute(
-        sa.update(waiters).where(waiters.c.id == waiter_id).values(granted_at=None)
+        sa.update(waiters)
+        .where(waiters.c.id == waiter_id)
+        .values(granted_at=None, not_before=None)
     )
 
 
@@ -407,7 +445,11 @@ def overdue_grants(
     """Waiters granted before ``granted_before``, their slot unclaimed (R-LIM-16)."""
     statement = (
         sa.select(waiters)
-        .where(waiters.c.granted_at.is_not(None), waiters.c.granted_at < granted_before)
+        .where(
+            waiters.c.granted_at.is_not(None),
+            sa.func.coalesce(waiters.c.not_before, waiters.c.granted_at)
+            < granted_before,
+        )
         .order_by(waiters.c.granted_at, waiters.c.id)
         .limit(limit)
     )
@@ -428,8 +470,15 @@ def keys_to_pump(
         sa.select(keys.c.limit_name, keys.c.limit_key)
         .where(
             keys.c.waiting > 0,
-            keys.c.concurrency.is_not(None),
-            keys.c.running + keys.c.granted < keys.c.concurrency,
+            sa.or_(
+                # A rate-limited key without a grant in flight: its head
+                # waiter is woken when the window allows (R-LIM-24).
+                sa.and_(keys.c.rate.is_not(None), keys.c.granted == 0),
+                sa.and_(
+                    keys.c.rate.is_(None),
+                    keys.c.running + keys.c.granted < keys.c.concurrency,
+                ),
+            ),
         )
         .order_by(keys.c.updated_at)
         .limit(limit)

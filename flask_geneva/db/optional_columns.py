@@ -28,6 +28,7 @@ from flask_geneva.db import session_sync
 from flask_geneva.db import write_path
 from flask_geneva.db.context import models_of
 from flask_geneva.db.states import LIMIT_KEYS_TABLE
+from flask_geneva.db.states import LIMIT_STARTS_TABLE
 from flask_geneva.db.states import LIMIT_WAITERS_TABLE
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
@@ -70,7 +71,7 @@ class OptionalColumns:
     worker_dead_after: bool = True
     #: The ``add_outcome_hours`` unit's table (R-ADM-58).
     outcome_hours: bool = True
-    #: The ``add_flow_limits`` unit: both limit tables and
+    #: The ``add_flow_limits`` unit: the three limit tables and
     #: ``step_executions.limit_holds`` (R-LIM-50).
     flow_limits: bool = True
 
@@ -161,6 +162,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             outcome_hours=OUTCOME_HOURS_TABLE in tables,
             flow_limits=LIMIT_KEYS_TABLE in tables
             and LIMIT_WAITERS_TABLE in tables
+            and LIMIT_STARTS_TABLE in tables
             and "limit_holds" in execution_columns,
         )
         _column_cache[engine] = detected

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "ACTIVE_EXECUTION_STATES",
     "LIMIT_KEYS_TABLE",
+    "LIMIT_STARTS_TABLE",
     "LIMIT_WAITERS_TABLE",
     "MAINTENANCE_RUNS_TABLE",
     "OUTCOME_HOURS_TABLE",
@@ -39,6 +40,8 @@ OUTCOME_HOURS_TABLE = "geneva_drive_outcome_hours"
 #: executions waiting for a slot.
 LIMIT_KEYS_TABLE = "geneva_drive_limit_keys"
 LIMIT_WAITERS_TABLE = "geneva_drive_limit_waiters"
+#: The start times of rate-limited keys (R-LIM-23): a ring of ``rate`` rows.
+LIMIT_STARTS_TABLE = "geneva_drive_limit_starts"
 #: The unique index of a workflow signal's idempotency key (R-WSIG-10).
 SIGNAL_KEY_INDEX = "index_geneva_drive_signals_on_workflow_and_key"
 

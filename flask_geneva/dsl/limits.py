@@ -11,10 +11,8 @@ This module is the declaration layer only: the validation of a ``Limit``
 limits of the registered classes that ``init_app`` checks (R-LIM-04), and the
 resolution of a workflow's keys (R-LIM-05). Pure code: no database, no Flask.
 
-In this release a ``Limit`` takes concurrency only: ``rate``/``per`` and
-``hold_across_chain=True`` are validated and then refused as not supported yet
-(:data:`RATE_LIMITS_ENABLED`, :data:`HOLD_ACROSS_CHAIN_ENABLED`), so that
-nothing half-works.
+In this release ``hold_across_chain=True`` is validated and then refused as not
+supported yet (:data:`HOLD_ACROSS_CHAIN_ENABLED`), so that nothing half-works.
 """
 
 from __future__ import annotations
@@ -46,7 +44,6 @@ __all__ = [
     "MAX_LIMIT_NAME_LENGTH",
     "MAX_PER",
     "MAX_RATE",
-    "RATE_LIMITS_ENABLED",
     "Limit",
     "LimitUse",
     "coerce_step_limits",
@@ -54,8 +51,6 @@ __all__ = [
     "resolve_limit_keys",
 ]
 
-#: Whether ``rate``/``per`` are accepted; False until rate limits are enforced.
-RATE_LIMITS_ENABLED = False
 #: Whether ``hold_across_chain=True`` is accepted; False until it is enforced.
 HOLD_ACROSS_CHAIN_ENABLED = False
 
@@ -179,12 +174,6 @@ class Limit:
             raise StepConfigurationError(
                 f"{label}: invalid hold_across_chain {_shown(self.hold_across_chain)} "
                 f"({type(self.hold_across_chain).__name__}): must be True or False"
-            )
-        if self.rate is not None and not RATE_LIMITS_ENABLED:
-            raise StepConfigurationError(
-                f"{label}: rate={self.rate!r}, per={self.per!r}: rate limits are not "
-                "supported yet (concurrency only in this release); declare "
-                "concurrency= only"
             )
         if self.hold_across_chain and not HOLD_ACROSS_CHAIN_ENABLED:
             raise StepConfigurationError(

@@ -27,6 +27,7 @@ from flask_geneva.core import clock
 from flask_geneva.db.column_types import JSONDocument
 from flask_geneva.db.column_types import UTCDateTime
 from flask_geneva.db.column_types import primary_key_type
+from flask_geneva.db.limit_starts import limit_starts_table
 from flask_geneva.db.limits import limit_keys_table
 from flask_geneva.db.limits import limit_waiters_table
 from flask_geneva.db.maintenance_runs import maintenance_runs_table
@@ -324,4 +325,5 @@ def build_models(
     # Flow control by limits (R-LIM-10/11).
     limit_keys_table(model_base.metadata)
     limit_waiters_table(model_base.metadata, key)
+    limit_starts_table(model_base.metadata)
     return Workflow, StepExecution

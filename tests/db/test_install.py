@@ -145,6 +145,7 @@ HOST_TABLES = (
     "geneva_drive_outcome_hours",
     "geneva_drive_limit_keys",
     "geneva_drive_limit_waiters",
+    "geneva_drive_limit_starts",
     "alembic_version",
     "accounts",
     *PROBE_TABLES,
@@ -237,6 +238,7 @@ class Host:
                 "geneva_drive_outcome_hours",
                 "geneva_drive_limit_keys",
                 "geneva_drive_limit_waiters",
+                "geneva_drive_limit_starts",
             ):
                 if table not in tables:
                     continue
@@ -445,6 +447,9 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         "granted",
         "waiting",
         "concurrency",
+        "rate",
+        "per_ms",
+        "rate_seq",
         "updated_at",
     }
     waiters = schema["geneva_drive_limit_waiters"]
@@ -459,6 +464,7 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         "queue",
         "waiting_since",
         "granted_at",
+        "not_before",
     }
     assert waiters["indexes"]["index_geneva_drive_limit_waiters_queue"][
         "column_names"
@@ -470,6 +476,8 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         "waiting_since",
         "id",
     ]
+    starts = schema["geneva_drive_limit_starts"]
+    assert set(starts["columns"]) == {"limit_name", "limit_key", "slot", "started_at"}
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:

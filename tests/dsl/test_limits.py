@@ -36,9 +36,8 @@ def tenant_of(workflow):
 
 
 @pytest.fixture
-def rates_enabled(monkeypatch):
-    """Lift the not-supported-yet refusal of rate/per, to test their validation."""
-    monkeypatch.setattr(limits_module, "RATE_LIMITS_ENABLED", True)
+def rates_enabled():
+    """Rate limits are accepted (R-LIM-23); kept as a marker of the rate tests."""
 
 
 # -- R-LIM-01: the object ---------------------------------------------------------
@@ -190,25 +189,21 @@ def test_a_rate_over_ten_thousand_is_refused_with_a_shorter_per_suggested(
     assert (limit.rate, limit.per) == (10_000, timedelta(days=31))
 
 
-def test_rate_limits_are_refused_as_not_supported_yet():
-    """A valid rate/per is refused in this release, with or without concurrency
-    (R-LIM-02): nothing half-works."""
-    assert limits_module.RATE_LIMITS_ENABLED is False
+def test_a_rate_limit_is_accepted_with_or_without_concurrency():
+    """A valid rate/per is a limit of its own or beside a concurrency (R-LIM-02,
+    R-LIM-23)."""
     for settings in (
         {"rate": 100, "per": timedelta(minutes=1)},
         {"concurrency": 2, "rate": 100, "per": timedelta(minutes=1)},
     ):
-        with pytest.raises(StepConfigurationError) as raised:
-            Limit("partner-api", **settings)
-        assert (
-            "rate limits are not supported yet (concurrency only in this release)"
-            in str(raised.value)
-        )
+        limit = Limit("partner-api", **settings)
+        assert limit.rate == 100
+        assert limit.per == timedelta(minutes=1)
+        assert limit.concurrency == settings.get("concurrency")
 
 
-def test_an_invalid_rate_is_named_before_the_not_supported_refusal():
-    """Validation runs first: an invalid rate is named as invalid even while rate
-    limits are refused (R-LIM-02)."""
+def test_an_invalid_rate_is_named():
+    """An invalid rate is named as invalid (R-LIM-02)."""
     with pytest.raises(StepConfigurationError, match=r"invalid rate 0 \(int\)"):
         Limit("x", rate=0, per=timedelta(minutes=1))
 

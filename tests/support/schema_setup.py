@@ -19,18 +19,18 @@ from alembic.config import Config
 from flask import Flask
 
 from flask_geneva import reset_column_caches
+from flask_geneva.db.install.units import OUR_TABLES as ALL_OUR_TABLES
+from flask_geneva.db.install.units import STEP_EXECUTIONS_TABLE
 from flask_geneva.ext.schema_install import install
 
 __all__ = ["drop_schema", "install_schema"]
 
 VERSION_TABLE = "alembic_version"
+#: Every table the install units create, the step executions first (their
+#: foreign key references the workflows).
 OUR_TABLES = (
-    "geneva_drive_step_executions",
-    "geneva_drive_workflows",
-    "geneva_drive_workers",
-    "geneva_drive_signals",
-    "geneva_drive_maintenance_runs",
-    "geneva_drive_outcome_hours",
+    STEP_EXECUTIONS_TABLE,
+    *sorted(ALL_OUR_TABLES - {STEP_EXECUTIONS_TABLE}),
 )
 
 _ENV_PY = """\
@@ -89,7 +89,7 @@ def install_schema(app: Flask) -> list[str]:
 
 
 def drop_schema(app: Flask) -> None:
-    """Drop our two tables and ``alembic_version`` if they exist. Commits.
+    """Drop our tables and ``alembic_version`` if they exist. Commits.
 
     Must be called inside ``app``'s app context.
 

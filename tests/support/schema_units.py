@@ -86,8 +86,9 @@ def drop_step_execution_metadata(connection: sa.Connection) -> None:
 
 
 def drop_flow_limits(connection: sa.Connection) -> None:
-    """``add_flow_limits``: the two limit tables and the executions' ``limit_holds``."""
+    """``add_flow_limits``: the three limit tables and the executions' ``limit_holds``."""
     _drop_columns(connection, EXECUTIONS, "limit_holds")
+    _drop_table(connection, "geneva_drive_limit_starts")
     _drop_table(connection, "geneva_drive_limit_waiters")
     _drop_table(connection, "geneva_drive_limit_keys")
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 # The names are defined once, with the rest of the vocabulary, in db/states.
 from flask_geneva.db.states import LIMIT_KEYS_TABLE
+from flask_geneva.db.states import LIMIT_STARTS_TABLE
 from flask_geneva.db.states import LIMIT_WAITERS_TABLE
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
@@ -42,6 +43,7 @@ OUR_TABLES = frozenset(
         OUTCOME_HOURS_TABLE,
         LIMIT_KEYS_TABLE,
         LIMIT_WAITERS_TABLE,
+        LIMIT_STARTS_TABLE,
     }
 )
 """The tables flask_geneva's migrations create and manage."""
@@ -161,7 +163,7 @@ UNITS: tuple[SchemaUnit, ...] = (
     ),
     SchemaUnit(
         "add_flow_limits",
-        "create geneva_drive_limit_keys and geneva_drive_limit_waiters (limits)",
+        "create the limit keys, waiters and starts tables (flow control by limits)",
         "18_add_flow_limits.py.tmpl",
     ),
 )

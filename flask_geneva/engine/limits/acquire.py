@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import orm
 
 from flask_geneva.core import publications
+from flask_geneva.db import limit_starts
 from flask_geneva.db import limits as limit_rows
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.dsl.job_options import priority_of
@@ -65,7 +67,8 @@ def installed(session: orm.Session) -> bool:
 def tables_of(session: orm.Session) -> LimitTables:
     """The limit tables of the session's models."""
     keys, waiters, workflows, executions = limit_rows.limit_tables(session)
-    return LimitTables(keys, waiters, workflows, executions)
+    starts = limit_starts.limit_starts_table(keys.metadata)
+    return LimitTables(keys, waiters, workflows, executions, starts)
 
 
 def claim_slots(
@@ -92,35 +95,70 @@ def claim_slots(
     """
     tables = tables_of(session)
     wanted = resolve_limit_keys(workflow, step)
-    caps = {limit.name: limit.concurrency for limit in step.limits}
+    limits = {limit.name: limit for limit in step.limits}
     holds = execution.limit_holds if isinstance(execution.limit_holds, dict) else {}
     waiter = None
     if holds.get("waits"):
         waiter = limit_rows.waiter_of(session, tables.waiters, execution.id)
-    taken: list[tuple[str, str]] = []
+    taken: list[tuple[str, str, limit_starts.RateStart | None]] = []
     for name, key in wanted:
-        cap = caps[name]
         mine = (
             waiter
             if waiter is not None
             and (waiter.limit_name, waiter.limit_key) == (name, key)
             else None
         )
-        if _take(session, tables, name, key, cap, now, execution.id, mine):
-            taken.append((name, key))
-            if mine is not None:
-                waiter = None  # its row is gone: it took the slot
+        took = _take(session, tables, limits[name], key, now, execution.id, mine)
+        if mine is not None and took is not None:
+            waiter = None  # its row is gone: it took the slot
+        if took is not None:
+            taken.append((name, key, took.rate_start))
             continue
-        for taken_name, taken_key in reversed(taken):
+        for taken_name, taken_key, rate_start in reversed(taken):
+            if rate_start is not None:
+                limit_starts.undo_rate_start(
+                    session,
+                    tables.keys,
+                    tables.starts,
+                    taken_name,
+                    taken_key,
+                    rate_start,
+                )
             give_back(session, tables, taken_name, taken_key, now)
-        counts = limit_rows.lock_key(session, tables.keys, name, key)
-        assert counts is not None  # noqa: S101 - _take created it
-        if waiter is not None and (waiter.limit_name, waiter.limit_key) != (name, key):
-            _leave_queue(session, tables, waiter, now)
-            waiter = None
-        since = _since(holds, now)
-        if waiter is None:
-            priority = _priority(workflow, step)
+        return _park(session, tables, workflow, execution, step, name, key, waiter, now)
+    return [[name, key] for name, key, _ in taken]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Took:
+    """A slot taken; ``rate_start`` is the rate start recorded, to undo it."""
+
+    rate_start: limit_starts.RateStart | None = None
+
+
+def _park(
+    session: orm.Session,
+    tables: LimitTables,
+    workflow: Any,
+    execution: Any,
+    step: Any,
+    name: str,
+    key: str,
+    waiter: limit_rows.Waiter | None,
+    now: datetime,
+) -> Parked:
+    """Queue the execution on ``(name, key)`` (R-LIM-11); it keeps its place
+    when it already waits there."""
+    holds = execution.limit_holds if isinstance(execution.limit_holds, dict) else {}
+    counts = limit_rows.lock_key(session, tables.keys, name, key)
+    assert counts is not None  # noqa: S101 - _take created it
+    if waiter is not None and (waiter.limit_name, waiter.limit_key) != (name, key):
+        _leave_queue(session, tables, waiter, now)
+        waiter = None
+    since = _since(holds, now)
+    if waiter is None:
+        existing = limit_rows.waiter_of(session, tables.waiters, execution.id)
+        if existing is None:
             limit_rows.insert_waiter(
                 session,
                 tables.waiters,
@@ -128,43 +166,47 @@ def claim_slots(
                 key=key,
                 execution_id=execution.id,
                 workflow_id=workflow.id,
-                priority=priority,
+                priority=_priority(workflow, step),
                 queue=workflow.job_options_for(step).get("queue"),
                 waiting_since=since,
             )
             limit_rows.change_counts(session, tables.keys, name, key, now, waiting=1)
-        execution.job_id = publications.LIMITED_JOB_ID
-        execution.limit_holds = {"waits": [name, key], "since": since.isoformat()}
-        return Parked(name, key, counts)
-    return [[name, key] for name, key in taken]
+            counts = dataclasses.replace(counts, waiting=counts.waiting + 1)
+            # A rate-blocked key wakes its head waiter when the window allows
+            # (R-LIM-24): nothing else would (no release is coming).
+            pump(session, tables, name, key, counts, now)
+    execution.job_id = publications.LIMITED_JOB_ID
+    execution.limit_holds = {"waits": [name, key], "since": since.isoformat()}
+    return Parked(name, key, counts)
 
 
 def _take(
     session: orm.Session,
     tables: LimitTables,
-    name: str,
+    limit: Any,
     key: str,
-    cap: int,
     now: datetime,
     execution_id: Any,
     mine: limit_rows.Waiter | None,
-) -> bool:
-    """Take one slot of ``(name, key)``; False when it is full (R-LIM-10/12)."""
-    if mine is None and limit_rows.try_acquire(
-        session, tables.keys, name, key, cap, now
+) -> _Took | None:
+    """Take one slot of ``(limit, key)``; None when it is full (R-LIM-10/12/23)."""
+    name, cap, rate = limit.name, limit.concurrency, limit.rate
+    if (
+        mine is None
+        and rate is None
+        and cap is not None
+        and limit_rows.try_acquire(session, tables.keys, name, key, cap, now)
     ):
-        return True
-    counts = limit_rows.lock_key(session, tables.keys, name, key)
-    if counts is None:
-        limit_rows.create_key(session, tables.keys, name, key, cap, now)
-        if limit_rows.try_acquire(session, tables.keys, name, key, cap, now):
-            return True
-        counts = limit_rows.lock_key(session, tables.keys, name, key)
-        assert counts is not None  # noqa: S101 - created above
-    if counts.concurrency != cap:
-        # A deploy changed the cap: the new one holds from now on (R-LIM-17).
-        limit_rows.change_counts(session, tables.keys, name, key, now, concurrency=cap)
-        counts = dataclasses.replace(counts, concurrency=cap)
+        return _Took()
+    counts = _locked_counts(session, tables, limit, key, now)
+    if (
+        rate is None
+        and counts.running + counts.granted < (cap or 0)
+        and not counts.waiting
+    ):
+        # Created just now, or freed since the fast path looked.
+        limit_rows.change_counts(session, tables.keys, name, key, now, running=1)
+        return _Took()
     if mine is not None and mine.granted_at is None:
         counts, granted = pump(
             session, tables, name, key, counts, now, claimant=execution_id
@@ -172,17 +214,88 @@ def _take(
         if granted:
             mine = dataclasses.replace(mine, granted_at=now)
     if mine is not None and mine.granted_at is not None:
+        rate_start = _rate_start(session, tables, limit, key, counts)
+        if rate_start is not None and not rate_start.allowed:
+            # Woken before the window allows (its task came early): the grant
+            # goes back, the waiter keeps its place and is woken again (R-LIM-24).
+            limit_rows.return_grant(session, tables.waiters, mine.id)
+            limit_rows.change_counts(
+                session, tables.keys, name, key, now, granted=-1, waiting=1
+            )
+            counts = dataclasses.replace(
+                counts, granted=counts.granted - 1, waiting=counts.waiting + 1
+            )
+            pump(session, tables, name, key, counts, now)
+            return None
         limit_rows.change_counts(
             session, tables.keys, name, key, now, granted=-1, running=1
         )
         limit_rows.delete_waiter(session, tables.waiters, mine.id)
-        return True
+        counts = dataclasses.replace(
+            counts, granted=counts.granted - 1, running=counts.running + 1
+        )
+        if rate is not None:
+            pump(session, tables, name, key, counts, now)  # the next start's wake
+        return _Took(rate_start)
     if mine is None:
         counts, _ = pump(session, tables, name, key, counts, now)
-        if counts.running + counts.granted < cap:
+        if cap is None or counts.running + counts.granted < cap:
+            if counts.waiting and rate is not None:
+                return None  # waiters wait for the window first (R-LIM-12)
+            rate_start = _rate_start(session, tables, limit, key, counts)
+            if rate_start is not None and not rate_start.allowed:
+                return None
             limit_rows.change_counts(session, tables.keys, name, key, now, running=1)
-            return True
-    return False
+            return _Took(rate_start)
+    return None
+
+
+def _locked_counts(
+    session: orm.Session, tables: LimitTables, limit: Any, key: str, now: datetime
+) -> limit_rows.KeyCounts:
+    """Lock (creating it first if missing) the key row; bring its settings up
+    to the limit's (R-LIM-17, R-LIM-25)."""
+    name = limit.name
+    counts = limit_rows.lock_key(session, tables.keys, name, key)
+    if counts is None:
+        limit_rows.create_key(session, tables.keys, name, key, limit.concurrency, now)
+        counts = limit_rows.lock_key(session, tables.keys, name, key)
+        assert counts is not None  # noqa: S101 - created above
+    if counts.concurrency != limit.concurrency:
+        # A deploy changed the cap: the new one holds from now on (R-LIM-17).
+        limit_rows.change_counts(
+            session, tables.keys, name, key, now, concurrency=limit.concurrency
+        )
+        counts = dataclasses.replace(counts, concurrency=limit.concurrency)
+    if limit.rate is not None:
+        per_ms = _per_ms(limit.per)
+        if counts.rate != limit.rate or counts.per_ms != per_ms:
+            limit_starts.set_rate(
+                session, tables.keys, tables.starts, name, key, limit.rate, per_ms, now
+            )
+            counts = dataclasses.replace(
+                counts, rate=limit.rate, per_ms=per_ms, rate_seq=0
+            )
+    return counts
+
+
+def _rate_start(
+    session: orm.Session,
+    tables: LimitTables,
+    limit: Any,
+    key: str,
+    counts: limit_rows.KeyCounts,
+) -> limit_starts.RateStart | None:
+    """Record a start of a rate-limited key (R-LIM-23); None without a rate."""
+    if limit.rate is None:
+        return None
+    return limit_starts.take_rate_start(
+        session, tables.keys, tables.starts, limit.name, key, counts, limit.per
+    )
+
+
+def _per_ms(per: timedelta) -> int:
+    return int(per / timedelta(milliseconds=1))
 
 
 def give_back(

@@ -13,6 +13,7 @@ says it holds or waits for. No caller has to remember it.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
@@ -96,14 +97,10 @@ def drop_waiter(
         return
     if waiter.granted_at is not None:
         limit_rows.change_counts(session, tables.keys, name, key, now, granted=-1)
-        counts = limit_rows.KeyCounts(
-            counts.running, counts.granted - 1, counts.waiting, counts.concurrency
-        )
+        counts = dataclasses.replace(counts, granted=counts.granted - 1)
     else:
         limit_rows.change_counts(session, tables.keys, name, key, now, waiting=-1)
-        counts = limit_rows.KeyCounts(
-            counts.running, counts.granted, counts.waiting - 1, counts.concurrency
-        )
+        counts = dataclasses.replace(counts, waiting=counts.waiting - 1)
     pump(session, tables, name, key, counts, now)
 
 

@@ -18,6 +18,8 @@ without the install unit.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
@@ -96,12 +98,7 @@ def _one_key(
                     limit_rows.change_counts(
                         session, tables.keys, name, key, now, granted=-1
                     )
-                    counts = limit_rows.KeyCounts(
-                        counts.running,
-                        counts.granted - 1,
-                        counts.waiting,
-                        counts.concurrency,
-                    )
+                    counts = dataclasses.replace(counts, granted=counts.granted - 1)
                 elif workflow_state in _RUNNABLE:
                     limit_rows.grant_waiters(session, tables.waiters, [waiter.id], now)
                     publish_grant(session, waiter)
@@ -110,11 +107,8 @@ def _one_key(
                     limit_rows.change_counts(
                         session, tables.keys, name, key, now, granted=-1, waiting=1
                     )
-                    counts = limit_rows.KeyCounts(
-                        counts.running,
-                        counts.granted - 1,
-                        counts.waiting + 1,
-                        counts.concurrency,
+                    counts = dataclasses.replace(
+                        counts, granted=counts.granted - 1, waiting=counts.waiting + 1
                     )
                 done += 1
         after, _ = pump(session, tables, name, key, counts, now)

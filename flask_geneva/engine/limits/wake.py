@@ -16,16 +16,22 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import orm
 
+from flask_geneva.core import clock
 from flask_geneva.core import publications
+from flask_geneva.db import limit_starts
 from flask_geneva.db import limits as limit_rows
 from flask_geneva.db.context import context_of
 from flask_geneva.engine import publishing
 
 __all__ = ["LimitTables", "publish_grant", "pump"]
+
+#: "No cap" for a rate-only limit's grants: bounded by the rate's room.
+_UNBOUNDED = 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +42,7 @@ class LimitTables:
     waiters: Any
     workflows: Any
     executions: Any
+    starts: Any
 
 
 def pump(
@@ -68,17 +75,34 @@ def pump(
         ``(counts after the grants, whether claimant was granted)``.
     """
     cap = counts.concurrency
-    if cap is None or counts.waiting <= 0:
+    if counts.waiting <= 0:
         return counts, False
-    free = cap - counts.running - counts.granted
+    free = _UNBOUNDED if cap is None else cap - counts.running - counts.granted
     if free <= 0:
         return counts, False
+    not_before = None
+    if counts.rate is not None and counts.per_ms is not None:
+        per = timedelta(milliseconds=counts.per_ms)
+        room, frees_at = limit_starts.rate_room(
+            session, tables.starts, name, key, counts.rate, per
+        )
+        room -= counts.granted
+        if room <= 0:
+            if counts.granted > 0:
+                return counts, False  # a woken waiter's claim wakes the next
+            # The window is full: the head waiter is woken when it frees up
+            # (R-LIM-24), one at a time.
+            free, not_before = 1, frees_at or now
+        else:
+            free = min(free, room)
     heads = limit_rows.eligible_waiters(
         session, tables.waiters, tables.workflows, name, key, free
     )
     if not heads:
         return counts, False
-    limit_rows.grant_waiters(session, tables.waiters, [w.id for w in heads], now)
+    limit_rows.grant_waiters(
+        session, tables.waiters, [w.id for w in heads], now, not_before=not_before
+    )
     limit_rows.change_counts(
         session,
         tables.keys,
@@ -90,10 +114,14 @@ def pump(
     )
     mine = False
     for waiter in heads:
-        if claimant is not None and waiter.execution_id == claimant:
+        if (
+            claimant is not None
+            and waiter.execution_id == claimant
+            and not_before is None
+        ):
             mine = True
         else:
-            publish_grant(session, waiter)
+            publish_grant(session, waiter, not_before=not_before)
     counts = dataclasses.replace(
         counts,
         granted=counts.granted + len(heads),
@@ -102,15 +130,29 @@ def pump(
     return counts, mine
 
 
-def publish_grant(session: orm.Session, waiter: limit_rows.Waiter) -> None:
+def publish_grant(
+    session: orm.Session,
+    waiter: limit_rows.Waiter,
+    *,
+    not_before: datetime | None = None,
+) -> None:
     """Request the task of a granted waiter, sent after the commit (R-LIM-13).
 
     Its queue and priority are those recorded when it parked; the execution
     row keeps ``job_id = "geneva:limited"`` (its Phase 1 reads the grant from
-    the waiter row).
+    the waiter row). A grant for a later time (a rate window, R-LIM-24) is
+    published with that eta, or left to the dispatcher when it is beyond
+    ``GENEVA_MAX_BROKER_DELAY`` or the backend cannot hold an eta (R-DSP-01).
     """
     context = context_of(session)
     config = context.settings
+    eta = None
+    if not_before is not None and not_before > clock.now():
+        if not_before - clock.now() > config.max_broker_delay or not (
+            publishing.holds_eta(context.publisher)
+        ):
+            return  # the dispatcher publishes it when it is due (R-LIM-16)
+        eta = not_before
     # 0 is "no priority given" (R-PRI-02): the broker's default, as published
     # for an unlimited step without one.
     priority: int | None = waiter.priority or None
@@ -122,7 +164,7 @@ def publish_grant(session: orm.Session, waiter: limit_rows.Waiter) -> None:
         task_id=str(uuid.uuid4()),
         queue=waiter.queue or config.default_queue,
         priority=priority,
-        eta=None,
+        eta=eta,
     )
     publishing.request_publication(
         session,
