@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
@@ -68,12 +69,15 @@ class RateStart:
         replaced: The start time the slot held before (None: the row was new).
         next_at: When refused, the earliest time (database clock, aware UTC)
             the window allows the next start.
+        started_at: When allowed, the start's time by the database's clock
+            (recorded with the claim, R-LIM-23).
     """
 
     allowed: bool
     slot: int | None = None
     replaced: datetime | None = None
     next_at: datetime | None = None
+    started_at: datetime | None = None
 
 
 def set_rate(
@@ -124,46 +128,41 @@ def take_rate_start(
     connection = session_sync.connection_of(session)
     slot = counts.rate_seq % counts.rate
     where = sa.and_(_key_is(starts, name, key), starts.c.slot == slot)
-    if counts.rate_seq < counts.rate:
-        connection.execute(
-            sa.insert(starts).values(
-                limit_name=name,
-                limit_key=key,
-                slot=slot,
-                started_at=DatabaseTime(),
-            )
-        )
-        replaced = None
-    else:
+    replaced = None
+    row = None
+    if counts.rate_seq >= counts.rate:
         row = connection.execute(
             sa.select(
                 starts.c.started_at,
                 sa.case((starts.c.started_at <= DatabaseTime(minus=per), 1), else_=0),
             ).where(where)
         ).first()
-        if row is None:  # pragma: no cover - a ring row deleted by hand
-            connection.execute(
-                sa.insert(starts).values(
-                    limit_name=name,
-                    limit_key=key,
-                    slot=slot,
-                    started_at=DatabaseTime(),
-                )
-            )
-            replaced = None
-        elif not row[1]:
-            return RateStart(False, next_at=row[0] + per)
-        else:
-            connection.execute(
-                sa.update(starts).where(where).values(started_at=DatabaseTime())
-            )
-            replaced = row[0]
+    if row is not None and not row[1]:
+        return RateStart(False, next_at=row[0] + per)
+    if row is None:  # fewer than rate starts so far (or a ring row deleted by hand)
+        statement: Any = sa.insert(starts).values(
+            limit_name=name, limit_key=key, slot=slot, started_at=DatabaseTime()
+        )
+        returning = connection.dialect.insert_returning
+    else:
+        replaced = row[0]
+        statement = sa.update(starts).where(where).values(started_at=DatabaseTime())
+        returning = connection.dialect.update_returning
+    if returning:
+        started_at = connection.execute(
+            statement.returning(starts.c.started_at)
+        ).scalar_one()
+    else:  # MariaDB's UPDATE: read the time it wrote
+        connection.execute(statement)
+        started_at = connection.execute(
+            sa.select(starts.c.started_at).where(where)
+        ).scalar_one()
     connection.execute(
         sa.update(keys)
         .where(_key_is(keys, name, key))
         .values(rate_seq=keys.c.rate_seq + 1)
     )
-    return RateStart(True, slot=slot, replaced=replaced)
+    return RateStart(True, slot=slot, replaced=replaced, started_at=started_at)
 
 
 def undo_rate_start(

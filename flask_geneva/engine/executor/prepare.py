@@ -200,7 +200,7 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
                 held = _limit_slots(run, workflow, execution, step, now)
                 if held is None:
                     return None
-                attributes = {**(attributes or {}), "limit_holds": {"held": held}}
+                attributes = {**(attributes or {}), "limit_holds": held}
             run.mark_running(execution.id)  # before the claim commits
             transitions.apply(
                 transitions.CLAIM,
@@ -288,8 +288,9 @@ def _signal_gate(
 
 def _limit_slots(
     run: StepRun, workflow: Any, execution: Any, step: Any, now: Any
-) -> list[list[str]] | None:
-    """Take the step's limit slots: the pairs held, or None when it parked.
+) -> dict[str, Any] | None:
+    """Take the step's limit slots: the claim's ``limit_holds``, or None when
+    it parked.
 
     A parked execution is committed here (R-LIM-11). A key function that
     raises goes to the caller's prepare failure path, so the step's

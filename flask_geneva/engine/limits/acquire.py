@@ -73,7 +73,7 @@ def tables_of(session: orm.Session) -> LimitTables:
 
 def claim_slots(
     session: orm.Session, workflow: Any, execution: Any, step: Any, now: datetime
-) -> list[list[str]] | Parked:
+) -> dict[str, Any] | Parked:
     """Take one slot of each limit of ``step`` for ``execution``, or park it.
 
     Args:
@@ -85,9 +85,10 @@ def claim_slots(
         now: The claim time (aware UTC).
 
     Returns:
-        The ``[limit name, key]`` pairs now held (written with the claim as
-        ``limit_holds``, R-LIM-20), or :class:`Parked` when the execution was
-        parked (its rows are changed; the caller commits).
+        The claim's ``limit_holds`` (R-LIM-20): ``{"held": [[limit name, key],
+        ...]}``, with ``"rate_starts": {limit name: database time}`` for rate
+        limits; or :class:`Parked` when the execution was parked (its rows are
+        changed; the caller commits).
 
     Raises:
         LimitKeyError: A key function raised or returned a value that cannot
@@ -126,7 +127,23 @@ def claim_slots(
                 )
             give_back(session, tables, taken_name, taken_key, now)
         return _park(session, tables, workflow, execution, step, name, key, waiter, now)
-    return [[name, key] for name, key, _ in taken]
+    return _held(taken)
+
+
+def _held(
+    taken: list[tuple[str, str, limit_starts.RateStart | None]],
+) -> dict[str, Any]:
+    """``limit_holds`` of a claim: the pairs held, and the database times of
+    its rate starts (``{"limit name": iso time}``, R-LIM-23)."""
+    held: dict[str, Any] = {"held": [[name, key] for name, key, _ in taken]}
+    rate_starts = {
+        name: start.started_at.isoformat()
+        for name, _, start in taken
+        if start is not None and start.started_at is not None
+    }
+    if rate_starts:
+        held["rate_starts"] = rate_starts
+    return held
 
 
 @dataclasses.dataclass(frozen=True)
