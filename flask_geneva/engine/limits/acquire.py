@@ -217,11 +217,13 @@ def _take(
         return _Took()
     counts = _locked_counts(session, tables, limit, key, now)
     if (
-        rate is None
+        mine is None
+        and rate is None
         and counts.running + counts.granted < (cap or 0)
         and not counts.waiting
     ):
-        # Created just now, or freed since the fast path looked.
+        # Created just now, or freed since the fast path looked (a waiter
+        # takes its own grant below, never a second slot).
         limit_rows.change_counts(session, tables.keys, name, key, now, running=1)
         return _Took()
     if mine is not None and mine.granted_at is None:

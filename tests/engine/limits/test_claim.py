@@ -298,3 +298,28 @@ def test_several_limits_are_taken_all_or_nothing(app, geneva_jobs):
     ]
     assert counters("test-two-at-a-time", "") == (0, 0, 0)
     assert counters("test-zz-last", "acme") == (0, 0, 0)
+
+
+class PairLimited(geneva.Workflow):
+    @step(limit=two_at_a_time)
+    def work(self):
+        while DURING:
+            DURING.pop(0)()
+
+
+def test_a_woken_waiter_takes_its_grant_not_a_second_slot(app, geneva_jobs):
+    """R-LIM-13: with its grant waiting and a slot free besides, the woken
+    waiter's claim takes the grant: nothing is left granted or queued."""
+    _, a_id = first_execution(PairLimited, "a@example.com")
+    _, b_id = first_execution(PairLimited, "b@example.com")
+    _, c_id = first_execution(PairLimited, "c@example.com")
+    geneva_jobs.clear()
+    # A runs and delivers B; B runs and delivers C, which parks (2 of 2 held).
+    DURING.extend([lambda: deliver(b_id), lambda: deliver(c_id)])
+    perform_step_execution(a_id, continue_inline=False)
+    # B's end granted C its slot; A's end freed the other one.
+    assert counters("test-two-at-a-time", "") == (0, 1, 0)
+    perform_step_execution(c_id, continue_inline=False)
+    assert execution_row(c_id)["state"] == "completed"
+    assert counters("test-two-at-a-time", "") == (0, 0, 0)
+    assert waiter_rows("test-two-at-a-time") == []
