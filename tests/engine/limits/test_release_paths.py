@@ -44,7 +44,6 @@ from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.limits import assert_consistent
 from tests.support.limits import assert_idle
-from tests.support.limits import counters
 from tests.support.limits import deliver
 from tests.support.limits import first_execution
 from tests.support.limits import published_ids
@@ -384,7 +383,8 @@ def test_each_execution_of_a_resumable_chain_takes_and_releases_a_slot(
     assert assert_consistent(NAME, KEY) == (0, 1, 0)
     _assert_granted_to(geneva_jobs, b_id)
     successor = execution_rows(a_wf)[-1]
-    assert successor["id"] != a_id and successor["limit_holds"] is None
+    assert successor["id"] != a_id
+    assert successor["limit_holds"] is None
     _perform(successor["id"])
     assert assert_consistent(NAME, KEY) == (0, 1, 1)  # parked behind B
     _drain_to_idle(geneva_jobs)
@@ -436,7 +436,8 @@ def test_skipping_a_granted_waiters_step_grants_the_next(app, geneva_jobs):
     assert assert_consistent(NAME, KEY) == (0, 1, 0)
     _assert_granted_to(geneva_jobs, c_id)
     _drain_to_idle(geneva_jobs)
-    assert ("after", b_wf) in RUNS and ("work", b_wf) not in RUNS
+    assert ("after", b_wf) in RUNS
+    assert ("work", b_wf) not in RUNS
 
 
 def test_skipping_a_paused_waiter_drops_it_through_the_bulk_cancel(app, geneva_jobs):
@@ -518,7 +519,8 @@ def test_skip_if_true_on_wake_drops_the_waiter(app, geneva_jobs):
     assert assert_consistent(NAME, KEY) == (0, 1, 0)
     _assert_granted_to(geneva_jobs, c_id)
     _drain_to_idle(geneva_jobs)
-    assert ("after", b_wf) in RUNS and ("work", b_wf) not in RUNS
+    assert ("after", b_wf) in RUNS
+    assert ("work", b_wf) not in RUNS
 
 
 def test_a_key_function_raising_on_wake_pauses_and_leaves_the_queue(app, geneva_jobs):
@@ -556,7 +558,7 @@ def test_a_key_that_changed_while_waiting_leaves_the_old_queue(app, geneva_jobs)
 def test_a_step_no_longer_limited_after_a_deploy_leaves_the_queue(app, geneva_jobs):
     """R-LIM-21: a deploy removed the limit from B's step while B waited. B runs
     unlimited, and its waiter row (granted) leaves the queue for C."""
-    _, [(b_wf, b_id), (_, c_id)] = _holder_and_waiters(geneva_jobs, waiters=2)
+    _, [(_, b_id), (_, c_id)] = _holder_and_waiters(geneva_jobs, waiters=2)
     geneva_jobs.clear()
     with _step_limits(Held, "work", ()):
         _perform(b_id)
