@@ -138,6 +138,16 @@ class HeldConditional(geneva.Workflow):
         RUNS.append(("after", self.id))
 
 
+class HeldTwice(geneva.Workflow):
+    @step(limit=release_limit)
+    def work(self):
+        _body(self, "work")
+
+    @step(limit=release_limit)
+    def again(self):
+        _body(self, "again")
+
+
 class HeldChain(geneva.Workflow):
     @resumable_step(limit=release_limit)
     def walk(self, it):
@@ -392,6 +402,26 @@ def test_each_execution_of_a_resumable_chain_takes_and_releases_a_slot(
     assert [r["limit_holds"] for r in rows] == [{"held": [[NAME, KEY]]}] * 2
     assert workflow_row(a_wf)["state"] == "finished"
     assert RUNS.index(("work", b_wf)) < RUNS.index(("walk", a_wf), 1)
+
+
+def test_inline_continuation_never_bypasses_a_waiter(app, geneva_jobs):
+    """R-LIM-15, R-LIM-12: A's next step has the same limit. Finalize releases
+    A's slot to waiter B and does not claim the next step inline: it is
+    published and queues behind B."""
+    holder = first_execution(HeldTwice, "a@example.com")
+    b_wf, b_id = first_execution(Held, "b@example.com")
+    geneva_jobs.clear()
+    DURING.append(lambda: deliver(b_id))
+    perform_step_execution(holder[1], continue_inline=True)
+    again = execution_rows(holder[0])[-1]
+    assert again["step_name"] == "again"
+    assert again["state"] == "scheduled"  # not claimed inline
+    assert assert_consistent(NAME, KEY) == (0, 1, 0)
+    _assert_granted_to(geneva_jobs, b_id)
+    _perform(again["id"])
+    assert assert_consistent(NAME, KEY) == (0, 1, 1)  # behind B
+    _drain_to_idle(geneva_jobs)
+    assert RUNS.index(("work", b_wf)) < RUNS.index(("again", holder[0]))
 
 
 # -- a waiter's ways out (R-LIM-21, R-LIM-22) ----------------------------------------
