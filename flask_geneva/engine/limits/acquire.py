@@ -73,6 +73,7 @@ def parked(session: orm.Session, execution: Any) -> bool:
     """Whether ``execution`` waits in a limit's queue (R-LIM-11)."""
     if not installed(session):
         return False
+    # Not by job_id: resume() re-publishes a waiter under a task id (R-EXT-21).
     holds = execution.limit_holds
     return isinstance(holds, dict) and bool(holds.get("waits"))
 

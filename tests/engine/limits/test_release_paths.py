@@ -598,6 +598,22 @@ def test_a_step_no_longer_limited_after_a_deploy_leaves_the_queue(app, geneva_jo
     _drain_to_idle(geneva_jobs)
 
 
+def test_a_resumed_waiter_no_longer_limited_leaves_the_queue(app, geneva_jobs):
+    """R-LIM-21: as above, for a waiter that resume() published again under a
+    task id (its job_id is no longer geneva:limited)."""
+    _, [(b_wf, b_id), (_, c_id)] = _holder_and_waiters(geneva_jobs, waiters=2)
+    externally(b_wf, "pause")
+    externally(b_wf, "resume")
+    assert execution_row(b_id)["job_id"] != LIMITED_JOB_ID
+    geneva_jobs.clear()
+    with _step_limits(Held, "work", ()):
+        _perform(b_id)
+        assert _ended(b_id) == ("completed", "success")
+        assert assert_consistent(NAME, KEY) == (0, 1, 0)
+        _assert_granted_to(geneva_jobs, c_id)
+    _drain_to_idle(geneva_jobs)
+
+
 def test_a_waiter_whose_hero_was_deleted_is_canceled_and_leaves_the_queue(
     app, geneva_jobs
 ):
