@@ -113,6 +113,11 @@ def _one_key(
                 done += 1
         after, _ = pump(session, tables, name, key, counts, now)
         done += after.granted - counts.granted
+        if after.granted == counts.granted:
+            # Nothing to grant (its waiters' workflows are paused): stamped,
+            # it goes to the back of the next passes' batches, so that keys
+            # behind it are reached (R-LIM-16).
+            limit_rows.change_counts(session, tables.keys, name, key, now)
         session.commit()
     except Exception as error:  # noqa: BLE001 - one key never stops the dispatcher
         session.rollback()
