@@ -103,12 +103,15 @@ class ExecutionLeft:
         new_state: The state written.
         holds: Its ``limit_holds`` before the write (R-LIM-11), or
             :data:`UNLOADED` when the instance did not load the column.
+        new_holds: Its ``limit_holds`` as written (slots passed on to a
+            successor are marked there, R-LIM-26), or :data:`UNLOADED`.
     """
 
     execution_id: Any
     old_state: str
     new_state: str
     holds: Any
+    new_holds: Any = UNLOADED
 
 
 ExecutionsLeft = Callable[[orm.Session, Any, list[ExecutionLeft], datetime], object]
@@ -302,7 +305,15 @@ def _left_executions(executions: list[Any]) -> list[ExecutionLeft]:
             holds = state.dict.get("limit_holds", UNLOADED)
         if holds is None:
             continue
-        left.append(ExecutionLeft(state.key[1][0], str(old), str(new), holds))
+        left.append(
+            ExecutionLeft(
+                state.key[1][0],
+                str(old),
+                str(new),
+                holds,
+                state.dict.get("limit_holds", UNLOADED),
+            )
+        )
     return left
 
 

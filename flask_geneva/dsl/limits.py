@@ -11,8 +11,8 @@ This module is the declaration layer only: the validation of a ``Limit``
 limits of the registered classes that ``init_app`` checks (R-LIM-04), and the
 resolution of a workflow's keys (R-LIM-05). Pure code: no database, no Flask.
 
-In this release ``hold_across_chain=True`` is validated and then refused as not
-supported yet (:data:`HOLD_ACROSS_CHAIN_ENABLED`), so that nothing half-works.
+``hold_across_chain=True`` keeps a resumable step's slot from one execution of
+its chain to the next (R-LIM-26).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GLOBAL_KEY",
-    "HOLD_ACROSS_CHAIN_ENABLED",
     "MAX_LIMIT_NAME_LENGTH",
     "MAX_PER",
     "MAX_RATE",
@@ -51,8 +50,6 @@ __all__ = [
     "resolve_limit_keys",
 ]
 
-#: Whether ``hold_across_chain=True`` is accepted; False until it is enforced.
-HOLD_ACROSS_CHAIN_ENABLED = False
 
 #: The longest limit name.
 MAX_LIMIT_NAME_LENGTH = 64
@@ -133,8 +130,8 @@ class Limit:
             name of a workflow method ``(self)`` (checked at ``init_app``).
             Its value must be a str, int or ``uuid.UUID`` (R-LIM-05).
         hold_across_chain: Whether a resumable step's chain keeps its slot
-            across its executions (a bool). True is not supported yet: refused
-            in this release.
+            from one execution to its successor (a bool, R-LIM-26); False: each
+            execution of the chain takes a slot anew.
 
     Attributes:
         definition_location: ``(file, line)`` where the limit was constructed,
@@ -148,8 +145,7 @@ class Limit:
             ``timedelta`` or over 31 days; ``rate`` over 10,000; an invalid
             name; a ``key`` that is not None, a str or a callable, an async or
             unhashable key callable; a ``hold_across_chain`` that is not a
-            bool. Then ``rate``/``per`` and ``hold_across_chain=True``, not
-            supported yet.
+            bool.
 
     .. versionadded:: 0.2
     """
@@ -174,11 +170,6 @@ class Limit:
             raise StepConfigurationError(
                 f"{label}: invalid hold_across_chain {_shown(self.hold_across_chain)} "
                 f"({type(self.hold_across_chain).__name__}): must be True or False"
-            )
-        if self.hold_across_chain and not HOLD_ACROSS_CHAIN_ENABLED:
-            raise StepConfigurationError(
-                f"{label}: hold_across_chain=True is not supported yet (a slot is "
-                "held by one execution in this release); leave it False"
             )
         frame = sys._getframe(2)  # __post_init__ <- __init__ <- the declaration
         object.__setattr__(

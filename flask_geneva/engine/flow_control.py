@@ -21,6 +21,7 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.db import locks as row_locks
+from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.operator_transaction import operator_action
 from flask_geneva.engine.operator_transaction import refuse_state
@@ -210,12 +211,15 @@ def pause(workflow: Any, *, actor: str | None, via: str, commit: bool) -> None:
         workflow, "pause", actor=actor, via=via, commit=commit
     ) as action:
         locked = action.workflow
+        now = clock.now()
         transitions.apply(
             transitions.OPERATOR_PAUSE,
-            clock.now(),
+            now,
             workflow=locked,
             refuse=lambda state: refuse_state("pause", state),
         )
+        # A waiting chain successor's slots are not held while paused (R-LIM-26).
+        flow_limits.release_chain_holds(action.session, locked, now)
         action.record(None)
         locked.logger.info("paused (was %s) via %s", action.from_state, via)
 

@@ -257,6 +257,7 @@ def create_step_execution(
     cancel_stray: bool = True,
     publish: bool = True,
     claim_inline: bool = False,
+    limit_holds: Any = None,
 ) -> Any:
     """Insert a scheduled execution of ``step``; arrange its publication (R-SCH-01..05).
 
@@ -269,6 +270,9 @@ def create_step_execution(
         wait: Delay from now (``timedelta`` or seconds), or None for now.
         continues_from: Predecessor execution for resumable successors (R-SCH-08).
         cursor: Stored cursor to copy verbatim into the successor.
+        limit_holds: The slots a resumable successor holds from its
+            predecessor (``hold_across_chain``, R-LIM-26), written with the
+            INSERT; None for none.
         cancel_stray: Cancel other ``scheduled`` executions first (R-SCH-03). The
             executor's finalize passes False: it holds the workflow's one active
             (``in_progress``) execution, so the unique index rules out any other.
@@ -305,6 +309,8 @@ def create_step_execution(
     if continues_from is not None:
         execution.continues_from_id = continues_from.id
         execution.cursor = cursor
+    if limit_holds is not None:
+        execution.limit_holds = limit_holds
     workflow.next_step_name = step.name
     # The task id is chosen before the INSERT so job_id needs no second UPDATE.
     context = context_of(session)
@@ -501,12 +507,14 @@ def create_successor_execution(
     clear_cursor: bool = False,
     cancel_stray: bool = True,
     publish: bool = True,
+    limit_holds: Any = None,
 ) -> Any:
     """Create the execution that continues ``predecessor`` (R-SCH-08).
 
     The cursor is copied verbatim (no size check); ``clear_cursor`` starts the
-    successor empty (rewind, R-EXT-26 / R-FC-13). ``cancel_stray`` and ``publish``
-    are passed to :func:`create_step_execution`.
+    successor empty (rewind, R-EXT-26 / R-FC-13). ``cancel_stray``, ``publish``
+    and ``limit_holds`` (the slots it holds from ``predecessor``, R-LIM-26) are
+    passed to :func:`create_step_execution`.
 
     Raises:
         StepNotDefinedError: The predecessor's step has no definition any more.
@@ -524,6 +532,7 @@ def create_successor_execution(
         cursor=cursor,
         cancel_stray=cancel_stray,
         publish=publish,
+        limit_holds=limit_holds,
     )
 
 

@@ -18,7 +18,6 @@ from flask_sqlalchemy import SQLAlchemy
 
 from flask_geneva import Geneva
 from flask_geneva import GenevaConfigurationError
-from flask_geneva.dsl import limits as limits_module
 from flask_geneva.dsl.decorators import resumable_step
 from flask_geneva.dsl.decorators import step
 from flask_geneva.dsl.limits import Limit
@@ -208,16 +207,13 @@ def test_an_invalid_rate_is_named():
         Limit("x", rate=0, per=timedelta(minutes=1))
 
 
-def test_hold_across_chain_must_be_a_bool_and_true_is_not_supported_yet(monkeypatch):
-    """hold_across_chain is a bool; True is refused in this release (R-LIM-02)."""
+def test_hold_across_chain_must_be_a_bool():
+    """hold_across_chain is a bool (R-LIM-02, R-LIM-26)."""
     with pytest.raises(StepConfigurationError) as raised:
         Limit("x", concurrency=1, hold_across_chain=1)  # type: ignore[arg-type]
     assert str(raised.value) == (
         "Limit 'x': invalid hold_across_chain 1 (int): must be True or False"
     )
-    with pytest.raises(StepConfigurationError, match="hold_across_chain=True is not"):
-        Limit("x", concurrency=1, hold_across_chain=True)
-    monkeypatch.setattr(limits_module, "HOLD_ACROSS_CHAIN_ENABLED", True)
     assert Limit("x", concurrency=1, hold_across_chain=True).hold_across_chain
 
 

@@ -19,6 +19,7 @@ from flask_geneva.core import clock
 from flask_geneva.db import error_recording
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import session_transactions
+from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.executor import policy_decisions
 from flask_geneva.engine.executor.run import BodyResult
@@ -191,7 +192,13 @@ def perform(
         _create_reattempt(run, workflow, execution, step, wait)
     elif schedules is kind.SUCCESSOR:
         scheduling.create_successor_execution(
-            run.session, workflow, execution, wait=wait, cancel_stray=False
+            run.session,
+            workflow,
+            execution,
+            wait=wait,
+            cancel_stray=False,
+            # The slots of hold_across_chain limits go on with the chain (R-LIM-26).
+            limit_holds=flow_limits.pass_on_chain_holds(run.session, execution),
         )
     elif schedules is not kind.NOTHING:  # pragma: no cover - not an engine entry
         raise AssertionError(f"the executor does not schedule {schedules!r}")

@@ -19,6 +19,8 @@ from flask_geneva.engine.limits.acquire import Parked
 from flask_geneva.engine.limits.acquire import claim_slots
 from flask_geneva.engine.limits.acquire import installed
 from flask_geneva.engine.limits.acquire import parked
+from flask_geneva.engine.limits.acquire import pass_on_chain_holds
+from flask_geneva.engine.limits.release import release_chain_holds
 from flask_geneva.engine.limits.timers import dispatch_limit_grants
 
 __all__ = [
@@ -28,4 +30,6 @@ __all__ = [
     "dispatch_limit_grants",
     "installed",
     "parked",
+    "pass_on_chain_holds",
+    "release_chain_holds",
 ]

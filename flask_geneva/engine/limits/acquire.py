@@ -41,6 +41,7 @@ __all__ = [
     "claim_slots",
     "installed",
     "parked",
+    "pass_on_chain_holds",
     "tables_of",
 ]
 
@@ -78,6 +79,25 @@ def parked(session: orm.Session, execution: Any) -> bool:
     # Not by job_id: resume() re-publishes a waiter under a task id (R-EXT-21).
     holds = execution.limit_holds
     return isinstance(holds, dict) and bool(holds.get("waits"))
+
+
+def pass_on_chain_holds(session: orm.Session, execution: Any) -> Any:
+    """The slots a resumable step's successor keeps, or None (R-LIM-26).
+
+    Called when the executor continues ``execution``'s chain: the pairs of
+    its ``hold_across_chain`` limits are marked ``"passed_on"`` in its
+    ``limit_holds`` (written with its own UPDATE, so the write path does not
+    give them back) and returned as the successor's ``limit_holds``, written
+    with its INSERT. No statement of its own.
+    """
+    if not installed(session):
+        return None
+    holds = execution.limit_holds
+    if not isinstance(holds, dict) or not holds.get("chain"):
+        return None
+    chain = [list(pair) for pair in holds["chain"]]
+    execution.limit_holds = {**holds, "passed_on": chain}
+    return {"held": chain}
 
 
 def tables_of(session: orm.Session) -> LimitTables:
@@ -124,12 +144,25 @@ def claim_slots(
         # another value, or a deploy changed the step's limits): it leaves
         # that queue, at that key's place in the lock order (R-LIM-21, R-LIM-30).
         stale = (waiter.limit_name, waiter.limit_key)
+    # A resumable successor holds its chain's slots already (R-LIM-26).
+    inherited = (
+        {(str(pair[0]), str(pair[1])) for pair in holds.get("held") or ()}
+        if not holds.get("waits")
+        else set()
+    )
     taken: list[tuple[str, str, limit_starts.RateStart | None]] = []
-    for name, key in sorted([*wanted, *([stale] if stale else [])]):
+    pairs = {*wanted, *inherited, *([stale] if stale else [])}
+    for name, key in sorted(pairs):
         if (name, key) == stale:
             assert waiter is not None  # noqa: S101 - stale is its key
             _leave_queue(session, tables, waiter, now)
             waiter = None
+            continue
+        if (name, key) in inherited:
+            if (name, key) in wanted:
+                taken.append((name, key, None))  # held: no statement
+            else:
+                give_back(session, tables, name, key, now)  # its key changed
             continue
         mine = (
             waiter
@@ -155,15 +188,24 @@ def claim_slots(
                 )
             give_back(session, tables, taken_name, taken_key, now)
         return _park(session, tables, workflow, execution, step, name, key, waiter, now)
-    return _held(taken)
+    return _held(taken, limits)
 
 
 def _held(
     taken: list[tuple[str, str, limit_starts.RateStart | None]],
+    limits: dict[str, Any],
 ) -> dict[str, Any]:
-    """``limit_holds`` of a claim: the pairs held, and the database times of
-    its rate starts (``{"limit name": iso time}``, R-LIM-23)."""
+    """``limit_holds`` of a claim: the pairs held, those its chain keeps
+    (``"chain"``, R-LIM-26), and the database times of its rate starts
+    (``{"limit name": iso time}``, R-LIM-23)."""
     held: dict[str, Any] = {"held": [[name, key] for name, key, _ in taken]}
+    chain = [
+        [name, key]
+        for name, key, _ in taken
+        if getattr(limits.get(name), "hold_across_chain", False)
+    ]
+    if chain:
+        held["chain"] = chain
     rate_starts = {
         name: start.started_at.isoformat()
         for name, _, start in taken

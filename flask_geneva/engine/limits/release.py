@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.db import limits as limit_rows
+from flask_geneva.db import locks as row_locks
 from flask_geneva.db import write_path
 from flask_geneva.engine.limits.acquire import give_back
 from flask_geneva.engine.limits.acquire import installed
@@ -27,7 +28,7 @@ from flask_geneva.engine.limits.acquire import tables_of
 from flask_geneva.engine.limits.wake import LimitTables
 from flask_geneva.engine.limits.wake import pump
 
-__all__ = ["drop_waiter", "release_left_executions"]
+__all__ = ["drop_waiter", "release_chain_holds", "release_left_executions"]
 
 
 @write_path.on_executions_left
@@ -38,7 +39,7 @@ def release_left_executions(
     now: datetime,
 ) -> None:
     """Give back the slots and queue places of executions that just left
-    ``in_progress`` or ``scheduled`` (R-LIM-20..22).
+    ``in_progress`` or ``scheduled`` (R-LIM-20..22, R-LIM-26).
 
     Keys are handled in ``(limit name, key)`` order, the order every claim
     locks them in (R-LIM-30).
@@ -58,11 +59,21 @@ def release_left_executions(
             holds = _read_holds(session, geneva, execution.execution_id)
         if not isinstance(holds, dict):
             continue
-        if execution.old_state == "in_progress":
-            for pair in holds.get("held") or ():
-                work.append(
-                    (str(pair[0]), str(pair[1]), "held", execution.execution_id)
-                )
+        if holds.get("held"):
+            # A holder leaving in_progress, or a successor that held its
+            # chain's slots leaving scheduled (R-LIM-20, R-LIM-26): all but
+            # what it passed on to its own successor.
+            new_holds = execution.new_holds
+            passed = (
+                {tuple(pair) for pair in new_holds.get("passed_on") or ()}
+                if isinstance(new_holds, dict)
+                else set()
+            )
+            for pair in holds["held"]:
+                if tuple(pair) not in passed:
+                    work.append(
+                        (str(pair[0]), str(pair[1]), "held", execution.execution_id)
+                    )
         elif execution.old_state == "scheduled" and holds.get("waits"):
             name, key = holds["waits"]
             work.append((str(name), str(key), "waits", execution.execution_id))
@@ -107,3 +118,45 @@ def drop_waiter(
 def _read_holds(session: orm.Session, geneva: Any, execution_id: Any) -> Any:
     """``limit_holds`` of an execution whose instance did not load it."""
     return limit_rows.execution_limit_holds(session, geneva.StepExecution, execution_id)
+
+
+def release_chain_holds(session: orm.Session, workflow: Any, now: datetime) -> None:
+    """Give back the slots a paused workflow's waiting successor holds (R-LIM-26).
+
+    A resumable chain's successor keeps its ``hold_across_chain`` slots while
+    it is ``scheduled``; pausing the workflow leaves that row as it is
+    (R-EXT-01), so its slots are given back here, in the pause's transaction
+    (after the workflow's lock), and its ``limit_holds`` cleared: resumed, it
+    takes its slots anew. Nothing is read for a class without such a limit.
+
+    Args:
+        session: The operator's session; the workflow is locked.
+        workflow: The locked workflow being paused.
+        now: The pause time (aware UTC).
+    """
+    if not _uses_chain_holds(type(workflow)) or not installed(session):
+        return
+    pairs: list[tuple[str, str]] = []
+    for execution in row_locks.lock_active_executions(session, workflow.id):
+        holds = execution.limit_holds
+        if execution.state == "scheduled" and isinstance(holds, dict):
+            held = holds.get("held") or ()
+            if held:
+                pairs.extend((str(pair[0]), str(pair[1])) for pair in held)
+                execution.limit_holds = None
+    if pairs:
+        tables = tables_of(session)
+        for name, key in sorted(pairs):
+            give_back(session, tables, name, key, now)
+
+
+def _uses_chain_holds(workflow_cls: Any) -> bool:
+    """Whether a step of ``workflow_cls`` declares a ``hold_across_chain`` limit."""
+    collection = getattr(workflow_cls, "step_collection", None)
+    if collection is None:
+        return False
+    return any(
+        limit.hold_across_chain
+        for step in collection()
+        for limit in getattr(step, "limits", ())
+    )

@@ -382,10 +382,9 @@ def test_each_execution_of_a_resumable_chain_takes_and_releases_a_slot(
     app, geneva_jobs
 ):
     """R-LIM-20, R-LIM-15: A's first execution suspends; its slot goes to waiter
-    B, and A's successor takes one anew, queued behind B (no hold across the
-    chain in this release: hold_across_chain=True is refused)."""
-    with pytest.raises(StepConfigurationError, match="hold_across_chain"):
-        Limit("test-chain", concurrency=1, hold_across_chain=True)
+    B, and A's successor takes one anew, queued behind B (the limit does not
+    hold across the chain: tests/engine/limits/test_chain_holds.py has one
+    that does, R-LIM-26)."""
     (a_wf, a_id), [(b_wf, b_id)] = _holder_and_waiters(
         geneva_jobs, holder_cls=HeldChain
     )
