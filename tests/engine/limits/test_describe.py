@@ -159,7 +159,7 @@ def test_the_global_key_reads_global(app):
 def test_only_a_limits_waiter_has_a_sentence(app):
     """R-LIM-41: an ordinary scheduled execution, or one marked limited whose row
     says nothing of a wait, has no sentence."""
-    workflow_id, execution_id = _scheduled(PartnerSync, "plain@example.com")
+    _, execution_id = _scheduled(PartnerSync, "plain@example.com")
     assert _sentence(execution_id) is None
     update_execution(execution_id, job_id="geneva:limited", limit_holds=None)
     assert _sentence(execution_id) is None
