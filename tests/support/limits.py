@@ -42,9 +42,7 @@ def set_key(
     table = keys_table()
     with external_writer() as connection:
         connection.execute(
-            sa.delete(table).where(
-                table.c.limit_name == name, table.c.limit_key == key
-            )
+            sa.delete(table).where(table.c.limit_name == name, table.c.limit_key == key)
         )
         connection.execute(
             sa.insert(table).values(

@@ -177,9 +177,7 @@ def test_a_real_waiter_is_described_then_granted_then_has_none(app, geneva_jobs)
     seen: dict[str, Any] = {}
 
     def while_the_holder_runs() -> None:
-        in_other_thread(
-            lambda: perform_step_execution(waiter, continue_inline=False)
-        )
+        in_other_thread(lambda: perform_step_execution(waiter, continue_inline=False))
         seen["sentence"] = in_other_thread(lambda: _sentence(waiter))
 
     DURING.append(while_the_holder_runs)
