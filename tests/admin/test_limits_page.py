@@ -79,7 +79,7 @@ def _keys_in_order(page):
     return re.findall(r'data-limit="([^"]*)" data-key="([^"]*)"', page)
 
 
-def test_the_limits_page_lists_keys_most_waiting_first(client):
+def test_the_limits_page_lists_keys_most_waiting_first(client, geneva_jobs):
     """R-LIM-45: running of the cap, granted, waiting; idle declared limits."""
     _picture()
     page = _page(client, LIMITS_URL)
@@ -95,7 +95,7 @@ def test_the_limits_page_lists_keys_most_waiting_first(client):
     assert key_link in page
 
 
-def test_filters_by_limit_key_prefix_and_busy_only(client):
+def test_filters_by_limit_key_prefix_and_busy_only(client, geneva_jobs):
     """R-LIM-45: limit, key prefix (LIKE characters match themselves), busy only."""
     _picture()
     set_key("admin-partner-api", "glo%x", running=1)
@@ -109,7 +109,7 @@ def test_filters_by_limit_key_prefix_and_busy_only(client):
     assert "admin-exports (concurrency 5)" in other
 
 
-def test_an_unusable_filter_is_ignored_with_a_note(client):
+def test_an_unusable_filter_is_ignored_with_a_note(client, geneva_jobs):
     """R-LIM-45, R-ADM-31: a NUL byte or an overlong key is a note, not an error."""
     _picture()
     page = _page(client, LIMITS_URL + "?key=" + "k" * 300)
@@ -119,7 +119,7 @@ def test_an_unusable_filter_is_ignored_with_a_note(client):
     assert "contains a NUL byte" in _page(client, LIMITS_URL + "?limit=a%00b")
 
 
-def test_more_keys_than_shown_says_how_many_more(client, monkeypatch):
+def test_more_keys_than_shown_says_how_many_more(client, monkeypatch, geneva_jobs):
     """R-LIM-45: past the cap (lowered to 2 here), "… N more keys"."""
     monkeypatch.setattr(limit_reads, "MAX_OVERVIEW_KEYS", 2)
     for number in range(5):
@@ -129,7 +129,9 @@ def test_more_keys_than_shown_says_how_many_more(client, monkeypatch):
     assert "… 3 more keys" in page
 
 
-def test_a_keys_page_lists_its_waiters_granted_first_then_in_grant_order(client):
+def test_a_keys_page_lists_its_waiters_granted_first_then_in_grant_order(
+    client, geneva_jobs
+):
     """R-LIM-45: execution and workflow links, priority, waiting since, granted."""
     now = clock.now()
     set_key("admin-partner-api", "acme", running=1, granted=1, waiting=2)
@@ -151,7 +153,9 @@ def test_a_keys_page_lists_its_waiters_granted_first_then_in_grant_order(client)
     assert "This limit has no such key" in missing
 
 
-def test_the_workflow_and_execution_pages_say_what_the_step_waits_for(client):
+def test_the_workflow_and_execution_pages_say_what_the_step_waits_for(
+    client, geneva_jobs
+):
     """R-LIM-42: the sentence, and a link to the key's queue."""
     workflow_id, execution_id = _picture()
     page = " ".join(_page(client, detail_url(workflow_id)).split())
@@ -165,7 +169,7 @@ def test_the_workflow_and_execution_pages_say_what_the_step_waits_for(client):
     assert "Waiting for an admin-partner-api slot (key acme" in detail
 
 
-def test_the_executions_list_says_waiting_for_the_limit(client):
+def test_the_executions_list_says_waiting_for_the_limit(client, geneva_jobs):
     """R-LIM-42: the Next run column of a waiter names its limit, not a time."""
     _, execution_id = _picture()
     page = _page(client, "/geneva/step-executions/")
@@ -175,7 +179,7 @@ def test_the_executions_list_says_waiting_for_the_limit(client):
     assert "overdue" not in row
 
 
-def test_the_overview_has_the_limits_line_only_when_a_key_is_busy(client):
+def test_the_overview_has_the_limits_line_only_when_a_key_is_busy(client, geneva_jobs):
     """R-LIM-43: "limits: N keys busy, M waiting, oldest D" linking to busy keys."""
     set_key("admin-partner-api", "initech")
     assert "geneva-limits-line" not in _page(client, "/geneva/")
@@ -185,7 +189,7 @@ def test_the_overview_has_the_limits_line_only_when_a_key_is_busy(client):
     assert '<a href="/geneva/limits/?busy=1">limits:' in page
 
 
-def test_stored_keys_are_escaped(client):
+def test_stored_keys_are_escaped(client, geneva_jobs):
     """R-ADM-06: a key is stored text; the page escapes it."""
     set_key("admin-partner-api", "<script>alert(1)</script>", running=1)
     raw = client.get(LIMITS_URL).get_data(as_text=True)
@@ -193,7 +197,9 @@ def test_stored_keys_are_escaped(client):
     assert "&lt;script&gt;" in raw
 
 
-def test_without_the_unit_the_pages_say_how_to_install_it(client, without_unit):
+def test_without_the_unit_the_pages_say_how_to_install_it(
+    client, without_unit, geneva_jobs
+):
     """R-LIM-45, R-LIM-50: the Limits page names the unit; the other pages work."""
     workflow = AdminPartnerSync.create(hero=new_user("old@example.com"))
     ids = workflow.id, workflow.current_execution.id
@@ -211,7 +217,7 @@ def test_without_the_unit_the_pages_say_how_to_install_it(client, without_unit):
     assert "geneva-limits-line" not in _page(client, "/geneva/")
 
 
-def test_the_menu_has_limits_next_to_signals(client):
+def test_the_menu_has_limits_next_to_signals(client, geneva_jobs):
     """R-LIM-45: the menu entry follows Signals."""
     page = _page(client, "/geneva/")
     assert page.index("Signals</a>") < page.index("Limits</a>")

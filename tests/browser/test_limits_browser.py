@@ -24,7 +24,9 @@ OVERFLOW = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 SCRIPT = "<script>alert('limit')</script>"
 
 
-def test_filter_busy_keys_and_follow_a_key_to_its_waiter(live_url, page_without_csp):
+def test_filter_busy_keys_and_follow_a_key_to_its_waiter(
+    live_url, page_without_csp, geneva_jobs
+):
     """Tick "busy only", submit, open acme's queue, then its waiting execution,
     whose page says what it waits for; a key holding <script> stays text."""
     page = page_without_csp  # no dialog must fire even without the CSP

@@ -62,7 +62,10 @@ def _lines(result):
     return [" ".join(line.split()) for line in result.stdout.splitlines()]
 
 
-def test_one_line_per_busy_key_most_waiting_first_and_idle_limits(geneva_cli):  # noqa: F811
+def test_one_line_per_busy_key_most_waiting_first_and_idle_limits(
+    geneva_cli,  # noqa: F811
+    geneva_jobs,
+):
     """R-LIM-40: busy keys by waiting desc; an idle key row is not listed; a
     declared limit with nothing busy reads idle with its concurrency."""
     _picture()
@@ -79,7 +82,7 @@ def test_one_line_per_busy_key_most_waiting_first_and_idle_limits(geneva_cli):  
     assert len(mine) == 3
 
 
-def test_name_shows_one_limit(geneva_cli):  # noqa: F811
+def test_name_shows_one_limit(geneva_cli, geneva_jobs):  # noqa: F811
     """R-LIM-40: NAME restricts the lines to that limit; a declared idle one says so."""
     _picture()
     set_key("cli-exports", "", running=1, concurrency=5)
@@ -92,7 +95,10 @@ def test_name_shows_one_limit(geneva_cli):  # noqa: F811
     ]
 
 
-def test_an_unknown_name_is_a_usage_error_listing_the_declared_limits(geneva_cli):  # noqa: F811
+def test_an_unknown_name_is_a_usage_error_listing_the_declared_limits(
+    geneva_cli,  # noqa: F811
+    geneva_jobs,
+):
     """R-LIM-40: exit status 2 and the declared names."""
     result = geneva_cli("limits", "no-such-limit")
     assert result.returncode == 2
@@ -101,7 +107,7 @@ def test_an_unknown_name_is_a_usage_error_listing_the_declared_limits(geneva_cli
     assert "cli-partner-api" in result.stderr
 
 
-def test_json_gives_the_same_data(geneva_cli):  # noqa: F811
+def test_json_gives_the_same_data(geneva_cli, geneva_jobs):  # noqa: F811
     """R-LIM-40: --json has the keys, how many more, and the idle limits."""
     _picture()
     result = geneva_cli("limits", "--json")
@@ -119,7 +125,7 @@ def test_json_gives_the_same_data(geneva_cli):  # noqa: F811
     assert {"limit": "cli-exports", "concurrency": 5} in report["idle_limits"]
 
 
-def test_the_list_is_capped_with_n_more_keys(geneva_cli, monkeypatch):  # noqa: F811
+def test_the_list_is_capped_with_n_more_keys(geneva_cli, monkeypatch, geneva_jobs):  # noqa: F811
     """R-LIM-40: past the cap, "… N more keys" (the cap lowered to 2 here)."""
     monkeypatch.setattr(limit_reads, "MAX_OVERVIEW_KEYS", 2)
     for number in range(5):
@@ -133,7 +139,7 @@ def test_the_list_is_capped_with_n_more_keys(geneva_cli, monkeypatch):  # noqa: 
     assert report["more_keys"] == 3
 
 
-def test_keys_are_escaped_and_odd_ones_quoted(geneva_cli):  # noqa: F811
+def test_keys_are_escaped_and_odd_ones_quoted(geneva_cli, geneva_jobs):  # noqa: F811
     """R-LIM-40: a key is stored text: control characters escaped, spaces quoted."""
     set_key("cli-partner-api", "evil\x1b[31m", running=1)
     set_key("cli-partner-api", "two words", running=1)
@@ -142,7 +148,11 @@ def test_keys_are_escaped_and_odd_ones_quoted(geneva_cli):  # noqa: F811
     assert 'key="two words"' in result.stdout
 
 
-def test_without_the_unit_the_command_says_how_to_install_it(geneva_cli, without_unit):  # noqa: F811
+def test_without_the_unit_the_command_says_how_to_install_it(
+    geneva_cli,  # noqa: F811
+    without_unit,
+    geneva_jobs,
+):
     """R-LIM-40, R-LIM-50: a one-line error naming flask geneva install."""
     without_unit("add_flow_limits")
     result = geneva_cli("limits")
@@ -150,7 +160,7 @@ def test_without_the_unit_the_command_says_how_to_install_it(geneva_cli, without
     assert "add_flow_limits" in result.stderr
 
 
-def test_status_prints_the_limits_line_only_when_a_key_is_busy(geneva_cli):  # noqa: F811
+def test_status_prints_the_limits_line_only_when_a_key_is_busy(geneva_cli, geneva_jobs):  # noqa: F811
     """R-LIM-43: "limits: N keys busy, M waiting, oldest D"; none when idle."""
     set_key("cli-partner-api", "initech")
     assert "limits:" not in geneva_cli("status").stdout
@@ -166,7 +176,7 @@ def test_status_prints_the_limits_line_only_when_a_key_is_busy(geneva_cli):  # n
     assert status["limits"]["limits"]["cli-partner-api"]["keys"] == 3
 
 
-def test_status_without_the_unit_has_no_limits(geneva_cli, without_unit):  # noqa: F811
+def test_status_without_the_unit_has_no_limits(geneva_cli, without_unit, geneva_jobs):  # noqa: F811
     """R-LIM-43: status works and says nothing of limits without the unit."""
     without_unit("add_flow_limits")
     result = geneva_cli("status", "--json")
@@ -174,7 +184,7 @@ def test_status_without_the_unit_has_no_limits(geneva_cli, without_unit):  # noq
     assert json.loads(result.stdout)["limits"] is None
 
 
-def test_show_prints_the_waiters_sentence(geneva_cli):  # noqa: F811
+def test_show_prints_the_waiters_sentence(geneva_cli, geneva_jobs):  # noqa: F811
     """R-LIM-42: `flask geneva show` says what the waiting step waits for."""
     workflow_id, _ = _picture()
     result = geneva_cli("show", str(workflow_id))

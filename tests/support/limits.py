@@ -58,8 +58,8 @@ def set_key(
 
 
 def park(
-    execution_id: Any,
     workflow_id: Any,
+    execution_id: Any,
     name: str,
     key: str,
     *,
@@ -67,7 +67,8 @@ def park(
     priority: int = 0,
     granted_at: datetime | None = None,
 ) -> None:
-    """Make ``execution_id`` (a scheduled execution) a waiter of ``(name, key)``."""
+    """Make ``execution_id`` (a scheduled execution of ``workflow_id``) a waiter
+    of ``(name, key)``."""
     executions = executions_table()
     with external_writer() as connection:
         connection.execute(

@@ -90,7 +90,7 @@ def _three_waiters(now: Any) -> list[Any]:
     return [execution_id for _, execution_id in ids]
 
 
-def test_a_waiter_says_its_limit_key_counters_position_and_wait(app):
+def test_a_waiter_says_its_limit_key_counters_position_and_wait(app, geneva_jobs):
     """R-LIM-41: counters of the key, its place in grant order, how long it waited."""
     now = clock.now()
     first, vip, third = _three_waiters(now)
@@ -103,7 +103,7 @@ def test_a_waiter_says_its_limit_key_counters_position_and_wait(app):
     assert _sentence(third, now).endswith("position 3) since 2 min")
 
 
-def test_equal_priority_and_wait_are_ordered_by_arrival(app):
+def test_equal_priority_and_wait_are_ordered_by_arrival(app, geneva_jobs):
     """R-LIM-41, R-LIM-12: the waiter row's id breaks a tie on waiting_since."""
     now = clock.now()
     ids = [_scheduled(PartnerSync, f"t{i}@example.com") for i in range(2)]
@@ -119,7 +119,7 @@ def test_equal_priority_and_wait_are_ordered_by_arrival(app):
     assert positions == [1, 2]
 
 
-def test_a_granted_waiter_says_its_task_is_on_its_way(app):
+def test_a_granted_waiter_says_its_task_is_on_its_way(app, geneva_jobs):
     """R-LIM-41: a granted waiter, and grants that count next to running."""
     now = clock.now()
     granted = _scheduled(PartnerSync, "g@example.com")
@@ -144,7 +144,7 @@ def test_a_granted_waiter_says_its_task_is_on_its_way(app):
     )
 
 
-def test_the_global_key_reads_global(app):
+def test_the_global_key_reads_global(app, geneva_jobs):
     """R-LIM-41: a limit without ``key`` waits on the global key ``""``."""
     now = clock.now()
     workflow_id, execution_id = _scheduled(OneSlot, "global@example.com")
@@ -156,7 +156,7 @@ def test_the_global_key_reads_global(app):
     )
 
 
-def test_only_a_limits_waiter_has_a_sentence(app):
+def test_only_a_limits_waiter_has_a_sentence(app, geneva_jobs):
     """R-LIM-41: an ordinary scheduled execution, or one marked limited whose row
     says nothing of a wait, has no sentence."""
     _, execution_id = _scheduled(PartnerSync, "plain@example.com")
@@ -191,7 +191,7 @@ def test_a_real_waiter_is_described_then_granted_then_has_none(app, geneva_jobs)
     assert _sentence(waiter) is None
 
 
-def test_the_status_line_counts_busy_keys_waiters_and_the_oldest_wait(app):
+def test_the_status_line_counts_busy_keys_waiters_and_the_oldest_wait(app, geneva_jobs):
     """R-LIM-43: only busy keys count; the oldest ungranted wait is shown."""
     now = clock.now()
     _three_waiters(now)
@@ -210,7 +210,7 @@ def test_the_status_line_counts_busy_keys_waiters_and_the_oldest_wait(app):
     )
 
 
-def test_no_status_line_when_nothing_is_busy(app):
+def test_no_status_line_when_nothing_is_busy(app, geneva_jobs):
     """R-LIM-43: idle key rows make no line."""
     set_key("describe-one-slot", "", concurrency=1)
     status = limit_overview.limit_status(geneva.session)
@@ -220,7 +220,9 @@ def test_no_status_line_when_nothing_is_busy(app):
     assert limit_overview.status_line(None) is None
 
 
-def test_without_the_unit_there_is_no_sentence_and_no_status(app, without_unit):
+def test_without_the_unit_there_is_no_sentence_and_no_status(
+    app, without_unit, geneva_jobs
+):
     """R-LIM-41/43, R-LIM-50: nothing is read without add_flow_limits."""
     _, execution_id = _scheduled(PartnerSync, "old@example.com")
     without_unit("add_flow_limits")
