@@ -27,6 +27,7 @@ from flask_admin import expose
 
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.list_params import quoted
+from flask_geneva.core.durations import format_interval
 from flask_geneva.db.queries import limits as limit_reads
 from flask_geneva.engine.limits.describe import waited_limit
 from flask_geneva.engine.limits.describe import waiting_sentence
@@ -130,6 +131,16 @@ def waited_limit_name(execution: Any, columns: Any) -> str | None:
     return None if waited is None else waited[0]
 
 
+def _settings_text(limit: Any) -> str:
+    """``concurrency 5``, ``rate 100 per 1 min`` or both."""
+    parts = []
+    if limit.concurrency is not None:
+        parts.append(f"concurrency {limit.concurrency}")
+    if limit.rate is not None and limit.per is not None:
+        parts.append(f"rate {limit.rate} per {format_interval(limit.per)}")
+    return ", ".join(parts)
+
+
 class LimitsView(GenevaView):
     """``GET <limits>/`` and ``GET <limits>/key`` (R-LIM-45)."""
 
@@ -157,7 +168,7 @@ class LimitsView(GenevaView):
             keys=[self._row(row, declared) for row in overview.keys],
             more_keys=overview.more,
             idle=[
-                {"name": name, "concurrency": declared[name].concurrency}
+                {"name": name, "settings": _settings_text(declared[name])}
                 for name in shown_names
                 if name in declared and name not in with_keys
             ],

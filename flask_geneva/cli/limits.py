@@ -8,8 +8,9 @@ One line per (limit, key) with activity, most waiting first::
 
 A declared limit (``geneva.limits``) with no busy key reads ``idle``. At most
 :data:`~flask_geneva.db.queries.limits.MAX_OVERVIEW_KEYS` keys, then ``… N more
-keys``. ``--json`` prints the same data. Without the ``add_flow_limits`` unit
-the command says how to install it. Only reads.
+keys``. ``--json`` prints the same data. The counters are the concurrency
+slots'; a rate limit's use of its window is not shown yet (R-LIM-23). Without
+the ``add_flow_limits`` unit the command says how to install it. Only reads.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from flask_geneva.core.terminal_text import escape_control_characters
 from flask_geneva.db.queries import limits as limit_reads
 from flask_geneva.engine.limits import installed
 
-__all__ = ["NOT_INSTALLED_MESSAGE", "limits_command", "limits_report"]
+__all__ = ["NOT_INSTALLED_MESSAGE", "limits_command", "limits_report", "settings_text"]
 
 #: What ``flask geneva limits`` says without the ``add_flow_limits`` unit.
 NOT_INSTALLED_MESSAGE = (
@@ -118,14 +119,31 @@ def limits_report(
         )
     names = [name] if name is not None else list(declared)
     idle = [
-        {
-            "limit": limit_name,
-            "concurrency": getattr(declared.get(limit_name), "concurrency", None),
-        }
+        {"limit": limit_name, **_settings(declared.get(limit_name))}
         for limit_name in names
         if limit_name not in totals or not totals[limit_name].busy_keys
     ]
     return {"keys": keys, "more_keys": overview.more, "idle_limits": idle}
+
+
+def _settings(limit: Any) -> dict[str, Any]:
+    """A declared limit's settings for ``idle_limits``: concurrency, rate, per."""
+    per = getattr(limit, "per", None)
+    return {
+        "concurrency": getattr(limit, "concurrency", None),
+        "rate": getattr(limit, "rate", None),
+        "per_seconds": None if per is None else per.total_seconds(),
+    }
+
+
+def settings_text(concurrency: Any, rate: Any, per_seconds: Any) -> str:
+    """``concurrency 5``, ``rate 100 per 1 min`` or both, comma-separated."""
+    parts = []
+    if concurrency is not None:
+        parts.append(f"concurrency {concurrency}")
+    if rate is not None and per_seconds is not None:
+        parts.append(f"rate {rate} per {format_interval(per_seconds)}")
+    return ", ".join(parts)
 
 
 def _concurrency(declared: Mapping[str, Any], row: Any) -> int | None:
@@ -157,7 +175,7 @@ def _echo_report(report: dict[str, Any]) -> None:
             [
                 entry["limit"],
                 key_label(entry["key"]),
-                f"running {entry['running']}/{cap if cap is not None else '?'}",
+                f"running {entry['running']}" + (f"/{cap}" if cap is not None else ""),
                 f"granted {entry['granted']}",
                 waiting,
             ]
@@ -168,8 +186,8 @@ def _echo_report(report: dict[str, Any]) -> None:
         more = report["more_keys"]
         click.echo(f"… {more} more key{'s' if more != 1 else ''}")
     for entry in report["idle_limits"]:
-        cap = entry["concurrency"]
-        settings = f" (concurrency {cap})" if cap is not None else ""
+        text = settings_text(entry["concurrency"], entry["rate"], entry["per_seconds"])
+        settings = f" ({text})" if text else ""
         click.echo(f"{escape_control_characters(entry['limit'])}  idle{settings}")
     if not rows and not report["idle_limits"]:
         click.echo("no limits declared and no limit keys stored")

@@ -28,6 +28,7 @@ LIMITS_URL = "/geneva/limits/"
 
 admin_partner = Limit("admin-partner-api", concurrency=2, key=lambda wf: "acme")
 admin_exports = Limit("admin-exports", concurrency=5)
+admin_rate = Limit("admin-rate", rate=10, per=timedelta(minutes=1))
 
 
 class AdminPartnerSync(geneva.Workflow):
@@ -39,6 +40,10 @@ class AdminPartnerSync(geneva.Workflow):
 class AdminExport(geneva.Workflow):
     @step(limit=admin_exports)
     def export(self):
+        pass
+
+    @step(limit=admin_rate)
+    def notify(self):
         pass
 
 
@@ -91,6 +96,7 @@ def test_the_limits_page_lists_keys_most_waiting_first(client, geneva_jobs):
     assert "4 min ago" in row
     assert "Idle (no key used yet):" in page
     assert "admin-exports (concurrency 5)" in page
+    assert "admin-rate (rate 10 per 1 min)" in page
     key_link = "/geneva/limits/key?limit=admin-partner-api&key=acme"
     assert key_link in page
 

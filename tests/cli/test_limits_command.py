@@ -26,6 +26,7 @@ from tests.support.workflow import make_user
 
 cli_partner = Limit("cli-partner-api", concurrency=2, key=lambda wf: "acme")
 cli_exports = Limit("cli-exports", concurrency=5)
+cli_rate = Limit("cli-rate", rate=10, per=timedelta(minutes=1))
 
 
 class CliPartnerSync(geneva.Workflow):
@@ -35,6 +36,10 @@ class CliPartnerSync(geneva.Workflow):
 
     @step(limit=cli_exports)
     def export(self):
+        pass
+
+    @step(limit=cli_rate)
+    def notify(self):
         pass
 
 
@@ -78,8 +83,9 @@ def test_one_line_per_busy_key_most_waiting_first_and_idle_limits(
     )
     assert mine[1] == "cli-partner-api key=globex running 1/2 granted 0 waiting 0"
     assert "cli-exports idle (concurrency 5)" in mine
+    assert "cli-rate idle (rate 10 per 1 min)" in mine
     assert not [line for line in lines if "initech" in line]
-    assert len(mine) == 3
+    assert len(mine) == 4
 
 
 def test_name_shows_one_limit(geneva_cli, geneva_jobs):  # noqa: F811
@@ -122,7 +128,18 @@ def test_json_gives_the_same_data(geneva_cli, geneva_jobs):  # noqa: F811
     assert acme["oldest_waiting_since"].startswith(str(clock.now().year))
     assert mine[1]["oldest_wait_seconds"] is None
     assert report["more_keys"] == 0
-    assert {"limit": "cli-exports", "concurrency": 5} in report["idle_limits"]
+    assert {
+        "limit": "cli-exports",
+        "concurrency": 5,
+        "rate": None,
+        "per_seconds": None,
+    } in report["idle_limits"]
+    assert {
+        "limit": "cli-rate",
+        "concurrency": None,
+        "rate": 10,
+        "per_seconds": 60.0,
+    } in report["idle_limits"]
 
 
 def test_the_list_is_capped_with_n_more_keys(geneva_cli, monkeypatch, geneva_jobs):  # noqa: F811
@@ -194,3 +211,13 @@ def test_show_prints_the_waiters_sentence(geneva_cli, geneva_jobs):  # noqa: F81
         "limit: step push: waiting for a cli-partner-api slot (key acme, "
         "2 of 2 running, 2 waiting, position 1) since 3 min 1"
     )
+
+
+def test_a_rate_limit_shows_its_slots_without_a_cap(geneva_cli, geneva_jobs):  # noqa: F811
+    """R-LIM-40: a limit without concurrency prints "running N" and, idle, its
+    rate and window (its use of the window is not shown yet, R-LIM-23)."""
+    assert "cli-rate idle (rate 10 per 1 min)" in _lines(geneva_cli("limits"))
+    set_key("cli-rate", "", running=1, concurrency=None)
+    assert _lines(geneva_cli("limits", "cli-rate")) == [
+        "cli-rate global running 1 granted 0 waiting 0"
+    ]
