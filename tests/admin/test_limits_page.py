@@ -21,8 +21,8 @@ from tests.admin.support import detail_url
 from tests.admin.support import new_user
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.support.limits import park
-from tests.support.limits import set_key
+from tests.support.limit_rows import park
+from tests.support.limit_rows import set_key
 
 LIMITS_URL = "/geneva/limits/"
 

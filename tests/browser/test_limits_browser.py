@@ -15,8 +15,8 @@ from flask_geneva.core import clock
 from tests.admin.support import new_user
 from tests.admin.test_limits_page import AdminPartnerSync
 from tests.apps.basic import db
-from tests.support.limits import park
-from tests.support.limits import set_key
+from tests.support.limit_rows import park
+from tests.support.limit_rows import set_key
 
 pytestmark = pytest.mark.browser
 

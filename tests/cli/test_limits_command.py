@@ -20,8 +20,8 @@ from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.cli.test_cli import assert_one_line_error
 from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
-from tests.support.limits import park
-from tests.support.limits import set_key
+from tests.support.limit_rows import park
+from tests.support.limit_rows import set_key
 from tests.support.workflow import make_user
 
 cli_partner = Limit("cli-partner-api", concurrency=2, key=lambda wf: "acme")

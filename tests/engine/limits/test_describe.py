@@ -26,8 +26,8 @@ from flask_geneva.engine.limits.describe import waiting_sentence
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.support.limits import park
-from tests.support.limits import set_key
+from tests.support.limit_rows import park
+from tests.support.limit_rows import set_key
 from tests.support.workflow import in_other_thread
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution

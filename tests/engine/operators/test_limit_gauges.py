@@ -21,8 +21,8 @@ from flask_geneva.core import clock
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.housekeeping import RecordingMetrics
-from tests.support.limits import park
-from tests.support.limits import set_key
+from tests.support.limit_rows import park
+from tests.support.limit_rows import set_key
 from tests.support.workflow import make_user
 
 LIMIT_GAUGES = (
