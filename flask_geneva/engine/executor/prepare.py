@@ -196,11 +196,14 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
                 if signal is None:
                     return None
                 attributes = {**(attributes or {}), "signal_id": signal.id}
-            if step.limits:
+            if step.limits or flow_limits.parked(session, execution):
+                # A waiter whose step lost its limits in a deploy leaves its
+                # queue here too (R-LIM-21).
                 held = _limit_slots(run, workflow, execution, step, now)
                 if held is None:
                     return None
-                attributes = {**(attributes or {}), "limit_holds": held}
+                holds = held if held["held"] else None
+                attributes = {**(attributes or {}), "limit_holds": holds}
             run.mark_running(execution.id)  # before the claim commits
             transitions.apply(
                 transitions.CLAIM,

@@ -18,6 +18,7 @@ from flask_geneva.engine.limits.acquire import NOT_INSTALLED_MESSAGE
 from flask_geneva.engine.limits.acquire import Parked
 from flask_geneva.engine.limits.acquire import claim_slots
 from flask_geneva.engine.limits.acquire import installed
+from flask_geneva.engine.limits.acquire import parked
 from flask_geneva.engine.limits.timers import dispatch_limit_grants
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "claim_slots",
     "dispatch_limit_grants",
     "installed",
+    "parked",
 ]

@@ -35,7 +35,14 @@ from flask_geneva.dsl.limits import resolve_limit_keys
 from flask_geneva.engine.limits.wake import LimitTables
 from flask_geneva.engine.limits.wake import pump
 
-__all__ = ["NOT_INSTALLED_MESSAGE", "Parked", "claim_slots", "installed", "tables_of"]
+__all__ = [
+    "NOT_INSTALLED_MESSAGE",
+    "Parked",
+    "claim_slots",
+    "installed",
+    "parked",
+    "tables_of",
+]
 
 NOT_INSTALLED_MESSAGE = (
     "Step '{step}' of {type} declares a limit, but the database lacks the "
@@ -64,6 +71,15 @@ def installed(session: orm.Session) -> bool:
     return column_detection.optional_columns(session).flow_limits
 
 
+def parked(session: orm.Session, execution: Any) -> bool:
+    """Whether ``execution`` waits in a limit's queue (R-LIM-11)."""
+    if not installed(session):
+        return False
+    # Not by job_id: resume() re-publishes a waiter under a task id (R-EXT-21).
+    holds = execution.limit_holds
+    return isinstance(holds, dict) and bool(holds.get("waits"))
+
+
 def tables_of(session: orm.Session) -> LimitTables:
     """The limit tables of the session's models."""
     keys, waiters, workflows, executions = limit_rows.limit_tables(session)
@@ -81,14 +97,15 @@ def claim_slots(
             execution locked (R-EXE-10).
         workflow: The locked workflow (the key functions read it).
         execution: The locked ``scheduled`` execution.
-        step: Its step definition; ``step.limits`` is not empty.
+        step: Its step definition. Without limits (a deploy removed them
+            while the execution waited) it only leaves its queue.
         now: The claim time (aware UTC).
 
     Returns:
         The claim's ``limit_holds`` (R-LIM-20): ``{"held": [[limit name, key],
-        ...]}``, with ``"rate_starts": {limit name: database time}`` for rate
-        limits; or :class:`Parked` when the execution was parked (its rows are
-        changed; the caller commits).
+        ...]}`` (empty without limits), with ``"rate_starts": {limit name:
+        database time}`` for rate limits; or :class:`Parked` when the execution
+        was parked (its rows are changed; the caller commits).
 
     Raises:
         LimitKeyError: A key function raised or returned a value that cannot
@@ -101,8 +118,19 @@ def claim_slots(
     waiter = None
     if holds.get("waits"):
         waiter = limit_rows.waiter_of(session, tables.waiters, execution.id)
+    stale = None
+    if waiter is not None and (waiter.limit_name, waiter.limit_key) not in wanted:
+        # It parked on a key it no longer wants (its key function now gives
+        # another value, or a deploy changed the step's limits): it leaves
+        # that queue, at that key's place in the lock order (R-LIM-21, R-LIM-30).
+        stale = (waiter.limit_name, waiter.limit_key)
     taken: list[tuple[str, str, limit_starts.RateStart | None]] = []
-    for name, key in wanted:
+    for name, key in sorted([*wanted, *([stale] if stale else [])]):
+        if (name, key) == stale:
+            assert waiter is not None  # noqa: S101 - stale is its key
+            _leave_queue(session, tables, waiter, now)
+            waiter = None
+            continue
         mine = (
             waiter
             if waiter is not None
@@ -253,8 +281,9 @@ def _take(
         counts = dataclasses.replace(
             counts, granted=counts.granted - 1, running=counts.running + 1
         )
-        if rate is not None:
-            pump(session, tables, name, key, counts, now)  # the next start's wake
+        # The waiters behind get what is free now: a cap raised since the
+        # grant (R-LIM-17), or the next start of a rate window (R-LIM-24).
+        pump(session, tables, name, key, counts, now)
         return _Took(rate_start)
     if mine is None:
         counts, _ = pump(session, tables, name, key, counts, now)

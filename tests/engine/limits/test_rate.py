@@ -47,7 +47,7 @@ def _reset() -> None:
     STARTS.clear()
 
 
-class RateLimited(geneva.Workflow):
+class RateLimitedCall(geneva.Workflow):
     @step(limit=three_a_second)
     def call(self):
         STARTS.append(("call", time.monotonic()))
@@ -86,7 +86,7 @@ def drain_until(geneva_jobs: Any, done: Any, timeout: float = 20.0) -> None:
 def test_a_full_window_parks_and_wakes_the_head_waiter_when_it_allows(app, geneva_jobs):
     """R-LIM-23, R-LIM-24: 7 starts at rate 3 per 1 s take three windows, and no
     window of 1 s ever holds more than 3 starts by the database's clock."""
-    ids = [first_execution(RateLimited, f"r{i}@example.com")[1] for i in range(7)]
+    ids = [first_execution(RateLimitedCall, f"r{i}@example.com")[1] for i in range(7)]
     geneva_jobs.drain(respect_eta=True)
     assert len(STARTS) == 3  # the first window's starts ran at once
     parked = [execution_row(i) for i in ids[3:]]
