@@ -53,3 +53,34 @@ def test_the_guide_has_a_page_on_steps_running_at_least_once():
     assert len(blocks) >= 2
     for block in blocks:
         ast.parse(block)
+
+
+def test_the_guide_has_a_page_on_limits_and_priorities():
+    """ "Limits and priorities" is in the guide: the partner-API example, what
+    waiting means, the release on every way out, priorities, the operators'
+    command, pages and gauges, and rate limits as coming (R-LIM-40..45)."""
+    pages = list(_nav_pages((ROOT / "mkdocs.yml").read_text(encoding="utf-8")))
+    assert "limits.md" in pages
+    text = (DOCS / "limits.md").read_text(encoding="utf-8")
+    assert text.startswith("# Limits and priorities\n")
+    flat = " ".join(text.split())
+    assert (
+        'partner_api = Limit("partner-api", concurrency=2, '
+        "key=lambda wf: wf.hero.tenant_id)"
+    ) in flat
+    assert "workflows.md#job-options-and-priorities" in flat
+    for needed in (
+        "flask geneva limits",
+        "Limits** page",
+        "geneva_drive.limit_oldest_wait_seconds",
+        "limits: 3 keys busy",
+        "Rate limits",
+        "add_flow_limits",
+    ):
+        assert needed in flat, needed
+    for rule in ("R-LIM-20", "R-LIM-40", "R-LIM-44", "R-LIM-45"):
+        assert rule in flat
+    blocks = _python_blocks(text)
+    assert len(blocks) >= 2
+    for block in blocks:
+        ast.parse(block)

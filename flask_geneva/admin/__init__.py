@@ -24,6 +24,7 @@ from typing import Any
 from flask import Flask
 
 from flask_geneva.admin import dependency as _dependency  # noqa: F401  (first)
+from flask_geneva.admin.views import LimitsView
 from flask_geneva.admin.views import OverviewView
 from flask_geneva.admin.views import SignalsView
 from flask_geneva.admin.views import StepExecutionsView
@@ -32,6 +33,7 @@ from flask_geneva.exceptions import GenevaConfigurationError
 
 __all__ = [
     "CATEGORY",
+    "LimitsView",
     "OverviewView",
     "SignalsView",
     "StepExecutionsView",
@@ -48,7 +50,8 @@ def register_admin(admin: Any, geneva: Any) -> list[Any]:
     """Add the Geneva views to a host's ``flask_admin.Admin`` (R-ADM-01).
 
     The views live under ``<admin url>/geneva/`` in the menu category "Workflows"
-    (the signals list at ``geneva/signals``, R-WSIG-69).
+    (the signals list at ``geneva/signals``, R-WSIG-69; the limits at
+    ``geneva/limits``, R-LIM-45).
     The host's ``Admin`` may be bound to an app already or later with
     ``admin.init_app(app)``.
 
@@ -89,21 +92,30 @@ def register_admin(admin: Any, geneva: Any) -> list[Any]:
         endpoint="geneva_signals",
         url="geneva/signals",
     )
-    _link(overview, workflows, executions, signals)
+    limits = LimitsView(
+        geneva,
+        name="Limits",
+        category=CATEGORY,
+        endpoint="geneva_limits",
+        url="geneva/limits",
+    )
+    _link(overview, workflows, executions, signals, limits)
     admin.add_view(overview)
     admin.add_view(workflows)
     admin.add_view(executions)
     admin.add_view(signals)
-    return [overview, workflows, executions, signals]
+    admin.add_view(limits)
+    return [overview, workflows, executions, signals, limits]
 
 
 def _link(*views: Any) -> None:
-    overview, workflows, executions, signals = views
+    overview, workflows, executions, signals, limits = views
     for view in views:
         view.overview_endpoint = overview.endpoint
         view.workflows_endpoint = workflows.endpoint
         view.executions_endpoint = executions.endpoint
         view.signals_endpoint = signals.endpoint
+        view.limits_endpoint = limits.endpoint
 
 
 def init_standalone_admin(app: Flask, geneva: Any) -> Any:
@@ -112,7 +124,8 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
     The overview is the admin's index page (``/geneva/``); the workflows list is
     ``/geneva/workflows/``, a workflow ``/geneva/workflows/<id>`` and the step
     executions list ``/geneva/step-executions/`` (R-ADM-01); the workflow
-    signals list ``/geneva/signals/`` (R-WSIG-69).
+    signals list ``/geneva/signals/`` (R-WSIG-69); the limits
+    ``/geneva/limits/`` (R-LIM-45).
 
     Args:
         app: The Flask app (``geneva.init_app`` has registered on it).
@@ -157,7 +170,8 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
     signals = SignalsView(
         geneva, name="Signals", endpoint="geneva_signals", url="signals"
     )
-    _link(overview, workflows, executions, signals)
+    limits = LimitsView(geneva, name="Limits", endpoint="geneva_limits", url="limits")
+    _link(overview, workflows, executions, signals, limits)
     admin = Admin(
         app,
         name="Geneva",
@@ -169,4 +183,5 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
     admin.add_view(workflows)
     admin.add_view(executions)
     admin.add_view(signals)
+    admin.add_view(limits)
     return admin

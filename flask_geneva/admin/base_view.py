@@ -68,6 +68,7 @@ class GenevaView(BaseView):
         self.workflows_endpoint = "geneva_workflows"
         self.executions_endpoint = "geneva_step_executions"
         self.signals_endpoint = "geneva_signals"
+        self.limits_endpoint = "geneva_limits"
         super().__init__(**kwargs)
 
     def create_blueprint(self, admin: Any) -> Blueprint:
@@ -100,6 +101,7 @@ class GenevaView(BaseView):
         kwargs.setdefault("workflows_endpoint", self.workflows_endpoint)
         kwargs.setdefault("executions_endpoint", self.executions_endpoint)
         kwargs.setdefault("signals_endpoint", self.signals_endpoint)
+        kwargs.setdefault("limits_endpoint", self.limits_endpoint)
         kwargs.setdefault("fmt_time", format_time)
         now = clock.now()
         kwargs.setdefault("when", functools.partial(time_tag, now=now))

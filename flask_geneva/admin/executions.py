@@ -262,6 +262,8 @@ _OPTIONAL = {
     "signal_id": "waiting_columns",
     "waiting_since": "waiting_columns",
     "wait_deadline": "waiting_columns",
+    # The add_flow_limits unit's column (R-LIM-50).
+    "limit_holds": "flow_limits",
 }
 #: Longest scalar JSON value shown inline in the columns table.
 _INLINE_CHARS = 60

@@ -26,6 +26,7 @@ from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.core import clock
 from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.db.queries import admin_stats as admin_stats_queries
+from flask_geneva.engine.limits import overview as limit_overview
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.workers import health as worker_health
 from flask_geneva.ext.app_state import current_state
@@ -59,7 +60,8 @@ class OverviewView(GenevaView):
 
     @expose("/")
     def index(self) -> str:
-        """Render the overview (R-ADM-10; health: R-WRK-09, R-HK-42/43)."""
+        """Render the overview (R-ADM-10; health: R-WRK-09, R-HK-42/43; the
+        limits line: R-LIM-43)."""
         session = self.session
         workflow_cls = self.geneva.Workflow
         execution_cls = self.geneva.StepExecution
@@ -119,6 +121,9 @@ class OverviewView(GenevaView):
             duration_text=maintenance_runs.duration_text,
             charts=charts,
             oldest_overdue=oldest,
+            limits_line=limit_overview.status_line(
+                limit_overview.limit_status(session)
+            ),
             class_url=lambda name: url_for(
                 f"{self.endpoint}.workflow_class", type_name=name
             ),

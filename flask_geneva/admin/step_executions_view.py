@@ -19,6 +19,8 @@ from flask_geneva.admin.executions import execution_detail
 from flask_geneva.admin.executions import filter_executions
 from flask_geneva.admin.executions import load_execution
 from flask_geneva.admin.executions import recorded_error_message
+from flask_geneva.admin.limits import limit_wait
+from flask_geneva.admin.limits import waited_limit_name
 from flask_geneva.admin.list_params import PAGE_SIZE
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
@@ -51,6 +53,8 @@ def _list_row(execution: Any, type_name: str, columns: Any) -> dict[str, Any]:
         "error_message": preview + ("…" if preview != message else ""),
         "error_title": message[:_ERROR_TITLE_CHARS],
         "overdue": execution.is_overdue,
+        # A limit's waiter: "waiting for partner-api" (R-LIM-42).
+        "limit": waited_limit_name(execution, columns),
     }
 
 
@@ -126,6 +130,7 @@ class StepExecutionsView(GenevaView):
             ),
             action_form=action_form(),  # Recover on an in-progress one (R-HK-28)
             waiting=self._waiting(execution, columns),
+            limit_wait=limit_wait(session, [execution], columns),  # R-LIM-42
         )
 
     def _waiting(self, execution: Any, columns: Any) -> Any:

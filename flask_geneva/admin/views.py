@@ -1,4 +1,4 @@
-"""The three Flask-Admin views of the Geneva admin (SPEC §20).
+"""The Flask-Admin views of the Geneva admin (SPEC §20).
 
 * :class:`OverviewView` (:mod:`~flask_geneva.admin.overview_view`);
 * :class:`WorkflowsView`, assembled here from its parts: the list
@@ -10,7 +10,9 @@
 * :class:`StepExecutionsView` (:mod:`~flask_geneva.admin.step_executions_view`);
 * :class:`SignalsView` (:mod:`~flask_geneva.admin.signals_view`), the workflow
   signals of every workflow, with the workflow page's "Deliver signal…" form
-  (:mod:`~flask_geneva.admin.signal_delivery`).
+  (:mod:`~flask_geneva.admin.signal_delivery`);
+* :class:`LimitsView` (:mod:`~flask_geneva.admin.limits`), the concurrency
+  limits' keys and their waiters (R-LIM-45).
 
 The pages only read (R-ADM-32): plain selects, no row locks, no writes. The two
 writing endpoints, ``POST <workflows>/<id>/action`` and ``POST <workflows>/bulk``,
@@ -24,6 +26,7 @@ from __future__ import annotations
 from flask_geneva.admin.base_view import asset_dir
 from flask_geneva.admin.bulk_actions import WorkflowBulkActions
 from flask_geneva.admin.flow_control_actions import WorkflowActionEndpoint
+from flask_geneva.admin.limits import LimitsView
 from flask_geneva.admin.overview_view import OverviewView
 from flask_geneva.admin.resume_at_form import WorkflowResumeAt
 from flask_geneva.admin.signal_delivery import WorkflowSignalDelivery
@@ -33,6 +36,7 @@ from flask_geneva.admin.workflow_detail import WorkflowDetailPage
 from flask_geneva.admin.workflow_list import WorkflowListPage
 
 __all__ = [
+    "LimitsView",
     "OverviewView",
     "SignalsView",
     "StepExecutionsView",

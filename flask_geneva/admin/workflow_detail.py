@@ -5,7 +5,8 @@ newest :data:`TIMELINE_PAGE_SIZE` executions, each further page the next older
 ones; the chart draws the rows of the page shown.
 
 A parked step says what it waits for, and the page lists the workflow's
-signals with a "Deliver signal…" form (R-WSIG-66..68).
+signals with a "Deliver signal…" form (R-WSIG-66..68); a step waiting for a
+limit's slot says which, where it stands and since when (R-LIM-42).
 
 Only reads (R-ADM-32); the buttons post to
 :class:`~flask_geneva.admin.flow_control_actions.WorkflowActionEndpoint`.
@@ -30,6 +31,7 @@ from flask_geneva.admin.executions import recorded_backtrace
 from flask_geneva.admin.executions import recorded_error_message
 from flask_geneva.admin.flow_control_actions import disabled_reasons
 from flask_geneva.admin.flow_control_actions import workflow_buttons
+from flask_geneva.admin.limits import limit_wait
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.list_params import quoted
@@ -167,6 +169,10 @@ class WorkflowDetailPage(WorkflowPages):
             step_label=steps.display_name if steps is not None else str,
             # Workflow signals (R-WSIG-66..70).
             waiting=waiting_line(head, steps, columns, clock.now()),
+            # A step waiting for a limit's slot (R-LIM-42).
+            limit_wait=limit_wait(session, head, columns)
+            if workflow.state in RUNNING_STATES or workflow.state == "paused"
+            else None,
             signals=signals,
             signals_note=NOT_INSTALLED_NOTE,
             signal_form=signal_form()

@@ -15,7 +15,9 @@ One module per concern; this one only assembles the group:
 - :mod:`~flask_geneva.cli.signal_command`: ``signal``, a workflow signal
   delivered by hand (R-WSIG-60..62);
 - :mod:`~flask_geneva.cli.step_check`: ``check-steps``, the deploy gate for step
-  names (R-EVO-08).
+  names (R-EVO-08);
+- :mod:`~flask_geneva.cli.limits`: ``limits``, the concurrency limits' keys,
+  running and waiting executions (R-LIM-40).
 
 Errors are reported as one-line Click errors, a database without geneva's tables
 too (:mod:`~flask_geneva.cli.database_errors`). Stored text (types, step names, error
@@ -34,6 +36,7 @@ from flask_geneva.cli.database_errors import GenevaGroup
 from flask_geneva.cli.inspection import list_command
 from flask_geneva.cli.inspection import show_command
 from flask_geneva.cli.inspection import status_command
+from flask_geneva.cli.limits import limits_command
 from flask_geneva.cli.maintenance import dispatch_command
 from flask_geneva.cli.maintenance import housekeeping_command
 from flask_geneva.cli.operator_actions import FLOW_CONTROL_COMMANDS
@@ -54,6 +57,7 @@ for _command in (
     status_command,
     list_command,
     show_command,
+    limits_command,
     *FLOW_CONTROL_COMMANDS,
     recover_command,
     signal_command,

@@ -28,6 +28,8 @@ from flask_geneva.core.keys import split_hero
 from flask_geneva.core.terminal_text import escape_control_characters
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import admin as admin_queries
+from flask_geneva.engine.limits import describe as limit_describe
+from flask_geneva.engine.limits import overview as limit_overview
 from flask_geneva.engine.operators import housekeeping
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import stuck_recovery
@@ -61,9 +63,11 @@ def status_command(as_json: bool) -> None:
     GENEVA_HOUSEKEEPING_INTERVAL) or failed.
     With workflow signals: executions waiting (and how many longer than
     GENEVA_SIGNAL_WAIT_WARN_AFTER) and pending signals with the oldest's age.
+    With concurrency limits and a busy key: keys busy, executions waiting and
+    the oldest wait.
     \f
     Spec: R-ADM-10 counts, R-HK-20 thresholds, R-WRK-06/09/14, R-HK-42/43,
-    R-WSIG-65.
+    R-WSIG-65, R-LIM-43.
     """
     overview = _status_overview()
     if as_json:
@@ -85,6 +89,9 @@ def status_command(as_json: bool) -> None:
     _echo_workers(overview["workers"])
     _echo_maintenance_runs(overview["maintenance_runs"])
     _echo_signal_waits(overview["signal_waits"])
+    line = limit_overview.status_line(overview["limits"])
+    if line is not None:  # R-LIM-43: only with the unit and a busy key
+        click.echo(line)
 
 
 def _echo_signal_waits(waits: dict[str, Any] | None) -> None:
@@ -333,7 +340,15 @@ def _status_overview() -> dict[str, Any]:
         "workers": worker_health.worker_overview(session, config=config),
         "maintenance_runs": maintenance_runs.last_runs(session, config=config),
         "signal_waits": _signal_waits(session, config),
+        "limits": _limits(session),
     }
+
+
+def _limits(session: Any) -> dict[str, Any] | None:
+    """Busy keys, waiters and the oldest wait (R-LIM-43); None without the unit."""
+    status = limit_overview.limit_status(session)
+    session.rollback()
+    return status
 
 
 def _signal_waits(session: Any, config: Any) -> dict[str, Any] | None:
@@ -358,6 +373,15 @@ def _describe_workflow(workflow: Any) -> list[str]:
     ]
     if workflow.__geneva__.workflow_class(workflow.type) is None:
         lines.append("  (no workflow class is registered for this type)")
+    for execution in history:
+        sentence = limit_describe.waiting_sentence(
+            workflow.__geneva__.session, execution
+        )
+        if sentence is not None:  # R-LIM-42
+            lines.append(
+                f"  limit:        step {_display(workflow, execution.step_name)}: "
+                f"{sentence}"
+            )
     lines.append("Step plan:")
     latest: dict[str, Any] = {}
     for execution in history:

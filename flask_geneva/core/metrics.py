@@ -2,7 +2,8 @@
 
 Housekeeping calls ``hook.gauge(name, value, tags)`` with names such as
 ``geneva_drive.paused`` and ``geneva_drive.paused_ratio`` and tags ``None`` (totals)
-or ``{"workflow": <type>}`` (per workflow class), see SPEC §11.3; every successful
+or ``{"workflow": <type>}`` (per workflow class), see SPEC §11.3, and the limit
+gauges ``geneva_drive.limit_*`` with ``{"limit": <name>}`` (R-LIM-44); every successful
 dispatcher or housekeeping run sets ``geneva_drive.dispatcher_last_success`` /
 ``geneva_drive.housekeeping_last_success`` (Unix seconds, no tags, R-HK-44).
 Both client libraries are optional: they are imported when an adapter is created, and a
@@ -30,9 +31,10 @@ class PrometheusMetrics:
     """A ``GENEVA_METRICS`` hook that sets ``prometheus_client`` gauges.
 
     A gauge name ``geneva_drive.<x>`` becomes the metric ``geneva_drive_<x>`` with
-    the label ``workflow`` (the workflow type). Totals (no tags) go to a separate,
-    unlabelled metric ``geneva_drive_<x>_all_workflows``, so summing the labelled
-    series never counts a workflow twice. Metrics are created on first use in
+    the label ``workflow`` (the workflow type), or ``limit`` (the limit name) for
+    the limit gauges (R-LIM-44). Totals (no tags) go to a separate, unlabelled
+    metric ``geneva_drive_<x>_all_workflows``, so summing the labelled series
+    never counts a workflow twice. Metrics are created on first use in
     ``registry``. Thread-safe.
 
     Args:
@@ -57,39 +59,53 @@ class PrometheusMetrics:
         self._registry = (
             registry if registry is not None else prometheus_client.REGISTRY
         )
-        self._gauges: dict[tuple[str, bool], Any] = {}
+        self._gauges: dict[tuple[str, str | None], Any] = {}
         self._lock = threading.Lock()
 
     def gauge(self, name: str, value: float, tags: dict[str, str] | None) -> None:
-        """Set the gauge ``name`` to ``value`` for the ``workflow`` tag, if any."""
+        """Set the gauge ``name`` to ``value`` for its ``workflow`` or ``limit`` tag."""
         metric = _INVALID_PROMETHEUS.sub("_", name)
-        labelled = bool(tags and "workflow" in tags)
-        if not labelled:
+        label = _label_of(tags)
+        if label is None:
             metric = f"{metric}_all_workflows"
-        key = (metric, labelled)
+        key = (metric, label)
         with self._lock:
             gauge = self._gauges.get(key)
             if gauge is None:
                 gauge = self._gauge_class(
                     metric,
                     f"flask_geneva workflow gauge {name}",
-                    labelnames=("workflow",) if labelled else (),
+                    labelnames=(label,) if label is not None else (),
                     registry=self._registry,
                 )
                 self._gauges[key] = gauge
-        if labelled:
-            assert tags is not None  # noqa: S101 - labelled implies tags
-            gauge.labels(workflow=str(tags["workflow"])).set(value)
+        if label is not None:
+            assert tags is not None  # noqa: S101 - a label implies tags
+            gauge.labels(**{label: str(tags[label])}).set(value)
         else:
             gauge.set(value)
+
+
+#: The tags the adapters know, in the order they are looked for.
+_LABELS = ("workflow", "limit")
+
+
+def _label_of(tags: dict[str, str] | None) -> str | None:
+    """The tag a gauge is labelled by: ``workflow``, ``limit`` or None."""
+    for label in _LABELS:
+        if tags and label in tags:
+            return label
+    return None
 
 
 class StatsdMetrics:
     """A ``GENEVA_METRICS`` hook that sends StatsD gauges.
 
-    Plain StatsD has no tags, so the workflow type is appended to the name:
-    ``geneva_drive.paused`` (total) and ``geneva_drive.paused.SignupWorkflow``
-    (characters other than letters, digits, ``_`` and ``-`` become ``_``).
+    Plain StatsD has no tags, so the workflow type (or the limit name of a limit
+    gauge, R-LIM-44) is appended to the name: ``geneva_drive.paused`` (total),
+    ``geneva_drive.paused.SignupWorkflow`` and
+    ``geneva_drive.limit_waiting.partner-api`` (characters other than letters,
+    digits, ``_`` and ``-`` become ``_``).
 
     Args:
         client: An object with ``gauge(stat, value)`` (e.g. ``statsd.StatsClient``);
@@ -124,7 +140,9 @@ class StatsdMetrics:
         self.client = client
 
     def gauge(self, name: str, value: float, tags: dict[str, str] | None) -> None:
-        """Send the gauge, the workflow tag (if any) appended to the name."""
-        if tags and "workflow" in tags:
-            name = f"{name}.{_INVALID_STATSD.sub('_', str(tags['workflow']))}"
+        """Send the gauge, its workflow or limit tag (if any) appended to the name."""
+        label = _label_of(tags)
+        if label is not None:
+            assert tags is not None  # noqa: S101 - a label implies tags
+            name = f"{name}.{_INVALID_STATSD.sub('_', str(tags[label]))}"
         self.client.gauge(name, value)

@@ -40,6 +40,7 @@ COMMANDS = (
     "skip",
     "recover",
     "signal",
+    "limits",
 )
 
 

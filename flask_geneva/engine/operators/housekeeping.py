@@ -35,6 +35,7 @@ from flask_geneva.db.cleanup_lock import cleanup_lock
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as maintenance_queries
+from flask_geneva.engine.limits import overview as limit_overview
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import outcome_rollup
 from flask_geneva.engine.operators.stuck_recovery import recover_abandoned_executions
@@ -231,7 +232,9 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
     With the worker registry also ``geneva_drive.workers_alive``,
     ``geneva_drive.workers_dead`` and ``geneva_drive.executions_abandoned``
     (R-WRK-09), and the workflow signal gauges (R-WSIG-65,
-    :func:`~flask_geneva.engine.workflow_signals.waits.signal_gauges`). States without
+    :func:`~flask_geneva.engine.workflow_signals.waits.signal_gauges`), and the
+    limit gauges per limit name (R-LIM-44,
+    :func:`~flask_geneva.engine.limits.overview.limit_gauges`). States without
     rows are 0 (R-MET-05). Nothing is queried when
     ``GENEVA_METRICS`` is None. A hook that raises is logged and the remaining
     gauges are still sent (R-MET-06).
@@ -261,6 +264,8 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
         _gauge(metrics, "geneva_drive.executions_abandoned", abandoned, None)
     for name, value in workflow_signal_waits.signal_gauges(session, config=config):
         _gauge(metrics, name, value, None)  # R-WSIG-65
+    for name, value, tags in limit_overview.limit_gauges(session):
+        _gauge(metrics, name, value, tags)  # R-LIM-44
 
 
 def _gauge(metrics: Any, name: str, value: float, tags: dict[str, str] | None) -> None:

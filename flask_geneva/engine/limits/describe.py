@@ -1,0 +1,132 @@
+"""What a waiting execution waits for, in words (R-LIM-41, R-LIM-42).
+
+An execution over a limit's cap stays ``scheduled`` with ``job_id =
+"geneva:limited"`` and ``limit_holds = {"waits": [name, key], ...}`` (R-LIM-11).
+The workflow page, the execution page and ``flask geneva show`` say why it does
+not run, e.g. "waiting for a partner-api slot (key acme, 2 of 2 running, 14
+waiting, position 3) since 2 min", or, once the slot is granted, "granted a
+partner-api slot (key acme) 2 s ago (its task is on its way)"; the executions
+list says "waiting for partner-api" (:func:`waited_limit`). Only reads, through
+:mod:`flask_geneva.db.queries.limits`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import orm
+
+from flask_geneva.core import clock
+from flask_geneva.core.durations import format_interval
+from flask_geneva.core.publications import LIMITED_JOB_ID
+from flask_geneva.db.queries import limits as limit_reads
+from flask_geneva.engine.limits.acquire import installed
+
+__all__ = ["limit_key_text", "waited_limit", "waiting_sentence"]
+
+_SCHEDULED = "scheduled"
+
+
+def waited_limit(execution: Any) -> tuple[str, str] | None:
+    """``(limit name, key)`` the execution waits for, from its row alone.
+
+    Reads ``state``, ``job_id`` and ``limit_holds`` (which must be loaded, or
+    the ``add_flow_limits`` unit installed: the column is read only for a
+    ``scheduled`` row whose ``job_id`` is ``geneva:limited``).
+
+    Args:
+        execution: A step execution.
+
+    Returns:
+        The pair, or None when the execution is not a limit's waiter.
+    """
+    if execution.state != _SCHEDULED or execution.job_id != LIMITED_JOB_ID:
+        return None
+    holds = execution.limit_holds
+    if not isinstance(holds, dict):
+        return None
+    waits = holds.get("waits")
+    if not isinstance(waits, list | tuple) or len(waits) != 2:
+        return None
+    return str(waits[0]), str(waits[1])
+
+
+def limit_key_text(key: str) -> str:
+    """How a key reads in a sentence: ``key acme``; the global key has none."""
+    return f"key {key}" if key else "global key"
+
+
+def _ago(moment: datetime | None, now: datetime) -> str:
+    """Whole seconds between ``moment`` and ``now`` in words (``"3 min 12 s"``)."""
+    if moment is None:
+        return "an unknown time"
+    seconds = (now - clock.ensure_aware(moment)).total_seconds()
+    return format_interval(max(0, int(seconds)))
+
+
+def _article(name: str) -> str:
+    return "an" if name[:1].lower() in "aeiou" else "a"
+
+
+def waiting_sentence(
+    session: orm.Session, execution: Any, *, now: datetime | None = None
+) -> str | None:
+    """Why a limit's waiter does not run, in one sentence (R-LIM-41).
+
+    * Not granted: ``"waiting for a partner-api slot (key acme, 2 of 2 running,
+      14 waiting, position 3) since 2 min"``: the key's counters read now, its
+      place among the key's ungranted waiters in grant order (priority, then
+      waiting since, then arrival; R-LIM-12) and how long it has waited.
+      ``1 granted`` is added when slots are on their way to other waiters; the
+      global key reads ``global key``.
+    * Granted: ``"granted a partner-api slot (key acme) 2 s ago (its task is on
+      its way)"``.
+
+    Args:
+        session: A session bound to the models (plain reads; the caller ends
+            the transaction).
+        execution: A step execution (``limit_holds`` is read only for a
+            waiter).
+        now: The reference time; default the clock's now.
+
+    Returns:
+        The sentence without a final period, or None when the execution does
+        not wait for a limit (or the ``add_flow_limits`` unit is missing).
+    """
+    if execution.state != _SCHEDULED or execution.job_id != LIMITED_JOB_ID:
+        return None
+    if not installed(session):
+        return None
+    waited = waited_limit(execution)
+    if waited is None:
+        return None
+    name, key = waited
+    now = now if now is not None else clock.now()
+    slot = f"{_article(name)} {name} slot"
+    place = limit_reads.waiter_position(session, execution.id)
+    if place is None:
+        return (
+            f"waiting for {slot} ({limit_key_text(key)}), without a place in its "
+            "queue (the next claim or dispatcher pass settles it)"
+        )
+    if place.granted:
+        return (
+            f"granted {slot} ({limit_key_text(key)}) {_ago(place.granted_at, now)} "
+            "ago (its task is on its way)"
+        )
+    parts = [limit_key_text(key)]
+    counts = limit_reads.key_activity(session, name, key)
+    if counts is not None:
+        if counts.concurrency is not None:
+            parts.append(f"{counts.running} of {counts.concurrency} running")
+        else:
+            parts.append(f"{counts.running} running")
+        if counts.granted:
+            parts.append(f"{counts.granted} granted")
+        parts.append(f"{counts.waiting} waiting")
+    parts.append(f"position {place.position}")
+    return (
+        f"waiting for {slot} ({', '.join(parts)}) since "
+        f"{_ago(place.waiting_since, now)}"
+    )

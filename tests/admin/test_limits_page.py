@@ -1,0 +1,229 @@
+"""Limits in the admin (issue 35, operators' part).
+
+R-LIM-45: the Limits page (keys most waiting first, filters limit / key prefix /
+busy only, "… N more keys", idle declared limits, a key's waiters) and its page
+without the add_flow_limits unit. R-LIM-42: the workflow and execution pages'
+sentence, the executions list's "waiting for <limit>". R-LIM-43: the overview's
+limits line. R-ADM-06: stored keys are escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import timedelta
+
+from flask_geneva import Limit
+from flask_geneva import step
+from flask_geneva.core import clock
+from flask_geneva.db.queries import limits as limit_reads
+from tests.admin.support import detail_url
+from tests.admin.support import new_user
+from tests.apps.basic import db
+from tests.apps.basic import geneva
+from tests.support.limit_rows import park
+from tests.support.limit_rows import set_key
+
+LIMITS_URL = "/geneva/limits/"
+
+admin_partner = Limit("admin-partner-api", concurrency=2, key=lambda wf: "acme")
+admin_exports = Limit("admin-exports", concurrency=5)
+admin_rate = Limit("admin-rate", rate=10, per=timedelta(minutes=1))
+
+
+class AdminPartnerSync(geneva.Workflow):
+    @step(limit=admin_partner)
+    def push(self):
+        pass
+
+
+class AdminExport(geneva.Workflow):
+    @step(limit=admin_exports)
+    def export(self):
+        pass
+
+    @step(limit=admin_rate)
+    def notify(self):
+        pass
+
+
+def _page(client, url):
+    response = client.get(url)
+    assert response.status_code == 200, response.data[:500]
+    return html.unescape(response.get_data(as_text=True))
+
+
+def _waiter(email, key="acme", *, since, priority=0, granted_at=None):
+    workflow = AdminPartnerSync.create(hero=new_user(email))
+    ids = workflow.id, workflow.current_execution.id
+    db.session.commit()
+    park(
+        *ids,
+        "admin-partner-api",
+        key,
+        since=since,
+        priority=priority,
+        granted_at=granted_at,
+    )
+    return ids
+
+
+def _picture():
+    """acme: 2/2 running, 2 waiting (the oldest 4 min); globex: 1 running;
+    initech: idle. Returns the oldest waiter's (workflow id, execution id)."""
+    now = clock.now()
+    set_key("admin-partner-api", "acme", running=2, waiting=2)
+    set_key("admin-partner-api", "globex", running=1)
+    set_key("admin-partner-api", "initech")
+    first = _waiter("a@example.com", since=now - timedelta(minutes=4))
+    _waiter("b@example.com", since=now - timedelta(seconds=20), priority=3)
+    return first
+
+
+def _keys_in_order(page):
+    return re.findall(r'data-limit="([^"]*)" data-key="([^"]*)"', page)
+
+
+def test_the_limits_page_lists_keys_most_waiting_first(client, geneva_jobs):
+    """R-LIM-45: running of the cap, granted, waiting; idle declared limits."""
+    _picture()
+    page = _page(client, LIMITS_URL)
+    keys = [k for n, k in _keys_in_order(page) if n == "admin-partner-api"]
+    assert keys == ["acme", "globex", "initech"]
+    row = page.split('data-key="acme"', 1)[1].split("</tr>", 1)[0]
+    assert "2 of 2" in row
+    assert '<td class="geneva-limit-waiting">2</td>' in row
+    assert "4 min ago" in row
+    assert "Idle (no key used yet):" in page
+    assert "admin-exports (concurrency 5)" in page
+    assert "admin-rate (rate 10 per 1 min)" in page
+    key_link = "/geneva/limits/key?limit=admin-partner-api&key=acme"
+    assert key_link in page
+
+
+def test_filters_by_limit_key_prefix_and_busy_only(client, geneva_jobs):
+    """R-LIM-45: limit, key prefix (LIKE characters match themselves), busy only."""
+    _picture()
+    set_key("admin-partner-api", "glo%x", running=1)
+    busy = _page(client, LIMITS_URL + "?busy=1&limit=admin-partner-api")
+    assert [k for _, k in _keys_in_order(busy)] == ["acme", "glo%x", "globex"]
+    prefixed = _page(client, LIMITS_URL + "?key=glo%25")
+    assert [k for _, k in _keys_in_order(prefixed)] == ["glo%x"]
+    assert 'value="glo%"' in prefixed
+    other = _page(client, LIMITS_URL + "?limit=admin-exports")
+    assert _keys_in_order(other) == []
+    assert "admin-exports (concurrency 5)" in other
+
+
+def test_an_unusable_filter_is_ignored_with_a_note(client, geneva_jobs):
+    """R-LIM-45, R-ADM-31: a NUL byte or an overlong key is a note, not an error."""
+    _picture()
+    page = _page(client, LIMITS_URL + "?key=" + "k" * 300)
+    assert "ignored key" in page
+    assert "longer than 255 characters" in page
+    assert len(_keys_in_order(page)) >= 3
+    assert "contains a NUL byte" in _page(client, LIMITS_URL + "?limit=a%00b")
+
+
+def test_more_keys_than_shown_says_how_many_more(client, monkeypatch, geneva_jobs):
+    """R-LIM-45: past the cap (lowered to 2 here), "… N more keys"."""
+    monkeypatch.setattr(limit_reads, "MAX_OVERVIEW_KEYS", 2)
+    for number in range(5):
+        set_key("admin-partner-api", f"tenant-{number}", running=1)
+    page = _page(client, LIMITS_URL + "?limit=admin-partner-api")
+    assert len(_keys_in_order(page)) == 2
+    assert "… 3 more keys" in page
+
+
+def test_a_keys_page_lists_its_waiters_granted_first_then_in_grant_order(
+    client, geneva_jobs
+):
+    """R-LIM-45: execution and workflow links, priority, waiting since, granted."""
+    now = clock.now()
+    set_key("admin-partner-api", "acme", running=1, granted=1, waiting=2)
+    _, late = _waiter("late@example.com", since=now - timedelta(minutes=1))
+    _, early = _waiter("early@example.com", since=now - timedelta(minutes=9))
+    _, vip = _waiter("vip@example.com", since=now, priority=9)
+    _, granted = _waiter(
+        "granted@example.com",
+        since=now - timedelta(minutes=2),
+        granted_at=now - timedelta(seconds=3),
+    )
+    page = _page(client, "/geneva/limits/key?limit=admin-partner-api&key=acme")
+    order = [int(i) for i in re.findall(r'<tr data-execution-id="(\d+)"', page)]
+    assert order == [granted, vip, early, late]
+    assert f'href="/geneva/step-executions/{vip}"' in page
+    assert "1 of 2 running, 1 granted (task on its way), 2 waiting" in page
+    assert page.count("granted <time") == 1
+    missing = _page(client, "/geneva/limits/key?limit=admin-partner-api&key=nope")
+    assert "This limit has no such key" in missing
+
+
+def test_the_workflow_and_execution_pages_say_what_the_step_waits_for(
+    client, geneva_jobs
+):
+    """R-LIM-42: the sentence, and a link to the key's queue."""
+    workflow_id, execution_id = _picture()
+    page = " ".join(_page(client, detail_url(workflow_id)).split())
+    assert (
+        "Step <strong>push</strong>: waiting for an admin-partner-api slot "
+        "(key acme, 2 of 2 "
+        "running, 2 waiting, position 2) since 4 min."
+    ) in page
+    assert "/geneva/limits/key?limit=admin-partner-api&key=acme" in page
+    detail = " ".join(_page(client, f"/geneva/step-executions/{execution_id}").split())
+    assert "Waiting for an admin-partner-api slot (key acme" in detail
+
+
+def test_the_executions_list_says_waiting_for_the_limit(client, geneva_jobs):
+    """R-LIM-42: the Next run column of a waiter names its limit, not a time."""
+    _, execution_id = _picture()
+    page = _page(client, "/geneva/step-executions/")
+    row = page.split(f'<tr data-execution-id="{execution_id}">', 1)[1]
+    row = row.split("</tr>", 1)[0]
+    assert "waiting for admin-partner-api" in row
+    assert "overdue" not in row
+
+
+def test_the_overview_has_the_limits_line_only_when_a_key_is_busy(client, geneva_jobs):
+    """R-LIM-43: "limits: N keys busy, M waiting, oldest D" linking to busy keys."""
+    set_key("admin-partner-api", "initech")
+    assert "geneva-limits-line" not in _page(client, "/geneva/")
+    _picture()
+    page = _page(client, "/geneva/")
+    assert "limits: 2 keys busy, 2 waiting, oldest 4 min" in page
+    assert '<a href="/geneva/limits/?busy=1">limits:' in page
+
+
+def test_stored_keys_are_escaped(client, geneva_jobs):
+    """R-ADM-06: a key is stored text; the page escapes it."""
+    set_key("admin-partner-api", "<script>alert(1)</script>", running=1)
+    raw = client.get(LIMITS_URL).get_data(as_text=True)
+    assert "<script>alert(1)</script>" not in raw
+    assert "&lt;script&gt;" in raw
+
+
+def test_without_the_unit_the_pages_say_how_to_install_it(
+    client, without_unit, geneva_jobs
+):
+    """R-LIM-45, R-LIM-50: the Limits page names the unit; the other pages work."""
+    workflow = AdminPartnerSync.create(hero=new_user("old@example.com"))
+    ids = workflow.id, workflow.current_execution.id
+    db.session.commit()
+    without_unit("add_flow_limits")
+    page = _page(client, LIMITS_URL)
+    assert "Limits are not installed in this database" in page
+    assert "flask geneva install" in page
+    assert "add_flow_limits" in page
+    assert "not installed" in _page(client, "/geneva/limits/key?limit=x&key=y")
+    assert "geneva-limit-wait" not in _page(client, detail_url(ids[0]))
+    detail = _page(client, f"/geneva/step-executions/{ids[1]}")
+    assert "limit_holds" in detail  # listed as "not in this database"
+    _page(client, "/geneva/step-executions/")
+    assert "geneva-limits-line" not in _page(client, "/geneva/")
+
+
+def test_the_menu_has_limits_next_to_signals(client, geneva_jobs):
+    """R-LIM-45: the menu entry follows Signals."""
+    page = _page(client, "/geneva/")
+    assert page.index("Signals</a>") < page.index("Limits</a>")
