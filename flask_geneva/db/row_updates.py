@@ -32,6 +32,7 @@ from flask_geneva.exceptions import StateConflictError
 __all__ = [
     "OPTIMISTIC_GUARDS",
     "UNGUARDED",
+    "CounterRelease",
     "OptimisticGuards",
     "OptimisticWriteRefused",
     "RowUpdate",
@@ -87,6 +88,35 @@ class RowUpdate:
         return self.expected_state is not UNGUARDED
 
 
+@dataclasses.dataclass
+class CounterRelease:
+    """A limit slot given back with the UPDATE that ends its holder (R-LIM-20).
+
+    ``UPDATE <keys> SET running = running - 1 WHERE <key> AND waiting = 0 AND
+    running > 0``: the give-back when nobody waits. On PostgreSQL it is one
+    more data-modifying CTE of the statement that writes the holder (and its
+    workflow, and the next execution's INSERT), so it costs no statement of
+    its own; elsewhere it follows the UPDATEs. ``released`` tells whether it
+    matched; when it did not (waiters are queued), the write path's listener
+    gives the slot back under the key row's lock.
+
+    Attributes:
+        table: The limit keys table.
+        limit_name: The limit.
+        limit_key: The key.
+        now: ``updated_at``'s new value.
+        sent: Whether it was sent (with the holder's UPDATE).
+        released: Set once sent: whether the row matched.
+    """
+
+    table: sa.Table
+    limit_name: str
+    limit_key: str
+    now: Any
+    sent: bool = False
+    released: bool = False
+
+
 class OptimisticWriteRefused(Exception):
     """An optimistic finalize's writes were not sent, or its guard failed (R-EXE-81).
 
@@ -126,7 +156,11 @@ class OptimisticGuards:
     hero: tuple[Any, Any] | None = None
 
 
-def update_rows(connection: sa.Connection, updates: list[RowUpdate]) -> None:
+def update_rows(
+    connection: sa.Connection,
+    updates: list[RowUpdate],
+    releases: tuple[CounterRelease, ...] = (),
+) -> None:
     """Send ``updates``; one statement for an execution and its own workflow.
 
     Args:
@@ -134,6 +168,9 @@ def update_rows(connection: sa.Connection, updates: list[RowUpdate]) -> None:
         updates: The UPDATEs in the order they must be sent (step executions
             first). Exactly two, an execution followed by its own workflow, go
             out as one statement on PostgreSQL and MySQL/MariaDB.
+        releases: Limit slots given back with these writes (R-LIM-20): in the
+            pair's statement on PostgreSQL, after the UPDATEs elsewhere; each
+            gets ``released`` set.
 
     Raises:
         StateConflictError: A guarded row held another state (R-DM-40).
@@ -148,10 +185,17 @@ def update_rows(connection: sa.Connection, updates: list[RowUpdate]) -> None:
             and first.workflow_id == second.row_id
         ):
             if dialect == "postgresql":
-                _update_pair_cte(connection, first, second)
+                _update_pair_cte(connection, first, second, releases)
             else:
                 _update_pair_multi_table(connection, first, second)
+                _send_releases(connection, releases)
             return
+    _update_each(connection, updates)
+    _send_releases(connection, releases)
+
+
+def _update_each(connection: sa.Connection, updates: list[RowUpdate]) -> None:
+    """Send each UPDATE as a statement of its own."""
     returning = connection.dialect.update_returning
     for update in updates:
         statement = _single_statement(update, returning and update.guarded)
@@ -165,6 +209,58 @@ def update_rows(connection: sa.Connection, updates: list[RowUpdate]) -> None:
 
 
 _PAIR_DIALECTS = frozenset({"postgresql", "mysql", "mariadb"})
+
+
+def _release_update(release: CounterRelease, prefix: str) -> Any:
+    """The guarded decrement of :class:`CounterRelease` (parameters ``prefix*``)."""
+    table = release.table
+    return (
+        sa.update(table)
+        .where(
+            table.c.limit_name == sa.bindparam(f"{prefix}name"),
+            table.c.limit_key == sa.bindparam(f"{prefix}key"),
+            table.c.waiting == 0,
+            table.c.running > 0,
+        )
+        .values(running=table.c.running - 1, updated_at=sa.bindparam(f"{prefix}now"))
+    )
+
+
+def _release_params(release: CounterRelease, prefix: str) -> dict[str, Any]:
+    return {
+        f"{prefix}name": release.limit_name,
+        f"{prefix}key": release.limit_key,
+        f"{prefix}now": release.now,
+    }
+
+
+def _release_ctes(releases: tuple[CounterRelease, ...]) -> list[Any]:
+    """The releases as data-modifying CTEs returning their key (PostgreSQL)."""
+    return [
+        _release_update(release, f"r{index}_")
+        .returning(release.table.c.limit_name)
+        .cte(f"geneva_release_{index}")
+        for index, release in enumerate(releases)
+    ]
+
+
+def _releases_params(releases: tuple[CounterRelease, ...]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for index, release in enumerate(releases):
+        params.update(_release_params(release, f"r{index}_"))
+    return params
+
+
+def _send_releases(
+    connection: sa.Connection, releases: tuple[CounterRelease, ...]
+) -> None:
+    """Send each release as a statement of its own (no CTE to fold it into)."""
+    for release in releases:
+        statement = _cached(
+            ("release", release.table), lambda r=release: _release_update(r, "r_")
+        )
+        result = connection.execute(statement, _release_params(release, "r_"))
+        release.sent, release.released = True, int(result.rowcount or 0) == 1
 
 
 def _params(update: RowUpdate, prefix: str) -> dict[str, Any]:
@@ -224,7 +320,10 @@ def _single_statement(update: RowUpdate, returning: bool) -> Any:
 
 
 def _update_pair_cte(
-    connection: sa.Connection, first: RowUpdate, second: RowUpdate
+    connection: sa.Connection,
+    first: RowUpdate,
+    second: RowUpdate,
+    releases: tuple[CounterRelease, ...] = (),
 ) -> None:
     """The execution's and its workflow's UPDATE as one PostgreSQL statement.
 
@@ -232,7 +331,10 @@ def _update_pair_cte(
     row when the workflow's matched, holding the number of execution rows
     written. PostgreSQL does not define which row it writes first; nothing
     depends on it (different tables, both rows locked by the caller, SPEC §7).
+    ``releases`` are more CTEs of the same statement (R-LIM-20); their counts
+    are returned too.
     """
+    release_tables = tuple(release.table for release in releases)
 
     def build() -> Any:
         first_update = (
@@ -242,19 +344,27 @@ def _update_pair_cte(
             .returning(first.table.c.id)
             .cte("geneva_first_update")
         )
+        release_ctes = _release_ctes(releases)
         return (
             sa.update(second.table)
             .where(*_conditions(second, "b_"))
             .values(_assignments(second, "b_"))
-            .add_cte(first_update)
+            .add_cte(first_update, *release_ctes)
             .returning(
-                sa.select(sa.func.count()).select_from(first_update).scalar_subquery()
+                sa.select(sa.func.count()).select_from(first_update).scalar_subquery(),
+                *(
+                    sa.select(sa.func.count()).select_from(cte).scalar_subquery()
+                    for cte in release_ctes
+                ),
             )
         )
 
-    statement = _cached(("pair-cte", *_shape(first), *_shape(second)), build)
+    statement = _cached(
+        ("pair-cte", *_shape(first), *_shape(second), release_tables), build
+    )
     params = _params(first, "a_")
     params.update(_params(second, "b_"))
+    params.update(_releases_params(releases))
     row: Any = connection.execute(statement, params).one_or_none()
     if row is None:
         # The workflow's UPDATE matched nothing (the CTE may have written the
@@ -262,6 +372,8 @@ def _update_pair_cte(
         _refuse(connection, [second])
     elif row[0] != 1:
         _refuse(connection, [first])
+    for index, release in enumerate(releases):
+        release.sent, release.released = True, row[1 + index] == 1
 
 
 def _update_pair_multi_table(
@@ -324,6 +436,7 @@ def update_rows_and_insert(
     table: sa.Table,
     row: dict[str, Any],
     guards: OptimisticGuards | None = None,
+    releases: tuple[CounterRelease, ...] = (),
 ) -> Any:
     """Send ``updates`` and the INSERT of ``row`` as one statement (R-EXE-79).
 
@@ -342,6 +455,8 @@ def update_rows_and_insert(
         row: ``{column name: value}`` of the new row.
         guards: An optimistic finalize's guards (R-EXE-81): the statement is
             :func:`_optimistic_update_and_insert`'s instead.
+        releases: Limit slots given back in the same statement (R-LIM-20),
+            more CTEs; each gets ``released`` set. Not with ``guards``.
 
     Returns:
         The new row's primary key.
@@ -354,8 +469,11 @@ def update_rows_and_insert(
             execution's and its own workflow's, or the guard failed.
     """
     if guards is not None:
+        if releases:
+            raise OptimisticWriteRefused("a limit's slot is given back under a lock")
         return _optimistic_update_and_insert(connection, updates, table, row, guards)
     shapes = tuple(_shape(update) for update in updates)
+    release_tables = tuple(release.table for release in releases)
 
     def build() -> Any:
         written = [
@@ -374,17 +492,24 @@ def update_rows_and_insert(
         inserted = _insert_cte(table, row, source)
         counts = [
             sa.select(sa.func.count()).select_from(cte).scalar_subquery()
-            for cte in written
+            for cte in [*written, *_release_ctes(releases)]
         ]
         return sa.select(*counts, sa.select(inserted.c.id).scalar_subquery())
 
-    statement = _cached(("with-insert", shapes, table, tuple(row)), build)
+    statement = _cached(
+        ("with-insert", shapes, table, tuple(row), release_tables), build
+    )
     params: dict[str, Any] = {}
     for index, update in enumerate(updates):
         params.update(_params(update, f"u{index}_"))
     params.update({f"new_{name}": value for name, value in row.items()})
+    params.update(_releases_params(releases))
     result = connection.execute(statement, params).one()
-    counts, new_id = result[: len(updates)], result[len(updates)]
+    counts = result[: len(updates)]
+    released = result[len(updates) : len(updates) + len(releases)]
+    new_id = result[len(updates) + len(releases)]
+    for release, count in zip(releases, released, strict=True):
+        release.sent, release.released = True, count == 1
     for update, count in zip(updates, counts, strict=True):
         if count != 1:
             # This UPDATE wrote nothing: its row is as the refusal reads it.

@@ -49,6 +49,7 @@ from flask_geneva.db.session_sync import column_keys
 from flask_geneva.db.session_sync import connection_of
 from flask_geneva.db.session_sync import materialize
 from flask_geneva.db.session_sync import materialize_allowed
+from flask_geneva.db.states import LIMIT_KEYS_TABLE
 from flask_geneva.db.states import WorkflowState
 
 __all__ = [
@@ -105,6 +106,10 @@ class ExecutionLeft:
             :data:`UNLOADED` when the instance did not load the column.
         new_holds: Its ``limit_holds`` as written (slots passed on to a
             successor are marked there, R-LIM-26), or :data:`UNLOADED`.
+        fast_releases: The slots the write path tried to give back with the
+            row's own UPDATE (:class:`~flask_geneva.db.row_updates.CounterRelease`,
+            R-LIM-20); each says whether it matched. The listener gives back
+            the others.
     """
 
     execution_id: Any
@@ -112,6 +117,7 @@ class ExecutionLeft:
     new_state: str
     holds: Any
     new_holds: Any = UNLOADED
+    fast_releases: tuple[row_updates.CounterRelease, ...] = ()
 
 
 ExecutionsLeft = Callable[[orm.Session, Any, list[ExecutionLeft], datetime], object]
@@ -224,7 +230,9 @@ def write_geneva_rows(session: orm.Session, geneva: Any) -> bool:
         return False
     if pending.updates:
         _refuse_if_optimistic(session)
-        row_updates.update_rows(session_sync.connection_of(session), pending.updates)
+        row_updates.update_rows(
+            session_sync.connection_of(session), pending.updates, pending.releases
+        )
     _settle_writes(session, geneva, pending)
     return pending.others_left
 
@@ -240,6 +248,12 @@ class _PendingWrites:
     left: list[ExecutionLeft]
     others_left: bool
     now: datetime
+
+    @property
+    def releases(self) -> tuple[row_updates.CounterRelease, ...]:
+        """The fast give-backs of every leaving execution, in key order."""
+        found = [release for left in self.left for release in left.fast_releases]
+        return tuple(sorted(found, key=lambda r: (r.limit_name, r.limit_key)))
 
 
 def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
@@ -258,7 +272,7 @@ def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
         elif isinstance(instance, workflow_cls):
             workflows.append(sa.inspect(instance))
     planned: list[tuple[Any, str, dict[str, Any]]] = []
-    left = _left_executions(executions) if _left_listeners else []
+    left = _left_executions(executions, geneva) if _left_listeners else []
     for states, row in ((executions, "step execution"), (workflows, "workflow")):
         if len(states) > 1:
             states.sort(key=_identity_of)
@@ -290,7 +304,7 @@ def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
     )
 
 
-def _left_executions(executions: list[Any]) -> list[ExecutionLeft]:
+def _left_executions(executions: list[Any], geneva: Any) -> list[ExecutionLeft]:
     """The executions whose pending write leaves a state that may hold a slot."""
     left = []
     for state in executions:
@@ -305,16 +319,38 @@ def _left_executions(executions: list[Any]) -> list[ExecutionLeft]:
             holds = state.dict.get("limit_holds", UNLOADED)
         if holds is None:
             continue
+        new_holds = state.dict.get("limit_holds", UNLOADED)
         left.append(
             ExecutionLeft(
                 state.key[1][0],
                 str(old),
                 str(new),
                 holds,
-                state.dict.get("limit_holds", UNLOADED),
+                new_holds,
+                _fast_releases(geneva, holds, new_holds),
             )
         )
     return left
+
+
+def _fast_releases(
+    geneva: Any, holds: Any, new_holds: Any
+) -> tuple[row_updates.CounterRelease, ...]:
+    """The held slots to give back with the row's UPDATE (R-LIM-20, R-LIM-26)."""
+    if not isinstance(holds, dict) or not holds.get("held"):
+        return ()
+    passed = (
+        {tuple(pair) for pair in new_holds.get("passed_on") or ()}
+        if isinstance(new_holds, dict)
+        else set()
+    )
+    keys = geneva.StepExecution.metadata.tables[LIMIT_KEYS_TABLE]
+    now = clock.now()
+    return tuple(
+        row_updates.CounterRelease(keys, str(pair[0]), str(pair[1]), now)
+        for pair in holds["held"]
+        if tuple(pair) not in passed
+    )
 
 
 def _identity_of(state: Any) -> Any:
@@ -532,7 +568,12 @@ def insert_step_execution(
     if merged:
         assert pending is not None  # noqa: S101 - merged implies it
         new_id = row_updates.update_rows_and_insert(
-            connection, pending.updates, mapper.local_table, row, guards
+            connection,
+            pending.updates,
+            mapper.local_table,
+            row,
+            guards,
+            pending.releases,
         )
         _settle_writes(session, geneva, pending)
         if values_by_key.get("id") is None:
@@ -583,7 +624,7 @@ def _flush_planned(
     if pending is not None:
         if pending.updates:
             row_updates.update_rows(
-                session_sync.connection_of(session), pending.updates
+                session_sync.connection_of(session), pending.updates, pending.releases
             )
         _settle_writes(session, geneva, pending)
         others_left = pending.others_left

@@ -389,14 +389,22 @@ def _per_ms(per: timedelta) -> int:
 
 
 def give_back(
-    session: orm.Session, tables: LimitTables, name: str, key: str, now: datetime
+    session: orm.Session,
+    tables: LimitTables,
+    name: str,
+    key: str,
+    now: datetime,
+    *,
+    fast: bool = True,
 ) -> None:
     """Give back one held slot of ``(name, key)`` and grant it on (R-LIM-20).
 
     One guarded ``UPDATE`` when nobody waits; else under the key row's lock,
-    followed by :func:`pump`.
+    followed by :func:`pump`. ``fast=False``: that UPDATE was tried already
+    (folded into the holder's own statement by the write path) and found
+    waiters; go straight to the lock.
     """
-    if limit_rows.try_release(session, tables.keys, name, key, now):
+    if fast and limit_rows.try_release(session, tables.keys, name, key, now):
         return
     counts = limit_rows.lock_key(session, tables.keys, name, key)
     if counts is None:

@@ -69,11 +69,21 @@ def release_left_executions(
                 if isinstance(new_holds, dict)
                 else set()
             )
+            sent = {
+                (release.limit_name, release.limit_key): release
+                for release in execution.fast_releases
+                if release.sent
+            }
             for pair in holds["held"]:
-                if tuple(pair) not in passed:
-                    work.append(
-                        (str(pair[0]), str(pair[1]), "held", execution.execution_id)
-                    )
+                name, key = str(pair[0]), str(pair[1])
+                if tuple(pair) in passed:
+                    continue
+                release = sent.get((name, key))
+                if release is None:
+                    work.append((name, key, "held", execution.execution_id))
+                elif not release.released:
+                    # Its UPDATE found waiters queued: the slow path grants on.
+                    work.append((name, key, "held-locked", execution.execution_id))
         elif execution.old_state == "scheduled" and holds.get("waits"):
             name, key = holds["waits"]
             work.append((str(name), str(key), "waits", execution.execution_id))
@@ -83,6 +93,8 @@ def release_left_executions(
     for name, key, kind, execution_id in sorted(work, key=lambda item: item[:2]):
         if kind == "held":
             give_back(session, tables, name, key, now)
+        elif kind == "held-locked":
+            give_back(session, tables, name, key, now, fast=False)
         else:
             drop_waiter(session, tables, name, key, execution_id, now)
 

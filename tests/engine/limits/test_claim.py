@@ -323,3 +323,49 @@ def test_a_woken_waiter_takes_its_grant_not_a_second_slot(app, geneva_jobs):
     assert execution_row(c_id)["state"] == "completed"
     assert counters("test-two-at-a-time", "") == (0, 0, 0)
     assert waiter_rows("test-two-at-a-time") == []
+
+
+def _tenant_of(workflow):
+    """The key of :class:`BadlyKeyed`: whatever the test put in KEY_VALUES."""
+    value = KEY_VALUES[0]
+    if isinstance(value, BaseException):
+        raise value
+    return value
+
+
+KEY_VALUES: list[Any] = [None]
+badly_keyed = Limit("test-badly-keyed", concurrency=1, key=_tenant_of)
+
+
+class BadlyKeyed(geneva.Workflow):
+    @step(limit=badly_keyed)
+    def work(self):
+        RUNS.append("work")
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        (KeyError("tenant_id"), "KeyError"),
+        (["acme", "beta"], "['acme', 'beta']"),
+        ("x" * 300, "xxxx"),
+    ],
+)
+def test_a_bad_key_pauses_the_workflow_through_its_policies(
+    app, geneva_jobs, value, named
+):
+    """R-LIM-05, R-LIM-19: create() never evaluates the key, so it succeeds; the
+    claim's LimitKeyError is recorded, the default policy pauses the workflow,
+    and no slot or waiter is left."""
+    KEY_VALUES[0] = value
+    workflow_id, execution_id = first_execution(BadlyKeyed, "k@example.com")
+    geneva_jobs.drain()
+    row = execution_row(execution_id)
+    assert row["state"] == "failed"
+    assert row["error_class_name"] == "flask_geneva.exceptions.LimitKeyError"
+    assert "test-badly-keyed" in row["error_message"]
+    assert named in row["error_message"]
+    assert workflow_row(workflow_id)["state"] == "paused"
+    assert RUNS == []
+    assert key_row("test-badly-keyed", "acme") is None
+    assert waiter_rows("test-badly-keyed") == []
