@@ -53,6 +53,7 @@ __all__ = [
     "execution_limit_holds",
     "grant_waiters",
     "insert_waiter",
+    "keep_if_no_waiters",
     "keys_to_pump",
     "limit_keys_table",
     "limit_tables",
@@ -198,6 +199,26 @@ def try_acquire(
             keys.c.waiting == 0,
         )
         .values(running=keys.c.running + 1, concurrency=cap, updated_at=now)
+    )
+    result = session_sync.connection_of(session).execute(statement)
+    return int(result.rowcount or 0) == 1
+
+
+def keep_if_no_waiters(
+    session: orm.Session, keys: sa.Table, name: str, key: str, now: datetime
+) -> bool:
+    """Lock a key row the caller holds a slot of, if nobody waits (R-LIM-15).
+
+    One guarded ``UPDATE`` (of ``updated_at``): an inline continuation keeps
+    its slot for the next step only when no waiter is queued for it.
+
+    Returns:
+        Whether the row matched (no waiter).
+    """
+    statement = (
+        sa.update(keys)
+        .where(_key_is(keys, name, key), keys.c.waiting == 0)
+        .values(updated_at=now)
     )
     result = session_sync.connection_of(session).execute(statement)
     return int(result.rowcount or 0) == 1

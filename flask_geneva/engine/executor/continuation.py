@@ -40,6 +40,7 @@ from flask_geneva.db import locks as row_locks
 from flask_geneva.db import row_updates
 from flask_geneva.db import session_sync
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
+from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor.run import StepRun
@@ -323,7 +324,9 @@ def _hero_exists(run: StepRun, workflow: Any) -> bool:
     return workflow.hero is not None
 
 
-def continue_inline(run: StepRun, workflow: Any, step: Any) -> bool:
+def continue_inline(
+    run: StepRun, workflow: Any, step: Any, finished: Any = None
+) -> bool:
     """Claim the step after ``step`` inline, if allowed; True if claimed.
 
     Called by finalize after ``complete`` was applied to the locked rows
@@ -335,6 +338,8 @@ def continue_inline(run: StepRun, workflow: Any, step: Any) -> bool:
             when the next step is claimed (R-EXE-70/72).
         workflow: The locked workflow.
         step: The step just completed.
+        finished: Its execution, locked (a limited next step may keep its
+            slot, R-LIM-15); None: a limited next step is not claimed inline.
 
     Raises:
         InlineCheckFailed: A precondition of the next step raised a database
@@ -348,8 +353,6 @@ def continue_inline(run: StepRun, workflow: Any, step: Any) -> bool:
     if (
         following is None
         or following.is_resumable
-        # A limited step takes its slot in its own Phase 1 (R-LIM-15).
-        or following.limits
         # A wait_for step passes its gate in its own delivery (R-WSIG-10).
         or following.wait_for is not None
         or not scheduling.due_now_on_same_route(workflow, step, following, run.context)
@@ -358,6 +361,17 @@ def continue_inline(run: StepRun, workflow: Any, step: Any) -> bool:
     timing = _preconditions_pass_inline(run, workflow, following)
     if timing is None:
         return False
+    limit_holds = None
+    if following.limits:
+        if finished is None:
+            return False
+        # Its slots, as Phase 1's fast path takes them and only when nobody
+        # waits for them; else it is published and queues (R-LIM-15).
+        limit_holds = flow_limits.claim_inline(
+            run.session, workflow, finished, following, clock.now()
+        )
+        if limit_holds is None:
+            return False
     execution = scheduling.create_step_execution(
         run.session,
         workflow,
@@ -365,6 +379,7 @@ def continue_inline(run: StepRun, workflow: Any, step: Any) -> bool:
         wait=None,
         cancel_stray=False,
         claim_inline=True,
+        limit_holds=limit_holds,
     )
     run.mark_running(execution.id)  # before finalize commits the claim
     budget.steps_run += 1

@@ -172,7 +172,7 @@ def _finalize_optimistically(
         )
         if guards.hero is not None:
             run.hero_present = True  # the statement's guard checks it
-        if not continuation.continue_inline(run, workflow, step):
+        if not continuation.continue_inline(run, workflow, step, execution):
             guards.hero = None  # nothing claimed: the hero is not checked
             outcomes.perform(run, schedules, workflow, execution, step)
         outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
@@ -255,7 +255,7 @@ def _finalize_once(
         schedules = transitions.apply(
             transitions.COMPLETE, now, workflow=workflow, execution=execution
         )
-        if not continuation.continue_inline(run, workflow, step):
+        if not continuation.continue_inline(run, workflow, step, execution):
             outcomes.perform(run, schedules, workflow, execution, step)
     elif body.kind == "interrupted":
         assert body.interrupt is not None  # noqa: S101 - kind implies it

@@ -16,6 +16,7 @@ from __future__ import annotations
 from flask_geneva.engine.limits import release as _release  # noqa: F401 - registers
 from flask_geneva.engine.limits.acquire import NOT_INSTALLED_MESSAGE
 from flask_geneva.engine.limits.acquire import Parked
+from flask_geneva.engine.limits.acquire import claim_inline
 from flask_geneva.engine.limits.acquire import claim_slots
 from flask_geneva.engine.limits.acquire import installed
 from flask_geneva.engine.limits.acquire import parked
@@ -26,6 +27,7 @@ from flask_geneva.engine.limits.timers import dispatch_limit_grants
 __all__ = [
     "NOT_INSTALLED_MESSAGE",
     "Parked",
+    "claim_inline",
     "claim_slots",
     "dispatch_limit_grants",
     "installed",

@@ -38,6 +38,7 @@ from flask_geneva.engine.limits.wake import pump
 __all__ = [
     "NOT_INSTALLED_MESSAGE",
     "Parked",
+    "claim_inline",
     "claim_slots",
     "installed",
     "parked",
@@ -98,6 +99,78 @@ def pass_on_chain_holds(session: orm.Session, execution: Any) -> Any:
     chain = [list(pair) for pair in holds["chain"]]
     execution.limit_holds = {**holds, "passed_on": chain}
     return {"held": chain}
+
+
+def claim_inline(
+    session: orm.Session,
+    workflow: Any,
+    finished: Any,
+    following: Any,
+    now: datetime,
+) -> dict[str, Any] | None:
+    """The slots for claiming ``following`` inline, or None to publish it (R-LIM-15).
+
+    Finalize holds the workflow and ``finished`` (the execution it completes)
+    locked. Each concurrency limit of ``following`` is taken as Phase 1's fast
+    path takes it, when nobody waits for it: a slot ``finished`` holds for
+    the same limit and key is kept (one guarded ``UPDATE`` checks that no
+    waiter is queued; ``finished`` marks it passed on, so its UPDATE does not
+    give it back), any other is taken with the one-statement take. A waiter
+    queued, a full key, a rate limit, a key that cannot be resolved or the
+    unit missing: what was taken is given back and None is returned; the
+    step is then published and takes its slots in its own Phase 1, behind
+    the waiters.
+
+    Returns:
+        The inline claim's ``limit_holds``, or None.
+    """
+    if not installed(session) or any(
+        limit.rate is not None or limit.concurrency is None
+        for limit in following.limits
+    ):
+        return None
+    try:
+        wanted = resolve_limit_keys(workflow, following)
+    except Exception:  # noqa: BLE001 - its own Phase 1 reports it (R-LIM-19)
+        return None
+    tables = tables_of(session)
+    limits = {limit.name: limit for limit in following.limits}
+    holds = finished.limit_holds if isinstance(finished.limit_holds, dict) else {}
+    held = {(str(pair[0]), str(pair[1])) for pair in holds.get("held") or ()}
+    kept: list[list[str]] = []
+    taken: list[tuple[str, str]] = []
+    for name, key in wanted:
+        if (name, key) in held:
+            if limit_rows.keep_if_no_waiters(session, tables.keys, name, key, now):
+                kept.append([name, key])
+                continue
+        elif _take_first_free(session, tables, name, key, limits[name], now):
+            taken.append((name, key))
+            continue
+        for taken_name, taken_key in reversed(taken):
+            give_back(session, tables, taken_name, taken_key, now)
+        return None
+    if kept:
+        finished.limit_holds = {**holds, "passed_on": kept}
+    return _held([(name, key, None) for name, key in wanted], limits)
+
+
+def _take_first_free(
+    session: orm.Session,
+    tables: LimitTables,
+    name: str,
+    key: str,
+    limit: Any,
+    now: datetime,
+) -> bool:
+    """The one-statement take; a key's first use creates its row first."""
+    cap = limit.concurrency
+    if limit_rows.try_acquire(session, tables.keys, name, key, cap, now):
+        return True
+    if limit_rows.lock_key(session, tables.keys, name, key) is not None:
+        return False  # full, or waiters queued
+    limit_rows.create_key(session, tables.keys, name, key, cap, now)
+    return limit_rows.try_acquire(session, tables.keys, name, key, cap, now)
 
 
 def tables_of(session: orm.Session) -> LimitTables:
