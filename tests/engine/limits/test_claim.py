@@ -36,6 +36,7 @@ from tests.support.workflow import execution_rows
 from tests.support.workflow import externally
 from tests.support.workflow import in_other_thread
 from tests.support.workflow import make_user
+from tests.support.workflow import signal_rows
 from tests.support.workflow import workflow_row
 
 RUNS: list[str] = []
@@ -369,3 +370,41 @@ def test_a_bad_key_pauses_the_workflow_through_its_policies(
     assert RUNS == []
     assert key_row("test-badly-keyed", "acme") is None
     assert waiter_rows("test-badly-keyed") == []
+
+
+class SignalledAndLimited(geneva.Workflow):
+    @step(wait_for="approved", limit=one_at_a_time)
+    def ship(self):
+        while DURING:
+            DURING.pop(0)()
+        RUNS.append(f"ship:{self.received_signal.payload}")
+
+
+def test_a_wait_for_step_takes_its_slot_after_its_gate(app, geneva_jobs):
+    """R-LIM-10, R-WSIG-14: B's signal is claimed at the gate, B parks for the
+    slot A holds, and runs with that signal once A's end grants it."""
+    a_wf, a_id = first_execution(SignalledAndLimited, "a@example.com")
+    b_wf, b_id = first_execution(SignalledAndLimited, "b@example.com")
+    for workflow_id, payload in ((a_wf, "a"), (b_wf, "b")):
+        geneva.Workflow.get(workflow_id).signal("approved", payload)
+    db.session.commit()
+    geneva_jobs.clear()
+    during: dict[str, Any] = {}
+
+    def while_a_runs() -> None:
+        deliver(b_id)
+        during["b"] = execution_row(b_id)
+        during["b signal"] = signal_rows(b_wf)[0]["state"]
+        during["counters"] = counters("test-one-at-a-time", "acme")
+
+    DURING.append(while_a_runs)
+    perform_step_execution(a_id, continue_inline=False)
+    assert during["b"]["state"] == "scheduled"
+    assert during["b"]["job_id"] == LIMITED_JOB_ID
+    assert during["b signal"] == "claimed"  # at the gate, kept while it waits
+    assert during["counters"] == (1, 0, 1)
+    geneva_jobs.drain()
+    assert RUNS == ["ship:a", "ship:b"]
+    assert counters("test-one-at-a-time", "acme") == (0, 0, 0)
+    assert workflow_row(b_wf)["state"] == "finished"
+    assert signal_rows(b_wf)[0]["state"] == "consumed"
