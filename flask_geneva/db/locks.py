@@ -21,8 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva.db import execution_exits
 from flask_geneva.db import session_sync
-from flask_geneva.db import write_path
 from flask_geneva.db.optional_columns import absent_execution_columns
 from flask_geneva.db.optional_columns import cached_statement
 from flask_geneva.db.optional_columns import optional_columns
@@ -489,13 +489,13 @@ def cancel_scheduled_executions(
     if left:
         # The bulk UPDATE bypasses the write path: its waiters leave the
         # queue here, in the same transaction (R-LIM-22).
-        write_path.notify_executions_left(session, geneva, left, now)
+        execution_exits.notify_executions_left(session, geneva, left, now)
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
 def _limited_scheduled(
     session: orm.Session, execution_cls: Any, workflow_id: Any, except_id: Any
-) -> list[write_path.ExecutionLeft]:
+) -> list[execution_exits.ExecutionLeft]:
     """The workflow's ``scheduled`` executions waiting for a limit's slot."""
     if not optional_columns(session).flow_limits:
         return []
@@ -507,7 +507,7 @@ def _limited_scheduled(
     if except_id is not None:
         query = query.where(execution_cls.id != except_id)
     return [
-        write_path.ExecutionLeft(
+        execution_exits.ExecutionLeft(
             row_id, StepExecutionState.SCHEDULED.value, "canceled", holds
         )
         for row_id, holds in session.execute(query)

@@ -27,12 +27,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm.exc import StaleDataError
 
+from flask_geneva.db import counter_releases
 from flask_geneva.exceptions import StateConflictError
 
 __all__ = [
     "OPTIMISTIC_GUARDS",
     "UNGUARDED",
-    "CounterRelease",
     "OptimisticGuards",
     "OptimisticWriteRefused",
     "RowUpdate",
@@ -88,35 +88,6 @@ class RowUpdate:
         return self.expected_state is not UNGUARDED
 
 
-@dataclasses.dataclass
-class CounterRelease:
-    """A limit slot given back with the UPDATE that ends its holder (R-LIM-20).
-
-    ``UPDATE <keys> SET running = running - 1 WHERE <key> AND waiting = 0 AND
-    running > 0``: the give-back when nobody waits. On PostgreSQL it is one
-    more data-modifying CTE of the statement that writes the holder (and its
-    workflow, and the next execution's INSERT), so it costs no statement of
-    its own; elsewhere it follows the UPDATEs. ``released`` tells whether it
-    matched; when it did not (waiters are queued), the write path's listener
-    gives the slot back under the key row's lock.
-
-    Attributes:
-        table: The limit keys table.
-        limit_name: The limit.
-        limit_key: The key.
-        now: ``updated_at``'s new value.
-        sent: Whether it was sent (with the holder's UPDATE).
-        released: Set once sent: whether the row matched.
-    """
-
-    table: sa.Table
-    limit_name: str
-    limit_key: str
-    now: Any
-    sent: bool = False
-    released: bool = False
-
-
 class OptimisticWriteRefused(Exception):
     """An optimistic finalize's writes were not sent, or its guard failed (R-EXE-81).
 
@@ -159,7 +130,7 @@ class OptimisticGuards:
 def update_rows(
     connection: sa.Connection,
     updates: list[RowUpdate],
-    releases: tuple[CounterRelease, ...] = (),
+    releases: tuple[counter_releases.CounterRelease, ...] = (),
 ) -> None:
     """Send ``updates``; one statement for an execution and its own workflow.
 
@@ -188,10 +159,10 @@ def update_rows(
                 _update_pair_cte(connection, first, second, releases)
             else:
                 _update_pair_multi_table(connection, first, second)
-                _send_releases(connection, releases)
+                counter_releases.send_releases(connection, releases)
             return
     _update_each(connection, updates)
-    _send_releases(connection, releases)
+    counter_releases.send_releases(connection, releases)
 
 
 def _update_each(connection: sa.Connection, updates: list[RowUpdate]) -> None:
@@ -209,58 +180,6 @@ def _update_each(connection: sa.Connection, updates: list[RowUpdate]) -> None:
 
 
 _PAIR_DIALECTS = frozenset({"postgresql", "mysql", "mariadb"})
-
-
-def _release_update(release: CounterRelease, prefix: str) -> Any:
-    """The guarded decrement of :class:`CounterRelease` (parameters ``prefix*``)."""
-    table = release.table
-    return (
-        sa.update(table)
-        .where(
-            table.c.limit_name == sa.bindparam(f"{prefix}name"),
-            table.c.limit_key == sa.bindparam(f"{prefix}key"),
-            table.c.waiting == 0,
-            table.c.running > 0,
-        )
-        .values(running=table.c.running - 1, updated_at=sa.bindparam(f"{prefix}now"))
-    )
-
-
-def _release_params(release: CounterRelease, prefix: str) -> dict[str, Any]:
-    return {
-        f"{prefix}name": release.limit_name,
-        f"{prefix}key": release.limit_key,
-        f"{prefix}now": release.now,
-    }
-
-
-def _release_ctes(releases: tuple[CounterRelease, ...]) -> list[Any]:
-    """The releases as data-modifying CTEs returning their key (PostgreSQL)."""
-    return [
-        _release_update(release, f"r{index}_")
-        .returning(release.table.c.limit_name)
-        .cte(f"geneva_release_{index}")
-        for index, release in enumerate(releases)
-    ]
-
-
-def _releases_params(releases: tuple[CounterRelease, ...]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for index, release in enumerate(releases):
-        params.update(_release_params(release, f"r{index}_"))
-    return params
-
-
-def _send_releases(
-    connection: sa.Connection, releases: tuple[CounterRelease, ...]
-) -> None:
-    """Send each release as a statement of its own (no CTE to fold it into)."""
-    for release in releases:
-        statement = _cached(
-            ("release", release.table), lambda r=release: _release_update(r, "r_")
-        )
-        result = connection.execute(statement, _release_params(release, "r_"))
-        release.sent, release.released = True, int(result.rowcount or 0) == 1
 
 
 def _params(update: RowUpdate, prefix: str) -> dict[str, Any]:
@@ -323,7 +242,7 @@ def _update_pair_cte(
     connection: sa.Connection,
     first: RowUpdate,
     second: RowUpdate,
-    releases: tuple[CounterRelease, ...] = (),
+    releases: tuple[counter_releases.CounterRelease, ...] = (),
 ) -> None:
     """The execution's and its workflow's UPDATE as one PostgreSQL statement.
 
@@ -344,7 +263,7 @@ def _update_pair_cte(
             .returning(first.table.c.id)
             .cte("geneva_first_update")
         )
-        release_ctes = _release_ctes(releases)
+        release_ctes = counter_releases.release_ctes(releases)
         return (
             sa.update(second.table)
             .where(*_conditions(second, "b_"))
@@ -364,7 +283,7 @@ def _update_pair_cte(
     )
     params = _params(first, "a_")
     params.update(_params(second, "b_"))
-    params.update(_releases_params(releases))
+    params.update(counter_releases.releases_params(releases))
     row: Any = connection.execute(statement, params).one_or_none()
     if row is None:
         # The workflow's UPDATE matched nothing (the CTE may have written the
@@ -436,7 +355,7 @@ def update_rows_and_insert(
     table: sa.Table,
     row: dict[str, Any],
     guards: OptimisticGuards | None = None,
-    releases: tuple[CounterRelease, ...] = (),
+    releases: tuple[counter_releases.CounterRelease, ...] = (),
 ) -> Any:
     """Send ``updates`` and the INSERT of ``row`` as one statement (R-EXE-79).
 
@@ -492,7 +411,7 @@ def update_rows_and_insert(
         inserted = _insert_cte(table, row, source)
         counts = [
             sa.select(sa.func.count()).select_from(cte).scalar_subquery()
-            for cte in [*written, *_release_ctes(releases)]
+            for cte in [*written, *counter_releases.release_ctes(releases)]
         ]
         return sa.select(*counts, sa.select(inserted.c.id).scalar_subquery())
 
@@ -503,7 +422,7 @@ def update_rows_and_insert(
     for index, update in enumerate(updates):
         params.update(_params(update, f"u{index}_"))
     params.update({f"new_{name}": value for name, value in row.items()})
-    params.update(_releases_params(releases))
+    params.update(counter_releases.releases_params(releases))
     result = connection.execute(statement, params).one()
     counts = result[: len(updates)]
     released = result[len(updates) : len(updates) + len(releases)]

@@ -41,6 +41,8 @@ from sqlalchemy import event
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.db import counter_releases
+from flask_geneva.db import execution_exits
 from flask_geneva.db import row_updates
 from flask_geneva.db import session_sync
 from flask_geneva.db.session_sync import actual_session
@@ -49,12 +51,9 @@ from flask_geneva.db.session_sync import column_keys
 from flask_geneva.db.session_sync import connection_of
 from flask_geneva.db.session_sync import materialize
 from flask_geneva.db.session_sync import materialize_allowed
-from flask_geneva.db.states import LIMIT_KEYS_TABLE
 from flask_geneva.db.states import WorkflowState
 
 __all__ = [
-    "UNLOADED",
-    "ExecutionLeft",
     "WorkflowsEnded",
     "actual_session",
     "bind_of",
@@ -66,8 +65,6 @@ __all__ = [
     "insert_step_execution",
     "materialize",
     "materialize_allowed",
-    "notify_executions_left",
-    "on_executions_left",
     "on_workflows_ended",
     "write_geneva_rows",
 ]
@@ -88,73 +85,6 @@ _end_listeners: list[WorkflowsEnded] = []
 #: ``session.info`` key: (geneva, workflow id) of workflows whose end the ORM
 #: flush writes (a relationship changed with the state).
 _ENDED_BY_ORM = "geneva_workflows_ended_by_orm_flush"
-
-
-#: ``ExecutionLeft.holds`` when the write did not load ``limit_holds``.
-UNLOADED: Any = orm.NO_VALUE
-
-
-@dataclasses.dataclass(frozen=True)
-class ExecutionLeft:
-    """A step execution written out of ``scheduled`` or ``in_progress``.
-
-    Attributes:
-        execution_id: Its primary key.
-        old_state: The state it had (``scheduled`` or ``in_progress``).
-        new_state: The state written.
-        holds: Its ``limit_holds`` before the write (R-LIM-11), or
-            :data:`UNLOADED` when the instance did not load the column.
-        new_holds: Its ``limit_holds`` as written (slots passed on to a
-            successor are marked there, R-LIM-26), or :data:`UNLOADED`.
-        fast_releases: The slots the write path tried to give back with the
-            row's own UPDATE (:class:`~flask_geneva.db.row_updates.CounterRelease`,
-            R-LIM-20); each says whether it matched. The listener gives back
-            the others.
-    """
-
-    execution_id: Any
-    old_state: str
-    new_state: str
-    holds: Any
-    new_holds: Any = UNLOADED
-    fast_releases: tuple[row_updates.CounterRelease, ...] = ()
-
-
-ExecutionsLeft = Callable[[orm.Session, Any, list[ExecutionLeft], datetime], object]
-"""``(session, geneva, executions, now)``: executions just left a state that
-may hold or wait for a limit's slot. The return value is ignored."""
-
-_left_listeners: list[ExecutionsLeft] = []
-
-#: States an execution holds (``in_progress``) or waits for (``scheduled``) a
-#: slot in; ``scheduled`` -> ``in_progress`` is the claim, not a release.
-_HOLDING_STATES = frozenset({"scheduled", "in_progress"})
-
-
-def on_executions_left(listener: ExecutionsLeft) -> ExecutionsLeft:
-    """Call ``listener`` whenever :func:`write_geneva_rows` moves executions out
-    of ``scheduled`` (other than to ``in_progress``) or out of ``in_progress``.
-
-    Every state write of an execution goes through here (R-DM-41), so a
-    listener sees every way out, in the same transaction, after the rows were
-    written. The engine gives back limit slots this way (R-LIM-20) without
-    this data layer importing it.
-
-    Returns:
-        ``listener`` (usable as a decorator).
-    """
-    _left_listeners.append(listener)
-    return listener
-
-
-def notify_executions_left(
-    session: orm.Session, geneva: Any, left: list[ExecutionLeft], now: datetime
-) -> None:
-    """Hand executions a bulk statement moved out of ``scheduled`` to the
-    :func:`on_executions_left` listeners (the one bulk state write,
-    :func:`flask_geneva.db.locks.cancel_scheduled_executions`)."""
-    for listener in _left_listeners:
-        listener(session, geneva, left, now)
 
 
 def on_workflows_ended(listener: WorkflowsEnded) -> WorkflowsEnded:
@@ -245,12 +175,12 @@ class _PendingWrites:
     updates: list[row_updates.RowUpdate]
     reloaded: list[tuple[Any, tuple[str, ...]]]
     ended: list[Any]
-    left: list[ExecutionLeft]
+    left: list[execution_exits.ExecutionLeft]
     others_left: bool
     now: datetime
 
     @property
-    def releases(self) -> tuple[row_updates.CounterRelease, ...]:
+    def releases(self) -> tuple[counter_releases.CounterRelease, ...]:
         """The fast give-backs of every leaving execution, in key order."""
         found = [release for left in self.left for release in left.fast_releases]
         return tuple(sorted(found, key=lambda r: (r.limit_name, r.limit_key)))
@@ -272,7 +202,7 @@ def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
         elif isinstance(instance, workflow_cls):
             workflows.append(sa.inspect(instance))
     planned: list[tuple[Any, str, dict[str, Any]]] = []
-    left = _left_executions(executions, geneva) if _left_listeners else []
+    left = execution_exits.left_executions(executions, geneva)
     for states, row in ((executions, "step execution"), (workflows, "workflow")):
         if len(states) > 1:
             states.sort(key=_identity_of)
@@ -304,55 +234,6 @@ def _plan_writes(session: orm.Session, geneva: Any) -> _PendingWrites | None:
     )
 
 
-def _left_executions(executions: list[Any], geneva: Any) -> list[ExecutionLeft]:
-    """The executions whose pending write leaves a state that may hold a slot."""
-    left = []
-    for state in executions:
-        old = state.committed_state.get("state", orm.NO_VALUE)
-        if old is orm.NO_VALUE or old not in _HOLDING_STATES:
-            continue
-        new = state.dict.get("state")
-        if new == old or (old == "scheduled" and new == "in_progress"):
-            continue
-        holds = state.committed_state.get("limit_holds", orm.NO_VALUE)
-        if holds is orm.NO_VALUE:
-            holds = state.dict.get("limit_holds", UNLOADED)
-        if holds is None:
-            continue
-        new_holds = state.dict.get("limit_holds", UNLOADED)
-        left.append(
-            ExecutionLeft(
-                state.key[1][0],
-                str(old),
-                str(new),
-                holds,
-                new_holds,
-                _fast_releases(geneva, holds, new_holds),
-            )
-        )
-    return left
-
-
-def _fast_releases(
-    geneva: Any, holds: Any, new_holds: Any
-) -> tuple[row_updates.CounterRelease, ...]:
-    """The held slots to give back with the row's UPDATE (R-LIM-20, R-LIM-26)."""
-    if not isinstance(holds, dict) or not holds.get("held"):
-        return ()
-    passed = (
-        {tuple(pair) for pair in new_holds.get("passed_on") or ()}
-        if isinstance(new_holds, dict)
-        else set()
-    )
-    keys = geneva.StepExecution.metadata.tables[LIMIT_KEYS_TABLE]
-    now = clock.now()
-    return tuple(
-        row_updates.CounterRelease(keys, str(pair[0]), str(pair[1]), now)
-        for pair in holds["held"]
-        if tuple(pair) not in passed
-    )
-
-
 def _identity_of(state: Any) -> Any:
     """The primary key of a persistent instance's ``state`` (its sort key)."""
     return state.key[1]
@@ -361,8 +242,9 @@ def _identity_of(state: Any) -> Any:
 def _settle_writes(session: orm.Session, geneva: Any, pending: _PendingWrites) -> None:
     """Leave the written instances as a flush would; run the end listeners."""
     if pending.left:
-        for left_listener in _left_listeners:
-            left_listener(session, geneva, pending.left, pending.now)
+        execution_exits.notify_executions_left(
+            session, geneva, pending.left, pending.now
+        )
     if not pending.planned:
         return
     in_savepoint = session.get_nested_transaction() is not None

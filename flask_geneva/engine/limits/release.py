@@ -19,9 +19,9 @@ from typing import Any
 
 from sqlalchemy import orm
 
+from flask_geneva.db import execution_exits
 from flask_geneva.db import limits as limit_rows
 from flask_geneva.db import locks as row_locks
-from flask_geneva.db import write_path
 from flask_geneva.engine.limits.acquire import give_back
 from flask_geneva.engine.limits.acquire import installed
 from flask_geneva.engine.limits.acquire import tables_of
@@ -31,11 +31,11 @@ from flask_geneva.engine.limits.wake import pump
 __all__ = ["drop_waiter", "release_chain_holds", "release_left_executions"]
 
 
-@write_path.on_executions_left
+@execution_exits.on_executions_left
 def release_left_executions(
     session: orm.Session,
     geneva: Any,
-    left: list[write_path.ExecutionLeft],
+    left: list[execution_exits.ExecutionLeft],
     now: datetime,
 ) -> None:
     """Give back the slots and queue places of executions that just left
@@ -55,7 +55,7 @@ def release_left_executions(
     work: list[tuple[str, str, str, Any]] = []
     for execution in left:
         holds = execution.holds
-        if holds is write_path.UNLOADED:
+        if holds is execution_exits.UNLOADED:
             holds = _read_holds(session, geneva, execution.execution_id)
         if not isinstance(holds, dict):
             continue

@@ -10,6 +10,8 @@ step is published and queues behind the waiters (see
 
 from __future__ import annotations
 
+import pytest
+
 from flask_geneva import Limit
 from flask_geneva import step
 from flask_geneva.ext.tasks import perform_step_execution
@@ -21,6 +23,12 @@ from tests.engine.limits.test_claim import first_execution
 from tests.engine.limits.test_claim import published_ids
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    RUNS.clear()
+
 
 same = Limit("test-inline-same", concurrency=1)
 other = Limit("test-inline-other", concurrency=1)
