@@ -31,6 +31,7 @@ __all__ = [
     "ExecutionLeft",
     "ExecutionsLeft",
     "left_executions",
+    "not_given_back",
     "notify_executions_left",
     "on_executions_left",
 ]
@@ -103,6 +104,19 @@ def notify_executions_left(
         listener(session, geneva, left, now)
 
 
+def not_given_back(new_holds: Any) -> set[tuple[Any, ...]]:
+    """The pairs a leaving execution's new ``limit_holds`` says are not for the
+    write path to give back: passed on to a successor or an inline claim, or
+    given back already (R-LIM-15, R-LIM-26)."""
+    if not isinstance(new_holds, dict):
+        return set()
+    return {
+        tuple(pair)
+        for marker in ("passed_on", "given_back")
+        for pair in new_holds.get(marker) or ()
+    }
+
+
 def left_executions(executions: list[Any], geneva: Any) -> list[ExecutionLeft]:
     """The executions whose pending write leaves a state that may hold a slot.
 
@@ -152,11 +166,7 @@ def _fast_releases(
     """The held slots to give back with the row's UPDATE (R-LIM-20, R-LIM-26)."""
     if not isinstance(holds, dict) or not holds.get("held"):
         return ()
-    passed = (
-        {tuple(pair) for pair in new_holds.get("passed_on") or ()}
-        if isinstance(new_holds, dict)
-        else set()
-    )
+    passed = not_given_back(new_holds)
     keys = geneva.StepExecution.metadata.tables[LIMIT_KEYS_TABLE]
     now = clock.now()
     return tuple(

@@ -133,6 +133,7 @@ def _max_in_window(times: list[datetime], window: timedelta) -> int:
     return peak
 
 
+@pytest.mark.timeout(3600)
 def test_limits_hold_under_load_and_a_killed_worker_leaks_no_slot(
     start_worker, broker_url, worker_database_url, tmp_path, monkeypatch
 ):

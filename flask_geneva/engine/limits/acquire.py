@@ -114,8 +114,11 @@ def claim_inline(
     locked. Each concurrency limit of ``following`` is taken as Phase 1's fast
     path takes it, when nobody waits for it: a slot ``finished`` holds for
     the same limit and key is kept (one guarded ``UPDATE`` checks that no
-    waiter is queued; ``finished`` marks it passed on, so its UPDATE does not
-    give it back), any other is taken with the one-statement take. A waiter
+    waiter is queued; ``finished`` marks it ``"passed_on"``, so its UPDATE
+    does not give it back), any other is taken with the one-statement take.
+    The slots ``finished`` holds that ``following`` does not want are given
+    back here, in the same ``(limit, key)`` order (R-LIM-30), and marked
+    ``"given_back"``. A waiter
     queued, a full key, a rate limit, a key that cannot be resolved or the
     unit missing: what was taken is given back and None is returned; the
     step is then published and takes its slots in its own Phase 1, behind
@@ -138,8 +141,16 @@ def claim_inline(
     holds = finished.limit_holds if isinstance(finished.limit_holds, dict) else {}
     held = {(str(pair[0]), str(pair[1])) for pair in holds.get("held") or ()}
     kept: list[list[str]] = []
+    given_back: list[list[str]] = []
     taken: list[tuple[str, str]] = []
-    for name, key in wanted:
+    # One pass in (limit, key) order over what the next step wants and what
+    # the finished one gives back, so that key rows are locked in that order
+    # (R-LIM-30): the give-backs happen here, not in the write's statement.
+    for name, key in sorted({*wanted, *held}):
+        if (name, key) not in wanted:
+            give_back(session, tables, name, key, now)
+            given_back.append([name, key])
+            continue
         if (name, key) in held:
             if limit_rows.keep_if_no_waiters(session, tables.keys, name, key, now):
                 kept.append([name, key])
@@ -149,9 +160,15 @@ def claim_inline(
             continue
         for taken_name, taken_key in reversed(taken):
             give_back(session, tables, taken_name, taken_key, now)
+        if given_back:
+            finished.limit_holds = {**holds, "given_back": given_back}
         return None
-    if kept:
-        finished.limit_holds = {**holds, "passed_on": kept}
+    markers = {"passed_on": kept, "given_back": given_back}
+    if kept or given_back:
+        finished.limit_holds = {
+            **holds,
+            **{name: pairs for name, pairs in markers.items() if pairs},
+        }
     return _held([(name, key, None) for name, key in wanted], limits)
 
 

@@ -63,12 +63,7 @@ def release_left_executions(
             # A holder leaving in_progress, or a successor that held its
             # chain's slots leaving scheduled (R-LIM-20, R-LIM-26): all but
             # what it passed on to its own successor.
-            new_holds = execution.new_holds
-            passed = (
-                {tuple(pair) for pair in new_holds.get("passed_on") or ()}
-                if isinstance(new_holds, dict)
-                else set()
-            )
+            passed = execution_exits.not_given_back(execution.new_holds)
             sent = {
                 (release.limit_name, release.limit_key): release
                 for release in execution.fast_releases

@@ -63,7 +63,12 @@ def test_a_limited_chain_of_steps_continues_inline_keeping_its_slot(app, geneva_
         "held": [["test-inline-same", ""]],
         "passed_on": [["test-inline-same", ""]],
     }
-    assert rows[1]["limit_holds"] == {"held": [["test-inline-same", ""]]}
+    # Second gave same's slot back itself, in key order, before taking
+    # other's for third (R-LIM-30).
+    assert rows[1]["limit_holds"] == {
+        "held": [["test-inline-same", ""]],
+        "given_back": [["test-inline-same", ""]],
+    }
     assert rows[2]["limit_holds"] == {"held": [["test-inline-other", ""]]}
     assert counters("test-inline-same", "") == (0, 0, 0)
     assert counters("test-inline-other", "") == (0, 0, 0)
