@@ -156,7 +156,9 @@ def update_rows(
             and first.workflow_id == second.row_id
         ):
             if dialect == "postgresql":
-                _update_pair_cte(connection, first, second, releases)
+                folded, rest = _foldable(releases)
+                _update_pair_cte(connection, first, second, folded)
+                counter_releases.send_releases(connection, rest)
             else:
                 _update_pair_multi_table(connection, first, second)
                 counter_releases.send_releases(connection, releases)
@@ -391,6 +393,7 @@ def update_rows_and_insert(
         if releases:
             raise OptimisticWriteRefused("a limit's slot is given back under a lock")
         return _optimistic_update_and_insert(connection, updates, table, row, guards)
+    releases, rest = _foldable(releases)
     shapes = tuple(_shape(update) for update in updates)
     release_tables = tuple(release.table for release in releases)
 
@@ -437,7 +440,22 @@ def update_rows_and_insert(
         raise sa.exc.InvalidRequestError(
             f"the INSERT into {table.name} returned no primary key"
         )
+    counter_releases.send_releases(connection, rest)
     return new_id
+
+
+def _foldable(
+    releases: tuple[counter_releases.CounterRelease, ...],
+) -> tuple[
+    tuple[counter_releases.CounterRelease, ...],
+    tuple[counter_releases.CounterRelease, ...],
+]:
+    """``(folded into the statement, sent after it)``: one release folds; of
+    several, PostgreSQL would lock the key rows of one statement's CTEs in no
+    set order, so they go out one by one in key order (R-LIM-30)."""
+    if len(releases) == 1:
+        return releases, ()
+    return (), releases
 
 
 def _insert_cte(table: sa.Table, row: dict[str, Any], source: Any) -> Any:
