@@ -32,6 +32,7 @@ from flask_geneva.engine.limits.describe import waiting_sentence
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.engine.limits.test_rate import drain_until
 from tests.support.limit_rows import park
 from tests.support.limit_rows import record_starts
 from tests.support.limit_rows import set_key
@@ -45,6 +46,9 @@ partner_api = Limit("describe-partner-api", concurrency=2, key=lambda wf: "acme"
 one_slot = Limit("describe-one-slot", concurrency=1)
 three_a_minute = Limit(
     "describe-rate", rate=3, per=timedelta(minutes=1), key=lambda wf: "acme"
+)
+two_in_three_seconds = Limit(
+    "describe-rate-real", rate=2, per=timedelta(seconds=3), key=lambda wf: "acme"
 )
 #: Called inside the body of ``OneSlot.work`` while it holds its slot.
 DURING: list[Callable[[], Any]] = []
@@ -63,6 +67,12 @@ class PartnerSync(geneva.Workflow):
 
 class RatedCall(geneva.Workflow):
     @step(limit=three_a_minute)
+    def call(self):
+        pass
+
+
+class RealRatedCall(geneva.Workflow):
+    @step(limit=two_in_three_seconds)
     def call(self):
         pass
 
@@ -295,6 +305,34 @@ def test_a_waiter_granted_for_a_later_start_says_when(app, geneva_jobs):
     assert _sentence(ids[1], later) == (
         "granted a describe-rate slot (key acme) 7 s ago (its task is on its way)"
     )
+
+
+def test_real_waiters_of_a_full_window_on_the_claim_path(app, geneva_jobs):
+    """R-LIM-41, R-LIM-24 with the claim path's own rows: 4 starts at 2 per 3 s;
+    two run, the head waiter is granted for the window's end, the last waits for
+    the rate; all run in the end and then have no sentence."""
+    ids = [_scheduled(RealRatedCall, f"real{i}@example.com")[1] for i in range(4)]
+    geneva_jobs.drain(respect_eta=True)
+    done = [i for i in ids if execution_row(i)["state"] == "completed"]
+    head, last = [i for i in ids if i not in done]
+    assert len(done) == 2
+    now = clock.now()
+    activity = limit_reads.key_activity(geneva.session, "describe-rate-real", "acme")
+    db.session.rollback()
+    assert (activity.rate_used, activity.granted, activity.waiting) == (2, 1, 1)
+    next_at = clock_time(activity.next_start_at, now)
+    assert _sentence(head, now) == (
+        f"granted a describe-rate-real start (key acme) at {next_at} "
+        "(the rate's window)"
+    )
+    assert _sentence(last, now).startswith(
+        "waiting for the describe-rate-real rate (key acme, 2 starts in the last "
+        f"3 s, 1 granted, 1 waiting, position 1; next start at {next_at}) since "
+    )
+    drain_until(
+        geneva_jobs, lambda: all(execution_row(i)["state"] == "completed" for i in ids)
+    )
+    assert _sentence(last) is None
 
 
 def test_the_clock_time_has_the_date_only_on_another_day(app):
