@@ -1,9 +1,10 @@
 """The Limits page: who holds and who waits, per limit and key (R-LIM-45).
 
 ``GET <limits>/``: one row per (limit, key), most waiting first: running of the
-cap, granted, waiting and the oldest wait, as ``flask geneva limits`` prints
-them (R-LIM-40). Filters: ``limit`` (a name), ``key`` (a prefix), ``busy``
-(only keys with a running, granted or waiting execution). At most
+cap, granted, waiting, the oldest wait and a rate limit's starts in its current
+window (with the next start's time when the window is full), as ``flask geneva
+limits`` prints them (R-LIM-40). Filters: ``limit`` (a name), ``key`` (a
+prefix), ``busy`` (only keys with a running, granted or waiting execution). At most
 :data:`~flask_geneva.db.queries.limits.MAX_OVERVIEW_KEYS` rows, then "… N more
 keys"; declared limits without a key row are listed as idle. A value that
 cannot be applied is ignored with a note (R-ADM-31).
@@ -212,6 +213,8 @@ class LimitsView(GenevaView):
             if limit is not None and limit.concurrency is not None
             else row.concurrency,
             "declared": limit is not None,
+            # The window the key's starts are counted in (R-LIM-23).
+            "per": format_interval(row.per) if row.per is not None else "",
         }
 
     def _not_installed(self, declared: Any) -> str:

@@ -1,7 +1,8 @@
 """The workflows list page (R-ADM-11): filters, sorting, paging, latest errors.
 
 Only reads (R-ADM-32): one page of rows plus one, one query for the page's latest
-errors and one capped count (R-ADM-30).
+errors, one for its limit waiters (with the ``add_flow_limits`` unit: their Next
+run reads "waiting for <limit>", R-LIM-42) and one capped count (R-ADM-30).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
 from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.db.queries import admin_workflow_signals as admin_signal_queries
+from flask_geneva.db.queries import limits as limit_reads
 from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.models import WorkflowState
 
@@ -92,11 +94,18 @@ class WorkflowListPage(WorkflowPages):
             if columns.workflow_signals
             else set()
         )
+        # A limit's waiter has no due time: it runs when granted (R-LIM-42).
+        limited = (
+            limit_reads.waited_limits(session, [row.id for row in rows])
+            if columns.flow_limits
+            else {}
+        )
         count, more = capped_count(session, workflow_cls, matching)
         return self.render(
             "geneva/admin/workflows.html",
             workflows=[
-                self._summary(row, errors, hero_urls, runs, parked) for row in rows
+                self._summary(row, errors, hero_urls, runs, parked, limited)
+                for row in rows
             ],
             filters=matching.params,
             filtered=matching.is_active,
@@ -136,7 +145,9 @@ class WorkflowListPage(WorkflowPages):
         hero_urls: dict[Any, str],
         runs: dict[Any, Any],
         parked: set[Any],
+        limited: dict[Any, str],
     ) -> dict[str, Any]:
+        running = workflow.state in ("ready", "performing")
         return {
             "id": workflow.id,
             "type": workflow.type,
@@ -152,10 +163,10 @@ class WorkflowListPage(WorkflowPages):
             "transitioned_at": workflow.transitioned_at,
             "error_class": errors.get(workflow.id),
             # A paused or ended workflow's scheduled execution does not run.
-            "next_run": runs.get(workflow.id)
-            if workflow.state in ("ready", "performing")
-            else None,
+            "next_run": runs.get(workflow.id) if running else None,
             "waiting": workflow.state == "ready" and workflow.id in parked,
+            # Its execution waits for a limit: "waiting for partner-api".
+            "limit": limited.get(workflow.id) if running else None,
         }
 
 

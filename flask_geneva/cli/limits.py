@@ -8,14 +8,17 @@ One line per (limit, key) with activity, most waiting first::
 
 A declared limit (``geneva.limits``) with no busy key reads ``idle``. At most
 :data:`~flask_geneva.db.queries.limits.MAX_OVERVIEW_KEYS` keys, then ``… N more
-keys``. ``--json`` prints the same data. The counters are the concurrency
-slots'; a rate limit's use of its window is not shown yet (R-LIM-23). Without
-the ``add_flow_limits`` unit the command says how to install it. Only reads.
+keys``. ``--json`` prints the same data. A rate-limited key's line ends with its
+use of the window, the starts within the last ``per`` by the database's clock
+(``rate 97/100 per 1 min``), and, when it is full, when it allows the next
+start (``rate 100/100 per 1 min (next start in 4 s)``; R-LIM-23). Without the
+``add_flow_limits`` unit the command says how to install it. Only reads.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +33,13 @@ from flask_geneva.core.terminal_text import escape_control_characters
 from flask_geneva.db.queries import limits as limit_reads
 from flask_geneva.engine.limits import installed
 
-__all__ = ["NOT_INSTALLED_MESSAGE", "limits_command", "limits_report", "settings_text"]
+__all__ = [
+    "NOT_INSTALLED_MESSAGE",
+    "limits_command",
+    "limits_report",
+    "rate_text",
+    "settings_text",
+]
 
 #: What ``flask geneva limits`` says without the ``add_flow_limits`` unit.
 NOT_INSTALLED_MESSAGE = (
@@ -44,11 +53,12 @@ NOT_INSTALLED_MESSAGE = (
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
 def limits_command(name: str | None, as_json: bool) -> None:
-    """Show the concurrency limits' keys: running, granted and waiting executions.
+    """Show the limits' keys: running, granted and waiting executions, rate used.
 
     One line per limit and key with something running, granted or waiting,
-    most waiting first (at most 200 keys); a declared limit with nothing going
-    on reads "idle". NAME shows one limit.
+    most waiting first (at most 200 keys), with a rate limit's starts in its
+    current window; a declared limit with nothing going on reads "idle". NAME
+    shows one limit.
     \f
     Spec: R-LIM-40.
     """
@@ -87,11 +97,18 @@ def limits_report(
     Returns:
         None when ``name`` is neither declared nor has stored keys; else
         ``{"keys": [{"limit", "key", "running", "granted", "waiting",
-        "concurrency", "oldest_waiting_since", "oldest_wait_seconds"}, ...],
-        "more_keys": N, "idle_limits": [{"limit", "concurrency"}, ...]}``:
-        the busy keys most waiting first (at most
+        "concurrency", "oldest_waiting_since", "oldest_wait_seconds", "rate",
+        "per_seconds", "rate_used", "next_start_at",
+        "next_start_in_seconds"}, ...], "more_keys": N, "idle_limits":
+        [{"limit", "concurrency", "rate", "per_seconds"}, ...]}``: the busy
+        keys most waiting first (at most
         :data:`~flask_geneva.db.queries.limits.MAX_OVERVIEW_KEYS`), how many
         busy keys are left out, and the declared limits without a busy key.
+        ``rate`` and ``per_seconds`` are those the key's last claim used
+        (None without a rate limit), ``rate_used`` its starts within the last
+        ``per`` by the database's clock, ``next_start_at`` (ISO) and
+        ``next_start_in_seconds`` (by the database's clock) when a full window
+        allows the next start, else None (R-LIM-23, R-LIM-40).
     """
     totals = {t.limit_name: t for t in limit_reads.limit_totals(session)}
     if name is not None and name not in declared and name not in totals:
@@ -115,6 +132,7 @@ def limits_report(
                 "oldest_wait_seconds": None
                 if oldest is None
                 else max(0.0, (now - oldest).total_seconds()),
+                **_rate_use(row),
             }
         )
     names = [name] if name is not None else list(declared)
@@ -124,6 +142,46 @@ def limits_report(
         if limit_name not in totals or not totals[limit_name].busy_keys
     ]
     return {"keys": keys, "more_keys": overview.more, "idle_limits": idle}
+
+
+def _rate_use(row: limit_reads.KeyActivity) -> dict[str, Any]:
+    """A key's rate fields for ``--json`` (R-LIM-23, R-LIM-40)."""
+    per = row.per
+    next_at = row.next_start_at
+    next_in = None
+    if next_at is not None:
+        read_at = row.read_at if row.read_at is not None else clock.now()
+        next_in = max(0.0, (next_at - read_at).total_seconds())
+    return {
+        "rate": row.rate,
+        "per_seconds": None if per is None else per.total_seconds(),
+        "rate_used": row.rate_used,
+        "next_start_at": None if next_at is None else next_at.isoformat(),
+        "next_start_in_seconds": next_in,
+    }
+
+
+def rate_text(entry: Mapping[str, Any]) -> str:
+    """``rate 97/100 per 1 min``, ``(next start in 4 s)`` added when the window
+    is full; ``""`` for a key without a rate (R-LIM-40).
+
+    Args:
+        entry: One of :func:`limits_report`'s ``keys``.
+
+    Returns:
+        The text of the key's rate column.
+    """
+    if entry.get("rate") is None or entry.get("per_seconds") is None:
+        return ""
+    text = (
+        f"rate {entry['rate_used']}/{entry['rate']} per "
+        f"{format_interval(entry['per_seconds'])}"
+    )
+    if entry.get("next_start_in_seconds") is not None:
+        # Rounded up: "in 0 s" would read as "now" while no start is allowed.
+        wait = math.ceil(entry["next_start_in_seconds"])
+        text += f" (next start in {format_interval(wait)})"
+    return text
 
 
 def _settings(limit: Any) -> dict[str, Any]:
@@ -178,6 +236,7 @@ def _echo_report(report: dict[str, Any]) -> None:
                 f"running {entry['running']}" + (f"/{cap}" if cap is not None else ""),
                 f"granted {entry['granted']}",
                 waiting,
+                rate_text(entry),
             ]
         )
     if rows:

@@ -3,8 +3,10 @@
 R-LIM-45: the Limits page (keys most waiting first, filters limit / key prefix /
 busy only, "… N more keys", idle declared limits, a key's waiters) and its page
 without the add_flow_limits unit. R-LIM-42: the workflow and execution pages'
-sentence, the executions list's "waiting for <limit>". R-LIM-43: the overview's
-limits line. R-ADM-06: stored keys are escaped.
+sentence, the executions list's and the workflows list's "waiting for <limit>"
+(a waiter resume() published again included). R-LIM-43: the overview's limits
+line. R-ADM-06: stored keys are escaped. R-LIM-23: a rate key's starts in its
+window and the next start when it is full.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from tests.admin.support import new_user
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.limit_rows import park
+from tests.support.limit_rows import record_starts
 from tests.support.limit_rows import set_key
+from tests.support.workflow import externally
 
 LIMITS_URL = "/geneva/limits/"
 
@@ -183,6 +187,98 @@ def test_the_executions_list_says_waiting_for_the_limit(client, geneva_jobs):
     row = row.split("</tr>", 1)[0]
     assert "waiting for admin-partner-api" in row
     assert "overdue" not in row
+
+
+def _row_of(page, marker):
+    return page.split(marker, 1)[1].split("</tr>", 1)[0]
+
+
+def test_a_resumed_waiter_still_reads_waiting_in_both_lists(client, geneva_jobs):
+    """R-LIM-42 (R-EXT-21): resume() publishes the waiter again under a task id;
+    the executions list and the workflows list still say what it waits for,
+    not a due time."""
+    workflow_id, execution_id = _picture()
+    externally(workflow_id, "pause")
+    externally(workflow_id, "resume")
+    executions = _page(client, "/geneva/step-executions/")
+    row = _row_of(executions, f'<tr data-execution-id="{execution_id}">')
+    assert "waiting for admin-partner-api" in row
+    assert "overdue" not in row
+    workflows = _page(client, "/geneva/workflows/")
+    row = _row_of(workflows, f'<tr data-workflow-id="{workflow_id}">')
+    cell = row.split('geneva-next-run">', 1)[1].split("</td>", 1)[0]
+    assert "waiting for admin-partner-api" in cell
+    assert "<time" not in cell
+
+
+def test_the_workflows_list_says_waiting_for_the_limit_only_for_waiters(
+    client, geneva_jobs
+):
+    """R-LIM-42: a waiter's workflow reads "waiting for <limit>" in Next run; a
+    paused one and a workflow that does not wait have none."""
+    workflow_id, _ = _picture()
+    paused_id, _ = _waiter("c@example.com", since=clock.now())
+    externally(paused_id, "pause")
+    other = AdminExport.create(hero=new_user("other@example.com")).id
+    db.session.commit()
+    page = _page(client, "/geneva/workflows/")
+    waiting = _row_of(page, f'<tr data-workflow-id="{workflow_id}">')
+    assert "waiting for admin-partner-api" in waiting
+    plain = _row_of(page, f'<tr data-workflow-id="{other}">')
+    assert "waiting for" not in plain
+    assert "<time" in plain.split('geneva-next-run">', 1)[1].split("</td>", 1)[0]
+    paused = _row_of(page, f'<tr data-workflow-id="{paused_id}">')
+    assert "waiting for" not in paused
+
+
+def _rated_key(ages):
+    set_key(
+        "admin-rate",
+        "",
+        running=1,
+        concurrency=None,
+        rate=10,
+        per=timedelta(minutes=1),
+    )
+    return record_starts("admin-rate", "", ages)
+
+
+def test_the_limits_page_shows_a_rate_keys_starts_in_its_window(client, geneva_jobs):
+    """R-LIM-45, R-LIM-23: the Rate used column: 7 of 10 per 1 min (a start
+    older than the window left out), nothing for a key without a rate."""
+    _picture()
+    _rated_key([timedelta(minutes=2)] + [timedelta(seconds=5 * i) for i in range(7)])
+    page = _page(client, LIMITS_URL)
+    assert "<th>Rate used</th>" in page
+    row = _row_of(page, 'data-limit="admin-rate" data-key=""')
+    rate = row.split('geneva-limit-rate">', 1)[1].split("</td>", 1)[0]
+    assert rate == "7 of 10 per 1 min"
+    acme = _row_of(page, 'data-key="acme"')
+    assert '<td class="geneva-nowrap geneva-limit-rate"></td>' in acme
+    key_page = " ".join(
+        _page(client, "/geneva/limits/key?limit=admin-rate&key=").split()
+    )
+    assert "Rate: 7 of 10 starts in the last 1 min." in key_page
+
+
+def test_a_full_rate_window_shows_when_the_next_start_is_allowed(client, geneva_jobs):
+    """R-LIM-45, R-LIM-23: 10 of 10: the next start, the oldest start in the
+    window plus per (50 s old: in about 10 s)."""
+    starts = _rated_key([timedelta(seconds=5 * i) for i in range(1, 11)])
+    next_at = (min(starts) + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    page = _page(client, LIMITS_URL)
+    row = _row_of(page, 'data-limit="admin-rate" data-key=""')
+    assert "10 of 10 per 1 min, next start" in row
+    assert f'datetime="{next_at}"' in row
+    assert re.search(r">in (9|10) s</time>", row), row
+    key_page = " ".join(
+        _page(client, "/geneva/limits/key?limit=admin-rate&key=").split()
+    )
+    assert (
+        "Rate: 10 of 10 starts in the last 1 min: the window is full, the next "
+        "start is allowed <time"
+    ) in key_page
+    assert f'datetime="{next_at}"' in key_page
 
 
 def test_the_overview_has_the_limits_line_only_when_a_key_is_busy(client, geneva_jobs):

@@ -5,11 +5,14 @@ with "… N more keys"; declared limits without a busy key read "idle"; an unkno
 NAME is a usage error listing the declared names; without the unit the command
 names ``flask geneva install``. R-LIM-42: ``flask geneva show`` prints a waiter's
 sentence. R-LIM-43: ``flask geneva status`` prints "limits: N keys busy, ...".
+A rate-limited key's line ends with its use of the window ("rate 7/10 per 1
+min", "(next start in 10 s)" when full) and --json has its fields (R-LIM-23).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 from flask_geneva import Limit
@@ -21,6 +24,7 @@ from tests.apps.basic import geneva
 from tests.cli.test_cli import assert_one_line_error
 from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
 from tests.support.limit_rows import park
+from tests.support.limit_rows import record_starts
 from tests.support.limit_rows import set_key
 from tests.support.workflow import make_user
 
@@ -215,9 +219,60 @@ def test_show_prints_the_waiters_sentence(geneva_cli, geneva_jobs):  # noqa: F81
 
 def test_a_rate_limit_shows_its_slots_without_a_cap(geneva_cli, geneva_jobs):  # noqa: F811
     """R-LIM-40: a limit without concurrency prints "running N" and, idle, its
-    rate and window (its use of the window is not shown yet, R-LIM-23)."""
+    rate and window; a key row without a rate used has no rate column."""
     assert "cli-rate idle (rate 10 per 1 min)" in _lines(geneva_cli("limits"))
     set_key("cli-rate", "", running=1, concurrency=None)
     assert _lines(geneva_cli("limits", "cli-rate")) == [
         "cli-rate global running 1 granted 0 waiting 0"
     ]
+
+
+def _rated_key(ages):
+    """cli-rate's global key (10 per 1 min) running 1, starts of these ages."""
+    set_key(
+        "cli-rate",
+        "",
+        running=1,
+        concurrency=None,
+        rate=10,
+        per=timedelta(minutes=1),
+    )
+    return record_starts("cli-rate", "", ages)
+
+
+def test_a_rate_limit_shows_its_starts_in_the_window(geneva_cli, geneva_jobs):  # noqa: F811
+    """R-LIM-40, R-LIM-23: "rate 7/10 per 1 min": the starts within the last
+    minute by the database's clock (one 2 min old is out of the window); no next
+    start while the window has room."""
+    ages = [timedelta(minutes=2)] + [timedelta(seconds=5 * i) for i in range(1, 8)]
+    _rated_key(ages)
+    assert _lines(geneva_cli("limits", "cli-rate")) == [
+        "cli-rate global running 1 granted 0 waiting 0 rate 7/10 per 1 min"
+    ]
+    report = json.loads(geneva_cli("limits", "cli-rate", "--json").stdout)
+    [entry] = report["keys"]
+    assert (entry["rate"], entry["per_seconds"], entry["rate_used"]) == (10, 60.0, 7)
+    assert entry["next_start_at"] is None
+    assert entry["next_start_in_seconds"] is None
+
+
+def test_a_full_rate_window_says_when_the_next_start_is_allowed(
+    geneva_cli,  # noqa: F811
+    geneva_jobs,
+):
+    """R-LIM-40, R-LIM-23: "rate 10/10 per 1 min (next start in 10 s)": the
+    oldest start in the window (50 s old) plus the minute, by the database's
+    clock; --json has the time and the seconds."""
+    starts = _rated_key([timedelta(seconds=5 * i) for i in range(1, 11)])
+    [line] = _lines(geneva_cli("limits", "cli-rate"))
+    assert re.fullmatch(
+        r"cli-rate global running 1 granted 0 waiting 0 rate 10/10 per 1 min "
+        r"\(next start in (9|10) s\)",
+        line,
+    ), line
+    report = json.loads(geneva_cli("limits", "cli-rate", "--json").stdout)
+    [entry] = report["keys"]
+    assert entry["rate_used"] == 10
+    oldest = min(starts)
+    assert entry["next_start_at"] == (oldest + timedelta(minutes=1)).isoformat()
+    assert 8.0 < entry["next_start_in_seconds"] <= 10.0

@@ -14,21 +14,26 @@ The caller ends the read transaction. None of this runs without the
 ``add_flow_limits`` unit: callers check
 :attr:`~flask_geneva.db.optional_columns.OptionalColumns.flow_limits` first.
 
-The results are dataclasses with one field per counter so that the rate limits
-still to come add their columns (``rate``, ``per``, starts in the window) next
-to ``concurrency`` without changing a caller.
+A rate-limited key's use of its window (R-LIM-23) is read from its ring in
+``geneva_drive_limit_starts`` by the database's clock
+(:class:`~flask_geneva.db.database_time.DatabaseTime`): the starts within the
+last ``per`` and the oldest of them, by two correlated subqueries along the
+ring's primary key, evaluated only for the rows returned.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.db import session_sync
+from flask_geneva.db.database_time import DatabaseTime
+from flask_geneva.db.limit_starts import limit_starts_table
 from flask_geneva.db.limits import limit_tables
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "key_waiters",
     "limit_overview",
     "limit_totals",
+    "waited_limits",
     "waiter_position",
 ]
 
@@ -63,6 +69,15 @@ class KeyActivity:
         oldest_waiting_since: When the longest-waiting ungranted waiter of
             the key started waiting, or None without one.
         updated_at: The row's last change.
+        rate: The rate the last claim used (starts per ``per``), or None for
+            a key without a rate limit.
+        per_ms: Its window in milliseconds, or None.
+        rate_used: The starts of the key within the last ``per`` by the
+            database's clock (R-LIM-23), or None without a rate.
+        next_start_at: When the window is full (``rate_used >= rate``), the
+            earliest time it allows the next start: its oldest start plus
+            ``per`` (database clock, aware UTC); else None.
+        read_at: The database's time of the read (to say "in 4 s"), or None.
     """
 
     limit_name: str
@@ -73,11 +88,30 @@ class KeyActivity:
     concurrency: int | None
     oldest_waiting_since: datetime | None
     updated_at: datetime | None
+    rate: int | None = None
+    per_ms: int | None = None
+    rate_used: int | None = None
+    next_start_at: datetime | None = None
+    read_at: datetime | None = None
 
     @property
     def busy(self) -> bool:
         """Whether anything holds, was granted or waits for a slot of the key."""
         return bool(self.running or self.granted or self.waiting)
+
+    @property
+    def per(self) -> timedelta | None:
+        """The rate's window, or None without a rate."""
+        return None if self.per_ms is None else timedelta(milliseconds=self.per_ms)
+
+    @property
+    def rate_full(self) -> bool:
+        """Whether the rate's window holds ``rate`` starts: none is allowed now."""
+        return (
+            self.rate is not None
+            and self.rate_used is not None
+            and self.rate_used >= self.rate
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +169,8 @@ class WaiterPosition:
         granted_at: When a slot was granted to it, or None.
         waiting_since: When it started waiting.
         priority: Its merged priority.
+        not_before: For a grant of a full rate window, the time the window
+            allows its start (R-LIM-24), else None.
     """
 
     limit_name: str
@@ -143,6 +179,7 @@ class WaiterPosition:
     granted_at: datetime | None
     waiting_since: datetime
     priority: int
+    not_before: datetime | None = None
 
     @property
     def granted(self) -> bool:
@@ -163,7 +200,7 @@ class KeyWaiter:
     granted_at: datetime | None
 
 
-def _oldest_ungranted(waiters: sa.Table, keys: sa.Table) -> Any:
+def _oldest_ungranted(waiters: sa.Table, keys: Any) -> Any:
     """``MIN(waiting_since)`` of a key row's ungranted waiters (correlated)."""
     return (
         sa.select(sa.func.min(waiters.c.waiting_since))
@@ -174,6 +211,72 @@ def _oldest_ungranted(waiters: sa.Table, keys: sa.Table) -> Any:
         )
         .correlate(keys)
         .scalar_subquery()
+    )
+
+
+def _in_window(starts: sa.Table, keys: Any, value: Any) -> Any:
+    """``value`` over the key row's starts within its last ``per_ms`` by the
+    database's clock (correlated; along the ring's primary key)."""
+    return (
+        sa.select(value)
+        .where(
+            starts.c.limit_name == keys.c.limit_name,
+            starts.c.limit_key == keys.c.limit_key,
+            starts.c.started_at > DatabaseTime(minus_ms=keys.c.per_ms),
+        )
+        .correlate(keys)
+        .scalar_subquery()
+    )
+
+
+def _activity_columns(session: orm.Session, keys: Any) -> list[Any]:
+    """The columns of a :class:`KeyActivity` read from ``keys`` (the table or a
+    page of it): the counters, the oldest wait, the rate's use of its window
+    and the database's time."""
+    _, waiters, _, _ = limit_tables(session)
+    starts = limit_starts_table(waiters.metadata)
+    return [
+        keys.c.limit_name,
+        keys.c.limit_key,
+        keys.c.running,
+        keys.c.granted,
+        keys.c.waiting,
+        keys.c.concurrency,
+        keys.c.rate,
+        keys.c.per_ms,
+        _oldest_ungranted(waiters, keys).label("oldest"),
+        keys.c.updated_at,
+        _in_window(starts, keys, sa.func.count()).label("rate_used"),
+        _in_window(starts, keys, sa.func.min(starts.c.started_at)).label(
+            "oldest_start"
+        ),
+        DatabaseTime().label("read_at"),
+    ]
+
+
+def _activity(row: Any) -> KeyActivity:
+    """A :class:`KeyActivity` from a row of :func:`_activity_columns`."""
+    rate = None if row.rate is None or row.per_ms is None else int(row.rate)
+    per_ms = None if rate is None else int(row.per_ms)
+    used = None if rate is None else int(row.rate_used or 0)
+    next_start_at = None
+    full = rate is not None and used is not None and used >= rate
+    if full and row.oldest_start is not None and per_ms is not None:
+        next_start_at = row.oldest_start + timedelta(milliseconds=per_ms)
+    return KeyActivity(
+        limit_name=str(row.limit_name),
+        limit_key=str(row.limit_key),
+        running=int(row.running),
+        granted=int(row.granted),
+        waiting=int(row.waiting),
+        concurrency=None if row.concurrency is None else int(row.concurrency),
+        oldest_waiting_since=row.oldest,
+        updated_at=row.updated_at,
+        rate=rate,
+        per_ms=per_ms,
+        rate_used=used,
+        next_start_at=next_start_at,
+        read_at=row.read_at,
     )
 
 
@@ -193,7 +296,10 @@ def limit_overview(
 
     Ordered by ``waiting`` (descending), then ``running + granted``
     (descending), then limit name and key; each row with the oldest ungranted
-    waiter's start. Two statements: the page and a count of the matching rows.
+    waiter's start and, for a rate-limited key, the starts within its last
+    ``per`` by the database's clock and when a full window allows the next
+    (R-LIM-23). Two statements: the page (the key rows chosen first, then the
+    correlated reads for those rows only) and a count of the matching rows.
 
     Args:
         session: A session bound to the models (plain reads; the caller ends
@@ -211,7 +317,7 @@ def limit_overview(
         sqlalchemy.exc.DBAPIError: The limit tables are missing (the
             ``add_flow_limits`` unit; callers check it first).
     """
-    keys, waiters, _, _ = limit_tables(session)
+    keys, _, _, _ = limit_tables(session)
     criteria: list[Any] = []
     if name is not None:
         criteria.append(keys.c.limit_name == name)
@@ -219,40 +325,25 @@ def limit_overview(
         criteria.append(keys.c.limit_key.startswith(key_prefix, autoescape=True))
     if busy_only:
         criteria.append(_busy(keys))
-    statement = (
-        sa.select(
-            keys.c.limit_name,
-            keys.c.limit_key,
-            keys.c.running,
-            keys.c.granted,
-            keys.c.waiting,
-            keys.c.concurrency,
-            _oldest_ungranted(waiters, keys).label("oldest"),
-            keys.c.updated_at,
-        )
+
+    def order(table: Any) -> list[Any]:
+        return [
+            table.c.waiting.desc(),
+            (table.c.running + table.c.granted).desc(),
+            table.c.limit_name,
+            table.c.limit_key,
+        ]
+
+    page = (
+        sa.select(keys)
         .where(*criteria)
-        .order_by(
-            keys.c.waiting.desc(),
-            (keys.c.running + keys.c.granted).desc(),
-            keys.c.limit_name,
-            keys.c.limit_key,
-        )
+        .order_by(*order(keys))
         .limit(max(1, limit))
+        .subquery("key_page")
     )
+    statement = sa.select(*_activity_columns(session, page)).order_by(*order(page))
     connection = session_sync.connection_of(session)
-    rows = [
-        KeyActivity(
-            limit_name=str(row.limit_name),
-            limit_key=str(row.limit_key),
-            running=int(row.running),
-            granted=int(row.granted),
-            waiting=int(row.waiting),
-            concurrency=None if row.concurrency is None else int(row.concurrency),
-            oldest_waiting_since=row.oldest,
-            updated_at=row.updated_at,
-        )
-        for row in connection.execute(statement)
-    ]
+    rows = [_activity(row) for row in connection.execute(statement)]
     if len(rows) < max(1, limit):
         return LimitOverview(rows, len(rows))
     total = connection.execute(
@@ -314,38 +405,29 @@ def limit_totals(session: orm.Session) -> list[LimitTotals]:
 def key_activity(session: orm.Session, name: str, key: str) -> KeyActivity | None:
     """The counter row of ``(name, key)`` read plainly (no lock), or None.
 
+    With the oldest ungranted wait and, for a rate-limited key, its use of
+    the window and when a full window allows the next start (R-LIM-23,
+    R-LIM-41, R-LIM-45). One statement.
+
     Args:
         session: A session bound to the models.
         name: The limit's name.
         key: The key.
+
+    Returns:
+        The row, or None when the key has none.
     """
-    keys, waiters, _, _ = limit_tables(session)
+    keys, _, _, _ = limit_tables(session)
     row = (
         session_sync.connection_of(session)
         .execute(
-            sa.select(
-                keys.c.running,
-                keys.c.granted,
-                keys.c.waiting,
-                keys.c.concurrency,
-                _oldest_ungranted(waiters, keys).label("oldest"),
-                keys.c.updated_at,
-            ).where(keys.c.limit_name == name, keys.c.limit_key == key)
+            sa.select(*_activity_columns(session, keys)).where(
+                keys.c.limit_name == name, keys.c.limit_key == key
+            )
         )
         .first()
     )
-    if row is None:
-        return None
-    return KeyActivity(
-        limit_name=name,
-        limit_key=key,
-        running=int(row.running),
-        granted=int(row.granted),
-        waiting=int(row.waiting),
-        concurrency=None if row.concurrency is None else int(row.concurrency),
-        oldest_waiting_since=row.oldest,
-        updated_at=row.updated_at,
-    )
+    return None if row is None else _activity(row)
 
 
 def waiter_position(session: orm.Session, execution_id: Any) -> WaiterPosition | None:
@@ -403,6 +485,7 @@ def waiter_position(session: orm.Session, execution_id: Any) -> WaiterPosition |
         granted_at=row.granted_at,
         waiting_since=row.waiting_since,
         priority=int(row.priority),
+        not_before=row.not_before,
     )
 
 
@@ -454,3 +537,31 @@ def key_waiters(
         )
         for row in session_sync.connection_of(session).execute(statement)
     ]
+
+
+def waited_limits(session: orm.Session, workflow_ids: list[Any]) -> dict[Any, str]:
+    """The limit each listed workflow's execution waits for (R-LIM-42).
+
+    One grouped statement over the waiter rows of the listed workflows (by
+    their ``workflow_id`` index): the workflows list's Next run column reads
+    "waiting for <limit>" for them. A waiter is found by its row, whatever its
+    execution's ``job_id`` (``resume()`` re-publishes it, R-EXT-21).
+
+    Args:
+        session: A session bound to the models (plain reads).
+        workflow_ids: The workflows of one list page.
+
+    Returns:
+        ``{workflow id: limit name}`` for the workflows with a waiter (the
+        smallest name when one waits for several, which does not happen: an
+        execution waits in one queue at a time).
+    """
+    if not workflow_ids:
+        return {}
+    _, waiters, _, _ = limit_tables(session)
+    rows = session_sync.connection_of(session).execute(
+        sa.select(waiters.c.workflow_id, sa.func.min(waiters.c.limit_name))
+        .where(waiters.c.workflow_id.in_(workflow_ids))
+        .group_by(waiters.c.workflow_id)
+    )
+    return {row[0]: str(row[1]) for row in rows}

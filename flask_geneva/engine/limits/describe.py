@@ -1,17 +1,24 @@
 """What a waiting execution waits for, in words (R-LIM-41, R-LIM-42).
 
-An execution over a limit's cap stays ``scheduled`` with ``job_id =
-"geneva:limited"`` and ``limit_holds = {"waits": [name, key], ...}`` (R-LIM-11).
-The workflow page, the execution page and ``flask geneva show`` say why it does
-not run, e.g. "waiting for a partner-api slot (key acme, 2 of 2 running, 14
-waiting, position 3) since 2 min", or, once the slot is granted, "granted a
-partner-api slot (key acme) 2 s ago (its task is on its way)"; the executions
-list says "waiting for partner-api" (:func:`waited_limit`). Only reads, through
+An execution over a limit's cap stays ``scheduled`` with ``limit_holds =
+{"waits": [name, key], ...}`` (R-LIM-11); parked, its ``job_id`` is
+``"geneva:limited"``, but ``resume()`` re-publishes a paused workflow's waiter
+under a task id (R-EXT-21), so a waiter is recognized by ``limit_holds``. The
+workflow page, the execution page and ``flask geneva show`` say why it does not
+run, e.g. "waiting for a partner-api slot (key acme, 2 of 2 running, 14
+waiting, position 3) since 2 min", "waiting for the partner-api rate (key
+acme, 100 starts in the last 1 min, 14 waiting, position 3; next start at
+12:00:04 UTC) since 2 min" when the key's rate window is full, or, once
+granted, "granted a partner-api slot (key acme) 2 s ago (its task is on its
+way)" or "granted a partner-api start (key acme) at 12:00:04 UTC (the rate's
+window)"; the executions list says "waiting for partner-api"
+(:func:`waited_limit`). Only reads, through
 :mod:`flask_geneva.db.queries.limits`.
 """
 
 from __future__ import annotations
 
+from datetime import UTC
 from datetime import datetime
 from typing import Any
 
@@ -19,11 +26,10 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core.durations import format_interval
-from flask_geneva.core.publications import LIMITED_JOB_ID
 from flask_geneva.db.queries import limits as limit_reads
 from flask_geneva.engine.limits.acquire import installed
 
-__all__ = ["limit_key_text", "waited_limit", "waiting_sentence"]
+__all__ = ["clock_time", "limit_key_text", "waited_limit", "waiting_sentence"]
 
 _SCHEDULED = "scheduled"
 
@@ -31,9 +37,9 @@ _SCHEDULED = "scheduled"
 def waited_limit(execution: Any) -> tuple[str, str] | None:
     """``(limit name, key)`` the execution waits for, from its row alone.
 
-    Reads ``state``, ``job_id`` and ``limit_holds`` (which must be loaded, or
-    the ``add_flow_limits`` unit installed: the column is read only for a
-    ``scheduled`` row whose ``job_id`` is ``geneva:limited``).
+    Reads ``state`` and, for a ``scheduled`` row, ``limit_holds`` (which must
+    be loaded, or the ``add_flow_limits`` unit installed). Not ``job_id``:
+    ``resume()`` re-publishes a waiter under a task id (R-EXT-21, R-LIM-41).
 
     Args:
         execution: A step execution.
@@ -41,7 +47,7 @@ def waited_limit(execution: Any) -> tuple[str, str] | None:
     Returns:
         The pair, or None when the execution is not a limit's waiter.
     """
-    if execution.state != _SCHEDULED or execution.job_id != LIMITED_JOB_ID:
+    if execution.state != _SCHEDULED:
         return None
     holds = execution.limit_holds
     if not isinstance(holds, dict):
@@ -69,6 +75,22 @@ def _article(name: str) -> str:
     return "an" if name[:1].lower() in "aeiou" else "a"
 
 
+def clock_time(moment: datetime, now: datetime) -> str:
+    """``12:00:04 UTC``, with the date when it is not ``now``'s UTC day.
+
+    Args:
+        moment: A time (aware, or naive UTC).
+        now: The reference time.
+
+    Returns:
+        The time to the second in UTC (R-LIM-41).
+    """
+    moment = clock.ensure_aware(moment).astimezone(UTC)
+    if moment.date() == clock.ensure_aware(now).astimezone(UTC).date():
+        return moment.strftime("%H:%M:%S UTC")
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def waiting_sentence(
     session: orm.Session, execution: Any, *, now: datetime | None = None
 ) -> str | None:
@@ -80,21 +102,30 @@ def waiting_sentence(
       waiting since, then arrival; R-LIM-12) and how long it has waited.
       ``1 granted`` is added when slots are on their way to other waiters; the
       global key reads ``global key``.
-    * Granted: ``"granted a partner-api slot (key acme) 2 s ago (its task is on
-      its way)"``.
+    * Not granted, the key's rate window full (R-LIM-23): ``"waiting for the
+      partner-api rate (key acme, 100 starts in the last 1 min, 14 waiting,
+      position 3; next start at 12:00:04 UTC) since 2 min"`` (``2 of 2
+      running`` added for a limit with a concurrency too).
+    * Granted: ``"granted a partner-api slot (key acme) 2 s ago (its task is
+      on its way)"``; granted for a later time by a full rate window
+      (R-LIM-24): ``"granted a partner-api start (key acme) at 12:00:04 UTC
+      (the rate's window)"``.
+
+    A waiter is recognized by ``limit_holds``, whatever its ``job_id``
+    (``resume()`` re-publishes it under a task id, R-EXT-21).
 
     Args:
         session: A session bound to the models (plain reads; the caller ends
             the transaction).
         execution: A step execution (``limit_holds`` is read only for a
-            waiter).
+            ``scheduled`` one, and only with the unit).
         now: The reference time; default the clock's now.
 
     Returns:
         The sentence without a final period, or None when the execution does
         not wait for a limit (or the ``add_flow_limits`` unit is missing).
     """
-    if execution.state != _SCHEDULED or execution.job_id != LIMITED_JOB_ID:
+    if execution.state != _SCHEDULED:
         return None
     if not installed(session):
         return None
@@ -111,22 +142,38 @@ def waiting_sentence(
             "queue (the next claim or dispatcher pass settles it)"
         )
     if place.granted:
+        not_before = place.not_before
+        if not_before is not None and clock.ensure_aware(not_before) > now:
+            return (
+                f"granted {_article(name)} {name} start ({limit_key_text(key)}) at "
+                f"{clock_time(not_before, now)} (the rate's window)"
+            )
         return (
             f"granted {slot} ({limit_key_text(key)}) {_ago(place.granted_at, now)} "
             "ago (its task is on its way)"
         )
     parts = [limit_key_text(key)]
     counts = limit_reads.key_activity(session, name, key)
+    rate_full = counts is not None and counts.rate_full
     if counts is not None:
+        if rate_full:
+            parts.append(
+                f"{counts.rate_used} starts in the last {format_interval(counts.per)}"
+            )
         if counts.concurrency is not None:
             parts.append(f"{counts.running} of {counts.concurrency} running")
-        else:
+        elif not rate_full:
             parts.append(f"{counts.running} running")
         if counts.granted:
             parts.append(f"{counts.granted} granted")
         parts.append(f"{counts.waiting} waiting")
     parts.append(f"position {place.position}")
-    return (
-        f"waiting for {slot} ({', '.join(parts)}) since "
-        f"{_ago(place.waiting_since, now)}"
-    )
+    inside = ", ".join(parts)
+    if rate_full:
+        assert counts is not None  # noqa: S101 - rate_full read it
+        if counts.next_start_at is not None:
+            inside += f"; next start at {clock_time(counts.next_start_at, now)}"
+        what = f"the {name} rate"
+    else:
+        what = slot
+    return f"waiting for {what} ({inside}) since {_ago(place.waiting_since, now)}"

@@ -4,7 +4,11 @@ R-LIM-41: a waiting execution reads "waiting for a <limit> slot (key <key>, R of
 C running, W waiting, position P) since <duration>", a granted one "granted a
 <limit> slot (key <key>) <duration> ago (its task is on its way)"; anything else
 has no sentence. The position counts the key's ungranted waiters ahead in grant
-order (priority, then waiting since, then arrival, R-LIM-12).
+order (priority, then waiting since, then arrival, R-LIM-12). A key whose rate
+window is full reads "waiting for the <limit> rate (key <key>, N starts in the
+last D, ...; next start at HH:MM:SS UTC)", a grant for a later start "granted a
+<limit> start (key <key>) at HH:MM:SS UTC (the rate's window)"; a waiter that
+resume() published again under a task id is still described.
 R-LIM-43: the status line "limits: N keys busy, M waiting, oldest D".
 """
 
@@ -19,21 +23,33 @@ import pytest
 from flask_geneva import Limit
 from flask_geneva import step
 from flask_geneva.core import clock
+from flask_geneva.core.publications import LIMITED_JOB_ID
 from flask_geneva.db.queries import limits as limit_reads
 from flask_geneva.engine.limits import overview as limit_overview
+from flask_geneva.engine.limits.describe import clock_time
 from flask_geneva.engine.limits.describe import waited_limit
 from flask_geneva.engine.limits.describe import waiting_sentence
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.engine.limits.test_rate import drain_until
 from tests.support.limit_rows import park
+from tests.support.limit_rows import record_starts
 from tests.support.limit_rows import set_key
+from tests.support.workflow import execution_row
+from tests.support.workflow import externally
 from tests.support.workflow import in_other_thread
 from tests.support.workflow import make_user
 from tests.support.workflow import update_execution
 
 partner_api = Limit("describe-partner-api", concurrency=2, key=lambda wf: "acme")
 one_slot = Limit("describe-one-slot", concurrency=1)
+three_a_minute = Limit(
+    "describe-rate", rate=3, per=timedelta(minutes=1), key=lambda wf: "acme"
+)
+two_in_three_seconds = Limit(
+    "describe-rate-real", rate=2, per=timedelta(seconds=3), key=lambda wf: "acme"
+)
 #: Called inside the body of ``OneSlot.work`` while it holds its slot.
 DURING: list[Callable[[], Any]] = []
 
@@ -46,6 +62,18 @@ def _reset() -> None:
 class PartnerSync(geneva.Workflow):
     @step(limit=partner_api)
     def push(self):
+        pass
+
+
+class RatedCall(geneva.Workflow):
+    @step(limit=three_a_minute)
+    def call(self):
+        pass
+
+
+class RealRatedCall(geneva.Workflow):
+    @step(limit=two_in_three_seconds)
+    def call(self):
         pass
 
 
@@ -189,6 +217,158 @@ def test_a_real_waiter_is_described_then_granted_then_has_none(app, geneva_jobs)
     assert _sentence(waiter).startswith("granted a describe-one-slot slot")
     geneva_jobs.drain()
     assert _sentence(waiter) is None
+
+
+def _rate_waiters(now: Any, ages: list[timedelta]) -> tuple[list[Any], list[Any]]:
+    """Two waiters of describe-rate/acme (3 per 1 min), its ring holding starts
+    of the given ages by the database's clock; (execution ids, start times)."""
+    ids = [_scheduled(RatedCall, f"r{i}@example.com") for i in range(2)]
+    set_key(
+        "describe-rate",
+        "acme",
+        waiting=2,
+        concurrency=None,
+        rate=3,
+        per=timedelta(minutes=1),
+    )
+    starts = record_starts("describe-rate", "acme", ages)
+    park(*ids[0], "describe-rate", "acme", since=now - timedelta(seconds=40))
+    park(*ids[1], "describe-rate", "acme", since=now - timedelta(seconds=20))
+    return [execution_id for _, execution_id in ids], starts
+
+
+def test_a_waiter_of_a_full_rate_window_says_when_the_next_start_is_allowed(
+    app, geneva_jobs
+):
+    """R-LIM-41, R-LIM-23: 3 starts in the last minute (rate 3): "waiting for the
+    describe-rate rate", the starts in the window and the next start's time, the
+    oldest start in the window plus per."""
+    now = clock.now()
+    ages = [timedelta(seconds=50), timedelta(seconds=30), timedelta(seconds=10)]
+    (first, second), starts = _rate_waiters(now, ages)
+    next_at = clock_time(starts[0] + timedelta(minutes=1), now)
+    assert _sentence(first, now) == (
+        "waiting for the describe-rate rate (key acme, 3 starts in the last 1 min, "
+        f"2 waiting, position 1; next start at {next_at}) since 40 s"
+    )
+    assert _sentence(second, now).endswith(
+        f"position 2; next start at {next_at}) since 20 s"
+    )
+    activity = limit_reads.key_activity(geneva.session, "describe-rate", "acme")
+    db.session.rollback()
+    assert (activity.rate, activity.per_ms, activity.rate_used) == (3, 60_000, 3)
+    assert activity.rate_full
+    assert activity.next_start_at == starts[0] + timedelta(minutes=1)
+    assert activity.read_at is not None
+
+
+def test_starts_older_than_the_window_do_not_count(app, geneva_jobs):
+    """R-LIM-41, R-LIM-23: a start older than per is out of the window: 2 of 3
+    used, no next start time, and the waiter reads as a slot's."""
+    now = clock.now()
+    ages = [timedelta(seconds=70), timedelta(seconds=30), timedelta(seconds=10)]
+    (first, _), _ = _rate_waiters(now, ages)
+    activity = limit_reads.key_activity(geneva.session, "describe-rate", "acme")
+    db.session.rollback()
+    assert (activity.rate_used, activity.next_start_at) == (2, None)
+    assert not activity.rate_full
+    assert _sentence(first, now) == (
+        "waiting for a describe-rate slot (key acme, 0 running, 2 waiting, "
+        "position 1) since 40 s"
+    )
+
+
+def test_a_waiter_granted_for_a_later_start_says_when(app, geneva_jobs):
+    """R-LIM-41, R-LIM-24: a grant whose not_before is ahead reads "granted a
+    <limit> start (key K) at T UTC (the rate's window)"; once T has passed, its
+    task is on its way."""
+    now = clock.now()
+    ids = _scheduled(RatedCall, "later@example.com")
+    set_key(
+        "describe-rate", "acme", granted=1, concurrency=None, rate=3,
+        per=timedelta(minutes=1),
+    )  # fmt: skip
+    at = now + timedelta(seconds=4)
+    park(
+        *ids,
+        "describe-rate",
+        "acme",
+        since=now - timedelta(seconds=30),
+        granted_at=now - timedelta(seconds=1),
+        not_before=at,
+    )
+    assert _sentence(ids[1], now) == (
+        f"granted a describe-rate start (key acme) at {clock_time(at, now)} "
+        "(the rate's window)"
+    )
+    later = now + timedelta(seconds=6)
+    assert _sentence(ids[1], later) == (
+        "granted a describe-rate slot (key acme) 7 s ago (its task is on its way)"
+    )
+
+
+def test_real_waiters_of_a_full_window_on_the_claim_path(app, geneva_jobs):
+    """R-LIM-41, R-LIM-24 with the claim path's own rows: 4 starts at 2 per 3 s;
+    two run, the head waiter is granted for the window's end, the last waits for
+    the rate; all run in the end and then have no sentence."""
+    ids = [_scheduled(RealRatedCall, f"real{i}@example.com")[1] for i in range(4)]
+    geneva_jobs.drain(respect_eta=True)
+    done = [i for i in ids if execution_row(i)["state"] == "completed"]
+    head, last = [i for i in ids if i not in done]
+    assert len(done) == 2
+    now = clock.now()
+    activity = limit_reads.key_activity(geneva.session, "describe-rate-real", "acme")
+    db.session.rollback()
+    assert (activity.rate_used, activity.granted, activity.waiting) == (2, 1, 1)
+    next_at = clock_time(activity.next_start_at, now)
+    assert _sentence(head, now) == (
+        f"granted a describe-rate-real start (key acme) at {next_at} "
+        "(the rate's window)"
+    )
+    assert _sentence(last, now).startswith(
+        "waiting for the describe-rate-real rate (key acme, 2 starts in the last "
+        f"3 s, 1 granted, 1 waiting, position 1; next start at {next_at}) since "
+    )
+    drain_until(
+        geneva_jobs, lambda: all(execution_row(i)["state"] == "completed" for i in ids)
+    )
+    assert _sentence(last) is None
+
+
+def test_the_clock_time_has_the_date_only_on_another_day(app):
+    """R-LIM-41: "12:00:04 UTC" on the day of now, else with the date."""
+    now = clock.now().replace(hour=12, minute=0, second=0, microsecond=0)
+    assert clock_time(now + timedelta(seconds=4), now) == "12:00:04 UTC"
+    assert clock_time(now + timedelta(days=1), now) == (
+        (now + timedelta(days=1)).strftime("%Y-%m-%d 12:00:00 UTC")
+    )
+
+
+def test_a_resumed_waiter_is_still_described(app, geneva_jobs):
+    """R-LIM-41 (R-EXT-21): resume() publishes a paused waiter again under a task
+    id; it still waits (its limit_holds say so) and keeps its sentence."""
+    now = clock.now()
+    workflow_id, execution_id = _scheduled(PartnerSync, "resumed@example.com")
+    set_key("describe-partner-api", "acme", running=2, waiting=1)
+    park(
+        workflow_id,
+        execution_id,
+        "describe-partner-api",
+        "acme",
+        since=now - timedelta(minutes=1),
+    )
+    externally(workflow_id, "pause")
+    externally(workflow_id, "resume")
+    assert execution_row(execution_id)["job_id"] != LIMITED_JOB_ID
+    assert execution_row(execution_id)["state"] == "scheduled"
+    assert _sentence(execution_id, now) == (
+        "waiting for a describe-partner-api slot (key acme, 2 of 2 running, "
+        "1 waiting, position 1) since 1 min"
+    )
+    db.session.expire_all()
+    execution = db.session.get(geneva.StepExecution, execution_id)
+    assert waited_limit(execution) == ("describe-partner-api", "acme")
+    db.session.rollback()
 
 
 def test_the_status_line_counts_busy_keys_waiters_and_the_oldest_wait(app, geneva_jobs):
