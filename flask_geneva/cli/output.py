@@ -39,5 +39,7 @@ def echo_table(rows: list[list[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo(
-            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+            "  ".join(
+                cell.ljust(w) for cell, w in zip(row, widths, strict=True)
+            ).rstrip()
         )

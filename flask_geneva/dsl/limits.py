@@ -122,7 +122,7 @@ class Limit:
             once per key: a positive int (not a bool), or None.
         rate: At most this many starts per key in any ``per`` window: a
             positive int of at most 10,000, or None; given with ``per``.
-            Not supported yet: refused in this release.
+            Exact by the database's clock (R-LIM-23).
         per: The ``rate`` window, a positive ``timedelta`` of at most 31
             days, or None; given with ``rate``.
         key: What partitions the slots: None (one global key), a callable
@@ -223,9 +223,15 @@ def _check_counts(limit: Limit, label: str) -> None:
                 "or None"
             )
     if limit.concurrency is None and limit.rate is None:
+        if limit.per is not None:
+            raise StepConfigurationError(
+                f"{label}: per={limit.per!r} without rate: give the number of "
+                "starts allowed in the window as well, e.g. rate=100"
+            )
         raise StepConfigurationError(
             f"{label}: declares neither concurrency nor rate: give concurrency=<a "
-            "positive int> (at most that many at once per key)"
+            "positive int> (at most that many at once per key), or rate=<starts> "
+            "and per=<a timedelta> (at most that many starts in any window)"
         )
     if limit.rate is not None and limit.per is None:
         raise StepConfigurationError(

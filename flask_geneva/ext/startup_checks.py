@@ -47,7 +47,7 @@ def check_workflow_class(cls: type[Any]) -> list[str]:
         One sentence per problem, each starting with the class's stored type name;
         ``[]`` when the class is sound.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 0.2
     """
     label = getattr(cls, "__geneva_type__", cls.__qualname__)
     definitions = cls.__geneva_definitions__
@@ -112,11 +112,25 @@ def limit_conflicts(workflow_classes: Iterable[type[Any]]) -> list[str]:
         variants.setdefault(use.limit.name, {}).setdefault(use.limit, use.describe())
     return [
         f"limit {name!r} is declared with different settings: "
-        f"{' and '.join(described.values())}; a name has one setting: share one "
-        "Limit object, or give the other limit its own name"
+        f"{' and '.join(described.values())}"
+        + _same_looking_keys(list(described))
+        + "; a name has one setting: share one Limit object, or give the other "
+        "limit its own name"
         for name, described in sorted(variants.items())
         if len(described) > 1
     ]
+
+
+def _same_looking_keys(limits: list[Any]) -> str:
+    """Why limits that print alike differ: their key functions are different
+    objects (a ``key`` callable compares by identity, R-LIM-01)."""
+    settings = {
+        (limit.concurrency, limit.rate, limit.per, limit.hold_across_chain)
+        for limit in limits
+    }
+    if len(settings) > 1 or not all(callable(limit.key) for limit in limits):
+        return ""
+    return " (they differ only in their key functions, which are different objects)"
 
 
 def format_problems(problems: Iterable[str]) -> str:
@@ -138,7 +152,7 @@ def raise_for_problems(workflow_classes: Iterable[type[Any]]) -> None:
         GenevaConfigurationError: At least one class has a problem; the message
             lists all of them, one per line.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 0.2
     """
     classes = list(workflow_classes)
     problems = [problem for cls in classes for problem in check_workflow_class(cls)]

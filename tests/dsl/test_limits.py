@@ -117,13 +117,19 @@ def test_the_longest_name_and_every_allowed_character_are_accepted():
 
 
 def test_a_limit_without_concurrency_or_rate_is_refused():
-    """Neither concurrency nor rate is refused, naming concurrency= (R-LIM-02)."""
+    """Neither concurrency nor rate is refused, naming both ways (R-LIM-02);
+    a lone per names the missing rate."""
     with pytest.raises(StepConfigurationError) as raised:
         Limit("partner-api")
     assert str(raised.value) == (
         "Limit 'partner-api': declares neither concurrency nor rate: give "
-        "concurrency=<a positive int> (at most that many at once per key)"
+        "concurrency=<a positive int> (at most that many at once per key), or "
+        "rate=<starts> and per=<a timedelta> (at most that many starts in any "
+        "window)"
     )
+    with pytest.raises(StepConfigurationError) as raised:
+        Limit("partner-api", per=timedelta(seconds=1))
+    assert "per=datetime.timedelta(seconds=1) without rate" in str(raised.value)
 
 
 @pytest.mark.parametrize("option", ["concurrency", "rate"])
@@ -639,6 +645,28 @@ def test_equal_limits_declared_twice_are_not_a_conflict(geneva, tmp_path):
 
     _init(geneva, tmp_path)
     assert list(geneva.limits) == ["exports"]
+
+
+def test_limits_that_differ_only_in_their_key_functions_say_so(geneva, tmp_path):
+    """Two lambdas print alike but are different objects: the conflict says
+    that is the difference (R-LIM-04, R-LIM-01)."""
+
+    class Sync(geneva.Workflow):
+        @step(limit=Limit("tenant-api", concurrency=2, key=lambda wf: wf.tenant))
+        def push(self):
+            pass
+
+    class Export(geneva.Workflow):
+        @step(limit=Limit("tenant-api", concurrency=2, key=lambda wf: wf.tenant))
+        def run(self):
+            pass
+
+    with pytest.raises(GenevaConfigurationError) as raised:
+        _init(geneva, tmp_path)
+    assert (
+        "(they differ only in their key functions, which are different objects)"
+        in str(raised.value)
+    )
 
 
 def test_a_key_method_the_class_lacks_is_refused_at_init_app(geneva, tmp_path):

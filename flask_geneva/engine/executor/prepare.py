@@ -301,14 +301,18 @@ def _limit_slots(
     """
     claimed = flow_limits.claim_slots(run.session, workflow, execution, step, now)
     if isinstance(claimed, flow_limits.Parked):
-        counts = claimed.counts
+        counts = claimed.counts  # as they are with this waiter queued
+        running = (
+            f"{counts.running} running"
+            if counts.concurrency is None
+            else f"{counts.running} of {counts.concurrency} running"
+        )
         run.logger.info(
-            "waiting for a %s slot (key %r, %d of %s running, %d waiting) (R-LIM-11)",
+            "waiting for limit %s (key %r, %s, %d waiting) (R-LIM-11)",
             claimed.limit_name,
             claimed.limit_key,
-            counts.running,
-            counts.concurrency,
-            counts.waiting + 1,
+            running,
+            counts.waiting,
         )
         run.session.commit()
         return None

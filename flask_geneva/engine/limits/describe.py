@@ -112,7 +112,9 @@ def waiting_sentence(
       (the rate's window)"``.
 
     A waiter is recognized by ``limit_holds``, whatever its ``job_id``
-    (``resume()`` re-publishes it under a task id, R-EXT-21).
+    (``resume()`` re-publishes it under a task id, R-EXT-21). A waiter whose
+    workflow is paused gets ``"; its workflow is paused: passed over until it
+    is resumed"`` (R-LIM-14).
 
     Args:
         session: A session bound to the models (plain reads; the caller ends
@@ -176,4 +178,10 @@ def waiting_sentence(
         what = f"the {name} rate"
     else:
         what = slot
-    return f"waiting for {what} ({inside}) since {_ago(place.waiting_since, now)}"
+    sentence = f"waiting for {what} ({inside}) since {_ago(place.waiting_since, now)}"
+    workflow = getattr(execution, "workflow", None)
+    if getattr(workflow, "state", None) == "paused":
+        # Skipped by the grants until resumed (R-LIM-14): say so, so that the
+        # wait is not read as the limit's.
+        sentence += "; its workflow is paused: passed over until it is resumed"
+    return sentence

@@ -371,6 +371,27 @@ def test_a_resumed_waiter_is_still_described(app, geneva_jobs):
     db.session.rollback()
 
 
+def test_a_paused_waiter_says_it_is_passed_over(app, geneva_jobs):
+    """R-LIM-41, R-LIM-14: a waiter whose workflow is paused says so, so that
+    its wait is not read as the limit's."""
+    now = clock.now()
+    workflow_id, execution_id = _scheduled(PartnerSync, "paused@example.com")
+    set_key("describe-partner-api", "acme", running=2, waiting=1)
+    park(
+        workflow_id,
+        execution_id,
+        "describe-partner-api",
+        "acme",
+        since=now - timedelta(minutes=1),
+    )
+    externally(workflow_id, "pause")
+    assert _sentence(execution_id, now) == (
+        "waiting for a describe-partner-api slot (key acme, 2 of 2 running, "
+        "1 waiting, position 1) since 1 min; its workflow is paused: passed "
+        "over until it is resumed"
+    )
+
+
 def test_the_status_line_counts_busy_keys_waiters_and_the_oldest_wait(app, geneva_jobs):
     """R-LIM-43: only busy keys count; the oldest ungranted wait is shown."""
     now = clock.now()
