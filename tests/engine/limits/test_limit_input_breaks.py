@@ -14,6 +14,7 @@ import pytest
 
 from flask_geneva import Limit
 from flask_geneva import step
+from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.limits import assert_consistent
@@ -52,8 +53,8 @@ def _two_keys_run_side_by_side(first: Any, second: Any) -> None:
     """A holder of key ``first`` delivers a workflow of key ``second`` while it
     runs: different keys, so the second runs too, and both keys end idle."""
     KEY[0] = str(first)
-    a_wf, a_id = first_execution(Keyed, "a@example.com")
-    b_wf, b_id = first_execution(Keyed, "b@example.com")
+    _, a_id = first_execution(Keyed, "a@example.com")
+    _, b_id = first_execution(Keyed, "b@example.com")
     db.session.remove()
 
     def deliver_b() -> None:
@@ -63,8 +64,6 @@ def _two_keys_run_side_by_side(first: Any, second: Any) -> None:
 
     DURING.append(deliver_b)
     KEY[0] = str(first)
-    from flask_geneva.ext.tasks import perform_step_execution
-
     perform_step_execution(a_id, continue_inline=False)
     assert execution_row(b_id)["state"] == "completed", (
         f"{second!r} waited for {first!r}: one key row for two keys"
@@ -79,8 +78,8 @@ def _two_keys_run_side_by_side(first: Any, second: Any) -> None:
 def test_int_and_str_of_one_tenant_are_one_key(app):
     """R-LIM-05: a key is used as ``str(value)``: 1 and "1" share the slot."""
     KEY[0] = 1  # type: ignore[call-overload]
-    a_wf, a_id = first_execution(Keyed, "a@example.com")
-    b_wf, b_id = first_execution(Keyed, "b@example.com")
+    _, a_id = first_execution(Keyed, "a@example.com")
+    _, b_id = first_execution(Keyed, "b@example.com")
     db.session.remove()
 
     def deliver_b() -> None:
@@ -88,8 +87,6 @@ def test_int_and_str_of_one_tenant_are_one_key(app):
         deliver(b_id)
 
     DURING.append(deliver_b)
-    from flask_geneva.ext.tasks import perform_step_execution
-
     perform_step_execution(a_id, continue_inline=False)
     assert execution_row(b_id)["state"] == "scheduled"
     assert [w["execution_id"] for w in waiter_rows(KEYED, "1")] == [b_id]
@@ -102,8 +99,6 @@ def test_uuid_and_255_character_keys_round_trip(app):
         KEY[0] = key  # type: ignore[call-overload]
         _, execution_id = first_execution(Keyed, f"{len(str(key))}-{id(key)}@x.com")
         db.session.remove()
-        from flask_geneva.ext.tasks import perform_step_execution
-
         perform_step_execution(execution_id, continue_inline=False)
         assert execution_row(execution_id)["state"] == "completed"
         assert_idle(KEYED, str(key))
@@ -127,8 +122,8 @@ def test_extreme_priorities_in_range_park_and_order(app, geneva_jobs):
     and are granted highest first."""
     KEY[0] = "prio"
     _, holder = first_execution(Keyed, "h@example.com")
-    low_wf, low = first_execution(Keyed, "low@example.com", priority=-(2**31) + 1)
-    high_wf, high = first_execution(Keyed, "high@example.com", priority=2**31 - 1)
+    _, low = first_execution(Keyed, "low@example.com", priority=-(2**31) + 1)
+    _, high = first_execution(Keyed, "high@example.com", priority=2**31 - 1)
     db.session.remove()
 
     def park_both() -> None:
@@ -137,8 +132,6 @@ def test_extreme_priorities_in_range_park_and_order(app, geneva_jobs):
 
     DURING.append(park_both)
     geneva_jobs.clear()
-    from flask_geneva.ext.tasks import perform_step_execution
-
     perform_step_execution(holder, continue_inline=False)
     assert [w["execution_id"] for w in waiter_rows(KEYED, "prio")] == [high, low]
     assert published_ids(geneva_jobs) == [high]
