@@ -75,6 +75,24 @@ def _two_keys_run_side_by_side(first: Any, second: Any) -> None:
     assert key_row(KEYED, str(second))["limit_key"] == str(second)
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Acme", "acme"),
+        ("cafe", "café"),
+        ("\N{RED APPLE}", "\N{BANANA}"),
+        ("a", "a "),
+        ("ss", "ß"),
+    ],
+    ids=["case", "accent", "emoji", "trailing-space", "sharp-s"],
+)
+def test_keys_that_differ_only_to_a_collation_are_two_keys(app, first, second):
+    """R-LIM-05, R-LIM-10: keys that differ by case, an accent, which emoji, a
+    trailing space are distinct keys with their own slots on every database
+    (MariaDB's default collation would fold them into one row)."""
+    _two_keys_run_side_by_side(first, second)
+
+
 def test_int_and_str_of_one_tenant_are_one_key(app):
     """R-LIM-05: a key is used as ``str(value)``: 1 and "1" share the slot."""
     KEY[0] = 1  # type: ignore[call-overload]
