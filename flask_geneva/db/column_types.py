@@ -90,16 +90,20 @@ class ExactText(sa.types.TypeDecorator[str]):
     impl = sa.String
     cache_ok = True
 
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
     def load_dialect_impl(self, dialect: Any) -> Any:
         if dialect.name in ("mysql", "mariadb"):
             return dialect.type_descriptor(
                 mysql.VARCHAR(
-                    self.impl_instance.length,
+                    self.length,
                     charset="utf8mb4",
                     collation=exact_collation(dialect),
                 )
             )
-        return dialect.type_descriptor(sa.String(self.impl_instance.length))
+        return dialect.type_descriptor(sa.String(self.length))
 
 
 class InvalidJSON(str):
