@@ -20,10 +20,12 @@ from flask_geneva.core import clock
 from flask_geneva.exceptions import StepConfigurationError
 
 __all__ = [
+    "ExactText",
     "InvalidJSON",
     "JSONDocument",
     "UTCDateTime",
     "as_dict",
+    "exact_collation",
     "primary_key_type",
     "table_once",
 ]
@@ -60,6 +62,48 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
+
+
+def exact_collation(dialect: Any) -> str:
+    """The binary, no-pad utf8mb4 collation of a MySQL or MariaDB server.
+
+    MariaDB's and MySQL's default collations fold case and accents, pad
+    trailing spaces, and (``utf8mb4_general_ci``) weigh every emoji alike;
+    ``utf8mb4_bin`` still pads. MariaDB has ``utf8mb4_nopad_bin``, MySQL 8
+    ``utf8mb4_0900_bin``; MySQL 5.7 has only ``utf8mb4_bin``.
+    """
+    if getattr(dialect, "is_mariadb", False) or dialect.name == "mariadb":
+        return "utf8mb4_nopad_bin"
+    version = getattr(dialect, "server_version_info", None) or (8,)
+    return "utf8mb4_0900_bin" if tuple(version) >= (8,) else "utf8mb4_bin"
+
+
+class ExactText(sa.types.TypeDecorator[str]):
+    """A ``VARCHAR`` compared exactly, byte for byte, on every database.
+
+    PostgreSQL's and SQLite's default comparisons already are; on MySQL and
+    MariaDB the column gets :func:`exact_collation`, so two texts that differ
+    by case, an accent, an emoji or a trailing space are two values (two
+    limit keys, R-LIM-05, R-LIM-10).
+    """
+
+    impl = sa.String
+    cache_ok = True
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
+    def load_dialect_impl(self, dialect: Any) -> Any:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(
+                mysql.VARCHAR(
+                    self.length,
+                    charset="utf8mb4",
+                    collation=exact_collation(dialect),
+                )
+            )
+        return dialect.type_descriptor(sa.String(self.length))
 
 
 class InvalidJSON(str):

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.db import session_sync
+from flask_geneva.db.column_types import ExactText
 from flask_geneva.db.column_types import UTCDateTime
 from flask_geneva.db.column_types import table_once
 from flask_geneva.db.database_time import DatabaseTime
@@ -52,8 +53,8 @@ def limit_starts_table(metadata: sa.MetaData) -> sa.Table:
     return table_once(
         metadata,
         LIMIT_STARTS_TABLE,
-        sa.Column("limit_name", sa.String(64), primary_key=True),
-        sa.Column("limit_key", sa.String(255), primary_key=True),
+        sa.Column("limit_name", ExactText(64), primary_key=True),
+        sa.Column("limit_key", ExactText(255), primary_key=True),
         sa.Column("slot", sa.Integer(), primary_key=True, autoincrement=False),
         sa.Column("started_at", UTCDateTime(), nullable=False),
     )

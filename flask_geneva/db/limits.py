@@ -36,6 +36,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
 
 from flask_geneva.db import session_sync
+from flask_geneva.db.column_types import ExactText
 from flask_geneva.db.column_types import UTCDateTime
 from flask_geneva.db.column_types import table_once
 from flask_geneva.db.context import models_of
@@ -77,8 +78,8 @@ def limit_keys_table(metadata: sa.MetaData) -> sa.Table:
     return table_once(
         metadata,
         LIMIT_KEYS_TABLE,
-        sa.Column("limit_name", sa.String(64), primary_key=True),
-        sa.Column("limit_key", sa.String(255), primary_key=True),
+        sa.Column("limit_name", ExactText(64), primary_key=True),
+        sa.Column("limit_key", ExactText(255), primary_key=True),
         sa.Column("running", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("granted", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("waiting", sa.Integer(), nullable=False, server_default="0"),
@@ -106,8 +107,8 @@ def limit_waiters_table(metadata: sa.MetaData, key: Any) -> sa.Table:
             primary_key=True,
             autoincrement=True,
         ),
-        sa.Column("limit_name", sa.String(64), nullable=False),
-        sa.Column("limit_key", sa.String(255), nullable=False),
+        sa.Column("limit_name", ExactText(64), nullable=False),
+        sa.Column("limit_key", ExactText(255), nullable=False),
         sa.Column("execution_id", key, nullable=False, unique=True),
         sa.Column("workflow_id", key, nullable=False),
         sa.Column("priority", sa.Integer(), nullable=False),

@@ -21,6 +21,7 @@ from flask_geneva.exceptions import StepConfigurationError
 __all__ = [
     "ALLOWED_JOB_OPTION_KEYS",
     "DEFAULT_PRIORITY",
+    "MAX_PRIORITY",
     "fold_priority",
     "merge_job_options",
     "priority_of",
@@ -34,6 +35,11 @@ _ALLOWED_TEXT = ", ".join(repr(key) for key in ALLOWED_JOB_OPTION_KEYS)
 
 #: The priority of a step whose merged job options set none (R-PRI-02).
 DEFAULT_PRIORITY = 0
+
+#: The largest priority magnitude: a limit's waiter row stores the priority and
+#: its negation in 32-bit INTEGER columns (R-LIM-11), so ``|priority|`` must be
+#: below ``2**31`` (R-JOB-05).
+MAX_PRIORITY = 2**31 - 1
 
 
 def validate_job_options(value: object, *, context: str) -> dict[str, Any]:
@@ -199,6 +205,11 @@ def _validate_value(key: str, value: object, context: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise StepConfigurationError(
                 f"{context}: job option 'priority' must be an int, got {described}"
+            )
+        if not -MAX_PRIORITY <= value <= MAX_PRIORITY:
+            raise StepConfigurationError(
+                f"{context}: job option 'priority' must be between "
+                f"{-MAX_PRIORITY} and {MAX_PRIORITY}, got {described}"
             )
         return value
     if key == "wait":
