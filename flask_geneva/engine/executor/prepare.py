@@ -131,6 +131,15 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
         session.commit()
         return None
 
+    if workflow.state == WorkflowState.PAUSED and flow_limits.parked(
+        session, execution
+    ):
+        # A limit's waiter keeps its place while paused (R-LIM-14): a grant
+        # that reached it goes back, to the next waiter.
+        flow_limits.return_grant_while_paused(session, execution, now)
+        run.logger.info("workflow is paused: the waiter keeps its place (R-LIM-14)")
+        session.commit()
+        return None
     if workflow.state not in _RUNNABLE_WORKFLOW_STATES:
         run.logger.info(
             "workflow is %s, canceling the execution (R-EXE-12)", workflow.state

@@ -22,6 +22,7 @@ from flask_geneva.engine.limits.acquire import installed
 from flask_geneva.engine.limits.acquire import parked
 from flask_geneva.engine.limits.acquire import pass_on_chain_holds
 from flask_geneva.engine.limits.release import release_chain_holds
+from flask_geneva.engine.limits.release import return_grant_while_paused
 from flask_geneva.engine.limits.timers import dispatch_limit_grants
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "parked",
     "pass_on_chain_holds",
     "release_chain_holds",
+    "return_grant_while_paused",
 ]

@@ -28,7 +28,12 @@ from flask_geneva.engine.limits.acquire import tables_of
 from flask_geneva.engine.limits.wake import LimitTables
 from flask_geneva.engine.limits.wake import pump
 
-__all__ = ["drop_waiter", "release_chain_holds", "release_left_executions"]
+__all__ = [
+    "drop_waiter",
+    "release_chain_holds",
+    "release_left_executions",
+    "return_grant_while_paused",
+]
 
 
 @execution_exits.on_executions_left
@@ -167,3 +172,34 @@ def _uses_chain_holds(workflow_cls: Any) -> bool:
         for step in collection()
         for limit in getattr(step, "limits", ())
     )
+
+
+def return_grant_while_paused(
+    session: orm.Session, execution: Any, now: datetime
+) -> None:
+    """Give back the grant of a waiter whose workflow is paused (R-LIM-14).
+
+    Its task was delivered while the workflow is paused: instead of canceling
+    the execution (R-EXE-12), which would send the waiter to the back of the
+    queue when resumed, the execution stays ``scheduled`` and its waiter row
+    stays where it is, ungranted; the slot goes to the next waiter. Resumed,
+    its Phase 1 is granted in its turn. The caller holds the workflow and the
+    execution locked and commits.
+    """
+    holds = execution.limit_holds
+    if not isinstance(holds, dict) or not holds.get("waits"):
+        return
+    name, key = (str(part) for part in holds["waits"])
+    tables = tables_of(session)
+    counts = limit_rows.lock_key(session, tables.keys, name, key)
+    waiter = limit_rows.waiter_of(session, tables.waiters, execution.id)
+    if counts is None or waiter is None or waiter.granted_at is None:
+        return
+    limit_rows.return_grant(session, tables.waiters, waiter.id)
+    limit_rows.change_counts(
+        session, tables.keys, name, key, now, granted=-1, waiting=1
+    )
+    counts = dataclasses.replace(
+        counts, granted=counts.granted - 1, waiting=counts.waiting + 1
+    )
+    pump(session, tables, name, key, counts, now)

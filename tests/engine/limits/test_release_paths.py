@@ -502,23 +502,31 @@ def test_resume_at_of_a_paused_waiter_drops_it_and_the_new_execution_queues(
     assert _ended(new_id) == ("completed", "success")
 
 
-def test_a_granted_task_of_a_paused_workflow_is_dropped_and_the_grant_moves_on(
+def test_a_granted_task_of_a_paused_workflow_gives_the_grant_on_and_keeps_its_place(
     app, geneva_jobs
 ):
-    """R-LIM-21 (R-EXE-12): B is paused after its grant; its task, delivered,
-    cancels the execution and the slot goes to C."""
-    _, [(b_wf, b_id), (_, c_id)] = _holder_and_waiters(geneva_jobs, waiters=2)
+    """R-LIM-14 (R-EXE-12): B is paused after its grant; its task, delivered,
+    leaves the execution waiting (not canceled), gives the slot to C, and B,
+    resumed, is served before D, which queued after it."""
+    _, [(b_wf, b_id), (_, c_id), (_, d_id)] = _holder_and_waiters(
+        geneva_jobs, waiters=3
+    )
     externally(b_wf, "pause")
     geneva_jobs.clear()
     _perform(b_id)
-    assert _ended(b_id) == ("canceled", "canceled")
+    assert execution_row(b_id)["state"] == "scheduled"
     assert workflow_row(b_wf)["state"] == "paused"
-    assert assert_consistent(NAME, KEY) == (0, 1, 0)
+    assert assert_consistent(NAME, KEY) == (0, 1, 2)
     _assert_granted_to(geneva_jobs, c_id)
-    _drain_to_idle(geneva_jobs)
-    externally(b_wf, "resume")
+    externally(b_wf, "resume")  # B's task again: C holds the grant, B waits
+    geneva_jobs.clear()
+    _perform(b_id)
+    assert execution_row(b_id)["job_id"] == LIMITED_JOB_ID
+    _perform(c_id)  # C's end grants the head of the queue: B, not D
+    _assert_granted_to(geneva_jobs, b_id)
     _drain_to_idle(geneva_jobs)
     assert workflow_row(b_wf)["state"] == "finished"
+    assert execution_row(d_id)["state"] == "completed"
 
 
 def test_a_cancel_condition_true_on_wake_drops_the_waiter(app, geneva_jobs):
