@@ -15,7 +15,110 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["CounterRelease", "release_ctes", "releases_params", "send_releases"]
+__all__ = [
+    "KEEPS",
+    "CounterKeep",
+    "CounterRelease",
+    "SlotNotKept",
+    "keep_ctes",
+    "keeps_params",
+    "release_ctes",
+    "releases_params",
+    "send_keeps",
+    "send_releases",
+]
+
+#: ``Session.info`` key of the :class:`CounterKeep` guards an inline claim set
+#: for the next INSERT of a step execution (R-LIM-15).
+KEEPS = "geneva_limit_keeps"
+
+
+class SlotNotKept(Exception):
+    """An inline claim's slot could not be kept: a waiter queued meanwhile.
+
+    Raised by the statement that writes the finished execution and inserts
+    the claimed one, before anything of it is committed: the caller rolls
+    back and finalizes again without continuing inline (R-LIM-15).
+    """
+
+
+@dataclasses.dataclass
+class CounterKeep:
+    """A slot kept from a finished step for the step claimed inline (R-LIM-15).
+
+    ``UPDATE <keys> SET updated_at = :now WHERE <key> AND waiting = 0``: it
+    matches only when nobody waits for the key. On PostgreSQL it is a CTE of
+    the statement that inserts the claimed execution, which inserts only when
+    it matched; elsewhere it is sent before that INSERT.
+
+    Attributes:
+        table: The limit keys table.
+        limit_name: The limit.
+        limit_key: The key.
+        now: ``updated_at``'s new value.
+    """
+
+    table: sa.Table
+    limit_name: str
+    limit_key: str
+    now: Any
+
+
+def _keep_update(keep: CounterKeep, prefix: str) -> Any:
+    table = keep.table
+    return (
+        sa.update(table)
+        .where(
+            table.c.limit_name == sa.bindparam(f"{prefix}name"),
+            table.c.limit_key == sa.bindparam(f"{prefix}key"),
+            table.c.waiting == 0,
+        )
+        .values(updated_at=sa.bindparam(f"{prefix}now"))
+    )
+
+
+def keep_ctes(keeps: tuple[CounterKeep, ...]) -> list[Any]:
+    """The keeps as data-modifying CTEs returning their key (PostgreSQL);
+    parameters ``k<index>_*`` (:func:`keeps_params`)."""
+    return [
+        _keep_update(keep, f"k{index}_")
+        .returning(keep.table.c.limit_name)
+        .cte(f"geneva_keep_{index}")
+        for index, keep in enumerate(keeps)
+    ]
+
+
+def keeps_params(keeps: tuple[CounterKeep, ...]) -> dict[str, Any]:
+    """The parameters of :func:`keep_ctes`."""
+    params: dict[str, Any] = {}
+    for index, keep in enumerate(keeps):
+        params.update(
+            {
+                f"k{index}_name": keep.limit_name,
+                f"k{index}_key": keep.limit_key,
+                f"k{index}_now": keep.now,
+            }
+        )
+    return params
+
+
+def send_keeps(connection: sa.Connection, keeps: tuple[CounterKeep, ...]) -> None:
+    """Send each keep as a statement of its own.
+
+    Raises:
+        SlotNotKept: A keep matched no row (a waiter is queued).
+    """
+    for keep in keeps:
+        result = connection.execute(
+            _keep_update(keep, "k_"),
+            {"k_name": keep.limit_name, "k_key": keep.limit_key, "k_now": keep.now},
+        )
+        if int(result.rowcount or 0) != 1:
+            raise SlotNotKept(
+                f"a waiter queued for limit {keep.limit_name!r} key "
+                f"{keep.limit_key!r}: the next step is not claimed inline"
+            )
+
 
 _statements: dict[Any, Any] = {}
 _statements_lock = threading.Lock()

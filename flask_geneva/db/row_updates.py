@@ -358,6 +358,7 @@ def update_rows_and_insert(
     row: dict[str, Any],
     guards: OptimisticGuards | None = None,
     releases: tuple[counter_releases.CounterRelease, ...] = (),
+    keeps: tuple[counter_releases.CounterKeep, ...] = (),
 ) -> Any:
     """Send ``updates`` and the INSERT of ``row`` as one statement (R-EXE-79).
 
@@ -378,6 +379,9 @@ def update_rows_and_insert(
             :func:`_optimistic_update_and_insert`'s instead.
         releases: Limit slots given back in the same statement (R-LIM-20),
             more CTEs; each gets ``released`` set. Not with ``guards``.
+        keeps: Limit slots the inserted (claimed inline) execution keeps from
+            the finished one (R-LIM-15): CTEs the INSERT reads, so that it
+            inserts only when nobody waits for them. Not with ``guards``.
 
     Returns:
         The new row's primary key.
@@ -388,14 +392,17 @@ def update_rows_and_insert(
         sqlalchemy.orm.exc.StaleDataError: A row is gone.
         OptimisticWriteRefused: With ``guards``: the writes are not an
             execution's and its own workflow's, or the guard failed.
+        SlotNotKept: A keep matched no row: nothing was inserted; the
+            caller rolls back and finalizes without continuing inline.
     """
     if guards is not None:
-        if releases:
+        if releases or keeps:
             raise OptimisticWriteRefused("a limit's slot is given back under a lock")
         return _optimistic_update_and_insert(connection, updates, table, row, guards)
     releases, rest = _foldable(releases)
     shapes = tuple(_shape(update) for update in updates)
     release_tables = tuple(release.table for release in releases)
+    keep_tables = tuple(keep.table for keep in keeps)
 
     def build() -> Any:
         written = [
@@ -408,34 +415,45 @@ def update_rows_and_insert(
         ]
         # Joined ON true (not a bare cartesian product, which SQLAlchemy warns
         # about): one row when every UPDATE returned its row, none otherwise.
+        kept = counter_releases.keep_ctes(keeps)
         source: Any = written[0]
-        for cte in written[1:]:
+        for cte in [*written[1:], *kept]:
             source = source.join(cte, sa.true())
         inserted = _insert_cte(table, row, source)
         counts = [
             sa.select(sa.func.count()).select_from(cte).scalar_subquery()
-            for cte in [*written, *counter_releases.release_ctes(releases)]
+            for cte in [*written, *counter_releases.release_ctes(releases), *kept]
         ]
         return sa.select(*counts, sa.select(inserted.c.id).scalar_subquery())
 
     statement = _cached(
-        ("with-insert", shapes, table, tuple(row), release_tables), build
+        ("with-insert", shapes, table, tuple(row), release_tables, keep_tables),
+        build,
     )
     params: dict[str, Any] = {}
     for index, update in enumerate(updates):
         params.update(_params(update, f"u{index}_"))
     params.update({f"new_{name}": value for name, value in row.items()})
     params.update(counter_releases.releases_params(releases))
+    params.update(counter_releases.keeps_params(keeps))
     result = connection.execute(statement, params).one()
     counts = result[: len(updates)]
     released = result[len(updates) : len(updates) + len(releases)]
-    new_id = result[len(updates) + len(releases)]
+    kept_counts = result[
+        len(updates) + len(releases) : len(updates) + len(releases) + len(keeps)
+    ]
+    new_id = result[len(updates) + len(releases) + len(keeps)]
     for release, count in zip(releases, released, strict=True):
         release.sent, release.released = True, count == 1
     for update, count in zip(updates, counts, strict=True):
         if count != 1:
             # This UPDATE wrote nothing: its row is as the refusal reads it.
             _refuse(connection, [update])
+    if any(count != 1 for count in kept_counts):
+        raise counter_releases.SlotNotKept(
+            "a waiter queued for a slot the next step would keep: it is not "
+            "claimed inline"
+        )
     if new_id is None:
         raise sa.exc.InvalidRequestError(
             f"the INSERT into {table.name} returned no primary key"

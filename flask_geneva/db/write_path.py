@@ -402,8 +402,10 @@ def insert_step_execution(
     values_by_key = state.dict
     other_attributes, plan = _insert_plan(mapper, absent)
     core_insert = other_attributes.isdisjoint(values_by_key)
-    # An optimistic finalize's guards (R-EXE-81) hold for this INSERT only.
+    # An optimistic finalize's guards (R-EXE-81) hold for this INSERT only,
+    # and so do an inline claim's kept limit slots (R-LIM-15).
     guards = session.info.pop(row_updates.OPTIMISTIC_GUARDS, None)
+    keeps = tuple(session.info.pop(counter_releases.KEEPS, ()))
     pending = _plan_writes(session, geneva)
     merged = (
         pending is not None
@@ -425,6 +427,7 @@ def insert_step_execution(
         _flush_planned(session, geneva, pending)
         if state.pending:
             session.expunge(execution)
+        counter_releases.send_keeps(session_sync.connection_of(session), keeps)
     if not core_insert:
         # A relationship was assigned: the ORM works out its foreign key.
         session.add(execution)
@@ -456,6 +459,7 @@ def insert_step_execution(
             row,
             guards,
             pending.releases,
+            keeps,
         )
         _settle_writes(session, geneva, pending)
         if values_by_key.get("id") is None:
@@ -607,8 +611,10 @@ event.listen(orm.Session, "before_flush", _before_flush)
 
 
 def _forget_ended_by_orm(session: orm.Session, previous_transaction: Any) -> None:
-    """A failed flush's ended workflows were never written: forget them."""
+    """A failed flush's ended workflows were never written: forget them, and
+    any kept slots an inline claim left for an INSERT that never came."""
     session.info.pop(_ENDED_BY_ORM, None)
+    session.info.pop(counter_releases.KEEPS, None)
 
 
 event.listen(orm.Session, "after_flush", _after_flush)

@@ -23,6 +23,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.db import counter_releases
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import row_updates
 from flask_geneva.db import session_transactions
@@ -92,6 +93,13 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
             if done is not None:
                 return done
         try:
+            return _finalize_once(run, session, step, body)
+        except counter_releases.SlotNotKept as failed:
+            # R-LIM-15: a waiter queued for the slot the next step would keep;
+            # finalize again without continuing inline (once per run).
+            session_transactions.rollback_after_error(session, failed)
+            run.inline_refused = True
+            run.forget_attempt(reports, running)
             return _finalize_once(run, session, step, body)
         except InlineCheckFailed as failed:
             # R-EXE-73: the check left the transaction unusable; finalize

@@ -27,9 +27,11 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import publications
+from flask_geneva.db import counter_releases
 from flask_geneva.db import limit_starts
 from flask_geneva.db import limits as limit_rows
 from flask_geneva.db import optional_columns as column_detection
+from flask_geneva.db import session_sync
 from flask_geneva.dsl.job_options import priority_of
 from flask_geneva.dsl.limits import resolve_limit_keys
 from flask_geneva.engine.limits.wake import LimitTables
@@ -140,6 +142,19 @@ def claim_inline(
     limits = {limit.name: limit for limit in following.limits}
     holds = finished.limit_holds if isinstance(finished.limit_holds, dict) else {}
     held = {(str(pair[0]), str(pair[1])) for pair in holds.get("held") or ()}
+    if (
+        held == set(wanted)
+        and session_sync.bind_of(session).dialect.name == "postgresql"
+    ):
+        # Every slot is kept: the statement that inserts the claimed
+        # execution checks that nobody waits (CTEs its INSERT reads), so the
+        # keep costs no statement of its own (R-LIM-15).
+        session.info[counter_releases.KEEPS] = [
+            counter_releases.CounterKeep(tables.keys, name, key, now)
+            for name, key in wanted
+        ]
+        finished.limit_holds = {**holds, "passed_on": [list(p) for p in wanted]}
+        return _held([(name, key, None) for name, key in wanted], limits)
     kept: list[list[str]] = []
     given_back: list[list[str]] = []
     taken: list[tuple[str, str]] = []

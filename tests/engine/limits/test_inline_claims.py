@@ -10,6 +10,8 @@ step is published and queues behind the waiters (see
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from flask_geneva import Limit
@@ -99,3 +101,56 @@ def test_a_full_key_is_not_claimed_inline(app, geneva_jobs):
     assert rows[2]["id"] in published_ids(geneva_jobs)
     assert counters("test-inline-other", "") == (1, 0, 0)
     assert counters("test-inline-same", "") == (0, 0, 0)
+
+
+class KeptUnlessSomeoneWaits(geneva.Workflow):
+    @step(limit=same)
+    def first(self):
+        RUNS.append("kept-first")
+        for hook in HOOKS:
+            hook()
+
+    @step(limit=same)
+    def second(self):
+        RUNS.append("kept-second")
+
+
+HOOKS: list[Any] = []
+
+
+def test_a_waiter_queued_during_the_body_stops_the_inline_claim(app, geneva_jobs):
+    """R-LIM-15: a waiter is counted for ``same`` while first runs; finalize does
+    not keep the slot for second (on PostgreSQL the statement's guard refuses
+    and finalize runs again without continuing inline): first completes once,
+    its slot is given back, second is published."""
+    _, earlier_id = first_execution(LimitedTwice, "earlier@example.com")
+    geneva_jobs.clear()
+    perform_step_execution(earlier_id, continue_inline=True)  # the key row exists
+    workflow_id, first_id = first_execution(KeptUnlessSomeoneWaits, "a@example.com")
+    geneva_jobs.clear()
+    table = db.metadata.tables["geneva_drive_limit_keys"]
+
+    def someone_waits() -> None:
+        with db.engine.begin() as connection:
+            connection.execute(
+                table.update()
+                .where(table.c.limit_name == "test-inline-same")
+                .values(waiting=1)
+            )
+
+    HOOKS.append(someone_waits)
+    try:
+        perform_step_execution(first_id, continue_inline=True)
+    finally:
+        HOOKS.clear()
+    assert RUNS.count("kept-first") == 1
+    assert "kept-second" not in RUNS
+    rows = execution_rows(workflow_id)
+    assert [(r["step_name"], r["state"]) for r in rows] == [
+        ("first", "completed"),
+        ("second", "scheduled"),
+    ]
+    assert rows[1]["id"] in published_ids(geneva_jobs)
+    assert "passed_on" not in (rows[0]["limit_holds"] or {})
+    # The slot went back (under the lock, as waiters are counted).
+    assert counters("test-inline-same", "") == (0, 0, 1)
