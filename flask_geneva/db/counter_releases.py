@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -64,42 +65,35 @@ class CounterKeep:
     now: Any
 
 
+def _guarded_update(table: sa.Table, prefix: str, *, give_back: bool) -> Any:
+    """``UPDATE`` of one key row while nobody waits (parameters ``prefix*``):
+    ``running - 1`` for a give-back (a slot must be held), else only
+    ``updated_at`` (a keep)."""
+    conditions = [
+        table.c.limit_name == sa.bindparam(f"{prefix}name"),
+        table.c.limit_key == sa.bindparam(f"{prefix}key"),
+        table.c.waiting == 0,
+    ]
+    values: dict[str, Any] = {"updated_at": sa.bindparam(f"{prefix}now")}
+    if give_back:
+        conditions.append(table.c.running > 0)
+        values["running"] = table.c.running - 1
+    return sa.update(table).where(*conditions).values(values)
+
+
 def _keep_update(keep: CounterKeep, prefix: str) -> Any:
-    table = keep.table
-    return (
-        sa.update(table)
-        .where(
-            table.c.limit_name == sa.bindparam(f"{prefix}name"),
-            table.c.limit_key == sa.bindparam(f"{prefix}key"),
-            table.c.waiting == 0,
-        )
-        .values(updated_at=sa.bindparam(f"{prefix}now"))
-    )
+    return _guarded_update(keep.table, prefix, give_back=False)
 
 
 def keep_ctes(keeps: tuple[CounterKeep, ...]) -> list[Any]:
     """The keeps as data-modifying CTEs returning their key (PostgreSQL);
     parameters ``k<index>_*`` (:func:`keeps_params`)."""
-    return [
-        _keep_update(keep, f"k{index}_")
-        .returning(keep.table.c.limit_name)
-        .cte(f"geneva_keep_{index}")
-        for index, keep in enumerate(keeps)
-    ]
+    return _numbered_ctes(keeps, "k", "geneva_keep", give_back=False)
 
 
 def keeps_params(keeps: tuple[CounterKeep, ...]) -> dict[str, Any]:
     """The parameters of :func:`keep_ctes`."""
-    params: dict[str, Any] = {}
-    for index, keep in enumerate(keeps):
-        params.update(
-            {
-                f"k{index}_name": keep.limit_name,
-                f"k{index}_key": keep.limit_key,
-                f"k{index}_now": keep.now,
-            }
-        )
-    return params
+    return _numbered_params(keeps, "k")
 
 
 def send_keeps(connection: sa.Connection, keeps: tuple[CounterKeep, ...]) -> None:
@@ -155,17 +149,7 @@ class CounterRelease:
 
 def _release_update(release: CounterRelease, prefix: str) -> Any:
     """The guarded decrement of :class:`CounterRelease` (parameters ``prefix*``)."""
-    table = release.table
-    return (
-        sa.update(table)
-        .where(
-            table.c.limit_name == sa.bindparam(f"{prefix}name"),
-            table.c.limit_key == sa.bindparam(f"{prefix}key"),
-            table.c.waiting == 0,
-            table.c.running > 0,
-        )
-        .values(running=table.c.running - 1, updated_at=sa.bindparam(f"{prefix}now"))
-    )
+    return _guarded_update(release.table, prefix, give_back=True)
 
 
 def _release_params(release: CounterRelease, prefix: str) -> dict[str, Any]:
@@ -181,19 +165,40 @@ def release_ctes(releases: tuple[CounterRelease, ...]) -> list[Any]:
 
     Their parameters are ``r<index>_*`` (:func:`releases_params`).
     """
-    return [
-        _release_update(release, f"r{index}_")
-        .returning(release.table.c.limit_name)
-        .cte(f"geneva_release_{index}")
-        for index, release in enumerate(releases)
-    ]
+    return _numbered_ctes(releases, "r", "geneva_release", give_back=True)
 
 
 def releases_params(releases: tuple[CounterRelease, ...]) -> dict[str, Any]:
     """The parameters of :func:`release_ctes`."""
+    return _numbered_params(releases, "r")
+
+
+def _numbered_ctes(
+    counters: Sequence[CounterKeep | CounterRelease],
+    letter: str,
+    name: str,
+    *,
+    give_back: bool,
+) -> list[Any]:
+    """Each keep or release as a CTE ``<name>_<index>`` returning its key."""
+    return [
+        _guarded_update(counter.table, f"{letter}{index}_", give_back=give_back)
+        .returning(counter.table.c.limit_name)
+        .cte(f"{name}_{index}")
+        for index, counter in enumerate(counters)
+    ]
+
+
+def _numbered_params(
+    counters: Sequence[CounterKeep | CounterRelease], letter: str
+) -> dict[str, Any]:
+    """``<letter><index>_name``/``_key``/``_now`` of each keep or release."""
     params: dict[str, Any] = {}
-    for index, release in enumerate(releases):
-        params.update(_release_params(release, f"r{index}_"))
+    for index, counter in enumerate(counters):
+        prefix = f"{letter}{index}_"
+        params[f"{prefix}name"] = counter.limit_name
+        params[f"{prefix}key"] = counter.limit_key
+        params[f"{prefix}now"] = counter.now
     return params
 
 

@@ -35,7 +35,9 @@ from flask_geneva.db import session_sync
 from flask_geneva.dsl.job_options import priority_of
 from flask_geneva.dsl.limits import resolve_limit_keys
 from flask_geneva.engine.limits.wake import LimitTables
+from flask_geneva.engine.limits.wake import drop_waiter
 from flask_geneva.engine.limits.wake import pump
+from flask_geneva.engine.limits.wake import take_back_grant
 
 __all__ = [
     "NOT_INSTALLED_MESSAGE",
@@ -260,7 +262,9 @@ def claim_slots(
     for name, key in sorted(pairs):
         if (name, key) == stale:
             assert waiter is not None  # noqa: S101 - stale is its key
-            _leave_queue(session, tables, waiter, now)
+            drop_waiter(
+                session, tables, waiter.limit_name, waiter.limit_key, execution.id, now
+            )
             waiter = None
             continue
         if (name, key) in inherited:
@@ -345,7 +349,9 @@ def _park(
     counts = limit_rows.lock_key(session, tables.keys, name, key)
     assert counts is not None  # noqa: S101 - _take created it
     if waiter is not None and (waiter.limit_name, waiter.limit_key) != (name, key):
-        _leave_queue(session, tables, waiter, now)
+        drop_waiter(
+            session, tables, waiter.limit_name, waiter.limit_key, execution.id, now
+        )
         waiter = None
     since = _since(holds, now)
     if waiter is None:
@@ -391,6 +397,10 @@ def _take(
     ):
         return _Took()
     counts = _locked_counts(session, tables, limit, key, now)
+    if mine is not None:
+        # Read again under the key row's lock: a release may have granted it
+        # since Phase 1 read it.
+        mine = limit_rows.waiter_of(session, tables.waiters, execution_id)
     if (
         mine is None
         and rate is None
@@ -412,13 +422,7 @@ def _take(
         if rate_start is not None and not rate_start.allowed:
             # Woken before the window allows (its task came early): the grant
             # goes back, the waiter keeps its place and is woken again (R-LIM-24).
-            limit_rows.return_grant(session, tables.waiters, mine.id)
-            limit_rows.change_counts(
-                session, tables.keys, name, key, now, granted=-1, waiting=1
-            )
-            counts = dataclasses.replace(
-                counts, granted=counts.granted - 1, waiting=counts.waiting + 1
-            )
+            counts = take_back_grant(session, tables, mine, counts, now)
             pump(session, tables, name, key, counts, now)
             return None
         limit_rows.change_counts(
@@ -517,24 +521,6 @@ def give_back(
     if counts.running > 0:
         limit_rows.change_counts(session, tables.keys, name, key, now, running=-1)
         counts = dataclasses.replace(counts, running=counts.running - 1)
-    pump(session, tables, name, key, counts, now)
-
-
-def _leave_queue(
-    session: orm.Session, tables: LimitTables, waiter: limit_rows.Waiter, now: datetime
-) -> None:
-    """Take ``waiter`` out of its key's queue, returning a grant (R-LIM-21)."""
-    name, key = waiter.limit_name, waiter.limit_key
-    counts = limit_rows.lock_key(session, tables.keys, name, key)
-    limit_rows.delete_waiter(session, tables.waiters, waiter.id)
-    if counts is None:
-        return
-    if waiter.granted_at is not None:
-        limit_rows.change_counts(session, tables.keys, name, key, now, granted=-1)
-        counts = dataclasses.replace(counts, granted=counts.granted - 1)
-    else:
-        limit_rows.change_counts(session, tables.keys, name, key, now, waiting=-1)
-        counts = dataclasses.replace(counts, waiting=counts.waiting - 1)
     pump(session, tables, name, key, counts, now)
 
 

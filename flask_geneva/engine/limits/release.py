@@ -13,7 +13,6 @@ says it holds or waits for. No caller has to remember it.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from typing import Any
 
@@ -25,11 +24,11 @@ from flask_geneva.db import locks as row_locks
 from flask_geneva.engine.limits.acquire import give_back
 from flask_geneva.engine.limits.acquire import installed
 from flask_geneva.engine.limits.acquire import tables_of
-from flask_geneva.engine.limits.wake import LimitTables
+from flask_geneva.engine.limits.wake import drop_waiter
 from flask_geneva.engine.limits.wake import pump
+from flask_geneva.engine.limits.wake import take_back_grant
 
 __all__ = [
-    "drop_waiter",
     "release_chain_holds",
     "release_left_executions",
     "return_grant_while_paused",
@@ -97,34 +96,6 @@ def release_left_executions(
             give_back(session, tables, name, key, now, fast=False)
         else:
             drop_waiter(session, tables, name, key, execution_id, now)
-
-
-def drop_waiter(
-    session: orm.Session,
-    tables: LimitTables,
-    name: str,
-    key: str,
-    execution_id: Any,
-    now: datetime,
-) -> None:
-    """Take ``execution_id`` out of the queue of ``(name, key)`` (R-LIM-21).
-
-    A granted waiter returns its slot, which goes to the next waiter.
-    """
-    counts = limit_rows.lock_key(session, tables.keys, name, key)
-    waiter = limit_rows.waiter_of(session, tables.waiters, execution_id)
-    if waiter is None:
-        return
-    limit_rows.delete_waiter(session, tables.waiters, waiter.id)
-    if counts is None:
-        return
-    if waiter.granted_at is not None:
-        limit_rows.change_counts(session, tables.keys, name, key, now, granted=-1)
-        counts = dataclasses.replace(counts, granted=counts.granted - 1)
-    else:
-        limit_rows.change_counts(session, tables.keys, name, key, now, waiting=-1)
-        counts = dataclasses.replace(counts, waiting=counts.waiting - 1)
-    pump(session, tables, name, key, counts, now)
 
 
 def _read_holds(session: orm.Session, geneva: Any, execution_id: Any) -> Any:
@@ -195,11 +166,5 @@ def return_grant_while_paused(
     waiter = limit_rows.waiter_of(session, tables.waiters, execution.id)
     if counts is None or waiter is None or waiter.granted_at is None:
         return
-    limit_rows.return_grant(session, tables.waiters, waiter.id)
-    limit_rows.change_counts(
-        session, tables.keys, name, key, now, granted=-1, waiting=1
-    )
-    counts = dataclasses.replace(
-        counts, granted=counts.granted - 1, waiting=counts.waiting + 1
-    )
+    counts = take_back_grant(session, tables, waiter, counts, now)
     pump(session, tables, name, key, counts, now)

@@ -31,6 +31,7 @@ from flask_geneva.engine.limits.acquire import tables_of
 from flask_geneva.engine.limits.wake import LimitTables
 from flask_geneva.engine.limits.wake import publish_grant
 from flask_geneva.engine.limits.wake import pump
+from flask_geneva.engine.limits.wake import take_back_grant
 
 __all__ = ["dispatch_limit_grants"]
 
@@ -103,13 +104,7 @@ def _one_key(
                     limit_rows.grant_waiters(session, tables.waiters, [waiter.id], now)
                     publish_grant(session, waiter)
                 else:
-                    limit_rows.return_grant(session, tables.waiters, waiter.id)
-                    limit_rows.change_counts(
-                        session, tables.keys, name, key, now, granted=-1, waiting=1
-                    )
-                    counts = dataclasses.replace(
-                        counts, granted=counts.granted - 1, waiting=counts.waiting + 1
-                    )
+                    counts = take_back_grant(session, tables, waiter, counts, now)
                 done += 1
         after, _ = pump(session, tables, name, key, counts, now)
         done += after.granted - counts.granted

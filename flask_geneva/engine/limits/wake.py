@@ -28,7 +28,7 @@ from flask_geneva.db import limits as limit_rows
 from flask_geneva.db.context import context_of
 from flask_geneva.engine import publishing
 
-__all__ = ["LimitTables", "publish_grant", "pump"]
+__all__ = ["LimitTables", "drop_waiter", "publish_grant", "pump", "take_back_grant"]
 
 #: "No cap" for a rate-only limit's grants: bounded by the rate's room.
 _UNBOUNDED = 1_000_000
@@ -171,4 +171,56 @@ def publish_grant(
         publication,
         backend=context.publisher,
         defer=publishing.deferral_active(config.enqueue_after_commit),
+    )
+
+
+def drop_waiter(
+    session: orm.Session,
+    tables: LimitTables,
+    name: str,
+    key: str,
+    execution_id: Any,
+    now: datetime,
+) -> None:
+    """Take ``execution_id`` out of the queue of ``(name, key)`` (R-LIM-21).
+
+    A granted waiter returns its slot, which goes to the next waiter.
+    """
+    counts = limit_rows.lock_key(session, tables.keys, name, key)
+    waiter = limit_rows.waiter_of(session, tables.waiters, execution_id)
+    if waiter is None:
+        return
+    limit_rows.delete_waiter(session, tables.waiters, waiter.id)
+    if counts is None:
+        return
+    if waiter.granted_at is not None:
+        limit_rows.change_counts(session, tables.keys, name, key, now, granted=-1)
+        counts = dataclasses.replace(counts, granted=counts.granted - 1)
+    else:
+        limit_rows.change_counts(session, tables.keys, name, key, now, waiting=-1)
+        counts = dataclasses.replace(counts, waiting=counts.waiting - 1)
+    pump(session, tables, name, key, counts, now)
+
+
+def take_back_grant(
+    session: orm.Session,
+    tables: LimitTables,
+    waiter: limit_rows.Waiter,
+    counts: limit_rows.KeyCounts,
+    now: datetime,
+) -> limit_rows.KeyCounts:
+    """Make a granted waiter an ordinary one again, keeping its place (R-LIM-14,
+    R-LIM-16, R-LIM-24); its key row is held by the caller.
+
+    Returns:
+        The key's counters after (``granted - 1``, ``waiting + 1``); the caller
+        grants the slot on (:func:`pump`) when it is done with the key.
+    """
+    name, key = waiter.limit_name, waiter.limit_key
+    limit_rows.return_grant(session, tables.waiters, waiter.id)
+    limit_rows.change_counts(
+        session, tables.keys, name, key, now, granted=-1, waiting=1
+    )
+    return dataclasses.replace(
+        counts, granted=counts.granted - 1, waiting=counts.waiting + 1
     )
