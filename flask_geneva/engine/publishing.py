@@ -20,10 +20,14 @@ import contextlib
 import contextvars
 import dataclasses
 from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy import orm
 
+from flask_geneva.core.config import GenevaConfig
+from flask_geneva.core.publications import PERFORM_STEP_TASK
 from flask_geneva.core.publications import Publication
 from flask_geneva.core.publications import TaskBackend
 from flask_geneva.core.tagged_logging import module_logger
@@ -109,6 +113,52 @@ def trying_the_broker() -> Iterator[None]:
         yield
     finally:
         _ignore_pause.reset(token)
+
+
+def left_to_dispatcher(
+    eta: datetime | None, now: datetime, *, config: GenevaConfig, backend: TaskBackend
+) -> bool:
+    """Whether a task due at ``eta`` is left to the dispatcher (R-DSP-01).
+
+    So it is when ``eta`` is more than ``GENEVA_MAX_BROKER_DELAY`` ahead of
+    ``now``, or when ``backend`` cannot hold a task until its eta (Celery eager
+    mode would run it at once, R-EXE-18); never for a task due now (None).
+    """
+    return eta is not None and (
+        eta - now > config.max_broker_delay or not holds_eta(backend)
+    )
+
+
+def step_publication(
+    config: GenevaConfig,
+    *,
+    step_execution_id: Any,
+    task_id: str,
+    queue: str | None,
+    priority: int | None,
+    eta: datetime | None,
+) -> Publication:
+    """The publication that runs one step execution (R-JOB-08).
+
+    Args:
+        config: The settings: the default queue for ``queue`` None, and
+            ``GENEVA_PRIORITY_MAPPER``, applied to a priority that is set.
+        step_execution_id: The execution (None when it is not inserted yet).
+        task_id: The broker task id (also the execution's ``job_id``).
+        queue: The merged ``queue`` job option, or None.
+        priority: The merged ``priority`` job option, or None when unset.
+        eta: When the task may run (aware UTC), or None for now.
+    """
+    if priority is not None and config.priority_mapper is not None:
+        priority = config.priority_mapper(priority)
+    return Publication(
+        task_name=PERFORM_STEP_TASK,
+        step_execution_id=step_execution_id,
+        task_id=task_id,
+        queue=queue or config.default_queue,
+        priority=priority,
+        eta=eta,
+    )
 
 
 def deferral_active(enqueue_after_commit: bool) -> bool:

@@ -360,24 +360,20 @@ def _prepare_publication(
     """
     config = context.settings
     eta = execution.scheduled_for if execution.scheduled_for > now else None
-    if eta is not None and (
-        eta - now > config.max_broker_delay
-        or not publishing.holds_eta(context.publisher)
+    if publishing.left_to_dispatcher(
+        eta, now, config=config, backend=context.publisher
     ):
         # Long waits never live in the broker (R-DSP-01): the dispatcher sends it.
         execution.job_id = publications.DEFERRED_JOB_ID
         return None
     task_id = str(uuid.uuid4())
     execution.job_id = task_id
-    priority = options.get("priority")
-    if priority is not None and config.priority_mapper is not None:
-        priority = config.priority_mapper(priority)
-    return publications.Publication(
-        task_name=publications.PERFORM_STEP_TASK,
+    return publishing.step_publication(
+        config,
         step_execution_id=None,
         task_id=task_id,
-        queue=options.get("queue") or config.default_queue,
-        priority=priority,
+        queue=options.get("queue"),
+        priority=options.get("priority"),
         eta=eta,
     )
 

@@ -324,9 +324,7 @@ def _hero_exists(run: StepRun, workflow: Any) -> bool:
     return workflow.hero is not None
 
 
-def continue_inline(
-    run: StepRun, workflow: Any, step: Any, finished: Any = None
-) -> bool:
+def continue_inline(run: StepRun, workflow: Any, step: Any, finished: Any) -> bool:
     """Claim the step after ``step`` inline, if allowed; True if claimed.
 
     Called by finalize after ``complete`` was applied to the locked rows
@@ -339,7 +337,7 @@ def continue_inline(
         workflow: The locked workflow.
         step: The step just completed.
         finished: Its execution, locked (a limited next step may keep its
-            slot, R-LIM-15); None: a limited next step is not claimed inline.
+            slot, R-LIM-15).
 
     Raises:
         InlineCheckFailed: A precondition of the next step raised a database
@@ -363,8 +361,6 @@ def continue_inline(
         return False
     limit_holds = None
     if following.limits:
-        if finished is None:
-            return False
         # Its slots, as Phase 1's fast path takes them and only when nobody
         # waits for them; else it is published and queues (R-LIM-15).
         limit_holds = flow_limits.claim_inline(

@@ -22,7 +22,6 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
-from flask_geneva.core import publications
 from flask_geneva.db import limit_starts
 from flask_geneva.db import limits as limit_rows
 from flask_geneva.db.context import context_of
@@ -146,24 +145,20 @@ def publish_grant(
     """
     context = context_of(session)
     config = context.settings
-    eta = None
-    if not_before is not None and not_before > clock.now():
-        if not_before - clock.now() > config.max_broker_delay or not (
-            publishing.holds_eta(context.publisher)
-        ):
-            return  # the dispatcher publishes it when it is due (R-LIM-16)
-        eta = not_before
-    # 0 is "no priority given" (R-PRI-02): the broker's default, as published
-    # for an unlimited step without one.
-    priority: int | None = waiter.priority or None
-    if config.priority_mapper is not None and priority is not None:
-        priority = config.priority_mapper(priority)
-    publication = publications.Publication(
-        task_name=publications.PERFORM_STEP_TASK,
+    now = clock.now()
+    eta = not_before if not_before is not None and not_before > now else None
+    if publishing.left_to_dispatcher(
+        eta, now, config=config, backend=context.publisher
+    ):
+        return  # the dispatcher publishes it when it is due (R-LIM-16)
+    publication = publishing.step_publication(
+        config,
         step_execution_id=waiter.execution_id,
         task_id=str(uuid.uuid4()),
-        queue=waiter.queue or config.default_queue,
-        priority=priority,
+        queue=waiter.queue,
+        # 0 is "no priority given" (R-PRI-02): the broker's default, as
+        # published for an unlimited step without one.
+        priority=waiter.priority or None,
         eta=eta,
     )
     publishing.request_publication(

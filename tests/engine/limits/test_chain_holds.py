@@ -16,11 +16,11 @@ from flask_geneva import resumable_step
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import geneva
 from tests.engine.limits.test_claim import DURING
-from tests.engine.limits.test_claim import counters
-from tests.engine.limits.test_claim import deliver
-from tests.engine.limits.test_claim import first_execution
-from tests.engine.limits.test_claim import published_ids
-from tests.engine.limits.test_claim import waiter_rows
+from tests.support.limits import counters
+from tests.support.limits import deliver
+from tests.support.limits import first_execution
+from tests.support.limits import published_ids
+from tests.support.limits import waiter_rows
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import externally

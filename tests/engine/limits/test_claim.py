@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from flask_geneva import Limit
 from flask_geneva import step
@@ -31,11 +30,15 @@ from flask_geneva.core.publications import LIMITED_JOB_ID
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.support.limits import counters
+from tests.support.limits import deliver
+from tests.support.limits import first_execution
+from tests.support.limits import key_row
+from tests.support.limits import published_ids
+from tests.support.limits import waiter_rows
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
 from tests.support.workflow import externally
-from tests.support.workflow import in_other_thread
-from tests.support.workflow import make_user
 from tests.support.workflow import signal_rows
 from tests.support.workflow import workflow_row
 
@@ -80,63 +83,6 @@ class HoldsLast(geneva.Workflow):
     def hold(self):
         while DURING:
             DURING.pop(0)()
-
-
-def _reader() -> Any:
-    """A connection that takes no lock (autocommit: SQLite begins IMMEDIATE)."""
-    return db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-
-
-def key_row(name: str, key: str) -> dict[str, Any] | None:
-    """The counter row of ``(name, key)``, read on a connection of its own."""
-    table = db.metadata.tables["geneva_drive_limit_keys"]
-    with _reader() as connection:
-        row = (
-            connection.execute(
-                sa.select(table).where(
-                    table.c.limit_name == name, table.c.limit_key == key
-                )
-            )
-            .mappings()
-            .first()
-        )
-    return None if row is None else dict(row)
-
-
-def waiter_rows(name: str) -> list[dict[str, Any]]:
-    """The waiter rows of limit ``name`` in grant order."""
-    table = db.metadata.tables["geneva_drive_limit_waiters"]
-    with _reader() as connection:
-        rows = connection.execute(
-            sa.select(table)
-            .where(table.c.limit_name == name)
-            .order_by(table.c.neg_priority, table.c.waiting_since, table.c.id)
-        ).mappings()
-        return [dict(row) for row in rows]
-
-
-def counters(name: str, key: str) -> tuple[int, int, int]:
-    """``(running, granted, waiting)`` of a key row."""
-    row = key_row(name, key)
-    assert row is not None, f"no key row for {name}/{key}"
-    return row["running"], row["granted"], row["waiting"]
-
-
-def first_execution(workflow_cls: Any, email: str, **create: Any) -> tuple[Any, Any]:
-    """Create a workflow for a new hero; return (workflow id, execution id)."""
-    workflow = workflow_cls.create(hero=make_user(email), **create)
-    ids = workflow.id, workflow.current_execution.id
-    db.session.commit()
-    return ids
-
-
-def deliver(execution_id: Any) -> None:
-    """Deliver one execution from another thread, as a second worker would."""
-    in_other_thread(lambda: perform_step_execution(execution_id, continue_inline=False))
-
-
-def published_ids(geneva_jobs: Any) -> list[Any]:
-    return [p.step_execution_id for p in geneva_jobs.enqueued]
 
 
 def test_a_limited_step_holds_its_slot_while_it_runs_and_gives_it_back(

@@ -18,10 +18,10 @@ from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.engine.limits.test_claim import DURING
-from tests.engine.limits.test_claim import counters
-from tests.engine.limits.test_claim import deliver
-from tests.engine.limits.test_claim import first_execution
-from tests.engine.limits.test_claim import published_ids
+from tests.support.limits import counters
+from tests.support.limits import deliver
+from tests.support.limits import first_execution
+from tests.support.limits import published_ids
 from tests.support.workflow import externally
 from tests.support.workflow import update_workflow
 

@@ -20,9 +20,9 @@ from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.engine.limits.test_claim import RUNS
-from tests.engine.limits.test_claim import counters
-from tests.engine.limits.test_claim import first_execution
-from tests.engine.limits.test_claim import published_ids
+from tests.support.limits import counters
+from tests.support.limits import first_execution
+from tests.support.limits import published_ids
 from tests.support.workflow import execution_rows
 from tests.support.workflow import workflow_row
 

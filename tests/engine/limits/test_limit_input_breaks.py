@@ -49,7 +49,7 @@ class Keyed(geneva.Workflow):
         RUNS.append(self.hero.email)
 
 
-def _two_keys_run_side_by_side(first: Any, second: Any) -> None:
+def _assert_two_keys_run_side_by_side(first: Any, second: Any) -> None:
     """A holder of key ``first`` delivers a workflow of key ``second`` while it
     runs: different keys, so the second runs too, and both keys end idle."""
     KEY[0] = str(first)
@@ -90,7 +90,7 @@ def test_keys_that_differ_only_to_a_collation_are_two_keys(app, first, second):
     """R-LIM-05, R-LIM-10: keys that differ by case, an accent, which emoji, a
     trailing space are distinct keys with their own slots on every database
     (MariaDB's default collation would fold them into one row)."""
-    _two_keys_run_side_by_side(first, second)
+    _assert_two_keys_run_side_by_side(first, second)
 
 
 def test_int_and_str_of_one_tenant_are_one_key(app):

@@ -104,7 +104,9 @@ def _operator(workflow_id: Any, action: str) -> Callable[[], Any]:
     return act
 
 
-def _race(app: Any, geneva_jobs: Any, action: str, *, paused_first: bool) -> None:
+def _assert_race_settles(
+    app: Any, geneva_jobs: Any, action: str, *, paused_first: bool
+) -> None:
     for round_number in range(ROUNDS):
         (a_wf, a_id), (b_wf, b_id), (c_wf, c_id) = [
             first_execution(Raced, f"{action}{round_number}-{n}@example.com")
@@ -166,7 +168,7 @@ def test_an_operator_action_on_the_head_waiter_racing_its_grant(
     app, geneva_jobs, action
 ):
     """R-LIM-13/14/21, R-LIM-30: the action on B's workflow races A's release."""
-    _race(app, geneva_jobs, action, paused_first=False)
+    _assert_race_settles(app, geneva_jobs, action, paused_first=False)
 
 
 @pytest.mark.timeout(600)
@@ -177,4 +179,4 @@ def test_an_operator_action_on_a_paused_head_waiter_racing_a_release(
     """R-LIM-14: B's workflow was paused while it waited (it keeps its place,
     C is granted instead); resumed, resumed at its step or canceled while A
     releases, it is served once, after or instead of C."""
-    _race(app, geneva_jobs, action, paused_first=True)
+    _assert_race_settles(app, geneva_jobs, action, paused_first=True)

@@ -27,8 +27,8 @@ from flask_geneva import step
 from flask_geneva.core.publications import LIMITED_JOB_ID
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.engine.limits.test_claim import counters
-from tests.engine.limits.test_claim import first_execution
+from tests.support.limits import counters
+from tests.support.limits import first_execution
 from tests.support.workflow import execution_row
 
 WINDOW = timedelta(seconds=1)
