@@ -27,6 +27,7 @@ from sqlalchemy import orm
 from flask_geneva.db import session_sync
 from flask_geneva.db import write_path
 from flask_geneva.db.context import models_of
+from flask_geneva.db.states import CHILD_COUNTS_TABLE
 from flask_geneva.db.states import LIMIT_KEYS_TABLE
 from flask_geneva.db.states import LIMIT_STARTS_TABLE
 from flask_geneva.db.states import LIMIT_WAITERS_TABLE
@@ -50,6 +51,18 @@ __all__ = [
 #: The step-execution columns of the ``add_workflow_signals`` unit (R-WSIG-02),
 #: detected together: the unit adds all three.
 _WAITING_COLUMNS = frozenset({"signal_id", "waiting_since", "wait_deadline"})
+#: The workflow columns of the add_child_workflows unit (R-CHD-10).
+CHILD_WORKFLOW_COLUMNS = frozenset(
+    {
+        "parent_workflow_id",
+        "parent_execution_id",
+        "parent_step_name",
+        "child_key",
+        "parent_close",
+        "child_settled",
+        "result",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +87,9 @@ class OptionalColumns:
     #: The ``add_flow_limits`` unit: the three limit tables and
     #: ``step_executions.limit_holds`` (R-LIM-50).
     flow_limits: bool = True
+    #: The ``add_child_workflows`` unit: the child columns and ``result`` of
+    #: workflows and the child counts table (R-CHD-10, R-CHD-50).
+    child_workflows: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -164,6 +180,8 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             and LIMIT_WAITERS_TABLE in tables
             and LIMIT_STARTS_TABLE in tables
             and "limit_holds" in execution_columns,
+            child_workflows=CHILD_COUNTS_TABLE in tables
+            and workflow_columns >= CHILD_WORKFLOW_COLUMNS,
         )
         _column_cache[engine] = detected
         return detected
@@ -181,6 +199,11 @@ def undefer_options(
     options: list[Any] = []
     if workflow_cls is not None and columns.workflow_metadata:
         options.append(orm.undefer(workflow_cls.meta))
+    if workflow_cls is not None and columns.child_workflows:
+        # What a state change of a child needs (R-CHD-20); the rest of the
+        # child columns and the result load when read.
+        options.append(orm.undefer(workflow_cls.parent_workflow_id))
+        options.append(orm.undefer(workflow_cls.child_settled))
     if execution_cls is not None:
         if columns.step_execution_metadata:
             options.append(orm.undefer(execution_cls.meta))

@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "ACTIVE_EXECUTION_STATES",
+    "CHILD_COUNTS_TABLE",
     "LIMIT_KEYS_TABLE",
     "LIMIT_STARTS_TABLE",
     "LIMIT_WAITERS_TABLE",
@@ -20,9 +21,12 @@ __all__ = [
     "SIGNAL_KEY_INDEX",
     "STEP_EXECUTIONS_TABLE",
     "TERMINAL_WORKFLOW_STATES",
+    "UNIQUE_CHILD_INDEX",
     "WORKERS_TABLE",
     "WORKFLOWS_TABLE",
+    "ChildSettlement",
     "Outcome",
+    "ParentClose",
     "StepExecutionState",
     "WorkflowSignalState",
     "WorkflowState",
@@ -42,6 +46,10 @@ LIMIT_KEYS_TABLE = "geneva_drive_limit_keys"
 LIMIT_WAITERS_TABLE = "geneva_drive_limit_waiters"
 #: The start times of rate-limited keys (R-LIM-23): a ring of ``rate`` rows.
 LIMIT_STARTS_TABLE = "geneva_drive_limit_starts"
+#: Child workflows (R-CHD-10): one counter row per parent, and the unique index
+#: of a child on its parent, the starting step and its key.
+CHILD_COUNTS_TABLE = "geneva_drive_child_counts"
+UNIQUE_CHILD_INDEX = "index_geneva_drive_workflows_unique_child"
 #: The unique index of a workflow signal's idempotency key (R-WSIG-10).
 SIGNAL_KEY_INDEX = "index_geneva_drive_signals_on_workflow_and_key"
 
@@ -57,6 +65,26 @@ class WorkflowState(enum.StrEnum):
 
 
 TERMINAL_WORKFLOW_STATES = (WorkflowState.FINISHED, WorkflowState.CANCELED)
+
+
+class ChildSettlement(enum.StrEnum):
+    """How a child workflow settled for its parent (``child_settled``, R-CHD-20).
+
+    ``failed`` is a child paused by an error (an exception policy's pause, a
+    step that cannot run); it becomes ``finished`` or ``canceled`` when the
+    child ends later. A child settles once for its parent's counts.
+    """
+
+    FINISHED = "finished"
+    CANCELED = "canceled"
+    FAILED = "failed"
+
+
+class ParentClose(enum.StrEnum):
+    """What canceling the parent does to an ongoing child (R-CHD-30)."""
+
+    CANCEL = "cancel"
+    ABANDON = "abandon"
 
 
 class StepExecutionState(enum.StrEnum):

@@ -24,6 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.db.child_counts import child_counts_table
+from flask_geneva.db.column_types import ExactText
 from flask_geneva.db.column_types import JSONDocument
 from flask_geneva.db.column_types import UTCDateTime
 from flask_geneva.db.column_types import primary_key_type
@@ -33,6 +35,7 @@ from flask_geneva.db.limits import limit_waiters_table
 from flask_geneva.db.maintenance_runs import maintenance_runs_table
 from flask_geneva.db.outcome_hours import outcome_hours_table
 from flask_geneva.db.states import STEP_EXECUTIONS_TABLE
+from flask_geneva.db.states import UNIQUE_CHILD_INDEX
 from flask_geneva.db.states import WORKFLOWS_TABLE
 from flask_geneva.db.states import StepExecutionState
 from flask_geneva.db.states import WorkflowState
@@ -135,6 +138,32 @@ def build_models(
         )
         started_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
         transitioned_at: orm.Mapped[datetime | None] = orm.mapped_column(UTCDateTime())
+        # Child workflows (R-CHD-10): the parent, the execution and step that
+        # started it, its key among the step's children, what canceling the
+        # parent does to it, and how it settled for the parent. Optional
+        # columns of the add_child_workflows unit, no foreign keys.
+        parent_workflow_id: orm.Mapped[Any] = orm.mapped_column(
+            key.evaluates_none(), nullable=True, deferred=True
+        )
+        parent_execution_id: orm.Mapped[Any] = orm.mapped_column(
+            key.evaluates_none(), nullable=True, deferred=True
+        )
+        parent_step_name: orm.Mapped[str | None] = orm.mapped_column(
+            ExactText(255).evaluates_none(), nullable=True, deferred=True
+        )
+        child_key: orm.Mapped[str | None] = orm.mapped_column(
+            ExactText(255).evaluates_none(), nullable=True, deferred=True
+        )
+        parent_close: orm.Mapped[str | None] = orm.mapped_column(
+            sa.String(16).evaluates_none(), nullable=True, deferred=True
+        )
+        child_settled: orm.Mapped[str | None] = orm.mapped_column(
+            sa.String(16).evaluates_none(), nullable=True, deferred=True
+        )
+        # The workflow's result (R-CHD-01), encoded by the cursor codec.
+        result_document: orm.Mapped[Any] = orm.mapped_column(
+            "result", JSONDocument().evaluates_none(), nullable=True, deferred=True
+        )
         created_at: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False, default=lambda: now()
         )
@@ -156,6 +185,15 @@ def build_models(
             sa.Index("index_geneva_drive_workflows_on_created_at", "created_at"),
             sa.Index(
                 "index_geneva_drive_workflows_on_transitioned_at", "transitioned_at"
+            ),
+            # A child is unique per (parent, starting step, key) (R-CHD-11);
+            # top-level workflows (NULL parent) never collide.
+            sa.Index(
+                UNIQUE_CHILD_INDEX,
+                "parent_workflow_id",
+                "parent_step_name",
+                "child_key",
+                unique=True,
             ),
             _partial_index(
                 "index_geneva_drive_workflows_unique_ongoing",
@@ -326,4 +364,6 @@ def build_models(
     limit_keys_table(model_base.metadata)
     limit_waiters_table(model_base.metadata, key)
     limit_starts_table(model_base.metadata)
+    # Child workflows (R-CHD-10).
+    child_counts_table(model_base.metadata, key)
     return Workflow, StepExecution

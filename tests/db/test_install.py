@@ -52,6 +52,14 @@ WORKFLOW_COLUMNS = {
     "transitioned_at",
     "created_at",
     "updated_at",
+    # Child workflows and results (R-CHD-01, R-CHD-10).
+    "parent_workflow_id",
+    "parent_execution_id",
+    "parent_step_name",
+    "child_key",
+    "parent_close",
+    "child_settled",
+    "result",
 }
 STEP_EXECUTION_COLUMNS = {
     "id",
@@ -89,6 +97,7 @@ WORKFLOW_INDEXES = {
     "index_geneva_drive_workflows_on_type_and_state",
     "index_geneva_drive_workflows_on_created_at",
     "index_geneva_drive_workflows_on_transitioned_at",
+    "index_geneva_drive_workflows_unique_child",
 }
 STEP_EXECUTION_INDEXES = {
     "index_geneva_drive_step_executions_on_workflow_id",
@@ -111,6 +120,11 @@ WORKFLOW_INDEX_COLUMNS = {
     "index_geneva_drive_workflows_on_type_and_state": ["type", "state"],
     "index_geneva_drive_workflows_on_created_at": ["created_at"],
     "index_geneva_drive_workflows_on_transitioned_at": ["transitioned_at"],
+    "index_geneva_drive_workflows_unique_child": [
+        "parent_workflow_id",
+        "parent_step_name",
+        "child_key",
+    ],
 }
 STEP_EXECUTION_INDEX_COLUMNS = {
     "index_geneva_drive_step_executions_on_workflow_id": ["workflow_id"],
@@ -239,6 +253,7 @@ class Host:
                 "geneva_drive_limit_keys",
                 "geneva_drive_limit_waiters",
                 "geneva_drive_limit_starts",
+                "geneva_drive_child_counts",
             ):
                 if table not in tables:
                     continue
@@ -246,6 +261,9 @@ class Host:
                     "columns": {c["name"]: c for c in inspector.get_columns(table)},
                     "indexes": {i["name"]: i for i in inspector.get_indexes(table)},
                     "foreign_keys": inspector.get_foreign_keys(table),
+                    "primary_key": inspector.get_pk_constraint(table)[
+                        "constrained_columns"
+                    ],
                 }
             return found
         finally:
@@ -478,6 +496,24 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
     ]
     starts = schema["geneva_drive_limit_starts"]
     assert set(starts["columns"]) == {"limit_name", "limit_key", "slot", "started_at"}
+    # Child workflows (R-CHD-10): one counter row per parent; a child is unique
+    # per (parent, step, key) (R-CHD-11).
+    assert workflows["indexes"]["index_geneva_drive_workflows_unique_child"]["unique"]
+    counts = schema["geneva_drive_child_counts"]
+    assert set(counts["columns"]) == {
+        "parent_workflow_id",
+        "started",
+        "settled",
+        "failed",
+        "waiting_execution_id",
+        "wake_at_settled",
+        "waiting_queue",
+        "waiting_priority",
+        "wake_due_at",
+        "cancel_due_at",
+        "updated_at",
+    }
+    assert counts["primary_key"] == ["parent_workflow_id"]
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The names are defined once, with the rest of the vocabulary, in db/states.
+from flask_geneva.db.states import CHILD_COUNTS_TABLE
 from flask_geneva.db.states import LIMIT_KEYS_TABLE
 from flask_geneva.db.states import LIMIT_STARTS_TABLE
 from flask_geneva.db.states import LIMIT_WAITERS_TABLE
@@ -43,6 +44,7 @@ OUR_TABLES = frozenset(
         OUTCOME_HOURS_TABLE,
         LIMIT_KEYS_TABLE,
         LIMIT_WAITERS_TABLE,
+        CHILD_COUNTS_TABLE,
         LIMIT_STARTS_TABLE,
     }
 )
@@ -165,6 +167,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add_flow_limits",
         "create the limit keys, waiters and starts tables (flow control by limits)",
         "18_add_flow_limits.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_child_workflows",
+        "add the child and result columns to workflows and create the child counts",
+        "19_add_child_workflows.py.tmpl",
     ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""
