@@ -23,6 +23,7 @@ from flask_geneva.engine.iteration import request_worker_exit
 from flask_geneva.engine.publishing import inline_enqueue
 from flask_geneva.engine.workflow_signals.delivery import SignalDelivery
 from flask_geneva.exceptions import CancelSignal
+from flask_geneva.exceptions import ChildWorkflowFailed
 from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import CursorTooLargeError
 from flask_geneva.exceptions import DuplicateWorkflowError
@@ -38,6 +39,7 @@ from flask_geneva.exceptions import LimitKeyError
 from flask_geneva.exceptions import PauseSignal
 from flask_geneva.exceptions import PreconditionError
 from flask_geneva.exceptions import ReattemptSignal
+from flask_geneva.exceptions import ResultTooLargeError
 from flask_geneva.exceptions import SignalBufferFullError
 from flask_geneva.exceptions import SignalPayloadTooLargeError
 from flask_geneva.exceptions import SignalWaitTimeout
@@ -81,6 +83,7 @@ __all__ = [
     "Backoff",
     "BackoffError",
     "CancelSignal",
+    "ChildWorkflowFailed",
     "CursorSerializationError",
     "CursorTooLargeError",
     "DuplicateWorkflowError",
@@ -103,6 +106,7 @@ __all__ = [
     "PreconditionError",
     "PrometheusMetrics",
     "ReattemptSignal",
+    "ResultTooLargeError",
     "SignalBufferFullError",
     "SignalDelivery",
     "SignalMatcher",

@@ -44,6 +44,7 @@ from typing import Any
 
 __all__ = [
     "CancelSignal",
+    "ChildWorkflowFailed",
     "CursorSerializationError",
     "CursorTooLargeError",
     "DuplicateWorkflowError",
@@ -59,6 +60,7 @@ __all__ = [
     "PauseSignal",
     "PreconditionError",
     "ReattemptSignal",
+    "ResultTooLargeError",
     "SignalBufferFullError",
     "SignalPayloadTooLargeError",
     "SignalWaitTimeout",
@@ -192,6 +194,54 @@ class SignalWaitTimeout(GenevaError):
 
 def _rebuild_wait_timeout(message: str, signal_name: str | None) -> SignalWaitTimeout:
     return SignalWaitTimeout(message, signal_name=signal_name)
+
+
+class ResultTooLargeError(GenevaError, ValueError):
+    """A workflow result is too large (R-CHD-01).
+
+    Larger than ``GENEVA_MAX_RESULT_SIZE`` bytes, encoded. Raised by
+    ``workflow.set_result(...)`` before anything is written.
+    """
+
+
+class ChildWorkflowFailed(GenevaError):
+    """Children a ``wait_for_children`` step waited for failed (R-CHD-23).
+
+    Raised at the step's gate, when its wait is settled and at least one of
+    the workflow's children is canceled or paused by an error (its
+    ``child_settled`` is ``canceled`` or ``failed``), unless the step says
+    ``on_child_failure="ignore"``. It goes into the step's exception policies
+    like any other exception (the default policy pauses the workflow).
+
+    Attributes:
+        failed_count: How many children are canceled or paused by an error.
+        failed_child_ids: The ids of some of them (at most 10), lowest first.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        failed_count: int = 0,
+        failed_child_ids: tuple[Any, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.failed_count = failed_count
+        self.failed_child_ids = tuple(failed_child_ids)
+
+    def __reduce__(self) -> Any:
+        return (
+            _rebuild_child_failed,
+            (str(self), self.failed_count, self.failed_child_ids),
+        )
+
+
+def _rebuild_child_failed(
+    message: str, failed_count: int, failed_child_ids: tuple[Any, ...]
+) -> ChildWorkflowFailed:
+    return ChildWorkflowFailed(
+        message, failed_count=failed_count, failed_child_ids=failed_child_ids
+    )
 
 
 class WorkflowNotFoundError(GenevaError, LookupError):

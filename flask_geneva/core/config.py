@@ -81,6 +81,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_SQLITE_BEGIN_IMMEDIATE": True,
     "GENEVA_MYSQL_READ_COMMITTED": True,
     "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE": 131072,
+    "GENEVA_MAX_RESULT_SIZE": 131072,
     "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW": 1000,
     "GENEVA_SIGNAL_WAIT_WARN_AFTER": timedelta(days=1),
     "GENEVA_ADMIN_ENABLED": False,
@@ -177,6 +178,8 @@ class GenevaConfig:
     mysql_read_committed: bool = True
     #: Largest encoded workflow-signal payload in bytes, or None (R-WSIG-21).
     max_signal_payload_size_bytes: int | None = 131072
+    #: Largest encoded workflow result in bytes, or None (R-CHD-01).
+    max_result_size_bytes: int | None = 131072
     #: Most pending (unclaimed) workflow signals per workflow (R-WSIG-23).
     max_pending_signals_per_workflow: int = 1000
     #: A parked execution waiting longer than this is counted as a long signal
@@ -437,6 +440,7 @@ def _validated(
         "mysql_read_committed": take(bool_value, merged, "GENEVA_MYSQL_READ_COMMITTED"),
         "admin": take(admin_config_from_mapping, merged),
         "max_signal_payload_size_bytes": take(_max_signal_payload_size, merged),
+        "max_result_size_bytes": take(_max_result_size, merged),
         "max_pending_signals_per_workflow": take(
             positive_int, merged, "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW"
         ),
@@ -509,6 +513,12 @@ def _max_signal_payload_size(merged: Mapping[str, Any]) -> int | None:
     if merged["GENEVA_MAX_SIGNAL_PAYLOAD_SIZE"] is None:
         return None
     return positive_int(merged, "GENEVA_MAX_SIGNAL_PAYLOAD_SIZE")
+
+
+def _max_result_size(merged: Mapping[str, Any]) -> int | None:
+    if merged["GENEVA_MAX_RESULT_SIZE"] is None:
+        return None
+    return positive_int(merged, "GENEVA_MAX_RESULT_SIZE")
 
 
 def _enqueue_after_commit(merged: Mapping[str, Any], testing: bool) -> bool:

@@ -155,6 +155,11 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "encoded payload); a larger one raises `SignalPayloadTooLargeError` "
         "before anything is written; None disables the check (R-WSIG-21)."
     ),
+    "GENEVA_MAX_RESULT_SIZE": (
+        "Largest workflow result in bytes (compact UTF-8 JSON of the encoded "
+        "value); a larger one raises `ResultTooLargeError` before anything is "
+        "written; None disables the check (R-CHD-01)."
+    ),
     "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW": (
         "Most pending (unclaimed) workflow signals one workflow buffers; one "
         "more raises `SignalBufferFullError` (R-WSIG-23)."

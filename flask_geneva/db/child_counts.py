@@ -38,6 +38,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
 
+from flask_geneva.db import session_sync
 from flask_geneva.db.column_types import UTCDateTime
 from flask_geneva.db.column_types import table_once
 from flask_geneva.db.context import models_of
@@ -176,6 +177,7 @@ def add_started(
     }
     name = _dialect_name(session)
     statement: Any
+    insert: Any
     if name == "postgresql":
         insert = postgresql.insert(table).values(**values)
         statement = insert.on_conflict_do_update(
@@ -195,7 +197,7 @@ def add_started(
         )
     else:  # pragma: no cover - the three supported databases are above
         raise NotImplementedError(f"child workflows are not supported on {name}")
-    session.execute(statement)
+    session_sync.connection_of(session).execute(statement)
 
 
 def apply_settlement(
@@ -243,7 +245,7 @@ def apply_settlement(
             (table.c.updated_at, now),
         )
     )
-    result = session.execute(statement)
+    result = session_sync.connection_of(session).execute(statement)
     if int(result.rowcount or 0) != 1:
         return None
     # The row is ours until commit: a plain read sees what we wrote.
@@ -287,7 +289,7 @@ def register_wait(
         ``settled`` already reaches ``wake_at_settled`` (or no row exists).
     """
     table = _table(session)
-    result = session.execute(
+    result = session_sync.connection_of(session).execute(
         sa.update(table)
         .where(
             table.c.parent_workflow_id == parent_workflow_id,
@@ -310,7 +312,7 @@ def clear_wait(
 ) -> None:
     """Forget the parked ``execution_id`` (its wait is over, R-CHD-24)."""
     table = _table(session)
-    session.execute(
+    session_sync.connection_of(session).execute(
         sa.update(table)
         .where(
             table.c.parent_workflow_id == parent_workflow_id,
@@ -365,7 +367,7 @@ def touch_wake(
 ) -> bool:
     """Move a due wake's time to ``now`` (it was published again, R-CHD-24)."""
     table = _table(session)
-    result = session.execute(
+    result = session_sync.connection_of(session).execute(
         sa.update(table)
         .where(
             table.c.parent_workflow_id == parent_workflow_id,
@@ -385,7 +387,7 @@ def mark_cancel_due(
     Only a parent with children not settled yet, and not marked already.
     """
     table = _table(session)
-    session.execute(
+    session_sync.connection_of(session).execute(
         sa.update(table)
         .where(
             table.c.parent_workflow_id == parent_workflow_id,
@@ -414,7 +416,7 @@ def clear_cancel_due(
 ) -> None:
     """The parent's children are all canceled or settled: nothing more to do."""
     table = _table(session)
-    session.execute(
+    session_sync.connection_of(session).execute(
         sa.update(table)
         .where(table.c.parent_workflow_id == parent_workflow_id)
         .values(cancel_due_at=None, updated_at=now)

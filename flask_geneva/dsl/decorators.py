@@ -207,6 +207,8 @@ class _StepDecorator:
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
         limit: object = None,
+        wait_for_children: object = None,
+        on_child_failure: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
     def __call__(
@@ -229,6 +231,8 @@ class _StepDecorator:
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
         limit: object = None,
+        wait_for_children: object = None,
+        on_child_failure: str | None = None,
         **unknown: Any,
     ) -> Any:
         self._check_keywords(unknown, f"@{self._keyword}")
@@ -248,6 +252,8 @@ class _StepDecorator:
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
             "limit": limit,
+            "wait_for_children": wait_for_children,
+            "on_child_failure": on_child_failure,
         }
         return self._apply(func, options, _caller_location(1))
 
@@ -292,6 +298,8 @@ class _StepDecorator:
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
         limit: object = None,
+        wait_for_children: object = None,
+        on_child_failure: str | None = None,
         **unknown: Any,
     ) -> StepSpec:
         """Declare a step with an inline body or a method-name body (SPEC §15.2).
@@ -305,7 +313,8 @@ class _StepDecorator:
             name: Optional step name (default: anonymous).
             wait, skip_if, run_if, on_exception, max_reattempts, terminal_action,
                 before, after, job_options, priority, wait_for, wait_timeout,
-                on_wait_timeout, limit: As for :data:`step`.
+                on_wait_timeout, limit, wait_for_children, on_child_failure: As
+                for :data:`step`.
 
         Raises:
             StepConfigurationError: No body (R-DEF-01), any invalid option, or
@@ -328,6 +337,8 @@ class _StepDecorator:
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
             "limit": limit,
+            "wait_for_children": wait_for_children,
+            "on_child_failure": on_child_failure,
         }
         return _anonymous(body, options, _caller_location(1), self._resumable)
 
@@ -407,6 +418,8 @@ class _StepDecorator:
             "wait_timeout": None,
             "on_wait_timeout": None,
             "limit": None,
+            "wait_for_children": None,
+            "on_child_failure": None,
         }
 
     def _check_keywords(self, options: Mapping[str, Any], what: str) -> None:
@@ -459,6 +472,8 @@ class _ResumableStepDecorator(_StepDecorator):
         wait_timeout: timedelta | float | None = None,
         on_wait_timeout: str | None = None,
         limit: object = None,
+        wait_for_children: object = None,
+        on_child_failure: str | None = None,
         max_iterations: int | None = None,
         max_runtime: timedelta | float | None = None,
         **unknown: Any,
@@ -480,6 +495,8 @@ class _ResumableStepDecorator(_StepDecorator):
             "wait_timeout": wait_timeout,
             "on_wait_timeout": on_wait_timeout,
             "limit": limit,
+            "wait_for_children": wait_for_children,
+            "on_child_failure": on_child_failure,
             "max_iterations": max_iterations,
             "max_runtime": max_runtime,
         }
@@ -534,6 +551,11 @@ class _ResumableStepDecorator(_StepDecorator):
 #: what then, else ``SignalWaitTimeout`` goes to the policies (R-WSIG-05..08).
 #: ``limit``: a :class:`~flask_geneva.dsl.limits.Limit` or a list of limits
 #: with distinct names, never a limit's name (R-LIM-03).
+#: ``wait_for_children``: True or ``"all"``, ``"any"`` or a positive int N: the
+#: step parks until that many of the workflow's children have settled
+#: (finished, canceled or paused by an error); ``on_child_failure`` (``"fail"``,
+#: the default, or ``"ignore"``) says whether a failed child then raises
+#: ``ChildWorkflowFailed`` into the step's policies (R-CHD-21..23).
 #:
 #: Raises StepConfigurationError for any invalid option, naming the value and the
 #: allowed ones, and for an unknown keyword, naming the nearest option

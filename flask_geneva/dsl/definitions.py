@@ -74,6 +74,8 @@ class _StepFields:
     wait_timeout: timedelta | None = None
     on_wait_timeout: str | None = None
     limits: tuple[Limit, ...] = ()
+    wait_for_children: str | int | None = None
+    on_child_failure: str = "fail"
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -110,6 +112,11 @@ class StepDefinition(_StepFields):
             timeout then raises ``SignalWaitTimeout`` into the policies, R-WSIG-41).
         limits: The step's :class:`~flask_geneva.dsl.limits.Limit` objects, in
             declaration order; ``()`` for an unlimited step (R-LIM-03).
+        wait_for_children: ``"all"``, ``"any"``, a positive int, or None: how
+            many of the workflow's children must have settled before the step
+            runs (R-CHD-21).
+        on_child_failure: ``"fail"`` (a failed child raises
+            ``ChildWorkflowFailed`` at the gate) or ``"ignore"`` (R-CHD-23).
 
     .. versionadded:: 0.1
     """

@@ -16,6 +16,7 @@ from flask_geneva.core.durations import coerce_duration
 from flask_geneva.core.durations import duration_option
 from flask_geneva.core.stored_names import MAX_NAME_LENGTH
 from flask_geneva.core.stored_names import fits_name_column
+from flask_geneva.dsl.children import validate_children_options
 from flask_geneva.dsl.definitions import StepSpec
 from flask_geneva.dsl.job_options import fold_priority
 from flask_geneva.dsl.job_options import validate_job_options
@@ -251,6 +252,7 @@ def make_spec(
     )
     wait_for, wait_timeout, on_wait_timeout = validate_wait_options(options, label)
     limits = coerce_step_limits(options.get("limit"), label=label)
+    wait_for_children, on_child_failure = validate_children_options(options, label)
     return StepSpec(
         name=name,
         method_name=method_name,
@@ -271,6 +273,8 @@ def make_spec(
         wait_timeout=wait_timeout,
         on_wait_timeout=on_wait_timeout,
         limits=limits,
+        wait_for_children=wait_for_children,
+        on_child_failure=on_child_failure,
     )
 
 

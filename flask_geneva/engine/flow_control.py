@@ -66,11 +66,15 @@ class StepContext:
             signals) or ``"conditions"`` (cancel/skip conditions: flow control raises
             :class:`InvalidStateError`).
         resumable: Whether the running step is resumable (``suspend()`` is allowed).
+        execution_id: The running step execution (body phase), or None.
+        step_name: The running step's name (body phase), or None.
     """
 
     workflow_id: Any
     phase: str
     resumable: bool = False
+    execution_id: Any = None
+    step_name: str | None = None
 
 
 _context: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
@@ -93,9 +97,17 @@ class step_context:
     __slots__ = ("_context", "_token")
 
     def __init__(
-        self, workflow_id: Any, phase: str, *, resumable: bool = False
+        self,
+        workflow_id: Any,
+        phase: str,
+        *,
+        resumable: bool = False,
+        execution_id: Any = None,
+        step_name: str | None = None,
     ) -> None:
-        self._context = StepContext(workflow_id, phase, resumable)
+        self._context = StepContext(
+            workflow_id, phase, resumable, execution_id, step_name
+        )
         self._token: contextvars.Token[StepContext | None] | None = None
 
     def __enter__(self) -> None:

@@ -66,7 +66,9 @@ OPERATOR_ENTRIES: Mapping[str, tuple[transitions.Transition, ...]] = {
         if entry.actor is transitions.Actor.HOUSEKEEPING
     ),
 }
-_VIA_VALUES = ("api", "admin", "cli")
+#: Who acted: the Python API, the admin, the CLI, or a canceled parent whose
+#: cancel reached its children (R-CHD-31).
+_VIA_VALUES = ("api", "admin", "cli", "parent")
 
 
 def check_operator(via: str, actor: object) -> None:

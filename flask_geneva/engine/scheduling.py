@@ -42,9 +42,13 @@ __all__ = [
     "create_successor_execution",
     "create_workflow",
     "due_now_on_same_route",
+    "duplicate_error",
     "enqueue_scheduled_execution",
+    "is_unique_ongoing_violation",
     "new_scheduled_execution",
+    "new_workflow",
     "reschedule_current_step",
+    "schedule_first_step",
     "schedule_next_step",
 ]
 
@@ -108,7 +112,7 @@ def create_workflow(
     )
     attempt = 1
     while True:
-        workflow = _new_workflow(workflow_cls, hero, allow_multiple, step_job_options)
+        workflow = new_workflow(workflow_cls, hero, allow_multiple, step_job_options)
         try:
             _insert_workflow(session, workflow)
         except sa_exc.SQLAlchemyError as error:
@@ -139,12 +143,14 @@ def create_workflow(
     return workflow
 
 
-def _new_workflow(
+def new_workflow(
     workflow_cls: Any,
     hero: Any,
     allow_multiple: bool,
     step_job_options: Mapping[str, Any] | None,
 ) -> Any:
+    """A new ``ready`` workflow of ``workflow_cls`` for ``hero``, not added to a
+    session (R-WF-01, R-WF-15); :func:`schedule_first_step` follows its insert."""
     workflow = workflow_cls()
     workflow.hero = hero
     workflow.allow_multiple = allow_multiple
@@ -159,20 +165,22 @@ def _insert_workflow(session: orm.Session, workflow: Any) -> None:
     if not workflow.allow_multiple:
         existing_id = _ongoing_duplicate(session, workflow)
         if existing_id is not None:
-            raise _duplicate_error(workflow, existing_id)
+            raise duplicate_error(workflow, existing_id)
     try:
         with session.begin_nested():
             session.add(workflow)
             session.flush()
-            _schedule_first_step(session, workflow)
+            schedule_first_step(session, workflow)
             session.flush()
     except sa_exc.IntegrityError as error:
-        if _is_unique_ongoing_violation(error):
-            raise _duplicate_error(workflow, None) from error
+        if is_unique_ongoing_violation(error):
+            raise duplicate_error(workflow, None) from error
         raise
 
 
-def _schedule_first_step(session: orm.Session, workflow: Any) -> None:
+def schedule_first_step(session: orm.Session, workflow: Any) -> None:
+    """Schedule the first step of a just-inserted workflow, or finish it
+    without steps (R-WF-11..13)."""
     steps = workflow.steps
     workflow.logger.info("created with %d steps", len(steps))
     first = steps.next_after(None)
@@ -198,7 +206,8 @@ def _ongoing_duplicate(session: orm.Session, workflow: Any) -> Any:
     )
 
 
-def _duplicate_error(workflow: Any, existing_id: Any) -> DuplicateWorkflowError:
+def duplicate_error(workflow: Any, existing_id: Any) -> DuplicateWorkflowError:
+    """The error of a workflow that breaks the one-ongoing rule (R-UNQ-02)."""
     # The spec's sentence first (R-UNQ-02), then what clashed with what.
     found = f" (workflow {existing_id})" if existing_id is not None else ""
     return DuplicateWorkflowError(
@@ -207,7 +216,8 @@ def _duplicate_error(workflow: Any, existing_id: Any) -> DuplicateWorkflowError:
     )
 
 
-def _is_unique_ongoing_violation(error: sa_exc.IntegrityError) -> bool:
+def is_unique_ongoing_violation(error: sa_exc.IntegrityError) -> bool:
+    """Whether ``error`` is the unique-ongoing index refusing a row (R-UNQ-03)."""
     text = str(error.orig)
     return "unique_ongoing" in text or (
         "UNIQUE constraint failed" in text and "geneva_drive_workflows.type" in text

@@ -31,6 +31,8 @@ from flask_geneva.engine import operator_transaction
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
 from flask_geneva.engine import step_execution_rows
+from flask_geneva.engine.children import results as child_results
+from flask_geneva.engine.children import start as child_start
 from flask_geneva.engine.executor import step as executor
 from flask_geneva.engine.operators import recovery as operator_recovery
 from flask_geneva.engine.operators import resume as operator_resume
@@ -155,6 +157,13 @@ def _execute(execution: Any, **kwargs: Any) -> None:
     executor.execute_step(current_context(), execution, **kwargs)
 
 
+def _set_result(workflow: Any, value: Any) -> None:
+    """See :func:`flask_geneva.engine.children.results.set_result` (R-CHD-01)."""
+    settings = current_context().settings
+    _bound_session(workflow)
+    child_results.set_result(workflow, value, max_size=settings.max_result_size_bytes)
+
+
 def _bound_session(workflow: Any) -> Any:
     """Bind the app's engine context to ``workflow``'s session and return it.
 
@@ -190,6 +199,14 @@ OPERATIONS: dict[str, _Operation] = {
     "heartbeat": _heartbeat,
     "deliver_signal": _operator(workflow_signals.deliver_signal, session_first=True),
     "signal_hero": _on_class_session(hero_signals.signal_hero),
+    # WorkflowChildren (SPEC §25)
+    "set_result": _set_result,
+    "read_result": child_results.read_result,
+    "start_children": child_start.start_children,
+    "children": child_results.children,
+    "child_results": child_results.child_results,
+    "parent_of": child_results.parent_of,
+    "child_counts_of": child_results.child_counts_of,
     # StepExecutionMixin (SPEC §4)
     "max_cursor_size": _max_cursor_size,
     "start_execution": _on_execution(step_execution_rows.start),

@@ -35,6 +35,7 @@ from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.dsl.options import check_stored_name
 from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.models.workflow_actions import WorkflowActions
+from flask_geneva.models.workflow_children import WorkflowChildren
 
 if TYPE_CHECKING:
     from flask_geneva.dsl.definitions import StepDefinition
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["WorkflowMixin"]
 
 
-class WorkflowMixin(WorkflowActions):
+class WorkflowMixin(WorkflowChildren, WorkflowActions):
     """Behaviour of ``geneva.Workflow``: DSL collection, hero, metadata, flow control.
 
     Subclass ``geneva.Workflow`` (not this mixin) to declare a workflow. Class

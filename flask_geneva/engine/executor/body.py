@@ -58,7 +58,13 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
     result = BodyResult("completed")
     before, around, after = _overridden_hooks(workflow)
     started_at, started = clock.now(), time.monotonic()
-    with step_context(workflow.id, "body", resumable=step.is_resumable):
+    with step_context(
+        workflow.id,
+        "body",
+        resumable=step.is_resumable,
+        execution_id=execution.id,
+        step_name=step.name,
+    ):
         try:
             if before:
                 workflow.before_step_execution(execution)
@@ -93,7 +99,13 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
 
     try:
         if after:
-            with step_context(workflow.id, "body", resumable=step.is_resumable):
+            with step_context(
+                workflow.id,
+                "body",
+                resumable=step.is_resumable,
+                execution_id=execution.id,
+                step_name=step.name,
+            ):
                 workflow.after_step_execution(execution)
         if after or received:
             _commit_if_pending(session)

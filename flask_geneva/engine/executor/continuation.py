@@ -41,6 +41,7 @@ from flask_geneva.db import row_updates
 from flask_geneva.db import session_sync
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.engine import limits as flow_limits
+from flask_geneva.engine.children import settle as children_settle
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor.run import StepRun
@@ -226,6 +227,8 @@ def optimistic_guards(
         or step.wait_for is not None
         # A held slot is given back by the write path's listener (R-LIM-20).
         or step.limits
+        # A child settles for its parent in the locked path (R-CHD-20).
+        or children_settle.is_child(session, workflow)
         or session.new
         or session.dirty
         or session.deleted
@@ -353,6 +356,8 @@ def continue_inline(run: StepRun, workflow: Any, step: Any, finished: Any) -> bo
         or following.is_resumable
         # A wait_for step passes its gate in its own delivery (R-WSIG-10).
         or following.wait_for is not None
+        # So does a wait for children (R-CHD-21).
+        or following.wait_for_children is not None
         or not scheduling.due_now_on_same_route(workflow, step, following, run.context)
     ):
         return False

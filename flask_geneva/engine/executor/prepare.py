@@ -29,6 +29,7 @@ from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import scheduling
+from flask_geneva.engine.children import gate as children_gate
 from flask_geneva.engine.executor import early_delivery
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor import hero_missing
@@ -113,7 +114,11 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
     run.install_loggers(workflow, execution)
     run.enter_error_context(workflow, execution)
 
-    if execution.state != StepExecutionState.SCHEDULED:
+    if execution.state == StepExecutionState.WAITING and children_gate.wake_if_due(
+        session, workflow, execution, now
+    ):
+        pass  # its children settled: prepared now, in this transaction (R-CHD-22)
+    elif execution.state != StepExecutionState.SCHEDULED:
         # Duplicate, stale or already handled delivery: change nothing (R-EXE-11).
         run.logger.info("already %s, skipping duplicate job", execution.state)
         session.rollback()
@@ -188,6 +193,15 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
             )
             _fail_unrunnable(workflow, execution, now, message)
             raise_after_commit = StepConfigurationError(message)
+        elif step.wait_for_children is not None and not children_gate.units_installed(
+            session
+        ):
+            # R-CHD-50: a children wait is never silently skipped.
+            message = children_gate.NOT_INSTALLED_MESSAGE.format(
+                step=step.name, type=workflow.type
+            )
+            _fail_unrunnable(workflow, execution, now, message)
+            raise_after_commit = StepConfigurationError(message)
         elif step.wait_for is not None and not workflow_signals.installed(session):
             # R-WSIG-04: fails loudly, as a resumable step without its columns.
             message = workflow_signals.NOT_INSTALLED_MESSAGE.format(
@@ -205,6 +219,13 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
                 if signal is None:
                     return None
                 attributes = {**(attributes or {}), "signal_id": signal.id}
+            if children_gate.applies(session, step, execution) and (
+                children_gate.pass_gate(session, workflow, execution, step, now)
+                == "parked"
+            ):
+                run.logger.info("waiting for child workflows (R-CHD-21)")
+                session.commit()
+                return None
             if step.limits or flow_limits.parked(session, execution):
                 # A waiter whose step lost its limits in a deploy leaves its
                 # queue here too (R-LIM-21).

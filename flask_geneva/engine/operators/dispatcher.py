@@ -33,6 +33,7 @@ from flask_geneva.dsl.job_options import priority_of
 from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import publishing
 from flask_geneva.engine import scheduling
+from flask_geneva.engine.children import dispatch as child_dispatch
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import stuck_recovery
 from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
@@ -169,6 +170,8 @@ def publish_deferred(context: EngineContext, session: orm.Session) -> int:
         total += workflow_signal_waits.dispatch_signal_waits(context, session)
         # Lost, stalled and missing limit grants (R-LIM-16).
         total += flow_limits.dispatch_limit_grants(context, session)
+        # Lost child-wait wakes and canceled parents' children (R-CHD-24/31).
+        total += child_dispatch.dispatch_child_work(context, session)
     if total:
         _log.info("dispatched %d deferred step executions", total)
     return total

@@ -27,14 +27,36 @@ from flask_geneva.models import WorkflowState
 
 __all__ = [
     "Refusal",
+    "WorkflowStateWritten",
     "apply",
     "can_apply",
+    "on_workflow_state_written",
     "set_execution_state",
     "set_workflow_state",
 ]
 
 Refusal = Callable[[str], Exception]
 """Builds the caller's own error from the current state it refused."""
+
+WorkflowStateWritten = Callable[[Transition, Any, WorkflowState, datetime], None]
+"""``(transition, workflow, new state, now)``: :func:`apply` changed a
+workflow's state in memory (written with the row when the caller flushes)."""
+
+_state_listeners: list[WorkflowStateWritten] = []
+
+
+def on_workflow_state_written(listener: WorkflowStateWritten) -> WorkflowStateWritten:
+    """Call ``listener`` after every workflow state change :func:`apply` makes.
+
+    The listener runs with the rows still locked and unflushed, so a column
+    it assigns is written by the same guarded ``UPDATE`` (R-DM-40); child
+    workflows use it to record how a child settled (R-CHD-20).
+
+    Returns:
+        ``listener`` (usable as a decorator).
+    """
+    _state_listeners.append(listener)
+    return listener
 
 
 def apply(
@@ -205,6 +227,8 @@ def _write_workflow(
         return
     # Sets transitioned_at per R-WF-03 and started_at on first performing.
     set_workflow_state(workflow, target, now, **values)
+    for listener in _state_listeners:
+        listener(transition, workflow, target, now)
 
 
 #: The timestamp column each terminal execution state sets (R-SE-03).

@@ -1,0 +1,264 @@
+"""A child settles for its parent, once, in O(1) (SPEC §25, R-CHD-20..24, R-CHD-40).
+
+Every workflow state change goes through
+:func:`flask_geneva.engine.transitions.apply.apply`; its listener here sees a
+child workflow enter ``finished``, ``canceled`` or ``paused`` by an error and
+
+* assigns the child's ``child_settled`` (written by the child's own guarded
+  ``UPDATE``, so exactly once: the row is locked and its state guarded);
+* notes the change of the parent's counts (``settled``, ``failed``) for the
+  transaction.
+
+A ``before_commit`` hook then applies the noted changes, one ``UPDATE`` of the
+parent's child counts row each (:func:`flask_geneva.db.child_counts.apply_settlement`),
+after everything else the transaction wrote: that row is the leaf of the lock
+order (R-CHD-40), never locked before a workflow, execution or limit key row.
+When the update makes the parent's parked execution due, its task is requested
+for after the commit: the parent wakes once.
+
+Notes belong to the innermost transaction open when they were made: a savepoint
+that rolls back drops its notes, one that is released hands them to its parent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy import orm
+
+from flask_geneva.core import clock
+from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.db import child_counts
+from flask_geneva.db import optional_columns as column_detection
+from flask_geneva.db.context import bound_context
+from flask_geneva.db.states import ChildSettlement
+from flask_geneva.db.states import WorkflowState
+from flask_geneva.engine import publishing
+from flask_geneva.engine.transitions import apply as transition_apply
+from flask_geneva.engine.transitions import table as transitions
+from flask_geneva.engine.transitions.types import Transition
+
+__all__ = [
+    "ERROR_PAUSES",
+    "installed",
+    "is_child",
+    "note_wait_over",
+    "publish_wake",
+]
+
+_log = module_logger("flask_geneva")
+
+#: The transitions that pause a workflow because of an error: the step's
+#: exception policy paused it, its prepare phase failed into a pause, or the
+#: step cannot run (R-CHD-20). An operator's pause, ``pause!`` in a step and a
+#: wait's ``on_wait_timeout="pause"`` are no failure.
+ERROR_PAUSES = frozenset(
+    {
+        transitions.FAIL_AND_PAUSE.name,
+        transitions.PREPARE_POLICY_PAUSE.name,
+        transitions.FAIL_UNRUNNABLE.name,
+    }
+)
+
+_SETTLEMENT_OF = {
+    WorkflowState.FINISHED: ChildSettlement.FINISHED,
+    WorkflowState.CANCELED: ChildSettlement.CANCELED,
+    WorkflowState.PAUSED: ChildSettlement.FAILED,
+}
+
+#: ``(old child_settled, new) -> (settled +, failed +, value to store)``: a
+#: child is counted settled once; a child paused by an error that ends later
+#: stays settled and stops counting as failed when it finishes (R-CHD-20).
+_CHANGES: dict[tuple[str | None, str], tuple[int, int, str]] = {
+    (None, ChildSettlement.FINISHED): (1, 0, ChildSettlement.FINISHED),
+    (None, ChildSettlement.CANCELED): (1, 1, ChildSettlement.CANCELED),
+    (None, ChildSettlement.FAILED): (1, 1, ChildSettlement.FAILED),
+    (ChildSettlement.FAILED, ChildSettlement.FINISHED): (
+        0,
+        -1,
+        ChildSettlement.FINISHED,
+    ),
+    (ChildSettlement.FAILED, ChildSettlement.CANCELED): (
+        0,
+        0,
+        ChildSettlement.CANCELED,
+    ),
+}
+
+_NOTES_KEY = "geneva_child_count_notes"
+
+
+@dataclasses.dataclass
+class _Note:
+    transaction: orm.SessionTransaction | None
+    parent_workflow_id: Any
+    settled: int = 0
+    failed: int = 0
+    parent_canceled: bool = False
+    wait_over_execution_id: Any = None
+
+
+def installed(session: orm.Session) -> bool:
+    """Whether the ``add_child_workflows`` unit is installed (R-CHD-50)."""
+    return column_detection.optional_columns(session).child_workflows
+
+
+def is_child(session: orm.Session, workflow: Any) -> bool:
+    """Whether ``workflow`` is a child workflow (it has a parent, R-CHD-10)."""
+    if not installed(session):
+        return False
+    with session.no_autoflush:
+        return workflow.parent_workflow_id is not None
+
+
+def note_wait_over(session: orm.Session, workflow: Any, execution_id: Any) -> None:
+    """Forget the parent's parked execution when this transaction commits (R-CHD-24).
+
+    Called by the gate when ``execution_id`` passes it; the registration is
+    cleared last in the transaction (the counts row is the leaf, R-CHD-40).
+    """
+    _add(session, _Note(None, workflow.id, wait_over_execution_id=execution_id))
+
+
+def publish_wake(session: orm.Session, wake: child_counts.SettlementWake) -> bool:
+    """Request the task of a parked parent execution made due (R-CHD-22).
+
+    The task is the parent's ``perform_step`` for that execution; its claim
+    wakes and runs it (R-CHD-22). Sent after the commit of the current
+    transaction (at once outside one). Without an engine context bound to the
+    session nothing is sent: the dispatcher publishes it (R-CHD-24).
+
+    Returns:
+        Whether a publication was requested.
+    """
+    context = bound_context(session)
+    if context is None:
+        return False
+    publication = publishing.step_publication(
+        context.settings,
+        step_execution_id=wake.execution_id,
+        task_id=str(uuid.uuid4()),
+        queue=wake.queue,
+        priority=wake.priority,
+        eta=None,
+    )
+    publishing.request_publication(
+        session,
+        publication,
+        backend=context.publisher,
+        defer=publishing.deferral_active(context.settings.enqueue_after_commit),
+    )
+    return True
+
+
+@transition_apply.on_workflow_state_written
+def _workflow_state_written(
+    transition: Transition, workflow: Any, state: WorkflowState, now: datetime
+) -> None:
+    """Record how a child settled; note a canceled parent (R-CHD-20, R-CHD-31)."""
+    settlement = _SETTLEMENT_OF.get(state)
+    if settlement is None:
+        return
+    if state == WorkflowState.PAUSED and transition.name not in ERROR_PAUSES:
+        return
+    session = orm.object_session(workflow)
+    if session is None or workflow.id is None or not installed(session):
+        return
+    if state == WorkflowState.CANCELED:
+        _add(session, _Note(None, workflow.id, parent_canceled=True))
+    with session.no_autoflush:
+        parent_id = workflow.parent_workflow_id
+        if parent_id is None:
+            return
+        old = workflow.child_settled
+    change = _CHANGES.get((old, settlement))
+    if change is None:
+        return
+    settled, failed, value = change
+    if old != value:
+        workflow.child_settled = str(value)
+    if settled or failed:
+        _add(session, _Note(None, parent_id, settled=settled, failed=failed))
+
+
+def _add(session: orm.Session, note: _Note) -> None:
+    note.transaction = session.get_nested_transaction() or session.get_transaction()
+    session.info.setdefault(_NOTES_KEY, []).append(note)
+
+
+@event.listens_for(orm.Session, "before_commit")
+def _before_commit(session: orm.Session) -> None:
+    notes: list[_Note] | None = session.info.get(_NOTES_KEY)
+    if not notes:
+        return
+    if session.get_nested_transaction() is not None:
+        return  # a savepoint is released: its notes go to its parent (below)
+    session.info.pop(_NOTES_KEY, None)
+    # Everything else first: the counts rows are the leaf of the lock order.
+    session.flush()
+    now = clock.now()
+    by_parent: dict[Any, _Note] = {}
+    for note in notes:
+        total = by_parent.setdefault(
+            note.parent_workflow_id, _Note(None, note.parent_workflow_id)
+        )
+        total.settled += note.settled
+        total.failed += note.failed
+        total.parent_canceled = total.parent_canceled or note.parent_canceled
+        if note.wait_over_execution_id is not None:
+            total.wait_over_execution_id = note.wait_over_execution_id
+    for parent_id in sorted(by_parent, key=str):
+        _apply(session, by_parent[parent_id], now)
+
+
+def _apply(session: orm.Session, note: _Note, now: datetime) -> None:
+    parent_id = note.parent_workflow_id
+    if note.wait_over_execution_id is not None:
+        child_counts.clear_wait(session, parent_id, note.wait_over_execution_id, now)
+    if note.parent_canceled:
+        child_counts.mark_cancel_due(session, parent_id, now)
+    if note.settled or note.failed:
+        wake = child_counts.apply_settlement(
+            session, parent_id, settled=note.settled, failed=note.failed, now=now
+        )
+        if wake is not None:
+            _log.info(
+                "children of workflow %s settled: waking its step execution %s",
+                parent_id,
+                wake.execution_id,
+            )
+            publish_wake(session, wake)
+
+
+@event.listens_for(orm.Session, "after_commit")
+def _after_commit(session: orm.Session) -> None:
+    notes: list[_Note] | None = session.info.get(_NOTES_KEY)
+    if not notes:
+        return
+    committed = session.get_nested_transaction() or session.get_transaction()
+    if committed is not None and committed.nested:
+        for note in notes:
+            if note.transaction is committed:
+                note.transaction = committed.parent
+
+
+@event.listens_for(orm.Session, "after_transaction_end")
+def _after_transaction_end(
+    session: orm.Session, transaction: orm.SessionTransaction
+) -> None:
+    notes: list[_Note] | None = session.info.get(_NOTES_KEY)
+    if not notes:
+        return
+    if transaction.parent is None:
+        # The root ended without its before_commit taking the notes: rolled back.
+        session.info.pop(_NOTES_KEY, None)
+        return
+    kept = [note for note in notes if note.transaction is not transaction]
+    if kept:
+        session.info[_NOTES_KEY] = kept
+    else:
+        session.info.pop(_NOTES_KEY, None)
