@@ -41,8 +41,8 @@ from flask_geneva.db import row_updates
 from flask_geneva.db import session_sync
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.engine import limits as flow_limits
-from flask_geneva.engine.children import settle as children_settle
 from flask_geneva.engine import scheduling
+from flask_geneva.engine.children import settle as children_settle
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.flow_control import step_context

@@ -85,9 +85,7 @@ def test_the_collecting_step_parks_until_the_last_child_settles(app, geneva_jobs
     # Never claimed inline: its own delivery passes the gate (R-CHD-21).
     assert collect["state"] == "scheduled"
     children = _children_rows(parent_id)
-    child_firsts = {
-        execution_rows(child.id)[0]["id"]: child.id for child in children
-    }
+    child_firsts = {execution_rows(child.id)[0]["id"]: child.id for child in children}
     published = {p.step_execution_id for p in geneva_jobs.enqueued}
     assert published == {*child_firsts, collect["id"]}
     geneva_jobs.clear()
@@ -193,5 +191,5 @@ def test_child_workflow_failed_pickles():
     import pickle
 
     error = ChildWorkflowFailed("x", failed_count=2, failed_child_ids=(1, 2))
-    copy = pickle.loads(pickle.dumps(error))
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
     assert (str(copy), copy.failed_count, copy.failed_child_ids) == ("x", 2, (1, 2))
