@@ -53,6 +53,7 @@ __all__ = [
     "clear_cancel_due",
     "clear_wait",
     "counts_of",
+    "delete_counts",
     "due_cancels",
     "due_wakes",
     "mark_cancel_due",
@@ -408,6 +409,14 @@ def due_cancels(session: orm.Session, *, limit: int) -> list[Any]:
             .order_by(table.c.cancel_due_at)
             .limit(limit)
         )
+    )
+
+
+def delete_counts(session: orm.Session, parent_workflow_id: Any) -> None:
+    """Delete the parent's counts row (its workflow was deleted, R-CHD-32)."""
+    table = _table(session)
+    session_sync.connection_of(session).execute(
+        sa.delete(table).where(table.c.parent_workflow_id == parent_workflow_id)
     )
 
 

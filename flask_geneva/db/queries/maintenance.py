@@ -32,6 +32,7 @@ __all__ = [
     "cleanup_id_selects",
     "count_deferred",
     "count_workflows_by_type_and_state",
+    "delete_ended_child_counts",
     "delete_ended_workflows",
     "due_deferred_executions",
     "hand_back_unpublished",
@@ -94,6 +95,50 @@ def delete_ended_workflows(
         still_eligible=_ended_before(workflow_cls, cutoff),
     )
     return workflows, executions, signals
+
+
+def delete_ended_child_counts(
+    session: orm.Session,
+    workflow_cls: Any,
+    counts_table: sa.Table,
+    cutoff: datetime,
+    *,
+    batch_size: int,
+) -> int:
+    """Delete the child counts of workflows cleanup deletes, in batches (R-CHD-32).
+
+    The rows of parents finished or canceled before ``cutoff`` (the cleanup's
+    own rule, R-HK-11), except those still marked ``cancel_due_at``: the
+    dispatcher cancels those parents' children first (R-CHD-31), with or
+    without the parent's row. Each batch reads the parents' ids plainly along
+    the workflows' ``transitioned_at`` index and deletes those rows by primary
+    key in its own committed transaction.
+
+    Returns:
+        How many counts rows were deleted.
+    """
+    column = counts_table.c.parent_workflow_id
+    select_batch = (
+        sa.select(column)
+        .join(workflow_cls, workflow_cls.id == column)
+        .where(*_ended_before(workflow_cls, cutoff))
+        .where(counts_table.c.cancel_due_at.is_(None))
+        .limit(batch_size)
+    )
+    total = 0
+    while True:
+        batch = list(session.scalars(select_batch))
+        if batch:
+            result = session.execute(
+                sa.delete(counts_table)
+                .where(column.in_(batch))
+                .where(counts_table.c.cancel_due_at.is_(None)),
+                execution_options={"synchronize_session": False},
+            )
+            total += int(result.rowcount or 0)  # type: ignore[attr-defined]
+        session.commit()
+        if len(batch) < batch_size:
+            return total
 
 
 def cleanup_id_selects(

@@ -67,7 +67,11 @@ def dispatch_child_work(context: EngineContext, session: orm.Session) -> int:
         done += canceled
         if finished:
             try:
-                child_counts.clear_cancel_due(session, parent_id, clock.now())
+                if session.get(_workflow_cls(session), parent_id) is None:
+                    # Cleanup deleted the parent meanwhile: its counts go too.
+                    child_counts.delete_counts(session, parent_id)
+                else:
+                    child_counts.clear_cancel_due(session, parent_id, clock.now())
                 session.commit()
             except Exception as error:  # noqa: BLE001 - one row never stops the pass
                 session.rollback()

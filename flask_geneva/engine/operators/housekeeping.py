@@ -35,6 +35,7 @@ from flask_geneva.db.cleanup_lock import cleanup_lock
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as maintenance_queries
+from flask_geneva.db.states import CHILD_COUNTS_TABLE
 from flask_geneva.engine.limits import overview as limit_overview
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import outcome_rollup
@@ -186,6 +187,18 @@ def _cleanup_eligible(
     signal_cls = None  # its signals go first (R-WSIG-63): no foreign key removes them
     if column_detection.optional_columns(session).workflow_signals:
         signal_cls = getattr(models_of(session), "WorkflowSignal", None)
+    if column_detection.optional_columns(session).child_workflows:
+        # A parent's child counts go with it (R-CHD-32), but not while the
+        # dispatcher still has its children to cancel (R-CHD-31).
+        counts = maintenance_queries.delete_ended_child_counts(
+            session,
+            workflow_cls,
+            workflow_cls.metadata.tables[CHILD_COUNTS_TABLE],
+            clock.now() - retention,
+            batch_size=config.housekeeping_batch_size,
+        )
+        if counts:
+            _log.info("cleanup deleted the child counts of %d workflows", counts)
     workflows, executions, signals = maintenance_queries.delete_ended_workflows(
         session,
         workflow_cls,
