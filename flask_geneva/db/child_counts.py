@@ -383,19 +383,34 @@ def touch_wake(
 def mark_cancel_due(
     session: orm.Session, parent_workflow_id: Any, now: datetime
 ) -> None:
-    """Note that a canceled parent's ongoing children are to be canceled (R-CHD-31).
+    """The parent was canceled: mark its children for the dispatcher (R-CHD-31).
 
-    Only a parent with children not settled yet, and not marked already.
+    Marked only when children are not all settled and it is not marked yet;
+    a registered wait is forgotten either way (the parent will not run it).
     """
     table = _table(session)
+    mark = sa.case(
+        (
+            sa.and_(
+                table.c.cancel_due_at.is_(None),
+                table.c.settled < table.c.started,
+            ),
+            sa.literal(now, UTCDateTime()),
+        ),
+        else_=table.c.cancel_due_at,
+    )
     session_sync.connection_of(session).execute(
         sa.update(table)
-        .where(
-            table.c.parent_workflow_id == parent_workflow_id,
-            table.c.cancel_due_at.is_(None),
-            table.c.settled < table.c.started,
+        .where(table.c.parent_workflow_id == parent_workflow_id)
+        .values(
+            cancel_due_at=mark,
+            waiting_execution_id=None,
+            wake_at_settled=None,
+            waiting_queue=None,
+            waiting_priority=None,
+            wake_due_at=None,
+            updated_at=now,
         )
-        .values(cancel_due_at=now, updated_at=now)
     )
 
 
