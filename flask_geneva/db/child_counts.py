@@ -246,18 +246,26 @@ def apply_settlement(
             (table.c.updated_at, now),
         )
     )
-    result = session_sync.connection_of(session).execute(statement)
-    if int(result.rowcount or 0) != 1:
-        return None
-    # The row is ours until commit: a plain read sees what we wrote.
-    row = session.execute(
-        sa.select(
-            table.c.waiting_execution_id,
-            table.c.waiting_queue,
-            table.c.waiting_priority,
-            table.c.wake_due_at,
-        ).where(table.c.parent_workflow_id == parent_workflow_id)
-    ).first()
+    wanted = (
+        table.c.waiting_execution_id,
+        table.c.waiting_queue,
+        table.c.waiting_priority,
+        table.c.wake_due_at,
+    )
+    connection = session_sync.connection_of(session)
+    if connection.dialect.update_returning:
+        # PostgreSQL, SQLite: one statement.
+        row = connection.execute(statement.returning(*wanted)).first()
+    else:
+        # MySQL/MariaDB: the row is ours until commit; a plain read sees it.
+        result = connection.execute(statement)
+        row = None
+        if int(result.rowcount or 0) == 1:
+            row = connection.execute(
+                sa.select(*wanted).where(
+                    table.c.parent_workflow_id == parent_workflow_id
+                )
+            ).first()
     if row is None or row.waiting_execution_id is None or row.wake_due_at != now:
         return None
     return SettlementWake(

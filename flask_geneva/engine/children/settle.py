@@ -27,6 +27,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import orm
 
@@ -165,9 +166,10 @@ def _workflow_state_written(
         return
     if state == WorkflowState.PAUSED and transition.name not in ERROR_PAUSES:
         return
-    session = orm.object_session(workflow)
+    instance_state = sa.inspect(workflow, raiseerr=False)
+    session = None if instance_state is None else instance_state.session
     if session is None or workflow.id is None or not installed(session):
-        return
+        return  # not a mapped row of a session (a new row, a test's stand-in)
     if state == WorkflowState.CANCELED:
         _add(session, _Note(None, workflow.id, parent_canceled=True))
     with session.no_autoflush:
