@@ -15,6 +15,7 @@ depend on the detected columns and it is reset with them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import weakref
@@ -42,6 +43,7 @@ from flask_geneva.db.workers import DEAD_AFTER_COLUMN
 __all__ = [
     "OptionalColumns",
     "absent_execution_columns",
+    "absent_workflow_columns",
     "cached_statement",
     "optional_columns",
     "reset_column_caches",
@@ -244,6 +246,36 @@ def cached_statement(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     if statement is None:
         statement = _statement_cache[key] = build()
     return statement
+
+
+#: The workflow attribute keys of the add_child_workflows unit's columns.
+CHILD_WORKFLOW_KEYS = frozenset(
+    {
+        "parent_workflow_id",
+        "parent_execution_id",
+        "parent_step_name",
+        "child_key",
+        "parent_close",
+        "child_settled",
+        "result_document",
+    }
+)
+
+
+@functools.lru_cache(maxsize=64)
+def absent_workflow_columns(columns: OptionalColumns) -> frozenset[str]:
+    """Attribute keys of the workflow columns a row read leaves unloaded.
+
+    The optional columns that do not exist (R-DM-32), and the ``result``
+    (``result_document``) always: up to ``GENEVA_MAX_RESULT_SIZE`` bytes,
+    loaded when read (R-CHD-10).
+    """
+    absent = {"result_document"}
+    if not columns.workflow_metadata:
+        absent.add("meta")
+    if not columns.child_workflows:
+        absent.update(CHILD_WORKFLOW_KEYS)
+    return frozenset(absent)
 
 
 def absent_execution_columns(columns: OptionalColumns) -> frozenset[str]:
