@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.core import cursors
 from flask_geneva.db import child_counts
+from flask_geneva.db import workflow_results
 from flask_geneva.db.queries import children as child_queries
 from flask_geneva.engine.children.settle import installed
 from flask_geneva.engine.children.start import NOT_INSTALLED_MESSAGE
@@ -60,9 +60,8 @@ def set_result(workflow: Any, value: Any, *, max_size: int | None) -> None:
                     "(an id, a URL) instead of the document, or raise the setting "
                     "(None disables the check)"
                 )
-    table = workflow.__geneva__.Workflow.__table__
-    session.execute(
-        sa.update(table).where(table.c.id == workflow.id).values(result=data)
+    workflow_results.write_result(
+        session, workflow.__geneva__.Workflow, workflow.id, data
     )
     orm.attributes.set_committed_value(workflow, "result_document", data)
 
