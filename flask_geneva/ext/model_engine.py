@@ -157,6 +157,21 @@ def _execute(execution: Any, **kwargs: Any) -> None:
     executor.execute_step(current_context(), execution, **kwargs)
 
 
+def _on_workflow_session(operation: _Operation) -> _Operation:
+    """``operation(workflow, ...)`` with the app's engine context bound to the
+    workflow's session, if it has one: a read in a request or a CLI command
+    whose session no geneva operation bound yet (R-CHD-03)."""
+
+    @functools.wraps(operation)
+    def run(workflow: Any, *args: Any, **kwargs: Any) -> Any:
+        session = orm.object_session(workflow)
+        if session is not None:
+            current_context().bind(session)
+        return operation(workflow, *args, **kwargs)
+
+    return run
+
+
 def _set_result(workflow: Any, value: Any) -> None:
     """See :func:`flask_geneva.engine.children.results.set_result` (R-CHD-01)."""
     settings = current_context().settings
@@ -201,12 +216,12 @@ OPERATIONS: dict[str, _Operation] = {
     "signal_hero": _on_class_session(hero_signals.signal_hero),
     # WorkflowChildren (SPEC §25)
     "set_result": _set_result,
-    "read_result": child_results.read_result,
-    "start_children": child_start.start_children,
-    "children": child_results.children,
-    "child_results": child_results.child_results,
-    "parent_of": child_results.parent_of,
-    "child_counts_of": child_results.child_counts_of,
+    "read_result": _on_workflow_session(child_results.read_result),
+    "start_children": _on_workflow_session(child_start.start_children),
+    "children": _on_workflow_session(child_results.children),
+    "child_results": _on_workflow_session(child_results.child_results),
+    "parent_of": _on_workflow_session(child_results.parent_of),
+    "child_counts_of": _on_workflow_session(child_results.child_counts_of),
     # StepExecutionMixin (SPEC §4)
     "max_cursor_size": _max_cursor_size,
     "start_execution": _on_execution(step_execution_rows.start),
