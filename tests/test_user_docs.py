@@ -341,3 +341,17 @@ def test_the_child_workflows_guide_runs(tmp_path):
     assert found["canceled_before_dispatch"]["children"] == ["ready"] * 3
     assert found["canceled_after_dispatch"]["children"] == ["canceled"] * 3
     assert found["canceled_after_dispatch"]["counts"] == [3, 3, 3]
+
+
+def test_the_readme_shows_the_guides_fan_out():
+    """README.md's child workflows section links the guide and shows its two
+    workflow classes word for word, so the guide's test runs them."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- children-readme-example")
+    [example] = _python_blocks(readme[start:])[:1]
+    module, _resume_children, _resume_parent = _children_guide()
+    assert example.startswith("class InvoiceAccount(geneva.Workflow):")
+    assert example in module
+    flat = " ".join(readme.split())
+    assert "[Child workflows and results](docs/children.md)" in flat
+    assert "add_child_workflows" in flat
