@@ -299,14 +299,12 @@ class Demo:
         return status
 
     def _migrate_and_seed(self, app: Any) -> int:
-        import sqlalchemy as sa
         from flask_migrate import upgrade
 
         from example_app import db
-        from example_app.models import Campaign
         from example_app.models import Export
-        from example_app.models import Subscriber
         from example_app.models import User
+        from example_app.seeding import seed_campaign
 
         with app.app_context():
             upgrade()  # the same as `flask db upgrade`
@@ -317,18 +315,14 @@ class Demo:
                 Export(user_id=u.id) for u in users[: max(1, self.user_count // 20)]
             ]
             db.session.add_all(exports)
-            if self.subscriber_count > 0:
-                db.session.execute(
-                    sa.insert(Subscriber),
-                    [
-                        {"email": f"reader{i}@example.com", "issues_received": 0}
-                        for i in range(self.subscriber_count)
-                    ],
-                )
-            campaign = Campaign(subject="Geneva News #1")
-            db.session.add(campaign)
             db.session.commit()
-            return int(campaign.id)
+            started = time.monotonic()
+            campaign_id = seed_campaign(self.subscriber_count)
+            print(
+                f"seeded {self.subscriber_count} newsletter subscribers in "
+                f"{time.monotonic() - started:.2f}s"
+            )
+            return campaign_id
 
     def _configure_maintenance(self, app: Any) -> dict[str, Any]:
         """Scale the dispatcher and housekeeping intervals; return beat's schedule.
@@ -566,7 +560,7 @@ def _listen(port: int) -> socket.socket:
 
 
 def _print_campaign(app: Any, campaign_id: int) -> None:
-    """Print the campaign's ``deliver`` chain: one line per execution."""
+    """Print the campaign's result, its batch children and its ``fan_out`` chain."""
     import sqlalchemy as sa
 
     from example_app import db
@@ -579,18 +573,24 @@ def _print_campaign(app: Any, campaign_id: int) -> None:
         if campaign is None:
             raise LookupError(f"campaign {campaign_id} is gone")
         workflow = db.session.scalars(NewsletterCampaign.for_hero(campaign)).one()
-        chain = [e for e in workflow.execution_history if e.step_name == "deliver"]
+        chain = [e for e in workflow.execution_history if e.step_name == "fan_out"]
+        children = workflow.children()
         reached = db.session.scalar(
             sa.select(sa.func.count(Subscriber.id)).where(
                 Subscriber.issues_received == 1
             )
         )
         total = db.session.scalar(sa.select(sa.func.count(Subscriber.id)))
+        finished = sum(child.state == "finished" for child in children)
         print(
             f"newsletter campaign {campaign.id} ({workflow.state}): "
-            f"{reached} of {total} subscribers mailed once, "
+            f"{len(children)} batch children ({finished} finished), "
+            f"result {workflow.result!r}"
+        )
+        print(
+            f"  {reached} of {total} subscribers mailed once, "
             f"rate-limited {campaign.throttled} times, "
-            f"{len(chain)} execution{'' if len(chain) == 1 else 's'} of 'deliver':"
+            f"{len(chain)} execution{'' if len(chain) == 1 else 's'} of 'fan_out':"
         )
         for execution in chain:
             interrupt = execution.read_metadata("interrupt") or {}

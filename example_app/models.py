@@ -34,16 +34,20 @@ class Export(db.Model):  # type: ignore[name-defined, misc]
 
 
 class Campaign(db.Model):  # type: ignore[name-defined, misc]
-    """A newsletter issue mailed to every subscriber; hero of the campaign workflow."""
+    """A newsletter issue mailed to every subscriber; hero of the campaign workflow.
+
+    The campaign fans out to one batch child per :class:`CampaignBatch`; its
+    counters are the sums of the batches' results (the workflow's result).
+    """
 
     __tablename__ = "example_campaigns"
 
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     subject: orm.Mapped[str] = orm.mapped_column(sa.String(255))
     mails_sent: orm.Mapped[int] = orm.mapped_column(default=0)
-    #: Mails sent in the mail provider's current rate-limit window.
+    #: Subscribers handed to batch children in the provider's current window.
     window_sent: orm.Mapped[int] = orm.mapped_column(default=0)
-    #: How often the provider's rate limit made the campaign wait.
+    #: How often the provider's rate limit made the fan-out wait.
     throttled: orm.Mapped[int] = orm.mapped_column(default=0)
 
 
@@ -55,3 +59,23 @@ class Subscriber(db.Model):  # type: ignore[name-defined, misc]
     id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
     email: orm.Mapped[str] = orm.mapped_column(sa.String(255), unique=True)
     issues_received: orm.Mapped[int] = orm.mapped_column(default=0)
+    #: The last campaign mailed to this subscriber (a batch run again skips them).
+    last_campaign_id: orm.Mapped[int | None]
+    #: An unsubscribed reader is skipped by the batch that holds them.
+    unsubscribed: orm.Mapped[bool] = orm.mapped_column(
+        default=False, server_default=sa.false()
+    )
+
+
+class CampaignBatch(db.Model):  # type: ignore[name-defined, misc]
+    """The subscribers ``first_subscriber_id..last_subscriber_id`` of a campaign;
+    hero of one batch child of the campaign workflow."""
+
+    __tablename__ = "example_campaign_batches"
+
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    campaign_id: orm.Mapped[int] = orm.mapped_column(
+        sa.ForeignKey("example_campaigns.id"), index=True
+    )
+    first_subscriber_id: orm.Mapped[int]
+    last_subscriber_id: orm.Mapped[int]

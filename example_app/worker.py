@@ -48,11 +48,21 @@ celery.conf.beat_schedule = flask_geneva.beat_schedule(
 
 @app.cli.command("seed")
 @click.option("--users", default=1000, show_default=True, help="Users to seed.")
-def seed_command(users: int) -> None:
-    """Seed users and exports and start their workflows (published after commit)."""
+@click.option(
+    "--subscribers",
+    default=20_000,
+    show_default=True,
+    help="Newsletter subscribers to seed; 0 starts no campaign.",
+)
+def seed_command(users: int, subscribers: int) -> None:
+    """Seed users, exports and a newsletter campaign and start their workflows
+    (published after commit)."""
+    from example_app.models import Campaign
     from example_app.models import Export
     from example_app.models import User
+    from example_app.seeding import seed_campaign
     from example_app.workflows import ExportReview
+    from example_app.workflows import NewsletterCampaign
     from example_app.workflows import Onboarding
     from example_app.workflows import Payment
 
@@ -69,9 +79,14 @@ def seed_command(users: int) -> None:
     for export in exports:
         ExportReview.create(hero=export, commit=False)
     db.session.commit()
+    campaigns = 0
+    if subscribers > 0:
+        campaign_id = seed_campaign(subscribers)
+        NewsletterCampaign.create(hero=db.session.get(Campaign, campaign_id))
+        campaigns = 1
     click.echo(
-        f"seeded {users} users and {len(exports)} exports; "
-        f"started {2 * users + len(exports)} workflows"
+        f"seeded {users} users, {len(exports)} exports and {subscribers} "
+        f"subscribers; started {2 * users + len(exports) + campaigns} workflows"
     )
 
 

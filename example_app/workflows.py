@@ -1,5 +1,6 @@
 """The example workflows: onboarding drip, flaky payment, export with operator review,
-and a newsletter campaign walking every subscriber in a resumable step.
+and a newsletter campaign that fans out to batch children from a resumable step
+and sums their results.
 
 Waits are multiplied by ``$EXAMPLE_TIME_SCALE`` (default 1.0) so the demo settles in
 seconds; read when this module is imported.
@@ -102,21 +103,71 @@ class ExportReview(geneva.Workflow):
         self.hero.delivered = True
 
 
-#: Mails the simulated provider accepts per rate-limit window.
+#: Subscribers the simulated mail provider accepts per rate-limit window.
 PROVIDER_WINDOW_LIMIT = 7_500
-#: Subscribers mailed per batch (one checkpoint per batch).
+#: Subscribers per batch child of a campaign.
 CAMPAIGN_BATCH_SIZE = 500
+#: Batch children the campaign starts per checkpoint of its fan-out.
+BATCHES_PER_CHECKPOINT = 5
+
+
+class SendBatch(geneva.Workflow):
+    """One batch child of a campaign: mails the issue to its subscribers.
+
+    Its hero is a :class:`~example_app.models.CampaignBatch`. Subscribers who
+    unsubscribed are skipped. A subscriber already mailed this campaign is not
+    mailed again (``last_campaign_id``), so a run of ``send`` repeated after a
+    crash (steps run at least once) mails nobody twice, and its result still
+    counts every mail of the batch.
+    """
+
+    __geneva_type__ = "SendBatch"
+
+    @step
+    def send(self) -> None:
+        from example_app.models import Subscriber
+
+        batch = self.hero
+        in_batch = Subscriber.id.between(
+            batch.first_subscriber_id, batch.last_subscriber_id
+        )
+        db.session.execute(
+            sa.update(Subscriber)
+            .where(in_batch, Subscriber.unsubscribed.is_(False))
+            .where(
+                sa.or_(
+                    Subscriber.last_campaign_id.is_(None),
+                    Subscriber.last_campaign_id != batch.campaign_id,
+                )
+            )
+            .values(
+                issues_received=Subscriber.issues_received + 1,
+                last_campaign_id=batch.campaign_id,
+            )
+        )
+        counts = db.session.execute(
+            sa.select(
+                sa.func.count().filter(
+                    Subscriber.last_campaign_id == batch.campaign_id
+                ),
+                sa.func.count().filter(Subscriber.unsubscribed.is_(True)),
+            ).where(in_batch)
+        ).one()
+        self.set_result({"sent": counts[0], "skipped": counts[1]})
 
 
 class NewsletterCampaign(geneva.Workflow):
-    """Mail one issue to every subscriber, surviving restarts and rate limits.
+    """Mail one issue to every subscriber: a fan-out to batch children, then a report.
 
-    ``deliver`` is a resumable step: each batch of subscribers is mailed and
-    checkpointed together, so a restarted worker continues after the last
-    batch. After ``max_iterations`` batches the execution ends ``continued`` and
-    a successor carries on at once; when the provider's window is used up the
-    step suspends and the successor waits for the next window. The executions
-    of ``deliver`` form a chain linked by ``continues_from_id``.
+    ``fan_out`` is a resumable step: it walks the subscribers in keyset order and
+    starts one :class:`SendBatch` child per ``CAMPAIGN_BATCH_SIZE`` of them, a few
+    batches per checkpoint, so each checkpoint commits its children with the
+    cursor and no transaction holds the whole fan-out; a restarted worker
+    continues after the last checkpoint. After ``max_iterations`` checkpoints
+    the execution ends ``continued`` and a successor carries on at once; when
+    the provider's window is used up the step suspends and the successor waits
+    for the next window. ``report`` waits (parked, no worker held) until every
+    child settled, then sums their results into the campaign's result.
     """
 
     __geneva_type__ = "NewsletterCampaign"
@@ -126,28 +177,54 @@ class NewsletterCampaign(geneva.Workflow):
         self.hero.mails_sent = 0
         self.hero.window_sent = 0
 
-    @resumable_step(max_iterations=10)
-    def deliver(self, it) -> None:
+    @resumable_step(max_iterations=2)
+    def fan_out(self, it) -> None:
+        from example_app.models import CampaignBatch
         from example_app.models import Subscriber
 
         campaign = self.hero
-        for batch in it.iterate_over_batches(
-            sa.select(Subscriber), batch_size=CAMPAIGN_BATCH_SIZE
+        for chunk in it.iterate_over_batches(
+            sa.select(Subscriber),
+            batch_size=CAMPAIGN_BATCH_SIZE * BATCHES_PER_CHECKPOINT,
         ):
-            if campaign.window_sent + len(batch.ids) > PROVIDER_WINDOW_LIMIT:
-                # Rate limited before sending anything of this batch: a successor
-                # picks the same batch up when the next window opens.
+            if campaign.window_sent + len(chunk.ids) > PROVIDER_WINDOW_LIMIT:
+                # Rate limited before starting anything of this chunk: a
+                # successor picks the same chunk up when the next window opens.
                 campaign.window_sent = 0
                 campaign.throttled += 1
                 self.suspend(wait=scaled(minutes=30))
-            db.session.execute(
-                sa.update(Subscriber)
-                .where(batch.where)
-                .values(issues_received=Subscriber.issues_received + 1)
+            batches = [
+                CampaignBatch(
+                    campaign_id=campaign.id,
+                    first_subscriber_id=ids[0],
+                    last_subscriber_id=ids[-1],
+                )
+                for ids in _split(chunk.ids, CAMPAIGN_BATCH_SIZE)
+            ]
+            db.session.add_all(batches)
+            db.session.flush()
+            # Committed with this chunk's checkpoint; the children's first steps
+            # are published after that commit.
+            self.start_children(
+                SendBatch,
+                batches,
+                key=lambda b: (
+                    f"subscribers {b.first_subscriber_id}-{b.last_subscriber_id}"
+                ),
             )
-            campaign.window_sent += len(batch.ids)
-            campaign.mails_sent += len(batch.ids)
+            campaign.window_sent += len(chunk.ids)
 
-    @step
+    @step(wait_for_children=True)
     def report(self) -> None:
-        self.hero.subject = f"{self.hero.subject} (sent)"
+        results = self.child_results().values()
+        sent = sum(result["sent"] for result in results)
+        skipped = sum(result["skipped"] for result in results)
+        self.hero.mails_sent = sent
+        if not self.hero.subject.endswith(" (sent)"):
+            self.hero.subject = f"{self.hero.subject} (sent)"
+        self.set_result({"batches": len(results), "sent": sent, "skipped": skipped})
+
+
+def _split(ids: list[int], size: int) -> list[list[int]]:
+    """``ids`` (in keyset order) in runs of ``size``, the last one shorter."""
+    return [ids[start : start + size] for start in range(0, len(ids), size)]

@@ -1,9 +1,12 @@
-"""The README's first command: the example app settles every workflow (R-APP-02)."""
+"""The README's first command: the example app settles every workflow (R-APP-02),
+its newsletter campaign a fan-out to batch children whose results it sums
+(R-CHD-70)."""
 
 from __future__ import annotations
 
 import base64
 import http.client
+import json
 import re
 import signal
 import socket
@@ -16,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.support.worker_harness import processes_fixture  # noqa: F401 - "processes"
+from tests.support.worker_harness import python_code
 from tests.support.worker_harness import python_module
 from tests.support.worker_harness import run
 from tests.support.worker_harness import stop
@@ -59,16 +63,86 @@ def test_demo_settles_every_workflow_and_prints_a_summary(tmp_path):
     assert onboarding == 20
     assert payments == 20
     assert counts.get(("ExportReview", "finished")) == 1
-    # A warm worker shutdown: flask_geneva deleted the worker's row (R-WRK-04).
+    # The campaign: 20,000 subscribers (the default) in 40 batch children of 500.
+    assert counts.get(("NewsletterCampaign", "finished")) == 1
+    assert counts.get(("SendBatch", "finished")) == 40
+    assert re.search(
+        r"^newsletter campaign \d+ \(finished\): 40 batch children \(40 finished\), "
+        r"result \{'batches': 40, 'sent': 19600, 'skipped': 400\}$",
+        output,
+        re.M,
+    ), output
+    assert "19600 of 20000 subscribers mailed once, rate-limited 2 times" in output
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'demo.sqlite3'}")
     try:
         with engine.connect() as connection:
+            # A warm worker shutdown: flask_geneva deleted the worker's row
+            # (R-WRK-04).
             workers = connection.execute(
                 sa.text("SELECT id FROM geneva_drive_workers")
             ).all()
+            campaign = _campaign_rows(connection)
     finally:
         engine.dispose()
     assert workers == []
+    _assert_the_campaign_sums_its_children(campaign, subscribers=20_000)
+
+
+def _campaign_rows(connection):
+    """The campaign workflow's and its children's rows, results decoded."""
+    rows = connection.execute(
+        sa.text(
+            "SELECT id, type, state, parent_workflow_id, child_key, child_settled, "
+            "result FROM geneva_drive_workflows "
+            "WHERE type IN ('NewsletterCampaign', 'SendBatch') ORDER BY id"
+        )
+    ).all()
+    [parent] = [row for row in rows if row.type == "NewsletterCampaign"]
+    children = [row for row in rows if row.type == "SendBatch"]
+    reached = connection.execute(
+        sa.text("SELECT count(*) FROM example_subscribers WHERE issues_received = 1")
+    ).scalar_one()
+    return {
+        "parent": {"id": parent.id, "state": parent.state},
+        "result": json.loads(parent.result),
+        "children": [
+            {
+                "parent": row.parent_workflow_id,
+                "key": row.child_key,
+                "settled": row.child_settled,
+                "result": json.loads(row.result),
+            }
+            for row in children
+        ],
+        "reached": reached,
+    }
+
+
+def _assert_the_campaign_sums_its_children(campaign, *, subscribers):
+    """One batch child per 500 subscribers, each finished with its own sent and
+    skipped counts (every 50th subscriber unsubscribed); the campaign's result is
+    their sum (R-CHD-70)."""
+    batches = -(-subscribers // 500)
+    children = campaign["children"]
+    assert campaign["parent"]["state"] == "finished"
+    assert len(children) == batches
+    assert {child["parent"] for child in children} == {campaign["parent"]["id"]}
+    assert {child["settled"] for child in children} == {"finished"}
+    assert len({child["key"] for child in children}) == batches
+    assert [
+        child["result"]["sent"] + child["result"]["skipped"] for child in children
+    ] == [500] * (subscribers // 500) + (
+        [subscribers % 500] if subscribers % 500 else []
+    )
+    skipped = subscribers // 50
+    assert campaign["result"] == {
+        "batches": batches,
+        "sent": sum(child["result"]["sent"] for child in children),
+        "skipped": sum(child["result"]["skipped"] for child in children),
+    }
+    assert campaign["result"]["sent"] == subscribers - skipped
+    assert campaign["result"]["skipped"] == skipped
+    assert campaign["reached"] == subscribers - skipped
 
 
 def _run_busy_port_demo(tmp_path, busy_port):
@@ -277,3 +351,97 @@ def test_demo_refuses_bad_arguments_with_a_usage_error(capsys, argument, message
     error = capsys.readouterr().err
     assert message in error
     assert "Traceback" not in error
+
+
+CAMPAIGN_DRIVER = r"""
+import json
+import sys
+
+import sqlalchemy as sa
+from flask_migrate import upgrade
+
+from example_app import create_app, db, geneva
+from flask_geneva.testing import RecordingJobs
+
+app = create_app(sys.argv[1], broker_url="memory://")
+app.config["GENEVA_TASK_BACKEND"] = "recording"
+geneva.reload_settings(app)
+jobs = RecordingJobs(app.extensions["geneva"].recording_backend)
+with app.app_context():
+    upgrade()
+    from example_app.models import Campaign, CampaignBatch, Subscriber
+    from example_app.seeding import seed_campaign
+    from example_app.workflows import NewsletterCampaign, SendBatch
+
+    campaign_id = seed_campaign(int(sys.argv[2]))
+    workflow_id = NewsletterCampaign.create(
+        hero=db.session.get(Campaign, campaign_id)
+    ).id
+    jobs.drain()
+    db.session.remove()
+    workflow = NewsletterCampaign.get(workflow_id)
+    chain = [
+        [e.outcome, (e.read_metadata("interrupt") or {}).get("reason")]
+        for e in workflow.execution_history
+        if e.step_name == "fan_out"
+    ]
+    counts = workflow.child_counts
+    first = db.session.scalars(sa.select(CampaignBatch).order_by(CampaignBatch.id)).first()
+    [first_child] = [
+        child for child in workflow.children() if str(child.hero_id) == str(first.id)
+    ]
+    found = {
+        "state": workflow.state,
+        "result": workflow.result,
+        "counts": [counts.started, counts.settled, counts.failed],
+        "chain": chain,
+        "throttled": db.session.get(Campaign, campaign_id).throttled,
+        "first_child_result": first_child.result,
+    }
+    # The batch's step run again, as after a worker died between its commit and
+    # finalize: nobody is mailed twice and the result still counts every mail.
+    again_id = SendBatch.create(hero=first).id
+    jobs.drain()
+    db.session.remove()
+    again = SendBatch.get(again_id)
+    found["again"] = [again.state, again.result]
+    received = db.session.execute(
+        sa.select(Subscriber.issues_received, sa.func.count()).group_by(
+            Subscriber.issues_received
+        )
+    ).all()
+    found["received"] = {str(issues): count for issues, count in received}
+    print(json.dumps(found))
+"""
+
+
+@pytest.mark.backends("sqlite")  # the driver brings its own SQLite database
+def test_the_campaign_fans_out_from_a_resumable_step_and_sums_its_batches(tmp_path):
+    """R-CHD-70: 8,100 subscribers: 17 batch children (the last one of 100),
+    started five per checkpoint of a resumable ``fan_out`` whose chain ends once
+    for ``max_iterations`` and once for the provider's window (a suspend); the
+    report step runs once every child settled and its result is their sum. A
+    batch run again mails nobody twice."""
+    result = run(
+        [
+            *python_code(CAMPAIGN_DRIVER),
+            f"sqlite:///{tmp_path / 'campaign.sqlite3'}",
+            "8100",
+        ],
+        env={"EXAMPLE_TIME_SCALE": "0"},
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["state"] == "finished"
+    assert found["result"] == {"batches": 17, "sent": 7938, "skipped": 162}
+    assert found["counts"] == [17, 17, 0]
+    assert found["chain"] == [
+        ["continued", "max_iterations"],
+        ["continued", "suspend"],
+        ["success", None],
+    ]
+    assert found["throttled"] == 1
+    assert found["first_child_result"] == {"sent": 490, "skipped": 10}
+    assert found["again"] == ["finished", {"sent": 490, "skipped": 10}]
+    assert found["received"] == {"0": 162, "1": 7938}

@@ -2,13 +2,17 @@
 
 ``mkdocs build --strict`` (in .ci/run) checks the links; these tests check that
 a page is in the guide's navigation, says what it must, and that its Python
-examples are valid Python.
+examples are valid Python. The child workflows guide's examples are run.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,3 +88,270 @@ def test_the_guide_has_a_page_on_limits_and_priorities():
     assert len(blocks) >= 2
     for block in blocks:
         ast.parse(block)
+
+
+CHILDREN_MARKER = "<!-- children-guide-example"
+
+CHILDREN_DRIVER = r"""
+import json
+import sys
+
+import sqlalchemy as sa
+
+import billing_example as billing
+from flask_geneva.testing import RecordingJobs
+from flask_geneva.testing import perform_next_step
+from flask_geneva.testing import run_iterations
+
+resume_children, resume_parent = json.loads(sys.argv[2])
+app = billing.create_app(
+    SQLALCHEMY_DATABASE_URI=sys.argv[1], GENEVA_TASK_BACKEND="recording"
+)
+jobs = RecordingJobs(app.extensions["geneva"].recording_backend)
+db, geneva = billing.db, billing.geneva
+found = {}
+
+
+def drain():
+    jobs.drain(limit=10_000)
+    db.session.remove()
+
+
+def max_result_size(size):
+    app.config["GENEVA_MAX_RESULT_SIZE"] = size
+    geneva.reload_settings(app)
+
+
+def start(workflow_class):
+    run = billing.BillingRun(month="2026-11")
+    db.session.add(run)
+    db.session.commit()
+    return workflow_class.create(hero=run).id
+
+
+def seen(workflow_class, workflow_id):
+    workflow = workflow_class.get(workflow_id)
+    counts = workflow.child_counts
+    last = workflow.execution_history[-1]
+    return {
+        "state": workflow.state,
+        "result": workflow.result,
+        "total": workflow.hero.total_cents,
+        "counts": [counts.started, counts.settled, counts.failed],
+        "error": last.error_class_name,
+        "children": sorted(child.state for child in workflow.children()),
+    }
+
+
+with app.app_context():
+    db.create_all()
+    # 1,050 accounts, every 7th without usage: 900 billable, two batches.
+    db.session.execute(
+        sa.insert(billing.Account),
+        [{"usage_cents": (i % 7) * 100} for i in range(1, 1051)],
+    )
+    db.session.commit()
+    billable = db.session.scalars(
+        sa.select(billing.Account.id).where(billing.Account.usage_cents > 0)
+    ).all()
+    expected = db.session.scalar(sa.select(sa.func.sum(billing.Account.usage_cents)))
+
+    # 1. The fan-out: one batch per checkpoint, then everything.
+    first = start(billing.MonthlyBilling)
+    workflow = billing.MonthlyBilling.get(first)
+    execution = run_iterations(workflow, 1)
+    found["after_one_batch"] = {
+        "children": len(workflow.children()),
+        "started": workflow.child_counts.started,
+        "cursor": execution.cursor_value,
+        "outcome": execution.outcome,
+    }
+    db.session.remove()
+    drain()
+    found["fan_out"] = seen(billing.MonthlyBilling, first)
+    found["billable"] = [len(billable), billable[499], int(expected)]
+    child = billing.MonthlyBilling.get(first).children(limit=1)[0]
+    found["child"] = {
+        "result": child.result,
+        "hero": child.hero.id,
+        "parent": child.parent.id,
+        "key": child.child_key,
+    }
+    db.session.remove()
+
+    # 2. Three accounts; the third one's result is too large while the limit is 28.
+    db.session.execute(sa.delete(billing.Account).where(billing.Account.id > 3))
+    db.session.execute(
+        sa.update(billing.Account)
+        .where(billing.Account.id == 3)
+        .values(usage_cents=123456789)
+    )
+    db.session.commit()
+    max_result_size(28)
+    second = start(billing.MonthlyBilling)
+    best_effort = start(billing.BestEffortBilling)
+    all_or_nothing = start(billing.AllOrNothingBilling)
+    drain()
+    found["failed"] = seen(billing.MonthlyBilling, second)
+    found["best_effort"] = seen(billing.BestEffortBilling, best_effort)
+    found["all_or_nothing"] = seen(billing.AllOrNothingBilling, all_or_nothing)
+    db.session.remove()
+
+    # 3. The cause fixed: the parent resumed too early pauses again; the guide's
+    # order (children, then the parent) finishes it.
+    max_result_size(131072)
+    billing.MonthlyBilling.get(second).resume()
+    drain()
+    found["resumed_too_early"] = seen(billing.MonthlyBilling, second)
+    exec(resume_children, {"billing": billing.MonthlyBilling.get(second)})
+    drain()
+    found["children_resumed"] = seen(billing.MonthlyBilling, second)
+    exec(resume_parent, {"billing": billing.MonthlyBilling.get(second)})
+    drain()
+    found["repaired"] = seen(billing.MonthlyBilling, second)
+
+    # 4. Canceling a parent: the dispatcher cancels its children.
+    third = start(billing.MonthlyBilling)
+    jobs.clear()
+    perform_next_step(billing.MonthlyBilling.get(third))
+    billing.MonthlyBilling.get(third).cancel()
+    db.session.remove()
+    found["canceled_before_dispatch"] = seen(billing.MonthlyBilling, third)
+    db.session.remove()
+    geneva.dispatch_due()
+    db.session.remove()
+    found["canceled_after_dispatch"] = seen(billing.MonthlyBilling, third)
+print(json.dumps(found))
+"""
+
+
+def _children_guide():
+    """The guide's runnable module (its first block and the failure classes)
+    and its two operator snippets."""
+    text = (DOCS / "children.md").read_text(encoding="utf-8")
+    start = text.index(CHILDREN_MARKER)
+    module, *blocks = _python_blocks(text[start:])
+    [failure_classes] = [b for b in blocks if "class BestEffortBilling" in b]
+    [resume_children] = [b for b in blocks if "child.resume(" in b]
+    [resume_parent] = [b for b in blocks if b.startswith("billing.resume(")]
+    return module + "\n\n" + failure_classes, resume_children, resume_parent
+
+
+def test_the_guide_has_a_page_on_child_workflows():
+    """ "Child workflows and results" is in the guide, next to limits: results,
+    starting children and their keys, fan-out in batches, waiting, reading,
+    failures, the cancel cascade, the operators' views and the install unit
+    (SPEC §25)."""
+    pages = list(_nav_pages((ROOT / "mkdocs.yml").read_text(encoding="utf-8")))
+    assert pages.index("children.md") == pages.index("limits.md") + 1
+    text = (DOCS / "children.md").read_text(encoding="utf-8")
+    assert text.startswith("# Child workflows: fan-out, fan-in and results\n")
+    flat = " ".join(text.split())
+    for needed in (
+        "self.set_result(",
+        "GENEVA_MAX_RESULT_SIZE",
+        "ResultTooLargeError",
+        "CursorSerializationError",
+        "start_child(",
+        "start_children(",
+        'parent_close="abandon"',
+        "it.iterate_over_batches(",
+        "wait_for_children=True",
+        '"any"',
+        "over **all** the workflow's children",
+        "child_results()",
+        "child_counts",
+        ".parent",
+        "ChildWorkflowFailed",
+        'on_child_failure="ignore"',
+        "GENEVA_DISPATCH_INTERVAL",
+        "flask geneva show ID --children",
+        "Children** panel",
+        "add_child_workflows",
+        "at-least-once.md",
+    ):
+        assert needed in flat, needed
+    for block in _python_blocks(text):
+        ast.parse(block)
+
+
+def test_the_child_workflows_guide_runs(tmp_path):
+    """The guide's billing run does what the guide says: 900 children started
+    500 per checkpoint, the total summed once all settled; a child whose result
+    is too large pauses and the parent pauses with ChildWorkflowFailed, unless
+    ``on_child_failure="ignore"`` or a cancel policy; children resumed first,
+    then the parent, repair it; a canceled parent's children are canceled by
+    the dispatcher (R-CHD-01, R-CHD-12, R-CHD-21, R-CHD-23, R-CHD-31)."""
+    module, resume_children, resume_parent = _children_guide()
+    (tmp_path / "billing_example.py").write_text(module)
+    (tmp_path / "driver.py").write_text(CHILDREN_DRIVER)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "driver.py",
+            f"sqlite:///{tmp_path / 'billing.sqlite3'}",
+            json.dumps([resume_children, resume_parent]),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    billable, last_of_first_batch, expected = found["billable"]
+    assert billable == 900
+    assert found["after_one_batch"] == {
+        "children": 500,
+        "started": 500,
+        "cursor": last_of_first_batch,
+        "outcome": "continued",
+    }
+    assert found["fan_out"] == {
+        "state": "finished",
+        "result": {"invoices": 900, "cents": expected},
+        "total": expected,
+        "counts": [900, 900, 0],
+        "error": None,
+        "children": ["finished"] * 900,
+    }
+    child = found["child"]
+    assert child["result"] == {
+        "account": child["hero"],
+        "cents": child["result"]["cents"],
+    }
+    assert child["key"] == f"InvoiceAccount:Account:{child['hero']}"
+    failed = found["failed"]
+    assert failed["state"] == "paused"
+    assert failed["error"] == "flask_geneva.exceptions.ChildWorkflowFailed"
+    assert failed["counts"] == [3, 3, 1]
+    assert failed["children"] == ["finished", "finished", "paused"]
+    assert found["best_effort"]["state"] == "finished"
+    assert found["best_effort"]["total"] == 100 + 200
+    assert found["all_or_nothing"]["state"] == "canceled"
+    assert found["resumed_too_early"]["state"] == "paused"
+    assert found["resumed_too_early"]["counts"] == [3, 3, 1]
+    assert found["children_resumed"]["counts"] == [3, 3, 0]
+    assert found["children_resumed"]["children"] == ["finished"] * 3
+    assert found["repaired"]["state"] == "finished"
+    assert found["repaired"]["result"] == {"invoices": 3, "cents": 123456789 + 300}
+    assert found["canceled_before_dispatch"]["state"] == "canceled"
+    assert found["canceled_before_dispatch"]["children"] == ["ready"] * 3
+    assert found["canceled_after_dispatch"]["children"] == ["canceled"] * 3
+    assert found["canceled_after_dispatch"]["counts"] == [3, 3, 3]
+
+
+def test_the_readme_shows_the_guides_fan_out():
+    """README.md's child workflows section links the guide and shows its two
+    workflow classes word for word, so the guide's test runs them."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- children-readme-example")
+    [example] = _python_blocks(readme[start:])[:1]
+    module, _resume_children, _resume_parent = _children_guide()
+    assert example.startswith("class InvoiceAccount(geneva.Workflow):")
+    assert example in module
+    flat = " ".join(readme.split())
+    assert "[Child workflows and results](docs/children.md)" in flat
+    assert "add_child_workflows" in flat
