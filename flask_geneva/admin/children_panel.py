@@ -27,7 +27,7 @@ from flask_geneva.db import child_counts
 from flask_geneva.db.queries import children as child_queries
 from flask_geneva.models import WorkflowState
 
-__all__ = ["CHILDREN_PAGE_SIZE", "children_panel", "parent_link"]
+__all__ = ["CHILDREN_PAGE_SIZE", "children_panel", "children_wait", "parent_link"]
 
 #: Children listed on one page of the panel.
 CHILDREN_PAGE_SIZE = 50
@@ -136,4 +136,37 @@ def children_panel(
         "after": after,
         "next_after": shown[-1].id if len(rows) > CHILDREN_PAGE_SIZE else None,
         "notes": notes,
+    }
+
+
+def children_wait(
+    waiting: dict[str, Any] | None, children: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The parked step's line, saying so when it waits for its children.
+
+    The waiting line (:func:`~flask_geneva.admin.signal_display.waiting_line`)
+    names the signals a parked step waits for (R-WSIG-66); an execution that
+    is the counts row's ``waiting_execution_id`` is parked at its
+    ``wait_for_children`` gate instead (R-CHD-21), so its line reads
+    ``3 settled children (1 settled now)`` (R-CHD-61).
+
+    Args:
+        waiting: The waiting line's values, or None.
+        children: The panel's values (:func:`children_panel`), or None.
+
+    Returns:
+        ``waiting``, changed for a wait for children (``awaited``, and
+        ``for_children`` True), or as given.
+    """
+    if waiting is None or children is None:
+        return waiting
+    counts = children["counts"]
+    if counts.waiting_execution_id != waiting["execution_id"]:
+        return waiting
+    needed = counts.wake_at_settled
+    noun = "child" if needed == 1 else "children"
+    return {
+        **waiting,
+        "awaited": f"{needed} settled {noun} ({counts.settled} settled now)",
+        "for_children": True,
     }

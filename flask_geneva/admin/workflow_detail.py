@@ -27,6 +27,7 @@ from flask_admin import expose
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.children_panel import children_panel
+from flask_geneva.admin.children_panel import children_wait
 from flask_geneva.admin.children_panel import parent_link
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import cursor_display
@@ -134,6 +135,14 @@ class WorkflowDetailPage(WorkflowPages):
         signals = signal_panel(
             session, self.geneva.WorkflowSignal, workflow, context, columns
         )
+        children = children_panel(
+            session,
+            self.geneva.Workflow,
+            workflow.id,
+            columns,
+            request.args,
+            self._parse_key,
+        )
         return self.render(
             "geneva/admin/workflow_detail.html",
             workflow=workflow,
@@ -170,8 +179,8 @@ class WorkflowDetailPage(WorkflowPages):
             and can_act()
             else None,
             step_label=steps.display_name if steps is not None else str,
-            # Workflow signals (R-WSIG-66..70).
-            waiting=waiting_line(head, steps, columns, clock.now()),
+            # Workflow signals (R-WSIG-66..70); a wait for children (R-CHD-61).
+            waiting=children_wait(waiting_line(head, steps, columns, now), children),
             # A step waiting for a limit's slot (R-LIM-42).
             limit_wait=limit_wait(session, head, columns)
             if workflow.state in RUNNING_STATES or workflow.state == "paused"
@@ -180,14 +189,7 @@ class WorkflowDetailPage(WorkflowPages):
             signals_note=NOT_INSTALLED_NOTE,
             # Child workflows (R-CHD-61): nothing read without the unit.
             parent=parent_link(session, self.geneva.Workflow, workflow.id, columns),
-            children=children_panel(
-                session,
-                self.geneva.Workflow,
-                workflow.id,
-                columns,
-                request.args,
-                self._parse_key,
-            ),
+            children=children,
             signal_form=signal_form()
             if signals["installed"] and not ended and can_act()
             else None,

@@ -160,11 +160,17 @@ def _parent_text(link: Any, step_label: Callable[[str | None, str | None], str])
 
 
 def _counts_text(counts: Any) -> str:
-    """``started 3, settled 1, failed 0; execution 45 waits for 3 settled``."""
+    """``started 3, settled 1, failed 0; execution 45 waits for 3 settled``,
+    with `` (reached: its wake is on its way)`` once as many have settled."""
     text = f"started {counts.started}, settled {counts.settled}, failed {counts.failed}"
     if counts.waiting_execution_id is not None:
         text += (
             f"; execution {counts.waiting_execution_id} waits for "
             f"{counts.wake_at_settled} settled"
         )
+        if (
+            counts.wake_at_settled is not None
+            and counts.settled >= counts.wake_at_settled
+        ):
+            text += " (reached: its wake is on its way)"
     return text

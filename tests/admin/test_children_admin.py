@@ -25,6 +25,7 @@ from tests.admin.support import listed
 from tests.admin.support import ready_workflow
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.support.operator_children import OpsChild
 from tests.support.operator_children import OpsParent
 from tests.support.operator_children import build_family
 from tests.support.operator_children import waiting_execution_id
@@ -85,6 +86,25 @@ def test_a_parent_page_has_the_children_panel(client, geneva_jobs):
     assert act.group(1) == f"/geneva/workflows/?parent={parent_id}"
     assert "Act on all 3 children" in words
     assert "geneva-children-next" not in panel
+
+
+def test_the_parked_step_says_it_waits_for_children(client, geneva_jobs):
+    """R-CHD-61: the waiting line of the execution parked at the
+    wait_for_children gate names the settled children it needs, not a signal;
+    once enough settled, the counts row says its wake is on its way."""
+    parent_id, child_ids = build_family(geneva_jobs, failing={"part-1"})
+    text = _page(client, detail_url(parent_id))
+    line = re.search(r'<p class="geneva-waiting".*?</p>', text, re.S).group(0)
+    assert "Step collect is waiting for 3 settled children (1 settled now)" in (
+        _words(line)
+    )
+    assert "signal" not in line
+    assert "reached" not in _panel(text)
+    for child_id in (child_ids[0], child_ids[2]):
+        OpsChild.get(child_id).cancel()
+    assert "3 have settled: reached, its wake is on its way." in _words(
+        _panel(_page(client, detail_url(parent_id)))
+    )
 
 
 def test_a_child_page_links_its_parent(client, geneva_jobs):

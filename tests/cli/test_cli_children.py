@@ -17,6 +17,7 @@ from tests.apps.basic import geneva
 from tests.cli.test_cli import CliOnboarding
 from tests.cli.test_cli import assert_one_line_error
 from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
+from tests.support.operator_children import OpsChild
 from tests.support.operator_children import build_family
 from tests.support.operator_children import waiting_execution_id
 from tests.support.workflow import execution_rows
@@ -52,6 +53,19 @@ def test_a_parent_shows_its_counts_and_the_waiting_execution(geneva_cli, geneva_
     lines = result.stdout.splitlines()
     assert lines.index(next(x for x in lines if x.startswith("  children:"))) == (
         lines.index("Step plan:") - 1
+    )
+
+
+def test_a_reached_threshold_is_said(geneva_cli, geneva_jobs):  # noqa: F811
+    """R-CHD-60: once as many children settled as the parked execution waits
+    for, the line says its wake is on its way."""
+    parent_id, child_ids = build_family(geneva_jobs)
+    waiting = waiting_execution_id(parent_id)
+    for child_id in child_ids:
+        OpsChild.get(child_id).cancel()
+    assert _line(geneva_cli("show", str(parent_id)), "  children:") == (
+        f"children: started 3, settled 3, failed 3; execution {waiting} waits "
+        "for 3 settled (reached: its wake is on its way)"
     )
 
 
