@@ -118,6 +118,7 @@ def _empty_tables(app: Flask) -> None:
                 "geneva_drive_limit_keys",
                 "geneva_drive_limit_waiters",
                 "geneva_drive_limit_starts",
+                "geneva_drive_child_counts",
             ):
                 connection.execute(sa.delete(basic.db.metadata.tables[table]))
 

@@ -179,4 +179,5 @@ class WorkflowPages(GenevaView):
             parse_key=self._parse_key,
             has_error_class_column=columns.error_class_name,
             now=clock.now(),
+            has_child_workflows=columns.child_workflows,
         )

@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy import orm
 
+from flask_geneva.admin.list_params import quoted
 from flask_geneva.admin.presenters import recorded_exception
 from flask_geneva.core.heroes import hero_type_of
 from flask_geneva.core.heroes import hero_type_spellings
@@ -66,6 +67,7 @@ FILTER_NAMES = (
     "error_class",
     "overdue",
     "q",
+    "parent",
 )
 #: Shown whenever an error class filter is applied (R-SE-21).
 ERROR_CLASS_CAVEAT = (
@@ -120,6 +122,7 @@ def parse_workflow_filters(
     parse_key: Callable[[str], Any],
     has_error_class_column: bool,
     now: datetime,
+    has_child_workflows: bool = False,
 ) -> WorkflowFilters:
     """Validate the list filters of ``args`` into SQL conditions (R-ADM-11).
 
@@ -141,6 +144,8 @@ def parse_workflow_filters(
         parse_key: Turns id text into a key, or None when it is not a valid key.
         has_error_class_column: The executions table has ``error_class_name``.
         now: Aware UTC time of the request, for the ``overdue`` filter.
+        has_child_workflows: The ``add_child_workflows`` unit is installed
+            (the ``parent`` filter reads ``parent_workflow_id``).
 
     Returns:
         The accepted conditions and parameters, and the notes.
@@ -279,6 +284,23 @@ def parse_workflow_filters(
                     workflow_cls, execution_cls, search
                 )
             )
+    parent = params.get("parent")
+    if parent is not None:
+        key = parse_key(parent)
+        if not has_child_workflows:
+            notes.append(
+                f"ignored parent filter {quoted(parent)}: child workflows are not "
+                "installed in this database (install unit add_child_workflows: "
+                "flask geneva install, then flask db upgrade)"
+            )
+        elif key is None:
+            notes.append(
+                f"ignored parent filter {quoted(parent)}: not a valid workflow id"
+            )
+        else:
+            accepted.add("parent")
+            descriptions.append(f"child of workflow {key}")
+            conditions.append(workflow_cls.parent_workflow_id == key)
     kept = {name: value for name, value in params.items() if name in accepted}
     return WorkflowFilters(kept, notes, conditions, descriptions, caveats)
 

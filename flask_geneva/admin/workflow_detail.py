@@ -6,7 +6,8 @@ ones; the chart draws the rows of the page shown.
 
 A parked step says what it waits for, and the page lists the workflow's
 signals with a "Deliver signal…" form (R-WSIG-66..68); a step waiting for a
-limit's slot says which, where it stands and since when (R-LIM-42).
+limit's slot says which, where it stands and since when (R-LIM-42). A child
+links its parent and a parent lists its children (R-CHD-61).
 
 Only reads (R-ADM-32); the buttons post to
 :class:`~flask_geneva.admin.flow_control_actions.WorkflowActionEndpoint`.
@@ -25,6 +26,9 @@ from flask_admin import expose
 
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.base_view import WorkflowPages
+from flask_geneva.admin.children_panel import children_panel
+from flask_geneva.admin.children_panel import children_wait
+from flask_geneva.admin.children_panel import parent_link
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import cursor_display
 from flask_geneva.admin.executions import recorded_backtrace
@@ -131,6 +135,14 @@ class WorkflowDetailPage(WorkflowPages):
         signals = signal_panel(
             session, self.geneva.WorkflowSignal, workflow, context, columns
         )
+        children = children_panel(
+            session,
+            self.geneva.Workflow,
+            workflow.id,
+            columns,
+            request.args,
+            self._parse_key,
+        )
         return self.render(
             "geneva/admin/workflow_detail.html",
             workflow=workflow,
@@ -167,14 +179,17 @@ class WorkflowDetailPage(WorkflowPages):
             and can_act()
             else None,
             step_label=steps.display_name if steps is not None else str,
-            # Workflow signals (R-WSIG-66..70).
-            waiting=waiting_line(head, steps, columns, clock.now()),
+            # Workflow signals (R-WSIG-66..70); a wait for children (R-CHD-61).
+            waiting=children_wait(waiting_line(head, steps, columns, now), children),
             # A step waiting for a limit's slot (R-LIM-42).
             limit_wait=limit_wait(session, head, columns)
             if workflow.state in RUNNING_STATES or workflow.state == "paused"
             else None,
             signals=signals,
             signals_note=NOT_INSTALLED_NOTE,
+            # Child workflows (R-CHD-61): nothing read without the unit.
+            parent=parent_link(session, self.geneva.Workflow, workflow.id, columns),
+            children=children,
             signal_form=signal_form()
             if signals["installed"] and not ended and can_act()
             else None,

@@ -136,6 +136,8 @@ class WorkflowListPage(WorkflowPages):
                 or matching.params["state"] in allowed_from(action)
             },
             action_form=action_form(),
+            # The parent filter's field (R-CHD-62), with the unit only.
+            children_installed=columns.child_workflows,
         )
 
     def _summary(

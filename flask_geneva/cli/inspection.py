@@ -15,6 +15,8 @@ from typing import Any
 import click
 from flask.cli import with_appcontext
 
+from flask_geneva.cli.children import Family
+from flask_geneva.cli.children import family_of
 from flask_geneva.cli.lookup import OneIdArgumentCommand
 from flask_geneva.cli.lookup import current_geneva
 from flask_geneva.cli.lookup import parse_key_argument
@@ -44,6 +46,9 @@ __all__ = ["list_command", "show_command", "status_command"]
 
 #: The length of the ``type`` and ``hero_type`` columns (SPEC §2.1).
 _MAX_STORED_TEXT = 255
+#: ``show --children``: children per page by default, and at most (R-CHD-60).
+CHILDREN_PAGE = 50
+MAX_CHILDREN_PAGE = 1000
 
 
 @click.command("status")
@@ -289,17 +294,78 @@ def _check_stored_text(what: str, value: str, *, option: str | None = None) -> N
 @click.command("show", cls=OneIdArgumentCommand)
 @with_appcontext
 @click.argument("workflow_id")
-def show_command(workflow_id: str) -> None:
-    """Show one workflow: header, step plan and execution timeline."""
+@click.option(
+    "--children",
+    "with_children",
+    is_flag=True,
+    help="Also list the workflow's children: counts per state and a page by id.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1, max=MAX_CHILDREN_PAGE),
+    default=None,
+    help="With --children: at most this many children (default 50).",
+)
+@click.option(
+    "--after",
+    default=None,
+    metavar="ID",
+    help="With --children: only children with an id above ID (the next page).",
+)
+def show_command(
+    workflow_id: str, with_children: bool, limit: int | None, after: str | None
+) -> None:
+    """Show one workflow: header, step plan and execution timeline.
+
+    A child workflow's header has a ``parent:`` line, a parent's a
+    ``children:`` line (started, settled, failed, the execution waiting for
+    them). ``--children`` adds the children per state and a page of them.
+    \f
+    Spec: R-CLI-01, R-CHD-60.
+    """
     geneva = current_geneva()
+    if not with_children and (limit is not None or after is not None):
+        raise click.UsageError("--limit and --after apply with --children only")
     key = parse_key_argument(workflow_id, what="workflow id")
+    after_key = (
+        parse_key_argument(after, what="--after id") if after is not None else None
+    )
     session = geneva.session
     workflow = session.get(geneva.Workflow, key)
     if workflow is None:
         raise click.ClickException(f"workflow {workflow_id} not found")
-    for line in _describe_workflow(workflow):
+    family = family_of(
+        session,
+        geneva.Workflow,
+        workflow.id,
+        workflow.type,
+        with_children=with_children,
+        limit=limit or CHILDREN_PAGE,
+        after=after_key,
+        step_label=lambda type_name, name: _step_label(geneva, type_name or "", name),
+    )
+    lines = _describe_workflow(workflow)
+    # The family lines follow the header's facts (after "transitioned:").
+    at = next(i for i, line in enumerate(lines) if line.startswith("  transitioned:"))
+    at += 1
+    for line in (*lines[:at], *family.lines, *lines[at:]):
         click.echo(escape_control_characters(line))
+    _echo_children_page(family)
     session.rollback()
+
+
+def _echo_children_page(family: Family) -> None:
+    """The ``Children:`` table of ``show --children`` and its next-page hint."""
+    if family.page is None:
+        return
+    click.echo("Children:")
+    if len(family.page) == 1:
+        where = f" after id {family.after}" if family.after is not None else ""
+        click.echo(f"  (no children{where})")
+        return
+    echo_table(family.page)
+    if family.more_after is not None:
+        click.echo(f"… more: --after {family.more_after}")
 
 
 def _status_overview() -> dict[str, Any]:

@@ -35,6 +35,7 @@ WORKFLOW_LIST_FILTERS = [
     "error_class",
     "overdue",
     "q",
+    "parent",
 ]
 
 

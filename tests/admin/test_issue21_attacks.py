@@ -217,6 +217,7 @@ _NAMES = [
     "name",
     "refresh",
     "tz",
+    "children_after",
 ]
 
 

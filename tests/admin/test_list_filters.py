@@ -431,6 +431,8 @@ _FILTER_FORM = re.compile(
         ("overdue", "maybe"),
         ("q", "\x00"),
         ("q", "User#abc"),
+        ("parent", "\x00"),
+        ("parent", "abc"),
     ],
 )
 def test_an_ignored_value_is_not_echoed_into_any_form_field_or_link(
@@ -455,6 +457,7 @@ def test_an_ignored_value_is_not_echoed_into_any_form_field_or_link(
         "error_class": "",
         "overdue": "1",
         "q": "",
+        "parent": "",  # the parent filter's field (R-CHD-62)
     }
     assert '<input type="hidden" name="' + name not in text
     links = [href for href in re.findall(r'href="([^"]+)"', text) if "?" in href]

@@ -22,10 +22,12 @@ from flask_geneva.db.states import ParentClose
 
 __all__ = [
     "child_ids_by_key",
+    "child_link",
     "child_results",
     "child_state_counts",
     "children_by_ids",
     "children_page",
+    "children_rows_page",
     "failed_child_ids",
     "ongoing_children_to_cancel",
 ]
@@ -159,3 +161,84 @@ def ongoing_children_to_cancel(
             .limit(limit)
         )
     )
+
+
+def child_link(session: orm.Session, workflow_cls: Any, workflow_id: Any) -> Any:
+    """How a workflow is its parent's child, with the parent's class and state.
+
+    One statement: the workflow's row joined (outer) to its parent's by
+    primary key (R-CHD-60, R-CHD-61).
+
+    Args:
+        session: A session bound to the models.
+        workflow_cls: The workflow base model.
+        workflow_id: The workflow's id.
+
+    Returns:
+        A row with ``parent_workflow_id``, ``parent_execution_id``,
+        ``parent_step_name``, ``child_key``, ``parent_close``,
+        ``child_settled``, ``parent_type`` and ``parent_state`` (the last two
+        None when the parent row is gone, e.g. cleaned up); None when the
+        workflow is no child (or does not exist).
+    """
+    child = workflow_cls.__table__
+    parent = child.alias("parent")
+    return session.execute(
+        sa.select(
+            child.c.parent_workflow_id,
+            child.c.parent_execution_id,
+            child.c.parent_step_name,
+            child.c.child_key,
+            child.c.parent_close,
+            child.c.child_settled,
+            parent.c.type.label("parent_type"),
+            parent.c.state.label("parent_state"),
+        )
+        .select_from(child.outerjoin(parent, parent.c.id == child.c.parent_workflow_id))
+        .where(child.c.id == workflow_id, child.c.parent_workflow_id.is_not(None))
+    ).first()
+
+
+def children_rows_page(
+    session: orm.Session,
+    workflow_cls: Any,
+    parent_id: Any,
+    *,
+    after_id: Any = None,
+    limit: int = 50,
+) -> list[Any]:
+    """Up to ``limit`` children of the parent as plain rows, by id (keyset).
+
+    The operators' page of children (R-CHD-60, R-CHD-61): only the columns
+    shown, read along the unique child index's leading column, so a page costs
+    one bounded statement whatever the number of children and loads no
+    workflow instance (no deferred column read per row).
+
+    Args:
+        session: A session bound to the models.
+        workflow_cls: The workflow base model.
+        parent_id: The parent workflow's id.
+        after_id: The last id of the previous page, or None for the first.
+        limit: The page size.
+
+    Returns:
+        Rows with ``id``, ``type``, ``state``, ``hero_type``, ``hero_id``,
+        ``child_key``, ``parent_step_name``, ``child_settled``, ``created_at``
+        and ``transitioned_at``, lowest id first.
+    """
+    table = workflow_cls.__table__
+    query = sa.select(
+        table.c.id,
+        table.c.type,
+        table.c.state,
+        table.c.hero_type,
+        table.c.hero_id,
+        table.c.child_key,
+        table.c.parent_step_name,
+        table.c.child_settled,
+        table.c.created_at,
+        table.c.transitioned_at,
+    ).where(table.c.parent_workflow_id == parent_id)
+    if after_id is not None:
+        query = query.where(table.c.id > after_id)
+    return list(session.execute(query.order_by(table.c.id).limit(limit)).all())
