@@ -170,3 +170,18 @@ def children_wait(
         "awaited": f"{needed} settled {noun} ({counts.settled} settled now)",
         "for_children": True,
     }
+
+
+def parked_for(workflow_cls: Any, step_name: str | None) -> str:
+    """What a parked step of ``workflow_cls`` waits for: ``"children"`` for a
+    ``wait_for_children`` step (R-CHD-21), else ``"signal"`` (R-WSIG-10).
+
+    Args:
+        workflow_cls: The workflow's registered class, or None (unknown type).
+        step_name: The parked execution's step.
+    """
+    steps = getattr(workflow_cls, "step_collection", None)
+    step = None if steps is None or step_name is None else steps().named(step_name)
+    if step is not None and step.wait_for_children is not None:
+        return "children"
+    return "signal"

@@ -107,7 +107,7 @@ def workflow_buttons(
         if allowed and action == "resume_rewind":
             allowed, reason = _rewind_possible(workflow, steps, executions, columns)
         if allowed and action == "run_now":
-            allowed, reason = _waits(executions)
+            allowed, reason = _waits(executions, steps)
         if allowed and not acting:
             allowed = False
             reason = "read-only: GENEVA_ADMIN_CAN_ACT does not allow you to act"
@@ -131,11 +131,12 @@ def disabled_reasons(buttons: list[Button]) -> list[tuple[list[str], str]]:
     return [(labels, reason) for reason, labels in grouped.items()]
 
 
-def _waits(executions: list[Any]) -> tuple[bool, str]:
+def _waits(executions: list[Any], steps: Any) -> tuple[bool, str]:
     if waiting_execution(executions, clock.now()) is None:
         parked = parked_for_signal(executions)
         if parked is not None:
-            return False, f"not possible: {signal_wait_refusal(parked)}"
+            step = None if steps is None else steps.named(parked.step_name)
+            return False, f"not possible: {signal_wait_refusal(parked, step)}"
         return False, "not possible: the step is not waiting (due already or running)"
     return True, ""
 

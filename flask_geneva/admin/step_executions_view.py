@@ -13,6 +13,7 @@ from flask import request
 from flask_admin import expose
 
 from flask_geneva.admin.base_view import GenevaView
+from flask_geneva.admin.children_panel import parked_for
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import LIST_FLAGS
 from flask_geneva.admin.executions import execution_detail
@@ -55,6 +56,12 @@ def _list_row(execution: Any, type_name: str, columns: Any) -> dict[str, Any]:
         "overdue": execution.is_overdue,
         # A limit's waiter: "waiting for partner-api" (R-LIM-42).
         "limit": waited_limit_name(execution, columns),
+        # A parked one: "waiting for a signal" or "waiting for children".
+        "parked_for": parked_for(
+            execution.__geneva__.workflow_classes.get(type_name), execution.step_name
+        )
+        if execution.state == "waiting"
+        else None,
     }
 
 

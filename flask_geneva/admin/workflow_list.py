@@ -14,6 +14,7 @@ from flask_admin import expose
 
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.bulk_actions import BULK_ACTIONS
+from flask_geneva.admin.children_panel import parked_for
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.filters import capped_count
 from flask_geneva.admin.filters import format_count
@@ -86,13 +87,14 @@ class WorkflowListPage(WorkflowPages):
         )
         hero_urls = hero_admin_urls(rows)
         runs = next_runs(session, self.geneva.StepExecution, [row.id for row in rows])
-        # A parked step has no next run: it waits for a signal (R-WSIG-66).
+        # A parked step has no next run: it waits for a signal (R-WSIG-66) or
+        # for children (R-CHD-21).
         parked = (
             admin_signal_queries.parked_workflow_ids(
                 session, self.geneva.StepExecution, [row.id for row in rows]
             )
             if columns.workflow_signals
-            else set()
+            else {}
         )
         # A limit's waiter has no due time: it runs when granted (R-LIM-42).
         limited = (
@@ -146,7 +148,7 @@ class WorkflowListPage(WorkflowPages):
         errors: dict[Any, str],
         hero_urls: dict[Any, str],
         runs: dict[Any, Any],
-        parked: set[Any],
+        parked: dict[Any, str],
         limited: dict[Any, str],
     ) -> dict[str, Any]:
         running = workflow.state in ("ready", "performing")
@@ -166,7 +168,10 @@ class WorkflowListPage(WorkflowPages):
             "error_class": errors.get(workflow.id),
             # A paused or ended workflow's scheduled execution does not run.
             "next_run": runs.get(workflow.id) if running else None,
-            "waiting": workflow.state == "ready" and workflow.id in parked,
+            # Parked: "waiting for a signal" or "waiting for children".
+            "waiting": parked_for(type(workflow), parked[workflow.id])
+            if workflow.state == "ready" and workflow.id in parked
+            else None,
             # Its execution waits for a limit: "waiting for partner-api".
             "limit": limited.get(workflow.id) if running else None,
         }

@@ -320,3 +320,24 @@ def test_without_the_unit_nothing_is_read(client, without_children):
         "installed in this database (install unit add_child_workflows" in text
     )
     assert listed(client, parent=workflow_id) == [str(workflow_id)]
+
+
+def test_lists_and_run_now_say_a_parked_parent_waits_for_children(client, geneva_jobs):
+    """R-CHD-21, R-ADM-51: the workflows and executions lists' Next run reads
+    "waiting for children" (not a signal), and Run now is refused saying the
+    step waits for its children."""
+    from flask_geneva import InvalidStateError
+
+    parent_id, _child_ids = build_family(geneva_jobs)
+    workflows_page = _words(_page(client, WORKFLOW_LIST))
+    assert "waiting for children" in workflows_page
+    assert "waiting for a signal" not in workflows_page
+    executions_page = _words(_page(client, "/geneva/step-executions/"))
+    assert "waiting for children" in executions_page
+    assert "waiting for a signal" not in executions_page
+    import html
+
+    detail = html.unescape(_page(client, detail_url(parent_id)))
+    assert "waits for its workflow's children to settle" in detail
+    with pytest.raises(InvalidStateError, match="children to settle"):
+        OpsParent.get(parent_id).run_now()

@@ -139,20 +139,21 @@ def signal_names_stored(
 
 def parked_workflow_ids(
     session: orm.Session, execution_cls: Any, workflow_ids: list[Any]
-) -> set[Any]:
-    """Which of the listed workflows have a parked (``waiting``) execution.
+) -> dict[Any, str]:
+    """``{workflow id: step name}`` of the listed workflows with a parked
+    (``waiting``) execution.
 
     One query for a list page's workflows, by the ``(workflow_id, state)``
-    index; the workflows list says "waiting for a signal" for them (R-WSIG-66).
-    Needs the ``add_workflow_signals`` unit (the ``waiting`` state is stored only
-    with it).
+    index; the workflows list says "waiting for a signal" (R-WSIG-66) or
+    "waiting for children" (R-CHD-21) for them, by the step. Needs the
+    ``add_workflow_signals`` unit (the ``waiting`` state is stored only with
+    it).
     """
     if not workflow_ids:
-        return set()
-    return set(
-        session.scalars(
-            sa.select(execution_cls.workflow_id)
-            .where(execution_cls.workflow_id.in_(workflow_ids))
-            .where(execution_cls.state == StepExecutionState.WAITING.value)
-        )
-    )
+        return {}
+    rows = session.execute(
+        sa.select(execution_cls.workflow_id, execution_cls.step_name)
+        .where(execution_cls.workflow_id.in_(workflow_ids))
+        .where(execution_cls.state == StepExecutionState.WAITING.value)
+    ).all()
+    return {row.workflow_id: row.step_name for row in rows}

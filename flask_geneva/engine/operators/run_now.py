@@ -51,8 +51,14 @@ def parked_for_signal(executions: list[Any]) -> Any:
     return None
 
 
-def signal_wait_refusal(execution: Any) -> str:
-    """Why a step parked for a signal cannot be run now, and what to do instead."""
+def signal_wait_refusal(execution: Any, step: Any = None) -> str:
+    """Why a parked step cannot be run now, and what to do instead: it waits
+    for a signal (R-WSIG-10) or for children (R-CHD-21), not for its time."""
+    if step is not None and step.wait_for_children is not None:
+        return (
+            f"step {execution.step_name!r} waits for its workflow's children to "
+            "settle, not for its time: it runs when they have"
+        )
     return (
         f"step {execution.step_name!r} waits for a signal, not for its time: "
         f"deliver the signal instead"
@@ -95,9 +101,15 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
         waiting = waiting_execution(active, now)
         parked = parked_for_signal(active) if waiting is None else None
         if parked is not None:
+            parked_step = locked.steps.named(parked.step_name)
+            how = (
+                ""
+                if parked_step is not None and parked_step.wait_for_children
+                else f" (workflow.signal(...), `flask geneva signal {locked.id} NAME`)"
+            )
             raise InvalidStateError(
-                f"Cannot run workflow {locked.id} now: {signal_wait_refusal(parked)} "
-                f"(workflow.signal(...), `flask geneva signal {locked.id} NAME`)"
+                f"Cannot run workflow {locked.id} now: "
+                f"{signal_wait_refusal(parked, parked_step)}{how}"
             )
         if waiting is None:
             raise InvalidStateError(
