@@ -28,6 +28,7 @@ __all__ = [
     "children_page",
     "failed_child_ids",
     "ongoing_children_to_cancel",
+    "write_result",
 ]
 
 _FAILED = (ChildSettlement.CANCELED.value, ChildSettlement.FAILED.value)
@@ -158,4 +159,16 @@ def ongoing_children_to_cancel(
             .order_by(workflow_cls.id)
             .limit(limit)
         )
+    )
+
+
+def write_result(
+    session: orm.Session, workflow_cls: Any, workflow_id: Any, data: Any
+) -> None:
+    """Store a workflow's encoded result (R-CHD-01): one ``UPDATE`` of
+    ``result`` by primary key in the session's current transaction. Not a
+    state change (no state guard); ``data`` None clears it."""
+    table = workflow_cls.__table__
+    session.execute(
+        sa.update(table).where(table.c.id == workflow_id).values(result=data)
     )

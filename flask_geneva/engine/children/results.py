@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.core import cursors
@@ -60,10 +59,7 @@ def set_result(workflow: Any, value: Any, *, max_size: int | None) -> None:
                     "(an id, a URL) instead of the document, or raise the setting "
                     "(None disables the check)"
                 )
-    table = workflow.__geneva__.Workflow.__table__
-    session.execute(
-        sa.update(table).where(table.c.id == workflow.id).values(result=data)
-    )
+    child_queries.write_result(session, workflow.__geneva__.Workflow, workflow.id, data)
     orm.attributes.set_committed_value(workflow, "result_document", data)
 
 
