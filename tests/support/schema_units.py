@@ -93,6 +93,28 @@ def drop_flow_limits(connection: sa.Connection) -> None:
     _drop_table(connection, "geneva_drive_limit_keys")
 
 
+def drop_child_workflows(connection: sa.Connection) -> None:
+    """``add_child_workflows``: the child counts table, the unique child index
+    and the workflows' child and result columns."""
+    _drop_index(
+        connection,
+        "index_geneva_drive_workflows_unique_child",
+        "geneva_drive_workflows",
+    )
+    _drop_table(connection, "geneva_drive_child_counts")
+    _drop_columns(
+        connection,
+        "geneva_drive_workflows",
+        "parent_workflow_id",
+        "parent_execution_id",
+        "parent_step_name",
+        "child_key",
+        "parent_close",
+        "child_settled",
+        "result",
+    )
+
+
 DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_step_execution_metadata": drop_step_execution_metadata,
     "add_resumable_support": drop_resumable_support,
@@ -101,6 +123,7 @@ DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_workflow_signals": drop_workflow_signals,
     "add_worker_dead_after": drop_worker_dead_after,
     "add_flow_limits": drop_flow_limits,
+    "add_child_workflows": drop_child_workflows,
 }
 
 
