@@ -24,6 +24,7 @@ from sqlalchemy import orm
 from flask_geneva.db import execution_exits
 from flask_geneva.db import session_sync
 from flask_geneva.db.optional_columns import absent_execution_columns
+from flask_geneva.db.optional_columns import absent_workflow_columns
 from flask_geneva.db.optional_columns import cached_statement
 from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.db.optional_columns import undefer_options
@@ -304,8 +305,7 @@ def _lock_columns(
 
     def build() -> tuple[tuple[str, ...], Any, tuple[str, ...], Any, tuple[str, ...]]:
         workflow_keys, workflow_columns = session_sync.column_keys(
-            workflow_cls,
-            frozenset() if columns.workflow_metadata else frozenset({"meta"}),
+            workflow_cls, absent_workflow_columns(columns)
         )
         absent = absent_execution_columns(columns)
         execution_keys, execution_columns = session_sync.column_keys(

@@ -42,6 +42,7 @@ from flask_geneva.db.workers import DEAD_AFTER_COLUMN
 __all__ = [
     "OptionalColumns",
     "absent_execution_columns",
+    "absent_workflow_columns",
     "cached_statement",
     "optional_columns",
     "reset_column_caches",
@@ -244,6 +245,23 @@ def cached_statement(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     if statement is None:
         statement = _statement_cache[key] = build()
     return statement
+
+
+#: The attribute keys of :data:`CHILD_WORKFLOW_COLUMNS` (``result`` is mapped
+#: as ``result_document``).
+_CHILD_WORKFLOW_KEYS = frozenset(
+    (CHILD_WORKFLOW_COLUMNS - {"result"}) | {"result_document"}
+)
+
+
+def absent_workflow_columns(columns: OptionalColumns) -> frozenset[str]:
+    """Attribute keys of the workflow optional columns that do not exist."""
+    absent: set[str] = set()
+    if not columns.workflow_metadata:
+        absent.add("meta")
+    if not columns.child_workflows:
+        absent.update(_CHILD_WORKFLOW_KEYS)
+    return frozenset(absent)
 
 
 def absent_execution_columns(columns: OptionalColumns) -> frozenset[str]:
