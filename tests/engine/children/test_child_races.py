@@ -36,6 +36,7 @@ from tests.engine.children.support import first_executions
 from tests.engine.children.support import heroes
 from tests.engine.children.support import heroes_named
 from tests.engine.children.support import run_fan_out
+from tests.support.innodb_locks import BOTH_ISOLATION_LEVELS
 from tests.support.limits import published_ids
 from tests.support.workflow import execution_row
 from tests.support.workflow import execution_rows
@@ -178,6 +179,7 @@ def test_many_children_finishing_at_once(app, geneva_jobs):
         assert (row["waiting_execution_id"], row["wake_due_at"]) == (None, None)
 
 
+@BOTH_ISOLATION_LEVELS
 @pytest.mark.timeout(300)
 def test_the_last_child_settling_while_the_gate_registers(app, geneva_jobs):
     """R-CHD-21/22/24: the parent's collect step reaches its gate while its last
