@@ -47,6 +47,8 @@ __all__ = [
     "ERROR_PAUSES",
     "installed",
     "is_child",
+    "note_canceled_during_step",
+    "note_started",
     "note_wait_over",
     "publish_wake",
 ]
@@ -97,6 +99,7 @@ _NOTES_KEY = "geneva_child_count_notes"
 class _Note:
     transaction: orm.SessionTransaction | None
     parent_workflow_id: Any
+    started: int = 0
     settled: int = 0
     failed: int = 0
     parent_canceled: bool = False
@@ -114,6 +117,31 @@ def is_child(session: orm.Session, workflow: Any) -> bool:
         return False
     with session.no_autoflush:
         return workflow.parent_workflow_id is not None
+
+
+def note_started(session: orm.Session, parent_workflow_id: Any, count: int) -> None:
+    """Count ``count`` children inserted in this transaction when it commits (R-CHD-11).
+
+    The parent's counts row is upserted last in the transaction, as every
+    other write to it (R-CHD-40): a step body that starts children and then
+    writes its own workflow row (``set_result``) must not hold the counts row
+    while it waits for the workflow row, which an operator's cancel holds
+    while it waits for the counts row.
+    """
+    if count > 0:
+        _add(session, _Note(None, parent_workflow_id, started=count))
+
+
+def note_canceled_during_step(session: orm.Session, workflow: Any) -> None:
+    """A step of ``workflow`` finalizes after its workflow was canceled (R-CHD-31).
+
+    The cancel marked the children to cancel when it committed; children the
+    step's body inserted after that commit were not counted then. Finalize
+    locks the workflow row after the body committed, so marking again here
+    (last in its transaction, R-CHD-40) leaves none of them running.
+    """
+    if workflow.id is not None and installed(session):
+        _add(session, _Note(None, workflow.id, parent_canceled=True))
 
 
 def note_wait_over(session: orm.Session, workflow: Any, execution_id: Any) -> None:
@@ -208,6 +236,7 @@ def _before_commit(session: orm.Session) -> None:
         total = by_parent.setdefault(
             note.parent_workflow_id, _Note(None, note.parent_workflow_id)
         )
+        total.started += note.started
         total.settled += note.settled
         total.failed += note.failed
         total.parent_canceled = total.parent_canceled or note.parent_canceled
@@ -219,6 +248,8 @@ def _before_commit(session: orm.Session) -> None:
 
 def _apply(session: orm.Session, note: _Note, now: datetime) -> None:
     parent_id = note.parent_workflow_id
+    if note.started:
+        child_counts.add_started(session, parent_id, note.started, now)
     if note.wait_over_execution_id is not None:
         child_counts.clear_wait(session, parent_id, note.wait_over_execution_id, now)
     if note.parent_canceled:

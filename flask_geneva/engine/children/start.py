@@ -19,16 +19,15 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
-from flask_geneva.core import clock
 from flask_geneva.core.stored_names import NAME_RULE
 from flask_geneva.core.stored_names import fits_name_column
-from flask_geneva.db import child_counts
 from flask_geneva.db.queries import children as child_queries
 from flask_geneva.db.states import UNIQUE_CHILD_INDEX
 from flask_geneva.db.states import ParentClose
 from flask_geneva.dsl.job_options import fold_priority
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.children.settle import installed
+from flask_geneva.engine.children.settle import note_started
 from flask_geneva.engine.flow_control import current_step_context
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
@@ -159,7 +158,9 @@ def start_children(
     new = [child for child in children if child.child_key not in existing]
     if new:
         _insert(session, parent, new, step_name)
-        child_counts.add_started(session, parent.id, len(new), clock.now())
+        # Counted when the transaction commits: the counts row is the leaf of
+        # the lock order (R-CHD-40).
+        note_started(session, parent.id, len(new))
         parent.logger.info(
             "started %d child workflows of %s in step %r (%d existed)",
             len(new),

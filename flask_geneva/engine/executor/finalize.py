@@ -28,6 +28,7 @@ from flask_geneva.db import locks as row_locks
 from flask_geneva.db import row_updates
 from flask_geneva.db import session_transactions
 from flask_geneva.db import write_path
+from flask_geneva.engine.children import settle as children_settle
 from flask_geneva.engine.executor import continuation
 from flask_geneva.engine.executor import hero_missing
 from flask_geneva.engine.executor import outcomes
@@ -237,6 +238,9 @@ def _finalize_once(
         )
         if body.kind == "flow_control" and body.flow_control is not None:
             outcomes.record_flow_control(execution, body.flow_control)
+        if workflow.state == WorkflowState.CANCELED:
+            # Children the body started after the cancel committed (R-CHD-31).
+            children_settle.note_canceled_during_step(session, workflow)
         operator_finalize.finalize_under_operator_state(
             session,
             workflow,
