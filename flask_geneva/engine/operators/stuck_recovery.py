@@ -41,6 +41,7 @@ from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as maintenance_queries
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
+from flask_geneva.engine.children import settle as children_settle
 from flask_geneva.engine.operators import worker_lost
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workers import registry as worker_registry
@@ -392,6 +393,10 @@ def recover_locked_execution(
             execution=execution,
             outcome=ended_outcome,
         )
+        if workflow.state == WorkflowState.CANCELED:
+            # Its step may have started children after the cancel committed
+            # and died before its finalize marked them (R-CHD-31).
+            children_settle.note_canceled_during_step(session, workflow)
         workflow.logger.warning(
             "canceled stuck execution %s of a %s workflow", execution.id, workflow.state
         )
