@@ -34,6 +34,7 @@ __all__ = [
     "count_workflows_by_type_and_state",
     "delete_ended_child_counts",
     "delete_ended_workflows",
+    "delete_orphaned_child_counts",
     "due_deferred_executions",
     "hand_back_unpublished",
     "stuck_in_progress_candidates",
@@ -133,6 +134,42 @@ def delete_ended_child_counts(
                 sa.delete(counts_table)
                 .where(column.in_(batch))
                 .where(counts_table.c.cancel_due_at.is_(None)),
+                execution_options={"synchronize_session": False},
+            )
+            total += int(result.rowcount or 0)  # type: ignore[attr-defined]
+        session.commit()
+        if len(batch) < batch_size:
+            return total
+
+
+def delete_orphaned_child_counts(
+    session: orm.Session, workflow_cls: Any, counts_table: sa.Table, *, batch_size: int
+) -> int:
+    """Delete counts rows whose parent row was deleted outside cleanup (R-CHD-32).
+
+    A parent deleted by the application (``session.delete(parent)``) leaves
+    its counts row: no foreign key removes it. Rows without a parent and
+    without a cancel mark (the dispatcher deletes a marked one itself, R-CHD-31)
+    are read plainly (an anti-join over the counts table, one row per parent)
+    and deleted by primary key, ``batch_size`` per committed transaction; a
+    deleted parent never comes back, so nothing is re-checked.
+
+    Returns:
+        How many counts rows were deleted.
+    """
+    column = counts_table.c.parent_workflow_id
+    parents = sa.select(workflow_cls.id).where(workflow_cls.id == column)
+    select_batch = (
+        sa.select(column)
+        .where(counts_table.c.cancel_due_at.is_(None), ~parents.exists())
+        .limit(batch_size)
+    )
+    total = 0
+    while True:
+        batch = list(session.scalars(select_batch))
+        if batch:
+            result = session.execute(
+                sa.delete(counts_table).where(column.in_(batch)),
                 execution_options={"synchronize_session": False},
             )
             total += int(result.rowcount or 0)  # type: ignore[attr-defined]

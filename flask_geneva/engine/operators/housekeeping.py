@@ -190,11 +190,18 @@ def _cleanup_eligible(
     if column_detection.optional_columns(session).child_workflows:
         # A parent's child counts go with it (R-CHD-32), but not while the
         # dispatcher still has its children to cancel (R-CHD-31).
+        counts_table = workflow_cls.metadata.tables[CHILD_COUNTS_TABLE]
         counts = maintenance_queries.delete_ended_child_counts(
             session,
             workflow_cls,
-            workflow_cls.metadata.tables[CHILD_COUNTS_TABLE],
+            counts_table,
             clock.now() - retention,
+            batch_size=config.housekeeping_batch_size,
+        )
+        counts += maintenance_queries.delete_orphaned_child_counts(
+            session,
+            workflow_cls,
+            counts_table,
             batch_size=config.housekeeping_batch_size,
         )
         if counts:

@@ -98,3 +98,24 @@ def test_a_child_outlives_its_deleted_parent(app, geneva_jobs):
         run_housekeeping()
     assert workflow_row(kept.id) is None
     assert workflow_row(canceled.id) is None
+
+
+def test_a_parent_deleted_by_the_application_leaves_nothing_behind(app, geneva_jobs):
+    """R-CHD-32: ``session.delete(parent)`` leaves its counts row, which the
+    next housekeeping deletes; its children read no parent and are cleaned up
+    like any workflow."""
+    workflows.FAN_OUT[:] = ["a@example.com", "b@example.com"]
+    heroes = [make_user(email) for email in workflows.FAN_OUT]
+    with clock.frozen(T0) as frozen:
+        parent_id = Summing.create(hero=heroes[0]).id
+        geneva_jobs.drain()
+        child_ids = [child.id for child in _children_of(parent_id)]
+        db.session.delete(Summing.get(parent_id))
+        db.session.commit()
+        assert _counts_parents() == {parent_id}
+        run_housekeeping()
+        assert _counts_parents() == set()
+        assert geneva.Workflow.get(child_ids[0]).parent is None
+        frozen.advance(RETENTION + timedelta(days=1))
+        run_housekeeping()
+    assert [workflow_row(child_id) for child_id in child_ids] == [None, None]
