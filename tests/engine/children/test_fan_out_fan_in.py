@@ -193,3 +193,83 @@ def test_child_workflow_failed_pickles():
     error = ChildWorkflowFailed("x", failed_count=2, failed_child_ids=(1, 2))
     copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
     assert (str(copy), copy.failed_count, copy.failed_child_ids) == ("x", 2, (1, 2))
+
+
+def test_an_int_threshold_runs_the_step_with_children_still_running(app, geneva_jobs):
+    """R-CHD-21: ``wait_for_children=2`` runs the step once two of three
+    children settled; the third runs on (R-CHD-30: nothing stops it)."""
+    from tests.engine.children.workflows import TwoOfThree
+
+    heroes = _heroes()
+    parent_id = TwoOfThree.create(hero=heroes[0]).id
+    geneva_jobs.drain()  # the children's second steps are a day later
+    assert execution_rows(parent_id)[-1]["state"] == "waiting"
+    children = _children_rows(parent_id)
+    for child in children[:2]:
+        second = execution_rows(child.id)[-1]
+        perform_step_execution(second["id"], continue_inline=False, run_early=True)
+        if child is children[0]:
+            assert execution_rows(parent_id)[-1]["state"] == "waiting"
+    geneva_jobs.drain()
+    assert workflow_row(parent_id)["state"] == "finished"
+    assert TwoOfThree.get(parent_id).result == ["finished", "finished", "ready"]
+    assert workflow_row(children[2].id)["state"] == "ready"
+
+
+def test_a_signal_wait_and_a_children_wait_compose(app, geneva_jobs):
+    """R-CHD-21, R-WSIG-06: the signal gate first, then the children gate;
+    the step runs once both are satisfied, whichever comes last."""
+    from tests.engine.children.workflows import SignalThenChildren
+
+    heroes = _heroes()
+    parent_id = SignalThenChildren.create(hero=heroes[0]).id
+    geneva_jobs.drain()  # children finished; the step parks for the signal
+    assert workflow_row(parent_id)["state"] == "ready"
+    assert execution_rows(parent_id)[-1]["state"] == "waiting"
+    SignalThenChildren.get(parent_id).signal("go", {"n": 1})
+    geneva_jobs.drain()
+    assert workflow_row(parent_id)["state"] == "finished"
+    assert SignalThenChildren.get(parent_id).result == {
+        "signal": {"n": 1},
+        "children": 3,
+    }
+
+
+def test_pausing_the_parent_pauses_no_child(app, geneva_jobs):
+    """R-CHD-30: a paused parent's children run and finish; resumed, the
+    parent runs its collecting step."""
+    heroes = _heroes()
+    parent_id = Summing.create(hero=heroes[0]).id
+    first_id = execution_rows(parent_id)[0]["id"]
+    geneva_jobs.clear()
+    perform_step_execution(first_id, continue_inline=False)
+    Summing.get(parent_id).pause()
+    geneva_jobs.drain()
+    assert {row.state for row in _children_rows(parent_id)} == {"finished"}
+    assert workflow_row(parent_id)["state"] == "paused"
+    Summing.get(parent_id).resume()
+    geneva_jobs.drain()
+    assert workflow_row(parent_id)["state"] == "finished"
+    assert Summing.get(parent_id).result == sum(2 * hero.id for hero in heroes)
+
+
+def test_a_signal_before_the_children_is_kept_while_they_settle(app, geneva_jobs):
+    """R-CHD-21, R-WSIG-14: the signal claimed at the gate stays the step's
+    while it parks for its children; the last child wakes it with it."""
+    from tests.engine.children.workflows import SignalThenChildren
+
+    heroes = _heroes()
+    parent_id = SignalThenChildren.create(hero=heroes[0]).id
+    first_id = execution_rows(parent_id)[0]["id"]
+    geneva_jobs.clear()
+    perform_step_execution(first_id, continue_inline=False)
+    SignalThenChildren.get(parent_id).signal("go", {"n": 2})
+    collect = execution_rows(parent_id)[-1]
+    perform_step_execution(collect["id"], continue_inline=False)
+    assert execution_rows(parent_id)[-1]["state"] == "waiting"  # for children
+    geneva_jobs.drain()
+    assert workflow_row(parent_id)["state"] == "finished"
+    assert SignalThenChildren.get(parent_id).result == {
+        "signal": {"n": 2},
+        "children": 3,
+    }

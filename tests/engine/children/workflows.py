@@ -95,3 +95,29 @@ class Abandoning(geneva.Workflow):
     @step(wait_for_children=True)
     def collect(self):
         pass
+
+
+class TwoOfThree(geneva.Workflow):
+    """Waits for two of its children (an int threshold)."""
+
+    @step
+    def fan_out(self):
+        self.start_children(SlowChild, _heroes())
+
+    @step(wait_for_children=2)
+    def collect(self):
+        self.set_result(sorted(c.state for c in self.children()))
+
+
+class SignalThenChildren(geneva.Workflow):
+    """A step that waits for a workflow signal and for its children."""
+
+    @step
+    def fan_out(self):
+        self.start_children(Doubler, _heroes())
+
+    @step(wait_for="go", wait_for_children=True)
+    def collect(self):
+        self.set_result(
+            {"signal": self.received_signal.payload, "children": len(self.children())}
+        )
