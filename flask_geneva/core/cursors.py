@@ -38,6 +38,7 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Callable
 from datetime import date
 from datetime import datetime
 from datetime import time
@@ -228,6 +229,41 @@ def dump_cursor(value: Any, *, max_size: int | None) -> Any:
     serialized = serialize_cursor(value)
     refuse_nul_character(serialized, "cursor")
     check_cursor_size(serialized, max_size)
+    return serialized
+
+
+def dump_document(
+    value: Any,
+    *,
+    root: str,
+    max_size: int | None,
+    too_large: Callable[[int, int], Exception],
+) -> Any:
+    """Serialize a stored document (a signal's payload, a workflow's result).
+
+    The cursor codec's types (R-CUR-01..04), no NUL character (R-CUR-05), and
+    at most ``max_size`` bytes as compact JSON.
+
+    Args:
+        value: The document.
+        root: How error paths name it (``"payload"``, ``"result"``).
+        max_size: The limit in bytes, or None for none.
+        too_large: Builds the error for ``(size, max_size)``.
+
+    Returns:
+        The JSON-compatible structure to store.
+
+    Raises:
+        CursorSerializationError: An unsupported type or a NUL character,
+            named by path ("cannot store the <root>").
+        Exception: What ``too_large`` builds, when the document is larger.
+    """
+    serialized = serialize_cursor(value, root=root)
+    refuse_nul_character(serialized, root)
+    if max_size is not None:
+        size = encoded_size(serialized)
+        if size > max_size:
+            raise too_large(size, max_size)
     return serialized
 
 

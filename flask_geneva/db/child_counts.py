@@ -126,6 +126,16 @@ class SettlementWake:
     priority: int | None
 
 
+#: The values of a counts row without a registered wait (R-CHD-24).
+_NO_WAIT: dict[str, Any] = {
+    "waiting_execution_id": None,
+    "wake_at_settled": None,
+    "waiting_queue": None,
+    "waiting_priority": None,
+    "wake_due_at": None,
+}
+
+
 def _table(session: orm.Session) -> sa.Table:
     table: sa.Table = models_of(session).Workflow.metadata.tables[CHILD_COUNTS_TABLE]
     return table
@@ -327,14 +337,7 @@ def clear_wait(
             table.c.parent_workflow_id == parent_workflow_id,
             table.c.waiting_execution_id == execution_id,
         )
-        .values(
-            waiting_execution_id=None,
-            wake_at_settled=None,
-            waiting_queue=None,
-            waiting_priority=None,
-            wake_due_at=None,
-            updated_at=now,
-        )
+        .values(**_NO_WAIT, updated_at=now)
     )
 
 
@@ -410,15 +413,7 @@ def mark_cancel_due(
     session_sync.connection_of(session).execute(
         sa.update(table)
         .where(table.c.parent_workflow_id == parent_workflow_id)
-        .values(
-            cancel_due_at=mark,
-            waiting_execution_id=None,
-            wake_at_settled=None,
-            waiting_queue=None,
-            waiting_priority=None,
-            wake_due_at=None,
-            updated_at=now,
-        )
+        .values(cancel_due_at=mark, **_NO_WAIT, updated_at=now)
     )
 
 

@@ -248,18 +248,9 @@ def cached_statement(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     return statement
 
 
-#: The workflow attribute keys of the add_child_workflows unit's columns.
-CHILD_WORKFLOW_KEYS = frozenset(
-    {
-        "parent_workflow_id",
-        "parent_execution_id",
-        "parent_step_name",
-        "child_key",
-        "parent_close",
-        "child_settled",
-        "result_document",
-    }
-)
+#: The workflow attribute keys of the add_child_workflows unit's columns (the
+#: column ``result`` is mapped as ``result_document``).
+CHILD_WORKFLOW_KEYS = (CHILD_WORKFLOW_COLUMNS - {"result"}) | {"result_document"}
 
 
 @functools.lru_cache(maxsize=64)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import dataclasses
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -31,6 +30,8 @@ from flask_geneva.core.publications import PERFORM_STEP_TASK
 from flask_geneva.core.publications import Publication
 from flask_geneva.core.publications import TaskBackend
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.core.transaction_scoped import TransactionScoped
+from flask_geneva.core.transaction_scoped import innermost_transaction
 
 __all__ = [
     "RecordingBackend",
@@ -42,7 +43,10 @@ __all__ = [
 
 logger = module_logger("flask_geneva")
 
-_PENDING_KEY = "geneva_pending_publications"
+#: Deferred publications, each owned by the transaction that requested it.
+_pending: TransactionScoped[tuple[TaskBackend, Publication]] = TransactionScoped(
+    "geneva_pending_publications"
+)
 _FAILED_KEY = "geneva_failed_publications"
 _inline = contextvars.ContextVar("geneva_inline_enqueue", default=False)
 _ignore_pause = contextvars.ContextVar("geneva_ignore_broker_pause", default=False)
@@ -179,24 +183,12 @@ def request_publication(
     its parent, and only the root commit sends it (R-TXN-03).
     """
     if defer and session.in_transaction():
-        pending: list[_Pending] = session.info.setdefault(_PENDING_KEY, [])
-        pending.append(_Pending(_innermost_transaction(session), backend, publication))
+        _pending.add(session, (backend, publication))
         return
     # Inside an open transaction (deferral off) a failure is recorded in it.
     _publish_all(
         session, [(backend, publication)], committed=not session.in_transaction()
     )
-
-
-@dataclasses.dataclass
-class _Pending:
-    transaction: orm.SessionTransaction | None
-    backend: TaskBackend
-    publication: Publication
-
-
-def _innermost_transaction(session: orm.Session) -> orm.SessionTransaction | None:
-    return session.get_nested_transaction() or session.get_transaction()
 
 
 def _send(backend: TaskBackend, publication: Publication) -> BaseException | None:
@@ -260,41 +252,12 @@ def take_failed_count(session: orm.Session) -> int:
 
 @event.listens_for(orm.Session, "after_commit")
 def _after_commit(session: orm.Session) -> None:
-    # SQLAlchemy fires after_commit for released savepoints too (R-TXN-03): those
-    # hand their publications to the enclosing transaction; only the root sends.
-    pending: list[_Pending] | None = session.info.get(_PENDING_KEY)
-    if not pending:
+    # A released savepoint hands its publications to its parent (R-TXN-03,
+    # TransactionScoped); only the root's commit sends them.
+    if session not in _pending:
         return
-    committed = _innermost_transaction(session)
+    committed = innermost_transaction(session)
     if committed is not None and committed.nested:
-        for entry in pending:
-            if entry.transaction is committed:
-                entry.transaction = committed.parent
         return
-    session.info.pop(_PENDING_KEY, None)
     # Already after the commit: never defer a second time (R-TXN-06).
-    _publish_all(
-        session,
-        [(entry.backend, entry.publication) for entry in pending],
-        committed=True,
-    )
-
-
-@event.listens_for(orm.Session, "after_transaction_end")
-def _after_transaction_end(
-    session: orm.Session, transaction: orm.SessionTransaction
-) -> None:
-    # Publications still attached to an ending transaction were not handed on by
-    # a commit: that transaction (or savepoint) rolled back and its rows do not
-    # exist (R-TXN-02). A root transaction takes everything left with it.
-    pending: list[_Pending] | None = session.info.get(_PENDING_KEY)
-    if not pending:
-        return
-    if transaction.parent is None:
-        session.info.pop(_PENDING_KEY, None)
-        return
-    kept = [entry for entry in pending if entry.transaction is not transaction]
-    if kept:
-        session.info[_PENDING_KEY] = kept
-    else:
-        session.info.pop(_PENDING_KEY, None)
+    _publish_all(session, _pending.take(session), committed=True)

@@ -126,20 +126,13 @@ def delete_ended_child_counts(
         .where(counts_table.c.cancel_due_at.is_(None))
         .limit(batch_size)
     )
-    total = 0
-    while True:
-        batch = list(session.scalars(select_batch))
-        if batch:
-            result = session.execute(
-                sa.delete(counts_table)
-                .where(column.in_(batch))
-                .where(counts_table.c.cancel_due_at.is_(None)),
-                execution_options={"synchronize_session": False},
-            )
-            total += int(result.rowcount or 0)  # type: ignore[attr-defined]
-        session.commit()
-        if len(batch) < batch_size:
-            return total
+    return _delete_counts_in_batches(
+        session,
+        counts_table,
+        select_batch,
+        counts_table.c.cancel_due_at.is_(None),
+        batch_size=batch_size,
+    )
 
 
 def delete_orphaned_child_counts(
@@ -164,12 +157,28 @@ def delete_orphaned_child_counts(
         .where(counts_table.c.cancel_due_at.is_(None), ~parents.exists())
         .limit(batch_size)
     )
+    return _delete_counts_in_batches(
+        session, counts_table, select_batch, sa.true(), batch_size=batch_size
+    )
+
+
+def _delete_counts_in_batches(
+    session: orm.Session,
+    counts_table: sa.Table,
+    select_batch: sa.Select[Any],
+    still: Any,
+    *,
+    batch_size: int,
+) -> int:
+    """Read a batch of parent ids plainly, DELETE their counts rows where
+    ``still`` holds, commit; until a batch comes back short (R-CHD-32)."""
+    column = counts_table.c.parent_workflow_id
     total = 0
     while True:
         batch = list(session.scalars(select_batch))
         if batch:
             result = session.execute(
-                sa.delete(counts_table).where(column.in_(batch)),
+                sa.delete(counts_table).where(column.in_(batch)).where(still),
                 execution_options={"synchronize_session": False},
             )
             total += int(result.rowcount or 0)  # type: ignore[attr-defined]

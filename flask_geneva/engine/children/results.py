@@ -49,21 +49,21 @@ def set_result(workflow: Any, value: Any, *, max_size: int | None) -> None:
     session = _session(workflow)
     data = None
     if value is not None:
-        data = cursors.serialize_cursor(value, root="result")
-        cursors.refuse_nul_character(data, "result")
-        if max_size is not None:
-            size = cursors.encoded_size(data)
-            if size > max_size:
-                raise ResultTooLargeError(
-                    f"workflow result is {size} bytes, more than "
-                    f"GENEVA_MAX_RESULT_SIZE ({max_size} bytes); store a reference "
-                    "(an id, a URL) instead of the document, or raise the setting "
-                    "(None disables the check)"
-                )
+        data = cursors.dump_document(
+            value, root="result", max_size=max_size, too_large=_too_large
+        )
     workflow_results.write_result(
         session, workflow.__geneva__.Workflow, workflow.id, data
     )
     orm.attributes.set_committed_value(workflow, "result_document", data)
+
+
+def _too_large(size: int, max_size: int) -> ResultTooLargeError:
+    return ResultTooLargeError(
+        f"workflow result is {size} bytes, more than GENEVA_MAX_RESULT_SIZE "
+        f"({max_size} bytes); store a reference (an id, a URL) instead of the "
+        "document, or raise the setting (None disables the check)"
+    )
 
 
 def read_result(workflow: Any) -> Any:

@@ -16,7 +16,8 @@ order (R-CHD-40), never locked before a workflow, execution or limit key row.
 When the update makes the parent's parked execution due, its task is requested
 for after the commit: the parent wakes once.
 
-Notes belong to the innermost transaction open when they were made: a savepoint
+Notes belong to the innermost transaction open when they were made
+(:class:`~flask_geneva.core.transaction_scoped.TransactionScoped`): a savepoint
 that rolls back drops its notes, one that is released hands them to its parent.
 """
 
@@ -33,6 +34,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.core.transaction_scoped import TransactionScoped
 from flask_geneva.db import child_counts
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.context import bound_context
@@ -92,12 +94,12 @@ _CHANGES: dict[tuple[str | None, str], tuple[int, int, str]] = {
     ),
 }
 
-_NOTES_KEY = "geneva_child_count_notes"
+#: The changes of parents' counts noted in each session's open transactions.
+_notes: TransactionScoped[_Note] = TransactionScoped("geneva_child_count_notes")
 
 
 @dataclasses.dataclass
 class _Note:
-    transaction: orm.SessionTransaction | None
     parent_workflow_id: Any
     started: int = 0
     settled: int = 0
@@ -129,7 +131,7 @@ def note_started(session: orm.Session, parent_workflow_id: Any, count: int) -> N
     while it waits for the counts row.
     """
     if count > 0:
-        _add(session, _Note(None, parent_workflow_id, started=count))
+        _add(session, _Note(parent_workflow_id, started=count))
 
 
 def note_canceled_during_step(session: orm.Session, workflow: Any) -> None:
@@ -141,7 +143,7 @@ def note_canceled_during_step(session: orm.Session, workflow: Any) -> None:
     (last in its transaction, R-CHD-40) leaves none of them running.
     """
     if workflow.id is not None and installed(session):
-        _add(session, _Note(None, workflow.id, parent_canceled=True))
+        _add(session, _Note(workflow.id, parent_canceled=True))
 
 
 def note_wait_over(session: orm.Session, workflow: Any, execution_id: Any) -> None:
@@ -150,7 +152,7 @@ def note_wait_over(session: orm.Session, workflow: Any, execution_id: Any) -> No
     Called by the gate when ``execution_id`` passes it; the registration is
     cleared last in the transaction (the counts row is the leaf, R-CHD-40).
     """
-    _add(session, _Note(None, workflow.id, wait_over_execution_id=execution_id))
+    _add(session, _Note(workflow.id, wait_over_execution_id=execution_id))
 
 
 def publish_wake(session: orm.Session, wake: child_counts.SettlementWake) -> bool:
@@ -199,7 +201,7 @@ def _workflow_state_written(
     if session is None or workflow.id is None or not installed(session):
         return  # not a mapped row of a session (a new row, a test's stand-in)
     if state == WorkflowState.CANCELED:
-        _add(session, _Note(None, workflow.id, parent_canceled=True))
+        _add(session, _Note(workflow.id, parent_canceled=True))
     with session.no_autoflush:
         parent_id = workflow.parent_workflow_id
         if parent_id is None:
@@ -212,29 +214,25 @@ def _workflow_state_written(
     if old != value:
         workflow.child_settled = str(value)
     if settled or failed:
-        _add(session, _Note(None, parent_id, settled=settled, failed=failed))
+        _add(session, _Note(parent_id, settled=settled, failed=failed))
 
 
 def _add(session: orm.Session, note: _Note) -> None:
-    note.transaction = session.get_nested_transaction() or session.get_transaction()
-    session.info.setdefault(_NOTES_KEY, []).append(note)
+    _notes.add(session, note)
 
 
 @event.listens_for(orm.Session, "before_commit")
 def _before_commit(session: orm.Session) -> None:
-    notes: list[_Note] | None = session.info.get(_NOTES_KEY)
-    if not notes:
-        return
-    if session.get_nested_transaction() is not None:
-        return  # a savepoint is released: its notes go to its parent (below)
-    session.info.pop(_NOTES_KEY, None)
+    if session not in _notes or session.get_nested_transaction() is not None:
+        return  # nothing noted, or a savepoint is released: its parent takes them
+    notes = _notes.take(session)
     # Everything else first: the counts rows are the leaf of the lock order.
     session.flush()
     now = clock.now()
     by_parent: dict[Any, _Note] = {}
     for note in notes:
         total = by_parent.setdefault(
-            note.parent_workflow_id, _Note(None, note.parent_workflow_id)
+            note.parent_workflow_id, _Note(note.parent_workflow_id)
         )
         total.started += note.started
         total.settled += note.settled
@@ -265,33 +263,3 @@ def _apply(session: orm.Session, note: _Note, now: datetime) -> None:
                 wake.execution_id,
             )
             publish_wake(session, wake)
-
-
-@event.listens_for(orm.Session, "after_commit")
-def _after_commit(session: orm.Session) -> None:
-    notes: list[_Note] | None = session.info.get(_NOTES_KEY)
-    if not notes:
-        return
-    committed = session.get_nested_transaction() or session.get_transaction()
-    if committed is not None and committed.nested:
-        for note in notes:
-            if note.transaction is committed:
-                note.transaction = committed.parent
-
-
-@event.listens_for(orm.Session, "after_transaction_end")
-def _after_transaction_end(
-    session: orm.Session, transaction: orm.SessionTransaction
-) -> None:
-    notes: list[_Note] | None = session.info.get(_NOTES_KEY)
-    if not notes:
-        return
-    if transaction.parent is None:
-        # The root ended without its before_commit taking the notes: rolled back.
-        session.info.pop(_NOTES_KEY, None)
-        return
-    kept = [note for note in notes if note.transaction is not transaction]
-    if kept:
-        session.info[_NOTES_KEY] = kept
-    else:
-        session.info.pop(_NOTES_KEY, None)

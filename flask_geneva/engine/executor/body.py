@@ -58,13 +58,15 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
     result = BodyResult("completed")
     before, around, after = _overridden_hooks(workflow)
     started_at, started = clock.now(), time.monotonic()
-    with step_context(
+    # Entered for the body, then again for after_step_execution.
+    in_step = step_context(
         workflow.id,
         "body",
         resumable=step.is_resumable,
         execution_id=execution.id,
         step_name=step.name,
-    ):
+    )
+    with in_step:
         try:
             if before:
                 workflow.before_step_execution(execution)
@@ -99,13 +101,7 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
 
     try:
         if after:
-            with step_context(
-                workflow.id,
-                "body",
-                resumable=step.is_resumable,
-                execution_id=execution.id,
-                step_name=step.name,
-            ):
+            with in_step:
                 workflow.after_step_execution(execution)
         if after or received:
             _commit_if_pending(session)

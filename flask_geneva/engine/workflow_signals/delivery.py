@@ -148,18 +148,17 @@ def _encoded_payload(payload: Any, max_size: int | None) -> Any:
     """The payload through the cursor codec, NUL- and size-checked (R-WSIG-21)."""
     if payload is None:
         return None
-    data = cursors.serialize_cursor(payload, root="payload")
-    cursors.refuse_nul_character(data, "payload")
-    if max_size is not None:
-        size = cursors.encoded_size(data)
-        if size > max_size:
-            raise SignalPayloadTooLargeError(
-                f"signal payload is {size} bytes, more than "
-                f"GENEVA_MAX_SIGNAL_PAYLOAD_SIZE ({max_size} bytes); send a "
-                "reference (an id, a URL) instead of the document, or raise the "
-                "setting (None disables the check)"
-            )
-    return data
+    return cursors.dump_document(
+        payload, root="payload", max_size=max_size, too_large=_payload_too_large
+    )
+
+
+def _payload_too_large(size: int, max_size: int) -> SignalPayloadTooLargeError:
+    return SignalPayloadTooLargeError(
+        f"signal payload is {size} bytes, more than GENEVA_MAX_SIGNAL_PAYLOAD_SIZE "
+        f"({max_size} bytes); send a reference (an id, a URL) instead of the "
+        "document, or raise the setting (None disables the check)"
+    )
 
 
 # -- sending (R-WSIG-20..25, R-WSIG-30..33) ------------------------------------
