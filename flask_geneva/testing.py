@@ -26,6 +26,7 @@ from flask_geneva.models import WorkflowState
 
 __all__ = [
     "RecordingJobs",
+    "WaitingForChildren",
     "WaitingForSignal",
     "assert_cursor",
     "assert_step_executed",
@@ -75,6 +76,35 @@ class WaitingForSignal(RuntimeError):
         self.awaited = awaited
 
 
+class WaitingForChildren(RuntimeError):
+    """A speedrun reached a step parked for its workflow's children (R-CHD-21).
+
+    A speedrun runs one workflow: run its children too (``geneva_jobs.drain()``
+    runs every recorded task), then speedrun the parent again.
+
+    Attributes:
+        workflow_id: The workflow.
+        step_name: The parked step.
+        settled: Its children settled so far.
+        started: Its children started.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        workflow_id: Any,
+        step_name: str,
+        settled: int,
+        started: int,
+    ):
+        super().__init__(message)
+        self.workflow_id = workflow_id
+        self.step_name = step_name
+        self.settled = settled
+        self.started = started
+
+
 def _awaited(workflow: Any, execution: Any) -> str:
     step = workflow.steps.named(execution.step_name)
     wait_for = getattr(step, "wait_for", None)
@@ -84,6 +114,24 @@ def _awaited(workflow: Any, execution: Any) -> str:
 def _raise_if_parked(helper: str, workflow: Any, execution: Any) -> None:
     if execution.state != StepExecutionState.WAITING:
         return
+    step = workflow.steps.named(execution.step_name)
+    if getattr(step, "wait_for_children", None) is not None and (
+        step.wait_for is None or execution.signal_id is not None
+    ):
+        counts = workflow.child_counts
+        settled = counts.settled if counts is not None else 0
+        started = counts.started if counts is not None else 0
+        raise WaitingForChildren(
+            f"{helper}: workflow {workflow.id} waits at step "
+            f"'{execution.step_name}' (execution {execution.id}) for its child "
+            f"workflows ({settled} of {started} settled); run them too (e.g. "
+            "geneva_jobs.drain(), or speedrun_workflow on each of "
+            "workflow.children()) and run it again",
+            workflow_id=workflow.id,
+            step_name=execution.step_name,
+            settled=settled,
+            started=started,
+        )
     awaited = _awaited(workflow, execution)
     raise WaitingForSignal(
         f"{helper}: workflow {workflow.id} is waiting for the workflow signal "
@@ -114,6 +162,8 @@ def speedrun_workflow(workflow: Any, max_iterations: int = 100) -> Any:
             ``max_iterations`` executions (a possible infinite loop).
         WaitingForSignal: A step is parked waiting for a workflow signal; the
             message names it (R-WSIG-50).
+        WaitingForChildren: A step is parked waiting for the workflow's
+            children, which a speedrun does not run (R-CHD-21).
     """
     for _ in range(max_iterations):
         _refresh(workflow)
@@ -141,6 +191,9 @@ def speedrun_current_step(workflow: Any, max_executions: int = 100) -> Any:
 
     Raises:
         RuntimeError: ``max_executions`` executions ran without the step ending.
+        WaitingForSignal: The step is parked for a workflow signal (R-WSIG-50).
+        WaitingForChildren: The step is parked for the workflow's children
+            (R-CHD-25).
     """
     _refresh(workflow)
     execution = workflow.current_execution
@@ -377,7 +430,11 @@ class RecordingJobs:
                 continue
             if ran >= limit:
                 self.backend.enqueued.insert(0, publication)
-                raise RuntimeError(f"drain() ran limit={limit} tasks and more remain")
+                raise RuntimeError(
+                    f"drain() ran limit={limit} tasks and more remain; pass a "
+                    "larger limit= (a fan-out to many children publishes a task "
+                    "per child)"
+                )
             ran += 1
             try:
                 # One step per recorded task, FIFO (R-EXE-77): no inline

@@ -317,9 +317,9 @@ def show_command(
 ) -> None:
     """Show one workflow: header, step plan and execution timeline.
 
-    A child workflow's header has a ``parent:`` line, a parent's a
-    ``children:`` line (started, settled, failed, the execution waiting for
-    them). ``--children`` adds the children per state and a page of them.
+    A child workflow's header has a "parent:" line, a parent's a "children:"
+    line (started, settled, failed, the execution waiting for them).
+    --children adds the children per state and a page of them.
     \f
     Spec: R-CLI-01, R-CHD-60.
     """

@@ -48,7 +48,8 @@ def dispatch_child_work(context: EngineContext, session: orm.Session) -> int:
             is ended here.
 
     Returns:
-        How many wakes were published again plus children canceled.
+        How many wakes were published again (the pass's publications; the
+        children it cancels are logged, not counted).
     """
     if not installed(session):
         session.rollback()
@@ -59,12 +60,12 @@ def dispatch_child_work(context: EngineContext, session: orm.Session) -> int:
     wakes = child_counts.due_wakes(session, now - settings.publish_timeout, limit=limit)
     parents = child_counts.due_cancels(session, limit=limit)
     session.rollback()
-    done = 0
+    published = canceled_total = 0
     for wake in wakes:
-        done += _wake_again(session, wake)
+        published += _wake_again(session, wake)
     for parent_id in parents:
         canceled, finished = cancel_children_of(session, parent_id, limit=limit)
-        done += canceled
+        canceled_total += canceled
         if finished:
             try:
                 if session.get(_workflow_cls(session), parent_id) is None:
@@ -80,9 +81,11 @@ def dispatch_child_work(context: EngineContext, session: orm.Session) -> int:
                     parent_id,
                     error,
                 )
-    if done:
-        _log.info("published %d child waits again or canceled children", done)
-    return done
+    if published:
+        _log.info("published %d waits for children again", published)
+    if canceled_total:
+        _log.info("canceled %d children of canceled workflows", canceled_total)
+    return published
 
 
 def cancel_children_of(

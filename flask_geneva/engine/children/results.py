@@ -16,6 +16,7 @@ from flask_geneva.core import cursors
 from flask_geneva.db import child_counts
 from flask_geneva.db import workflow_results
 from flask_geneva.db.queries import children as child_queries
+from flask_geneva.db.states import parse_workflow_state
 from flask_geneva.engine.children.settle import installed
 from flask_geneva.engine.children.start import NOT_INSTALLED_MESSAGE
 from flask_geneva.exceptions import GenevaError
@@ -89,7 +90,18 @@ def parent_of(workflow: Any) -> Any:
 
 
 def children(workflow: Any, *, state: str | None, limit: int | None) -> list[Any]:
-    """The workflow's children by id: all, or the first ``limit`` (R-CHD-03)."""
+    """The workflow's children by id: all, or the first ``limit`` (R-CHD-03).
+
+    Raises:
+        ValueError: ``state`` is no workflow state, or ``limit`` is not a
+            positive int (or None); the message lists what is allowed.
+    """
+    if state is not None:
+        state = parse_workflow_state(state).value
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+    ):
+        raise ValueError(f"invalid limit {limit!r}: a positive int, or None for all")
     session = _session(workflow)
     workflow_cls = workflow.__geneva__.Workflow
     found: list[Any] = []

@@ -225,9 +225,10 @@ def _child_key(key: ChildKey, hero: Any, child: Any) -> str:
     else:
         value = key
     if not fits_name_column(value):
-        raise ValueError(
-            f"invalid child key {value!r}: a child key must be {NAME_RULE}"
-        )
+        shown = repr(value)
+        if isinstance(value, str) and len(value) > 60:
+            shown = f"{value[:40]!r}... ({len(value)} characters)"
+        raise ValueError(f"invalid child key {shown}: a child key must be {NAME_RULE}")
     return str(value)
 
 
