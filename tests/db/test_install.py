@@ -160,6 +160,7 @@ HOST_TABLES = (
     "geneva_drive_limit_keys",
     "geneva_drive_limit_waiters",
     "geneva_drive_limit_starts",
+    "geneva_drive_child_counts",
     "alembic_version",
     "accounts",
     *PROBE_TABLES,

@@ -37,8 +37,10 @@ from flask_geneva.core import clock
 from flask_geneva.core import transactions
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.db import locks as row_locks
+from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import row_updates
 from flask_geneva.db import session_sync
+from flask_geneva.db.optional_columns import absent_workflow_columns
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import scheduling
@@ -245,12 +247,16 @@ def optimistic_guards(
     ):
         return None
     workflow_state, execution_state = sa.inspect(workflow), sa.inspect(execution)
+    # The columns the claim's read leaves out (the result, absent optional
+    # columns) count as expired on older SQLAlchemy versions: they were never
+    # read, so nothing about them went stale.
+    unread = absent_workflow_columns(column_detection.optional_columns(session))
     if (
         not workflow_state.persistent
         or not execution_state.persistent
         or workflow_state.modified
         or execution_state.modified
-        or workflow_state.expired_attributes
+        or workflow_state.expired_attributes - unread
         or execution_state.expired_attributes
     ):
         return None
