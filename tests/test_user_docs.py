@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
@@ -275,6 +277,7 @@ def test_the_guide_has_a_page_on_child_workflows():
         ast.parse(block)
 
 
+@pytest.mark.backends("sqlite")  # the guide's app brings its own SQLite database
 def test_the_child_workflows_guide_runs(tmp_path):
     """The guide's billing run does what the guide says: 900 children started
     500 per checkpoint, the total summed once all settled; a child whose result

@@ -1,7 +1,7 @@
 """Fan-out and fan-in with real worker processes, one of them SIGKILLed mid-fan-out.
 
 Issue 36's proof. By default (PostgreSQL or MariaDB with a broker) a small
-run: 300 children, 2 workers. ``GENEVA_TEST_STRESS=1`` makes it the full one,
+run: 150 children, 2 workers. ``GENEVA_TEST_STRESS=1`` makes it the full one,
 run on demand (minutes)::
 
     GENEVA_TEST_STRESS=1 GENEVA_TEST_BROKER_URL=redis://127.0.0.1:6379/15 \\
@@ -10,7 +10,7 @@ run on demand (minutes)::
 
 10,000 children (``GENEVA_TEST_STRESS_CHILDREN``) on 4 workers. The parent's
 resumable ``fan_out`` step starts one child per hero, in batches, each
-committed with its checkpoint (500 per batch; 100 in the small run). In the second batch the body commits its children
+committed with its checkpoint (500 per batch; 50 in the small run). In the second batch the body commits its children
 itself and the worker SIGKILLs itself before the checkpoint: the step is
 recovered and runs that batch again, which finds the children stored and
 creates none (R-CHD-11/12). Children finish concurrently on every worker,
@@ -42,7 +42,7 @@ from tests.worker import heartbeat_worker
 
 STRESS = os.environ.get("GENEVA_TEST_STRESS") == "1"
 FLAG_DIR_VARIABLE = "GENEVA_TEST_CHILDREN_FLAGS"
-BATCH = 500 if STRESS else 100
+BATCH = 500 if STRESS else 50
 KILL_IN_BATCH = 1
 PREFIX = "cstress-"
 
@@ -110,7 +110,7 @@ def test_fan_out_and_fan_in_count_every_child_once(
     if worker_database_url.startswith("sqlite"):
         pytest.skip("several worker processes need PostgreSQL or MariaDB")
     children = int(
-        os.environ.get("GENEVA_TEST_STRESS_CHILDREN", "10000" if STRESS else "300")
+        os.environ.get("GENEVA_TEST_STRESS_CHILDREN", "10000" if STRESS else "150")
     )
     workers = 4 if STRESS else 2
     app = heartbeat_worker.build_app(
