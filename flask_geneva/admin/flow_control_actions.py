@@ -32,8 +32,8 @@ from flask_geneva.admin.running_step import in_progress_execution
 from flask_geneva.admin.running_step import recovery_facts
 from flask_geneva.core import clock
 from flask_geneva.engine.operator_transaction import allowed_from
-from flask_geneva.engine.operators.run_now import parked_for_signal
-from flask_geneva.engine.operators.run_now import signal_wait_refusal
+from flask_geneva.engine.operators.run_now import parked_execution
+from flask_geneva.engine.operators.run_now import parked_refusal
 from flask_geneva.engine.operators.run_now import waiting_execution
 from flask_geneva.exceptions import GenevaError
 
@@ -133,10 +133,10 @@ def disabled_reasons(buttons: list[Button]) -> list[tuple[list[str], str]]:
 
 def _waits(executions: list[Any], steps: Any) -> tuple[bool, str]:
     if waiting_execution(executions, clock.now()) is None:
-        parked = parked_for_signal(executions)
+        parked = parked_execution(executions)
         if parked is not None:
             step = None if steps is None else steps.named(parked.step_name)
-            return False, f"not possible: {signal_wait_refusal(parked, step)}"
+            return False, f"not possible: {parked_refusal(parked, step)}"
         return False, "not possible: the step is not waiting (due already or running)"
     return True, ""
 

@@ -24,7 +24,7 @@ from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
-__all__ = ["parked_for_signal", "run_now", "waiting_execution"]
+__all__ = ["parked_execution", "parked_refusal", "run_now", "waiting_execution"]
 
 
 def waiting_execution(executions: list[Any], now: Any) -> Any:
@@ -39,11 +39,11 @@ def waiting_execution(executions: list[Any], now: Any) -> Any:
     return None
 
 
-def parked_for_signal(executions: list[Any]) -> Any:
-    """The execution among ``executions`` parked at its ``wait_for`` gate, or None.
+def parked_execution(executions: list[Any]) -> Any:
+    """The execution among ``executions`` parked (``waiting``), or None.
 
-    Such a step waits for a signal, not for its time: run now cannot help it,
-    delivering the signal does (R-ADM-51, R-WSIG-10).
+    Such a step waits for a signal or for its children, not for its time: run
+    now cannot help it (R-ADM-51, R-WSIG-10, R-CHD-21).
     """
     for execution in executions:
         if execution.state == StepExecutionState.WAITING:
@@ -51,17 +51,28 @@ def parked_for_signal(executions: list[Any]) -> Any:
     return None
 
 
-def signal_wait_refusal(execution: Any, step: Any = None) -> str:
+def parked_refusal(execution: Any, step: Any = None, *, workflow_id: Any = None) -> str:
     """Why a parked step cannot be run now, and what to do instead: it waits
-    for a signal (R-WSIG-10) or for children (R-CHD-21), not for its time."""
+    for its children (R-CHD-21) or for a signal (R-WSIG-10), not for its time.
+
+    Args:
+        execution: The parked execution.
+        step: Its step definition, or None (unknown step: a signal wait).
+        workflow_id: Given, a signal wait names the calls that deliver one.
+    """
     if step is not None and step.wait_for_children is not None:
         return (
             f"step {execution.step_name!r} waits for its workflow's children to "
             "settle, not for its time: it runs when they have"
         )
+    how = (
+        ""
+        if workflow_id is None
+        else f" (workflow.signal(...), `flask geneva signal {workflow_id} NAME`)"
+    )
     return (
         f"step {execution.step_name!r} waits for a signal, not for its time: "
-        f"deliver the signal instead"
+        f"deliver the signal instead{how}"
     )
 
 
@@ -99,17 +110,12 @@ def run_now(workflow: Any, *, actor: str | None, via: str, commit: bool) -> Any:
         now = clock.now()
         active = row_locks.lock_active_executions(session, locked.id)
         waiting = waiting_execution(active, now)
-        parked = parked_for_signal(active) if waiting is None else None
+        parked = parked_execution(active) if waiting is None else None
         if parked is not None:
-            parked_step = locked.steps.named(parked.step_name)
-            how = (
-                ""
-                if parked_step is not None and parked_step.wait_for_children
-                else f" (workflow.signal(...), `flask geneva signal {locked.id} NAME`)"
-            )
+            step = locked.steps.named(parked.step_name)
             raise InvalidStateError(
                 f"Cannot run workflow {locked.id} now: "
-                f"{signal_wait_refusal(parked, parked_step)}{how}"
+                f"{parked_refusal(parked, step, workflow_id=locked.id)}"
             )
         if waiting is None:
             raise InvalidStateError(
