@@ -47,12 +47,14 @@ __all__ = [
     "FireRow",
     "ScheduleRow",
     "advance_fire_after",
+    "fire_row",
     "fire_rows",
     "insert_fire",
     "insert_missing_schedule_rows",
     "lock_fire",
     "lock_schedule",
     "record_fire_progress",
+    "record_last_fire",
     "record_last_outcome",
     "schedule_fires_table",
     "schedule_rows",
@@ -216,31 +218,48 @@ def lock_schedule(
 
 
 def advance_fire_after(
-    session: orm.Session,
-    name: str,
-    to: datetime,
-    now: datetime,
-    *,
-    last_fire_at: datetime | None = None,
+    session: orm.Session, name: str, to: datetime, now: datetime
 ) -> None:
-    """Move ``fire_after`` forward to ``to`` (never back); with ``last_fire_at``
-    record that fire as the last one, outcome ``running`` (R-SCHED-21).
+    """Move ``fire_after`` forward to ``to``, never back (R-SCHED-21).
 
     The caller holds the schedule row's lock and commits.
     """
     table, _ = _tables(session)
-    values: dict[str, Any] = {
-        "fire_after": sa.case(
-            (table.c.fire_after < to, sa.literal(to, UTCDateTime())),
-            else_=table.c.fire_after,
-        ),
-        "updated_at": now,
-    }
-    if last_fire_at is not None:
-        values.update(
-            last_fire_at=last_fire_at, last_outcome=FIRE_RUNNING, last_error=None
+    session.execute(
+        sa.update(table)
+        .where(table.c.name == name)
+        .values(
+            fire_after=sa.case(
+                (table.c.fire_after < to, sa.literal(to, UTCDateTime())),
+                else_=table.c.fire_after,
+            ),
+            updated_at=now,
         )
-    session.execute(sa.update(table).where(table.c.name == name).values(**values))
+    )
+
+
+def record_last_fire(
+    session: orm.Session, name: str, fire_at: datetime, now: datetime
+) -> None:
+    """Record ``fire_at`` as the schedule's last fire, outcome ``running``,
+    unless a later fire is recorded already (R-SCHED-11).
+
+    The caller holds the schedule row's lock and commits.
+    """
+    table, _ = _tables(session)
+    session.execute(
+        sa.update(table)
+        .where(
+            table.c.name == name,
+            sa.or_(table.c.last_fire_at.is_(None), table.c.last_fire_at < fire_at),
+        )
+        .values(
+            last_fire_at=fire_at,
+            last_outcome=FIRE_RUNNING,
+            last_error=None,
+            updated_at=now,
+        )
+    )
 
 
 def insert_fire(
@@ -427,6 +446,16 @@ def set_paused(
         .values(**values)
     )
     return bool(getattr(result, "rowcount", 0))
+
+
+def fire_row(session: orm.Session, name: str, fire_at: datetime) -> FireRow | None:
+    """One fire by its key, or None; a plain read."""
+    _, fires = _tables(session)
+    query = sa.select(fires).where(
+        fires.c.schedule_name == name, fires.c.fire_at == fire_at
+    )
+    row = session.execute(query).mappings().first()
+    return None if row is None else _fire_row(row)
 
 
 def fire_rows(session: orm.Session, name: str, limit: int) -> list[FireRow]:
