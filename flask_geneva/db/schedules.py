@@ -49,6 +49,8 @@ __all__ = [
     "advance_fire_after",
     "fire_row",
     "fire_rows",
+    "hero_key_attribute",
+    "heroes_after",
     "insert_fire",
     "insert_missing_schedule_rows",
     "lock_fire",
@@ -468,3 +470,44 @@ def fire_rows(session: orm.Session, name: str, limit: int) -> list[FireRow]:
         .limit(limit)
     )
     return [_fire_row(row) for row in session.execute(query).mappings()]
+
+
+def hero_key_attribute(query: Any) -> Any:
+    """The primary key attribute of the one mapped class ``query`` selects, or
+    None (no single mapped class, or a composite key) (R-SCHED-22).
+
+    Args:
+        query: A ``Select`` or ORM ``Query`` a schedule's ``heroes`` returned.
+    """
+    descriptions = query.column_descriptions
+    entity = descriptions[0].get("entity") if len(descriptions) == 1 else None
+    mapper = sa.inspect(entity, raiseerr=False) if entity is not None else None
+    if not isinstance(mapper, orm.Mapper) or len(mapper.primary_key) != 1:
+        return None
+    column = mapper.primary_key[0]
+    return getattr(mapper.class_, mapper.get_property_by_column(column).key)
+
+
+def heroes_after(
+    session: orm.Session, query: Any, key: Any, after: Any, limit: int
+) -> list[Any]:
+    """The heroes of the user's ``query`` with ``key > after``, by ``key``.
+
+    The query's own order is replaced by the key order (keyset batches,
+    R-SCHED-22); an ORM ``Query`` runs in ``session``.
+
+    Args:
+        session: The fan-out batch's session.
+        query: A ``Select`` or ORM ``Query`` of one mapped class.
+        key: That class's primary key attribute (:func:`hero_key_attribute`).
+        after: The last key done, or None for the first batch.
+        limit: The most rows to read.
+    """
+    if isinstance(query, orm.Query):
+        query = query.with_session(session)
+        if after is not None:
+            query = query.filter(key > after)
+        return list(query.order_by(None).order_by(key).limit(limit).all())
+    if after is not None:
+        query = query.where(key > after)
+    return list(session.scalars(query.order_by(None).order_by(key).limit(limit)))

@@ -28,7 +28,7 @@ from flask_geneva.db import schedules as rows
 from flask_geneva.db.context import EngineContext
 from flask_geneva.dsl.schedules import Schedule
 from flask_geneva.engine import scheduling
-from flask_geneva.engine.schedules import heroes as hero_batches
+from flask_geneva.engine.schedules.heroes import next_batch
 from flask_geneva.exceptions import DuplicateWorkflowError
 
 __all__ = ["BATCHES_PER_PASS", "resume_unfinished_fires", "run_batch", "run_fire"]
@@ -111,7 +111,7 @@ def run_batch(
             session.rollback()
             return NOT_RUN, 0
         try:
-            batch = hero_batches.next_batch(session, schedule, fire.hero_cursor)
+            batch = next_batch(session, schedule, fire.hero_cursor)
             started, skipped = _create_workflows(session, schedule, batch.heroes)
         except sa_exc.SQLAlchemyError:
             raise

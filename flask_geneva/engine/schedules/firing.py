@@ -30,7 +30,8 @@ from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.dsl.schedules import MAX_CATCH_UP
 from flask_geneva.dsl.schedules import Schedule
 from flask_geneva.dsl.schedules import late_tolerance
-from flask_geneva.engine.schedules import fan_out
+from flask_geneva.engine.schedules.fan_out import BATCHES_PER_PASS
+from flask_geneva.engine.schedules.fan_out import resume_unfinished_fires
 
 __all__ = ["FiringPass", "choose_fires", "fire_schedule", "fire_schedules"]
 
@@ -57,7 +58,7 @@ def fire_schedules(
     session: orm.Session,
     *,
     now: datetime | None = None,
-    max_batches: int = fan_out.BATCHES_PER_PASS,
+    max_batches: int = BATCHES_PER_PASS,
 ) -> FiringPass:
     """Fire the due times of the declared schedules and work unfinished fires.
 
@@ -107,7 +108,7 @@ def fire_schedules(
                 type(error).__name__,
                 error,
             )
-    started = fan_out.resume_unfinished_fires(
+    started = resume_unfinished_fires(
         context, session, schedules, max_batches=max_batches
     )
     return FiringPass(fired=fired, started=started)

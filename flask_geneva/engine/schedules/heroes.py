@@ -28,6 +28,8 @@ from sqlalchemy import orm
 
 from flask_geneva.core.cursors import deserialize_cursor
 from flask_geneva.core.cursors import serialize_cursor
+from flask_geneva.db.schedules import hero_key_attribute
+from flask_geneva.db.schedules import heroes_after
 from flask_geneva.dsl.schedules import Schedule
 
 __all__ = ["HeroBatch", "HeroesError", "next_batch"]
@@ -94,33 +96,15 @@ def next_batch(
 def _keyset_batch(
     session: orm.Session, found: Any, state: dict[str, Any], size: int
 ) -> HeroBatch:
-    descriptions = found.column_descriptions
-    entity = descriptions[0].get("entity") if len(descriptions) == 1 else None
-    mapper = sa.inspect(entity, raiseerr=False) if entity is not None else None
-    if not isinstance(mapper, orm.Mapper) or len(mapper.primary_key) != 1:
+    key_attribute = hero_key_attribute(found)
+    if key_attribute is None:
         raise HeroesError(
             "heroes() returned a query that does not select one mapped class "
             "with a single-column primary key; select the hero class itself, "
             "e.g. sa.select(User).where(User.active)"
         )
-    key = mapper.primary_key[0]
-    key_attribute = getattr(mapper.class_, mapper.get_property_by_column(key).key)
-    query = found
-    if isinstance(query, orm.Query):
-        query = query.with_session(session)
-    if "after" in state:
-        after = deserialize_cursor(state["after"])
-        query = (
-            query.filter(key_attribute > after)
-            if isinstance(query, orm.Query)
-            else query.where(key_attribute > after)
-        )
-    query = query.order_by(None).order_by(key_attribute).limit(size + 1)
-    rows = (
-        list(query.all())
-        if isinstance(query, orm.Query)
-        else list(session.scalars(query).all())
-    )
+    after = deserialize_cursor(state["after"]) if "after" in state else None
+    rows = heroes_after(session, found, key_attribute, after, size + 1)
     last = len(rows) <= size
     rows = rows[:size]
     if not rows:

@@ -24,7 +24,7 @@ from flask_geneva.db import schedules as rows
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.dsl.schedules import Schedule
-from flask_geneva.engine.schedules import fan_out
+from flask_geneva.engine.schedules.fan_out import run_fire
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import ScheduleNotFoundError
@@ -245,7 +245,7 @@ def run_schedule_now(
         via,
     )
     if process:
-        fan_out.run_fire(context, session, schedule, fire_at)
+        run_fire(context, session, schedule, fire_at)
     fire = _fire(session, name, fire_at)
     session.rollback()
     return RunNow(
