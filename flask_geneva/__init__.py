@@ -40,6 +40,7 @@ from flask_geneva.exceptions import PauseSignal
 from flask_geneva.exceptions import PreconditionError
 from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.exceptions import ResultTooLargeError
+from flask_geneva.exceptions import ScheduleNotFoundError
 from flask_geneva.exceptions import SignalBufferFullError
 from flask_geneva.exceptions import SignalPayloadTooLargeError
 from flask_geneva.exceptions import SignalWaitTimeout
@@ -107,6 +108,7 @@ __all__ = [
     "PrometheusMetrics",
     "ReattemptSignal",
     "ResultTooLargeError",
+    "ScheduleNotFoundError",
     "SignalBufferFullError",
     "SignalDelivery",
     "SignalMatcher",

@@ -15,6 +15,7 @@ The tree::
     ├── InstallError                          ``flask geneva install`` could not write
     ├── WorkerLostError                       recorded when a step's worker was lost
     ├── LimitKeyError                         a limit's key is unusable (R-LIM-05)
+    ├── ScheduleNotFoundError(LookupError)    no schedule of that name (R-SCHED-30)
     └── StepExecutionError                    carries workflow/execution ids, step name
         ├── StepNotDefinedError               stored step/class no longer in code
         ├── StepFailedError                   defined for parity, not raised
@@ -61,6 +62,7 @@ __all__ = [
     "PreconditionError",
     "ReattemptSignal",
     "ResultTooLargeError",
+    "ScheduleNotFoundError",
     "SignalBufferFullError",
     "SignalPayloadTooLargeError",
     "SignalWaitTimeout",
@@ -247,6 +249,13 @@ def _rebuild_child_failed(
 class WorkflowNotFoundError(GenevaError, LookupError):
     """``signal_hero(..., start=False)`` found no ongoing workflow for the hero
     (R-WSIG-25)."""
+
+
+class ScheduleNotFoundError(GenevaError, LookupError):
+    """No schedule of that name is declared on the extension (R-SCHED-30).
+
+    The message names the schedule and lists the declared ones.
+    """
 
 
 class UnawaitedSignalWarning(UserWarning):

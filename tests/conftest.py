@@ -119,6 +119,8 @@ def _empty_tables(app: Flask) -> None:
                 "geneva_drive_limit_waiters",
                 "geneva_drive_limit_starts",
                 "geneva_drive_child_counts",
+                "geneva_drive_schedule_fires",
+                "geneva_drive_schedules",
             ):
                 connection.execute(sa.delete(basic.db.metadata.tables[table]))
 

@@ -17,7 +17,9 @@ One module per concern; this one only assembles the group:
 - :mod:`~flask_geneva.cli.step_check`: ``check-steps``, the deploy gate for step
   names (R-EVO-08);
 - :mod:`~flask_geneva.cli.limits`: ``limits``, the concurrency limits' keys,
-  running and waiting executions (R-LIM-40).
+  running and waiting executions (R-LIM-40);
+- :mod:`~flask_geneva.cli.schedules`: ``schedules`` and ``schedule pause|resume|
+  run-now NAME`` (R-SCHED-33/34).
 
 Errors are reported as one-line Click errors, a database without geneva's tables
 too (:mod:`~flask_geneva.cli.database_errors`). Stored text (types, step names, error
@@ -41,6 +43,8 @@ from flask_geneva.cli.maintenance import dispatch_command
 from flask_geneva.cli.maintenance import housekeeping_command
 from flask_geneva.cli.operator_actions import FLOW_CONTROL_COMMANDS
 from flask_geneva.cli.operator_actions import recover_command
+from flask_geneva.cli.schedules import schedule_group
+from flask_geneva.cli.schedules import schedules_command
 from flask_geneva.cli.schema import install_command
 from flask_geneva.cli.signal_command import signal_command
 from flask_geneva.cli.step_check import check_steps_command
@@ -58,6 +62,8 @@ for _command in (
     list_command,
     show_command,
     limits_command,
+    schedules_command,
+    schedule_group,
     *FLOW_CONTROL_COMMANDS,
     recover_command,
     signal_command,

@@ -18,6 +18,7 @@ keeps the settings it started with.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 from typing import Protocol
 
@@ -49,12 +50,18 @@ class GenevaModels(Protocol):
         StepExecution: The step execution model class.
         key_type: ``"bigint"`` or ``"uuid"``: the primary key type.
         workflow_classes: ``{type identity: class}`` of every declared workflow.
+        schedules: ``{name: Schedule}`` of the declared schedules (R-SCHED-01).
     """
 
     Workflow: Any
     StepExecution: Any
     key_type: str
     workflow_classes: dict[str, Any]
+
+    @property
+    def schedules(self) -> Mapping[str, Any]:
+        """The declared schedules by name."""
+        ...
 
     @property
     def session(self) -> orm.Session:

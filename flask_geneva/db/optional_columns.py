@@ -34,6 +34,8 @@ from flask_geneva.db.states import LIMIT_STARTS_TABLE
 from flask_geneva.db.states import LIMIT_WAITERS_TABLE
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
+from flask_geneva.db.states import SCHEDULE_FIRES_TABLE
+from flask_geneva.db.states import SCHEDULES_TABLE
 from flask_geneva.db.states import SIGNALS_TABLE
 from flask_geneva.db.states import STEP_EXECUTIONS_TABLE
 from flask_geneva.db.states import WORKERS_TABLE
@@ -92,6 +94,9 @@ class OptionalColumns:
     #: The ``add_child_workflows`` unit: the child columns and ``result`` of
     #: workflows and the child counts table (R-CHD-10, R-CHD-50).
     child_workflows: bool = True
+    #: The ``add_schedules`` unit: the schedules and schedule fires tables
+    #: (R-SCHED-10, R-SCHED-50).
+    schedules: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -184,6 +189,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             and "limit_holds" in execution_columns,
             child_workflows=CHILD_COUNTS_TABLE in tables
             and workflow_columns >= CHILD_WORKFLOW_COLUMNS,
+            schedules=SCHEDULES_TABLE in tables and SCHEDULE_FIRES_TABLE in tables,
         )
         _column_cache[engine] = detected
         return detected

@@ -17,6 +17,8 @@ __all__ = [
     "LIMIT_WAITERS_TABLE",
     "MAINTENANCE_RUNS_TABLE",
     "OUTCOME_HOURS_TABLE",
+    "SCHEDULES_TABLE",
+    "SCHEDULE_FIRES_TABLE",
     "SIGNALS_TABLE",
     "SIGNAL_KEY_INDEX",
     "STEP_EXECUTIONS_TABLE",
@@ -50,6 +52,10 @@ LIMIT_STARTS_TABLE = "geneva_drive_limit_starts"
 #: of a child on its parent, the starting step and its key.
 CHILD_COUNTS_TABLE = "geneva_drive_child_counts"
 UNIQUE_CHILD_INDEX = "index_geneva_drive_workflows_unique_child"
+#: Schedules (R-SCHED-10): one state row per declared schedule, and one row per
+#: fire, unique on (schedule name, fire time).
+SCHEDULES_TABLE = "geneva_drive_schedules"
+SCHEDULE_FIRES_TABLE = "geneva_drive_schedule_fires"
 #: The unique index of a workflow signal's idempotency key (R-WSIG-10).
 SIGNAL_KEY_INDEX = "index_geneva_drive_signals_on_workflow_and_key"
 

@@ -32,6 +32,7 @@ from flask_geneva.ext.app_state import current_state
 from flask_geneva.ext.app_state import refuse_celery_backend_without_celery
 from flask_geneva.ext.app_state import refuse_eager_celery
 from flask_geneva.ext.integrations import load_integration
+from flask_geneva.ext.schedules import ScheduleRegistry
 from flask_geneva.models import StepExecutionMixin
 from flask_geneva.models import WorkflowMixin
 from flask_geneva.models import build_models
@@ -43,7 +44,7 @@ __all__ = ["Geneva"]
 _KEY_TYPES = ("bigint", "uuid")
 
 
-class Geneva:
+class Geneva(ScheduleRegistry):
     """The flask_geneva extension: models, registry of workflow classes, app wiring.
 
     Usage::
@@ -103,6 +104,7 @@ class Geneva:
         self.workflow_classes: dict[str, type[WorkflowMixin]] = {}
         self.reserved_names: frozenset[str] = frozenset()
         self._hero_classes: dict[str, type[Any]] = {}
+        self._schedules = {}
         self._hero_lock = threading.Lock()
         models = build_models(db, self, key_type=key_type)
         # Typed for users (docs: Typing): the mixins carry every public method.

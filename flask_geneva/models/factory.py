@@ -34,6 +34,8 @@ from flask_geneva.db.limits import limit_keys_table
 from flask_geneva.db.limits import limit_waiters_table
 from flask_geneva.db.maintenance_runs import maintenance_runs_table
 from flask_geneva.db.outcome_hours import outcome_hours_table
+from flask_geneva.db.schedules import schedule_fires_table
+from flask_geneva.db.schedules import schedules_table
 from flask_geneva.db.states import STEP_EXECUTIONS_TABLE
 from flask_geneva.db.states import UNIQUE_CHILD_INDEX
 from flask_geneva.db.states import WORKFLOWS_TABLE
@@ -366,4 +368,7 @@ def build_models(
     limit_starts_table(model_base.metadata)
     # Child workflows (R-CHD-10).
     child_counts_table(model_base.metadata, key)
+    # Schedules (R-SCHED-10).
+    schedules_table(model_base.metadata)
+    schedule_fires_table(model_base.metadata)
     return Workflow, StepExecution

@@ -161,6 +161,8 @@ HOST_TABLES = (
     "geneva_drive_limit_waiters",
     "geneva_drive_limit_starts",
     "geneva_drive_child_counts",
+    "geneva_drive_schedule_fires",
+    "geneva_drive_schedules",
     "alembic_version",
     "accounts",
     *PROBE_TABLES,
@@ -255,6 +257,8 @@ class Host:
                 "geneva_drive_limit_waiters",
                 "geneva_drive_limit_starts",
                 "geneva_drive_child_counts",
+                "geneva_drive_schedules",
+                "geneva_drive_schedule_fires",
             ):
                 if table not in tables:
                     continue
@@ -515,6 +519,17 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         "updated_at",
     }
     assert counts["primary_key"] == ["parent_workflow_id"]
+    # Schedules (R-SCHED-10): the fire's primary key decides who fires a time.
+    schedules = schema["geneva_drive_schedules"]
+    assert schedules["primary_key"] == ["name"]
+    assert {"paused", "fire_after", "last_fire_at", "last_outcome"} <= set(
+        schedules["columns"]
+    )
+    fires = schema["geneva_drive_schedule_fires"]
+    assert fires["primary_key"] == ["schedule_name", "fire_at"]
+    assert {"state", "hero_cursor", "started", "skipped", "error"} <= set(
+        fires["columns"]
+    )
 
 
 def test_autogenerate_proposes_no_change_to_our_tables(installed: Host) -> None:

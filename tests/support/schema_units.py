@@ -115,6 +115,12 @@ def drop_child_workflows(connection: sa.Connection) -> None:
     _drop_table(connection, "geneva_drive_child_counts")
 
 
+def drop_schedules(connection: sa.Connection) -> None:
+    """``add_schedules``: the schedules and schedule fires tables."""
+    _drop_table(connection, "geneva_drive_schedule_fires")
+    _drop_table(connection, "geneva_drive_schedules")
+
+
 DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_step_execution_metadata": drop_step_execution_metadata,
     "add_resumable_support": drop_resumable_support,
@@ -124,6 +130,7 @@ DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_worker_dead_after": drop_worker_dead_after,
     "add_flow_limits": drop_flow_limits,
     "add_child_workflows": drop_child_workflows,
+    "add_schedules": drop_schedules,
 }
 
 

@@ -15,6 +15,8 @@ from flask_geneva.db.states import LIMIT_STARTS_TABLE
 from flask_geneva.db.states import LIMIT_WAITERS_TABLE
 from flask_geneva.db.states import MAINTENANCE_RUNS_TABLE
 from flask_geneva.db.states import OUTCOME_HOURS_TABLE
+from flask_geneva.db.states import SCHEDULE_FIRES_TABLE
+from flask_geneva.db.states import SCHEDULES_TABLE
 from flask_geneva.db.states import SIGNALS_TABLE
 from flask_geneva.db.states import STEP_EXECUTIONS_TABLE
 from flask_geneva.db.states import WORKERS_TABLE
@@ -46,6 +48,8 @@ OUR_TABLES = frozenset(
         LIMIT_WAITERS_TABLE,
         CHILD_COUNTS_TABLE,
         LIMIT_STARTS_TABLE,
+        SCHEDULES_TABLE,
+        SCHEDULE_FIRES_TABLE,
     }
 )
 """The tables flask_geneva's migrations create and manage."""
@@ -172,6 +176,11 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add_child_workflows",
         "add the child and result columns to workflows and create the child counts",
         "19_add_child_workflows.py.tmpl",
+    ),
+    SchemaUnit(
+        "add_schedules",
+        "create the schedules and schedule fires tables (recurring starts)",
+        "20_add_schedules.py.tmpl",
     ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

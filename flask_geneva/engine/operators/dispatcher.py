@@ -36,6 +36,7 @@ from flask_geneva.engine import scheduling
 from flask_geneva.engine.children import dispatch as child_dispatch
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import stuck_recovery
+from flask_geneva.engine.schedules import firing as schedule_firing
 from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
 
 __all__ = ["DispatcherRun", "dispatch_due", "publish_deferred", "run_dispatcher"]
@@ -50,10 +51,14 @@ class DispatcherRun:
     Attributes:
         published: Deferred executions published.
         recovered: In-progress executions of dead workers recovered.
+        fired: Schedule fire times fired (R-SCHED-20).
+        scheduled_started: Workflows the schedules' fan-out batches created.
     """
 
     published: int
     recovered: int
+    fired: int = 0
+    scheduled_started: int = 0
 
 
 def run_dispatcher(
@@ -75,7 +80,10 @@ def run_dispatcher(
        recovered (R-WRK-06, R-WRK-14; the age rule stays with housekeeping),
        so a killed worker's step runs again within
        ``GENEVA_WORKER_DEAD_AFTER`` + ``GENEVA_DISPATCH_INTERVAL`` (R-WRK-12);
-    3. the run is recorded in ``geneva_drive_maintenance_runs`` when the table
+    3. the declared schedules' due fire times are fired and unfinished fires
+       worked, batch by batch (:func:`flask_geneva.engine.schedules.firing.
+       fire_schedules`, R-SCHED-20..25);
+    4. the run is recorded in ``geneva_drive_maintenance_runs`` when the table
        exists (start, end, counts, process; R-HK-40/41).
 
     Args:
@@ -99,12 +107,22 @@ def run_dispatcher(
     ) as record:
         published = publish_deferred(context, session)
         recovered = stuck_recovery.recover_abandoned_executions(context, session)
+        schedules = schedule_firing.fire_schedules(context, session)
         record.summary.update(published=published, recovered=recovered)
+        if schedules.fired or schedules.started:
+            record.summary.update(
+                fired=schedules.fired, scheduled_started=schedules.started
+            )
     if recovered:
         _log.info("recovered %d step executions of dead workers", recovered)
     # Under allowed eager mode the tasks were queued until now (R-TH-21).
     context.run_queued_tasks()
-    return DispatcherRun(published=published, recovered=recovered)
+    return DispatcherRun(
+        published=published,
+        recovered=recovered,
+        fired=schedules.fired,
+        scheduled_started=schedules.started,
+    )
 
 
 def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> int:

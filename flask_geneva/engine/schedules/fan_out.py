@@ -1,0 +1,223 @@
+"""A fire's fan-out over its heroes, one batch per transaction (R-SCHED-22).
+
+Each batch locks the fire row (``FOR UPDATE SKIP LOCKED`` where the database
+has it: a second dispatcher moves on instead of waiting), reads the next
+heroes after the stored cursor (:mod:`.heroes`), creates one workflow per hero
+as ``create()`` would (R-WF-10..15), skipping a hero with an ongoing workflow
+of the class (``DuplicateWorkflowError``, R-UNQ-01), stores the new cursor and
+counts and commits. A process that dies mid-batch leaves the previous batch's
+cursor; any later dispatcher run resumes from it.
+
+A ``heroes`` callable (or its query) that raises, or a hero that is no hero,
+ends the fire ``failed`` with the error recorded; the batches committed
+before stay, and the schedule's next fire happens as usual (R-SCHED-25).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
+
+from flask_geneva.core import clock
+from flask_geneva.core import error_reporting
+from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.db import schedules as rows
+from flask_geneva.db.context import EngineContext
+from flask_geneva.dsl.schedules import Schedule
+from flask_geneva.engine import scheduling
+from flask_geneva.engine.schedules.heroes import next_batch
+from flask_geneva.exceptions import DuplicateWorkflowError
+
+__all__ = ["BATCHES_PER_PASS", "resume_unfinished_fires", "run_batch", "run_fire"]
+
+_log = module_logger("flask_geneva")
+
+#: The most batches one dispatcher run works (over all fires): the rest waits
+#: for the next run, so a huge fan-out never holds the dispatcher up for long.
+BATCHES_PER_PASS = 50
+
+#: ``run_batch`` results.
+FINISHED = "finished"
+MORE = "more"
+NOT_RUN = "not_run"
+
+
+def resume_unfinished_fires(
+    context: EngineContext,
+    session: orm.Session,
+    schedules: dict[str, Schedule],
+    *,
+    max_batches: int = BATCHES_PER_PASS,
+) -> int:
+    """Work the ``running`` fires of the declared schedules, oldest first.
+
+    Args:
+        context: The engine context (bound to ``session``).
+        session: The dispatcher's session; left without a transaction.
+        schedules: The declared schedules by name.
+        max_batches: The most batches this call runs.
+
+    Returns:
+        The number of workflows created.
+    """
+    pending = rows.unfinished_fires(session, sorted(schedules), limit=max_batches)
+    session.rollback()
+    created = 0
+    budget = max_batches
+    for name, fire_at in pending:
+        while budget > 0:
+            budget -= 1
+            outcome, started = run_batch(context, session, schedules[name], fire_at)
+            created += started
+            if outcome != MORE:
+                break
+    return created
+
+
+def run_fire(
+    context: EngineContext, session: orm.Session, schedule: Schedule, fire_at: datetime
+) -> int:
+    """Run every batch of one fire to its end (an operator's run now).
+
+    Returns:
+        The number of workflows created.
+    """
+    created = 0
+    while True:
+        outcome, started = run_batch(context, session, schedule, fire_at)
+        created += started
+        if outcome != MORE:
+            return created
+
+
+def run_batch(
+    context: EngineContext, session: orm.Session, schedule: Schedule, fire_at: datetime
+) -> tuple[str, int]:
+    """Run the next batch of one fire in its own transaction (R-SCHED-22).
+
+    Returns:
+        ``(outcome, created)``: ``"more"`` when batches remain, ``"finished"``
+        when the fire ended (done or failed), ``"not_run"`` when the fire is
+        not running, another transaction holds it, or the database failed
+        (rolled back and logged; a later run tries again); and the number of
+        workflows created.
+    """
+    try:
+        fire = rows.lock_fire(session, schedule.name, fire_at)
+        if fire is None:
+            session.rollback()
+            return NOT_RUN, 0
+        try:
+            batch = next_batch(session, schedule, fire.hero_cursor)
+            started, skipped = _create_workflows(session, schedule, batch.heroes)
+        except sa_exc.SQLAlchemyError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the user's heroes: recorded
+            session.rollback()
+            _fail_fire(context, session, schedule, fire_at, error)
+            return FINISHED, 0
+        now = clock.now()
+        state = rows.FIRE_DONE if batch.last else rows.FIRE_RUNNING
+        rows.record_fire_progress(
+            session,
+            schedule.name,
+            fire_at,
+            hero_cursor=batch.cursor,
+            started=started,
+            skipped=skipped,
+            state=state,
+            error=None,
+            now=now,
+        )
+        if batch.last:
+            rows.record_last_outcome(
+                session, schedule.name, fire_at, rows.FIRE_DONE, None, now
+            )
+        session.commit()
+    except sa_exc.SQLAlchemyError as error:
+        session.rollback()
+        _log.warning(
+            "schedule %r: a batch of the fire at %s failed and is tried again "
+            "at the next dispatcher run: %s: %s",
+            schedule.name,
+            fire_at.isoformat(),
+            type(error).__name__,
+            error,
+        )
+        return NOT_RUN, 0
+    context.run_queued_tasks()
+    if batch.last:
+        _log.info("schedule %r fired (%s): the fan-out is done", schedule.name, fire_at)
+    return (FINISHED if batch.last else MORE), started
+
+
+def _create_workflows(
+    session: orm.Session, schedule: Schedule, heroes: list[Any]
+) -> tuple[int, int]:
+    """Create a workflow per hero in the batch's transaction; ``(started, skipped)``."""
+    started = skipped = 0
+    for hero in heroes:
+        try:
+            scheduling.create_workflow(
+                session,
+                schedule.workflow_class,
+                hero=hero,
+                allow_multiple=False,
+                step_job_options=None,
+                commit=False,
+            )
+        except DuplicateWorkflowError:
+            skipped += 1
+        else:
+            started += 1
+    return started, skipped
+
+
+def _fail_fire(
+    context: EngineContext,
+    session: orm.Session,
+    schedule: Schedule,
+    fire_at: datetime,
+    error: Exception,
+) -> None:
+    """Record ``error`` on the fire and the schedule; the fire ends ``failed``."""
+    text = f"{type(error).__name__}: {error}"
+    _log_error(schedule, fire_at, error)
+    error_reporting.report(
+        context.settings.error_reporter,
+        error,
+        extra={"schedule": schedule.name, "fire_at": fire_at.isoformat()},
+    )
+    now = clock.now()
+    if rows.lock_fire(session, schedule.name, fire_at) is None:
+        session.rollback()
+        return
+    rows.record_fire_progress(
+        session,
+        schedule.name,
+        fire_at,
+        hero_cursor=None,
+        started=0,
+        skipped=0,
+        state=rows.FIRE_FAILED,
+        error=text,
+        now=now,
+    )
+    rows.record_last_outcome(
+        session, schedule.name, fire_at, rows.FIRE_FAILED, text, now
+    )
+    session.commit()
+
+
+def _log_error(schedule: Schedule, fire_at: datetime, error: Exception) -> None:
+    _log.error(
+        "schedule %r: the fire at %s failed: %s: %s",
+        schedule.name,
+        fire_at.isoformat(),
+        type(error).__name__,
+        error,
+        exc_info=error,
+    )
