@@ -173,5 +173,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add the child and result columns to workflows and create the child counts",
         "19_add_child_workflows.py.tmpl",
     ),
+    SchemaUnit(
+        "add_workflow_deadlines",
+        "add workflows.deadline_at and the index of ongoing workflows by deadline",
+        "21_add_workflow_deadlines.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

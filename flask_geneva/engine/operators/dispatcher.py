@@ -34,6 +34,7 @@ from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import publishing
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.children import dispatch as child_dispatch
+from flask_geneva.engine.deadlines import enforce as deadline_enforcement
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import stuck_recovery
 from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
@@ -50,10 +51,12 @@ class DispatcherRun:
     Attributes:
         published: Deferred executions published.
         recovered: In-progress executions of dead workers recovered.
+        deadlines: Workflows canceled or paused by their deadline (R-DL-20).
     """
 
     published: int
     recovered: int
+    deadlines: int = 0
 
 
 def run_dispatcher(
@@ -97,14 +100,17 @@ def run_dispatcher(
         config=context.settings,
         node_name=node_name,
     ) as record:
+        deadlines = deadline_enforcement.enforce_deadlines(context, session)
         published = publish_deferred(context, session)
         recovered = stuck_recovery.recover_abandoned_executions(context, session)
         record.summary.update(published=published, recovered=recovered)
+        if deadlines:
+            record.summary.update(deadlines=deadlines)
     if recovered:
         _log.info("recovered %d step executions of dead workers", recovered)
     # Under allowed eager mode the tasks were queued until now (R-TH-21).
     context.run_queued_tasks()
-    return DispatcherRun(published=published, recovered=recovered)
+    return DispatcherRun(published=published, recovered=recovered, deadlines=deadlines)
 
 
 def dispatch_due(context: EngineContext, session: orm.Session | None = None) -> int:
