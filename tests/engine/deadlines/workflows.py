@@ -7,6 +7,7 @@ from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
+from flask_geneva import Limit
 from flask_geneva import step
 from flask_geneva.engine.operators.dispatcher import DispatcherRun
 from flask_geneva.engine.operators.dispatcher import run_dispatcher
@@ -115,3 +116,40 @@ def operator_actions(workflow_id: Any) -> list[dict[str, Any]]:
     actions = workflow.read_metadata("operator_actions") or []
     db.session.rollback()
     return list(actions)
+
+
+class HalfHour(TwoDays):
+    """A child class whose own deadline is 30 minutes."""
+
+    __geneva_deadline__ = timedelta(minutes=30)
+
+
+#: What :class:`FansOut` starts: ``(child class, key, deadline=)`` per child.
+CHILD_PLAN: list[tuple[Any, str, Any]] = []
+
+
+class FansOut(geneva.Workflow):
+    """Starts the children of :data:`CHILD_PLAN`, then waits for them all."""
+
+    @step
+    def fan_out(self):
+        for child_cls, key, deadline in CHILD_PLAN:
+            self.start_child(child_cls, hero=self.hero, key=key, deadline=deadline)
+
+    @step(wait_for_children=True)
+    def collect(self):
+        pass
+
+
+#: Run (each in another thread) by the next body of :class:`LimitedWork`.
+LIMIT_ACTIONS: list[Any] = []
+
+
+class LimitedWork(geneva.Workflow):
+    """One step under a limit of one slot (key "k"); its body runs
+    :data:`LIMIT_ACTIONS` while it holds the slot."""
+
+    @step(limit=Limit("test-deadline-slot", concurrency=1, key=lambda wf: "k"))
+    def work(self):
+        while LIMIT_ACTIONS:
+            in_other_thread(LIMIT_ACTIONS.pop(0))
