@@ -57,6 +57,7 @@ from flask_geneva.admin.time_display import time_tag
 from flask_geneva.admin.timeline_chart import layout
 from flask_geneva.core import clock
 from flask_geneva.db.queries import admin as admin_queries
+from flask_geneva.engine.deadlines.describe import deadline_fact
 from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.exceptions import GenevaError
 
@@ -189,6 +190,8 @@ class WorkflowDetailPage(WorkflowPages):
             signals_note=NOT_INSTALLED_NOTE,
             # Child workflows (R-CHD-61): nothing read without the unit.
             parent=parent_link(session, self.geneva.Workflow, workflow.id, columns),
+            # The workflow's deadline (R-DL-60): nothing read without the unit.
+            deadline=deadline_fact(session, workflow, now),
             children=children,
             signal_form=signal_form()
             if signals["installed"] and not ended and can_act()

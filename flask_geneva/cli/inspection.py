@@ -30,6 +30,7 @@ from flask_geneva.core.keys import split_hero
 from flask_geneva.core.terminal_text import escape_control_characters
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import admin as admin_queries
+from flask_geneva.engine.deadlines import describe as deadline_describe
 from flask_geneva.engine.limits import describe as limit_describe
 from flask_geneva.engine.limits import overview as limit_overview
 from flask_geneva.engine.operators import housekeeping
@@ -437,6 +438,13 @@ def _describe_workflow(workflow: Any) -> list[str]:
         f"  created:      {format_time(workflow.created_at)}",
         f"  transitioned: {format_time(workflow.transitioned_at)}",
     ]
+    deadline = deadline_describe.deadline_fact(
+        workflow.__geneva__.session, workflow, clock.now()
+    )
+    if deadline is not None:  # R-DL-60
+        lines.append(
+            f"  deadline:     {format_time(deadline.at)} ({deadline.sentence})"
+        )
     if workflow.__geneva__.workflow_class(workflow.type) is None:
         lines.append("  (no workflow class is registered for this type)")
     for execution in history:
@@ -503,6 +511,11 @@ def _describe_workflow(workflow: Any) -> list[str]:
                     f"{entry.get('via')} by {entry.get('actor') or '-'} "
                     f"({entry.get('from_state')} -> {entry.get('to_state')})"
                     + (f" at step {entry['step']}" if entry.get("step") else "")
+                    + (
+                        f" at the deadline {entry['deadline']}"
+                        if entry.get("deadline")
+                        else ""
+                    )
                 )
     return lines
 

@@ -35,13 +35,18 @@ def housekeeping_command() -> None:
 def dispatch_command() -> None:
     """Run the dispatcher once: publish due steps, recover dead workers' steps.
 
-    Steps that wait longer than GENEVA_MAX_BROKER_DELAY are kept out of the
-    broker; the in-progress steps of workers that stopped heartbeating are
-    recovered. Run this (or the `flask_geneva.dispatch_due` beat task) every
+    Workflows past their deadline are canceled or paused; steps that wait
+    longer than GENEVA_MAX_BROKER_DELAY are kept out of the broker; the
+    in-progress steps of workers that stopped heartbeating are recovered.
+    Run this (or the `flask_geneva.dispatch_due` beat task) every
     GENEVA_DISPATCH_INTERVAL.
     \f
-    Spec: R-DSP-02, R-WRK-13.
+    Spec: R-DSP-02, R-WRK-13, R-DL-20.
     """
     run = dispatcher.run_dispatcher(current_context())
     click.echo(f"dispatched {run.published} step execution(s)")
     click.echo(f"recovered {run.recovered} step execution(s) of dead workers")
+    if run.deadlines:
+        click.echo(
+            f"{run.deadlines} workflow(s) reached their deadline (canceled or paused)"
+        )

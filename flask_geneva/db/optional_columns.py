@@ -97,6 +97,9 @@ class OptionalColumns:
     #: The ``add_schedules`` unit: the schedules and schedule fires tables
     #: (R-SCHED-10, R-SCHED-50).
     schedules: bool = True
+    #: The ``add_workflow_deadlines`` unit: ``workflows.deadline_at`` and its
+    #: index (R-DL-10, R-DL-50).
+    workflow_deadlines: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -190,6 +193,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             child_workflows=CHILD_COUNTS_TABLE in tables
             and workflow_columns >= CHILD_WORKFLOW_COLUMNS,
             schedules=SCHEDULES_TABLE in tables and SCHEDULE_FIRES_TABLE in tables,
+            workflow_deadlines="deadline_at" in workflow_columns,
         )
         _column_cache[engine] = detected
         return detected
@@ -212,6 +216,9 @@ def undefer_options(
         # child columns and the result load when read.
         options.append(orm.undefer(workflow_cls.parent_workflow_id))
         options.append(orm.undefer(workflow_cls.child_settled))
+    if workflow_cls is not None and columns.workflow_deadlines:
+        # Checked under the lock by the dispatcher's deadline pass (R-DL-20).
+        options.append(orm.undefer(workflow_cls.deadline_at))
     if execution_cls is not None:
         if columns.step_execution_metadata:
             options.append(orm.undefer(execution_cls.meta))
@@ -272,6 +279,8 @@ def absent_workflow_columns(columns: OptionalColumns) -> frozenset[str]:
         absent.add("meta")
     if not columns.child_workflows:
         absent.update(CHILD_WORKFLOW_KEYS)
+    if not columns.workflow_deadlines:
+        absent.add("deadline_at")
     return frozenset(absent)
 
 

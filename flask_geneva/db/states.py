@@ -12,6 +12,8 @@ from typing import Any
 __all__ = [
     "ACTIVE_EXECUTION_STATES",
     "CHILD_COUNTS_TABLE",
+    "DEADLINE_INDEX",
+    "DEADLINE_INDEX_WHERE",
     "LIMIT_KEYS_TABLE",
     "LIMIT_STARTS_TABLE",
     "LIMIT_WAITERS_TABLE",
@@ -56,6 +58,15 @@ UNIQUE_CHILD_INDEX = "index_geneva_drive_workflows_unique_child"
 #: fire, unique on (schedule name, fire time).
 SCHEDULES_TABLE = "geneva_drive_schedules"
 SCHEDULE_FIRES_TABLE = "geneva_drive_schedule_fires"
+#: Workflow deadlines (R-DL-10): the index the dispatcher finds ongoing
+#: workflows past their deadline by. Partial on PostgreSQL and SQLite (only the
+#: ongoing rows with a deadline); ``(state, deadline_at)`` on MySQL/MariaDB.
+DEADLINE_INDEX = "index_geneva_drive_workflows_deadline"
+#: The partial index's predicate, also the dispatcher's filter word for word
+#: (SQLite uses a partial index only for a query that repeats its terms).
+DEADLINE_INDEX_WHERE = (
+    "state IN ('ready','performing','paused') AND deadline_at IS NOT NULL"
+)
 #: The unique index of a workflow signal's idempotency key (R-WSIG-10).
 SIGNAL_KEY_INDEX = "index_geneva_drive_signals_on_workflow_and_key"
 

@@ -13,10 +13,14 @@ import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
 from flask_geneva.dsl.conditions import CANCEL_CONDITION_MARK
+from flask_geneva.dsl.deadlines import DEFAULT_ON_DEADLINE
+from flask_geneva.dsl.deadlines import class_deadline
+from flask_geneva.dsl.deadlines import class_on_deadline
 from flask_geneva.dsl.definitions import STEP_MARK
 from flask_geneva.dsl.definitions import DecoratedStep
 from flask_geneva.dsl.definitions import StepDefinition
@@ -66,6 +70,11 @@ class WorkflowDefinitions:
     renamed: Mapping[str, RenamedStep] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    #: ``__geneva_deadline__``: each workflow's deadline after its creation,
+    #: or None (R-DL-01).
+    deadline: timedelta | None = None
+    #: ``__geneva_on_deadline__``: ``"cancel"`` or ``"pause"`` (R-DL-03).
+    on_deadline: str = DEFAULT_ON_DEADLINE
 
 
 def collect_definitions(
@@ -94,7 +103,10 @@ def collect_definitions(
       the same as ``default_job_options={"priority": n}`` (R-PRI-01); a step
       method named ``priority`` stays a step;
     - ``step.removed``/``step.renamed`` markers (gravestones keep their
-      class-body position, R-EVO-01..05).
+      class-body position, R-EVO-01..05);
+    - ``__geneva_deadline__`` (a positive timedelta or None) and
+      ``__geneva_on_deadline__`` (``"cancel"`` or ``"pause"``), inherited
+      unless set again (R-DL-01, R-DL-03).
 
     Args:
         cls: The class being created.
@@ -159,6 +171,8 @@ class _Collector:
         # folded together in result() (R-PRI-01).
         self.own_job_options: object = None
         self.priority: object = None
+        self.deadline = parent.deadline if parent else None
+        self.on_deadline = parent.on_deadline if parent else DEFAULT_ON_DEADLINE
 
     def visit(self, attribute: str, value: object) -> None:
         self.namespace[attribute] = value
@@ -166,6 +180,10 @@ class _Collector:
             self.own_job_options = value
         elif attribute == "priority" and not _is_step_function(value):
             self.priority = self._class_priority(value)
+        elif attribute == "__geneva_deadline__":
+            self.deadline = class_deadline(value, type_name=self.type_name)
+        elif attribute == "__geneva_on_deadline__":
+            self.on_deadline = class_on_deadline(value, type_name=self.type_name)
         elif attribute == "cancel_conditions":
             self._add_cancel_conditions(value)
         elif attribute == "exception_policies":
@@ -384,6 +402,8 @@ class _Collector:
             cancel_conditions=tuple(self.conditions),
             exception_policies=tuple(self.policies),
             default_job_options=MappingProxyType(self.job_options),
+            deadline=self.deadline,
+            on_deadline=self.on_deadline,
         )
 
 

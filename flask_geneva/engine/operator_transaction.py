@@ -66,9 +66,10 @@ OPERATOR_ENTRIES: Mapping[str, tuple[transitions.Transition, ...]] = {
         if entry.actor is transitions.Actor.HOUSEKEEPING
     ),
 }
-#: Who acted: the Python API, the admin, the CLI, or a canceled parent whose
-#: cancel reached its children (R-CHD-31).
-_VIA_VALUES = ("api", "admin", "cli", "parent")
+#: Who acted: the Python API, the admin, the CLI, a canceled parent whose
+#: cancel reached its children (R-CHD-31), or the dispatcher enforcing the
+#: workflow's deadline (R-DL-21).
+_VIA_VALUES = ("api", "admin", "cli", "parent", "deadline")
 
 
 def check_operator(via: str, actor: object) -> None:

@@ -23,16 +23,19 @@ from flask_geneva.core import publications
 from flask_geneva.core import transactions
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.db import deadlines as deadline_rows
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import write_path
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import context_of
 from flask_geneva.db.queries import engine as engine_queries
+from flask_geneva.dsl import deadlines as deadline_values
 from flask_geneva.engine import publishing
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.exceptions import DuplicateWorkflowError
+from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.models import StepExecutionState
 from flask_geneva.policies import release_spread
@@ -70,8 +73,13 @@ def create_workflow(
     allow_multiple: bool,
     step_job_options: Mapping[str, Any] | None,
     commit: bool,
+    deadline: datetime | timedelta | None = None,
 ) -> Any:
     """Insert a workflow and schedule its first step (R-WF-10..15, R-UNQ-01..06).
+
+    ``deadline`` (an aware datetime or a positive timedelta from now, R-DL-02)
+    is stored in ``deadline_at``; None takes the class's
+    ``__geneva_deadline__`` (R-DL-01), if any.
 
     Inside a transaction the caller began explicitly (``with session.begin():``
     or a savepoint) the insert joins it and nothing is committed, whatever
@@ -86,7 +94,12 @@ def create_workflow(
             own, at once when it held the caller's work too.
         TypeError: ``allow_multiple`` is not a bool; ``hero`` is None and the
             class does not set ``may_proceed_without_hero`` (R-HERO-06); or
-            ``hero`` is not a saved mapped instance (R-HERO-01).
+            ``hero`` is not a saved mapped instance (R-HERO-01); ``deadline``
+            is neither a datetime nor a duration.
+        ValueError: ``deadline`` is naive, not in the future or not positive
+            (R-DL-02).
+        GenevaError: A deadline applies and the ``add_workflow_deadlines``
+            unit is missing (R-DL-50); nothing is written.
     """
     if "__geneva_type__" not in workflow_cls.__dict__:
         raise TypeError(
@@ -102,6 +115,7 @@ def create_workflow(
             "model instance>, or set may_proceed_without_hero = True on "
             f"{workflow_cls.__name__} for a workflow without one (R-HERO-06)"
         )
+    deadline_at = _deadline_at(session, workflow_cls, deadline)
     joined = transactions.caller_began_transaction(session)
     # A retry is safe only when the aborted transaction held nothing but this
     # call's rows: none was open and nothing of the caller's waited to be flushed.
@@ -112,7 +126,9 @@ def create_workflow(
     )
     attempt = 1
     while True:
-        workflow = new_workflow(workflow_cls, hero, allow_multiple, step_job_options)
+        workflow = new_workflow(
+            workflow_cls, hero, allow_multiple, step_job_options, deadline_at
+        )
         try:
             _insert_workflow(session, workflow)
         except sa_exc.SQLAlchemyError as error:
@@ -143,17 +159,39 @@ def create_workflow(
     return workflow
 
 
+def _deadline_at(
+    session: orm.Session, workflow_cls: Any, deadline: datetime | timedelta | None
+) -> datetime | None:
+    """The new workflow's ``deadline_at`` (R-DL-01/02), refused without the unit."""
+    now = clock.now()
+    if deadline is not None:
+        moment: datetime | None = deadline_values.deadline_at(deadline, now=now)
+    else:
+        declared = workflow_cls.__geneva_definitions__.deadline
+        moment = now + declared if declared is not None else None
+    if moment is not None and not deadline_rows.installed(session):
+        raise GenevaError(
+            f"{workflow_cls.__name__} has a deadline, but "
+            f"{deadline_rows.NOT_INSTALLED_MESSAGE}"
+        )
+    return moment
+
+
 def new_workflow(
     workflow_cls: Any,
     hero: Any,
     allow_multiple: bool,
     step_job_options: Mapping[str, Any] | None,
+    deadline_at: datetime | None = None,
 ) -> Any:
     """A new ``ready`` workflow of ``workflow_cls`` for ``hero``, not added to a
-    session (R-WF-01, R-WF-15); :func:`schedule_first_step` follows its insert."""
+    session (R-WF-01, R-WF-15); :func:`schedule_first_step` follows its insert.
+    ``deadline_at`` is stored when not None (the caller checked the unit)."""
     workflow = workflow_cls()
     workflow.hero = hero
     workflow.allow_multiple = allow_multiple
+    if deadline_at is not None:
+        workflow.deadline_at = deadline_at
     transitions.apply(transitions.CREATE, clock.now(), workflow=workflow)
     if step_job_options:
         # Validated and stored before the first step is scheduled (R-WF-15).

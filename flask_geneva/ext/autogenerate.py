@@ -32,6 +32,7 @@ _DIALECT_SPECIFIC_INDEXES = frozenset(
         "index_geneva_drive_workflows_unique_ongoing",
         "index_geneva_drive_step_executions_one_active",
         "index_geneva_drive_step_executions_in_progress_started_at",
+        "index_geneva_drive_workflows_deadline",
     }
 )
 _GENERATED_COLUMNS = frozenset(
@@ -79,6 +80,16 @@ def include_object(
             info.get("geneva_dialect_specific")
         )
         connection = _migration_connection()
+        dialects = info.get("geneva_dialects")
+        if (
+            not reflected
+            and dialects
+            and connection is not None
+            and connection.dialect.name not in dialects
+        ):
+            # One name, one form per dialect (the deadline index, R-DL-10):
+            # only the form this database builds is compared.
+            return False
         if dialect_specific and (
             connection is None
             or connection.dialect.name not in ("postgresql", "sqlite")

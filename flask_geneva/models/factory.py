@@ -36,6 +36,8 @@ from flask_geneva.db.maintenance_runs import maintenance_runs_table
 from flask_geneva.db.outcome_hours import outcome_hours_table
 from flask_geneva.db.schedules import schedule_fires_table
 from flask_geneva.db.schedules import schedules_table
+from flask_geneva.db.states import DEADLINE_INDEX
+from flask_geneva.db.states import DEADLINE_INDEX_WHERE
 from flask_geneva.db.states import STEP_EXECUTIONS_TABLE
 from flask_geneva.db.states import UNIQUE_CHILD_INDEX
 from flask_geneva.db.states import WORKFLOWS_TABLE
@@ -82,6 +84,26 @@ def _partial_index(
         sqlite_where=sa.text(where if sqlite_where is None else sqlite_where),
         info={"geneva_dialect_specific": True},
     ).ddl_if(dialect=("postgresql", "sqlite"))  # type: ignore[arg-type]  # documented: tuple of names
+
+
+def _deadline_indexes() -> tuple[sa.Index, sa.Index]:
+    """The deadline index (R-DL-10) in its two dialect forms, one name.
+
+    PostgreSQL and SQLite index only the ongoing workflows with a deadline
+    (partial); MySQL/MariaDB have no partial indexes and get ``(state,
+    deadline_at)``, which the dispatcher's ``state IN (...)`` reads as three
+    ranges. ``geneva_dialects`` tells the autogenerate filter which form
+    belongs to the database it compares against.
+    """
+    partial = _partial_index(DEADLINE_INDEX, "deadline_at", where=DEADLINE_INDEX_WHERE)
+    partial.info["geneva_dialects"] = ("postgresql", "sqlite")
+    composite = sa.Index(
+        DEADLINE_INDEX,
+        "state",
+        "deadline_at",
+        info={"geneva_dialect_specific": True, "geneva_dialects": ("mysql", "mariadb")},
+    ).ddl_if(dialect=("mysql", "mariadb"))  # type: ignore[arg-type]  # documented: tuple of names
+    return partial, composite
 
 
 class _FallbackPolymorphicMap(dict[Any, Any]):
@@ -166,6 +188,11 @@ def build_models(
         result_document: orm.Mapped[Any] = orm.mapped_column(
             "result", JSONDocument().evaluates_none(), nullable=True, deferred=True
         )
+        # The workflow's deadline (R-DL-10): an optional column of the
+        # add_workflow_deadlines unit.
+        deadline_at: orm.Mapped[datetime | None] = orm.mapped_column(
+            UTCDateTime().evaluates_none(), nullable=True, deferred=True
+        )
         created_at: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False, default=lambda: now()
         )
@@ -206,6 +233,8 @@ def build_models(
                 where=f"{_ONGOING_WHERE} AND allow_multiple = false",
                 sqlite_where=f"{_ONGOING_WHERE} AND allow_multiple = 0",
             ),
+            # The dispatcher's way to workflows past their deadline (R-DL-10).
+            *_deadline_indexes(),
         )
 
     # Unknown STI identities load as the base class (R-STI-02, BTR-18). Subclass

@@ -77,6 +77,7 @@ class WorkflowMixin(WorkflowChildren, WorkflowActions):
         meta: orm.Mapped[Any]
         started_at: orm.Mapped[datetime | None]
         transitioned_at: orm.Mapped[datetime | None]
+        deadline_at: orm.Mapped[datetime | None]
         created_at: orm.Mapped[datetime]
         updated_at: orm.Mapped[datetime]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from datetime import datetime
 from datetime import timedelta
 from typing import TYPE_CHECKING
 from typing import Any
@@ -44,6 +45,7 @@ class WorkflowActions:
         step_job_options: Mapping[str, Any] | None = None,
         priority: int | None = None,
         commit: bool = True,
+        deadline: datetime | timedelta | None = None,
     ) -> Self:
         """Insert a workflow for ``hero`` and schedule its first step (R-WF-10..15).
 
@@ -62,6 +64,12 @@ class WorkflowActions:
                 a transaction the caller began explicitly (``with
                 db.session.begin():`` or ``begin_nested()``) nothing is committed
                 either way: the insert joins it and publishes after its commit.
+            deadline: When the dispatcher cancels (or, with
+                ``__geneva_on_deadline__ = "pause"``, pauses) the workflow if it
+                has not ended (R-DL-02, R-DL-20): a timezone-aware datetime in
+                the future, or a positive timedelta counted from now. None
+                takes the class's ``__geneva_deadline__``, if any (R-DL-01).
+                Needs the ``add_workflow_deadlines`` install unit.
 
         Returns:
             The new workflow, state ``ready`` (or ``finished`` without steps, R-WF-12).
@@ -77,6 +85,13 @@ class WorkflowActions:
                 instance.
             sqlalchemy.exc.DBAPIError: A deadlock or serialization failure, raised
                 as itself: retried first when the transaction was this call's own.
+            ValueError: ``deadline`` is a naive datetime, not in the future, or
+                not a positive duration (R-DL-02); nothing is written.
+            GenevaError: A deadline applies (given or declared) and the
+                ``add_workflow_deadlines`` unit is missing (R-DL-50).
+
+        .. versionchanged:: 0.1
+            ``deadline`` (issue 37).
         """
 
         if priority is not None:
@@ -93,6 +108,7 @@ class WorkflowActions:
             allow_multiple=allow_multiple,
             step_job_options=step_job_options,
             commit=commit,
+            deadline=deadline,
         )
         return workflow
 

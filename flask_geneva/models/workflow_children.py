@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from flask_geneva.models.services import model_engine
@@ -63,6 +65,7 @@ class WorkflowChildren:
         allow_multiple: bool = True,
         step_job_options: Mapping[str, Any] | None = None,
         priority: int | None = None,
+        deadline: datetime | timedelta | None = None,
     ) -> Any:
         """Create a child workflow of this one, in the running step (R-CHD-11).
 
@@ -88,6 +91,11 @@ class WorkflowChildren:
                 dedupes them).
             step_job_options: The child's job options (R-WF-15).
             priority: The child's priority (R-PRI-01).
+            deadline: The child's deadline (R-DL-30): a timezone-aware
+                datetime after now or a positive timedelta from now, earlier
+                or later than this workflow's. None inherits this workflow's
+                deadline, or the child class's ``__geneva_deadline__`` when
+                that comes first.
 
         Returns:
             The child workflow (new, or the one stored earlier).
@@ -100,7 +108,11 @@ class WorkflowChildren:
                 invalid (R-HERO-01/06).
             DuplicateWorkflowError: ``allow_multiple=False`` and the hero has
                 an ongoing workflow of the class (R-UNQ-02).
-            GenevaError: The ``add_child_workflows`` unit is not installed.
+            GenevaError: The ``add_child_workflows`` unit is not installed, or
+                a deadline applies without ``add_workflow_deadlines``.
+
+        .. versionchanged:: 0.1
+            ``deadline`` (issue 37).
         """
         [child] = model_engine().start_children(
             self,
@@ -112,6 +124,7 @@ class WorkflowChildren:
             allow_multiple=allow_multiple,
             step_job_options=step_job_options,
             priority=priority,
+            deadline=deadline,
         )
         return child
 
@@ -125,6 +138,7 @@ class WorkflowChildren:
         allow_multiple: bool = True,
         step_job_options: Mapping[str, Any] | None = None,
         priority: int | None = None,
+        deadline: datetime | timedelta | None = None,
     ) -> list[Any]:
         """Create one child per hero, in the running step, in bulk (R-CHD-12).
 
@@ -141,8 +155,8 @@ class WorkflowChildren:
             heroes: One hero per child.
             key: A callable ``(hero) -> str`` giving each child's key, or None
                 for the default of :meth:`start_child`; keys must differ.
-            parent_close, allow_multiple, step_job_options, priority: As for
-                :meth:`start_child`, for every child.
+            parent_close, allow_multiple, step_job_options, priority,
+                deadline: As for :meth:`start_child`, for every child.
 
         Returns:
             The children, in the order of ``heroes``.
@@ -161,6 +175,7 @@ class WorkflowChildren:
             allow_multiple=allow_multiple,
             step_job_options=step_job_options,
             priority=priority,
+            deadline=deadline,
         )
         return children
 

@@ -60,6 +60,7 @@ WORKFLOW_COLUMNS = {
     "parent_close",
     "child_settled",
     "result",
+    "deadline_at",
 }
 STEP_EXECUTION_COLUMNS = {
     "id",
@@ -98,6 +99,7 @@ WORKFLOW_INDEXES = {
     "index_geneva_drive_workflows_on_created_at",
     "index_geneva_drive_workflows_on_transitioned_at",
     "index_geneva_drive_workflows_unique_child",
+    "index_geneva_drive_workflows_deadline",
 }
 STEP_EXECUTION_INDEXES = {
     "index_geneva_drive_step_executions_on_workflow_id",
@@ -414,6 +416,12 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         assert set(fractions.values()) == {6}, fractions
     else:
         assert in_progress["column_names"] == ["started_at"]
+    # The deadline index: partial where the dialect has them (R-DL-10).
+    deadline = workflows["indexes"]["index_geneva_drive_workflows_deadline"]
+    if installed.dialect == "mysql":
+        assert deadline["column_names"] == ["state", "deadline_at"]
+    else:
+        assert deadline["column_names"] == ["deadline_at"]
     if installed.dialect == "postgresql":
         assert executions["columns"]["cursor"]["type"].__visit_name__ == "JSONB"
     # The admin's recorded-error index: partial, so none on MariaDB (R-DM-16).

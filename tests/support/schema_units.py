@@ -121,6 +121,14 @@ def drop_schedules(connection: sa.Connection) -> None:
     _drop_table(connection, "geneva_drive_schedules")
 
 
+def drop_workflow_deadlines(connection: sa.Connection) -> None:
+    """``add_workflow_deadlines``: the workflows' ``deadline_at`` and its index."""
+    _drop_index(
+        connection, "index_geneva_drive_workflows_deadline", "geneva_drive_workflows"
+    )
+    _drop_columns(connection, "geneva_drive_workflows", "deadline_at")
+
+
 DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_step_execution_metadata": drop_step_execution_metadata,
     "add_resumable_support": drop_resumable_support,
@@ -131,6 +139,7 @@ DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_flow_limits": drop_flow_limits,
     "add_child_workflows": drop_child_workflows,
     "add_schedules": drop_schedules,
+    "add_workflow_deadlines": drop_workflow_deadlines,
 }
 
 

@@ -182,5 +182,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "create the schedules and schedule fires tables (recurring starts)",
         "20_add_schedules.py.tmpl",
     ),
+    SchemaUnit(
+        "add_workflow_deadlines",
+        "add workflows.deadline_at and the index of ongoing workflows by deadline",
+        "21_add_workflow_deadlines.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
+from flask_geneva.core import clock
 from flask_geneva.core.stored_names import NAME_RULE
 from flask_geneva.core.stored_names import fits_name_column
 from flask_geneva.db.queries import children as child_queries
@@ -28,6 +31,7 @@ from flask_geneva.dsl.job_options import fold_priority
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.children.settle import installed
 from flask_geneva.engine.children.settle import note_started
+from flask_geneva.engine.deadlines.children import child_deadline_at
 from flask_geneva.engine.flow_control import current_step_context
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
@@ -54,6 +58,7 @@ def start_children(
     allow_multiple: bool,
     step_job_options: Mapping[str, Any] | None,
     priority: int | None,
+    deadline: datetime | timedelta | None = None,
 ) -> list[Any]:
     """Insert the children of ``parent`` that do not exist yet (R-CHD-11..14).
 
@@ -72,6 +77,9 @@ def start_children(
             (R-UNQ-04); True by default for children.
         step_job_options: The children's job options (R-WF-15).
         priority: Their priority (R-PRI-01).
+        deadline: Their deadline (an aware datetime after now, or a positive
+            timedelta from now); None inherits the parent's, or the child
+            class's if earlier (R-DL-30).
 
     Returns:
         The children, in the order of ``heroes``: new ones inserted (their
@@ -89,6 +97,8 @@ def start_children(
             (R-HERO-01/06), ``allow_multiple`` is not a bool.
         DuplicateWorkflowError: ``allow_multiple=False`` and the hero has an
             ongoing workflow of the class (R-UNQ-02).
+        GenevaError: A deadline applies and the ``add_workflow_deadlines``
+            unit is missing (R-DL-50).
     """
     context = current_step_context()
     if (
@@ -126,6 +136,9 @@ def start_children(
             keyword="priority=",
             options_name="step_job_options",
         )
+    deadline_at = child_deadline_at(
+        session, parent, child_cls, deadline, now=clock.now()
+    )
     children: list[Any] = []
     for hero in heroes:
         if hero is None and not child_cls.may_proceed_without_hero:
@@ -135,7 +148,7 @@ def start_children(
                 f"{child_cls.__name__} (R-HERO-06)"
             )
         child = scheduling.new_workflow(
-            child_cls, hero, allow_multiple, step_job_options
+            child_cls, hero, allow_multiple, step_job_options, deadline_at
         )
         child.parent_workflow_id = parent.id
         child.parent_execution_id = context.execution_id

@@ -34,6 +34,7 @@ from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import publishing
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.children import dispatch as child_dispatch
+from flask_geneva.engine.deadlines import enforce as deadline_enforcement
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import stuck_recovery
 from flask_geneva.engine.schedules import firing as schedule_firing
@@ -53,12 +54,14 @@ class DispatcherRun:
         recovered: In-progress executions of dead workers recovered.
         fired: Schedule fire times fired (R-SCHED-20).
         scheduled_started: Workflows the schedules' fan-out batches created.
+        deadlines: Workflows canceled or paused by their deadline (R-DL-20).
     """
 
     published: int
     recovered: int
     fired: int = 0
     scheduled_started: int = 0
+    deadlines: int = 0
 
 
 def run_dispatcher(
@@ -73,17 +76,20 @@ def run_dispatcher(
     :meth:`flask_geneva.Geneva.dispatch_due`, :func:`flask_geneva.ext.operations.
     dispatch_due` and ``flask geneva dispatch`` all call it. In order:
 
-    1. :func:`publish_deferred`: deferred executions due within the broker
+    1. ongoing workflows past their deadline are canceled or paused, each in
+       its own transaction (:func:`flask_geneva.engine.deadlines.enforce.
+       enforce_deadlines`, R-DL-20), before anything of theirs is published;
+    2. :func:`publish_deferred`: deferred executions due within the broker
        horizon are published (R-DSP-02);
-    2. the ``in_progress`` executions of workers that missed their heartbeats
+    3. the ``in_progress`` executions of workers that missed their heartbeats
        for ``GENEVA_WORKER_DEAD_AFTER`` while another worker heartbeat are
        recovered (R-WRK-06, R-WRK-14; the age rule stays with housekeeping),
        so a killed worker's step runs again within
        ``GENEVA_WORKER_DEAD_AFTER`` + ``GENEVA_DISPATCH_INTERVAL`` (R-WRK-12);
-    3. the declared schedules' due fire times are fired and unfinished fires
+    4. the declared schedules' due fire times are fired and unfinished fires
        worked, batch by batch (:func:`flask_geneva.engine.schedules.firing.
        fire_schedules`, R-SCHED-20..25);
-    4. the run is recorded in ``geneva_drive_maintenance_runs`` when the table
+    5. the run is recorded in ``geneva_drive_maintenance_runs`` when the table
        exists (start, end, counts, process; R-HK-40/41).
 
     Args:
@@ -105,6 +111,7 @@ def run_dispatcher(
         config=context.settings,
         node_name=node_name,
     ) as record:
+        deadlines = deadline_enforcement.enforce_deadlines(context, session)
         published = publish_deferred(context, session)
         recovered = stuck_recovery.recover_abandoned_executions(context, session)
         schedules = schedule_firing.fire_schedules(context, session)
@@ -113,6 +120,8 @@ def run_dispatcher(
             record.summary.update(
                 fired=schedules.fired, scheduled_started=schedules.started
             )
+        if deadlines:
+            record.summary.update(deadlines=deadlines)
     if recovered:
         _log.info("recovered %d step executions of dead workers", recovered)
     # Under allowed eager mode the tasks were queued until now (R-TH-21).
@@ -122,6 +131,7 @@ def run_dispatcher(
         recovered=recovered,
         fired=schedules.fired,
         scheduled_started=schedules.started,
+        deadlines=deadlines,
     )
 
 
