@@ -51,6 +51,7 @@ from flask_geneva.exceptions import StepExecutionError
 from flask_geneva.exceptions import StepFailedError
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.exceptions import StepNotDefinedError
+from flask_geneva.exceptions import StepTimeout
 from flask_geneva.exceptions import SuspendSignal
 from flask_geneva.exceptions import UnawaitedSignalWarning
 from flask_geneva.exceptions import WorkerLostError
@@ -124,6 +125,7 @@ __all__ = [
     "StepFailedError",
     "StepInterrupt",
     "StepNotDefinedError",
+    "StepTimeout",
     "SuspendSignal",
     "UnawaitedSignalWarning",
     "WorkerLostError",

@@ -14,6 +14,7 @@ The tree::
     ├── CursorSerializationError(TypeError)   cursor value of an unsupported type
     ├── InstallError                          ``flask geneva install`` could not write
     ├── WorkerLostError                       recorded when a step's worker was lost
+    ├── StepTimeout                           a step ran longer than its timeout
     ├── LimitKeyError                         a limit's key is unusable (R-LIM-05)
     ├── ScheduleNotFoundError(LookupError)    no schedule of that name (R-SCHED-30)
     └── StepExecutionError                    carries workflow/execution ids, step name
@@ -73,6 +74,7 @@ __all__ = [
     "StepFailedError",
     "StepInterrupt",
     "StepNotDefinedError",
+    "StepTimeout",
     "SuspendSignal",
     "UnawaitedSignalWarning",
     "WorkerLostError",
@@ -284,6 +286,45 @@ class WorkerLostError(GenevaError):
 
     .. versionadded:: 0.1
     """
+
+
+class StepTimeout(GenevaError):
+    """A step's body ran longer than the step's ``timeout`` (R-STO-10..14).
+
+    Raised into the step's exception policies like any other exception (the
+    default policy pauses the workflow): in the worker when Celery's soft time
+    limit interrupts the body (Celery's ``SoftTimeLimitExceeded`` becomes its
+    ``__cause__``), or when the body returns after its timeout passed (a pool
+    that cannot interrupt it). Recorded, never raised, by the recovery of an
+    execution whose worker died past the timeout (R-STO-20).
+
+    Attributes:
+        step_name: The step, or None.
+        timeout_seconds: The step's timeout in seconds, or None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step_name: str | None = None,
+        timeout_seconds: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.step_name = step_name
+        self.timeout_seconds = timeout_seconds
+
+    def __reduce__(self) -> Any:
+        return (
+            _rebuild_step_timeout,
+            (str(self), self.step_name, self.timeout_seconds),
+        )
+
+
+def _rebuild_step_timeout(
+    message: str, step_name: str | None, timeout_seconds: float | None
+) -> StepTimeout:
+    return StepTimeout(message, step_name=step_name, timeout_seconds=timeout_seconds)
 
 
 class LimitKeyError(GenevaError):

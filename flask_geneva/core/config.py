@@ -84,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_MAX_RESULT_SIZE": 131072,
     "GENEVA_MAX_PENDING_SIGNALS_PER_WORKFLOW": 1000,
     "GENEVA_SIGNAL_WAIT_WARN_AFTER": timedelta(days=1),
+    "GENEVA_STEP_TIMEOUT_GRACE": timedelta(seconds=30),
     "GENEVA_ADMIN_ENABLED": False,
     "GENEVA_ADMIN_URL": "/geneva",
     "GENEVA_ADMIN_ACCESS": None,
@@ -185,6 +186,9 @@ class GenevaConfig:
     #: A parked execution waiting longer than this is counted as a long signal
     #: wait (gauge and ``flask geneva status``, R-WSIG-65).
     signal_wait_warn_after: timedelta = timedelta(days=1)
+    #: Time between a step's soft time limit (its ``timeout``) and Celery's hard
+    #: one, which kills the worker process (R-STO-03).
+    step_timeout_grace: timedelta = timedelta(seconds=30)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -451,6 +455,7 @@ def _validated(
             allow_none=False,
             positive=True,
         ),
+        "step_timeout_grace": take(_step_timeout_grace, merged),
     }
     interval, dead_after = (
         fields["worker_heartbeat_interval"],
@@ -490,6 +495,21 @@ def _release_spread(merged: Mapping[str, Any]) -> timedelta:
             f"0 releases at once), got {merged[key]!r}"
         )
     return window
+
+
+#: Largest ``GENEVA_STEP_TIMEOUT_GRACE`` (R-STO-03).
+MAX_STEP_TIMEOUT_GRACE = timedelta(hours=1)
+
+
+def _step_timeout_grace(merged: Mapping[str, Any]) -> timedelta:
+    key = "GENEVA_STEP_TIMEOUT_GRACE"
+    grace: timedelta = duration_value(merged, key, allow_none=False, positive=True)
+    if grace > MAX_STEP_TIMEOUT_GRACE:
+        raise GenevaConfigurationError(
+            f"{key} must be at most 1 hour (a timedelta or seconds above 0, up to "
+            f"3600), got {merged[key]!r}"
+        )
+    return grace
 
 
 def _inline_budget(merged: Mapping[str, Any]) -> timedelta:

@@ -46,6 +46,11 @@ class Publication:
         queue: Celery queue name, or None for the default queue.
         priority: Broker priority (already mapped, R-JOB-08), or None.
         eta: Aware UTC datetime before which the task must not run, or None.
+        soft_time_limit: Seconds the task may run before Celery raises its
+            soft time limit in it (the step's ``timeout``, R-STO-03), or None.
+        time_limit: Seconds after which Celery kills the process running the
+            task (``soft_time_limit`` plus ``GENEVA_STEP_TIMEOUT_GRACE``), or
+            None.
     """
 
     task_name: str
@@ -54,6 +59,8 @@ class Publication:
     queue: str | None = None
     priority: int | None = None
     eta: datetime | None = None
+    soft_time_limit: float | None = None
+    time_limit: float | None = None
 
 
 class TaskBackend(Protocol):

@@ -169,6 +169,12 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "as a long wait: the gauge `geneva_drive.signal_waits_long` and "
         "`flask geneva status` (R-WSIG-65)."
     ),
+    "GENEVA_STEP_TIMEOUT_GRACE": (
+        "Time between a step's `timeout` (Celery's soft time limit, which "
+        "raises `StepTimeout` in the body) and Celery's hard time limit, which "
+        "kills the worker process still running it; above 0, at most 1 hour "
+        "(R-STO-03)."
+    ),
     "GENEVA_ADMIN_ENABLED": (
         "Mount a dedicated Flask-Admin with the workflow views at "
         "`GENEVA_ADMIN_URL` from `init_app` (R-ADM-01)."

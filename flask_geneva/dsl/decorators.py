@@ -209,6 +209,7 @@ class _StepDecorator:
         limit: object = None,
         wait_for_children: object = None,
         on_child_failure: str | None = None,
+        timeout: timedelta | float | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
     def __call__(
@@ -233,6 +234,7 @@ class _StepDecorator:
         limit: object = None,
         wait_for_children: object = None,
         on_child_failure: str | None = None,
+        timeout: timedelta | float | None = None,
         **unknown: Any,
     ) -> Any:
         self._check_keywords(unknown, f"@{self._keyword}")
@@ -254,6 +256,7 @@ class _StepDecorator:
             "limit": limit,
             "wait_for_children": wait_for_children,
             "on_child_failure": on_child_failure,
+            "timeout": timeout,
         }
         return self._apply(func, options, _caller_location(1))
 
@@ -300,6 +303,7 @@ class _StepDecorator:
         limit: object = None,
         wait_for_children: object = None,
         on_child_failure: str | None = None,
+        timeout: timedelta | float | None = None,
         **unknown: Any,
     ) -> StepSpec:
         """Declare a step with an inline body or a method-name body (SPEC §15.2).
@@ -313,8 +317,8 @@ class _StepDecorator:
             name: Optional step name (default: anonymous).
             wait, skip_if, run_if, on_exception, max_reattempts, terminal_action,
                 before, after, job_options, priority, wait_for, wait_timeout,
-                on_wait_timeout, limit, wait_for_children, on_child_failure: As
-                for :data:`step`.
+                on_wait_timeout, limit, wait_for_children, on_child_failure,
+                timeout: As for :data:`step`.
 
         Raises:
             StepConfigurationError: No body (R-DEF-01), any invalid option, or
@@ -339,6 +343,7 @@ class _StepDecorator:
             "limit": limit,
             "wait_for_children": wait_for_children,
             "on_child_failure": on_child_failure,
+            "timeout": timeout,
         }
         return _anonymous(body, options, _caller_location(1), self._resumable)
 
@@ -420,6 +425,7 @@ class _StepDecorator:
             "limit": None,
             "wait_for_children": None,
             "on_child_failure": None,
+            "timeout": None,
         }
 
     def _check_keywords(self, options: Mapping[str, Any], what: str) -> None:
@@ -474,6 +480,7 @@ class _ResumableStepDecorator(_StepDecorator):
         limit: object = None,
         wait_for_children: object = None,
         on_child_failure: str | None = None,
+        timeout: timedelta | float | None = None,
         max_iterations: int | None = None,
         max_runtime: timedelta | float | None = None,
         **unknown: Any,
@@ -497,6 +504,7 @@ class _ResumableStepDecorator(_StepDecorator):
             "limit": limit,
             "wait_for_children": wait_for_children,
             "on_child_failure": on_child_failure,
+            "timeout": timeout,
             "max_iterations": max_iterations,
             "max_runtime": max_runtime,
         }
@@ -556,6 +564,9 @@ class _ResumableStepDecorator(_StepDecorator):
 #: (finished, canceled or paused by an error); ``on_child_failure`` (``"fail"``,
 #: the default, or ``"ignore"``) says whether a failed child then raises
 #: ``ChildWorkflowFailed`` into the step's policies (R-CHD-21..23).
+#: ``timeout``: a positive ``timedelta`` or seconds: one run of the body that
+#: takes longer raises ``StepTimeout`` into the step's policies (Celery's soft
+#: time limit in a prefork worker, R-STO-01..14).
 #:
 #: Raises StepConfigurationError for any invalid option, naming the value and the
 #: allowed ones, and for an unknown keyword, naming the nearest option

@@ -76,6 +76,7 @@ class _StepFields:
     limits: tuple[Limit, ...] = ()
     wait_for_children: str | int | None = None
     on_child_failure: str = "fail"
+    timeout: timedelta | None = None
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -117,6 +118,9 @@ class StepDefinition(_StepFields):
             runs (R-CHD-21).
         on_child_failure: ``"fail"`` (a failed child raises
             ``ChildWorkflowFailed`` at the gate) or ``"ignore"`` (R-CHD-23).
+        timeout: How long one run of the body may take, or None: longer
+            raises :class:`~flask_geneva.exceptions.StepTimeout` into the
+            step's policies (R-STO-01..14).
 
     .. versionadded:: 0.1
     """

@@ -9,6 +9,7 @@ the wrong value and the allowed ones. Pure code: no database, no Flask.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -164,7 +165,8 @@ def make_spec(
         options: The declaration's keywords (``wait``, ``skip_if``, ``run_if``,
             ``on_exception``, ``max_reattempts``, ``terminal_action``, ``before``,
             ``after``, ``job_options``, ``priority``, ``wait_for``,
-            ``wait_timeout``, ``on_wait_timeout``, ``limit``; ``max_iterations`` and
+            ``wait_timeout``, ``on_wait_timeout``, ``limit``, ``timeout``;
+            ``max_iterations`` and
             ``max_runtime`` for resumable steps).
 
     Returns:
@@ -251,6 +253,7 @@ def make_spec(
         )
     )
     wait_for, wait_timeout, on_wait_timeout = validate_wait_options(options, label)
+    step_timeout = _step_timeout(options.get("timeout"), label)
     limits = coerce_step_limits(options.get("limit"), label=label)
     wait_for_children, on_child_failure = validate_children_options(options, label)
     return StepSpec(
@@ -275,6 +278,37 @@ def make_spec(
         limits=limits,
         wait_for_children=wait_for_children,
         on_child_failure=on_child_failure,
+        timeout=step_timeout,
+    )
+
+
+def _step_timeout(value: object, label: str) -> timedelta | None:
+    """Validate the ``timeout`` option (R-STO-01).
+
+    Args:
+        value: The option: None, a ``timedelta`` or a number of seconds.
+        label: How messages name the step.
+
+    Returns:
+        The timeout as a ``timedelta``, or None when not set.
+
+    Raises:
+        StepConfigurationError: Not positive, longer than 100 years, not
+            finite, or of another type (a bool, a str such as ``"5 minutes"``),
+            naming the value and the allowed forms.
+    """
+    if value is None:
+        return None
+    return duration_option(
+        value,
+        name="timeout",
+        label=label,
+        must=(
+            "a positive timedelta or number of seconds (e.g. "
+            "timedelta(minutes=5) or 300), or None for no timeout; it bounds "
+            "one run of the step's body"
+        ),
+        positive=True,
     )
 
 

@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import event
@@ -39,6 +40,7 @@ __all__ = [
     "holds_eta",
     "inline_enqueue",
     "request_publication",
+    "time_limits",
 ]
 
 logger = module_logger("flask_geneva")
@@ -141,8 +143,9 @@ def step_publication(
     queue: str | None,
     priority: int | None,
     eta: datetime | None,
+    timeout: timedelta | None = None,
 ) -> Publication:
-    """The publication that runs one step execution (R-JOB-08).
+    """The publication that runs one step execution (R-JOB-08, R-STO-03).
 
     Args:
         config: The settings: the default queue for ``queue`` None, and
@@ -152,7 +155,11 @@ def step_publication(
         queue: The merged ``queue`` job option, or None.
         priority: The merged ``priority`` job option, or None when unset.
         eta: When the task may run (aware UTC), or None for now.
+        timeout: The step's ``timeout``, or None: the task then carries
+            Celery's soft time limit (the timeout) and hard time limit (the
+            timeout plus ``GENEVA_STEP_TIMEOUT_GRACE``), R-STO-03.
     """
+    limits = time_limits(timeout, config.step_timeout_grace)
     if priority is not None and config.priority_mapper is not None:
         priority = config.priority_mapper(priority)
     return Publication(
@@ -162,7 +169,27 @@ def step_publication(
         queue=queue or config.default_queue,
         priority=priority,
         eta=eta,
+        soft_time_limit=None if limits is None else limits[0],
+        time_limit=None if limits is None else limits[1],
     )
+
+
+def time_limits(
+    timeout: timedelta | None, grace: timedelta
+) -> tuple[float, float] | None:
+    """Celery's ``(soft_time_limit, time_limit)`` in seconds for a step (R-STO-03).
+
+    Args:
+        timeout: The step's ``timeout``, or None.
+        grace: ``GENEVA_STEP_TIMEOUT_GRACE``.
+
+    Returns:
+        ``(timeout, timeout + grace)`` in seconds, or None without a timeout.
+    """
+    if timeout is None:
+        return None
+    soft = timeout.total_seconds()
+    return soft, soft + grace.total_seconds()
 
 
 def deferral_active(enqueue_after_commit: bool) -> bool:

@@ -374,7 +374,7 @@ def create_step_execution(
             execution_attributes=worker_registry.claim_attributes(session),
         )
     elif publish:
-        publication = _prepare_publication(execution, options, now, context)
+        publication = _prepare_publication(execution, options, now, context, step)
     else:
         execution.job_id, publication = publications.DEFERRED_JOB_ID, None
     write_path.insert_step_execution(
@@ -398,9 +398,16 @@ def create_step_execution(
 
 
 def _prepare_publication(
-    execution: Any, options: Mapping[str, Any], now: datetime, context: EngineContext
+    execution: Any,
+    options: Mapping[str, Any],
+    now: datetime,
+    context: EngineContext,
+    step: Any,
 ) -> publications.Publication | None:
     """Set ``job_id`` and return the publication to request, or None (R-DSP-01).
+
+    ``step`` (the execution's definition, or None) gives the task Celery's
+    time limits when it has a ``timeout`` (R-STO-03).
 
     A future time is left to the dispatcher when it is more than
     ``GENEVA_MAX_BROKER_DELAY`` ahead, or when the backend cannot hold a task
@@ -423,6 +430,7 @@ def _prepare_publication(
         queue=options.get("queue"),
         priority=options.get("priority"),
         eta=eta,
+        timeout=None if step is None else step.timeout,
     )
 
 
@@ -597,7 +605,7 @@ def enqueue_scheduled_execution(
     spread_to = _spread_time(workflow, now)
     if spread_to is not None and execution.scheduled_for < spread_to:
         execution.scheduled_for = spread_to
-    publication = _prepare_publication(execution, options, now, context)
+    publication = _prepare_publication(execution, options, now, context, step)
     _request(session, execution, publication, context)
 
 

@@ -134,6 +134,11 @@ class CeleryBackend:
             options["priority"] = publication.priority
         if publication.eta is not None:
             options["eta"] = publication.eta
+        # A step with a timeout (R-STO-03): Celery's soft and hard time limits.
+        if publication.soft_time_limit is not None:
+            options["soft_time_limit"] = publication.soft_time_limit
+        if publication.time_limit is not None:
+            options["time_limit"] = publication.time_limit
         started = time.monotonic()
         if started < self._paused_until and not broker_pause_ignored():
             raise BrokerPaused(

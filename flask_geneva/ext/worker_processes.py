@@ -170,6 +170,20 @@ def _on_worker_init(sender: Any = None, **kwargs: Any) -> None:
         apps = list(_apps)
     for app in apps:
         register_app_workers(app)
+        _warn_unenforced_timeouts(app, pool_cls)
+
+
+def _warn_unenforced_timeouts(app: Flask, pool_cls: Any) -> None:
+    """Log that this pool cannot interrupt steps with a timeout (R-STO-05)."""
+    from flask_geneva.ext import timeout_checks
+
+    state = app.extensions.get("geneva")
+    if state is None:
+        return
+    name = getattr(pool_cls, "__module__", str(pool_cls)).rpartition(".")[2]
+    timeout_checks.warn_if_timeouts_unenforced(
+        name, state.geneva.workflow_classes.values()
+    )
 
 
 def _on_shutdown(*args: Any, **kwargs: Any) -> None:

@@ -108,3 +108,24 @@ class WorkerTenSteps(basic.geneva.Workflow):
     _steps = step.repeat(
         10, lambda wf: setattr(wf.hero, "counter", wf.hero.counter + 1)
     )
+
+
+class WorkerStepTimeout(basic.geneva.Workflow):
+    """A step sleeping far longer than its 1-second timeout; its policy skips it.
+
+    In a prefork worker Celery's soft time limit interrupts the sleep and the
+    step ends in StepTimeout (R-STO-10); the next step runs.
+    """
+
+    @step(
+        timeout=1,
+        on_exception=ExceptionPolicy("skip", matching=flask_geneva.StepTimeout),
+    )
+    def slow(self):
+        import time
+
+        time.sleep(20)
+
+    @step
+    def after(self):
+        pass

@@ -22,6 +22,7 @@ from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor.run import BodyResult
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.flow_control import step_context
+from flask_geneva.engine.timeouts import body as step_timeouts
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.models.workflow import WorkflowMixin
@@ -83,6 +84,8 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
             run.logger.error("hook raised %s: %s", type(error).__name__, error)
             result = BodyResult("exception", error=error)
 
+    # R-STO-10/11: a run past the step's timeout ends in StepTimeout.
+    result = _timed(result, step, started_at)
     # R-EXE-38: persist the body's writes, or discard them after an exception.
     if result.kind == "exception":
         session.rollback()
@@ -92,7 +95,8 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
         except Exception as commit_error:  # noqa: BLE001 - becomes the captured error
             session.rollback()
             run.logger.error("committing the step's writes failed: %s", commit_error)
-            result = BodyResult("exception", error=commit_error)
+            failed = BodyResult("exception", error=commit_error)
+            result = _timed(failed, step, started_at)
     # Without receivers and without an after hook nothing can write to the
     # session from here on: nothing is left to commit (R-EXE-36, R-SIG-03).
     received = bool(signals.step.receivers)
@@ -146,6 +150,28 @@ def _invoke(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResul
         # the state changed under the step, when it is dropped (drop_error).
         return BodyResult("exception", error=error)
     return BodyResult("completed")
+
+
+def _timed(result: BodyResult, step: Any, started_at: Any) -> BodyResult:
+    """``result``, or a captured :class:`StepTimeout` it amounts to (R-STO-10/11).
+
+    Only for a step with a ``timeout``: Celery's soft time limit raised in
+    the run, or a body that returned after the timeout, becomes the
+    exception the step's policies handle (R-STO-12 keeps every other end).
+    """
+    if step.timeout is None:
+        return result
+    timed_out = step_timeouts.timeout_error(
+        step_name=step.name,
+        timeout=step.timeout,
+        kind=result.kind,
+        error=result.error,
+        started_at=started_at,
+        ended_at=clock.now(),
+    )
+    if timed_out is None:
+        return result
+    return BodyResult("exception", error=timed_out)
 
 
 _DEFAULT_HOOKS = (

@@ -359,6 +359,10 @@ def continue_inline(run: StepRun, workflow: Any, step: Any, finished: Any) -> bo
     following = workflow.steps.next_after(step.name)
     if (
         following is None
+        # Celery's time limits cover a whole task: a step with a timeout runs
+        # in a task of its own, and its task runs no other step (R-STO-04).
+        or step.timeout is not None
+        or following.timeout is not None
         or following.is_resumable
         # A wait_for step passes its gate in its own delivery (R-WSIG-10).
         or following.wait_for is not None

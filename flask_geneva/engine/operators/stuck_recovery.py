@@ -373,8 +373,14 @@ def recover_locked_execution(
     if expected == StepExecutionState.IN_PROGRESS:
         # Never a bare "recovered": the worker was lost, and the step may have
         # run (R-HK-29). An error below rolls the record back with the rest.
+        defined = workflow.steps.named(execution.step_name)
         worker_lost.record_worker_lost(
-            session, execution, recovered_by or worker_lost.RecoveredBy()
+            session,
+            execution,
+            recovered_by or worker_lost.RecoveredBy(),
+            # A step that ran past its timeout records StepTimeout (R-STO-20).
+            step_timeout=None if defined is None else defined.timeout,
+            now=now,
         )
     if paused:
         transitions.apply(

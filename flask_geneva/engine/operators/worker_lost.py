@@ -9,6 +9,8 @@ with no error, as if the step had completed. :func:`record_worker_lost` records 
 and its last heartbeat, or, for an execution that names no worker, since when it
 was in progress; the same details, structured, under the metadata key
 ``recovery``. The admin and ``flask geneva show`` print the error as any other.
+An execution of a step with a ``timeout`` that ran past it records a
+:class:`~flask_geneva.exceptions.StepTimeout` instead (R-STO-20).
 """
 
 from __future__ import annotations
@@ -16,13 +18,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC
 from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import orm
 
+from flask_geneva.core import clock
+from flask_geneva.core.durations import format_interval
 from flask_geneva.db import error_recording
 from flask_geneva.db import workers as worker_rows
+from flask_geneva.engine.timeouts import recovery as step_timeouts
 from flask_geneva.engine.workers import registry as worker_registry
+from flask_geneva.exceptions import StepTimeout
 from flask_geneva.exceptions import WorkerLostError
 
 __all__ = ["RecoveredBy", "record_worker_lost"]
@@ -55,9 +62,14 @@ class RecoveredBy:
 
 
 def record_worker_lost(
-    session: orm.Session, execution: Any, recovered_by: RecoveredBy
+    session: orm.Session,
+    execution: Any,
+    recovered_by: RecoveredBy,
+    *,
+    step_timeout: timedelta | None = None,
+    now: datetime | None = None,
 ) -> None:
-    """Record on ``execution`` that its worker was lost (R-HK-29).
+    """Record on ``execution`` that its worker was lost (R-HK-29, R-STO-20).
 
     Called by recovery for an ``in_progress`` execution, under its row lock,
     before the transition that ends it. Writes ``error_class_name``
@@ -67,13 +79,28 @@ def record_worker_lost(
     "worker": {"id", "node_name", "hostname", "pid", "last_heartbeat_at"} |
     None, "in_progress_since"}``; ``actor`` and ``via`` for an operator.
 
+    When the step has a ``timeout`` and the execution ran past it
+    (:func:`~flask_geneva.engine.timeouts.recovery.ran_past_timeout`: its
+    worker heartbeat after the timeout, or, without a known heartbeat, the
+    timeout has passed), the record is a
+    :class:`~flask_geneva.exceptions.StepTimeout` instead, the cause
+    ``"timeout"`` with ``timeout_seconds`` (R-STO-20).
+
     Args:
         session: The recovering session (reads the worker's row).
         execution: The locked ``in_progress`` execution.
         recovered_by: Who recovers it.
+        step_timeout: The step's ``timeout``, or None.
+        now: The recovery's time (default :func:`flask_geneva.core.clock.now`).
     """
     worker = _worker_details(session, execution)
     started = execution.started_at
+    timed_out = step_timeouts.ran_past_timeout(
+        step_timeout,
+        started,
+        last_heartbeat_at=None if worker is None else worker["last_heartbeat"],
+        now=clock.now() if now is None else now,
+    )
     if worker is None:
         cause = "stuck"
         lost = (
@@ -97,13 +124,26 @@ def record_worker_lost(
         f"{lost}; the step's outcome was never recorded: it may have run in part "
         f"or in full; {recovered_by.sentence()}"
     )
-    error_recording.record_error(execution, WorkerLostError(message), backtrace=False)
+    error: Exception = WorkerLostError(message)
+    if timed_out and step_timeout is not None:
+        cause = "timeout"
+        error = StepTimeout(
+            f"step '{execution.step_name}' ran past its timeout of "
+            f"{format_interval(step_timeout)} (in progress since {_format(started)}) "
+            f"and its worker stopped (Celery's hard time limit kills the process "
+            f"GENEVA_STEP_TIMEOUT_GRACE after the timeout): {message}",
+            step_name=execution.step_name,
+            timeout_seconds=step_timeout.total_seconds(),
+        )
+    error_recording.record_error(execution, error, backtrace=False)
     details: dict[str, Any] = {
         "cause": cause,
         "by": recovered_by.by,
         "worker": None if worker is None else _stored(worker),
         "in_progress_since": _iso(started),
     }
+    if cause == "timeout" and step_timeout is not None:
+        details["timeout_seconds"] = step_timeout.total_seconds()
     if recovered_by.by == "operator":
         details.update(actor=recovered_by.actor, via=recovered_by.via)
     execution.write_metadata(RECOVERY_KEY, details)
