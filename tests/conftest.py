@@ -103,26 +103,43 @@ def _prepare_server_schema(app: Flask) -> None:
     _server_schema_ready = True
 
 
+#: The tables every test on a server database starts without rows, in an order
+#: that deletes the rows pointing at others first.
+_EMPTIED_TABLES = (
+    "geneva_drive_signals",
+    "geneva_drive_step_executions",
+    "geneva_drive_workflows",
+    "users",
+    "geneva_drive_workers",
+    "geneva_drive_maintenance_runs",
+    "geneva_drive_outcome_hours",
+    "geneva_drive_limit_keys",
+    "geneva_drive_limit_waiters",
+    "geneva_drive_limit_starts",
+    "geneva_drive_child_counts",
+    "geneva_drive_schedule_fires",
+    "geneva_drive_schedules",
+)
+
+
 def _empty_tables(app: Flask) -> None:
+    """Delete the rows an earlier test left, from the tables that hold any.
+
+    One statement asks which tables hold rows (``EXISTS`` per table); only those
+    get a ``DELETE``: most tests write to three or four of the tables, and a
+    ``DELETE`` of an empty table still costs a round trip and, on MariaDB, a few
+    milliseconds of the server's time.
+    """
+    tables = [basic.db.metadata.tables[name] for name in _EMPTIED_TABLES]
     with app.app_context():
         basic.db.session.remove()
         with basic.db.engine.begin() as connection:
-            connection.execute(sa.delete(basic.geneva.WorkflowSignal.__table__))
-            connection.execute(sa.delete(basic.geneva.StepExecution.__table__))
-            connection.execute(sa.delete(basic.geneva.Workflow.__table__))
-            connection.execute(sa.delete(basic.User.__table__))
-            for table in (
-                "geneva_drive_workers",
-                "geneva_drive_maintenance_runs",
-                "geneva_drive_outcome_hours",
-                "geneva_drive_limit_keys",
-                "geneva_drive_limit_waiters",
-                "geneva_drive_limit_starts",
-                "geneva_drive_child_counts",
-                "geneva_drive_schedule_fires",
-                "geneva_drive_schedules",
-            ):
-                connection.execute(sa.delete(basic.db.metadata.tables[table]))
+            holding = connection.execute(
+                sa.select(*(sa.exists().select_from(table) for table in tables))
+            ).one()
+            for table, has_rows in zip(tables, holding, strict=True):
+                if has_rows:
+                    connection.execute(sa.delete(table))
 
 
 def make_app(tmp_path: Any, **config: Any) -> Flask:
