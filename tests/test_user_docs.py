@@ -358,3 +358,59 @@ def test_the_readme_shows_the_guides_fan_out():
     flat = " ".join(readme.split())
     assert "[Child workflows and results](docs/children.md)" in flat
     assert "add_child_workflows" in flat
+
+
+def test_the_readmes_schedule_deadline_and_timeout_declare_what_they_say():
+    """README.md's schedules, deadlines and step timeouts example runs as
+    written against a Geneva of its own, and declares the schedule, the
+    class's deadline and the step's timeout it describes (R-SCHED-01,
+    R-DL-01, R-DL-03, R-STO-01); the section links the three guides."""
+    from datetime import timedelta
+
+    import sqlalchemy as sa
+    from flask_sqlalchemy import SQLAlchemy
+
+    from flask_geneva import Geneva
+    from flask_geneva import step
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- time-readme-example")
+    [example] = _python_blocks(readme[start:])[:1]
+    db = SQLAlchemy()
+    geneva = Geneva(db)
+
+    class User(db.Model):
+        __tablename__ = "readme_time_users"
+        id = sa.Column(sa.Integer, primary_key=True)
+        active = sa.Column(sa.Boolean, default=True)
+
+    class Digest(geneva.Workflow):
+        @step
+        def send(self):
+            pass
+
+    namespace = {
+        "geneva": geneva,
+        "Digest": Digest,
+        "User": User,
+        "sa": sa,
+        "step": step,
+        "timedelta": timedelta,
+    }
+    exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102
+    schedule = geneva.schedules["weekly-digest"]
+    assert (schedule.cron, schedule.missed) == ("0 9 * * MON", "latest")
+    assert str(schedule.zone) == "Europe/Berlin"
+    checkout = namespace["Checkout"]
+    definitions = checkout.__geneva_definitions__
+    assert definitions.deadline == timedelta(days=30)
+    assert definitions.on_deadline == "cancel"
+    [charge] = [s for s in definitions.steps if s.name == "charge"]
+    assert charge.timeout == timedelta(minutes=5)
+    flat = " ".join(readme.split())
+    for link in (
+        "[Schedules](docs/schedules.md)",
+        "[Deadlines](docs/deadlines.md)",
+        "[Step timeouts](docs/step-timeouts.md)",
+    ):
+        assert link in flat
