@@ -74,6 +74,7 @@ NOT_INSTALLED_NOTE = (
     "and then `flask db upgrade` to add them (install unit add_schedules). "
     "Until then no schedule fires, and they cannot be paused, resumed or run now."
 )
+_MAX_SHOWN = 80  # characters of an undeclared posted name in the flash
 _READ_ONLY = "read-only: GENEVA_ADMIN_CAN_ACT does not allow you to act"
 
 
@@ -174,6 +175,16 @@ class SchedulesView(GenevaView):
         _, action = validated_action_form(ACTIONS, what="schedule action")
         name = request.form.get("schedule", "")
         label = ACTIONS[action]
+        if name not in self.geneva.schedules:
+            # Refused here, the posted name cut short: a forged or stale form
+            # must not put kilobytes into the flash (the session cookie).
+            shown = name if len(name) <= _MAX_SHOWN else name[:_MAX_SHOWN] + "…"
+            flash(
+                f"Schedule {shown!r}: {label} refused: no such schedule is "
+                "declared (it may have been removed since the page was shown)",
+                "error",
+            )
+            return redirect(url_for(f"{self.endpoint}.index"), code=303)
         context = current_context()
         session = self.session
         session.commit()  # end the reading transaction before locking

@@ -219,9 +219,17 @@ def test_wrong_state_and_unknown_names_are_flashed_refusals(app, client, declare
         )
     ]
     unknown = _post(client, "run_now", "nope")
-    [(category, message)] = _flashes(unknown)
+    assert _flashes(unknown) == [
+        (
+            "danger",
+            "Schedule 'nope': Run now refused: no such schedule is declared (it "
+            "may have been removed since the page was shown)",
+        )
+    ]
+    huge = _post(client, "pause", "x" * 20_000)
+    [(category, message)] = _flashes(huge)
     assert category == "danger"
-    assert "no schedule named 'nope' is declared (declared: 'hourly')" in message
+    assert message.startswith(f"Schedule '{'x' * 80}…': Pause refused")
     assert [a["action"] for a in _actions("hourly")] == ["pause"]
     assert fires("hourly") == []
 
