@@ -26,6 +26,7 @@ from flask import Flask
 from flask_geneva.admin import dependency as _dependency  # noqa: F401  (first)
 from flask_geneva.admin.views import LimitsView
 from flask_geneva.admin.views import OverviewView
+from flask_geneva.admin.views import SchedulesView
 from flask_geneva.admin.views import SignalsView
 from flask_geneva.admin.views import StepExecutionsView
 from flask_geneva.admin.views import WorkflowsView
@@ -35,6 +36,7 @@ __all__ = [
     "CATEGORY",
     "LimitsView",
     "OverviewView",
+    "SchedulesView",
     "SignalsView",
     "StepExecutionsView",
     "WorkflowsView",
@@ -51,7 +53,8 @@ def register_admin(admin: Any, geneva: Any) -> list[Any]:
 
     The views live under ``<admin url>/geneva/`` in the menu category "Workflows"
     (the signals list at ``geneva/signals``, R-WSIG-69; the limits at
-    ``geneva/limits``, R-LIM-45).
+    ``geneva/limits``, R-LIM-45; the schedules at ``geneva/schedules``,
+    R-SCHED-36).
     The host's ``Admin`` may be bound to an app already or later with
     ``admin.init_app(app)``.
 
@@ -99,23 +102,29 @@ def register_admin(admin: Any, geneva: Any) -> list[Any]:
         endpoint="geneva_limits",
         url="geneva/limits",
     )
-    _link(overview, workflows, executions, signals, limits)
-    admin.add_view(overview)
-    admin.add_view(workflows)
-    admin.add_view(executions)
-    admin.add_view(signals)
-    admin.add_view(limits)
-    return [overview, workflows, executions, signals, limits]
+    schedules = SchedulesView(
+        geneva,
+        name="Schedules",
+        category=CATEGORY,
+        endpoint="geneva_schedules",
+        url="geneva/schedules",
+    )
+    views = [overview, workflows, executions, signals, limits, schedules]
+    _link(*views)
+    for view in views:
+        admin.add_view(view)
+    return views
 
 
 def _link(*views: Any) -> None:
-    overview, workflows, executions, signals, limits = views
+    overview, workflows, executions, signals, limits, schedules = views
     for view in views:
         view.overview_endpoint = overview.endpoint
         view.workflows_endpoint = workflows.endpoint
         view.executions_endpoint = executions.endpoint
         view.signals_endpoint = signals.endpoint
         view.limits_endpoint = limits.endpoint
+        view.schedules_endpoint = schedules.endpoint
 
 
 def init_standalone_admin(app: Flask, geneva: Any) -> Any:
@@ -125,7 +134,8 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
     ``/geneva/workflows/``, a workflow ``/geneva/workflows/<id>`` and the step
     executions list ``/geneva/step-executions/`` (R-ADM-01); the workflow
     signals list ``/geneva/signals/`` (R-WSIG-69); the limits
-    ``/geneva/limits/`` (R-LIM-45).
+    ``/geneva/limits/`` (R-LIM-45); the schedules ``/geneva/schedules/``
+    (R-SCHED-36).
 
     Args:
         app: The Flask app (``geneva.init_app`` has registered on it).
@@ -171,7 +181,10 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
         geneva, name="Signals", endpoint="geneva_signals", url="signals"
     )
     limits = LimitsView(geneva, name="Limits", endpoint="geneva_limits", url="limits")
-    _link(overview, workflows, executions, signals, limits)
+    schedules = SchedulesView(
+        geneva, name="Schedules", endpoint="geneva_schedules", url="schedules"
+    )
+    _link(overview, workflows, executions, signals, limits, schedules)
     admin = Admin(
         app,
         name="Geneva",
@@ -184,4 +197,5 @@ def init_standalone_admin(app: Flask, geneva: Any) -> Any:
     admin.add_view(executions)
     admin.add_view(signals)
     admin.add_view(limits)
+    admin.add_view(schedules)
     return admin

@@ -69,6 +69,7 @@ class GenevaView(BaseView):
         self.executions_endpoint = "geneva_step_executions"
         self.signals_endpoint = "geneva_signals"
         self.limits_endpoint = "geneva_limits"
+        self.schedules_endpoint = "geneva_schedules"
         super().__init__(**kwargs)
 
     def create_blueprint(self, admin: Any) -> Blueprint:
@@ -102,6 +103,7 @@ class GenevaView(BaseView):
         kwargs.setdefault("executions_endpoint", self.executions_endpoint)
         kwargs.setdefault("signals_endpoint", self.signals_endpoint)
         kwargs.setdefault("limits_endpoint", self.limits_endpoint)
+        kwargs.setdefault("schedules_endpoint", self.schedules_endpoint)
         kwargs.setdefault("fmt_time", format_time)
         now = clock.now()
         kwargs.setdefault("when", functools.partial(time_tag, now=now))

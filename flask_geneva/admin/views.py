@@ -12,13 +12,17 @@
   signals of every workflow, with the workflow page's "Deliver signal…" form
   (:mod:`~flask_geneva.admin.signal_delivery`);
 * :class:`LimitsView` (:mod:`~flask_geneva.admin.limits`), the concurrency
-  limits' keys and their waiters (R-LIM-45).
+  limits' keys and their waiters (R-LIM-45);
+* :class:`SchedulesView` (:mod:`~flask_geneva.admin.schedules`), the declared
+  schedules with Pause, Resume and Run now (R-SCHED-36, R-SCHED-37).
 
 The pages only read (R-ADM-32): plain selects, no row locks, no writes. The two
 writing endpoints, ``POST <workflows>/<id>/action`` and ``POST <workflows>/bulk``,
 check the CSRF token (R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03), then
 call each workflow's own flow-control method, one transaction per workflow, with
-``via="admin"`` and the actor (R-ADM-21, R-ADM-23, R-ADM-24).
+``via="admin"`` and the actor (R-ADM-21, R-ADM-23, R-ADM-24). The schedules'
+``POST <schedules>/action`` checks the same and calls the engine's schedule
+operations (R-SCHED-37).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from flask_geneva.admin.flow_control_actions import WorkflowActionEndpoint
 from flask_geneva.admin.limits import LimitsView
 from flask_geneva.admin.overview_view import OverviewView
 from flask_geneva.admin.resume_at_form import WorkflowResumeAt
+from flask_geneva.admin.schedules import SchedulesView
 from flask_geneva.admin.signal_delivery import WorkflowSignalDelivery
 from flask_geneva.admin.signals_view import SignalsView
 from flask_geneva.admin.step_executions_view import StepExecutionsView
@@ -38,6 +43,7 @@ from flask_geneva.admin.workflow_list import WorkflowListPage
 __all__ = [
     "LimitsView",
     "OverviewView",
+    "SchedulesView",
     "SignalsView",
     "StepExecutionsView",
     "WorkflowsView",

@@ -8,7 +8,9 @@ dispatcher the first time it sees the schedule):
   skipped as missed, passed while paused, or lie before the schedule was first
   seen);
 * ``last_fire_at``, ``last_outcome``, ``last_error``: the latest fire and how
-  it ended (``running``, ``done`` or ``failed``).
+  it ended (``running``, ``done`` or ``failed``);
+* ``operator_actions``: the latest operators' pauses, resumes and runs now, a
+  JSON list written in the action's transaction (R-SCHED-35).
 
 ``geneva_drive_schedule_fires`` holds one row per fire, with the primary key
 ``(schedule_name, fire_at)``: whoever inserts it fires that time, every other
@@ -33,6 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.db.column_types import ExactText
+from flask_geneva.db.column_types import JSONDocument
 from flask_geneva.db.column_types import UTCDateTime
 from flask_geneva.db.column_types import table_once
 from flask_geneva.db.context import models_of
@@ -58,6 +61,7 @@ __all__ = [
     "record_fire_progress",
     "record_last_fire",
     "record_last_outcome",
+    "record_operator_actions",
     "schedule_fires_table",
     "schedule_rows",
     "schedules_table",
@@ -89,6 +93,7 @@ def schedules_table(metadata: sa.MetaData) -> sa.Table:
         sa.Column("last_outcome", sa.String(16), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=True),
         sa.Column("updated_at", UTCDateTime(), nullable=False),
+        sa.Column("operator_actions", JSONDocument().evaluates_none(), nullable=True),
     )
 
 
@@ -124,6 +129,9 @@ class ScheduleRow:
     last_outcome: str | None
     last_error: str | None
     updated_at: datetime
+    #: The latest operator actions, oldest first; ``[]`` when none (or the
+    #: stored value is no JSON list) (R-SCHED-35).
+    operator_actions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +157,14 @@ def _tables(session: orm.Session) -> tuple[sa.Table, sa.Table]:
 
 
 def _schedule_row(row: Any) -> ScheduleRow:
-    return ScheduleRow(**{field: row[field] for field in _SCHEDULE_FIELDS})
+    values = {field: row[field] for field in _SCHEDULE_FIELDS}
+    actions = values["operator_actions"]
+    values["operator_actions"] = (
+        [entry for entry in actions if isinstance(entry, dict)]
+        if isinstance(actions, list)
+        else []
+    )
+    return ScheduleRow(**values)
 
 
 def _fire_row(row: Any) -> FireRow:
@@ -414,6 +429,20 @@ def record_last_outcome(
             last_error=None if error is None else error[:MAX_ERROR_LENGTH],
             updated_at=now,
         )
+    )
+
+
+def record_operator_actions(
+    session: orm.Session, name: str, actions: list[dict[str, Any]]
+) -> None:
+    """Store the schedule's operator actions, the list as given (R-SCHED-35).
+
+    The caller holds the row's lock (it read the list under it, appended and
+    cut it) and commits, in the transaction of the action itself.
+    """
+    table, _ = _tables(session)
+    session.execute(
+        sa.update(table).where(table.c.name == name).values(operator_actions=actions)
     )
 
 

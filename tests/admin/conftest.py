@@ -9,6 +9,7 @@ import pytest
 from jinja2 import StrictUndefined
 
 from tests.admin import workflows  # noqa: F401 - registers the workflow classes
+from tests.engine.schedules.support import declare  # noqa: F401 - fixture (R-SCHED-36)
 
 ADMIN_CONFIG = {"SECRET_KEY": "admin-tests", "GENEVA_ADMIN_ENABLED": True}
 

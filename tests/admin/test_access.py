@@ -152,7 +152,7 @@ def test_register_admin_adds_views_to_a_host_admin_under_workflows(tmp_path):
     app.jinja_env.undefined = StrictUndefined
     host_admin = Admin(app, name="Host")
     views = register_admin(host_admin, basic.geneva)
-    assert [view.category for view in views] == ["Workflows"] * 5
+    assert [view.category for view in views] == ["Workflows"] * 6
     with app.app_context():
         workflow = ready_workflow()
         workflow_id = workflow.id

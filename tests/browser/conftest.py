@@ -20,6 +20,7 @@ from werkzeug.serving import make_server
 from tests.admin import workflows  # noqa: F401 - registers the workflow classes
 from tests.admin.conftest import ADMIN_CONFIG
 from tests.conftest import IN_CI
+from tests.engine.schedules.support import declare  # noqa: F401 - fixture (R-SCHED-36)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -77,3 +77,23 @@ def test_run_now_fires_and_reports(app, declare):
     assert [(row["kind"], row["started"]) for row in fires("digest")] == [
         ("run_now", 2)
     ]
+
+
+def test_cli_actions_are_recorded_with_via_cli(app, declare, monkeypatch):
+    """R-SCHED-34, R-SCHED-35: pause, resume and run-now record the actor of
+    R-CLI-02 ($GENEVA_ACTOR) with via="cli" on the schedule's row; a refused
+    pause records nothing."""
+    monkeypatch.setenv("GENEVA_ACTOR", "carol")
+    declare("hourly", Tick, cron="0 * * * *")
+    assert _geneva(app, "schedule", "pause", "hourly").exit_code == 0
+    assert _geneva(app, "schedule", "pause", "hourly").exit_code == 1
+    assert _geneva(app, "schedule", "resume", "hourly").exit_code == 0
+    assert _geneva(app, "schedule", "run-now", "hourly").exit_code == 0
+    actions = schedule_row("hourly")["operator_actions"]
+    assert [(a["action"], a["actor"], a["via"]) for a in actions] == [
+        ("pause", "carol", "cli"),
+        ("resume", "carol", "cli"),
+        ("run_now", "carol", "cli"),
+    ]
+    [fire] = fires("hourly")
+    assert datetime.fromisoformat(actions[2]["fire_at"]) == fire["fire_at"]

@@ -530,9 +530,13 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
     # Schedules (R-SCHED-10): the fire's primary key decides who fires a time.
     schedules = schema["geneva_drive_schedules"]
     assert schedules["primary_key"] == ["name"]
-    assert {"paused", "fire_after", "last_fire_at", "last_outcome"} <= set(
-        schedules["columns"]
-    )
+    assert {
+        "paused",
+        "fire_after",
+        "last_fire_at",
+        "last_outcome",
+        "operator_actions",  # R-SCHED-35
+    } <= set(schedules["columns"])
     fires = schema["geneva_drive_schedule_fires"]
     assert fires["primary_key"] == ["schedule_name", "fire_at"]
     assert {"state", "hero_cursor", "started", "skipped", "error"} <= set(

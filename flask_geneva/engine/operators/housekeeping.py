@@ -31,6 +31,7 @@ from flask_geneva.core import clock
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import optional_columns as column_detection
+from flask_geneva.db import schedule_cleanup
 from flask_geneva.db.cleanup_lock import cleanup_lock
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
@@ -151,6 +152,9 @@ def cleanup(session: orm.Session, *, config: GenevaConfig) -> tuple[int, int]:
     kept. Pass 1 deletes their workflow signals (when the unit is installed,
     R-WSIG-63), pass 2 their executions, pass 3 the workflows, each in batches of
     ``GENEVA_HOUSEKEEPING_BATCH_SIZE`` rows, one committed ``DELETE`` per batch.
+    Then the schedule fires that ended before the same cutoff, the newest fire
+    of each schedule kept (when the ``add_schedules`` unit is installed,
+    R-SCHED-26).
 
     One cleanup runs at a time per database (R-HK-13): it holds an advisory lock
     (:func:`flask_geneva.db.cleanup_lock.cleanup_lock`; none on SQLite, whose single
@@ -216,6 +220,15 @@ def _cleanup_eligible(
     )
     if signals:
         _log.info("cleanup deleted %d workflow signals", signals)
+    if column_detection.optional_columns(session).schedules:
+        # Ended fires, the newest of each schedule kept (R-SCHED-26).
+        fires = schedule_cleanup.delete_ended_fires(
+            session,
+            clock.now() - retention,
+            batch_size=config.housekeeping_batch_size,
+        )
+        if fires:
+            _log.info("cleanup deleted %d ended schedule fires", fires)
     return workflows, executions
 
 

@@ -5,7 +5,8 @@ transaction that locks the schedule row first (``FOR UPDATE``; on SQLite
 ``BEGIN IMMEDIATE``), checks the state it expects and refuses otherwise with
 :class:`~flask_geneva.exceptions.InvalidStateError`; an undeclared name is a
 :class:`~flask_geneva.exceptions.ScheduleNotFoundError` listing the declared
-ones. Each action is logged with its actor and channel (``via``).
+ones. Each action is recorded on the schedule's row in its own transaction
+(who, when, via what: :data:`SCHEDULE_VIA`; R-SCHED-35) and logged.
 :func:`schedule_overview` only reads.
 """
 
@@ -30,6 +31,8 @@ from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import ScheduleNotFoundError
 
 __all__ = [
+    "MAX_SCHEDULE_ACTIONS",
+    "SCHEDULE_VIA",
     "RunNow",
     "ScheduleOverview",
     "pause_schedule",
@@ -46,6 +49,10 @@ NO_UNIT_MESSAGE = (
     "the database has no schedules tables: install unit add_schedules "
     "(`flask geneva install`, then `flask db upgrade`)"
 )
+#: The operator actions a schedule's row keeps, the latest (R-SCHED-35).
+MAX_SCHEDULE_ACTIONS = 100
+#: Where an operator action on a schedule comes from (R-SCHED-35).
+SCHEDULE_VIA = ("api", "admin", "cli")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +68,10 @@ class ScheduleOverview:
         last_outcome: ``running``, ``done`` or ``failed``, or None.
         last_error: The latest fire's error, or None.
         stored: Whether the schedule has a row yet (a dispatcher saw it).
+        paused_at: Since when it is paused, or None.
+        operator_actions: The latest operator actions, newest first, each
+            ``{"action", "at", "actor", "via", "fire_at"}`` as stored
+            (R-SCHED-35).
     """
 
     schedule: Schedule
@@ -70,6 +81,8 @@ class ScheduleOverview:
     last_outcome: str | None
     last_error: str | None
     stored: bool
+    paused_at: datetime | None = None
+    operator_actions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +114,41 @@ def _declared(context: EngineContext, name: str) -> Schedule:
             f"no schedule named {name!r} is declared (declared: {known})"
         )
     return schedule
+
+
+def _check_operator(via: str, actor: object) -> None:
+    """Refuse a bad ``via`` or ``actor`` before anything is locked (R-SCHED-35)."""
+    if via not in SCHEDULE_VIA:
+        raise ValueError(
+            f"via must be one of {', '.join(map(repr, SCHEDULE_VIA))}, got {via!r}"
+        )
+    if actor is not None and (not isinstance(actor, str) or "\x00" in actor):
+        raise ValueError(
+            f"actor must be None or a str naming the operator (no NUL character), "
+            f"got {actor!r} ({type(actor).__name__})"
+        )
+
+
+def _record_action(
+    session: orm.Session,
+    row: rows.ScheduleRow,
+    action: str,
+    *,
+    actor: str | None,
+    via: str,
+    now: datetime,
+    fire_at: datetime | None = None,
+) -> None:
+    """Append the action to the row's list read under its lock (R-SCHED-35)."""
+    entry = {
+        "action": action,
+        "at": now.isoformat(),
+        "actor": actor,
+        "via": via,
+        "fire_at": None if fire_at is None else fire_at.isoformat(),
+    }
+    actions = [*row.operator_actions, entry][-MAX_SCHEDULE_ACTIONS:]
+    rows.record_operator_actions(session, row.name, actions)
 
 
 def _require_unit(session: orm.Session) -> None:
@@ -135,10 +183,12 @@ def pause_schedule(
         context: The engine context.
         session: The session to work in (committed).
         name: The schedule's name.
-        actor: Who asked (logged).
-        via: ``"api"``, ``"cli"`` or ``"admin"`` (logged).
+        actor: Who asked (recorded, R-SCHED-35).
+        via: ``"api"``, ``"cli"`` or ``"admin"`` (recorded).
 
     Raises:
+        ValueError: ``via`` is none of those, or ``actor`` is neither None nor
+            a str without NUL characters (nothing is written).
         ScheduleNotFoundError: No such schedule is declared.
         InvalidStateError: It is paused already.
         GenevaError: The ``add_schedules`` unit is not installed.
@@ -159,7 +209,10 @@ def resume_schedule(
     The fire times that passed while it was paused are not fired, whatever
     its ``missed`` policy: the next fire is its next time after now.
 
+    Recorded with ``actor`` and ``via`` as :func:`pause_schedule` is.
+
     Raises:
+        ValueError: A bad ``via`` or ``actor`` (nothing is written).
         ScheduleNotFoundError: No such schedule is declared.
         InvalidStateError: It is not paused.
         GenevaError: The ``add_schedules`` unit is not installed.
@@ -176,17 +229,19 @@ def _set_paused(
     actor: str | None,
     via: str,
 ) -> None:
+    _check_operator(via, actor)
     _declared(context, name)
     context.bind(session)
     _require_unit(session)
     now = clock.now()
     row = _locked_row(session, name, now)
+    action, state = ("pause", "paused") if paused else ("resume", "not paused")
     if row.paused == paused or not rows.set_paused(
         session, name, paused=paused, now=now
     ):
         session.rollback()
-        action, state = ("pause", "paused") if paused else ("resume", "not paused")
         raise InvalidStateError(f"cannot {action} schedule {name!r}: it is {state}")
+    _record_action(session, row, action, actor=actor, via=via, now=now)
     session.commit()
     _log.info(
         "schedule %r %s by %s via %s",
@@ -219,23 +274,28 @@ def run_schedule_now(
         session: The session to work in (committed).
         name: The schedule's name.
         process: Run the fan-out in this call.
-        actor: Who asked (logged).
-        via: ``"api"``, ``"cli"`` or ``"admin"`` (logged).
+        actor: Who asked (recorded with the fire's time, R-SCHED-35).
+        via: ``"api"``, ``"cli"`` or ``"admin"`` (recorded).
 
     Raises:
+        ValueError: A bad ``via`` or ``actor`` (nothing is written).
         ScheduleNotFoundError: No such schedule is declared.
         GenevaError: The ``add_schedules`` unit is not installed.
     """
+    _check_operator(via, actor)
     schedule = _declared(context, name)
     context.bind(session)
     _require_unit(session)
     now = clock.now()
-    _locked_row(session, name, now)
+    row = _locked_row(session, name, now)
     fire_at = now
     while not rows.insert_fire(session, name, fire_at, "run_now", now):
         # Two runs now within one microsecond: the next free microsecond.
         fire_at += timedelta(microseconds=1)
     rows.record_last_fire(session, name, fire_at, now)
+    _record_action(
+        session, row, "run_now", actor=actor, via=via, now=now, fire_at=fire_at
+    )
     session.commit()
     _log.info(
         "schedule %r run now (fire at %s) by %s via %s",
@@ -301,6 +361,8 @@ def schedule_overview(
                 last_outcome=row.last_outcome if row else None,
                 last_error=row.last_error if row else None,
                 stored=row is not None,
+                paused_at=row.paused_at if row else None,
+                operator_actions=list(reversed(row.operator_actions)) if row else [],
             )
         )
     return result
