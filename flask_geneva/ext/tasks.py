@@ -16,6 +16,7 @@ from flask import has_app_context
 from flask_geneva.core import publications
 from flask_geneva.core.tagged_logging import TaggedLoggerAdapter
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.ext import soft_limit_counting
 
 __all__ = [
     "apply_celery_defaults",
@@ -107,6 +108,8 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
 
     def perform_step(task: Any, step_execution_id: Any) -> None:
         """Run one step execution by id (R-JOB-20..22)."""
+        # A soft time limit the body catches is still a timeout (R-STO-10).
+        soft_limit_counting.count_soft_time_limits()
         with _app_context(task.app):
             perform_step_execution(step_execution_id, logger=task_logger(task))
 

@@ -102,6 +102,27 @@ class WorkerBackoffRetries(basic.geneva.Workflow):
         raise WorkerFlakyError("still failing")
 
 
+class WorkerStepTimeoutCaught(basic.geneva.Workflow):
+    """A step that catches Celery's soft time limit and returns: a timeout all
+    the same (R-STO-15); its policy skips it and the next step runs."""
+
+    @step(
+        timeout=1,
+        on_exception=ExceptionPolicy("skip", matching=flask_geneva.StepTimeout),
+    )
+    def swallowing(self):
+        import contextlib
+        import time
+
+        # What a careless body does: it swallows the interruption.
+        with contextlib.suppress(BaseException):
+            time.sleep(20)
+
+    @step
+    def after(self):
+        pass
+
+
 class WorkerTenSteps(basic.geneva.Workflow):
     """Ten steps that each add one to the hero's counter (inline continuation)."""
 

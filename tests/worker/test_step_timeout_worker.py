@@ -20,7 +20,8 @@ def test_a_prefork_worker_interrupts_a_step_at_its_timeout(
     start_worker, broker_url, worker_database_url
 ):
     """A body sleeping 20 s with a 1-second timeout is interrupted by Celery's soft
-    time limit, recorded as StepTimeout and skipped by its policy (R-STO-10, R-STO-13)."""
+    time limit, recorded as StepTimeout and skipped by its policy (R-STO-10,
+    R-STO-13); so is one that catches the interruption and returns (R-STO-15)."""
     from tests.apps import worker_app
 
     app = worker_test_app(broker_url, worker_database_url)
@@ -28,9 +29,24 @@ def test_a_prefork_worker_interrupts_a_step_at_its_timeout(
         workflow_id, _ = create_workflow(
             app, worker_app.WorkerStepTimeout, "timeout@example.com"
         )
+        caught_id, _ = create_workflow(
+            app, worker_app.WorkerStepTimeoutCaught, "caught@example.com"
+        )
         start_worker("--pool=prefork", "--concurrency=1")
-        # Well before the sleep would have ended on its own (20 s).
+        # Well before the sleeps would have ended on their own (20 s each).
         wait_for_state(app, workflow_id, "finished", timeout=15)
+        wait_for_state(app, caught_id, "finished", timeout=15)
+        caught = execution_rows(app, caught_id)
+        assert [(r["step_name"], r["state"], r["outcome"]) for r in caught] == [
+            ("swallowing", "skipped", "skipped"),
+            ("after", "completed", "success"),
+        ]
+        assert caught[0]["error_class_name"] == "flask_geneva.exceptions.StepTimeout"
+        assert caught[0]["error_message"] == (
+            "step 'swallowing' ran longer than its timeout of 1 s: Celery's soft "
+            "time limit interrupted it and the body went on (it caught the "
+            "interruption), so its outcome is not used"
+        )
         rows = execution_rows(app, workflow_id)
         assert [(r["step_name"], r["state"], r["outcome"]) for r in rows] == [
             ("slow", "skipped", "skipped"),

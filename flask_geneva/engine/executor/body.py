@@ -17,6 +17,7 @@ from sqlalchemy import orm
 
 from flask_geneva import signals
 from flask_geneva.core import clock
+from flask_geneva.core import soft_time_limits
 from flask_geneva.db import session_transactions
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor.run import BodyResult
@@ -59,6 +60,7 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
     result = BodyResult("completed")
     before, around, after = _overridden_hooks(workflow)
     started_at, started = clock.now(), time.monotonic()
+    soft_limits_before = soft_time_limits.count()
     # Entered for the body, then again for after_step_execution.
     in_step = step_context(
         workflow.id,
@@ -85,7 +87,7 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
             result = BodyResult("exception", error=error)
 
     # R-STO-10/11: a run past the step's timeout ends in StepTimeout.
-    result = _timed(result, step, started_at)
+    result = _timed(result, step, started_at, soft_limits_before)
     # R-EXE-38: persist the body's writes, or discard them after an exception.
     if result.kind == "exception":
         session.rollback()
@@ -96,7 +98,7 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
             session.rollback()
             run.logger.error("committing the step's writes failed: %s", commit_error)
             failed = BodyResult("exception", error=commit_error)
-            result = _timed(failed, step, started_at)
+            result = _timed(failed, step, started_at, soft_limits_before)
     # Without receivers and without an after hook nothing can write to the
     # session from here on: nothing is left to commit (R-EXE-36, R-SIG-03).
     received = bool(signals.step.receivers)
@@ -152,12 +154,16 @@ def _invoke(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResul
     return BodyResult("completed")
 
 
-def _timed(result: BodyResult, step: Any, started_at: Any) -> BodyResult:
+def _timed(
+    result: BodyResult, step: Any, started_at: Any, soft_limits_before: int
+) -> BodyResult:
     """``result``, or a captured :class:`StepTimeout` it amounts to (R-STO-10/11).
 
     Only for a step with a ``timeout``: Celery's soft time limit raised in
-    the run, or a body that returned after the timeout, becomes the
-    exception the step's policies handle (R-STO-12 keeps every other end).
+    the run (seen in the error's chain, or counted by the worker while the
+    run went on: a body that caught it), or a body that returned after the
+    timeout, becomes the exception the step's policies handle (R-STO-12
+    keeps every other end).
     """
     if step.timeout is None:
         return result
@@ -168,6 +174,7 @@ def _timed(result: BodyResult, step: Any, started_at: Any) -> BodyResult:
         error=result.error,
         started_at=started_at,
         ended_at=clock.now(),
+        soft_limit_signalled=soft_time_limits.count() > soft_limits_before,
     )
     if timed_out is None:
         return result

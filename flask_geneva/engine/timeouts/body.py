@@ -68,6 +68,7 @@ def timeout_error(
     error: BaseException | None,
     started_at: datetime,
     ended_at: datetime,
+    soft_limit_signalled: bool = False,
 ) -> StepTimeout | None:
     """The :class:`StepTimeout` a body's end amounts to, or None (R-STO-10/11).
 
@@ -80,6 +81,11 @@ def timeout_error(
         error: The captured exception (kind ``"exception"``), else None.
         started_at: When the run began (before the hooks), by geneva's clock.
         ended_at: When it ended, by geneva's clock.
+        soft_limit_signalled: The worker received Celery's soft time limit
+            signal while the run went on
+            (:mod:`flask_geneva.core.soft_time_limits`): the run was
+            interrupted even if the body caught the exception and returned, or
+            raised an error of its own without chaining it.
 
     Returns:
         A :class:`StepTimeout` whose ``__cause__`` is Celery's exception (and
@@ -91,10 +97,12 @@ def timeout_error(
     """
     limit = format_interval(timeout)
     seconds = timeout.total_seconds()
+    soft: BaseException | None = None
     if kind == "exception" and error is not None:
         soft = _soft_limit_in_chain(error)
-        if soft is None:
-            return None
+        if soft is None and not soft_limit_signalled:
+            return None  # any other error keeps its meaning (R-STO-12)
+    if kind == "exception" and error is not None and soft is not None:
         timed_out = StepTimeout(
             f"step '{step_name}' ran longer than its timeout of {limit}: Celery's "
             "soft time limit interrupted it",
@@ -103,6 +111,17 @@ def timeout_error(
         ).with_traceback(error.__traceback__)
         timed_out.__cause__ = error
         return timed_out
+    if soft_limit_signalled and kind in ("completed", "exception"):
+        caught = StepTimeout(
+            f"step '{step_name}' ran longer than its timeout of {limit}: Celery's "
+            "soft time limit interrupted it and the body went on (it caught the "
+            "interruption), so its outcome is not used",
+            step_name=step_name,
+            timeout_seconds=seconds,
+        )
+        if error is not None:
+            caught.__cause__ = error
+        return caught
     if kind == "completed" and overran(timeout, started_at, ended_at):
         elapsed = format_interval(ended_at - started_at)
         return StepTimeout(
