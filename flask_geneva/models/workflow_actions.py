@@ -18,6 +18,9 @@ from typing import Any
 from typing import NoReturn
 from typing import Self
 
+from sqlalchemy import orm
+
+from flask_geneva.db import deadlines as deadline_rows
 from flask_geneva.dsl.job_options import fold_priority
 from flask_geneva.exceptions import UnawaitedSignalWarning
 from flask_geneva.models.services import model_engine
@@ -509,6 +512,21 @@ class WorkflowActions:
         if warn_unawaited:
             _warn_if_unawaited(delivery, name)
         return delivery
+
+    @property
+    def deadline(self) -> datetime | None:
+        """When the dispatcher cancels (or pauses) this workflow if it has not
+        ended (R-DL-01, R-DL-02): an aware UTC datetime, or None: no deadline,
+        a deadline a pause spent (R-DL-23), or no ``add_workflow_deadlines``
+        install unit (R-DL-50: nothing reads the absent column)."""
+        session = orm.object_session(self)
+        if session is None:
+            # Not stored yet: what create() set, if anything, without a read.
+            return self.__dict__.get("deadline_at")
+        if not deadline_rows.installed(session):
+            return None
+        with session.no_autoflush:
+            return self.deadline_at  # type: ignore[attr-defined, no-any-return]
 
     @property
     def received_signal(self) -> Any:

@@ -38,3 +38,9 @@ def test_show_prints_the_deadline_and_the_deadline_cancel(geneva_cli, geneva_job
     shown = geneva_cli("show", str(ids[0])).stdout
     assert "cancel via deadline by - (ready -> canceled) at the deadline " in shown
     assert "2030-05-01T11:00:00+00:00" in shown
+    # Ended: the deadline line no longer says what the dispatcher will do.
+    assert (
+        "  deadline:     2030-05-01 11:00:00+00:00 (the workflow has ended: the "
+        "deadline no longer applies)"
+    ) in shown.splitlines()
+    assert "if it has not ended" not in shown

@@ -24,15 +24,20 @@ class DeadlineFact:
         on_deadline: ``"cancel"`` or ``"pause"`` (its class's).
         overdue: The deadline passed and the workflow is still ongoing: the
             dispatcher's next run acts on it.
+        ended: The workflow has ended (finished or canceled): its deadline no
+            longer applies.
     """
 
     at: datetime
     on_deadline: str
     overdue: bool
+    ended: bool = False
 
     @property
     def sentence(self) -> str:
         """What happens at the deadline, in words (no time)."""
+        if self.ended:
+            return "the workflow has ended: the deadline no longer applies"
         verb = "cancels" if self.on_deadline == "cancel" else "pauses"
         text = f"the dispatcher {verb} the workflow if it has not ended"
         if self.overdue:
@@ -55,4 +60,6 @@ def deadline_fact(
     if at is None:
         return None
     ongoing = workflow.state not in TERMINAL_WORKFLOW_STATES
-    return DeadlineFact(at, on_deadline_of(workflow), ongoing and at <= now)
+    return DeadlineFact(
+        at, on_deadline_of(workflow), ongoing and at <= now, ended=not ongoing
+    )

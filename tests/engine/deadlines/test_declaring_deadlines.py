@@ -12,6 +12,7 @@ import pytest
 from flask_geneva import StepConfigurationError
 from flask_geneva import step
 from flask_geneva.core import clock
+from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.engine.deadlines.workflows import DAY
 from tests.engine.deadlines.workflows import HOUR
@@ -111,6 +112,11 @@ def test_create_takes_a_timedelta_or_an_aware_datetime(app, user):
     assert deadline_of(by_time.id) == datetime(2030, 5, 3, 12, 0, tzinfo=UTC)
     assert deadline_of(overriding.id) == T0 + DAY
     assert deadline_of(plain.id) is None
+    # workflow.deadline reads the same, aware (R-DL-02).
+    db.session.expire_all()
+    assert by_time.deadline == datetime(2030, 5, 3, 12, 0, tzinfo=UTC)
+    assert by_delta.deadline.tzinfo is not None
+    assert plain.deadline is None
 
 
 @pytest.mark.parametrize(

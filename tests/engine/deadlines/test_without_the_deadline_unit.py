@@ -41,6 +41,8 @@ def test_workflows_without_a_deadline_run_and_the_dispatcher_runs(
     assert _state(workflow_id) == "ready"  # its second step waits a day
     assert _state(parent_id) == "ready"  # parked for its child
     assert len(execution_rows(workflow_id)) == 2
+    # Reading the deadline reads no absent column (R-DL-50, R-DM-32).
+    assert db.session.get(geneva.Workflow, workflow_id).deadline is None
 
 
 def test_a_deadline_without_the_unit_is_refused_naming_it(app, user, without_unit):
