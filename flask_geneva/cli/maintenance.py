@@ -37,11 +37,12 @@ def dispatch_command() -> None:
 
     Workflows past their deadline are canceled or paused; steps that wait
     longer than GENEVA_MAX_BROKER_DELAY are kept out of the broker; the
-    in-progress steps of workers that stopped heartbeating are recovered.
+    in-progress steps of workers that stopped heartbeating are recovered; the
+    schedules' due fire times are fired and their fan-out worked.
     Run this (or the `flask_geneva.dispatch_due` beat task) every
     GENEVA_DISPATCH_INTERVAL.
     \f
-    Spec: R-DSP-02, R-WRK-13, R-DL-20.
+    Spec: R-DSP-02, R-WRK-13, R-DL-20, R-SCHED-20.
     """
     run = dispatcher.run_dispatcher(current_context())
     click.echo(f"dispatched {run.published} step execution(s)")
@@ -49,4 +50,9 @@ def dispatch_command() -> None:
     if run.deadlines:
         click.echo(
             f"{run.deadlines} workflow(s) reached their deadline (canceled or paused)"
+        )
+    if run.fired or run.scheduled_started:
+        click.echo(
+            f"fired {run.fired} schedule fire time(s); "
+            f"the schedules started {run.scheduled_started} workflow(s)"
         )

@@ -97,3 +97,27 @@ def test_cli_actions_are_recorded_with_via_cli(app, declare, monkeypatch):
     ]
     [fire] = fires("hourly")
     assert datetime.fromisoformat(actions[2]["fire_at"]) == fire["fire_at"]
+
+
+def test_dispatch_reports_the_schedules_fires(app, declare):
+    """R-SCHED-20: ``flask geneva dispatch`` says how many fire times it fired
+    and how many workflows their fan-out started; nothing when none fired."""
+    ids = make_users(2)
+    declare(
+        "minutely",
+        Digest,
+        cron="* * * * *",
+        heroes=lambda: User.query.filter(User.id.in_(ids)),
+    )
+    with clock.frozen(datetime(2025, 3, 30, 12, 0, 30, tzinfo=UTC)):
+        first = _geneva(app, "dispatch")  # sees the schedule: fires no past time
+    assert first.exit_code == 0, first.output
+    assert "schedule fire" not in first.output
+    with clock.frozen(datetime(2025, 3, 30, 12, 1, 5, tzinfo=UTC)):
+        second = _geneva(app, "dispatch")
+    assert second.exit_code == 0, second.output
+    assert (
+        "fired 1 schedule fire time(s); the schedules started 2 workflow(s)"
+        in second.output
+    )
+    assert [(row["kind"], row["started"]) for row in fires("minutely")] == [("cron", 2)]

@@ -140,15 +140,17 @@ def fire_schedule(
         rows.record_last_fire(session, schedule.name, chosen[-1][0], now)
     rows.advance_fire_after(session, schedule.name, due[0], now)
     session.commit()
-    passed = len(due) - len(chosen)
+    fired_times = {fire_at for fire_at, _kind in chosen}
+    passed = [moment for moment in due if moment not in fired_times]
     if passed or more:
+        # ``due`` is newest first: ``passed[0]`` is the latest time not fired.
         _log.info(
-            "schedule %r (missed=%r): %s%d missed fire times not fired, the latest %s",
+            "schedule %r (missed=%r): %s%d missed fire times not fired%s",
             schedule.name,
             schedule.missed,
             "more than " if more else "",
-            passed,
-            due[0].isoformat(),
+            len(passed),
+            f", the latest {passed[0].isoformat()}" if passed else "",
         )
     return inserted
 

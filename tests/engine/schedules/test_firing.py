@@ -304,3 +304,20 @@ def test_without_the_unit_schedules_are_inactive_and_say_why(
     assert run.fired == 0
     assert "install unit add_schedules" in caplog.text
     assert workflows_of(Tick) == []
+
+
+def test_the_log_names_the_latest_time_not_fired(app, declare, caplog):
+    """R-SCHED-23: under ``missed="skip"`` a dispatcher that comes 2 minutes
+    late fires the on-time newest time and logs the older one as not fired,
+    naming that time, not the one it fired."""
+    declare("minutely", Tick, cron="* * * * *", missed="skip")
+    fire_at(datetime(2025, 3, 30, 12, 0, 0, 500, tzinfo=UTC))  # first seen
+    with caplog.at_level(logging.INFO, logger="flask_geneva"):
+        fire_at(datetime(2025, 3, 30, 12, 2, 5, tzinfo=UTC))
+    assert [row["fire_at"].replace(tzinfo=UTC) for row in fires("minutely")] == [
+        datetime(2025, 3, 30, 12, 2, tzinfo=UTC)
+    ]
+    assert (
+        "1 missed fire times not fired, the latest 2025-03-30T12:01:00+00:00"
+        in caplog.text
+    )
