@@ -34,7 +34,7 @@ from flask_geneva.engine.executor import early_delivery
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor import hero_missing
 from flask_geneva.engine.executor import outcomes
-from flask_geneva.engine.executor import policy_decisions
+from flask_geneva.engine import policy_decisions
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.flow_control import step_context
 from flask_geneva.engine.transitions import table as transitions
