@@ -158,8 +158,10 @@ def _wake_step(session: orm.Session, table: sa.Table) -> tuple[Any, Any]:
     # Qualified by hand: SQLAlchemy writes RETURNING's columns of the updated
     # table unqualified, and the workflows table has a parent_workflow_id too.
     prefix = session.get_bind().dialect.identifier_preparer.format_table(table)
-    parent_id = sa.literal_column(f"{prefix}.parent_workflow_id")
-    waiting_id = sa.literal_column(f"{prefix}.waiting_execution_id")
+    parent_id: sa.ColumnElement[Any] = sa.literal_column(f"{prefix}.parent_workflow_id")
+    waiting_id: sa.ColumnElement[Any] = sa.literal_column(
+        f"{prefix}.waiting_execution_id"
+    )
     workflow_type = (
         sa.select(workflows.c.type)
         .where(workflows.c.id == parent_id)
