@@ -39,6 +39,7 @@ from flask_geneva.engine import policy_decisions
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.operators.worker_lost import LostWorker
 from flask_geneva.engine.transitions import table as transitions
+from flask_geneva.engine.workflow_signals import delivery as workflow_signals
 from flask_geneva.policies import task_failures
 from flask_geneva.policies.resolution import PolicyResult
 from flask_geneva.policies.resolution import should_report
@@ -137,6 +138,12 @@ def apply_step_policy(
             scheduling.create_step_execution(session, workflow, step, wait=result.wait)
     elif schedules is kind.NEXT_STEP:
         scheduling.schedule_next_step(session, workflow, after=step.name)
+    if step.wait_for is not None:
+        # A skipped step consumes the signals it claimed, as finalize's commit
+        # does; a reattempt or a pause keeps them for its next run (R-WSIG-15).
+        workflow_signals.settle_claimed_signals(
+            session, workflow, execution, clock.now()
+        )
     reporter = settings.error_reporter
     if reporter is not None:
         # The executor's context (R-REP-10), read now: the rows expire at commit.

@@ -40,6 +40,7 @@ from tests.support.workflow import execution_rows
 from tests.support.workflow import in_other_thread
 from tests.support.workflow import make_user
 from tests.support.workflow import run_together
+from tests.support.workflow import signal_rows
 from tests.support.workflow import update_execution
 from tests.support.workflow import update_workflow
 from tests.support.workflow import workflow_row
@@ -117,6 +118,18 @@ class RecoverTimedHandler(geneva.Workflow):
     def note(self, error):
         RecoverTimedHandler.handled.append((self.id, type(error).__name__))
         self.skip()
+
+
+class RecoverTimedSignal(geneva.Workflow):
+    """Its worker dies in the body (SystemExit escapes it, R-EXE-35)."""
+
+    @step(wait_for="approved", timeout=timedelta(minutes=1), on_exception="skip")
+    def work(self):
+        raise SystemExit("the worker process is killed")
+
+    @step
+    def tail(self):
+        pass
 
 
 class LateBody:
@@ -327,6 +340,28 @@ def test_the_age_rule_applies_the_policy_once_the_timeout_passed(app):
     recovered = _execution(workflow.id)
     assert "no worker is recorded for it" in recovered.error_message
     assert recovered.read_metadata("recovery")["cause"] == "timeout"
+
+
+def test_a_skipped_wait_for_step_consumes_its_claimed_signal(app):
+    """A wait_for step claimed its signal, then its worker died past the timeout;
+    the skip policy applied by recovery consumes the signal, as finalize's skip
+    would (R-STO-20, R-WSIG-15)."""
+    with clock.frozen(T0) as frozen:
+        workflow = RecoverTimedSignal.create(hero=make_user())
+        perform_next_step(workflow)  # parks at the gate
+        workflow.signal("approved")
+        with pytest.raises(SystemExit):
+            perform_next_step(workflow)
+        db.session.rollback()
+        assert execution_history(workflow.id)[-1] == ("work", "in_progress", None)
+        assert [row["state"] for row in signal_rows(workflow.id)] == ["claimed"]
+        frozen.advance(timedelta(hours=2))
+        assert run_housekeeping()["stuck_in_progress_recovered"] == 1
+    assert execution_history(workflow.id) == [
+        ("work", "skipped", "skipped"),
+        ("tail", "scheduled", None),
+    ]
+    assert [row["state"] for row in signal_rows(workflow.id)] == ["consumed"]
 
 
 @pytest.mark.parametrize("state", ["paused", "canceled"])
