@@ -118,12 +118,17 @@ class SettlementWake:
         execution_id: Its execution parked at the ``wait_for_children`` gate.
         queue: The queue its task goes to, or None for the default.
         priority: Its task's priority, or None.
+        workflow_type: The parent's stored ``type``, read by the same
+            statement (for its task's time limits, R-STO-03), or None.
+        step_name: The parked execution's step, likewise, or None.
     """
 
     parent_workflow_id: Any
     execution_id: Any
     queue: str | None
     priority: int | None
+    workflow_type: str | None = None
+    step_name: str | None = None
 
 
 #: The values of a counts row without a registered wait (R-CHD-24).
@@ -139,6 +144,37 @@ _NO_WAIT: dict[str, Any] = {
 def _table(session: orm.Session) -> sa.Table:
     table: sa.Table = models_of(session).Workflow.metadata.tables[CHILD_COUNTS_TABLE]
     return table
+
+
+def _wake_step(session: orm.Session, table: sa.Table) -> tuple[Any, Any]:
+    """Scalar subqueries of a counts row's parent ``type`` and parked step.
+
+    Correlated to ``table``: read in the statement that returns the wake
+    (R-STO-03), so that its publication needs no statement of its own.
+    """
+    geneva = models_of(session)
+    workflows = geneva.Workflow.__table__
+    executions = geneva.StepExecution.__table__
+    # Qualified by hand: SQLAlchemy writes RETURNING's columns of the updated
+    # table unqualified, and the workflows table has a parent_workflow_id too.
+    prefix = session.get_bind().dialect.identifier_preparer.format_table(table)
+    parent_id: sa.ColumnElement[Any] = sa.literal_column(f"{prefix}.parent_workflow_id")
+    waiting_id: sa.ColumnElement[Any] = sa.literal_column(
+        f"{prefix}.waiting_execution_id"
+    )
+    workflow_type = (
+        sa.select(workflows.c.type)
+        .where(workflows.c.id == parent_id)
+        .scalar_subquery()
+        .label("wake_workflow_type")
+    )
+    step_name = (
+        sa.select(executions.c.step_name)
+        .where(executions.c.id == waiting_id)
+        .scalar_subquery()
+        .label("wake_step_name")
+    )
+    return workflow_type, step_name
 
 
 def _dialect_name(session: orm.Session) -> str:
@@ -261,6 +297,7 @@ def apply_settlement(
         table.c.waiting_queue,
         table.c.waiting_priority,
         table.c.wake_due_at,
+        *_wake_step(session, table),
     )
     connection = session_sync.connection_of(session)
     if connection.dialect.update_returning:
@@ -283,6 +320,8 @@ def apply_settlement(
         row.waiting_execution_id,
         row.waiting_queue,
         row.waiting_priority,
+        row.wake_workflow_type,
+        row.wake_step_name,
     )
 
 
@@ -355,6 +394,7 @@ def due_wakes(
             table.c.waiting_execution_id,
             table.c.waiting_queue,
             table.c.waiting_priority,
+            *_wake_step(session, table),
         )
         .where(
             table.c.wake_due_at < before,
@@ -369,6 +409,8 @@ def due_wakes(
             row.waiting_execution_id,
             row.waiting_queue,
             row.waiting_priority,
+            row.wake_workflow_type,
+            row.wake_step_name,
         )
         for row in rows
     ]

@@ -159,7 +159,12 @@ class KeyCounts:
 
 @dataclasses.dataclass(frozen=True)
 class Waiter:
-    """One waiter row (R-LIM-11)."""
+    """One waiter row (R-LIM-11).
+
+    ``workflow_type`` (the workflow's stored ``type``) and ``step_name`` (its
+    execution's step) are read with the row where a grant is published, so
+    its task carries the step's time limits (R-STO-03); None elsewhere.
+    """
 
     id: int
     limit_name: str
@@ -170,6 +175,8 @@ class Waiter:
     queue: str | None
     waiting_since: datetime
     granted_at: datetime | None
+    workflow_type: str | None = None
+    step_name: str | None = None
 
 
 def _key_is(table: sa.Table, name: str, key: str) -> Any:
@@ -344,6 +351,7 @@ def change_counts(
 
 
 def _waiter(row: Any) -> Waiter:
+    values = row._mapping
     return Waiter(
         id=int(row.id),
         limit_name=row.limit_name,
@@ -354,6 +362,8 @@ def _waiter(row: Any) -> Waiter:
         queue=row.queue,
         waiting_since=row.waiting_since,
         granted_at=row.granted_at,
+        workflow_type=values.get("waiter_workflow_type"),
+        step_name=values.get("waiter_step_name"),
     )
 
 
@@ -411,16 +421,24 @@ def eligible_waiters(
     name: str,
     key: str,
     limit: int,
+    executions: sa.Table | None = None,
 ) -> list[Waiter]:
     """The first ``limit`` waiters of ``(name, key)`` that may be granted (R-LIM-12/14).
 
     Not granted yet, of a ``ready`` or ``performing`` workflow; priority
     (higher first), then the time they started waiting, then arrival. A plain
-    read: the caller holds the key row.
+    read: the caller holds the key row. With ``executions``, the same
+    statement reads each waiter's workflow type and step name, for its
+    task's time limits (R-STO-03).
     """
+    columns: list[Any] = [waiters, workflows.c.type.label("waiter_workflow_type")]
+    source: Any = waiters.join(workflows, workflows.c.id == waiters.c.workflow_id)
+    if executions is not None:
+        columns.append(executions.c.step_name.label("waiter_step_name"))
+        source = source.outerjoin(executions, executions.c.id == waiters.c.execution_id)
     statement = (
-        sa.select(waiters)
-        .join(workflows, workflows.c.id == waiters.c.workflow_id)
+        sa.select(*columns)
+        .select_from(source)
         .where(
             _key_is(waiters, name, key),
             waiters.c.granted_at.is_(None),
@@ -523,10 +541,19 @@ def execution_limit_holds(
 
 def waiter_states(
     session: orm.Session, workflows: sa.Table, executions: sa.Table, waiter: Waiter
-) -> tuple[Any, Any]:
-    """``(workflow state, execution state)`` of a waiter; None for a row gone."""
+) -> tuple[Any, Any, Waiter]:
+    """``(workflow state, execution state, waiter)`` of a waiter; None for a row gone.
+
+    The waiter is returned with its workflow type and step name, read by the
+    same statement, for its task's time limits (R-STO-03).
+    """
     statement = (
-        sa.select(workflows.c.state, executions.c.state)
+        sa.select(
+            workflows.c.state,
+            executions.c.state,
+            workflows.c.type,
+            executions.c.step_name,
+        )
         .select_from(workflows)
         .outerjoin(
             executions,
@@ -538,4 +565,7 @@ def waiter_states(
         .where(workflows.c.id == waiter.workflow_id)
     )
     row = session_sync.connection_of(session).execute(statement).first()
-    return (None, None) if row is None else (row[0], row[1])
+    if row is None:
+        return None, None, waiter
+    described = dataclasses.replace(waiter, workflow_type=row[2], step_name=row[3])
+    return row[0], row[1], described

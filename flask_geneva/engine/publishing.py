@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
+from collections.abc import Mapping
 from datetime import datetime
 from datetime import timedelta
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "holds_eta",
     "inline_enqueue",
     "request_publication",
+    "step_timeout",
     "time_limits",
 ]
 
@@ -172,6 +174,37 @@ def step_publication(
         soft_time_limit=None if limits is None else limits[0],
         time_limit=None if limits is None else limits[1],
     )
+
+
+def step_timeout(
+    workflow_classes: Mapping[str, Any],
+    workflow_type: str | None,
+    step_name: str | None,
+) -> timedelta | None:
+    """The ``timeout`` of a stored execution's step, for its publication (R-STO-03).
+
+    For the publications that start from rows rather than a step definition
+    (a limit's grant, R-LIM-13; a child wait's wake, R-CHD-22): their
+    statements read the workflow's ``type`` and the execution's
+    ``step_name`` with the rest, and this looks the step up in memory.
+
+    Args:
+        workflow_classes: ``{type identity: class}`` of the declared workflows
+            (``GenevaModels.workflow_classes``).
+        workflow_type: The workflow row's ``type``, or None when not read.
+        step_name: The execution's ``step_name``, or None when not read.
+
+    Returns:
+        The step's ``timeout``; None without one, or when the class or the
+        step is not defined (any more) here.
+    """
+    if workflow_type is None or step_name is None:
+        return None
+    workflow_cls = workflow_classes.get(workflow_type)
+    if workflow_cls is None:
+        return None
+    step = workflow_cls.step_collection().named(step_name)
+    return None if step is None else step.timeout
 
 
 def time_limits(

@@ -3,8 +3,8 @@
 ``GENEVA_TEST_WORKER_DATABASE_URL``: the database both the test and the worker use.
 ``GENEVA_TEST_BROKER_URL``: the Celery broker (e.g. ``redis://127.0.0.1:6379/15``).
 ``GENEVA_TEST_WORKER_HEARTBEAT_INTERVAL``, ``GENEVA_TEST_WORKER_DEAD_AFTER``,
-``GENEVA_TEST_DISPATCH_INTERVAL``, ``GENEVA_TEST_PUBLISH_TIMEOUT``: those settings
-in seconds, when set; the dispatch interval also gives the Celery app the beat
+``GENEVA_TEST_DISPATCH_INTERVAL``, ``GENEVA_TEST_PUBLISH_TIMEOUT``,
+``GENEVA_TEST_STEP_TIMEOUT_GRACE``: those settings in seconds, when set; the dispatch interval also gives the Celery app the beat
 schedule of that interval.
 
 Start a worker with ``celery -A tests.apps.worker_app:celery worker``.
@@ -42,6 +42,7 @@ def build_app(database_url: str, broker_url: str) -> tuple[Flask, Celery]:
             "WORKER_DEAD_AFTER",
             "DISPATCH_INTERVAL",
             "PUBLISH_TIMEOUT",
+            "STEP_TIMEOUT_GRACE",
         )
         if os.environ.get(f"GENEVA_TEST_{key}")
     }

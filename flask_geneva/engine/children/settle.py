@@ -159,7 +159,8 @@ def publish_wake(session: orm.Session, wake: child_counts.SettlementWake) -> boo
     """Request the task of a parked parent execution made due (R-CHD-22).
 
     The task is the parent's ``perform_step`` for that execution; its claim
-    wakes and runs it (R-CHD-22). Sent after the commit of the current
+    wakes and runs it (R-CHD-22), with the parked step's time limits
+    (R-STO-03). Sent after the commit of the current
     transaction (at once outside one). Without an engine context bound to the
     session nothing is sent: the dispatcher publishes it (R-CHD-24).
 
@@ -176,6 +177,10 @@ def publish_wake(session: orm.Session, wake: child_counts.SettlementWake) -> boo
         queue=wake.queue,
         priority=wake.priority,
         eta=None,
+        # Read with the wake: no statement of its own (R-STO-03).
+        timeout=publishing.step_timeout(
+            context.models.workflow_classes, wake.workflow_type, wake.step_name
+        ),
     )
     publishing.request_publication(
         session,

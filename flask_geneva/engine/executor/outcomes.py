@@ -20,8 +20,8 @@ from flask_geneva.db import error_recording
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import session_transactions
 from flask_geneva.engine import limits as flow_limits
+from flask_geneva.engine import policy_decisions
 from flask_geneva.engine import scheduling
-from flask_geneva.engine.executor import policy_decisions
 from flask_geneva.engine.executor.run import BodyResult
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.operators import finalize as operator_finalize

@@ -28,13 +28,13 @@ from flask_geneva.db import session_transactions
 from flask_geneva.dsl.conditions import describe_condition
 from flask_geneva.dsl.conditions import evaluate_cancel_conditions
 from flask_geneva.engine import limits as flow_limits
+from flask_geneva.engine import policy_decisions
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.children import gate as children_gate
 from flask_geneva.engine.executor import early_delivery
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor import hero_missing
 from flask_geneva.engine.executor import outcomes
-from flask_geneva.engine.executor import policy_decisions
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.flow_control import step_context
 from flask_geneva.engine.transitions import table as transitions

@@ -89,7 +89,7 @@ def _one_key(
         if overdue is not None:
             waiter = limit_rows.waiter_of(session, tables.waiters, overdue.execution_id)
             if waiter is not None and waiter.granted_at is not None:
-                workflow_state, execution_state = limit_rows.waiter_states(
+                workflow_state, execution_state, waiter = limit_rows.waiter_states(
                     session, tables.workflows, tables.executions, waiter
                 )
                 if execution_state != "scheduled":

@@ -95,7 +95,7 @@ def pump(
         else:
             free = min(free, room)
     heads = limit_rows.eligible_waiters(
-        session, tables.waiters, tables.workflows, name, key, free
+        session, tables.waiters, tables.workflows, name, key, free, tables.executions
     )
     if not heads:
         return counts, False
@@ -142,6 +142,8 @@ def publish_grant(
     the waiter row). A grant for a later time (a rate window, R-LIM-24) is
     published with that eta, or left to the dispatcher when it is beyond
     ``GENEVA_MAX_BROKER_DELAY`` or the backend cannot hold an eta (R-DSP-01).
+    The task carries the step's time limits when the waiter was read with its
+    workflow type and step name (R-STO-03).
     """
     context = context_of(session)
     config = context.settings
@@ -160,6 +162,10 @@ def publish_grant(
         # published for an unlimited step without one.
         priority=waiter.priority or None,
         eta=eta,
+        # Read with the waiter row: no statement of its own (R-STO-03).
+        timeout=publishing.step_timeout(
+            context.models.workflow_classes, waiter.workflow_type, waiter.step_name
+        ),
     )
     publishing.request_publication(
         session,

@@ -51,7 +51,9 @@ def recover(
     resumable step as a successor keeping the cursor); with ``"cancel"`` the
     execution is canceled/``recovered`` and the workflow canceled. On a paused
     workflow nothing is scheduled (``resume()`` retries the step); on a canceled or
-    finished workflow the execution becomes canceled/``recovered``. Recorded in
+    finished workflow the execution becomes canceled/``recovered``. An execution
+    of a ready or performing workflow whose step ran past its ``timeout`` is
+    handed to the step's exception policies instead (R-STO-20). Recorded in
     the operator actions (R-PDR-05). Safe against a concurrent executor or
     housekeeping run: the states are re-checked under the workflow lock.
 

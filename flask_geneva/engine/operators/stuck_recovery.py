@@ -42,6 +42,7 @@ from flask_geneva.db.queries import maintenance as maintenance_queries
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
 from flask_geneva.engine.children import settle as children_settle
+from flask_geneva.engine.operators import timeout_recovery
 from flask_geneva.engine.operators import worker_lost
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workers import registry as worker_registry
@@ -62,6 +63,10 @@ __all__ = [
 
 # Housekeeping's logger: recovery is logged as part of its run (R-HK-22).
 _log = module_logger("flask_geneva.housekeeping")
+
+#: The workflow states in which a timed-out step's policy applies (R-STO-20);
+#: a paused or ended workflow keeps R-HK-27 (the operator's state wins).
+_RUNNABLE_WORKFLOW_STATES = frozenset({WorkflowState.READY, WorkflowState.PERFORMING})
 
 
 def stuck_in_progress_criteria(
@@ -341,6 +346,12 @@ def recover_locked_execution(
     ``workflow.recover()`` (R-HK-28). The caller holds the workflow lock, then the
     execution lock, has checked the execution's state, and commits.
 
+    An ``in_progress`` execution of a ``ready`` or ``performing`` workflow whose
+    step ran past its ``timeout`` (R-STO-21) is not recovered by ``action``: the
+    step's exception policies decide on its ``StepTimeout``
+    (:func:`~flask_geneva.engine.operators.timeout_recovery.apply_step_policy`,
+    R-STO-20).
+
     Args:
         session: The session holding both locks.
         workflow: The locked workflow.
@@ -374,7 +385,7 @@ def recover_locked_execution(
         # Never a bare "recovered": the worker was lost, and the step may have
         # run (R-HK-29). An error below rolls the record back with the rest.
         defined = workflow.steps.named(execution.step_name)
-        worker_lost.record_worker_lost(
+        lost = worker_lost.lost_worker(
             session,
             execution,
             recovered_by or worker_lost.RecoveredBy(),
@@ -382,6 +393,18 @@ def recover_locked_execution(
             step_timeout=None if defined is None else defined.timeout,
             now=now,
         )
+        if (
+            lost.timed_out
+            and defined is not None
+            and workflow.state in _RUNNABLE_WORKFLOW_STATES
+        ):
+            # Its policies decide, not the recovery action: a step that hangs
+            # is not run again forever (R-STO-20).
+            timeout_recovery.apply_step_policy(
+                session, workflow, execution, defined, lost
+            )
+            return True
+        lost.record(execution)
     if paused:
         transitions.apply(
             transitions.RECOVER_PAUSED, now, workflow=workflow, execution=execution

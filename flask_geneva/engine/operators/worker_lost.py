@@ -10,7 +10,9 @@ and its last heartbeat, or, for an execution that names no worker, since when it
 was in progress; the same details, structured, under the metadata key
 ``recovery``. The admin and ``flask geneva show`` print the error as any other.
 An execution of a step with a ``timeout`` that ran past it records a
-:class:`~flask_geneva.exceptions.StepTimeout` instead (R-STO-20).
+:class:`~flask_geneva.exceptions.StepTimeout` instead, and recovery hands it to
+the step's exception policies
+(:mod:`~flask_geneva.engine.operators.timeout_recovery`, R-STO-20).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.exceptions import StepTimeout
 from flask_geneva.exceptions import WorkerLostError
 
-__all__ = ["RecoveredBy", "record_worker_lost"]
+__all__ = ["LostWorker", "RecoveredBy", "lost_worker", "record_worker_lost"]
 
 #: The metadata key of the structured details (R-HK-29).
 RECOVERY_KEY = "recovery"
@@ -61,6 +63,44 @@ class RecoveredBy:
         return f"recovered by {self.by}"
 
 
+@dataclass(frozen=True)
+class LostWorker:
+    """What recovery found about an ``in_progress`` execution's end (R-HK-29).
+
+    Attributes:
+        error: The :class:`~flask_geneva.exceptions.WorkerLostError`, or the
+            :class:`~flask_geneva.exceptions.StepTimeout` of a step that ran
+            past its timeout (R-STO-20); never raised.
+        details: The metadata ``recovery`` record.
+    """
+
+    error: Exception
+    details: dict[str, Any]
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the step ran past its timeout (R-STO-20, R-STO-21)."""
+        return isinstance(self.error, StepTimeout)
+
+    def record(self, execution: Any, *, columns: bool = True) -> None:
+        """Write the error and the ``recovery`` record on ``execution``.
+
+        Args:
+            execution: The locked execution.
+            columns: Record the error as R-SE-20 does (its columns and the
+                metadata ``exception``, no backtrace); False writes the
+                metadata ``exception`` only, as for a reattempted execution
+                (R-SE-21).
+        """
+        if columns:
+            error_recording.record_error(execution, self.error, backtrace=False)
+        else:
+            details = error_recording.exception_details(self.error)
+            details["backtrace"] = []
+            execution.write_metadata("exception", details)
+        execution.write_metadata(RECOVERY_KEY, self.details)
+
+
 def record_worker_lost(
     session: orm.Session,
     execution: Any,
@@ -68,21 +108,44 @@ def record_worker_lost(
     *,
     step_timeout: timedelta | None = None,
     now: datetime | None = None,
-) -> None:
+) -> LostWorker:
     """Record on ``execution`` that its worker was lost (R-HK-29, R-STO-20).
 
+    :func:`lost_worker`, then :meth:`LostWorker.record` with the error columns.
+
+    Returns:
+        What was recorded.
+    """
+    lost = lost_worker(
+        session, execution, recovered_by, step_timeout=step_timeout, now=now
+    )
+    lost.record(execution)
+    return lost
+
+
+def lost_worker(
+    session: orm.Session,
+    execution: Any,
+    recovered_by: RecoveredBy,
+    *,
+    step_timeout: timedelta | None = None,
+    now: datetime | None = None,
+) -> LostWorker:
+    """What recovery records on ``execution``, whose worker was lost (R-HK-29).
+
     Called by recovery for an ``in_progress`` execution, under its row lock,
-    before the transition that ends it. Writes ``error_class_name``
-    (``flask_geneva.exceptions.WorkerLostError``, when the column exists),
-    ``error_message`` and the metadata keys ``exception`` (R-SE-20, no
-    backtrace) and ``recovery``: ``{"cause": "worker_lost" | "stuck", "by",
-    "worker": {"id", "node_name", "hostname", "pid", "last_heartbeat_at"} |
-    None, "in_progress_since"}``; ``actor`` and ``via`` for an operator.
+    before the transition that ends it; reads the worker's registry row and
+    writes nothing. The error is a
+    :class:`~flask_geneva.exceptions.WorkerLostError` whose message names the
+    worker and its last heartbeat; the ``recovery`` record is ``{"cause":
+    "worker_lost" | "stuck", "by", "worker": {"id", "node_name", "hostname",
+    "pid", "last_heartbeat_at"} | None, "in_progress_since"}``, with ``actor``
+    and ``via`` for an operator.
 
     When the step has a ``timeout`` and the execution ran past it
     (:func:`~flask_geneva.engine.timeouts.recovery.ran_past_timeout`: its
     worker heartbeat after the timeout, or, without a known heartbeat, the
-    timeout has passed), the record is a
+    timeout has passed), the error is a
     :class:`~flask_geneva.exceptions.StepTimeout` instead, the cause
     ``"timeout"`` with ``timeout_seconds`` (R-STO-20).
 
@@ -135,7 +198,6 @@ def record_worker_lost(
             step_name=execution.step_name,
             timeout_seconds=step_timeout.total_seconds(),
         )
-    error_recording.record_error(execution, error, backtrace=False)
     details: dict[str, Any] = {
         "cause": cause,
         "by": recovered_by.by,
@@ -146,7 +208,7 @@ def record_worker_lost(
         details["timeout_seconds"] = step_timeout.total_seconds()
     if recovered_by.by == "operator":
         details.update(actor=recovered_by.actor, via=recovered_by.via)
-    execution.write_metadata(RECOVERY_KEY, details)
+    return LostWorker(error, details)
 
 
 def _worker_details(session: orm.Session, execution: Any) -> dict[str, Any] | None:

@@ -7,7 +7,9 @@ ends an ``in_progress`` execution whose worker was lost
 likely died of it (Celery's hard time limit kills the process
 ``GENEVA_STEP_TIMEOUT_GRACE`` after the soft one), so the record names
 :class:`~flask_geneva.exceptions.StepTimeout` instead of
-:class:`~flask_geneva.exceptions.WorkerLostError`. Heartbeats are the
+:class:`~flask_geneva.exceptions.WorkerLostError`, and the step's exception
+policies decide what follows
+(:mod:`flask_geneva.engine.operators.timeout_recovery`). Heartbeats are the
 evidence, never an excuse: a worker that heartbeat past the timeout shows the
 step ran past it (R-STO-21).
 """

@@ -1,7 +1,8 @@
-"""The executor's policy decisions: resolve, count, run handlers, record (SPEC §9).
+"""Exception policy decisions: resolve, count, run handlers, record (SPEC §9).
 
 For an error in a step (or its conditions, or the prepare phase) the executor
-asks :func:`resolve` for the :class:`~flask_geneva.policies.resolution.PolicyResult`:
+(and recovery, for a step that ran past its timeout, R-STO-20) asks
+:func:`resolve` for the :class:`~flask_geneva.policies.resolution.PolicyResult`:
 the policy is resolved (R-POL-40..42), the consecutive reattempts counted
 (:func:`consecutive_reattempts`, R-CNT-01..06), a declarative policy decided or
 an imperative handler run in a savepoint (:func:`run_handler`, R-POL-11/12), and
