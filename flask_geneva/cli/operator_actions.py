@@ -26,7 +26,7 @@ from flask_geneva.exceptions import GenevaError
 from flask_geneva.ext.app_state import current_state
 from flask_geneva.policies.release_spread import spread_releases
 
-__all__ = ["FLOW_CONTROL_COMMANDS", "recover_command"]
+__all__ = ["FLOW_CONTROL_COMMANDS", "operator_actor", "recover_command"]
 
 
 def _flow_control_command(action: str, help_text: str) -> click.Command:
@@ -186,7 +186,7 @@ def _apply_to_each(
 ) -> None:
     """Run ``action`` on every id, each in its own transaction (R-CLI-02)."""
     geneva = current_geneva()
-    actor = _actor()
+    actor = operator_actor()
     refused = 0
     targets = _targets(workflow_ids)
     pins = _pins(action, targets)
@@ -249,8 +249,9 @@ def _apply_to_each(
         raise click.exceptions.Exit(1)
 
 
-def _actor() -> str | None:
-    """``$GENEVA_ACTOR``, else the OS user name, else None (R-CLI-02)."""
+def operator_actor() -> str | None:
+    """Who runs the command: ``$GENEVA_ACTOR``, else the OS user name, else
+    None (R-CLI-02); recorded with every operator action the CLI takes."""
     actor = os.environ.get("GENEVA_ACTOR")
     if actor:
         return actor

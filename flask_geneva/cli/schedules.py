@@ -12,14 +12,13 @@ locks the schedule row, checks its state and refuses with a one-line error
 
 from __future__ import annotations
 
-import getpass
-import os
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import click
 from flask.cli import with_appcontext
 
+from flask_geneva.cli.operator_actions import operator_actor
 from flask_geneva.cli.output import echo_table
 from flask_geneva.core.terminal_text import escape_control_characters
 from flask_geneva.engine.schedules import pause_schedule
@@ -30,17 +29,6 @@ from flask_geneva.exceptions import GenevaError
 from flask_geneva.ext.app_state import current_context
 
 __all__ = ["schedule_group", "schedules_command"]
-
-
-def _actor() -> str | None:
-    """``$GENEVA_ACTOR``, else the OS user name, else None (R-CLI-02)."""
-    actor = os.environ.get("GENEVA_ACTOR")
-    if actor:
-        return actor
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return None
 
 
 def _local(moment: datetime, zone: str) -> str:
@@ -106,7 +94,7 @@ def _act(action: str, name: str) -> None:
     context = current_context()
     operation = {"pause": pause_schedule, "resume": resume_schedule}[action]
     try:
-        operation(context, context.session, name, actor=_actor(), via="cli")
+        operation(context, context.session, name, actor=operator_actor(), via="cli")
     except GenevaError as error:
         raise click.ClickException(escape_control_characters(str(error))) from None
     click.echo(f"schedule {escape_control_characters(name)}: {action}d")
@@ -145,7 +133,7 @@ def run_now_command(name: str) -> None:
     context = current_context()
     try:
         result = run_schedule_now(
-            context, context.session, name, actor=_actor(), via="cli"
+            context, context.session, name, actor=operator_actor(), via="cli"
         )
     except GenevaError as error:
         raise click.ClickException(escape_control_characters(str(error))) from None
