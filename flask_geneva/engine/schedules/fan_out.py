@@ -228,8 +228,7 @@ def _count_failed_attempt(
     except sa_exc.SQLAlchemyError as again:
         session.rollback()
         _log.warning(
-            "schedule %r: could not record the failed batch of the fire at %s: "
-            "%s: %s",
+            "schedule %r: could not record the failed batch of the fire at %s: %s: %s",
             schedule.name,
             fire_at.isoformat(),
             type(again).__name__,

@@ -27,9 +27,7 @@ def _second(seconds: int) -> datetime:
     return ELEVEN.replace(second=seconds)
 
 
-def test_a_query_the_database_refuses_fails_the_fire_after_a_few_attempts(
-    app, declare
-):
+def test_a_query_the_database_refuses_fails_the_fire_after_a_few_attempts(app, declare):
     """R-SCHED-26: a heroes query that can never run (an unknown column) is a
     database error on every attempt: the fire records it while it is retried,
     ends failed at the BATCH_ATTEMPTS-th attempt, and stops taking the batch
