@@ -315,16 +315,26 @@ class StepTimeout(GenevaError):
         self.timeout_seconds = timeout_seconds
 
     def __reduce__(self) -> Any:
-        return (
-            _rebuild_step_timeout,
-            (str(self), self.step_name, self.timeout_seconds),
-        )
+        # The class itself and every attribute, so a subclass (with its own
+        # __init__ and attributes) comes back as itself (R-STO-02).
+        return (_rebuild_step_timeout_of, (type(self), str(self), dict(vars(self))))
 
 
 def _rebuild_step_timeout(
     message: str, step_name: str | None, timeout_seconds: float | None
 ) -> StepTimeout:
+    # Unpickles what an earlier version pickled (the class was always StepTimeout).
     return StepTimeout(message, step_name=step_name, timeout_seconds=timeout_seconds)
+
+
+def _rebuild_step_timeout_of(
+    cls: type[StepTimeout], message: str, attributes: dict[str, Any]
+) -> StepTimeout:
+    # Not cls(...): a subclass's __init__ may take other arguments.
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    vars(error).update(attributes)
+    return error
 
 
 class LimitKeyError(GenevaError):

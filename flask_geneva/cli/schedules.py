@@ -127,6 +127,9 @@ def resume_command(name: str) -> None:
 @click.argument("name")
 def run_now_command(name: str) -> None:
     """Fire schedule NAME now and run its fan-out to the end.
+
+    Exits 1 when the fire failed, or stopped at a database error that the
+    dispatcher's next runs retry.
     \f
     Spec: R-SCHED-32, R-SCHED-34.
     """
@@ -144,5 +147,7 @@ def run_now_command(name: str) -> None:
     if result.error:
         line += f"; error: {result.error}"
     click.echo(escape_control_characters(line))
-    if result.state == "failed":
+    if result.state == "failed" or result.error is not None:
+        # Failed, or left running after a database error the dispatcher's
+        # next runs retry (R-SCHED-27): not done, so not a success.
         raise SystemExit(1)

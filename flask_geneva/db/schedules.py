@@ -503,13 +503,16 @@ def fire_rows(session: orm.Session, name: str, limit: int) -> list[FireRow]:
 
 def hero_key_attribute(query: Any) -> Any:
     """The primary key attribute of the one mapped class ``query`` selects, or
-    None (no single mapped class, or a composite key) (R-SCHED-22).
+    None (no single mapped class, a column rather than the class, or a
+    composite key) (R-SCHED-22).
 
     Args:
         query: A ``Select`` or ORM ``Query`` a schedule's ``heroes`` returned.
     """
     descriptions = query.column_descriptions
     entity = descriptions[0].get("entity") if len(descriptions) == 1 else None
+    if entity is not None and descriptions[0].get("type") is not entity:
+        return None  # a column of the class (select(User.id)), not the class
     mapper = sa.inspect(entity, raiseerr=False) if entity is not None else None
     if not isinstance(mapper, orm.Mapper) or len(mapper.primary_key) != 1:
         return None

@@ -86,13 +86,20 @@ def deadline_at(value: object, *, now: datetime | None = None) -> datetime:
 
     Raises:
         ValueError: A naive datetime (SPEC §0: every datetime is aware), a
-            datetime at or before ``now``, a duration that is not positive
-            or longer than 100 years.
+            datetime at or before ``now`` or out of range in UTC, a duration
+            that is not positive or longer than 100 years.
         TypeError: Neither a datetime nor a duration (bools refused).
     """
     current = now if now is not None else clock.now()
     if isinstance(value, datetime):
-        moment = clock.ensure_aware(value, name="deadline")
+        try:
+            moment = clock.ensure_aware(value, name="deadline")
+        except OverflowError:
+            # 9999-12-31 23:00-05:00 is past the last datetime in UTC.
+            raise ValueError(
+                f"deadline {value.isoformat()} is out of range in UTC: pass a "
+                "time between the years 1 and 9999 in UTC, or a timedelta (R-DL-02)"
+            ) from None
         if moment <= current:
             raise ValueError(
                 f"deadline {moment.isoformat()} is not in the future (now is "

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC
 from datetime import datetime
 
+import sqlalchemy as sa
+
 from flask_geneva.core import clock
 from tests.apps.basic import User
 from tests.engine.schedules.support import Digest
@@ -121,3 +123,23 @@ def test_dispatch_reports_the_schedules_fires(app, declare):
         in second.output
     )
     assert [(row["kind"], row["started"]) for row in fires("minutely")] == [("cron", 2)]
+
+
+def test_run_now_stopped_by_a_database_error_exits_1(app, declare):
+    """R-SCHED-34, R-SCHED-27: a run-now whose batch the database refused is
+    not done: the fire stays running with the error for the dispatcher to
+    retry, the line names the error and the exit status is 1."""
+    make_users(1)
+    declare(
+        "refused",
+        Digest,
+        cron="0 9 * * *",
+        heroes=lambda: sa.select(User).where(sa.text("no_such_column = 1")),
+    )
+    result = _geneva(app, "schedule", "run-now", "refused")
+    assert result.exit_code == 1, result.output
+    assert ": running, 0 started, 0 skipped" in result.output
+    assert "error: " in result.output
+    assert "no_such_column" in result.output
+    [fire] = fires("refused")
+    assert (fire["kind"], fire["state"]) == ("run_now", "running")

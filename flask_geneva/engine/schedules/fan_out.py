@@ -10,11 +10,18 @@ cursor; any later dispatcher run resumes from it.
 
 A ``heroes`` callable (or its query) that raises, or a hero that is no hero,
 ends the fire ``failed`` with the error recorded; the batches committed
-before stay, and the schedule's next fire happens as usual (R-SCHED-25).
+before stay, and the schedule's next fire happens as usual (R-SCHED-25). A
+database error in a batch (a deadlock, a lost connection, but also a
+``heroes`` query the database refuses) rolls the batch back and is counted
+on the fire: a later run tries the batch again, and the
+:data:`BATCH_ATTEMPTS`-th failure in a row ends the fire ``failed``, so a
+query that can never run does not stay ``running`` and take the other fires'
+batch budget for ever (R-SCHED-27).
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -31,13 +38,23 @@ from flask_geneva.engine import scheduling
 from flask_geneva.engine.schedules.heroes import next_batch
 from flask_geneva.exceptions import DuplicateWorkflowError
 
-__all__ = ["BATCHES_PER_PASS", "resume_unfinished_fires", "run_batch", "run_fire"]
+__all__ = [
+    "BATCHES_PER_PASS",
+    "BATCH_ATTEMPTS",
+    "resume_unfinished_fires",
+    "run_batch",
+    "run_fire",
+]
 
 _log = module_logger("flask_geneva")
 
 #: The most batches one dispatcher run works (over all fires): the rest waits
 #: for the next run, so a huge fan-out never holds the dispatcher up for long.
 BATCHES_PER_PASS = 50
+
+#: How many times in a row a batch may fail with a database error before its
+#: fire ends ``failed`` (R-SCHED-27).
+BATCH_ATTEMPTS = 3
 
 #: ``run_batch`` results.
 FINISHED = "finished"
@@ -139,15 +156,7 @@ def run_batch(
         session.commit()
     except sa_exc.SQLAlchemyError as error:
         session.rollback()
-        _log.warning(
-            "schedule %r: a batch of the fire at %s failed and is tried again "
-            "at the next dispatcher run: %s: %s",
-            schedule.name,
-            fire_at.isoformat(),
-            type(error).__name__,
-            error,
-        )
-        return NOT_RUN, 0
+        return _count_failed_attempt(context, session, schedule, fire_at, error), 0
     context.run_queued_tasks()
     if batch.last:
         _log.info("schedule %r fired (%s): the fan-out is done", schedule.name, fire_at)
@@ -174,6 +183,81 @@ def _create_workflows(
         else:
             started += 1
     return started, skipped
+
+
+def _count_failed_attempt(
+    context: EngineContext,
+    session: orm.Session,
+    schedule: Schedule,
+    fire_at: datetime,
+    error: sa_exc.SQLAlchemyError,
+) -> str:
+    """Count a batch's database error on its fire, in a transaction of its own.
+
+    The count is kept in the fire's cursor (``"failures"``; a batch that
+    commits writes a cursor without it) and the error in its ``error``
+    column; the :data:`BATCH_ATTEMPTS`-th failure in a row ends the fire
+    ``failed`` (R-SCHED-27). Returns ``"finished"`` then, else ``"not_run"``
+    (also when the count itself cannot be written: the next run tries again).
+    """
+    text = f"{type(error).__name__}: {error}"
+    try:
+        fire = rows.lock_fire(session, schedule.name, fire_at)
+        if fire is None:
+            session.rollback()
+            return NOT_RUN
+        state = _cursor_state(fire.hero_cursor)
+        failures = _failures(state) + 1
+        if failures >= BATCH_ATTEMPTS:
+            session.rollback()
+            _fail_fire(context, session, schedule, fire_at, error)
+            return FINISHED
+        state["failures"] = failures
+        rows.record_fire_progress(
+            session,
+            schedule.name,
+            fire_at,
+            hero_cursor=json.dumps(state),
+            started=0,
+            skipped=0,
+            state=rows.FIRE_RUNNING,
+            error=text,
+            now=clock.now(),
+        )
+        session.commit()
+    except sa_exc.SQLAlchemyError as again:
+        session.rollback()
+        _log.warning(
+            "schedule %r: could not record the failed batch of the fire at %s: %s: %s",
+            schedule.name,
+            fire_at.isoformat(),
+            type(again).__name__,
+            again,
+        )
+        return NOT_RUN
+    _log.warning(
+        "schedule %r: a batch of the fire at %s failed (%d of %d attempts) and "
+        "is tried again at the next dispatcher run: %s",
+        schedule.name,
+        fire_at.isoformat(),
+        failures,
+        BATCH_ATTEMPTS,
+        text,
+    )
+    return NOT_RUN
+
+
+def _cursor_state(cursor: str | None) -> dict[str, Any]:
+    try:
+        state = json.loads(cursor) if cursor else {}
+    except ValueError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _failures(state: dict[str, Any]) -> int:
+    value = state.get("failures", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _fail_fire(

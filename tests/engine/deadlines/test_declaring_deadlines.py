@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
+from datetime import timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -127,13 +128,20 @@ def test_create_takes_a_timedelta_or_an_aware_datetime(app, user):
         (T0, ValueError, "is not in the future"),
         (timedelta(0), ValueError, "must be positive"),
         ("tomorrow", TypeError, "aware datetime or a positive timedelta"),
+        # Past the last datetime once in UTC: refused, never an OverflowError.
+        (
+            datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5))),
+            ValueError,
+            "out of range in UTC",
+        ),
     ],
 )
 def test_create_refuses_a_bad_deadline_and_writes_nothing(
     app, user, deadline, error, words
 ):
-    """A naive datetime (SPEC §0), a time not in the future or a non-positive
-    duration is refused before anything is written (R-DL-02)."""
+    """A naive datetime (SPEC §0), a time not in the future or out of range in
+    UTC, or a non-positive duration is refused before anything is written
+    (R-DL-02)."""
     with clock.frozen(T0), pytest.raises(error) as caught:
         TwoDays.create(hero=user, deadline=deadline)
     assert words in str(caught.value)

@@ -106,3 +106,24 @@ def test_step_timeout_is_a_picklable_geneva_error_exported_by_the_package():
         "work",
         2.5,
     )
+
+
+class QuotaTimeout(StepTimeout):
+    """A user's own StepTimeout, with its own __init__ and attribute."""
+
+    def __init__(self, quota: str) -> None:
+        super().__init__(f"quota {quota} ran out", step_name="sync")
+        self.quota = quota
+
+
+def test_a_subclass_of_step_timeout_survives_pickle_as_itself():
+    """A StepTimeout subclass raised by user code comes back from pickle as
+    that subclass, with its own attributes and message (R-STO-02)."""
+    copy = pickle.loads(pickle.dumps(QuotaTimeout("api")))  # noqa: S301 - our own bytes
+    assert type(copy) is QuotaTimeout
+    assert (str(copy), copy.quota, copy.step_name) == (
+        "quota api ran out",
+        "api",
+        "sync",
+    )
+    assert copy.timeout_seconds is None
