@@ -157,6 +157,12 @@ def run_batch(
     except sa_exc.SQLAlchemyError as error:
         session.rollback()
         return _count_failed_attempt(context, session, schedule, fire_at, error), 0
+    except BaseException:
+        # A worker's shutdown (SystemExit), an interrupt or a flow-control
+        # signal out of ``heroes``: the batch's transaction (and on SQLite
+        # its write lock) ends here; the fire stays running and resumes.
+        session.rollback()
+        raise
     context.run_queued_tasks()
     if batch.last:
         _log.info("schedule %r fired (%s): the fan-out is done", schedule.name, fire_at)
