@@ -77,7 +77,7 @@ MOVED_MODULES: dict[str, str] = {
     "flask_geneva.operator_run_now": "flask_geneva.engine.operators.run_now",
     "flask_geneva.outbox": "flask_geneva.engine.outbox",
     "flask_geneva.outcome_rollup": "flask_geneva.engine.operators.outcome_rollup",
-    "flask_geneva.policy_decisions": "flask_geneva.engine.executor.policy_decisions",
+    "flask_geneva.policy_decisions": "flask_geneva.engine.policy_decisions",
     "flask_geneva.policy_matchers": "flask_geneva.policies.matchers",
     "flask_geneva.policy_resolution": "flask_geneva.policies.resolution",
     "flask_geneva.publications": "flask_geneva.core.publications",

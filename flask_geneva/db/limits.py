@@ -351,7 +351,8 @@ def change_counts(
 
 
 def _waiter(row: Any) -> Waiter:
-    values = row._mapping
+    # The grant's read adds the workflow's type and the step (R-STO-03); the
+    # other reads of waiters have neither column.
     return Waiter(
         id=int(row.id),
         limit_name=row.limit_name,
@@ -362,8 +363,8 @@ def _waiter(row: Any) -> Waiter:
         queue=row.queue,
         waiting_since=row.waiting_since,
         granted_at=row.granted_at,
-        workflow_type=values.get("waiter_workflow_type"),
-        step_name=values.get("waiter_step_name"),
+        workflow_type=getattr(row, "waiter_workflow_type", None),
+        step_name=getattr(row, "waiter_step_name", None),
     )
 
 
