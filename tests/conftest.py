@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from flask import Flask
 
 from flask_geneva import reset_column_caches
+from flask_geneva.db.install.units import OUR_TABLES
 from tests.apps import basic
 from tests.support import parallel_runs
 
@@ -103,23 +104,11 @@ def _prepare_server_schema(app: Flask) -> None:
     _server_schema_ready = True
 
 
-#: The tables every test on a server database starts without rows, in an order
-#: that deletes the rows pointing at others first.
-_EMPTIED_TABLES = (
-    "geneva_drive_signals",
-    "geneva_drive_step_executions",
-    "geneva_drive_workflows",
-    "users",
-    "geneva_drive_workers",
-    "geneva_drive_maintenance_runs",
-    "geneva_drive_outcome_hours",
-    "geneva_drive_limit_keys",
-    "geneva_drive_limit_waiters",
-    "geneva_drive_limit_starts",
-    "geneva_drive_child_counts",
-    "geneva_drive_schedule_fires",
-    "geneva_drive_schedules",
-)
+def _emptied_tables() -> list[sa.Table]:
+    """flask_geneva's tables (``OUR_TABLES``, R-MIG-02) and the heroes', rows
+    pointing at others first (the metadata's dependency order, reversed)."""
+    names = OUR_TABLES | {basic.User.__table__.name}
+    return [t for t in reversed(basic.db.metadata.sorted_tables) if t.name in names]
 
 
 def _empty_tables(app: Flask) -> None:
@@ -130,7 +119,7 @@ def _empty_tables(app: Flask) -> None:
     ``DELETE`` of an empty table still costs a round trip and, on MariaDB, a few
     milliseconds of the server's time.
     """
-    tables = [basic.db.metadata.tables[name] for name in _EMPTIED_TABLES]
+    tables = _emptied_tables()
     with app.app_context():
         basic.db.session.remove()
         with basic.db.engine.begin() as connection:

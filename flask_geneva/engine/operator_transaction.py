@@ -72,16 +72,22 @@ OPERATOR_ENTRIES: Mapping[str, tuple[transitions.Transition, ...]] = {
 _VIA_VALUES = ("api", "admin", "cli", "parent", "deadline")
 
 
-def check_operator(via: str, actor: object) -> None:
+def check_operator(
+    via: str, actor: object, *, allowed: tuple[str, ...] = _VIA_VALUES
+) -> None:
     """Refuse, before anything is locked or written, a bad ``via`` or ``actor``.
+
+    ``allowed`` is the ``via`` values the caller records: a workflow's operator
+    actions by default; a schedule's actions take ``api``, ``admin``, ``cli``
+    (R-SCHED-35).
 
     The actor is stored in the operator action record, a JSON document (R-PDR-05):
     a value that is not a str was refused by the JSON encoder only inside the
     UPDATE, and a NUL character by PostgreSQL's jsonb.
     """
-    if via not in _VIA_VALUES:
+    if via not in allowed:
         raise ValueError(
-            f"via must be one of {', '.join(map(repr, _VIA_VALUES))}, got {via!r}"
+            f"via must be one of {', '.join(map(repr, allowed))}, got {via!r}"
         )
     if actor is not None and (not isinstance(actor, str) or "\x00" in actor):
         raise ValueError(

@@ -23,6 +23,7 @@ from flask_geneva.core import transactions
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.engine.flow_control import step_context
+from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import FlowControlSignal
 from flask_geneva.exceptions import ReattemptSignal
 from flask_geneva.models import Outcome
@@ -32,10 +33,38 @@ from flask_geneva.policies.resolution import decide
 from flask_geneva.policies.resolution import resolve_policy
 from flask_geneva.policies.resolution import should_report
 
-__all__ = ["consecutive_reattempts", "record_decision", "resolve", "run_handler"]
+__all__ = [
+    "consecutive_reattempts",
+    "policy_transition",
+    "record_decision",
+    "resolve",
+    "run_handler",
+]
 
 Reports = list[tuple[BaseException, dict[str, Any], Any]]
 """The run's pending reports: (error, extra context, execution id or None)."""
+
+#: The transition a decided action applies (R-EXE-45); ``pause`` (and any
+#: other) fails the execution and pauses the workflow.
+_POLICY_TRANSITIONS = {
+    "reattempt": transitions.REATTEMPT,
+    "cancel": transitions.FAIL_AND_CANCEL,
+    "skip": transitions.SKIP,
+    "finish": transitions.FINISH,
+}
+
+
+def policy_transition(action: str) -> transitions.Transition:
+    """The transition table's entry for a decided policy ``action`` (R-EXE-45).
+
+    The one mapping the executor's finalize and the recovery of a step that
+    ran past its timeout (R-STO-20) both apply.
+
+    Args:
+        action: ``PolicyResult.action``: ``"reattempt"``, ``"cancel"``,
+            ``"skip"``, ``"finish"`` or ``"pause"``.
+    """
+    return _POLICY_TRANSITIONS.get(action, transitions.FAIL_AND_PAUSE)
 
 
 def resolve(

@@ -29,6 +29,7 @@ __all__ = [
     "broker_scheme",
     "broker_visibility_timeout",
     "classes_declaring_priority",
+    "first_names",
     "warn_if_broker_delay_exceeds_visibility",
     "warn_if_redis_priorities_unmapped",
 ]
@@ -183,9 +184,7 @@ def warn_if_redis_priorities_unmapped(
     names = classes_declaring_priority(workflow_classes)
     if not names:
         return False
-    shown = ", ".join(names[:5]) + (
-        f" and {len(names) - 5} more" if len(names) > 5 else ""
-    )
+    shown = first_names(names)
     _log.warning(
         "Workflow classes declare a priority (%s) and the Celery broker is Redis, "
         "whose transport runs lower numbers sooner, while flask_geneva runs higher "
@@ -194,3 +193,10 @@ def warn_if_redis_priorities_unmapped(
         shown,
     )
     return True
+
+
+def first_names(names: list[str], limit: int = 5) -> str:
+    """``"A, B, C, D, E and 3 more"``: the first ``limit`` names of a startup
+    warning, and how many are left out."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.ext.broker_checks import first_names
 
 __all__ = ["steps_with_timeouts", "warn_if_timeouts_unenforced"]
 
@@ -56,9 +57,7 @@ def warn_if_timeouts_unenforced(
     names = steps_with_timeouts(workflow_classes)
     if not names:
         return False
-    shown = ", ".join(names[:5]) + (
-        f" and {len(names) - 5} more" if len(names) > 5 else ""
-    )
+    shown = first_names(names)
     _log.warning(
         "Steps declare a timeout (%s) but this worker's %s pool cannot interrupt "
         "a running task: Celery enforces time limits in the prefork pool only. "

@@ -29,6 +29,7 @@ from sqlalchemy.dialects import mysql
 
 from flask_geneva.db.install.key_type import detect_key_type
 from flask_geneva.db.install.revisions import write_revisions
+from flask_geneva.db.install.units import OUR_TABLES
 from flask_geneva.db.install.units import UNITS
 from flask_geneva.ext.autogenerate import include_object
 from flask_geneva.ext.autogenerate import register_autogenerate_filter
@@ -153,18 +154,8 @@ PROBE_TABLES = (
     "ar_probe",
 )
 HOST_TABLES = (
-    STEP_EXECUTIONS,
-    WORKFLOWS,
-    "geneva_drive_workers",
-    "geneva_drive_signals",
-    "geneva_drive_maintenance_runs",
-    "geneva_drive_outcome_hours",
-    "geneva_drive_limit_keys",
-    "geneva_drive_limit_waiters",
-    "geneva_drive_limit_starts",
-    "geneva_drive_child_counts",
-    "geneva_drive_schedule_fires",
-    "geneva_drive_schedules",
+    STEP_EXECUTIONS,  # its foreign key points at the workflows: dropped first
+    *sorted(OUR_TABLES - {STEP_EXECUTIONS}),
     "alembic_version",
     "accounts",
     *PROBE_TABLES,

@@ -46,12 +46,6 @@ __all__ = [
     "transition_and_commit",
 ]
 
-_POLICY_TRANSITIONS = {
-    "reattempt": transitions.REATTEMPT,
-    "cancel": transitions.FAIL_AND_CANCEL,
-    "skip": transitions.SKIP,
-    "finish": transitions.FINISH,
-}
 _SIGNAL_TRANSITIONS = {
     "cancel": transitions.CANCEL_SIGNAL,
     "skip": transitions.SKIP,
@@ -124,7 +118,7 @@ def apply_policy(
         execution.write_metadata("reattempt_reason", reason)
     elif action != "finish":
         error_recording.record_error(execution, error)
-    entry = _POLICY_TRANSITIONS.get(action, transitions.FAIL_AND_PAUSE)
+    entry = policy_decisions.policy_transition(action)
     transition(run, entry, now, workflow, execution, step, wait=result.wait)
     if should_report(result):
         run.reports.append((error, {}, execution.id))

@@ -46,14 +46,6 @@ from flask_geneva.policies.resolution import should_report
 
 __all__ = ["apply_step_policy"]
 
-#: The transition of each policy action (R-EXE-45), as finalize applies it.
-_POLICY_TRANSITIONS = {
-    "reattempt": transitions.REATTEMPT,
-    "cancel": transitions.FAIL_AND_CANCEL,
-    "skip": transitions.SKIP,
-    "finish": transitions.FINISH,
-}
-
 #: Errors to report once the recovering transaction commits (R-REP-02).
 _reports: TransactionScoped[tuple[Any, BaseException, dict[str, Any]]] = (
     TransactionScoped("geneva_timeout_recovery_reports")
@@ -121,7 +113,7 @@ def apply_step_policy(
     # R-EXE-46: the step is over; the one it schedules sets its own name.
     workflow.current_step_name = None
     schedules = transitions.apply(
-        _POLICY_TRANSITIONS.get(action, transitions.FAIL_AND_PAUSE),
+        policy_decisions.policy_transition(action),
         clock.now(),
         workflow=workflow,
         execution=execution,

@@ -25,6 +25,7 @@ from flask_geneva.db import schedules as rows
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.dsl.schedules import Schedule
+from flask_geneva.engine.operator_transaction import check_operator
 from flask_geneva.engine.schedules.fan_out import run_fire
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
@@ -114,19 +115,6 @@ def _declared(context: EngineContext, name: str) -> Schedule:
             f"no schedule named {name!r} is declared (declared: {known})"
         )
     return schedule
-
-
-def _check_operator(via: str, actor: object) -> None:
-    """Refuse a bad ``via`` or ``actor`` before anything is locked (R-SCHED-35)."""
-    if via not in SCHEDULE_VIA:
-        raise ValueError(
-            f"via must be one of {', '.join(map(repr, SCHEDULE_VIA))}, got {via!r}"
-        )
-    if actor is not None and (not isinstance(actor, str) or "\x00" in actor):
-        raise ValueError(
-            f"actor must be None or a str naming the operator (no NUL character), "
-            f"got {actor!r} ({type(actor).__name__})"
-        )
 
 
 def _record_action(
@@ -229,7 +217,7 @@ def _set_paused(
     actor: str | None,
     via: str,
 ) -> None:
-    _check_operator(via, actor)
+    check_operator(via, actor, allowed=SCHEDULE_VIA)
     _declared(context, name)
     context.bind(session)
     _require_unit(session)
@@ -282,7 +270,7 @@ def run_schedule_now(
         ScheduleNotFoundError: No such schedule is declared.
         GenevaError: The ``add_schedules`` unit is not installed.
     """
-    _check_operator(via, actor)
+    check_operator(via, actor, allowed=SCHEDULE_VIA)
     schedule = _declared(context, name)
     context.bind(session)
     _require_unit(session)
