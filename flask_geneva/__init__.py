@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.error_reporting import current_error_context
-from flask_geneva.core.metrics import PrometheusMetrics
-from flask_geneva.core.metrics import StatsdMetrics
 from flask_geneva.core.moved_modules import install_moved_module_finder
 from flask_geneva.core.version import installed_version
 from flask_geneva.db.optional_columns import reset_column_caches
@@ -74,6 +72,8 @@ from flask_geneva.policies.backoff import BackoffError
 from flask_geneva.policies.exception_policy import Action
 from flask_geneva.policies.exception_policy import ExceptionPolicy
 from flask_geneva.policies.exception_policy import on_exception
+from flask_geneva.telemetry.metric_adapters import PrometheusMetrics
+from flask_geneva.telemetry.metric_adapters import StatsdMetrics
 
 __version__ = installed_version()
 

@@ -422,7 +422,10 @@ def _signal_waits(session: Any, config: Any) -> dict[str, Any] | None:
     """Parked executions and pending signals (R-WSIG-65); None without the unit."""
     overview = workflow_signal_waits.signal_wait_overview(session, config=config)
     session.rollback()
-    return overview
+    if overview is None:
+        return None
+    # The totals only: the per-class counts are the gauges' (R-OMET-20).
+    return {key: value for key, value in overview.items() if key != "per_workflow"}
 
 
 def _describe_workflow(workflow: Any) -> list[str]:

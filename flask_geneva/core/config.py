@@ -153,6 +153,10 @@ class GenevaConfig:
     default_queue: str | None
     error_reporter: Callable[..., Any] | None
     metrics: Any
+    #: The optional methods of ``metrics`` besides ``gauge``, found once here:
+    #: ``"increment"`` (counters) and ``"observe"`` (histograms); a hook without
+    #: one is sent none of those metrics (R-OMET-02).
+    metrics_methods: frozenset[str]
     priority_mapper: Callable[[int], int] | None
     max_broker_delay: timedelta
     dispatch_interval: timedelta
@@ -395,6 +399,7 @@ def _validated(
         "default_queue": take(_default_queue, merged),
         "error_reporter": take(callable_or_none, merged, "GENEVA_ERROR_REPORTER"),
         "metrics": take(_metrics, merged),
+        "metrics_methods": take(_metrics_methods, merged),
         "priority_mapper": take(
             priority_mapper_value, merged, "GENEVA_PRIORITY_MAPPER"
         ),
@@ -567,6 +572,37 @@ def _metrics(merged: Mapping[str, Any]) -> Any:
             f"gauge(name, value, tags) method, got {metrics!r}"
         )
     return metrics
+
+
+#: The hook's optional methods (R-OMET-02): counters and histograms.
+METRICS_OPTIONAL_METHODS = ("increment", "observe")
+
+
+def _metrics_methods(merged: Mapping[str, Any]) -> frozenset[str]:
+    """The optional methods the ``GENEVA_METRICS`` hook has (R-OMET-02).
+
+    Found once, at validation: a hook with ``gauge`` only (written before the
+    counters existed) is sent gauges only, and no step pays an attribute lookup
+    that fails. An attribute of that name that is not callable is refused.
+    """
+    try:
+        metrics = _metrics(merged)
+    except GenevaConfigurationError:
+        return frozenset()  # reported once, by "metrics"
+    if metrics is None:
+        return frozenset()
+    found = []
+    for name in METRICS_OPTIONAL_METHODS:
+        method = getattr(metrics, name, None)
+        if method is None:
+            continue
+        if not callable(method):
+            raise GenevaConfigurationError(
+                f"GENEVA_METRICS.{name} must be a method {name}(name, value, tags) "
+                f"or absent, got {method!r} ({type(method).__name__})"
+            )
+        found.append(name)
+    return frozenset(found)
 
 
 def _find_delay(merged: Mapping[str, Any]) -> float:

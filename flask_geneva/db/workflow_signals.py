@@ -46,6 +46,7 @@ __all__ = [
     "pending_signals",
     "signal_by_key",
     "signal_wait_counts",
+    "signal_wait_counts_by_type",
     "signals_of_workflow",
     "timed_out_waiting_ids",
 ]
@@ -424,18 +425,55 @@ def signal_wait_counts(
     Returns:
         ``(waiting executions, those waiting since before long_before,
         pending signals of ongoing workflows, the oldest such signal's
-        created_at or None)``. Pending signals of finished or canceled
-        workflows (kept until cleanup, R-WSIG-63) are not counted.
+        created_at or None)``: the sums over
+        :func:`signal_wait_counts_by_type`.
+    """
+    per_type = signal_wait_counts_by_type(
+        session, workflow_cls, execution_cls, signal_cls, long_before=long_before
+    )
+    oldest = [counts[3] for counts in per_type.values() if counts[3] is not None]
+    return (
+        sum(counts[0] for counts in per_type.values()),
+        sum(counts[1] for counts in per_type.values()),
+        sum(counts[2] for counts in per_type.values()),
+        min(oldest) if oldest else None,
+    )
+
+
+def signal_wait_counts_by_type(
+    session: orm.Session,
+    workflow_cls: Any,
+    execution_cls: Any,
+    signal_cls: Any,
+    *,
+    long_before: datetime,
+) -> dict[str, tuple[int, int, int, datetime | None]]:
+    """The counts of :func:`signal_wait_counts` per type (R-WSIG-65, R-OMET-20).
+
+    Two grouped statements (parked executions, pending signals), each joined to
+    the workflows for their ``type``.
+
+    Returns:
+        ``{type: (waiting, waiting long, pending signals, oldest pending
+        created_at or None)}`` for every type with a parked execution or a
+        pending signal of an ongoing workflow; others are absent.
     """
     waiting = execution_cls.state == StepExecutionState.WAITING.value
     long_wait = sa.case((execution_cls.waiting_since < long_before, 1), else_=0)
     waits = session.execute(
-        sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(long_wait), 0)).where(
-            waiting
+        sa.select(
+            workflow_cls.type,
+            sa.func.count(),
+            sa.func.coalesce(sa.func.sum(long_wait), 0),
         )
-    ).one()
+        .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
+        .where(waiting)
+        .group_by(workflow_cls.type)
+    ).all()
     pending = session.execute(
-        sa.select(sa.func.count(), sa.func.min(signal_cls.created_at))
+        sa.select(
+            workflow_cls.type, sa.func.count(), sa.func.min(signal_cls.created_at)
+        )
         .join(workflow_cls, workflow_cls.id == signal_cls.workflow_id)
         .where(signal_cls.state == _PENDING)
         .where(
@@ -443,5 +481,12 @@ def signal_wait_counts(
                 (WorkflowState.FINISHED.value, WorkflowState.CANCELED.value)
             )
         )
-    ).one()
-    return int(waits[0]), int(waits[1]), int(pending[0]), pending[1]
+        .group_by(workflow_cls.type)
+    ).all()
+    counts: dict[str, tuple[int, int, int, datetime | None]] = {}
+    for workflow_type, count, long_count in waits:
+        counts[str(workflow_type)] = (int(count), int(long_count), 0, None)
+    for workflow_type, count, oldest in pending:
+        parked, parked_long, _, _ = counts.get(str(workflow_type), (0, 0, 0, None))
+        counts[str(workflow_type)] = (parked, parked_long, int(count), oldest)
+    return counts

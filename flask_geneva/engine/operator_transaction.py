@@ -23,6 +23,7 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db.context import context_of
+from flask_geneva.engine import metric_events
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import StepExecutionState
@@ -170,6 +171,7 @@ def _record_operator_action(
         }
     )
     workflow.write_metadata("operator_actions", entries[-MAX_OPERATOR_ACTIONS:])
+    metric_events.operator_action_recorded(workflow, action, via)  # R-OMET-13
 
 
 def _jsonable(value: Any) -> Any:

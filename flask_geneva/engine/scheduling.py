@@ -31,6 +31,7 @@ from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import context_of
 from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.dsl import deadlines as deadline_values
+from flask_geneva.engine import metric_events
 from flask_geneva.engine import publishing
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workers import registry as worker_registry
@@ -221,6 +222,7 @@ def schedule_first_step(session: orm.Session, workflow: Any) -> None:
     without steps (R-WF-11..13)."""
     steps = workflow.steps
     workflow.logger.info("created with %d steps", len(steps))
+    metric_events.workflow_created(workflow)  # R-OMET-12
     first = steps.next_after(None)
     if first is None:
         # A workflow without steps is finished at once (R-WF-12).

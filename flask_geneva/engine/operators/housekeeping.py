@@ -50,6 +50,7 @@ from flask_geneva.engine.workers import health as worker_health
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
 from flask_geneva.models import WorkflowState
+from flask_geneva.telemetry import metric_hooks
 
 __all__ = [
     "SUMMARY_KEYS",
@@ -295,14 +296,13 @@ def emit_gauges(session: orm.Session, *, config: GenevaConfig) -> None:
         _gauge(metrics, "geneva_drive.workers_dead", workers["dead"], None)
         abandoned = workers["abandoned_executions"]
         _gauge(metrics, "geneva_drive.executions_abandoned", abandoned, None)
-    for name, value in workflow_signal_waits.signal_gauges(session, config=config):
-        _gauge(metrics, name, value, None)  # R-WSIG-65
-    for name, value, tags in limit_overview.limit_gauges(session):
-        _gauge(metrics, name, value, tags)  # R-LIM-44
+    for name, value, signal_tags in workflow_signal_waits.signal_gauges(
+        session, config=config
+    ):
+        _gauge(metrics, name, value, signal_tags)  # R-WSIG-65, R-OMET-20
+    for name, value, limit_tags in limit_overview.limit_gauges(session):
+        _gauge(metrics, name, value, limit_tags)  # R-LIM-44
 
 
-def _gauge(metrics: Any, name: str, value: float, tags: dict[str, str] | None) -> None:
-    try:
-        metrics.gauge(name, value, tags)
-    except Exception as error:  # noqa: BLE001 - R-MET-06: a metrics hook never breaks housekeeping
-        _log.warning("metrics hook raised %r for gauge %s; ignored", error, name)
+#: Send one gauge, logging and swallowing the hook's error (R-MET-06).
+_gauge = metric_hooks.send_gauge

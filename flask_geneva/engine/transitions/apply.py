@@ -16,6 +16,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from flask_geneva.engine import metric_events
+from flask_geneva.engine.transitions.types import Actor
 from flask_geneva.engine.transitions.types import ExecutionWrite
 from flask_geneva.engine.transitions.types import Schedules
 from flask_geneva.engine.transitions.types import Transition
@@ -110,14 +112,35 @@ def apply(
     if refused is not None:
         raise _refusal(transition, *refused, refuse=refuse)
     if transition.execution is not None and execution is not None:
+        previous = execution.state
         _write_execution(transition, transition.execution, execution, now, outcome)
         for name, value in (execution_attributes or {}).items():
             setattr(execution, name, value)
+        if transition.execution.to in _TERMINAL_EXECUTION_STATES:
+            # Counted once here, for every path that ends an execution (R-OMET-10).
+            metric_events.execution_ended(
+                transition.name,
+                ran=transition.actor is not Actor.HOUSEKEEPING,
+                workflow=workflow,
+                execution=execution,
+                previous=previous,
+                now=now,
+            )
     if transition.workflow is not None and workflow is not None:
         _write_workflow(
             transition, transition.workflow, workflow, now, to, workflow_attributes
         )
     return transition.schedules
+
+
+_TERMINAL_EXECUTION_STATES = frozenset(
+    {
+        StepExecutionState.COMPLETED,
+        StepExecutionState.FAILED,
+        StepExecutionState.SKIPPED,
+        StepExecutionState.CANCELED,
+    }
+)
 
 
 def can_apply(
@@ -225,8 +248,10 @@ def _write_workflow(
         for name, value in values.items():
             setattr(workflow, name, value)
         return
+    previous = workflow.state
     # Sets transitioned_at per R-WF-03 and started_at on first performing.
     set_workflow_state(workflow, target, now, **values)
+    metric_events.workflow_state_written(transition.name, workflow, previous, target)
     for listener in _state_listeners:
         listener(transition, workflow, target, now)
 

@@ -44,6 +44,7 @@ from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db import write_path
 from flask_geneva.db.context import context_of
 from flask_geneva.dsl.signal_matchers import unawaited_signal_message
+from flask_geneva.engine import metric_events
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import GenevaError
@@ -232,11 +233,16 @@ def deliver_signal(
             delivery = _store_and_wake(
                 session, locked, signal_cls, name, data, idempotency_key, settings
             )
+        workflow_cls = locked.__geneva__.workflow_class(locked.type)
         if not delivery.duplicate:
-            workflow_cls = locked.__geneva__.workflow_class(locked.type)
             delivery = dataclasses.replace(
                 delivery, unawaited=unawaited_signal_message(workflow_cls, name)
             )
+        metric_events.signal_delivered(  # R-OMET-14
+            locked,
+            metric_events.signal_tag(workflow_cls, name),
+            metric_events.delivery_result(delivery.duplicate, delivery.woken),
+        )
         if commit:
             session.commit()
             context_of(session).run_queued_tasks()

@@ -141,7 +141,8 @@ def signal_wait_overview(
         longer than GENEVA_SIGNAL_WAIT_WARN_AFTER, "pending_signals": signals
         of ongoing workflows no step claimed yet,
         "oldest_pending_signal_age_seconds": the oldest one's age (0.0 without
-        one)}``.
+        one), "per_workflow": {type: the same four keys} for each type with a
+        parked execution or a pending signal (R-OMET-20)}``.
     """
     if not column_detection.optional_columns(session).workflow_signals:
         return None
@@ -150,13 +151,31 @@ def signal_wait_overview(
     if signal_cls is None:
         return None
     now = clock.now()
-    waiting, waiting_long, pending, oldest = signal_rows.signal_wait_counts(
+    per_type = signal_rows.signal_wait_counts_by_type(
         session,
         models.Workflow,
         models.StepExecution,
         signal_cls,
         long_before=now - config.signal_wait_warn_after,
     )
+    per_workflow = {
+        workflow_type: _overview(*counts, now=now)
+        for workflow_type, counts in sorted(per_type.items())
+    }
+    oldest = [counts[3] for counts in per_type.values() if counts[3] is not None]
+    totals = _overview(
+        sum(counts[0] for counts in per_type.values()),
+        sum(counts[1] for counts in per_type.values()),
+        sum(counts[2] for counts in per_type.values()),
+        min(oldest) if oldest else None,
+        now=now,
+    )
+    return {**totals, "per_workflow": per_workflow}
+
+
+def _overview(
+    waiting: int, waiting_long: int, pending: int, oldest: Any, *, now: Any
+) -> dict[str, Any]:
     age = 0.0
     if oldest is not None:
         if oldest.tzinfo is None:  # SQLite and MySQL read back naive UTC
@@ -172,16 +191,24 @@ def signal_wait_overview(
 
 def signal_gauges(
     session: orm.Session, *, config: GenevaConfig
-) -> list[tuple[str, float]]:
-    """``(gauge name, value)`` of the workflow signal gauges (R-WSIG-65).
+) -> list[tuple[str, float, dict[str, str] | None]]:
+    """``(gauge name, value, tags)`` of the workflow signal gauges (R-WSIG-65).
 
     ``geneva_drive.executions_waiting``, ``geneva_drive.executions_waiting_long``
     (parked longer than ``GENEVA_SIGNAL_WAIT_WARN_AFTER``),
     ``geneva_drive.signals_pending`` and
-    ``geneva_drive.signals_pending_oldest_age_seconds``; empty without the
-    ``add_workflow_signals`` unit.
+    ``geneva_drive.signals_pending_oldest_age_seconds``: the totals without
+    tags, then the same per workflow type with ``{"workflow": type}`` for each
+    type that has a parked execution or a pending signal (R-OMET-20); empty
+    without the ``add_workflow_signals`` unit.
     """
     overview = signal_wait_overview(session, config=config)
     if overview is None:
         return []
-    return [(name, overview[key]) for name, key in SIGNAL_GAUGES]
+    gauges: list[tuple[str, float, dict[str, str] | None]] = [
+        (name, overview[key], None) for name, key in SIGNAL_GAUGES
+    ]
+    for workflow_type, counts in overview["per_workflow"].items():
+        tags = {"workflow": workflow_type}
+        gauges.extend((name, counts[key], tags) for name, key in SIGNAL_GAUGES)
+    return gauges
