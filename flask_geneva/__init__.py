@@ -72,6 +72,7 @@ from flask_geneva.policies.backoff import BackoffError
 from flask_geneva.policies.exception_policy import Action
 from flask_geneva.policies.exception_policy import ExceptionPolicy
 from flask_geneva.policies.exception_policy import on_exception
+from flask_geneva.telemetry.meters import OpenTelemetryMetrics
 from flask_geneva.telemetry.metric_adapters import PrometheusMetrics
 from flask_geneva.telemetry.metric_adapters import StatsdMetrics
 
@@ -103,6 +104,7 @@ __all__ = [
     "InvalidStateTransition",
     "Limit",
     "LimitKeyError",
+    "OpenTelemetryMetrics",
     "Outcome",
     "PauseSignal",
     "PreconditionError",
