@@ -66,7 +66,9 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
     ),
     "GENEVA_METRICS": (
         "Object (or import path) with a `gauge(name, value, tags)` method for the "
-        "housekeeping gauges; None sends none (R-MET-06)."
+        "housekeeping gauges and, optionally, `increment(name, value, tags)` and "
+        "`observe(name, value, tags)` for the counters and histograms per workflow "
+        "class and step; None sends none (R-MET-06, R-OMET-01/02)."
     ),
     "GENEVA_PRIORITY_MAPPER": (
         "Turns the merged `priority` (an int, higher runs first) into the "
