@@ -324,3 +324,46 @@ def test_cardinality_does_not_grow_with_workflows_or_heroes(app, hook):
         "complete",
         "finished",
     }
+
+
+def _raising_condition(workflow):
+    raise Boom("condition broke")
+
+
+class MetricBrokenCondition(geneva.Workflow):
+    @step(skip_if=_raising_condition)
+    def guarded(self):
+        pass
+
+
+def test_a_condition_that_raises_is_counted_with_its_policy(app, hook):
+    """A skip_if that raises goes to the exception policy (the default pause): counted
+    once as failed by fail_and_pause, and the workflow's pause (R-OMET-10, R-OMET-12).
+    """
+    workflow = MetricBrokenCondition.create(hero=make_user("broken@example.com"))
+    with pytest.raises(Exception, match="condition broke"):
+        perform_next_step(workflow)
+    counted = {
+        tuple(sorted(dict(key).items())): value
+        for key, value in hook.counts(STEPS).items()
+    }
+    assert counted == {
+        tuple(
+            sorted(
+                {
+                    "workflow": "MetricBrokenCondition",
+                    "step": "guarded",
+                    "outcome": "failed",
+                    "transition": "fail_and_pause",
+                }.items()
+            )
+        ): 1
+    }
+    assert (
+        hook.count(
+            "geneva_drive.workflows_paused",
+            workflow="MetricBrokenCondition",
+            transition="fail_and_pause",
+        )
+        == 1
+    )
