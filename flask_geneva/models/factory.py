@@ -196,7 +196,7 @@ def build_models(
         # The W3C trace context of the span that created the workflow
         # (R-OTEL-20): an optional column of the add_trace_context unit.
         trace_context: orm.Mapped[str | None] = orm.mapped_column(
-            sa.String(255), nullable=True, deferred=True
+            sa.String(255).evaluates_none(), nullable=True, deferred=True
         )
         created_at: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False, default=lambda: now()
