@@ -347,7 +347,9 @@ def test_without_the_unit_nothing_is_stored_and_nothing_fails(
     workflow = TracedTwoSteps.create(hero=user)
     speedrun_workflow(workflow)
     assert workflow.state == "finished"
-    columns = sa.inspect(db.engine).get_columns("geneva_drive_workflows")
+    db.session.remove()
+    with db.engine.connect() as connection:
+        columns = sa.inspect(connection).get_columns("geneva_drive_workflows")
     assert "trace_context" not in {column["name"] for column in columns}
     assert len(named(spans, "geneva.create")) == 1
     steps = named(spans, "geneva.step")
