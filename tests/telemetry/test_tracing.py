@@ -122,9 +122,9 @@ def test_each_step_is_a_consumer_span_linked_to_the_create_span(user, spans):
         assert attributes["geneva.hero.type"] == "User"
         assert attributes["geneva.hero.id"] == str(user.id)
         assert attributes["messaging.operation.type"] == "process"
-        assert attributes["messaging.message.id"] == attributes[
-            "geneva.step_execution.id"
-        ]
+        assert (
+            attributes["messaging.message.id"] == attributes["geneva.step_execution.id"]
+        )
     executions = [e.id for e in workflow.execution_history]
     assert [span.attributes["geneva.step_execution.id"] for span in steps] == [
         str(execution_id) for execution_id in executions
@@ -179,7 +179,9 @@ def test_flow_control_outcomes_are_the_stored_outcomes(user, spans):
     other = make_user("pausing@example.com")
     paused = Pausing.create(hero=other)
     speedrun_workflow(paused)
-    outcomes = [s.attributes["geneva.step.outcome"] for s in named(spans, "geneva.step")]
+    outcomes = [
+        s.attributes["geneva.step.outcome"] for s in named(spans, "geneva.step")
+    ]
     stored = [o for _, _, o in execution_history(paused.id)]
     assert outcomes == ["skipped", "canceled", *stored]
     assert stored == ["canceled"]  # a pause() ends its execution canceled
@@ -245,7 +247,7 @@ def test_a_wait_of_days_and_the_dispatchers_publication_keep_the_link(
         assert dispatch().published >= 1
         assert geneva_jobs.drain(respect_eta=True) == 1
     [create] = named(spans, "geneva.create")
-    first, second = named(spans, "geneva.step")
+    _first, second = named(spans, "geneva.step")
     assert second.attributes["geneva.step.name"] == "second"
     assert linked_to(second) == [ids(create)]
     rows = execution_rows(workflow_id)
@@ -253,9 +255,7 @@ def test_a_wait_of_days_and_the_dispatchers_publication_keep_the_link(
     assert workflow_row(workflow_id)["state"] == "finished"
 
 
-def test_operator_actions_are_spans_linked_to_the_create_span(
-    user, spans, test_tracer
-):
+def test_operator_actions_are_spans_linked_to_the_create_span(user, spans, test_tracer):
     """pause, resume and cancel are geneva.operator <action> spans in the caller's
     trace, linked to the create span; a refused action records its error
     (R-OTEL-30)."""
@@ -265,7 +265,7 @@ def test_operator_actions_are_spans_linked_to_the_create_span(
         workflow.pause()
         workflow.resume()
         workflow.cancel()
-        with pytest.raises(Exception, match="cannot|Cannot"):
+        with pytest.raises(Exception, match=r"(?i)cannot"):
             workflow.pause()
     actions = named(spans, "geneva.operator")
     assert [s.name for s in actions] == [
