@@ -265,21 +265,21 @@ class StepTrace(_CurrentSpan):
     Current while the step's conditions, body and finalize run (R-OTEL-12).
     """
 
-    __slots__ = ("outcome",)
+    __slots__ = ("noted",)
 
     def __init__(self, span: Span) -> None:
         super().__init__(span)
-        self.outcome: str | None = None
+        self.noted: str | None = None
 
     def note_outcome(self, outcome: str | None) -> None:
         """Remember the outcome the run wrote (the last one written wins)."""
         if outcome is not None:
-            self.outcome = outcome
+            self.noted = outcome
 
     def end(self) -> None:
         """Set ``geneva.step.outcome`` and end the span (R-OTEL-11)."""
-        if self.outcome is not None:
-            self.span.set_attribute(ATTRIBUTES["outcome"], self.outcome)
+        if self.noted is not None:
+            self.span.set_attribute(ATTRIBUTES["outcome"], self.noted)
         super().end()
 
 

@@ -293,7 +293,7 @@ class StepRun:
         """End the step's span; ``unrecorded`` is its outcome if none was noted."""
         trace, self.trace = self.trace, None
         if trace is not None:
-            if trace.outcome is None:
+            if trace.noted is None:
                 trace.note_outcome(unrecorded)
             trace.end()
 
