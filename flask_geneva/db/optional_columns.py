@@ -100,6 +100,9 @@ class OptionalColumns:
     #: The ``add_workflow_deadlines`` unit: ``workflows.deadline_at`` and its
     #: index (R-DL-10, R-DL-50).
     workflow_deadlines: bool = True
+    #: The ``add_trace_context`` unit: ``workflows.trace_context``, the W3C
+    #: trace context of the creating span (R-OTEL-20, R-OTEL-50).
+    trace_context: bool = True
 
     @property
     def resumable(self) -> bool:
@@ -182,6 +185,7 @@ def optional_columns(session: orm.Session) -> OptionalColumns:
             and workflow_columns >= CHILD_WORKFLOW_COLUMNS,
             schedules=SCHEDULES_TABLE in tables and SCHEDULE_FIRES_TABLE in tables,
             workflow_deadlines="deadline_at" in workflow_columns,
+            trace_context="trace_context" in workflow_columns,
         )
         _column_cache[engine] = detected
         return detected
@@ -224,6 +228,9 @@ def undefer_options(
     if workflow_cls is not None and columns.workflow_deadlines:
         # Checked under the lock by the dispatcher's deadline pass (R-DL-20).
         options.append(orm.undefer(workflow_cls.deadline_at))
+    if workflow_cls is not None and columns.trace_context:
+        # Linked to by the step's span (R-OTEL-21): read with the claim's lock.
+        options.append(orm.undefer(workflow_cls.trace_context))
     if execution_cls is not None:
         if columns.step_execution_metadata:
             options.append(orm.undefer(execution_cls.meta))
@@ -286,6 +293,8 @@ def absent_workflow_columns(columns: OptionalColumns) -> frozenset[str]:
         absent.update(CHILD_WORKFLOW_KEYS)
     if not columns.workflow_deadlines:
         absent.add("deadline_at")
+    if not columns.trace_context:
+        absent.add("trace_context")
     return frozenset(absent)
 
 

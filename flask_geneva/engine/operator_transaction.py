@@ -24,10 +24,12 @@ from flask_geneva.core import clock
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db.context import context_of
 from flask_geneva.engine import metric_events
+from flask_geneva.engine import traces
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
+from flask_geneva.telemetry import tracing
 
 __all__ = [
     "MAX_OPERATOR_ACTIONS",
@@ -45,6 +47,8 @@ __all__ = [
     "running_refusal",
 ]
 
+ACTION = tracing.ATTRIBUTES["action"]
+VIA = tracing.ATTRIBUTES["via"]
 #: Kept in workflow metadata "operator_actions" (R-PDR-05).
 MAX_OPERATOR_ACTIONS = 200
 #: The transition table's entries each operator action (named as R-PDR-05 records
@@ -320,8 +324,22 @@ def operator_action(
     """
     check_operator(via, actor)
     session, locked = lock_for_operator(workflow)
-    with _operator_transaction(
-        session, locked, actor=actor, via=via, commit=commit
-    ) as record:
-        refuse_unless_allowed(locked, action, refuse)
-        yield OperatorAction(action, session, locked, locked.state, record)
+    # R-OTEL-30: the action's span, current until it committed or failed.
+    span = traces.action_span(
+        f"geneva.operator {action}",
+        workflow=locked,
+        attributes={ACTION: action, VIA: via},
+    )
+    try:
+        with _operator_transaction(
+            session, locked, actor=actor, via=via, commit=commit
+        ) as record:
+            refuse_unless_allowed(locked, action, refuse)
+            yield OperatorAction(action, session, locked, locked.state, record)
+    except BaseException as error:
+        if span is not None:
+            span.record_error(error)
+        raise
+    finally:
+        if span is not None:
+            span.end()

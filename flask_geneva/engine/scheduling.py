@@ -33,6 +33,7 @@ from flask_geneva.db.queries import engine as engine_queries
 from flask_geneva.dsl import deadlines as deadline_values
 from flask_geneva.engine import metric_events
 from flask_geneva.engine import publishing
+from flask_geneva.engine import traces
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.exceptions import DuplicateWorkflowError
@@ -40,6 +41,7 @@ from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.models import StepExecutionState
 from flask_geneva.policies import release_spread
+from flask_geneva.telemetry.tracing import CreateTrace
 
 __all__ = [
     "create_step_execution",
@@ -117,6 +119,50 @@ def create_workflow(
             f"{workflow_cls.__name__} for a workflow without one (R-HERO-06)"
         )
     deadline_at = _deadline_at(session, workflow_cls, deadline)
+    traced = traces.start_create(workflow_cls)  # R-OTEL-10
+    if traced is None:
+        return _create_workflow(
+            session,
+            workflow_cls,
+            hero,
+            allow_multiple,
+            step_job_options,
+            commit,
+            deadline_at,
+            None,
+        )
+    try:
+        workflow = _create_workflow(
+            session,
+            workflow_cls,
+            hero,
+            allow_multiple,
+            step_job_options,
+            commit,
+            deadline_at,
+            traced,
+        )
+    except BaseException as error:
+        traced.record_error(error)
+        raise
+    finally:
+        traced.end()
+    return workflow
+
+
+def _create_workflow(
+    session: orm.Session,
+    workflow_cls: Any,
+    hero: Any,
+    allow_multiple: bool,
+    step_job_options: Mapping[str, Any] | None,
+    commit: bool,
+    deadline_at: datetime | None,
+    traced: CreateTrace | None,
+) -> Any:
+    """:func:`create_workflow`'s insert, retries and commit, its checks done;
+    ``traced`` is its create span (R-OTEL-10), named on the row."""
+    trace_context = traces.trace_context_to_store(session, traced)
     joined = transactions.caller_began_transaction(session)
     # A retry is safe only when the aborted transaction held nothing but this
     # call's rows: none was open and nothing of the caller's waited to be flushed.
@@ -128,7 +174,12 @@ def create_workflow(
     attempt = 1
     while True:
         workflow = new_workflow(
-            workflow_cls, hero, allow_multiple, step_job_options, deadline_at
+            workflow_cls,
+            hero,
+            allow_multiple,
+            step_job_options,
+            deadline_at,
+            trace_context=trace_context,
         )
         try:
             _insert_workflow(session, workflow)
@@ -154,6 +205,7 @@ def create_workflow(
             # Never reported as the failed ROLLBACK TO SAVEPOINT that hid it.
             raise conflict from None
         break
+    traces.created(traced, workflow)
     if commit and not joined:
         session.commit()
         context_of(session).run_queued_tasks()
@@ -184,15 +236,20 @@ def new_workflow(
     allow_multiple: bool,
     step_job_options: Mapping[str, Any] | None,
     deadline_at: datetime | None = None,
+    *,
+    trace_context: str | None = None,
 ) -> Any:
     """A new ``ready`` workflow of ``workflow_cls`` for ``hero``, not added to a
     session (R-WF-01, R-WF-15); :func:`schedule_first_step` follows its insert.
-    ``deadline_at`` is stored when not None (the caller checked the unit)."""
+    ``deadline_at`` and ``trace_context`` (the creating span's, R-OTEL-20) are
+    stored when not None (the caller checked their units)."""
     workflow = workflow_cls()
     workflow.hero = hero
     workflow.allow_multiple = allow_multiple
     if deadline_at is not None:
         workflow.deadline_at = deadline_at
+    if trace_context is not None:
+        workflow.trace_context = trace_context
     transitions.apply(transitions.CREATE, clock.now(), workflow=workflow)
     if step_job_options:
         # Validated and stored before the first step is scheduled (R-WF-15).

@@ -193,6 +193,11 @@ def build_models(
         deadline_at: orm.Mapped[datetime | None] = orm.mapped_column(
             UTCDateTime().evaluates_none(), nullable=True, deferred=True
         )
+        # The W3C trace context of the span that created the workflow
+        # (R-OTEL-20): an optional column of the add_trace_context unit.
+        trace_context: orm.Mapped[str | None] = orm.mapped_column(
+            sa.String(255).evaluates_none(), nullable=True, deferred=True
+        )
         created_at: orm.Mapped[datetime] = orm.mapped_column(
             UTCDateTime(), nullable=False, default=lambda: now()
         )

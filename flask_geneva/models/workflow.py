@@ -78,6 +78,7 @@ class WorkflowMixin(WorkflowChildren, WorkflowActions):
         started_at: orm.Mapped[datetime | None]
         transitioned_at: orm.Mapped[datetime | None]
         deadline_at: orm.Mapped[datetime | None]
+        trace_context: orm.Mapped[str | None]
         created_at: orm.Mapped[datetime]
         updated_at: orm.Mapped[datetime]
 

@@ -62,6 +62,7 @@ WORKFLOW_COLUMNS = {
     "child_settled",
     "result",
     "deadline_at",
+    "trace_context",
 }
 STEP_EXECUTION_COLUMNS = {
     "id",

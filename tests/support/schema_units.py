@@ -129,6 +129,11 @@ def drop_workflow_deadlines(connection: sa.Connection) -> None:
     _drop_columns(connection, "geneva_drive_workflows", "deadline_at")
 
 
+def drop_trace_context(connection: sa.Connection) -> None:
+    """``add_trace_context``: the workflows' ``trace_context``."""
+    _drop_columns(connection, "geneva_drive_workflows", "trace_context")
+
+
 DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_step_execution_metadata": drop_step_execution_metadata,
     "add_resumable_support": drop_resumable_support,
@@ -140,6 +145,7 @@ DROPS: dict[str, Callable[[sa.Connection], None]] = {
     "add_child_workflows": drop_child_workflows,
     "add_schedules": drop_schedules,
     "add_workflow_deadlines": drop_workflow_deadlines,
+    "add_trace_context": drop_trace_context,
 }
 
 

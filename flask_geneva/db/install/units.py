@@ -187,5 +187,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add workflows.deadline_at and the index of ongoing workflows by deadline",
         "21_add_workflow_deadlines.py.tmpl",
     ),
+    SchemaUnit(
+        "add_trace_context",
+        "add workflows.trace_context (the W3C trace context of the creating span)",
+        "22_add_trace_context.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

@@ -29,6 +29,7 @@ __all__ = [
     "latest_failed_execution_of_step",
     "latest_pause_marker",
     "ongoing_duplicate_id",
+    "step_attempt",
     "step_history",
     "step_names_in_flight",
     "workflow_ids_carrying",
@@ -179,6 +180,36 @@ def step_history(
             .order_by(execution_cls.created_at, execution_cls.id)
         ).all()
     )
+
+
+def step_attempt(session: orm.Session, execution_cls: Any, execution: Any) -> int:
+    """How many executions of ``execution``'s step its workflow has had, this one
+    included: those created before it or with it, in ``(created_at, id)`` order
+    (R-CNT-02's order). The step span's ``geneva.step.attempt`` (R-OTEL-11).
+
+    Args:
+        session: The session to read with (in the caller's transaction).
+        execution_cls: The ``StepExecution`` class.
+        execution: The loaded execution (its ``workflow_id``, ``step_name``,
+            ``created_at`` and ``id`` are read).
+    """
+    created_at, execution_id = execution.created_at, execution.id
+    count = session.scalar(
+        sa.select(sa.func.count())
+        .select_from(execution_cls)
+        .where(execution_cls.workflow_id == execution.workflow_id)
+        .where(execution_cls.step_name == execution.step_name)
+        .where(
+            sa.or_(
+                execution_cls.created_at < created_at,
+                sa.and_(
+                    execution_cls.created_at == created_at,
+                    execution_cls.id <= execution_id,
+                ),
+            )
+        )
+    )
+    return int(count or 0)
 
 
 def executed_step_id(

@@ -29,6 +29,7 @@ from flask_geneva.db.states import UNIQUE_CHILD_INDEX
 from flask_geneva.db.states import ParentClose
 from flask_geneva.dsl.job_options import fold_priority
 from flask_geneva.engine import scheduling
+from flask_geneva.engine import traces
 from flask_geneva.engine.children.settle import installed
 from flask_geneva.engine.children.settle import note_started
 from flask_geneva.engine.deadlines.children import child_deadline_at
@@ -170,7 +171,13 @@ def start_children(
     )
     new = [child for child in children if child.child_key not in existing]
     if new:
-        _insert(session, parent, new, step_name)
+        spans = traces.start_child_creates(session, new)  # R-OTEL-10
+        try:
+            _insert(session, parent, new, step_name)
+        except BaseException as error:
+            traces.end_creates(spans, new, error)
+            raise
+        traces.end_creates(spans, new, None)
         # Counted when the transaction commits: the counts row is the leaf of
         # the lock order (R-CHD-40).
         note_started(session, parent.id, len(new))

@@ -477,6 +477,10 @@ def adopt_claim(run: StepRun, claimed: ClaimedStep) -> tuple[Any, Any, Any]:
     """
     workflow, execution, step = claimed.workflow, claimed.execution, claimed.step
     run.mark_running(execution.id, adopted=True)
+    # Its span starts here; its conditions ran in the previous step's finalize,
+    # under that step's span (R-OTEL-12). A count read here is committed
+    # with the body stage's first commit.
+    run.start_trace(workflow, execution)
     run.install_loggers(workflow, execution)
     run.enter_error_context(workflow, execution)
     run.logger.info("continuing inline with step %r", step.name)

@@ -245,6 +245,7 @@ def commit_resolved(
             (:func:`~flask_geneva.db.session_transactions.commit_keeping_state`).
     """
     session = run.session
+    run.note_written(execution)  # R-OTEL-11
     if step is not None and step.wait_for is not None:
         workflow_signals.settle_claimed_signals(
             session, workflow, execution, clock.now()

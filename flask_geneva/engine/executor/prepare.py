@@ -145,6 +145,8 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
         run.logger.info("workflow is paused: the waiter keeps its place (R-LIM-14)")
         session.commit()
         return None
+    # The step's span: current from here to the end of the run (R-OTEL-12).
+    run.start_trace(workflow, execution)
     if workflow.state not in _RUNNABLE_WORKFLOW_STATES:
         run.logger.info(
             "workflow is %s, canceling the execution (R-EXE-12)", workflow.state
@@ -224,6 +226,7 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
                 == "parked"
             ):
                 run.logger.info("waiting for child workflows (R-CHD-21)")
+                run.note_outcome("waiting")
                 session.commit()
                 return None
             if step.limits or flow_limits.parked(session, execution):
@@ -306,6 +309,7 @@ def _signal_gate(
         run.logger.info(
             "waiting for workflow signal %s (R-WSIG-10)", step.wait_for.description
         )
+        run.note_outcome("waiting")
         session.commit()
         return None
     error = workflow_signals.timeout_error(step, execution)
@@ -344,6 +348,7 @@ def _limit_slots(
             running,
             counts.waiting,
         )
+        run.note_outcome("waiting")
         run.session.commit()
         return None
     return claimed
@@ -360,6 +365,7 @@ def _skip_removed(run: StepRun, workflow: Any, execution: Any, now: Any) -> None
     )
     run.session.flush()
     scheduling.schedule_next_step(run.session, workflow, after=execution.step_name)
+    run.note_written(execution)
     run.session.commit()
 
 
@@ -412,6 +418,7 @@ def _preconditions(run: StepRun, workflow: Any, execution: Any, step: Any) -> bo
                 evaluating = "skip condition"
                 skip = step.should_skip(workflow)
     except Exception as error:
+        run.trace_error(error)  # R-OTEL-13
         if transactions.database_error(
             error
         ) is not None and not _relock_after_database_error(
@@ -517,6 +524,7 @@ def _prepare_failed(
     """
     session = run.session
     now = clock.now()
+    run.trace_error(error)  # R-OTEL-13
     try:
         error_recording.record_error(execution, error)
         # Phase 1 read it `scheduled` under the lock; a precondition's skip or

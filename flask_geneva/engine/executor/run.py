@@ -32,6 +32,7 @@ from flask_geneva.core.tagged_logging import execution_logger
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import session_transactions
 from flask_geneva.db.context import EngineContext
+from flask_geneva.engine import traces
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.exceptions import FlowControlSignal
@@ -41,6 +42,7 @@ from flask_geneva.policies import task_failures
 if TYPE_CHECKING:
     from flask_geneva.engine.executor.continuation import ClaimedStep
     from flask_geneva.engine.executor.continuation import InlineBudget
+    from flask_geneva.telemetry.tracing import StepTrace
 
 __all__ = ["BodyResult", "StepRun", "retrying"]
 
@@ -122,6 +124,8 @@ class StepRun:
             rows; None: unknown.
         inline_refused: An inline check failed in the database: this run
             claims nothing inline (R-EXE-73).
+        trace: The step's span, current from the claim to the end of the
+            run (R-OTEL-11/12); None when tracing is off.
     """
 
     session: orm.Session
@@ -158,6 +162,7 @@ class StepRun:
     )
     hero_present: bool | None = dataclasses.field(init=False, default=None)
     inline_refused: bool = dataclasses.field(init=False, default=False)
+    trace: StepTrace | None = dataclasses.field(init=False, default=None)
     _logger_targets: list[Any] = dataclasses.field(init=False, default_factory=list)
     #: The (workflow, execution) the current ``logger`` is tagged for.
     _logger_for: tuple[Any, Any] | None = dataclasses.field(init=False, default=None)
@@ -254,6 +259,43 @@ class StepRun:
         if self.error_context_token is not None:
             error_reporting.reset_error_context(self.error_context_token)
             self.error_context_token = None
+
+    # -- the step's span (R-OTEL-11..13) ---------------------------------------------
+
+    def start_trace(
+        self, workflow: Any, execution: Any, *, attempt: int | None = None
+    ) -> None:
+        """Start the step's span, once per run, with the rows locked and read.
+
+        A claim retried after a deadlock (R-EXE-80) keeps the span it started.
+        """
+        if self.trace is None:
+            self.trace = traces.start_step(
+                self.session, workflow, execution, execution.step_name, attempt=attempt
+            )
+
+    def note_outcome(self, outcome: Any) -> None:
+        """Name what this run wrote to its execution on the span (R-OTEL-11)."""
+        if self.trace is not None:
+            self.trace.note_outcome(None if outcome is None else str(outcome))
+
+    def note_written(self, execution: Any) -> None:
+        """Note the execution's outcome (or, without one, its state) as written."""
+        if self.trace is not None:
+            self.trace.note_outcome(str(execution.outcome or execution.state))
+
+    def trace_error(self, error: BaseException) -> None:
+        """Record ``error`` on the step's span, status ERROR (R-OTEL-13)."""
+        if self.trace is not None:
+            self.trace.record_error(error)
+
+    def end_trace(self, unrecorded: str) -> None:
+        """End the step's span; ``unrecorded`` is its outcome if none was noted."""
+        trace, self.trace = self.trace, None
+        if trace is not None:
+            if trace.noted is None:
+                trace.note_outcome(unrecorded)
+            trace.end()
 
     # -- attempts (R-EXE-80) -----------------------------------------------------------
 

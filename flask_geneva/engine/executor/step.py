@@ -181,6 +181,9 @@ def _run_step(run: StepRun, claimed: ClaimedStep | None) -> ClaimedStep | None:
     if session.in_transaction():
         session.commit()
     handed_over = None
+    # The span's outcome when the run wrote none: an operator's change that
+    # stood (R-EXE-41), or nothing recorded at all (R-OTEL-11).
+    unrecorded = "in_progress"
     try:
         prepared = (
             continuation.adopt_claim(run, claimed)
@@ -194,7 +197,10 @@ def _run_step(run: StepRun, claimed: ClaimedStep | None) -> ClaimedStep | None:
         continuation.note_hero(run, workflow)  # R-EXE-78: probed with finalize's lock
         try:
             body = body_stage.run_body(run, workflow, execution, step)
+            if body.error is not None:
+                run.trace_error(body.error)  # R-OTEL-13
         except BaseException as escaped:
+            run.trace_error(escaped)
             # R-EXE-35: no flow-control signal (those are caught): it
             # propagates, and must not vanish unlogged (R-WRK-18).
             run.logger.error(
@@ -206,11 +212,16 @@ def _run_step(run: StepRun, claimed: ClaimedStep | None) -> ClaimedStep | None:
             )
             raise
         finalize_stage.finalize(run, step, body)
+        unrecorded = "left"
         if run.continuation is not None:
             handed_over = run.continuation.execution.id
         return run.continuation
+    except BaseException as error:
+        run.trace_error(error)  # R-OTEL-13: what propagates from the run
+        raise
     finally:
         # Committed or not, this run is over (R-WRK-18).
+        run.end_trace(unrecorded)
         run.unmark_running(keep=handed_over)
         run.restore_loggers()
         run.leave_error_context()

@@ -25,11 +25,13 @@ from flask_geneva.db import schedules as rows
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.dsl.schedules import Schedule
+from flask_geneva.engine import traces
 from flask_geneva.engine.operator_transaction import check_operator
 from flask_geneva.engine.schedules.fan_out import run_fire
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import ScheduleNotFoundError
+from flask_geneva.telemetry import tracing
 
 __all__ = [
     "MAX_SCHEDULE_ACTIONS",
@@ -181,7 +183,8 @@ def pause_schedule(
         InvalidStateError: It is paused already.
         GenevaError: The ``add_schedules`` unit is not installed.
     """
-    _set_paused(context, session, name, paused=True, actor=actor, via=via)
+    with _traced("pause", name, via):
+        _set_paused(context, session, name, paused=True, actor=actor, via=via)
 
 
 def resume_schedule(
@@ -205,7 +208,20 @@ def resume_schedule(
         InvalidStateError: It is not paused.
         GenevaError: The ``add_schedules`` unit is not installed.
     """
-    _set_paused(context, session, name, paused=False, actor=actor, via=via)
+    with _traced("resume", name, via):
+        _set_paused(context, session, name, paused=False, actor=actor, via=via)
+
+
+def _traced(action: str, name: str, via: str) -> Any:
+    """The span of a schedule's operator action (R-OTEL-30)."""
+    return traces.traced_action(
+        f"geneva.operator schedule.{action}",
+        attributes={
+            tracing.ATTRIBUTES["action"]: f"schedule.{action}",
+            tracing.ATTRIBUTES["via"]: via,
+            tracing.ATTRIBUTES["schedule_name"]: name,
+        },
+    )
 
 
 def _set_paused(
@@ -270,6 +286,19 @@ def run_schedule_now(
         ScheduleNotFoundError: No such schedule is declared.
         GenevaError: The ``add_schedules`` unit is not installed.
     """
+    with _traced("run_now", name, via):
+        return _run_now(context, session, name, process=process, actor=actor, via=via)
+
+
+def _run_now(
+    context: EngineContext,
+    session: orm.Session,
+    name: str,
+    *,
+    process: bool,
+    actor: str | None,
+    via: str,
+) -> RunNow:
     check_operator(via, actor, allowed=SCHEDULE_VIA)
     schedule = _declared(context, name)
     context.bind(session)

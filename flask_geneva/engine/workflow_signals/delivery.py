@@ -46,6 +46,7 @@ from flask_geneva.db.context import context_of
 from flask_geneva.dsl.signal_matchers import unawaited_signal_message
 from flask_geneva.engine import metric_events
 from flask_geneva.engine import scheduling
+from flask_geneva.engine import traces
 from flask_geneva.engine.transitions import table as transitions
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import InvalidStateError
@@ -56,6 +57,7 @@ from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.models import Outcome
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
+from flask_geneva.telemetry import tracing
 
 __all__ = [
     "NOT_INSTALLED_MESSAGE",
@@ -221,10 +223,18 @@ def deliver_signal(
     data = _encoded_payload(payload, settings.max_signal_payload_size_bytes)
     _require_installed(session, "workflow.signal()")
     signal_cls = workflow.__geneva__.WorkflowSignal
+    span = None
     try:
         locked = row_locks.lock_workflow(session, workflow.id)
         if locked is None:
             raise NotOngoingError(f"workflow {workflow.id} no longer exists")
+        # R-OTEL-31: the delivery's span, current until it committed.
+        span = traces.action_span(
+            f"geneva.signal {name}",
+            kind="producer",
+            workflow=locked,
+            attributes=_span_attributes(name),
+        )
         if locked.state in _ENDED:
             delivery = _retry_after_end(
                 session, locked, signal_cls, name, idempotency_key
@@ -248,10 +258,25 @@ def deliver_signal(
             context_of(session).run_queued_tasks()
         else:
             session.flush()
-    except BaseException:
+    except BaseException as error:
         session.rollback()
+        if span is not None:
+            span.record_error(error)
         raise
+    finally:
+        if span is not None:
+            span.end()
     return delivery
+
+
+def _span_attributes(name: str) -> dict[str, Any]:
+    """The signal delivery span's own attributes (R-OTEL-31)."""
+    return {
+        tracing.ATTRIBUTES["signal_name"]: name,
+        "messaging.system": tracing.MESSAGING_SYSTEM,
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "signal",
+    }
 
 
 def _retry_after_end(
