@@ -19,10 +19,12 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import log_fields
 from flask_geneva.core import publications
 from flask_geneva.core import transactions
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.core.tagged_logging import workflow_log_fields
 from flask_geneva.db import deadlines as deadline_rows
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
@@ -154,8 +156,10 @@ def create_workflow(
             raise conflict from None
         break
     if commit and not joined:
-        session.commit()
-        context_of(session).run_queued_tasks()
+        # The records of its commit and first publication name it (R-OLOG-02).
+        with log_fields.logging_about(workflow_log_fields(workflow)):
+            session.commit()
+            context_of(session).run_queued_tasks()
     return workflow
 
 
