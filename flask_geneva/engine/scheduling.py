@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import types
 import uuid
 from collections.abc import Mapping
 from datetime import UTC
@@ -23,6 +24,7 @@ from flask_geneva.core import log_fields
 from flask_geneva.core import publications
 from flask_geneva.core import transactions
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.tagged_logging import column_values
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.core.tagged_logging import workflow_log_fields
 from flask_geneva.db import deadlines as deadline_rows
@@ -484,6 +486,23 @@ def _request(
         dataclasses.replace(publication, step_execution_id=execution.id),
         backend=context.publisher,
         defer=publishing.deferral_active(context.settings.enqueue_after_commit),
+        fields=_publication_fields(execution),
+    )
+
+
+def _publication_fields(execution: Any) -> log_fields.Fields:
+    """The log fields of ``execution``'s publication (R-OLOG-02): the current
+    ones when they are about its workflow, with its id and step."""
+    workflow_id, execution_id, step_name = column_values(
+        execution, ("workflow_id", "id", "step_name")
+    )
+    current = log_fields.current_fields()
+    if current is None or current["workflow_id"] != workflow_id:
+        return log_fields.id_fields(
+            workflow_id, execution_id=execution_id, step=step_name
+        )
+    return types.MappingProxyType(
+        {**current, "execution_id": execution_id, "step": step_name}
     )
 
 
