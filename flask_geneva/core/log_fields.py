@@ -27,7 +27,6 @@ import contextlib
 import contextvars
 import logging
 import sys
-import types
 from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Any
@@ -68,7 +67,8 @@ _current: contextvars.ContextVar[Fields | None] = contextvars.ContextVar(
 def _plain(value: Any) -> Any:
     # Ids that are neither int nor str (a UUID key) become strings, so that any
     # JSON formatter writes them (R-OLOG-01).
-    return value if value is None or type(value) in (int, str) else str(value)
+    kind = type(value)
+    return value if kind is int or kind is str or value is None else str(value)
 
 
 def id_fields(
@@ -94,19 +94,19 @@ def id_fields(
         hero_id: The hero's id; an empty string counts as no hero.
 
     Returns:
-        A read-only mapping with every key of :data:`WORKFLOW_FIELD_NAMES`.
+        A new mapping with every key of :data:`WORKFLOW_FIELD_NAMES`; it is
+        shared (set as the current fields, kept by an adapter), never changed.
     """
-    no_hero = hero_id is None or hero_id == ""
-    return types.MappingProxyType(
-        {
-            "workflow_id": _plain(workflow_id),
-            "workflow_type": workflow_type,
-            "execution_id": _plain(execution_id),
-            "step": step,
-            "hero_type": None if no_hero else hero_type,
-            "hero_id": None if no_hero else _plain(hero_id),
-        }
-    )
+    if hero_id is None or hero_id == "":
+        hero_type = hero_id = None
+    return {
+        "workflow_id": _plain(workflow_id),
+        "workflow_type": workflow_type,
+        "execution_id": _plain(execution_id),
+        "step": step,
+        "hero_type": hero_type,
+        "hero_id": _plain(hero_id),
+    }
 
 
 def workflow_fields(
@@ -120,7 +120,8 @@ def workflow_fields(
         execution: ``(id, step_name)`` of the execution, or None.
 
     Returns:
-        A read-only mapping with every key of :data:`WORKFLOW_FIELD_NAMES`.
+        A mapping with every key of :data:`WORKFLOW_FIELD_NAMES` (see
+        :func:`id_fields`).
     """
     type_name, workflow_id, hero_type, hero_id = values
     execution_id, step = execution if execution is not None else (None, None)

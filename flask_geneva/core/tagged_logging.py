@@ -126,7 +126,7 @@ class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
         super().__init__(logger, {})
         self.tags = tuple(escape_control_characters(str(tag)) for tag in tags)
         self.fields = fields
-        self._prefix = "".join(f"[{tag}] " for tag in self.tags)
+        self._prefix: str | None = None  # built by the first emitted record
         # A foreign adapter's process() may replace "extra" (the stdlib's does):
         # ours are merged under what it returns (R-OLOG-02).
         self._foreign = isinstance(logger, logging.LoggerAdapter) and not isinstance(
@@ -165,7 +165,10 @@ class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
         extra = log_fields.record_extra(self.fields, kwargs.get("extra"))
         if extra is not None:
             kwargs["extra"] = extra
-        return f"{self._prefix}{msg}", kwargs
+        prefix = self._prefix
+        if prefix is None:
+            prefix = self._prefix = "".join(f"[{tag}] " for tag in self.tags)
+        return f"{prefix}{msg}", kwargs
 
     def tagged(self, *tags: str) -> TaggedLoggerAdapter:
         """Return a new adapter with ``tags`` appended, the same fields."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import types
 import uuid
 from collections.abc import Mapping
 from datetime import UTC
@@ -490,20 +489,19 @@ def _request(
     )
 
 
+_PUBLICATION_KEYS = ("workflow_id", "id", "step_name")
+
+
 def _publication_fields(execution: Any) -> log_fields.Fields:
     """The log fields of ``execution``'s publication (R-OLOG-02): the current
     ones when they are about its workflow, with its id and step."""
-    workflow_id, execution_id, step_name = column_values(
-        execution, ("workflow_id", "id", "step_name")
-    )
+    workflow_id, execution_id, step_name = column_values(execution, _PUBLICATION_KEYS)
     current = log_fields.current_fields()
     if current is None or current["workflow_id"] != workflow_id:
         return log_fields.id_fields(
             workflow_id, execution_id=execution_id, step=step_name
         )
-    return types.MappingProxyType(
-        {**current, "execution_id": execution_id, "step": step_name}
-    )
+    return {**current, "execution_id": execution_id, "step": step_name}
 
 
 def schedule_next_step(

@@ -33,8 +33,7 @@ from tests.support.workflow import make_user
 
 _WORKFLOW = re.compile(r"\bworkflow (\d+)\b|\bid=(\d+)\b")
 _EXECUTION = re.compile(
-    r"\bexecution (\d+)\b|\bexecution_id=(\d+)\b|\bexecution (?:%s )?(\d+)\b"
-    r"|perform_step\((\d+)\)"
+    r"\bexecution (\d+)\b|\bexecution_id=(\d+)\b|perform_step\((\d+)\)"
 )
 
 
