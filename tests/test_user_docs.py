@@ -414,3 +414,98 @@ def test_the_readmes_schedule_deadline_and_timeout_declare_what_they_say():
         "[Step timeouts](docs/step-timeouts.md)",
     ):
         assert link in flat
+
+
+LOGGING_DRIVER = r"""
+import json
+import logging
+import sys
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from flask_geneva import step
+from flask_geneva.testing import speedrun_workflow
+from tests.apps.basic import User, create_app, db, geneva
+
+exec(sys.argv[2])  # the guide's dictConfig block: JSON lines on stdout
+exec(sys.argv[3])  # the guide's Celery block: connects setup_logging
+
+
+class Signup(geneva.Workflow):
+    @step
+    def send(self):
+        self.logger.info("sending")
+        logging.getLogger("app.mailer").info("mail queued")
+
+
+app = create_app(sys.argv[1])
+from celery.signals import setup_logging
+
+setup_logging.send(sender=None, loglevel=logging.INFO, logfile=None, format="", colorize=False)
+tracer = TracerProvider().get_tracer("docs")
+with app.app_context():
+    db.create_all()
+    hero = User(email="a@example.com")
+    db.session.add(hero)
+    db.session.commit()
+    with tracer.start_as_current_span("web request") as span:
+        workflow = Signup.create(hero=hero)
+    speedrun_workflow(workflow)
+    context = span.get_span_context()
+    print(json.dumps({"done": workflow.id, "trace_id": format(context.trace_id, "032x")}))
+"""
+
+
+@pytest.mark.backends("sqlite")  # the driver brings its own SQLite database
+def test_the_logging_guide_writes_json_lines_with_the_workflow_fields(tmp_path):
+    """The guide's dictConfig, as written, makes every record a JSON line; the
+    package's records about the workflow carry workflow_id, workflow_type,
+    execution_id, step, hero_type and hero_id, the record of create() in a span
+    its trace_id, and an application logger's record in a step the fields through
+    the filter; the Celery setup_logging receiver applies the same config
+    (R-OLOG-01..03, R-OLOG-06)."""
+    pages = list(_nav_pages((ROOT / "mkdocs.yml").read_text(encoding="utf-8")))
+    assert "logging.md" in pages
+    text = (DOCS / "logging.md").read_text(encoding="utf-8")
+    config_block, celery_block, text_block = _python_blocks(text)
+    assert '"()": "pythonjsonlogger.json.JsonFormatter"' in config_block
+    assert "worker_hijack_root_logger = False" in text
+    ast.parse(text_block)
+    (tmp_path / "driver.py").write_text(LOGGING_DRIVER)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "driver.py",
+            f"sqlite:///{tmp_path / 'logs.sqlite3'}",
+            config_block,
+            celery_block,
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    done = lines.pop()
+    workflow_id = done["done"]
+    ours = [line for line in lines if line.get("workflow_id") == workflow_id]
+    assert {line["workflow_type"] for line in ours} == {"Signup"}
+    assert {line["hero_type"] for line in ours} == {"User"}
+    created = next(line for line in ours if "created with" in line["message"])
+    assert created["trace_id"] == done["trace_id"]
+    assert created["execution_id"] is None
+    sending = next(line for line in ours if line["message"].endswith("sending"))
+    assert sending["step"] == "send"
+    assert isinstance(sending["execution_id"], int)
+    assert "trace_id" not in sending  # no span around the step here
+    mailer = next(line for line in lines if line["name"] == "app.mailer")
+    assert (mailer["workflow_id"], mailer["step"]) == (workflow_id, "send")
+    for line in lines:
+        if (
+            line["name"].startswith("flask_geneva")
+            and f"id={workflow_id} " in line["message"]
+        ):
+            assert line["workflow_id"] == workflow_id, line

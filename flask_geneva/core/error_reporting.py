@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from flask_geneva.core import log_fields
 from flask_geneva.core.tagged_logging import as_tagged
 from flask_geneva.core.tagged_logging import column_values
 from flask_geneva.core.tagged_logging import module_logger
@@ -143,6 +144,7 @@ def report_row_error(
         type(error).__name__,
         error,
         exc_info=error,
+        extra=dict(log_fields.id_fields(workflow_id, execution_id=execution_id)),
     )
     ids = {"workflow_id": workflow_id, "step_execution_id": execution_id}
     row = {key: _jsonable(value) for key, value in ids.items()}

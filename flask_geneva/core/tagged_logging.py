@@ -16,6 +16,13 @@ control characters escaped as the CLI prints them
 escape cannot drive the terminal and a newline cannot forge a second line. Each
 module of the package logs through :func:`module_logger`, an adapter without
 tags, for the same reason.
+
+Every record also carries structured fields (R-OLOG, :mod:`~flask_geneva.core.
+log_fields`): a tagged adapter built for a workflow passes that workflow's
+``workflow_id``, ``workflow_type``, ``execution_id``, ``step``, ``hero_type``
+and ``hero_id`` in ``extra``; any other adapter passes those of the workflow
+being acted on in the current context; both add the current span's
+``trace_id`` and ``span_id``. Keys the caller passed in ``extra`` win.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Mapping
 from collections.abc import MutableMapping
 from typing import Any
 
+from flask_geneva.core import log_fields
 from flask_geneva.core.terminal_text import escape_control_characters
 
 __all__ = [
@@ -38,6 +46,7 @@ __all__ = [
     "execution_logger",
     "execution_tag",
     "module_logger",
+    "workflow_log_fields",
     "workflow_logger",
     "workflow_tag",
 ]
@@ -93,39 +102,77 @@ class TaggedLoggerAdapter(logging.LoggerAdapter[_Target]):
             processing then applies after ours (so its prefixes come first).
         tags: Tags, outermost first (e.g. a task id tag injected by the Celery
             task).
+        fields: The structured fields of the workflow the adapter is for
+            (:func:`~flask_geneva.core.log_fields.workflow_fields`), or None
+            to log those of the workflow acted on in the current context
+            (R-OLOG-02).
 
     Attributes:
         tags: The tags as a tuple of strings, in output order, escaped.
+        fields: The fields given, or None.
+
+    .. versionchanged:: 0.1
+        ``fields`` (R-OLOG-01..02).
 
     .. versionadded:: 0.1
     """
 
-    def __init__(self, logger: _Target, tags: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        logger: _Target,
+        tags: tuple[str, ...] = (),
+        fields: log_fields.Fields | None = None,
+    ) -> None:
         super().__init__(logger, {})
         self.tags = tuple(escape_control_characters(str(tag)) for tag in tags)
+        self.fields = fields
+        self._prefix: str | None = None  # built by the first emitted record
+        # A foreign adapter's process() may replace "extra" (the stdlib's does):
+        # ours are merged under what it returns (R-OLOG-02).
+        self._foreign = isinstance(logger, logging.LoggerAdapter) and not isinstance(
+            logger, TaggedLoggerAdapter
+        )
 
     def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
         """Log ``msg % args`` with the tags, the arguments escaped (R-LOG-07).
 
         Every level method (``info``, ``exception``…) ends here. The record
-        names the caller's file, line and function, not this method.
+        names the caller's file, line and function, not this method, and
+        carries the structured fields (R-OLOG-01..03).
         """
         if not self.isEnabledFor(level):
             return
         msg, options = self.process(msg, kwargs)
         options["stacklevel"] = options.get("stacklevel", 1) + 1
-        self.logger.log(level, msg, *_escaped_args(args), **options)
+        target = self.logger
+        if self._foreign and isinstance(target, logging.LoggerAdapter):
+            ours = options.get("extra")
+            msg, options = target.process(msg, options)
+            theirs = options.get("extra")
+            if ours is not None and theirs is not ours:
+                options["extra"] = {**ours, **theirs} if theirs else ours
+            target = target.logger
+        target.log(level, msg, *_escaped_args(args), **options)
 
     def process(
         self, msg: Any, kwargs: MutableMapping[str, Any]
     ) -> tuple[Any, MutableMapping[str, Any]]:
-        """Prefix ``msg`` with ``[tag] `` for each tag, in order (R-LOG-03)."""
-        prefix = "".join(f"[{tag}] " for tag in self.tags)
+        """Prefix ``msg`` with ``[tag] `` for each tag, in order (R-LOG-03).
+
+        ``kwargs["extra"]`` gains the workflow and trace fields under the
+        caller's keys (R-OLOG-02).
+        """
+        extra = log_fields.record_extra(self.fields, kwargs.get("extra"))
+        if extra is not None:
+            kwargs["extra"] = extra
+        prefix = self._prefix
+        if prefix is None:
+            prefix = self._prefix = "".join(f"[{tag}] " for tag in self.tags)
         return f"{prefix}{msg}", kwargs
 
     def tagged(self, *tags: str) -> TaggedLoggerAdapter:
-        """Return a new adapter with ``tags`` appended after the current ones."""
-        return TaggedLoggerAdapter(self.logger, self.tags + tuple(tags))
+        """Return a new adapter with ``tags`` appended, the same fields."""
+        return TaggedLoggerAdapter(self.logger, self.tags + tuple(tags), self.fields)
 
 
 def module_logger(name: str) -> TaggedLoggerAdapter:
@@ -226,13 +273,23 @@ def column_values(instance: Any, keys: tuple[str, ...]) -> tuple[Any, ...]:
         return tuple(getattr(instance, key) for key in keys)
 
 
-def workflow_tag(workflow: Any) -> str:
-    """Return ``"<Type> id=<id>"``, plus hero type and id when set (R-LOG-01)."""
-    type_name, id_, hero_type, hero_id = column_values(workflow, _WORKFLOW_TAG_KEYS)
+def _workflow_tag(values: tuple[Any, ...], workflow: Any) -> str:
+    type_name, id_, hero_type, hero_id = values
     tag = f"{type_name or type(workflow).__name__} id={id_}"
     if hero_id not in (None, ""):
         tag += f" hero_type={hero_type} hero_id={hero_id}"
     return tag
+
+
+def _workflow_values(workflow: Any) -> tuple[Any, ...]:
+    """``(type, id, hero_type, hero_id)``, the type defaulting to the class name."""
+    type_name, id_, hero_type, hero_id = column_values(workflow, _WORKFLOW_TAG_KEYS)
+    return (type_name or type(workflow).__name__, id_, hero_type, hero_id)
+
+
+def workflow_tag(workflow: Any) -> str:
+    """Return ``"<Type> id=<id>"``, plus hero type and id when set (R-LOG-01)."""
+    return _workflow_tag(_workflow_values(workflow), workflow)
 
 
 def execution_tag(execution: Any) -> str:
@@ -244,17 +301,29 @@ def execution_tag(execution: Any) -> str:
 def workflow_logger(workflow: Any, base: Any = None) -> TaggedLoggerAdapter:
     """Return the workflow-tagged logger (R-LOG-01, R-LOG-05 outside executor calls).
 
+    Its records carry the workflow's structured fields, ``execution_id`` and
+    ``step`` None (R-OLOG-01).
+
     Args:
         workflow: The workflow instance.
         base: Base logger or adapter whose tags come first (see :func:`as_tagged`).
     """
-    return as_tagged(base).tagged(workflow_tag(workflow))
+    outer = as_tagged(base) if base is not None else _default_adapter()
+    values = _workflow_values(workflow)
+    return TaggedLoggerAdapter(
+        outer.logger,
+        (*outer.tags, _workflow_tag(values, workflow)),
+        log_fields.workflow_fields(values, None),
+    )
 
 
 def execution_logger(
     workflow: Any, execution: Any, base: Any = None
 ) -> TaggedLoggerAdapter:
     """Return the workflow- and execution-tagged logger (R-LOG-02, R-LOG-05).
+
+    Its records carry the workflow's and the execution's structured fields
+    (R-OLOG-01).
 
     Args:
         workflow: The workflow instance.
@@ -263,6 +332,28 @@ def execution_logger(
     """
     # One adapter, as workflow_logger(...).tagged(...) composes it (once per step).
     outer = as_tagged(base) if base is not None else _default_adapter()
+    values = _workflow_values(workflow)
+    id_, step_name = column_values(execution, _EXECUTION_TAG_KEYS)
     return TaggedLoggerAdapter(
-        outer.logger, (*outer.tags, workflow_tag(workflow), execution_tag(execution))
+        outer.logger,
+        (
+            *outer.tags,
+            _workflow_tag(values, workflow),
+            f"execution_id={id_} step_name={step_name}",
+        ),
+        log_fields.workflow_fields(values, (id_, step_name)),
     )
+
+
+def workflow_log_fields(workflow: Any, execution: Any = None) -> log_fields.Fields:
+    """The structured log fields of ``workflow`` (and ``execution``) (R-OLOG-01).
+
+    For :func:`~flask_geneva.core.log_fields.logging_about`, when the records
+    of a block are about one workflow.
+
+    Args:
+        workflow: The workflow instance.
+        execution: The step execution the block is about, or None.
+    """
+    step = None if execution is None else column_values(execution, _EXECUTION_TAG_KEYS)
+    return log_fields.workflow_fields(_workflow_values(workflow), step)

@@ -21,6 +21,8 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import log_fields
+from flask_geneva.core.tagged_logging import workflow_log_fields
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db.context import context_of
 from flask_geneva.engine import metric_events
@@ -331,9 +333,14 @@ def operator_action(
         attributes={ACTION: action, VIA: via},
     )
     try:
-        with _operator_transaction(
-            session, locked, actor=actor, via=via, commit=commit
-        ) as record:
+        # The package's records of the action, its commit and its publications
+        # name the workflow (R-OLOG-02).
+        with (
+            log_fields.logging_about(workflow_log_fields(locked)),
+            _operator_transaction(
+                session, locked, actor=actor, via=via, commit=commit
+            ) as record,
+        ):
             refuse_unless_allowed(locked, action, refuse)
             yield OperatorAction(action, session, locked, locked.state, record)
     except BaseException as error:

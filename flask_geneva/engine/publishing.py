@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy import orm
 
+from flask_geneva.core import log_fields
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.publications import PERFORM_STEP_TASK
 from flask_geneva.core.publications import Publication
@@ -48,9 +49,11 @@ __all__ = [
 logger = module_logger("flask_geneva")
 
 #: Deferred publications, each owned by the transaction that requested it.
-_pending: TransactionScoped[tuple[TaskBackend, Publication]] = TransactionScoped(
-    "geneva_pending_publications"
-)
+#: A publication waiting for the commit: its backend, and the log fields of its
+#: execution (R-OLOG-02) for the records of its sending.
+_Entry = tuple[TaskBackend, Publication, log_fields.Fields | None]
+
+_pending: TransactionScoped[_Entry] = TransactionScoped("geneva_pending_publications")
 _FAILED_KEY = "geneva_failed_publications"
 _inline = contextvars.ContextVar("geneva_inline_enqueue", default=False)
 _ignore_pause = contextvars.ContextVar("geneva_ignore_broker_pause", default=False)
@@ -231,7 +234,12 @@ def deferral_active(enqueue_after_commit: bool) -> bool:
 
 
 def request_publication(
-    session: orm.Session, publication: Publication, *, backend: TaskBackend, defer: bool
+    session: orm.Session,
+    publication: Publication,
+    *,
+    backend: TaskBackend,
+    defer: bool,
+    fields: log_fields.Fields | None = None,
 ) -> None:
     """Publish now, or after the session's outermost commit when ``defer`` (R-TXN-02).
 
@@ -241,18 +249,29 @@ def request_publication(
     publication belongs to the innermost transaction open at request time: a
     savepoint that rolls back discards it, a savepoint that is released hands it to
     its parent, and only the root commit sends it (R-TXN-03).
+
+    The records of the sending carry ``fields`` (the execution's log fields),
+    by default those current at the request (R-OLOG-02).
     """
+    entry = (backend, publication, fields or log_fields.current_fields())
     if defer and session.in_transaction():
-        _pending.add(session, (backend, publication))
+        _pending.add(session, entry)
         return
     # Inside an open transaction (deferral off) a failure is recorded in it.
-    _publish_all(
-        session, [(backend, publication)], committed=not session.in_transaction()
-    )
+    _publish_all(session, [entry], committed=not session.in_transaction())
 
 
-def _send(backend: TaskBackend, publication: Publication) -> BaseException | None:
+def _send(
+    backend: TaskBackend, publication: Publication, fields: log_fields.Fields | None
+) -> BaseException | None:
     """Publish one publication; return the error instead of raising it (issue 14)."""
+    if fields is None:
+        return _send_as_is(backend, publication)
+    with log_fields.logging_about(fields):
+        return _send_as_is(backend, publication)
+
+
+def _send_as_is(backend: TaskBackend, publication: Publication) -> BaseException | None:
     logger.debug(
         "publishing %s(%s) task_id=%s queue=%s eta=%s",
         publication.task_name,
@@ -270,7 +289,7 @@ def _send(backend: TaskBackend, publication: Publication) -> BaseException | Non
 
 def _publish_all(
     session: orm.Session,
-    entries: list[tuple[TaskBackend, Publication]],
+    entries: list[_Entry],
     *,
     committed: bool,
 ) -> None:
@@ -281,11 +300,11 @@ def _publish_all(
     block the caller once per message); they are left for the dispatcher with it.
     """
     failed: list[tuple[Publication, BaseException]] = []
-    for backend, publication in entries:
+    for backend, publication, fields in entries:
         if failed:
             failed.append((publication, failed[0][1]))
             continue
-        error = _send(backend, publication)
+        error = _send(backend, publication, fields)
         if error is not None:
             failed.append((publication, error))
     if failed:

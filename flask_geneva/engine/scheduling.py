@@ -19,10 +19,13 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import log_fields
 from flask_geneva.core import publications
 from flask_geneva.core import transactions
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.tagged_logging import column_values
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.core.tagged_logging import workflow_log_fields
 from flask_geneva.db import deadlines as deadline_rows
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
@@ -207,8 +210,10 @@ def _create_workflow(
         break
     traces.created(traced, workflow)
     if commit and not joined:
-        session.commit()
-        context_of(session).run_queued_tasks()
+        # The records of its commit and first publication name it (R-OLOG-02).
+        with log_fields.logging_about(workflow_log_fields(workflow)):
+            session.commit()
+            context_of(session).run_queued_tasks()
     return workflow
 
 
@@ -539,7 +544,23 @@ def _request(
         dataclasses.replace(publication, step_execution_id=execution.id),
         backend=context.publisher,
         defer=publishing.deferral_active(context.settings.enqueue_after_commit),
+        fields=_publication_fields(execution),
     )
+
+
+_PUBLICATION_KEYS = ("workflow_id", "id", "step_name")
+
+
+def _publication_fields(execution: Any) -> log_fields.Fields:
+    """The log fields of ``execution``'s publication (R-OLOG-02): the current
+    ones when they are about its workflow, with its id and step."""
+    workflow_id, execution_id, step_name = column_values(execution, _PUBLICATION_KEYS)
+    current = log_fields.current_fields()
+    if current is None or current["workflow_id"] != workflow_id:
+        return log_fields.id_fields(
+            workflow_id, execution_id=execution_id, step=step_name
+        )
+    return {**current, "execution_id": execution_id, "step": step_name}
 
 
 def schedule_next_step(

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import log_fields
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import child_counts
 from flask_geneva.db import locks as row_locks
@@ -62,9 +63,15 @@ def dispatch_child_work(context: EngineContext, session: orm.Session) -> int:
     session.rollback()
     published = canceled_total = 0
     for wake in wakes:
-        published += _wake_again(session, wake)
+        with log_fields.logging_about(
+            log_fields.id_fields(
+                wake.parent_workflow_id, execution_id=wake.execution_id
+            )
+        ):
+            published += _wake_again(session, wake)
     for parent_id in parents:
-        canceled, finished = cancel_children_of(session, parent_id, limit=limit)
+        with log_fields.logging_about(log_fields.id_fields(parent_id)):
+            canceled, finished = cancel_children_of(session, parent_id, limit=limit)
         canceled_total += canceled
         if finished:
             try:
@@ -80,6 +87,7 @@ def dispatch_child_work(context: EngineContext, session: orm.Session) -> int:
                     "could not clear the cancel mark of workflow %s: %s",
                     parent_id,
                     error,
+                    extra=dict(log_fields.id_fields(parent_id)),
                 )
     if published:
         _log.info("published %d waits for children again", published)
@@ -112,6 +120,7 @@ def cancel_children_of(
         if child is None:
             continue
         try:
+            # The operator transaction names the child (R-OLOG-02).
             flow_control.cancel(
                 child, actor=f"workflow {parent_id}", via="parent", commit=True
             )
@@ -126,6 +135,7 @@ def cancel_children_of(
                 parent_id,
                 type(error).__name__,
                 error,
+                extra=dict(log_fields.id_fields(child_id)),
             )
             return canceled, False
     return canceled, len(ids) < limit

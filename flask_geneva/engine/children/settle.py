@@ -33,6 +33,7 @@ from sqlalchemy import event
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import log_fields
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.core.transaction_scoped import TransactionScoped
 from flask_geneva.db import child_counts
@@ -262,9 +263,13 @@ def _apply(session: orm.Session, note: _Note, now: datetime) -> None:
             session, parent_id, settled=note.settled, failed=note.failed, now=now
         )
         if wake is not None:
-            _log.info(
-                "children of workflow %s settled: waking its step execution %s",
-                parent_id,
-                wake.execution_id,
-            )
-            publish_wake(session, wake)
+            # About the parent, whichever workflow's commit settled it (R-OLOG-02).
+            with log_fields.logging_about(
+                log_fields.id_fields(parent_id, execution_id=wake.execution_id)
+            ):
+                _log.info(
+                    "children of workflow %s settled: waking its step execution %s",
+                    parent_id,
+                    wake.execution_id,
+                )
+                publish_wake(session, wake)

@@ -17,6 +17,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core import error_reporting
+from flask_geneva.core import log_fields
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import deadlines as deadline_rows
 from flask_geneva.db import locks as row_locks
@@ -70,7 +71,8 @@ def enforce_deadlines(context: EngineContext, session: orm.Session) -> int:
         )
         session.rollback()
         for workflow_id, _deadline in due:
-            acted += _enforce_one(context, session, workflow_id)
+            with log_fields.logging_about(log_fields.id_fields(workflow_id)):
+                acted += _enforce_one(context, session, workflow_id)
         if len(due) < limit:
             break
         after = due[-1]

@@ -16,6 +16,7 @@ deadlock retry of the claim and of finalize (R-EXE-80).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import TypeVar
 from sqlalchemy import orm
 
 from flask_geneva.core import error_reporting
+from flask_geneva.core import log_fields
 from flask_geneva.core import transactions
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import execution_logger
@@ -166,6 +168,8 @@ class StepRun:
     _logger_targets: list[Any] = dataclasses.field(init=False, default_factory=list)
     #: The (workflow, execution) the current ``logger`` is tagged for.
     _logger_for: tuple[Any, Any] | None = dataclasses.field(init=False, default=None)
+    #: Resets the log fields :meth:`install_loggers` made current (R-OLOG-02).
+    _log_fields_token: Any = dataclasses.field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.lookup_attempts = max(int(self.lookup_attempts), 1)
@@ -216,7 +220,10 @@ class StepRun:
         """Tag the run's logger for the rows and set it on them (R-EXE-01).
 
         The claim and finalize hand back the same instances (the lock re-reads
-        into them), so the tagged adapter is built once per run.
+        into them), so the tagged adapter is built once per run. Its fields
+        become the current log fields until :meth:`restore_loggers`, so the
+        records of the package's other loggers during the run name the
+        workflow and execution too (R-OLOG-02).
 
         Args:
             workflow: The run's workflow.
@@ -228,6 +235,9 @@ class StepRun:
         ):
             self.logger = execution_logger(workflow, execution, self.base_logger)
             self._logger_for = (workflow, execution)
+            if self._log_fields_token is not None:
+                log_fields.reset_fields(self._log_fields_token)
+            self._log_fields_token = log_fields.set_fields(self.logger.fields)
         adapter = self.logger
         for target in (workflow, execution):
             if target not in self._logger_targets:
@@ -235,12 +245,28 @@ class StepRun:
             target.__dict__["_geneva_logger"] = adapter
 
     def restore_loggers(self) -> None:
-        """Take the run's logger (and a ``wait_for`` signal) off the rows."""
+        """Take the run's logger (and a ``wait_for`` signal) off the rows.
+
+        Also restores the log fields that were current before the run.
+        """
+        if self._log_fields_token is not None:
+            log_fields.reset_fields(self._log_fields_token)
+            self._log_fields_token = None
         for target in self._logger_targets:
             target.__dict__.pop("_geneva_logger", None)
             # The workflow signal a wait_for step ran with (R-WSIG-17).
             target.__dict__.pop("_geneva_received_signal", None)
         self._logger_targets.clear()
+
+    def logging_about_run(self) -> contextlib.AbstractContextManager[None]:
+        """Make the run's log fields current for a block after the run (R-OLOG-02).
+
+        A no-op when the run tagged no logger (nothing was claimed).
+        """
+        fields = getattr(self.logger, "fields", None)
+        if fields is None:
+            return contextlib.nullcontext()
+        return log_fields.logging_about(fields)
 
     def enter_error_context(self, workflow: Any, execution: Any) -> None:
         """Name the rows to the error reporter until the run ends (R-REP-10).

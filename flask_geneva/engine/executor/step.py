@@ -156,7 +156,10 @@ def execute_step(
                 claimed = _run_step(run, claimed)
             finally:
                 try:
-                    context.run_queued_tasks()
+                    # The publications of the run's commits name its
+                    # workflow and execution (R-OLOG-02).
+                    with run.logging_about_run():
+                        context.run_queued_tasks()
                 except BaseException:
                     run.drop_handed_over()  # no next run will hold it (R-WRK-18)
                     raise

@@ -30,6 +30,7 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core import error_reporting
+from flask_geneva.core import log_fields
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import locks as row_locks
@@ -260,6 +261,10 @@ def _recover_all(
     # R-SCH-20: the reattempts of one recovery run are spread over a window.
     with release_spread.spread_releases(context_of(session).settings.release_spread):
         for execution_id, workflow_id in candidates:
+            # The records of this row (its recovery, commit, publication and
+            # error) name its workflow (R-OLOG-02).
+            fields = log_fields.id_fields(workflow_id, execution_id=execution_id)
+            token = log_fields.set_fields(fields)
             try:
                 if _recover_row(
                     session,
@@ -283,6 +288,8 @@ def _recover_all(
                     execution_id=execution_id,
                     housekeeping=f"stuck_{expected.value}",
                 )
+            finally:
+                log_fields.reset_fields(token)
     return recovered
 
 

@@ -14,9 +14,11 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import log_fields
 from flask_geneva.core import publications
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.core.tagged_logging import workflow_log_fields
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workflow_signals as signal_rows
@@ -91,10 +93,14 @@ def dispatch_signal_waits(context: EngineContext, session: orm.Session) -> int:
 
 
 def _one_row(session: orm.Session, execution_id: Any, expected: str) -> int:
+    token = None
     try:
         workflow, execution = row_locks.lock_workflow_and_execution(
             session, execution_id
         )
+        if workflow is not None and execution is not None:
+            # Its wake, commit, publication and error name it (R-OLOG-02).
+            token = log_fields.set_fields(workflow_log_fields(workflow, execution))
         if (
             execution is None
             or execution.state != expected
@@ -122,6 +128,9 @@ def _one_row(session: orm.Session, execution_id: Any, expected: str) -> int:
             exc_info=error,
         )
         return 0
+    finally:
+        if token is not None:
+            log_fields.reset_fields(token)
     return 1
 
 
