@@ -68,7 +68,9 @@ def start_child_creates(session: orm.Session, children: list[Any]) -> list[Any]:
     spans: list[Any] = []
     for child in children:
         traced = tracing.start_create(child.__geneva_type__, current=False)
-        if traced is None:
+        if traced is None:  # tracing off, or the provider raised (R-OTEL-03)
+            for started in spans:
+                started.end()
             return []
         value = trace_context_to_store(session, traced)
         if value is not None:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from typing import Any
 
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.core.version import installed_version
 
 try:
@@ -83,6 +84,18 @@ ATTRIBUTES = types.MappingProxyType(
 
 _tracer_for: tuple[Any, Any] = (None, None)
 
+_log = module_logger("flask_geneva")
+
+
+def _failed(what: str, error: Exception) -> None:
+    """Log what the tracer provider raised; the caller goes on without (R-OTEL-03)."""
+    _log.warning(
+        "OpenTelemetry raised %r while %s; ignored (R-OTEL-03)",
+        error,
+        what,
+        exc_info=error,
+    )
+
 
 def tracer() -> Tracer | None:
     """The ``flask_geneva`` tracer of the global tracer provider, or None.
@@ -102,7 +115,11 @@ def tracer() -> Tracer | None:
     cached_provider, cached = _tracer_for
     if cached_provider is provider:
         return cached  # type: ignore[no-any-return]  # kept for this provider
-    found = provider.get_tracer(TRACER_NAME, installed_version())
+    try:
+        found = provider.get_tracer(TRACER_NAME, installed_version())
+    except Exception as error:  # noqa: BLE001 - R-OTEL-03: tracing never breaks us
+        _failed("getting the flask_geneva tracer", error)
+        return None
     _tracer_for = (provider, found)
     return found
 
@@ -145,6 +162,20 @@ def _links(stored: str | None) -> list[Any]:
     return [trace.Link(span_context, {"geneva.link": "workflow.create"})]
 
 
+def _start(started: Tracer, name: str, **options: Any) -> Span | None:
+    """``started.start_span(name, **options)``, or None when it raises (R-OTEL-03).
+
+    The SDK runs the sampler and every span processor's ``on_start`` in the
+    caller's thread: what they raise is logged, and the operation runs as
+    with tracing off.
+    """
+    try:
+        return started.start_span(name, **options)
+    except Exception as error:  # noqa: BLE001 - R-OTEL-03: tracing never breaks us
+        _failed(f"starting the span {name!r}", error)
+        return None
+
+
 def _workflow_attributes(
     workflow_type: str, workflow_id: Any, hero_type: Any, hero_id: Any
 ) -> dict[str, Any]:
@@ -180,11 +211,14 @@ class _CurrentSpan:
         if error is self._recorded:
             return
         self._recorded = error
-        self.span.record_exception(error)
-        self.span.set_status(
-            trace.Status(trace.StatusCode.ERROR, f"{type(error).__name__}: {error}")
-        )
-        self.span.set_attribute("error.type", _qualified_name(type(error)))
+        try:
+            self.span.record_exception(error)
+            self.span.set_status(
+                trace.Status(trace.StatusCode.ERROR, f"{type(error).__name__}: {error}")
+            )
+            self.span.set_attribute("error.type", _qualified_name(type(error)))
+        except Exception as failure:  # noqa: BLE001 - R-OTEL-03
+            _failed("recording an exception on a span", failure)
 
     def end(self) -> None:
         """Stop being current and end the span; a second call does nothing."""
@@ -193,7 +227,10 @@ class _CurrentSpan:
             return
         if self._current:
             otel_context.detach(token)
-        self.span.end()
+        try:
+            self.span.end()
+        except Exception as error:  # noqa: BLE001 - R-OTEL-03: a span processor's on_end
+            _failed("ending a span", error)
 
 
 def _qualified_name(cls: type[BaseException]) -> str:
@@ -245,7 +282,8 @@ def start_create(workflow_type: str, *, current: bool = True) -> CreateTrace | N
     started = tracer()
     if started is None:
         return None
-    span = started.start_span(
+    span = _start(
+        started,
         f"geneva.create {workflow_type}",
         kind=trace.SpanKind.PRODUCER,
         attributes={
@@ -256,7 +294,7 @@ def start_create(workflow_type: str, *, current: bool = True) -> CreateTrace | N
             "messaging.destination.name": workflow_type,
         },
     )
-    return CreateTrace(span, current=current)
+    return None if span is None else CreateTrace(span, current=current)
 
 
 class StepTrace(_CurrentSpan):
@@ -278,8 +316,11 @@ class StepTrace(_CurrentSpan):
 
     def end(self) -> None:
         """Set ``geneva.step.outcome`` and end the span (R-OTEL-11)."""
-        if self.noted is not None:
-            self.span.set_attribute(ATTRIBUTES["outcome"], self.noted)
+        if self.noted is not None and self._token is not None:
+            try:
+                self.span.set_attribute(ATTRIBUTES["outcome"], self.noted)
+            except Exception as error:  # noqa: BLE001 - R-OTEL-03
+                _failed("setting a span's outcome", error)
         super().end()
 
 
@@ -326,12 +367,15 @@ def start_step(
     attributes["messaging.operation.name"] = "perform_step"
     attributes["messaging.destination.name"] = workflow_type
     attributes["messaging.message.id"] = str(execution_id)
-    span = started.start_span(
+    span = _start(
+        started,
         f"geneva.step {workflow_type}.{step_name}",
         kind=trace.SpanKind.CONSUMER,
         attributes=attributes,
         links=_links(trace_context),
     )
+    if span is None:
+        return None
     if span.is_recording():
         count = attempt()
         if count is not None:
@@ -372,10 +416,11 @@ def traced_action(
         all_attributes = _workflow_attributes(workflow_type, workflow_id, None, None)
     if attributes:
         all_attributes.update(attributes)
-    span = started.start_span(
+    span = _start(
+        started,
         name,
         kind=trace.SpanKind.PRODUCER if kind == "producer" else trace.SpanKind.INTERNAL,
         attributes=all_attributes,
         links=_links(trace_context),
     )
-    return _CurrentSpan(span)
+    return None if span is None else _CurrentSpan(span)
