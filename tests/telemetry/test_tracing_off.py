@@ -41,7 +41,13 @@ _PROGRAM = textwrap.dedent(
     class Off(basic.geneva.Workflow):
         _steps = step.repeat(3, lambda wf: None)
 
-    app = basic.create_app(f"sqlite:///{sys.argv[2]}", TESTING=False)
+    app = basic.create_app(
+        f"sqlite:///{sys.argv[2]}",
+        TESTING=False,
+        SECRET_KEY="off",
+        GENEVA_ADMIN_ENABLED=True,
+        GENEVA_ADMIN_ACCESS=lambda: True,
+    )
     with app.app_context():
         basic.db.create_all()
         user = basic.User(email="off@example.com")
@@ -49,6 +55,8 @@ _PROGRAM = textwrap.dedent(
         basic.db.session.commit()
         workflow = Off.create(hero=user)
         workflow_id = workflow.id
+        workflow.pause()
+        workflow.resume()
         backend = app.extensions["geneva"].recording_backend
         while backend.enqueued:
             publication = backend.enqueued.pop(0)
@@ -59,7 +67,22 @@ _PROGRAM = textwrap.dedent(
             ),
             {"id": workflow_id},
         ).one()
+    client = app.test_client()
+    pages = [
+        client.get(url).status_code
+        for url in ("/geneva/", "/geneva/workflows/", f"/geneva/workflows/{workflow_id}")
+    ]
+    cli = app.test_cli_runner().invoke(args=["geneva", "show", str(workflow_id)])
+    try:
+        from flask_geneva import OpenTelemetryMetrics
+        OpenTelemetryMetrics()
+        meter = "created"
+    except ImportError as error:
+        meter = str(error)
     print(json.dumps({
+        "pages": pages,
+        "cli": [cli.exit_code, "finished" in cli.output],
+        "meter": meter,
         "state": row[0],
         "trace_context": row[1],
         "available": tracing.AVAILABLE,
@@ -85,9 +108,14 @@ def _run(mode: str, tmp_path: Path) -> dict[str, object]:
 
 @pytest.mark.backends("sqlite")
 def test_without_opentelemetry_nothing_imports_it(tmp_path):
-    """With opentelemetry not importable, flask_geneva and three steps run and
-    nothing of opentelemetry is imported; nothing is stored (R-OTEL-01)."""
+    """With opentelemetry not importable, flask_geneva, three steps, an operator's
+    pause and resume, the admin's pages and the CLI run, OpenTelemetryMetrics()
+    names the extra to install, nothing of opentelemetry is imported and nothing
+    is stored (R-OTEL-01, R-OMET-07)."""
     seen = _run("absent", tmp_path)
+    assert seen.pop("pages") == [200, 200, 200]
+    assert seen.pop("cli") == [0, True]
+    assert "flask-geneva[otel]" in seen.pop("meter")
     assert seen == {
         "state": "finished",
         "trace_context": None,
