@@ -25,7 +25,7 @@ from tests.support.span_recording import recording_spans
 from tests.support.workflow import make_user
 
 
-class Escape(BaseException):  # noqa: N818 - plays a KeyboardInterrupt
+class Escape(BaseException):
     """Not an Exception: escapes every policy and the executor (R-EXE-35)."""
 
 
