@@ -253,23 +253,49 @@ def test_the_filter_gives_other_loggers_records_the_fields(tracer):
     )
 
 
-def test_without_opentelemetry_imported_nothing_imports_it():
-    """The package never imports OpenTelemetry for its logs: a process that runs
-    a step and logs with every field has no opentelemetry module (R-OLOG-03)."""
-    script = """
+_LOGS_IMPORT_NOTHING = """
 import logging, sys
+
+class Blocker:
+    # Plays opentelemetry-api not being installed; notes every attempt.
+    attempts = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "opentelemetry" or name.startswith("opentelemetry."):
+            self.attempts.append(name)
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+if sys.argv[1] == "absent":
+    sys.meta_path.insert(0, Blocker())
 logging.basicConfig(level=logging.DEBUG)
 import flask_geneva
 from types import SimpleNamespace
 from flask_geneva.core.tagged_logging import execution_logger, module_logger
+before = sorted(name for name in sys.modules if name.startswith("opentelemetry"))
+Blocker.attempts.clear()
 w = SimpleNamespace(type="T", id=1, hero_type=None, hero_id=None)
 e = SimpleNamespace(id=2, step_name="s")
 execution_logger(w, e).info("x")
 module_logger("flask_geneva").info("y")
-loaded = sorted(name for name in sys.modules if name.startswith("opentelemetry"))
-assert loaded == [], loaded
+after = sorted(name for name in sys.modules if name.startswith("opentelemetry"))
+assert after == before, (before, after)
+assert Blocker.attempts == [], Blocker.attempts
+if sys.argv[1] == "absent":
+    assert after == [], after
 """
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("otel", ["absent", "installed"])
+def test_the_logs_never_import_opentelemetry(otel):
+    """The package never imports OpenTelemetry for its logs: logging a step's
+    records with every field imports no opentelemetry module and tries none,
+    whether the API is absent (then none is loaded at all) or installed (then
+    only what the tracing module imported with flask_geneva is there,
+    R-OTEL-01) (R-OLOG-03, R-OLOG-07)."""
+    subprocess.run(
+        [sys.executable, "-c", _LOGS_IMPORT_NOTHING, otel], check=True, timeout=60
+    )
 
 
 def test_as_tagged_keeps_an_adapter_and_its_fields():
