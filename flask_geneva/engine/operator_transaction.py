@@ -332,21 +332,14 @@ def operator_action(
         workflow=locked,
         attributes={ACTION: action, VIA: via},
     )
-    try:
-        # The package's records of the action, its commit and its publications
-        # name the workflow (R-OLOG-02).
-        with (
-            log_fields.logging_about(workflow_log_fields(locked)),
-            _operator_transaction(
-                session, locked, actor=actor, via=via, commit=commit
-            ) as record,
-        ):
-            refuse_unless_allowed(locked, action, refuse)
-            yield OperatorAction(action, session, locked, locked.state, record)
-    except BaseException as error:
-        if span is not None:
-            span.record_error(error)
-        raise
-    finally:
-        if span is not None:
-            span.end()
+    # The package's records of the action, its commit and its publications
+    # name the workflow (R-OLOG-02).
+    with (
+        tracing.ending(span),
+        log_fields.logging_about(workflow_log_fields(locked)),
+        _operator_transaction(
+            session, locked, actor=actor, via=via, commit=commit
+        ) as record,
+    ):
+        refuse_unless_allowed(locked, action, refuse)
+        yield OperatorAction(action, session, locked, locked.state, record)

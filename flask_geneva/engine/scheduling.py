@@ -44,6 +44,7 @@ from flask_geneva.exceptions import GenevaError
 from flask_geneva.exceptions import StepNotDefinedError
 from flask_geneva.models import StepExecutionState
 from flask_geneva.policies import release_spread
+from flask_geneva.telemetry import tracing
 from flask_geneva.telemetry.tracing import CreateTrace
 
 __all__ = [
@@ -122,20 +123,8 @@ def create_workflow(
             f"{workflow_cls.__name__} for a workflow without one (R-HERO-06)"
         )
     deadline_at = _deadline_at(session, workflow_cls, deadline)
-    traced = traces.start_create(workflow_cls)  # R-OTEL-10
-    if traced is None:
+    with tracing.ending(traces.start_create(workflow_cls)) as traced:  # R-OTEL-10
         return _create_workflow(
-            session,
-            workflow_cls,
-            hero,
-            allow_multiple,
-            step_job_options,
-            commit,
-            deadline_at,
-            None,
-        )
-    try:
-        workflow = _create_workflow(
             session,
             workflow_cls,
             hero,
@@ -145,12 +134,6 @@ def create_workflow(
             deadline_at,
             traced,
         )
-    except BaseException as error:
-        traced.record_error(error)
-        raise
-    finally:
-        traced.end()
-    return workflow
 
 
 def _create_workflow(

@@ -18,10 +18,13 @@ span of that workflow links to it (R-OTEL-20).
 
 from __future__ import annotations
 
+import contextlib
 import types
 from collections.abc import Callable
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import TypeVar
 
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.core.version import installed_version
@@ -48,6 +51,7 @@ __all__ = [
     "TRACE_CONTEXT_LENGTH",
     "CreateTrace",
     "StepTrace",
+    "ending",
     "start_create",
     "start_step",
     "stored_context",
@@ -231,6 +235,33 @@ class _CurrentSpan:
             self.span.end()
         except Exception as error:  # noqa: BLE001 - R-OTEL-03: a span processor's on_end
             _failed("ending a span", error)
+
+
+_SpanT = TypeVar("_SpanT", bound=_CurrentSpan)
+
+
+@contextlib.contextmanager
+def ending(span: _SpanT | None) -> Iterator[_SpanT | None]:
+    """Run a block in ``span``: an exception leaving it is recorded on the span
+    (R-OTEL-13), and the span ends when the block does, whatever happened.
+
+    Args:
+        span: A started span (:class:`CreateTrace`, an action's span), or None
+            when tracing is off (the block runs with nothing around it).
+
+    Yields:
+        ``span``.
+    """
+    if span is None:
+        yield None
+        return
+    try:
+        yield span
+    except BaseException as error:
+        span.record_error(error)
+        raise
+    finally:
+        span.end()
 
 
 def _qualified_name(cls: type[BaseException]) -> str:
