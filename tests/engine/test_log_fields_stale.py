@@ -122,15 +122,15 @@ def test_no_stale_fields_after_a_refused_action_or_a_failed_create(
     db.session.rollback()
     assert after() == [{}, {}]
 
-    Keyed.create(hero=hero)
+    StaleFieldsKeyed.create(hero=hero)
     with pytest.raises(DuplicateWorkflowError):
-        Keyed.create(hero=hero)  # R-UNQ-03
+        StaleFieldsKeyed.create(hero=hero)  # R-UNQ-03
     db.session.rollback()
     assert log_fields.current_fields() is None
     assert after() == [{}, {}]
 
 
-class Keyed(geneva.Workflow):
+class StaleFieldsKeyed(geneva.Workflow):
     @step
     def only(self):
         pass
