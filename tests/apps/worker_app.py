@@ -108,7 +108,7 @@ class WorkerStepTimeoutCaught(basic.geneva.Workflow):
     the same (R-STO-15); its policy skips it and the next step runs."""
 
     @step(
-        timeout=1,
+        timeout=3,
         on_exception=ExceptionPolicy("skip", matching=flask_geneva.StepTimeout),
     )
     def swallowing(self):
@@ -117,7 +117,7 @@ class WorkerStepTimeoutCaught(basic.geneva.Workflow):
 
         # What a careless body does: it swallows the interruption.
         with contextlib.suppress(BaseException):
-            time.sleep(20)
+            time.sleep(60)
 
     @step
     def after(self):
@@ -133,20 +133,22 @@ class WorkerTenSteps(basic.geneva.Workflow):
 
 
 class WorkerStepTimeout(basic.geneva.Workflow):
-    """A step sleeping far longer than its 1-second timeout; its policy skips it.
+    """A step sleeping far longer than its 3-second timeout; its policy skips it.
 
     In a prefork worker Celery's soft time limit interrupts the sleep and the
-    step ends in StepTimeout (R-STO-10); the next step runs.
+    step ends in StepTimeout (R-STO-10); the next step runs. Celery's limits count
+    from the task's start, the claim included: 3 s, so that a slow claim on a
+    loaded machine is not what the soft limit interrupts.
     """
 
     @step(
-        timeout=1,
+        timeout=3,
         on_exception=ExceptionPolicy("skip", matching=flask_geneva.StepTimeout),
     )
     def slow(self):
         import time
 
-        time.sleep(20)
+        time.sleep(60)
 
     @step
     def after(self):

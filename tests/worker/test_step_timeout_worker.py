@@ -31,15 +31,15 @@ STEP_TIMEOUT = "flask_geneva.exceptions.StepTimeout"
 
 
 class WorkerHardLimit(basic.geneva.Workflow):
-    """Its step ignores the soft limit of its 2-second timeout; its policy
+    """Its step ignores the soft limit of its 3-second timeout; its policy
     reattempts a timeout once, then skips the step.
 
-    Celery's limits count from the task's start, the claim included: 2 s, not
+    Celery's limits count from the task's start, the claim included: 3 s, not
     1, so that a slow claim on a loaded machine is not what the soft limit
     interrupts."""
 
     @step(
-        timeout=2,
+        timeout=3,
         on_exception=ExceptionPolicy(
             "reattempt",
             matching=StepTimeout,
@@ -61,7 +61,7 @@ class WorkerHardLimit(basic.geneva.Workflow):
 def test_a_prefork_worker_interrupts_a_step_at_its_timeout(
     start_worker, broker_url, worker_database_url
 ):
-    """A body sleeping 20 s with a 1-second timeout is interrupted by Celery's soft
+    """A body sleeping 60 s with a 3-second timeout is interrupted by Celery's soft
     time limit, recorded as StepTimeout and skipped by its policy (R-STO-10,
     R-STO-13); so is one that catches the interruption and returns (R-STO-15)."""
     from tests.apps import worker_app
@@ -75,9 +75,10 @@ def test_a_prefork_worker_interrupts_a_step_at_its_timeout(
             app, worker_app.WorkerStepTimeoutCaught, "caught@example.com"
         )
         start_worker("--pool=prefork", "--concurrency=1")
-        # Well before the sleeps would have ended on their own (20 s each).
-        wait_for_state(app, workflow_id, "finished", timeout=15)
-        wait_for_state(app, caught_id, "finished", timeout=15)
+        # Before the sleeps would have ended on their own (60 s each), with room
+        # for a worker starting on a loaded machine.
+        wait_for_state(app, workflow_id, "finished", timeout=50)
+        wait_for_state(app, caught_id, "finished", timeout=50)
         caught = execution_rows(app, caught_id)
         assert [(r["step_name"], r["state"], r["outcome"]) for r in caught] == [
             ("swallowing", "skipped", "skipped"),
@@ -85,7 +86,7 @@ def test_a_prefork_worker_interrupts_a_step_at_its_timeout(
         ]
         assert caught[0]["error_class_name"] == "flask_geneva.exceptions.StepTimeout"
         assert caught[0]["error_message"] == (
-            "step 'swallowing' ran longer than its timeout of 1 s: Celery's soft "
+            "step 'swallowing' ran longer than its timeout of 3 s: Celery's soft "
             "time limit interrupted it and the body went on (it caught the "
             "interruption), so its outcome is not used"
         )
@@ -96,10 +97,10 @@ def test_a_prefork_worker_interrupts_a_step_at_its_timeout(
         ]
         assert rows[0]["error_class_name"] == "flask_geneva.exceptions.StepTimeout"
         assert rows[0]["error_message"] == (
-            "step 'slow' ran longer than its timeout of 1 s: Celery's soft time "
+            "step 'slow' ran longer than its timeout of 3 s: Celery's soft time "
             "limit interrupted it"
         )
-        assert "time.sleep(20)" in rows[0]["error_backtrace"]
+        assert "time.sleep(60)" in rows[0]["error_backtrace"]
     finally:
         dispose(app)
 
@@ -107,7 +108,7 @@ def test_a_prefork_worker_interrupts_a_step_at_its_timeout(
 def test_a_step_killed_at_its_hard_limit_is_recovered_through_its_policy(
     start_worker, broker_url, worker_database_url, tmp_path, monkeypatch
 ):
-    """A body that swallows the soft limit is killed at the hard limit (2 s + 1 s
+    """A body that swallows the soft limit is killed at the hard limit (3 s + 1 s
     grace); the dispatcher recovers it once the child's heartbeats stop, records
     StepTimeout and applies the policy: one reattempt (killed again), then the
     terminal skip, and the workflow finishes: no endless recovery loop (R-STO-20,
@@ -130,7 +131,7 @@ def test_a_step_killed_at_its_hard_limit_is_recovered_through_its_policy(
             "--beat",
             f"--schedule={tmp_path / 'beat-schedule'}",
         )
-        wait_for_state(app, workflow_id, "finished", timeout=60)
+        wait_for_state(app, workflow_id, "finished", timeout=120)
         rows = execution_rows(app, workflow_id)
         assert [(r["step_name"], r["state"], r["outcome"]) for r in rows] == [
             ("hang", "completed", "reattempted"),
@@ -141,7 +142,7 @@ def test_a_step_killed_at_its_hard_limit_is_recovered_through_its_policy(
         assert rows[0]["error_class_name"] is None
         assert rows[1]["error_class_name"] == STEP_TIMEOUT
         message = rows[1]["error_message"]
-        assert message.startswith("step 'hang' ran past its timeout of 2 s")
+        assert message.startswith("step 'hang' ran past its timeout of 3 s")
         assert "recovered by the dispatcher" in message
     finally:
         dispose(app)
