@@ -31,6 +31,7 @@ from flask_geneva.engine import operator_transaction
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import step_evolution
 from flask_geneva.engine import step_execution_rows
+from flask_geneva.engine import workflow_creation
 from flask_geneva.engine.children import results as child_results
 from flask_geneva.engine.children import start as child_start
 from flask_geneva.engine.executor import step as executor
@@ -192,7 +193,7 @@ def _bound_session(workflow: Any) -> Any:
 #: What each model method calls, by the name it looks up on ``model_engine()``.
 OPERATIONS: dict[str, _Operation] = {
     # WorkflowActions (SPEC §8, §23)
-    "create_workflow": _on_class_session(scheduling.create_workflow),
+    "create_workflow": _on_class_session(workflow_creation.create_workflow),
     "transition_to": _transition_to,
     "schedule_next_step": _unless_running(
         scheduling.schedule_next_step, "schedule the next step of"

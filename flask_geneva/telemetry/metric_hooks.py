@@ -51,13 +51,7 @@ def send_count(
         tags: The bounded tags (R-OMET-04).
         value: How much to add (positive).
     """
-    hook = config.metrics
-    if hook is None or "increment" not in config.metrics_methods:
-        return
-    try:
-        hook.increment(name, value, tags)
-    except Exception as error:  # noqa: BLE001 - R-MET-06: a metrics hook never breaks us
-        _log.warning("metrics hook raised %r for counter %s; ignored", error, name)
+    _send_if_taken(config, "increment", "counter", name, value, tags)
 
 
 def send_observation(
@@ -71,10 +65,22 @@ def send_observation(
         value: The observation, in the unit its name says.
         tags: The bounded tags (R-OMET-04).
     """
+    _send_if_taken(config, "observe", "histogram", name, value, tags)
+
+
+def _send_if_taken(
+    config: GenevaConfig,
+    method: str,
+    kind: str,
+    name: str,
+    value: float,
+    tags: dict[str, str],
+) -> None:
+    """Call the hook's optional ``method`` if it has it; log and swallow an error."""
     hook = config.metrics
-    if hook is None or "observe" not in config.metrics_methods:
+    if hook is None or method not in config.metrics_methods:
         return
     try:
-        hook.observe(name, value, tags)
+        getattr(hook, method)(name, value, tags)
     except Exception as error:  # noqa: BLE001 - R-MET-06: a metrics hook never breaks us
-        _log.warning("metrics hook raised %r for histogram %s; ignored", error, name)
+        _log.warning("metrics hook raised %r for %s %s; ignored", error, kind, name)

@@ -12,6 +12,7 @@ import logging
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -253,23 +254,18 @@ def test_the_filter_gives_other_loggers_records_the_fields(tracer):
     )
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
 _LOGS_IMPORT_NOTHING = """
 import logging, sys
 
-class Blocker:
-    # Plays opentelemetry-api not being installed; notes every attempt.
-    attempts = []
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "opentelemetry" or name.startswith("opentelemetry."):
-            self.attempts.append(name)
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
+from tests.support.no_opentelemetry import NoOpenTelemetry as Blocker
 
 if sys.argv[1] == "absent":
     sys.meta_path.insert(0, Blocker())
 logging.basicConfig(level=logging.DEBUG)
 import flask_geneva
+from pathlib import Path
 from types import SimpleNamespace
 from flask_geneva.core.tagged_logging import execution_logger, module_logger
 before = sorted(name for name in sys.modules if name.startswith("opentelemetry"))
@@ -283,6 +279,7 @@ assert after == before, (before, after)
 assert Blocker.attempts == [], Blocker.attempts
 if sys.argv[1] == "absent":
     assert after == [], after
+print("imported:", after)
 """
 
 
@@ -293,9 +290,18 @@ def test_the_logs_never_import_opentelemetry(otel):
     whether the API is absent (then none is loaded at all) or installed (then
     only what the tracing module imported with flask_geneva is there,
     R-OTEL-01) (R-OLOG-03, R-OLOG-07)."""
-    subprocess.run(
-        [sys.executable, "-c", _LOGS_IMPORT_NOTHING, otel], check=True, timeout=60
+    result = subprocess.run(
+        [sys.executable, "-c", _LOGS_IMPORT_NOTHING, otel],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("imported: ["), result.stdout
+    if otel == "absent":
+        assert result.stdout.strip() == "imported: []"
 
 
 def test_as_tagged_keeps_an_adapter_and_its_fields():

@@ -18,7 +18,7 @@ from flask_geneva import StepConfigurationError
 from flask_geneva import cancel_if
 from flask_geneva import step
 from flask_geneva.core import clock
-from flask_geneva.engine import scheduling
+from flask_geneva.engine import workflow_creation
 from flask_geneva.testing import perform_next_step
 from flask_geneva.testing import speedrun_workflow
 from tests.apps.basic import User
@@ -210,7 +210,7 @@ def test_duplicate_rejected_by_the_database_index_leaves_nothing(
     """
     ModelThreeSteps.create(hero=user)
     geneva_jobs.clear()
-    monkeypatch.setattr(scheduling, "_ongoing_duplicate", lambda *a: None)
+    monkeypatch.setattr(workflow_creation, "_ongoing_duplicate", lambda *a: None)
     other = make_user("bystander@example.com")
     other.counter = 5  # pending change of the caller, must survive the failed insert
     with pytest.raises(DuplicateWorkflowError, match="An ongoing workflow"):

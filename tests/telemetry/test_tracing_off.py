@@ -21,18 +21,10 @@ _PROGRAM = textwrap.dedent(
     """
     import json, sys
 
-    class _NoOpenTelemetry:
-        '''Plays opentelemetry-api not being installed.'''
-        attempts = []
-
-        def find_spec(self, name, path=None, target=None):
-            if name == "opentelemetry" or name.startswith("opentelemetry."):
-                self.attempts.append(name)
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-            return None
+    from tests.support.no_opentelemetry import NoOpenTelemetry
 
     if sys.argv[1] == "absent":
-        sys.meta_path.insert(0, _NoOpenTelemetry())
+        sys.meta_path.insert(0, NoOpenTelemetry())
 
     from flask_geneva import Executor, step
     from flask_geneva.telemetry import tracing

@@ -28,8 +28,8 @@ from flask_geneva.db.queries import children as child_queries
 from flask_geneva.db.states import UNIQUE_CHILD_INDEX
 from flask_geneva.db.states import ParentClose
 from flask_geneva.dsl.job_options import fold_priority
-from flask_geneva.engine import scheduling
 from flask_geneva.engine import traces
+from flask_geneva.engine import workflow_creation
 from flask_geneva.engine.children.settle import installed
 from flask_geneva.engine.children.settle import note_started
 from flask_geneva.engine.deadlines.children import child_deadline_at
@@ -148,7 +148,7 @@ def start_children(
                 f"instance, or set may_proceed_without_hero = True on "
                 f"{child_cls.__name__} (R-HERO-06)"
             )
-        child = scheduling.new_workflow(
+        child = workflow_creation.new_workflow(
             child_cls, hero, allow_multiple, step_job_options, deadline_at
         )
         child.parent_workflow_id = parent.id
@@ -208,11 +208,11 @@ def _insert(session: orm.Session, parent: Any, new: list[Any], step_name: str) -
             session.add_all(new)
             session.flush()
             for child in new:
-                scheduling.schedule_first_step(session, child)
+                workflow_creation.schedule_first_step(session, child)
             session.flush()
     except sa_exc.IntegrityError as error:
-        if scheduling.is_unique_ongoing_violation(error):
-            raise scheduling.duplicate_error(new[0], None) from error
+        if workflow_creation.is_unique_ongoing_violation(error):
+            raise workflow_creation.duplicate_error(new[0], None) from error
         text = str(error.orig)
         if UNIQUE_CHILD_INDEX in text or "parent_workflow_id" in text:
             raise GenevaError(

@@ -34,7 +34,7 @@ from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import schedules as rows
 from flask_geneva.db.context import EngineContext
 from flask_geneva.dsl.schedules import Schedule
-from flask_geneva.engine import scheduling
+from flask_geneva.engine import workflow_creation
 from flask_geneva.engine.schedules.heroes import next_batch
 from flask_geneva.exceptions import DuplicateWorkflowError
 
@@ -176,7 +176,7 @@ def _create_workflows(
     started = skipped = 0
     for hero in heroes:
         try:
-            scheduling.create_workflow(
+            workflow_creation.create_workflow(
                 session,
                 schedule.workflow_class,
                 hero=hero,

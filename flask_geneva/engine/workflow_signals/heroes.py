@@ -15,7 +15,7 @@ from sqlalchemy import orm
 from flask_geneva.core.keys import format_hero
 from flask_geneva.db import workflow_signals as signal_rows
 from flask_geneva.db.queries import engine as engine_queries
-from flask_geneva.engine import scheduling
+from flask_geneva.engine import workflow_creation
 from flask_geneva.engine.workflow_signals.delivery import NotOngoingError
 from flask_geneva.engine.workflow_signals.delivery import SignalDelivery
 from flask_geneva.engine.workflow_signals.delivery import deliver_signal
@@ -61,7 +61,7 @@ def signal_hero(
         workflow = _hero_workflow(session, workflow_cls, reference, idempotency_key)
         if workflow is None and start:
             try:
-                workflow = scheduling.create_workflow(
+                workflow = workflow_creation.create_workflow(
                     session,
                     workflow_cls,
                     hero=hero,

@@ -22,7 +22,7 @@ from flask_geneva.db.context import EngineContext
 from flask_geneva.engine.executor.step import execute_step
 from flask_geneva.engine.operators.housekeeping import run_housekeeping
 from flask_geneva.engine.publishing import RecordingBackend
-from flask_geneva.engine.scheduling import create_workflow
+from flask_geneva.engine.workflow_creation import create_workflow
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
