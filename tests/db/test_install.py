@@ -1,7 +1,9 @@
 """``flask geneva install`` + ``flask db upgrade`` build the SPEC §2 schema (§2.5).
 
-The ``flask`` commands run in subprocesses against ``tests/apps/install_app.py``,
-in a temporary working directory, as a host application would run them. The
+The ``flask`` commands run in processes of their own against
+``tests/apps/install_app.py``, in a temporary working directory, as a host
+application would run them (forked from a server that imported the libraries once:
+``tests/support/preloaded_commands.py``). The
 database is the one ``GENEVA_TEST_DATABASE_URL`` names (a SQLite file in
 ``tmp_path`` when unset). On a server, our tables, ``alembic_version`` and the
 host's ``accounts`` table are dropped before and after each test.
@@ -33,6 +35,7 @@ from flask_geneva.db.install.units import OUR_TABLES
 from flask_geneva.db.install.units import UNITS
 from flask_geneva.ext.autogenerate import include_object
 from flask_geneva.ext.autogenerate import register_autogenerate_filter
+from tests.support.preloaded_commands import run_flask
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATABASE_URL = os.environ.get("GENEVA_TEST_DATABASE_URL", "")
@@ -215,14 +218,8 @@ class Host:
             "PYTHONWARNINGS": "ignore",
         }
         env.pop("FLASK_APP", None)
-        result = subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "tests.apps.install_app", *args],
-            cwd=self.cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        result = run_flask(
+            ["--app", "tests.apps.install_app", *args], cwd=self.cwd, env=env
         )
         if check and result.returncode != 0:
             raise AssertionError(
