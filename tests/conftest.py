@@ -25,6 +25,7 @@ from flask import Flask
 from flask_geneva import reset_column_caches
 from flask_geneva.db.install.units import OUR_TABLES
 from tests.apps import basic
+from tests.support import database_independence
 from tests.support import parallel_runs
 
 pytest_plugins = ["flask_geneva.pytest_plugin"]
@@ -69,6 +70,8 @@ def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     current = dialect_name()
+    if current != "sqlite":
+        database_independence.deselect(config, items)
     for item in items:
         marker = item.get_closest_marker("backends")
         if marker is not None and current not in marker.args:
@@ -77,6 +80,24 @@ def pytest_collection_modifyitems(
                     reason=f"only on {', '.join(marker.args)} (running on {current})"
                 )
             )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    # A test marked database_independent runs on SQLite only; there it must
+    # execute no statement of its own (tests/support/database_independence.py).
+    if not database_independence.is_marked(item):
+        return (yield)
+    with database_independence.count_statements() as statements:
+        result = yield
+    if statements.value:
+        pytest.fail(
+            f"marked {database_independence.MARKER} but its body executed "
+            f"{statements.value} statement(s): remove the mark, so that it runs on "
+            "every database",
+            pytrace=False,
+        )
+    return result
 
 
 _server_schema_ready = False

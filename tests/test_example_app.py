@@ -28,7 +28,7 @@ from tests.support.worker_harness import wait_for
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.backends("sqlite")  # the demo brings its own SQLite database
+@pytest.mark.backends("sqlite")  # reads the SQLite database the demo brought
 def test_demo_settles_every_workflow_and_prints_a_summary(tmp_path):
     """`python -m example_app demo --exit-when-settled` runs migrations, an embedded
     worker and beat, serves the admin (on a free port when the one asked for is
@@ -156,7 +156,7 @@ def _run_busy_port_demo(tmp_path, busy_port):
     )
 
 
-@pytest.mark.backends("sqlite")
+@pytest.mark.database_independent
 def test_demo_deletes_its_own_sqlite_folder_unless_kept(tmp_path):
     """Without --database-url the demo's new SQLite folder is deleted when it
     ends; --keep-database keeps it and says where (R-APP-02)."""
@@ -184,7 +184,7 @@ def test_demo_deletes_its_own_sqlite_folder_unless_kept(tmp_path):
     assert f"the database is kept: sqlite:///{kept / 'example.sqlite3'}" in output
 
 
-@pytest.mark.backends("sqlite")
+@pytest.mark.backends("sqlite")  # reads the SQLite database the demo brought
 def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path, processes):
     """Without --exit-when-settled the demo serves the admin at the printed URL
     with the printed credentials, runs the dispatcher and housekeeping in its own
@@ -321,7 +321,7 @@ def _maintenance_runs(engine):
     return runs if done else None
 
 
-@pytest.mark.backends("sqlite")  # argument parsing only: no database
+@pytest.mark.database_independent  # argument parsing only: no database
 @pytest.mark.parametrize(
     ("argument", "message"),
     [
@@ -415,7 +415,7 @@ with app.app_context():
 """
 
 
-@pytest.mark.backends("sqlite")  # the driver brings its own SQLite database
+@pytest.mark.database_independent  # the driver brings its own SQLite database
 def test_the_campaign_fans_out_from_a_resumable_step_and_sums_its_batches(tmp_path):
     """R-CHD-70: 8,100 subscribers: 17 batch children (the last one of 100),
     started five per checkpoint of a resumable ``fan_out`` whose chain ends once

@@ -10,6 +10,9 @@ import pytest
 import flask_geneva
 from flask_geneva import exceptions
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 @pytest.mark.parametrize(
     ("error_cls", "bases"),

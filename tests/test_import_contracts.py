@@ -20,7 +20,7 @@ import pytest
 from tests.support.worker_harness import run
 
 # Run once, in the SQLite pass: static import checks, independent of the database.
-pytestmark = pytest.mark.backends("sqlite")
+pytestmark = pytest.mark.database_independent
 
 REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")

@@ -13,7 +13,7 @@ from tests.support.worker_harness import python_code
 from tests.support.worker_harness import run
 
 # Run once, in the SQLite pass: static import checks, independent of the database.
-pytestmark = pytest.mark.backends("sqlite")
+pytestmark = pytest.mark.database_independent
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,6 +18,9 @@ import pytest
 
 from flask_geneva.core.moved_modules import MOVED_MODULES
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 REPO = Path(__file__).resolve().parents[1]
 
 

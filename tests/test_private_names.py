@@ -11,6 +11,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 PACKAGE = Path(__file__).resolve().parents[1] / "flask_geneva"
 
 #: Underscore names that are documented public API of their library.

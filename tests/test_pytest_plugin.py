@@ -17,7 +17,7 @@ from tests.support.worker_harness import python_module
 from tests.support.worker_harness import run
 
 # Run once, in the SQLite pass: the user project brings its own SQLite database.
-pytestmark = pytest.mark.backends("sqlite")
+pytestmark = pytest.mark.database_independent
 
 CONFTEST = """
 import pytest

@@ -11,7 +11,12 @@ import re
 import struct
 from pathlib import Path
 
+import pytest
+
 from tests.browser.readme_screenshots import SHOTS
+
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -18,6 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- signals-guide-example"
 

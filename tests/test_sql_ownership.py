@@ -43,6 +43,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 PACKAGE = Path(__file__).resolve().parents[1] / "flask_geneva"
 
 #: The store layer: every module under ``db/`` builds statements on geneva's

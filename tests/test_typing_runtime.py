@@ -7,11 +7,15 @@ class built on ``db.Model``.
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from flask_geneva import StepExecutionMixin
 from flask_geneva import WorkflowMixin
 from tests.typing_checks import check_workflow_types as sample
+
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
 
 
 def test_the_typing_pattern_declares_a_mapped_workflow():

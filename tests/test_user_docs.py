@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
@@ -277,7 +280,6 @@ def test_the_guide_has_a_page_on_child_workflows():
         ast.parse(block)
 
 
-@pytest.mark.backends("sqlite")  # the guide's app brings its own SQLite database
 def test_the_child_workflows_guide_runs(tmp_path):
     """The guide's billing run does what the guide says: 900 children started
     500 per checkpoint, the total summed once all settled; a child whose result
@@ -456,7 +458,6 @@ with app.app_context():
 """
 
 
-@pytest.mark.backends("sqlite")  # the driver brings its own SQLite database
 def test_the_logging_guide_writes_json_lines_with_the_workflow_fields(tmp_path):
     """The guide's dictConfig, as written, makes every record a JSON line; the
     package's records about the workflow carry workflow_id, workflow_type,

@@ -16,6 +16,9 @@ from flask_geneva.admin.time_display import relative_time
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.policies.exception_policy import ExceptionPolicy
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
 

@@ -31,6 +31,9 @@ from flask_geneva.core.cursors import serialize_cursor
 from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import CursorTooLargeError
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 PLUS_0230 = timezone(timedelta(hours=2, minutes=30))
 MINUS_0545 = timezone(-timedelta(hours=5, minutes=45))
 SAMPLE_UUID = uuid.UUID("12345678-1234-5678-1234-567812345678")

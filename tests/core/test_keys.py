@@ -9,6 +9,9 @@ import pytest
 from flask_geneva.core.keys import MAX_BIGINT_KEY
 from flask_geneva.core.keys import parse_key
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 @pytest.mark.parametrize(
     ("raw", "expected"),

@@ -25,6 +25,9 @@ from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.core.tagged_logging import workflow_log_fields
 from flask_geneva.core.tagged_logging import workflow_logger
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 WORKFLOW = SimpleNamespace(type="Signup", id=1, hero_type="User", hero_id="7")
 EXECUTION = SimpleNamespace(id=9, step_name="send")
 ALL_FIELDS = (*log_fields.WORKFLOW_FIELD_NAMES, *log_fields.TRACE_FIELD_NAMES)

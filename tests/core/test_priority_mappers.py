@@ -21,6 +21,9 @@ from flask_geneva.core.priority_mappers import rabbitmq_priority
 from flask_geneva.core.priority_mappers import redis_priority
 from flask_geneva.exceptions import GenevaConfigurationError
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 @pytest.mark.parametrize(
     ("priority", "rabbitmq", "redis"),

@@ -6,6 +6,9 @@ import pytest
 
 from flask_geneva.core.terminal_text import escape_control_characters
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 @pytest.mark.parametrize(
     ("text", "shown"),

@@ -11,6 +11,9 @@ from flask_geneva.dsl.conditions import evaluate_condition
 from flask_geneva.exceptions import StepConfigurationError
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 def conditions_of(cls):
     """Return the collected cancel conditions of a workflow class."""

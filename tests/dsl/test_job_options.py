@@ -18,6 +18,9 @@ from flask_geneva.dsl.job_options import validate_job_options
 from flask_geneva.exceptions import StepConfigurationError
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 class Key(StrEnum):
     QUEUE = "queue"

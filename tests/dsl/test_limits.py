@@ -27,6 +27,9 @@ from flask_geneva.exceptions import LimitKeyError
 from flask_geneva.exceptions import StepConfigurationError
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 HERE = Path(__file__).name
 
 

@@ -9,6 +9,9 @@ from flask_geneva.dsl.decorators import step
 from flask_geneva.exceptions import StepConfigurationError
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 def test_a_misspelt_option_in_a_class_body_names_the_nearest_one():
     """@step(wiat=5) is a StepConfigurationError naming 'wiat', suggesting 'wait'

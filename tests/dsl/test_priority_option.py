@@ -18,6 +18,9 @@ from flask_geneva.dsl.job_options import priority_of
 from flask_geneva.exceptions import StepConfigurationError
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 def _definitions(cls):
     return cls.__geneva_definitions__

@@ -18,6 +18,9 @@ from flask_geneva.policies.exception_policy import ExceptionPolicy
 from flask_geneva.policies.resolution import resolve_policy
 from tests.dsl.base import Workflow as BaseWorkflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 RESERVED = frozenset({"pause", "cancel", "skip", "steps", "hero", "logger"})
 
 

@@ -8,6 +8,9 @@ from flask_geneva.dsl.decorators import step
 from flask_geneva.exceptions import StepConfigurationError
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 class Evolved(Workflow):
     @step

@@ -12,6 +12,9 @@ from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.policies.exception_policy import Action
 from tests.dsl.base import Workflow as BaseWorkflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 class Workflow(BaseWorkflow):
     """The stand-in base with a shared method body."""

@@ -13,6 +13,9 @@ from flask_sqlalchemy import SQLAlchemy
 from flask_geneva import Geneva
 from flask_geneva.ext.broker_checks import broker_visibility_timeout
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 WARNING_START = "GENEVA_MAX_BROKER_DELAY"
 
 

@@ -15,6 +15,9 @@ from flask_geneva import GenevaConfigurationError
 from flask_geneva.core.config import config_from_mapping
 from tests.apps import basic
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 def _bare_app(tmp_path, **config):
     app = Flask(__name__)

@@ -16,7 +16,7 @@ from flask_geneva.engine.timeouts.body import timeout_error
 from flask_geneva.exceptions import StepTimeout
 from flask_geneva.ext.soft_limit_counting import count_soft_time_limits
 
-pytestmark = pytest.mark.backends("sqlite")  # no database: once is enough
+pytestmark = pytest.mark.database_independent  # no database: once is enough
 
 
 class Interrupted(Exception):

@@ -25,6 +25,9 @@ from flask_geneva.policies.backoff import parse_retry_after
 from flask_geneva.policies.resolution import decide
 from flask_geneva.policies.resolution import resolve_policy
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 def seconds(strategy, attempt, error=None, key="wf\x1fstep\x1f1"):
     return strategy.compute(attempt, error, key=key).wait.total_seconds()

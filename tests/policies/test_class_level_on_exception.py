@@ -15,6 +15,9 @@ from flask_geneva.policies.exception_policy import on_exception
 from flask_geneva.policies.resolution import resolve_policy
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 class RateLimited(Exception):
     """A pretend vendor rate-limit error."""

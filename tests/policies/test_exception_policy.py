@@ -19,6 +19,9 @@ from flask_geneva.policies.resolution import PolicyResult
 from flask_geneva.policies.resolution import decide
 from flask_geneva.policies.resolution import should_report
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 class VendorBusy(Exception):
     """Raised by a pretend vendor client."""

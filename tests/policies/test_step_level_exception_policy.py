@@ -14,6 +14,9 @@ from flask_geneva.policies.resolution import decide
 from flask_geneva.policies.resolution import resolve_policy
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 class ErrorA(Exception):
     """First kind of error."""

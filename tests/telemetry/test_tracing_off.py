@@ -98,7 +98,7 @@ def _run(mode: str, tmp_path: Path) -> dict[str, object]:
     return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-@pytest.mark.backends("sqlite")
+@pytest.mark.database_independent
 def test_without_opentelemetry_nothing_imports_it(tmp_path):
     """With opentelemetry not importable, flask_geneva, three steps, an operator's
     pause and resume, the admin's pages and the CLI run, OpenTelemetryMetrics()
@@ -117,7 +117,7 @@ def test_without_opentelemetry_nothing_imports_it(tmp_path):
     }
 
 
-@pytest.mark.backends("sqlite")
+@pytest.mark.database_independent
 def test_without_a_tracer_provider_no_span_is_started(tmp_path):
     """With the API installed but no provider set, no tracer is used and no
     context is stored (R-OTEL-02)."""

@@ -15,6 +15,9 @@ from flask_geneva.exceptions import StepConfigurationError
 from flask_geneva.exceptions import StepTimeout
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 def _step(cls, name):
     return cls.__geneva_definitions__.steps.named(name)

@@ -15,6 +15,9 @@ from flask_geneva.ext.timeout_checks import steps_with_timeouts
 from flask_geneva.ext.timeout_checks import warn_if_timeouts_unenforced
 from tests.dsl.base import Workflow
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 def test_the_grace_defaults_to_30_seconds_and_takes_a_duration():
     """Default 30 s; a timedelta or seconds up to one hour (R-STO-03)."""
