@@ -3,8 +3,9 @@
 Three threads, each with its own session and connection, run the
 dispatcher's schedule pass for the same fire time, started together at a
 barrier, for ``GENEVA_TEST_SCHEDULE_RACE_TIMES`` consecutive minutely fire
-times (default 1,000): every time is fired exactly once (one fire row, its
-one hero-less workflow handled once), none is missed.
+times (default 200 in the suite; ``=1000`` gives the 3,000 races behind issue
+37's figures): every time is fired exactly once (one fire row, its one
+hero-less workflow handled once), none is missed.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from tests.apps.basic import db
 from tests.engine.schedules.support import Tick
 from tests.engine.schedules.support import fires
 
-TIMES = int(os.environ.get("GENEVA_TEST_SCHEDULE_RACE_TIMES", "1000"))
+TIMES = int(os.environ.get("GENEVA_TEST_SCHEDULE_RACE_TIMES", "200"))
 DISPATCHERS = 3
 
 
 def test_three_dispatchers_fire_each_time_exactly_once(app, declare):
-    """R-SCHED-20: 3 dispatchers x 1,000 fire times: 0 duplicate, 0 missed."""
+    """R-SCHED-20: 3 dispatchers x TIMES fire times: 0 duplicate, 0 missed."""
     declare("race", Tick, cron="* * * * *")
     start = datetime(2025, 1, 1, tzinfo=UTC)
     context = current_context()
