@@ -26,6 +26,7 @@ Each report becomes one Sentry event for the exception, with:
 
 from __future__ import annotations
 
+import inspect
 from types import ModuleType
 from typing import Any
 from typing import Literal
@@ -112,11 +113,13 @@ class SentryReporter:
         ids = context.get(_CONTEXT_KEY)
         ids = dict(ids) if isinstance(ids, dict) else {}
         client = sentry_sdk.get_client()
-        event, hint = event_from_exception(
-            error,
-            client_options=client.options,
-            mechanism={"type": "flask_geneva", "handled": handled},
-        )
+        options: dict[str, Any] = {
+            "mechanism": {"type": "flask_geneva", "handled": handled}
+        }
+        # sentry-sdk 2 takes the client's options; 3 reads them from the client.
+        if "client_options" in inspect.signature(event_from_exception).parameters:
+            options["client_options"] = client.options
+        event, hint = event_from_exception(error, **options)
         event["level"] = self.level
         with sentry_sdk.new_scope() as scope:
             for key, value in ids.items():
