@@ -9,18 +9,16 @@ serves the admin until Ctrl-C.
 
 from __future__ import annotations
 
-import hmac
 import os
 import secrets
 from pathlib import Path
 
 from celery import Celery
 from flask import Flask
-from flask import Response
-from flask import request
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 
+from example_app import login
 from flask_geneva import Geneva
 
 db = SQLAlchemy()
@@ -45,11 +43,14 @@ def create_app(database_url: str | None = None, broker_url: str | None = None) -
     app.config.update(
         SQLALCHEMY_DATABASE_URI=url,
         GENEVA_ENQUEUE_AFTER_COMMIT=True,
-        # The admin's CSRF tokens live in the signed session cookie.
+        # The admin's CSRF tokens and the demo login live in the signed session
+        # cookie.
         SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_hex(32),
-        # The admin at /geneva asks for HTTP basic auth: user "admin" (or
-        # $EXAMPLE_ADMIN_USER), password $EXAMPLE_ADMIN_PASSWORD; unset = no access.
-        GENEVA_ADMIN_ACCESS=admin_credentials_ok,
+        # The admin at /geneva asks for a demo login (/login, example_app/login.py,
+        # DEMO ONLY): viewer, operator or admin, password $EXAMPLE_ADMIN_PASSWORD
+        # (unset = nobody logs in). The user's role decides each page and button.
+        GENEVA_ADMIN_CURRENT_ROLE=login.current_role,
+        GENEVA_ADMIN_ACTOR=login.current_user_name,
     )
     celery.conf.update(
         broker_url=broker_url or os.environ.get("CELERY_BROKER_URL", "memory://"),
@@ -64,30 +65,10 @@ def create_app(database_url: str | None = None, broker_url: str | None = None) -
     # `flask db migrate` (for the example's own tables) live next to this file.
     migrate.init_app(app, db, directory=str(MIGRATIONS_DIR))
     geneva.init_app(app, celery=celery, admin=True)
-    app.before_request(_ask_for_admin_credentials)
+    app.register_blueprint(login.login_blueprint)
+    app.before_request(login.ask_for_login)
 
     from example_app import models  # noqa: F401 - registers the hero models
     from example_app import workflows  # noqa: F401 - registers the workflow classes
 
     return app
-
-
-def admin_credentials_ok() -> bool:
-    """``GENEVA_ADMIN_ACCESS`` of the example: HTTP basic auth from the environment."""
-    password = os.environ.get("EXAMPLE_ADMIN_PASSWORD", "")
-    user = os.environ.get("EXAMPLE_ADMIN_USER", "admin")
-    auth = request.authorization
-    if not password or auth is None or auth.username != user:
-        return False
-    return hmac.compare_digest((auth.password or "").encode(), password.encode())
-
-
-def _ask_for_admin_credentials() -> Response | None:
-    # A browser shows its login prompt only for a 401 with WWW-Authenticate.
-    if request.path.startswith("/geneva") and not admin_credentials_ok():
-        return Response(
-            "Geneva admin: log in with EXAMPLE_ADMIN_USER / EXAMPLE_ADMIN_PASSWORD\n",
-            401,
-            {"WWW-Authenticate": 'Basic realm="Geneva admin"'},
-        )
-    return None

@@ -274,9 +274,14 @@ class Demo:
                 self._start_worker(running)
                 self._start_beat(running, schedule)
                 admin_url, user, password = self._start_admin(running, app)
-                print(f"admin UI: {admin_url} (log in as {user!r} / {password!r})")
+                print(
+                    f"admin UI: {admin_url} (log in as {user!r} / {password!r}; "
+                    "'viewer' reads only and 'admin' may do everything, with the "
+                    "same password)"
+                )
                 status = self._start_and_watch(app, campaign_id)
                 if status == 0 and self.serve_after_settled:
+                    self._leave_something_to_try(app)
                     print(
                         f"serving the admin UI at {admin_url} (user {user!r}, "
                         f"password {password!r}); the worker and the dispatcher "
@@ -297,6 +302,18 @@ class Demo:
                 )
                 status = 0 if self.settled else 130
         return status
+
+    def _leave_something_to_try(self, app: Any) -> None:
+        """Leave a few workflows paused or waiting for a signal (R-APP-04)."""
+        from example_app import db
+        from example_app.leftovers import describe
+        from example_app.leftovers import leave_something_to_try
+
+        with app.app_context():
+            left = leave_something_to_try("demo-operator")
+            db.session.remove()
+        for line in describe(left):
+            print(line, flush=True)
 
     def _migrate_and_seed(self, app: Any) -> int:
         from flask_migrate import upgrade
@@ -426,13 +443,14 @@ class Demo:
     ) -> tuple[str, str, str]:
         """Serve ``app`` on 127.0.0.1 in a thread; return (URL, user, password).
 
-        The example's admin asks for HTTP basic auth with $EXAMPLE_ADMIN_USER
-        (default "admin") and $EXAMPLE_ADMIN_PASSWORD; without a password the demo
-        makes one up and sets it for this process.
+        The example's admin asks for a demo login (``example_app/login.py``):
+        the users viewer, operator and admin share $EXAMPLE_ADMIN_PASSWORD;
+        without one the demo makes one up and sets it for this process. The
+        user returned is the operator.
         """
         from werkzeug.serving import make_server
 
-        user = os.environ.get("EXAMPLE_ADMIN_USER", "admin")
+        user = "operator"
         password = os.environ.get("EXAMPLE_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         os.environ["EXAMPLE_ADMIN_PASSWORD"] = password
         listener = _listen(self.port)
@@ -466,6 +484,7 @@ class Demo:
         from example_app.progress import approve_paused_exports
         from example_app.progress import counts_by_type_and_state
         from example_app.progress import workflow_state_counts
+        from example_app.summary import print_campaign
         from example_app.workflows import ExportReview
         from example_app.workflows import NewsletterCampaign
         from example_app.workflows import Onboarding
@@ -537,7 +556,7 @@ class Demo:
         for workflow_type, state, count in rows:
             print(f"  {workflow_type:<{width}}  {state:<10} {count}")
         print(f"  payment attempts reattempted after gateway timeouts: {reattempts}")
-        _print_campaign(app, campaign_id)
+        print_campaign(app, campaign_id)
         print("every workflow settled", flush=True)
         self.settled = True
         return 0
@@ -557,51 +576,6 @@ def _listen(port: int) -> socket.socket:
         listener.bind(("127.0.0.1", 0))
     listener.listen(128)
     return listener
-
-
-def _print_campaign(app: Any, campaign_id: int) -> None:
-    """Print the campaign's result, its batch children and its ``fan_out`` chain."""
-    import sqlalchemy as sa
-
-    from example_app import db
-    from example_app.models import Campaign
-    from example_app.models import Subscriber
-    from example_app.workflows import NewsletterCampaign
-
-    with app.app_context():
-        campaign = db.session.get(Campaign, campaign_id)
-        if campaign is None:
-            raise LookupError(f"campaign {campaign_id} is gone")
-        workflow = db.session.scalars(NewsletterCampaign.for_hero(campaign)).one()
-        chain = [e for e in workflow.execution_history if e.step_name == "fan_out"]
-        children = workflow.children()
-        reached = db.session.scalar(
-            sa.select(sa.func.count(Subscriber.id)).where(
-                Subscriber.issues_received == 1
-            )
-        )
-        total = db.session.scalar(sa.select(sa.func.count(Subscriber.id)))
-        finished = sum(child.state == "finished" for child in children)
-        print(
-            f"newsletter campaign {campaign.id} ({workflow.state}): "
-            f"{len(children)} batch children ({finished} finished), "
-            f"result {workflow.result!r}"
-        )
-        print(
-            f"  {reached} of {total} subscribers mailed once, "
-            f"rate-limited {campaign.throttled} times, "
-            f"{len(chain)} execution{'' if len(chain) == 1 else 's'} of 'fan_out':"
-        )
-        for execution in chain:
-            interrupt = execution.read_metadata("interrupt") or {}
-            parent = execution.continues_from_id
-            print(
-                f"  #{execution.id} "
-                + (f"continues #{parent} " if parent is not None else "first ")
-                + f"{execution.outcome:<10} cursor={execution.cursor_value!r}"
-                + (f" {interrupt['reason']}" if interrupt.get("reason") else "")
-            )
-        db.session.remove()
 
 
 if __name__ == "__main__":

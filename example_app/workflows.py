@@ -1,6 +1,6 @@
 """The example workflows: onboarding drip, flaky payment, export with operator review,
-and a newsletter campaign that fans out to batch children from a resumable step
-and sums their results.
+a refund that waits for a workflow signal, and a newsletter campaign that fans
+out to batch children from a resumable step and sums their results.
 
 Waits are multiplied by ``$EXAMPLE_TIME_SCALE`` (default 1.0) so the demo settles in
 seconds; read when this module is imported.
@@ -101,6 +101,28 @@ class ExportReview(geneva.Workflow):
     @step
     def deliver(self) -> None:
         self.hero.delivered = True
+
+
+class RefundRequest(geneva.Workflow):
+    """Refund a user once support approves: the refund step waits for the
+    workflow signal ``refund_approved`` (delivered from the admin's
+    "Deliver signal…" form, ``flask geneva signal ID refund_approved`` or
+    ``workflow.signal("refund_approved", {...})``), parked with no worker held.
+    The demo leaves a few waiting for you to try (R-APP-04)."""
+
+    __geneva_type__ = "RefundRequest"
+
+    @step
+    def open_ticket(self) -> None:
+        self.hero.mails_sent += 1
+
+    @step(wait_for="refund_approved")
+    def refund(self) -> None:
+        self.hero.paid = False
+
+    @step
+    def confirm(self) -> None:
+        self.hero.mails_sent += 1
 
 
 #: Subscribers the simulated mail provider accepts per rate-limit window.

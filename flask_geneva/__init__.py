@@ -22,8 +22,10 @@ from flask_geneva.engine.publishing import inline_enqueue
 from flask_geneva.engine.workflow_signals.delivery import SignalDelivery
 from flask_geneva.exceptions import CancelSignal
 from flask_geneva.exceptions import ChildWorkflowFailed
+from flask_geneva.exceptions import ClaimFailedError
 from flask_geneva.exceptions import CursorSerializationError
 from flask_geneva.exceptions import CursorTooLargeError
+from flask_geneva.exceptions import DatabaseUnavailableError
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import FinishSignal
 from flask_geneva.exceptions import FlowControlSignal
@@ -87,8 +89,10 @@ __all__ = [
     "BackoffError",
     "CancelSignal",
     "ChildWorkflowFailed",
+    "ClaimFailedError",
     "CursorSerializationError",
     "CursorTooLargeError",
+    "DatabaseUnavailableError",
     "DuplicateWorkflowError",
     "ExceptionPolicy",
     "Executor",

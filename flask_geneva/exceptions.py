@@ -9,6 +9,7 @@ The tree::
     ├── InvalidStateTransition                executor transition not allowed (R-WF-02)
     ├── StateConflictError                    guarded state write lost a race (R-DM-40)
     ├── DuplicateWorkflowError                ongoing workflow already exists (R-UNQ-03)
+    ├── DatabaseUnavailableError              create() lost its database (R-FLT-50)
     ├── HeroTypeNotFoundError(LookupError)    no mapped class for hero_type (R-HERO-03)
     ├── CursorTooLargeError(ValueError)       serialized cursor too large (R-CUR-10)
     ├── CursorSerializationError(TypeError)   cursor value of an unsupported type
@@ -18,6 +19,7 @@ The tree::
     ├── LimitKeyError                         a limit's key is unusable (R-LIM-05)
     ├── ScheduleNotFoundError(LookupError)    no schedule of that name (R-SCHED-30)
     └── StepExecutionError                    carries workflow/execution ids, step name
+        ├── ClaimFailedError                  the claim lost its database (R-FLT-01)
         ├── StepNotDefinedError               stored step/class no longer in code
         ├── StepFailedError                   defined for parity, not raised
         └── PreconditionError                 defined for parity, not raised
@@ -47,8 +49,10 @@ from typing import Any
 __all__ = [
     "CancelSignal",
     "ChildWorkflowFailed",
+    "ClaimFailedError",
     "CursorSerializationError",
     "CursorTooLargeError",
+    "DatabaseUnavailableError",
     "DuplicateWorkflowError",
     "FinishSignal",
     "FlowControlSignal",
@@ -150,6 +154,28 @@ class StateConflictError(GenevaError):
 
 class DuplicateWorkflowError(GenevaError):
     """An ongoing workflow of this class already exists for the hero (R-UNQ-03)."""
+
+
+class DatabaseUnavailableError(GenevaError):
+    """The database refused the connection or stopped answering (R-FLT-50..53).
+
+    Raised by ``create()`` when its connection failed: the server refused it,
+    or gave no answer within the connection's timeouts (a network cut,
+    ``GENEVA_CONNECTION_TIMEOUT``). The message names the database error;
+    ``__cause__`` is SQLAlchemy's exception.
+
+    Attributes:
+        outcome_unknown: The connection failed during the COMMIT, so the
+            workflow may have been stored: look it up before creating it again.
+            False: nothing was written.
+    """
+
+    def __init__(self, message: str, outcome_unknown: bool = False) -> None:
+        super().__init__(message, outcome_unknown)
+        self.outcome_unknown = outcome_unknown
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class HeroTypeNotFoundError(GenevaError, LookupError):
@@ -411,6 +437,22 @@ class StepExecutionError(GenevaError):
     def __reduce__(self) -> tuple[Any, ...]:
         # ORM instances must not cross a process boundary: pickle the ids only.
         return (type(self), self.args)
+
+
+class ClaimFailedError(StepExecutionError):
+    """The claim of a step execution lost its database connection (R-FLT-01).
+
+    Raised by the executor when its first stage (the lock, the checks, the
+    preconditions and the claim's commit) fails because the database server
+    could not be reached or went away (a restart, a failover): the delivery
+    did not run the step, and another delivery of the same execution may
+    (R-EXE-11 keeps a claim that did commit from running twice). The Celery
+    task retries it with a growing countdown (R-FLT-02); other callers
+    (``Executor.execute()``, the test helpers) see it. The database error is
+    its ``__cause__``. Only ``step_execution_id`` is set.
+
+    .. versionadded:: 0.2
+    """
 
 
 class StepNotDefinedError(StepExecutionError):

@@ -155,11 +155,14 @@ def _empty_tables(app: Flask) -> None:
 def make_app(tmp_path: Any, **config: Any) -> Flask:
     """Create a test app on the selected database with ``config`` overrides."""
     from flask_geneva.admin.outcome_cache import forget_kept_hours
+    from flask_geneva.admin.throughput_cache import forget_kept_buckets
 
     url = DATABASE_URL or f"sqlite:///{tmp_path / 'test.sqlite3'}"
-    # Hours an earlier test's overview kept in memory: the server's tables were
-    # emptied, but the cache is keyed by the database URL (R-ADM-54, R-ADM-58).
+    # Hours (and throughput buckets) an earlier test's overview kept in memory:
+    # the server's tables were emptied, but the caches are keyed by the
+    # database URL (R-ADM-54, R-ADM-58, R-ADM-130).
     forget_kept_hours()
+    forget_kept_buckets()
     # Before the test's app: the template's own app must not be the last one
     # geneva.init_app saw.
     copied = not DATABASE_URL and _copy_sqlite_template(

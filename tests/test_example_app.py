@@ -4,7 +4,6 @@ its newsletter campaign a fan-out to batch children whose results it sums
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import re
@@ -187,9 +186,12 @@ def test_demo_deletes_its_own_sqlite_folder_unless_kept(tmp_path):
 @pytest.mark.backends("sqlite")  # reads the SQLite database the demo brought
 def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path, processes):
     """Without --exit-when-settled the demo serves the admin at the printed URL
-    with the printed credentials, runs the dispatcher and housekeeping in its own
+    behind its demo login (the printed operator, and a viewer whose pages have no
+    button, R-ADM-212), runs the dispatcher and housekeeping in its own
     process, keeps its SQLite file while serving and, on Ctrl-C (SIGINT), stops
-    the server, beat and the worker, deletes the file and exits 0 (R-APP-02)."""
+    the server, beat and the worker, deletes the file and exits 0 (R-APP-02);
+    once settled it leaves workflows paused and waiting for a signal to try
+    the buttons on (R-APP-04)."""
     process = processes.start(
         [
             *python_module("example_app", "demo", "--users", "5"),
@@ -212,7 +214,7 @@ def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path, processes):
     try:
         printed = _wait_for(
             lambda: _search(
-                lines, r"^admin UI: (\S+) \(log in as '(\w+)' / '([^']+)'\)"
+                lines, r"^admin UI: (\S+) \(log in as '(\w+)' / '([^']+)';"
             ),
             process,
             lines,
@@ -222,20 +224,43 @@ def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path, processes):
         workdir = Path(database.removeprefix("sqlite:///")).parent
         assert workdir.parent == tmp_path
 
-        assert _get(url, None)[0] == 401
-        assert _get(url, (user, "wrong"))[0] == 401
-        status, _overview = _wait_for(
-            lambda: _answered(url, (user, password)), process, lines
-        )
-        assert status == 200
+        assert user == "operator"
+        cookie = _wait_for(lambda: _login(url, user, password), process, lines)
+        assert _get(url, None)[0] == 302  # to the login page
+        assert _login(url, user, "wrong") is None
         _wait_for(lambda: _search(lines, r"^serving the admin UI at "), process, lines)
-        status, workflows = _get(url + "workflows/", (user, password))
+        status, workflows = _get(url + "workflows/", cookie)
         assert status == 200
         assert "Onboarding" in workflows
         assert "Payment" in workflows
-        status, signals_page = _get(url + "signals/", (user, password))
+        assert "Start a workflow" in workflows
+        status, signals_page = _get(url + "signals/", cookie)
         assert status == 200
         assert "Workflow signals are not installed" not in signals_page
+        status, read_only = _get(url + "workflows/", _login(url, "viewer", password))
+        assert status == 200
+        assert "Start a workflow" not in read_only
+        assert "data-geneva-bulk" not in read_only
+        # It left something to try: paused exports and onboardings, refunds
+        # waiting for a signal, each named (R-APP-04).
+        left = {
+            kind: found.group(1).split(", ")
+            for kind in ("ExportReview", "Onboarding", "RefundRequest")
+            if (found := _search(lines, rf"^  {kind} (#\d+, #\d+): "))
+        }
+        assert sorted(left) == ["ExportReview", "Onboarding", "RefundRequest"], lines
+        status, paused = _get(url + "workflows/?state=paused", cookie)
+        for ident in left["ExportReview"] + left["Onboarding"]:
+            assert f'data-workflow-id="{ident[1:]}"' in paused, ident
+        status, onboarding = _get(
+            url + f"workflows/{left['Onboarding'][0][1:]}", cookie
+        )
+        assert "waits for Resume" in onboarding  # R-ADM-120
+        for ident in left["RefundRequest"]:
+            status, refund = _get(url + f"workflows/{ident[1:]}", cookie)
+            assert 'is waiting for <code class="geneva-awaited">refund_approved' in (
+                refund
+            ), ident
 
         # Beat ran both periodic jobs in the demo's own process and the library
         # recorded them (housekeeping every 5 s at the default time scale).
@@ -264,7 +289,7 @@ def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path, processes):
     assert f"deleted {workdir}" in output
     assert not workdir.exists()
     with pytest.raises(ConnectionRefusedError):
-        _get(url, (user, password))
+        _get(url, cookie)
 
 
 def _search(lines, pattern):
@@ -284,28 +309,42 @@ def _wait_for(check, process, lines, seconds=90):
     )
 
 
-def _get(url, credentials):
-    """``(status, body)`` of a GET of ``url``, with HTTP basic auth if given."""
+def _get(url, cookie):
+    """``(status, body)`` of a GET of ``url``, with the session cookie if given."""
     parts = urllib.parse.urlsplit(url)
-    headers = {}
-    if credentials is not None:
-        token = base64.b64encode(":".join(credentials).encode()).decode()
-        headers["Authorization"] = f"Basic {token}"
+    headers = {"Cookie": cookie} if cookie is not None else {}
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     try:
-        connection.request("GET", parts.path, headers=headers)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request("GET", target, headers=headers)
         response = connection.getresponse()
         return response.status, response.read().decode()
     finally:
         connection.close()
 
 
-def _answered(url, credentials):
+def _login(url, user, password):
+    """Log in on the example's demo login page; the session cookie, or None
+    when refused or the server does not answer yet."""
+    parts = urllib.parse.urlsplit(url)
+    body = urllib.parse.urlencode({"user": user, "password": password})
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     try:
-        status, body = _get(url, credentials)
+        connection.request(
+            "POST",
+            "/login",
+            body=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        response = connection.getresponse()
+        response.read()
     except OSError:
         return None
-    return (status, body) if status == 200 else None
+    finally:
+        connection.close()
+    if response.status != 303:
+        return None
+    return response.getheader("Set-Cookie").split(";", 1)[0]
 
 
 def _maintenance_runs(engine):

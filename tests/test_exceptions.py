@@ -26,6 +26,7 @@ pytestmark = pytest.mark.database_independent
         (exceptions.InvalidStateTransition, (exceptions.GenevaError,)),
         (exceptions.DuplicateWorkflowError, (exceptions.GenevaError,)),
         (exceptions.StepNotDefinedError, (exceptions.StepExecutionError,)),
+        (exceptions.ClaimFailedError, (exceptions.StepExecutionError,)),
         (exceptions.StepFailedError, (exceptions.StepExecutionError,)),
         (exceptions.PreconditionError, (exceptions.StepExecutionError,)),
     ],
@@ -90,6 +91,9 @@ def test_step_execution_errors_pickle_with_ids_only():
         exceptions.ReattemptSignal(timedelta(seconds=5), True),
         exceptions.SuspendSignal(timedelta(seconds=1)),
         exceptions.StepInterrupt(None, "max_iterations"),
+        exceptions.ClaimFailedError(
+            "the claim lost its connection", step_execution_id=7
+        ),
     ],
 )
 def test_errors_and_signals_survive_pickling(error):

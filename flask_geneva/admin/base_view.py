@@ -15,15 +15,23 @@ from typing import Literal
 from flask import Blueprint
 from flask import Response
 from flask import render_template
+from flask import request
 from flask import url_for
 from flask_admin import BaseView
 
 from flask_geneva.admin.access import access_is_open_by_default
 from flask_geneva.admin.access import can_act
+from flask_geneva.admin.access import current_actor
+from flask_geneva.admin.access import current_role
 from flask_geneva.admin.access import has_access
+from flask_geneva.admin.access import per_action
+from flask_geneva.admin.access import permits
+from flask_geneva.admin.access import refusal_reason
+from flask_geneva.admin.audit import audit_refusal
 from flask_geneva.admin.filters import WorkflowFilters
 from flask_geneva.admin.filters import parse_workflow_filters
 from flask_geneva.admin.presenters import format_time
+from flask_geneva.admin.roles import VIEW
 from flask_geneva.admin.time_display import parse_stored_time
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.core import clock
@@ -32,7 +40,13 @@ from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.ext.app_state import current_state
 
-__all__ = ["GenevaView", "WorkflowPages", "asset_dir", "content_security_policy"]
+__all__ = [
+    "GenevaView",
+    "WorkflowPages",
+    "asset_dir",
+    "content_security_policy",
+    "shows",
+]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _CSP = (
@@ -92,11 +106,27 @@ class GenevaView(BaseView):
 
     def inaccessible_callback(self, name: Any, **kwargs: Any) -> Any:
         # Standalone page: nothing from the admin (menus, counts) may leak.
-        return Response(render_template("geneva/admin/forbidden.html"), status=403)
+        reason = refusal_reason(VIEW)
+        if request.method == "POST" or per_action():
+            # R-ADM-214: every refused POST; under roles every refused page too.
+            audit_refusal(
+                VIEW, None, actor=current_actor(), role=current_role(), reason=reason
+            )
+        return Response(
+            render_template(
+                "geneva/admin/forbidden.html", reason=reason, roles=per_action()
+            ),
+            status=403,
+        )
 
     def render(self, template: str, **kwargs: Any) -> str:
         kwargs.setdefault("geneva_open_by_default", access_is_open_by_default())
         kwargs.setdefault("geneva_can_act", can_act())
+        # Buttons a user may not use are not shown under roles (R-ADM-213).
+        kwargs.setdefault("geneva_shows", shows)
+        roles = per_action()
+        kwargs.setdefault("geneva_per_action", roles)
+        kwargs.setdefault("geneva_role", current_role() if roles else None)
         kwargs.setdefault("geneva_css_url", self.asset_url("geneva/geneva.css"))
         kwargs.setdefault("overview_endpoint", self.overview_endpoint)
         kwargs.setdefault("workflows_endpoint", self.workflows_endpoint)
@@ -149,6 +179,16 @@ class GenevaView(BaseView):
 
     def _columns(self) -> Any:
         return column_detection.optional_columns(self.session)
+
+
+def shows(action: str, target: Any = None) -> bool:
+    """Whether a page shows the control of ``action`` on ``target`` (R-ADM-213).
+
+    Without roles every control is shown (disabled with the reason when
+    ``GENEVA_ADMIN_CAN_ACT`` refuses, R-ADM-03); with them only the ones the
+    user may use (:func:`~flask_geneva.admin.access.permits`).
+    """
+    return not per_action() or permits(action, target)
 
 
 def content_security_policy(response: Response) -> Response:

@@ -4,7 +4,10 @@
 workflow matching the list's filters. Each workflow goes through the same
 :func:`~flask_geneva.admin.flow_control_actions.act` as a single button, in its
 own transaction; a refusal is listed with its reason and the others go on; the
-result page lists the workflows changed too (R-ADM-52).
+result page lists the workflows changed too (R-ADM-52). The user needs the
+``bulk`` (checked rows) or ``bulk_all`` permission, and each workflow is asked
+its own action's permission: one refused is listed with the reason and
+audited (R-ADM-213, R-ADM-214).
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ from flask import url_for
 from flask_admin import expose
 
 import flask_geneva.admin.filters as workflow_filters
+from flask_geneva.admin.access import current_actor
+from flask_geneva.admin.access import current_role
+from flask_geneva.admin.access import permits
+from flask_geneva.admin.access import refusal_reason
+from flask_geneva.admin.access import require
+from flask_geneva.admin.audit import audit_refusal
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.filters import capped_count
@@ -74,7 +83,9 @@ class WorkflowBulkActions(WorkflowPages):
         Each workflow is its own transaction.
         """
         form, action = validated_action_form(BULK_ACTIONS, what="bulk action")
-        if request.form.get("scope") == "all":
+        every_match = request.form.get("scope") == "all"
+        require("bulk_all" if every_match else "bulk")  # R-ADM-213
+        if every_match:
             return self._bulk_all(action, confirmed=form.confirm.data == "yes")
         keys = []
         for raw in request.form.getlist("ids")[:MAX_BULK_IDS]:
@@ -195,6 +206,17 @@ class WorkflowBulkActions(WorkflowPages):
         if workflow is None:
             self.session.rollback()
             return f"workflow {key} no longer exists"
+        if not permits(action, workflow):  # R-ADM-213: each workflow its own
+            reason = refusal_reason(action)
+            audit_refusal(
+                action,
+                workflow,
+                actor=current_actor(),
+                role=current_role(),
+                reason=reason,
+            )
+            self.session.rollback()
+            return f"not allowed: {reason}"
         try:
             act(workflow, action)  # commits its own transaction
         except GenevaError as error:

@@ -36,7 +36,9 @@ ERROR_PAGES: dict[int, tuple[str, str]] = {
     403: (
         "Forbidden",
         "You may not do this here. GENEVA_ADMIN_ACCESS decides who may see the "
-        "admin and GENEVA_ADMIN_CAN_ACT who may press its buttons.",
+        "admin and GENEVA_ADMIN_CAN_ACT who may press its buttons; with roles, "
+        "GENEVA_ADMIN_CURRENT_ROLE or GENEVA_ADMIN_AUTHORIZE decides each action. "
+        "The refusal is recorded with your name.",
     ),
     404: (
         "Not found",

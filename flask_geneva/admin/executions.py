@@ -26,6 +26,7 @@ from flask_geneva.admin.presenters import describe_policy_decision
 from flask_geneva.admin.presenters import format_duration
 from flask_geneva.admin.presenters import pretty_json
 from flask_geneva.admin.presenters import recorded_exception
+from flask_geneva.admin.presenters import recovery_sentence
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workers as worker_rows
 from flask_geneva.db.queries import admin as admin_queries
@@ -525,7 +526,10 @@ def execution_detail(
         known, step), ``columns`` (:class:`ColumnValue` list), ``metadata_text``,
         ``metadata_problem``, ``cursor`` (text, preview, truncated, size,
         problem or None), ``cursor_preview_bytes``, ``error_class``,
-        ``error_message``, ``backtrace``,
+        ``error_message``, ``raised`` (an error is recorded: the badges say
+        "raised", R-ADM-121), ``recovery`` (why a ``recovered`` execution was
+        recovered, R-ADM-125), ``waits_for_resume`` (scheduled in a paused
+        workflow, R-ADM-120), ``backtrace``,
         ``policy_sentence``, ``flow_control``, ``interrupt``, ``precondition``,
         ``reattempt_reason``, ``overdue``, ``stuck``, ``duration``,
         ``predecessor_id``, ``predecessor``, ``successors``, ``previous``, ``next``.
@@ -550,19 +554,28 @@ def execution_detail(
             and execution.started_at < now - config.stuck_in_progress_threshold
         )
     previous, following = _neighbours(session, execution_cls, execution)
+    workflow = _workflow_summary(session, geneva, execution)
+    error_message = recorded_error_message(execution, meta)
+    # A paused workflow's preserved execution waits for Resume, not for its
+    # time: never "overdue" (R-ADM-120).
+    scheduled = execution.state == StepExecutionState.SCHEDULED.value
+    waits_for_resume = scheduled and workflow["state"] == "paused"
     predecessor_id, predecessor, successors = _chain_links(
         session, execution_cls, execution, columns
     )
     return {
         "execution": execution,
-        "workflow": _workflow_summary(session, geneva, execution),
+        "workflow": workflow,
         "columns": _column_values(execution, columns),
         "metadata_text": _metadata_display(execution, columns),
         "metadata_problem": metadata_problem,
         "cursor": _cursor_display(execution, columns),
         "cursor_preview_bytes": CURSOR_PREVIEW_BYTES,
         "error_class": error_class,
-        "error_message": recorded_error_message(execution, meta),
+        "error_message": error_message,
+        "raised": bool(error_class or error_message),
+        "recovery": recovery_sentence(execution, meta),
+        "waits_for_resume": waits_for_resume,
         "backtrace": recorded_backtrace(execution, meta),
         "policy_sentence": describe_policy_decision(decision)
         if decision is not None
@@ -573,8 +586,7 @@ def execution_detail(
         "reattempt_reason": reattempt_reason
         if isinstance(reattempt_reason, str)
         else "",
-        "overdue": execution.state == StepExecutionState.SCHEDULED.value
-        and execution.scheduled_for < now,
+        "overdue": scheduled and not waits_for_resume and execution.scheduled_for < now,
         "stuck": stuck,
         "worker": worker,
         "duration": format_duration(execution.started_at, end),

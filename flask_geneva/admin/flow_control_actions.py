@@ -7,7 +7,9 @@ flow-control or operator function (:mod:`flask_geneva.engine.flow_control`,
 and is enabled in the states the transition table allows its action from
 (:func:`~flask_geneva.engine.operator_transaction.allowed_from`). The admin never
 writes a state or a row itself (R-ADM-21). The POST checks the CSRF token
-(R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03) before any change.
+(R-ADM-05) and the user's permission for the action on the workflow
+(``GENEVA_ADMIN_CAN_ACT``, R-ADM-03, or the role, R-ADM-213) before any change;
+under roles a button the user may not use is not shown.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from flask_admin import expose
 
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import current_actor
+from flask_geneva.admin.access import per_action
+from flask_geneva.admin.access import permits
+from flask_geneva.admin.access import require
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.csrf import submitted_action_form
@@ -94,11 +99,15 @@ def workflow_buttons(
         columns: The optional-column flags of the schema.
 
     Returns:
-        One :class:`Button` per entry of :data:`ACTIONS`, in that order.
+        One :class:`Button` per entry of :data:`ACTIONS`, in that order; under
+        roles only those the user may use (R-ADM-213).
     """
     acting = can_act()
+    roles = per_action()
     buttons = []
     for action, label in ACTIONS.items():
+        if roles and not permits(action, workflow):
+            continue
         # The states are the transition table's (R-ADM-20); Recover is enabled
         # only while an execution is in progress (R-HK-28), Run now only while
         # the scheduled execution waits (R-ADM-51).
@@ -159,7 +168,10 @@ def _rewind_possible(
 
 
 def validated_action_form(allowed: Mapping[str, str], *, what: str) -> tuple[Any, str]:
-    """The POSTed action form, checked before any change (R-ADM-03, R-ADM-05).
+    """The POSTed action form, checked before any change (R-ADM-05).
+
+    The caller then asks :func:`~flask_geneva.admin.access.require` for the
+    action on its target (R-ADM-03, R-ADM-213), before any change.
 
     Args:
         allowed: The actions this endpoint accepts (name -> label).
@@ -170,8 +182,7 @@ def validated_action_form(allowed: Mapping[str, str], *, what: str) -> tuple[Any
 
     Raises:
         werkzeug.exceptions.HTTPException: 400 for a missing or invalid CSRF token
-            or an action outside ``allowed`` (named with ``what``); 403 when
-            ``GENEVA_ADMIN_CAN_ACT`` refuses.
+            or an action outside ``allowed`` (named with ``what``).
     """
     form = submitted_action_form()
     if form is None:
@@ -179,8 +190,6 @@ def validated_action_form(allowed: Mapping[str, str], *, what: str) -> tuple[Any
     action = form.action.data
     if action not in allowed:
         abort(400, description=f"unknown {what} {action!r}")
-    if not can_act():
-        abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
     return form, str(action)
 
 
@@ -239,6 +248,7 @@ class WorkflowActionEndpoint(WorkflowPages):
         workflow = self._load(key) if key is not None else None
         if workflow is None:
             abort(404)
+        require(action, workflow)  # R-ADM-03, R-ADM-213
         label = ACTIONS[action]
         step = (form.step.data or "").strip() or None
         if action in DESTRUCTIVE and form.confirm.data != "yes":

@@ -168,6 +168,8 @@ class LimitsView(GenevaView):
             not_installed_note="",
             keys=[self._row(row, declared) for row in overview.keys],
             more_keys=overview.more,
+            # How many keys match, as every list says (R-ADM-127).
+            match_count=overview.total,
             idle=[
                 {"name": name, "settings": _settings_text(declared[name])}
                 for name in shown_names
@@ -224,6 +226,7 @@ class LimitsView(GenevaView):
             not_installed_note=NOT_INSTALLED_NOTE,
             keys=[],
             more_keys=0,
+            match_count=0,
             idle=[],
             filters={},
             notes=[],

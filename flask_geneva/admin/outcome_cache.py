@@ -42,7 +42,13 @@ from flask_geneva.db.queries import admin_stats as admin_stats_queries
 from flask_geneva.engine.operators import outcome_rollup
 from flask_geneva.engine.operators.outcome_rollup import SETTLE
 
-__all__ = ["KEEP_AT_LEAST", "SETTLE", "forget_kept_hours", "outcome_counts"]
+__all__ = [
+    "KEEP_AT_LEAST",
+    "SETTLE",
+    "cache_source",
+    "forget_kept_hours",
+    "outcome_counts",
+]
 
 #: Only hours with at least this many ended executions are kept (R-ADM-54).
 KEEP_AT_LEAST = 5_000
@@ -60,8 +66,9 @@ def forget_kept_hours() -> None:
         _kept.clear()
 
 
-def _source(session: orm.Session, execution_cls: Any) -> str:
-    """Which database and table the counts come from, without the password."""
+def cache_source(session: orm.Session, execution_cls: Any) -> str:
+    """Which database and table the counts come from, without the password: the
+    key of a process's kept counts (this module's, the throughput charts')."""
     bind = session.get_bind(mapper=execution_cls)
     engine: Any = bind.engine if isinstance(bind, sa.Connection) else bind
     url = engine.url.render_as_string(hide_password=True)
@@ -93,7 +100,7 @@ def outcome_counts(
     Returns:
         ``(workflow type, bucket index, state, count)`` rows.
     """
-    source = _source(session, execution_cls)
+    source = cache_source(session, execution_cls)
     buckets = len(edges) - 1
     with _lock:
         for key in [key for key in _kept if key[0] == source and key[1] < edges[0]]:

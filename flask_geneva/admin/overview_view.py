@@ -6,6 +6,7 @@ step executions list filters they link to (R-HK-20).
 
 from __future__ import annotations
 
+from datetime import datetime
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from flask import abort
 from flask import url_for
 from flask_admin import expose
 
+import flask_geneva.admin.throughput_cache as throughput_cache
 from flask_geneva.admin.activity import activity_charts
 from flask_geneva.admin.activity import hour_edges
 from flask_geneva.admin.activity import step_durations
@@ -22,6 +24,10 @@ from flask_geneva.admin.error_pages import install_error_pages
 from flask_geneva.admin.executions import FAILED_COUNT_CAP
 from flask_geneva.admin.executions import flag_criteria
 from flask_geneva.admin.outcome_cache import outcome_counts
+from flask_geneva.admin.overview_charts import ACTIVE_SERIES
+from flask_geneva.admin.overview_charts import active_chart
+from flask_geneva.admin.overview_charts import minute_edges
+from flask_geneva.admin.overview_charts import throughput_chart
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.core import clock
 from flask_geneva.db.queries import admin as admin_queries
@@ -41,6 +47,45 @@ DURATION_SAMPLE = 5000
 #: The class page's sample is taken among this many latest completed executions
 #: of every class (R-ADM-55): its cost does not depend on how rare the class is.
 DURATION_SCAN = 20_000
+
+
+def at_a_glance(
+    session: Any,
+    execution_cls: Any,
+    now: datetime,
+    hours: list[datetime],
+    class_states: list[tuple[Any, Any, Any]],
+) -> dict[str, Any]:
+    """The overview's charts at a glance (R-ADM-130..132): one grouped read
+    each for the last hour by minute and the last day by hour (``hours``: the
+    24 hourly edges of the outcome charts; settled buckets kept in the
+    process, :mod:`~flask_geneva.admin.throughput_cache`), and the work in
+    flight per class drawn from ``class_states``, the class x state counts
+    ``(type, state, count)`` the overview read."""
+    minutes = minute_edges(now)
+    return {
+        "throughput_hour": throughput_chart(
+            throughput_cache.finished_counts(
+                session, execution_cls, minutes, unit="minute", now=now
+            ),
+            minutes,
+            now=now,
+            key="hour",
+            title="Finished per minute, last hour",
+        ),
+        "throughput_day": throughput_chart(
+            throughput_cache.finished_counts(
+                session, execution_cls, hours, unit="hour", now=now
+            ),
+            hours,
+            now=now,
+            key="day",
+            title="Finished per minute, last 24 hours (hourly)",
+        ),
+        # The class x state counts the overview read: no read of its own.
+        "active": active_chart(class_states),
+        "active_series": ACTIVE_SERIES,
+    }
 
 
 class OverviewView(GenevaView):
@@ -113,6 +158,7 @@ class OverviewView(GenevaView):
         oldest = admin_stats_queries.oldest_overdue_execution(
             session, execution_cls, workflow_cls, now
         )
+        glance = at_a_glance(session, execution_cls, now, edges, rows)
         return self.render(
             "geneva/admin/overview.html",
             workers=workers,
@@ -120,6 +166,7 @@ class OverviewView(GenevaView):
             health_jobs=maintenance_runs.JOBS,
             duration_text=maintenance_runs.duration_text,
             charts=charts,
+            **glance,
             oldest_overdue=oldest,
             limits_line=limit_overview.status_line(
                 limit_overview.limit_status(session)

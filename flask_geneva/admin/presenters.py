@@ -16,6 +16,7 @@ from flask_geneva.policies.matchers import describe_matcher
 
 __all__ = [
     "CURSOR_PREVIEW_BYTES",
+    "NO_REPORTER",
     "describe_policy",
     "describe_policy_decision",
     "describe_policy_list",
@@ -23,6 +24,7 @@ __all__ = [
     "format_interval",
     "format_time",
     "pretty_json",
+    "recovery_sentence",
     "wait_in_words",
 ]
 
@@ -118,6 +120,10 @@ def describe_policy_decision(decision: Any) -> str:
         report = decision.get("report")
         if decision.get("reported"):
             reported = f"reported ({report})" if report else "reported"
+        elif _asked_for_report(report, decision.get("terminal")):
+            # The mode asked for a report and none was made: the record's
+            # ``reported`` is true iff a reporter was configured then (R-PDR-01).
+            reported = f"{NO_REPORTER} (report: {report})"
         else:
             reported = f"not reported ({report})" if report else "not reported"
         if decision.get("wait_error"):
@@ -135,16 +141,28 @@ _REPORTS = {
     "terminal_only": "reported when terminal",
 }
 
+#: What the plan and the decisions say when no ``GENEVA_ERROR_REPORTER`` is
+#: set: one wording for both, so they never disagree (R-ADM-123).
+NO_REPORTER = "not reported: no error reporter is configured"
 
-def describe_policy(policy: Any) -> str:
+
+def _asked_for_report(report: Any, terminal: Any) -> bool:
+    """Whether a decision's report mode asked for a report (R-REP-01)."""
+    return report == "always" or (report == "terminal_only" and bool(terminal))
+
+
+def describe_policy(policy: Any, *, reporter_configured: bool = True) -> str:
     """Write an exception policy (R-POL-01) in words for the step plan (R-ADM-43).
 
     The words of :func:`describe_policy_decision`, for the rule instead of one
     decision. Example: ``"reattempt up to 2 times, 30 s apart, then pause — for
     BrowserTimeout — reported"``. Anything that is not a policy gives its text.
+    Without a reporter, a policy whose mode reports says
+    :data:`NO_REPORTER` and its mode, as the decisions it makes do (R-ADM-123).
 
     Args:
         policy: An :class:`~flask_geneva.policies.exception_policy.ExceptionPolicy`.
+        reporter_configured: Whether the app has a ``GENEVA_ERROR_REPORTER``.
 
     Returns:
         The sentence (plain text, not escaped).
@@ -162,15 +180,24 @@ def describe_policy(policy: Any) -> str:
                 head += f", then {policy.terminal_action.value}"
         matchers = [describe_matcher(m) for m in policy.matchers]
         where = f"for {', '.join(matchers)}" if matchers else "for any error"
-        reported = _REPORTS.get(str(policy.report), f"report {policy.report}")
+        report = str(policy.report)
+        if not reporter_configured and report != "never":
+            reported = f"{NO_REPORTER} (report: {report})"
+        else:
+            reported = _REPORTS.get(report, f"report {report}")
         return f"{head} — {where} — {reported}"
     except (AttributeError, TypeError, ValueError):
         return str(policy)
 
 
-def describe_policy_list(policies: Any) -> list[str]:
+def describe_policy_list(
+    policies: Any, *, reporter_configured: bool = True
+) -> list[str]:
     """:func:`describe_policy` of each policy of a policy or policy list, in order."""
-    return [describe_policy(policy) for policy in getattr(policies, "policies", ())]
+    return [
+        describe_policy(policy, reporter_configured=reporter_configured)
+        for policy in getattr(policies, "policies", ())
+    ]
 
 
 def format_duration(start: datetime | None, end: datetime | None) -> str:
@@ -193,6 +220,61 @@ def recorded_exception(meta: Any) -> Mapping[str, Any]:
     """
     exception = meta.get("exception") if isinstance(meta, Mapping) else None
     return exception if isinstance(exception, Mapping) else {}
+
+
+_CAUSES = {
+    "worker_lost": "its worker was lost",
+    "stuck": "it was in progress and no worker is recorded for it (presumed lost)",
+    "timeout": "it ran past its step timeout and its worker stopped",
+}
+
+
+def recovery_sentence(execution: Any, meta: Any) -> str:
+    """Why an execution with the outcome ``recovered`` was recovered (R-ADM-125).
+
+    Read from the metadata's ``recovery`` record (R-HK-29): who recovered it
+    (housekeeping, the dispatcher, an operator with actor and via) and the
+    cause. A row without the record (recovered before it was written, or a
+    scheduled execution, which records nothing) is explained by its columns:
+    never started means its job was lost; started means it was in progress
+    when recovery found it stuck.
+
+    Args:
+        execution: The step execution (``outcome``, ``state``, ``started_at``).
+        meta: Its metadata (any shape).
+
+    Returns:
+        The sentence, e.g. ``"Recovered by housekeeping: its worker was lost;
+        the step's outcome was never recorded (it may have run in part or in
+        full)."``, or ``""`` when the outcome is not ``recovered``.
+    """
+    if getattr(execution, "outcome", None) != "recovered":
+        return ""
+    record = meta.get("recovery") if isinstance(meta, Mapping) else None
+    if isinstance(record, Mapping):
+        by = str(record.get("by") or "recovery")
+        if by == "dispatcher":
+            by = "the dispatcher"
+        elif by == "operator":
+            actor = record.get("actor") or "an operator"
+            via = record.get("via")
+            by = f"{actor} via {via}" if via else str(actor)
+        cause = record.get("cause")
+        why = _CAUSES.get(str(cause), f"cause {cause!r}")
+        return (
+            f"Recovered by {by}: {why}; the step's outcome was never recorded "
+            "(it may have run in part or in full)."
+        )
+    if getattr(execution, "started_at", None) is None:
+        return (
+            "Recovered: it was scheduled and never started (its job was lost or "
+            "never sent, so housekeeping found it overdue); no reason is recorded."
+        )
+    return (
+        "Recovered: it was in progress when recovery found it stuck (its worker "
+        "presumed lost); the step's outcome was never recorded and no reason is "
+        "recorded."
+    )
 
 
 def pretty_json(value: Any) -> str:

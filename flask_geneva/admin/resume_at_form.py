@@ -2,10 +2,10 @@
 
 A paused workflow can be continued from a step the operator chooses: a WTForms
 select of the class's defined steps, posted with the page's CSRF token to
-``POST <workflows>/<id>/resume-at``. The endpoint checks the token and
-``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03), then calls ``workflow.resume_at(step,
-via="admin", actor=...)``, which records the operator action (R-PDR-05). The
-admin writes nothing itself (R-ADM-21).
+``POST <workflows>/<id>/resume-at``. The endpoint checks the token and the
+permission (``GENEVA_ADMIN_CAN_ACT``, R-ADM-03, or the role, R-ADM-213), then
+calls ``workflow.resume_at(step, via="admin", actor=...)``, which records the
+operator action (R-PDR-05). The admin writes nothing itself (R-ADM-21).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from wtforms import Form
 from wtforms import SelectField
 from wtforms.validators import InputRequired
 
-from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import current_actor
+from flask_geneva.admin.access import require
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import flask_wtf_protects
 from flask_geneva.exceptions import GenevaError
@@ -105,8 +105,7 @@ class WorkflowResumeAt(WorkflowPages):
                 description=f"unknown step {form.step_name.data!r}; allowed steps: "
                 f"{allowed}",
             )
-        if not can_act():
-            abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+        require("resume_at", workflow)  # R-ADM-03, R-ADM-213
         step_name = str(form.step_name.data)
         self.session.commit()  # end the reading transaction before locking
         try:

@@ -11,7 +11,9 @@ skipped counts, error). Below, the latest operator actions on the schedules
 and :func:`~flask_geneva.engine.schedules.recent_fires` only (R-ADM-32).
 
 ``POST <schedules>/action``: Pause, Resume or Run now, checked like every
-admin button (CSRF, R-ADM-05: 400; ``GENEVA_ADMIN_CAN_ACT``, R-ADM-03: 403),
+admin button (CSRF, R-ADM-05: 400; ``GENEVA_ADMIN_CAN_ACT``, R-ADM-03, or the
+role's ``schedule_pause`` / ``schedule_resume`` / ``schedule_run_now``,
+R-ADM-213: 403),
 then one engine operation (:mod:`flask_geneva.engine.schedules.operations`)
 with ``via="admin"`` and the actor (R-ADM-04); Run now with ``process=False``,
 so the request never runs a fan-out: the next dispatcher run does. A refusal
@@ -25,6 +27,7 @@ the declared schedules without buttons.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +39,9 @@ from flask_admin import expose
 
 from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import current_actor
+from flask_geneva.admin.access import per_action
+from flask_geneva.admin.access import permits
+from flask_geneva.admin.access import require
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.flow_control_actions import validated_action_form
@@ -89,7 +95,10 @@ class ScheduleButton:
 
 
 def schedule_buttons(
-    overview: ScheduleOverview, *, acting: bool
+    overview: ScheduleOverview,
+    *,
+    acting: bool,
+    allowed: Callable[[str], bool] | None = None,
 ) -> list[ScheduleButton]:
     """Pause, Resume and Run now for one schedule (R-SCHED-37).
 
@@ -100,6 +109,8 @@ def schedule_buttons(
     Args:
         overview: The schedule as read for the page.
         acting: Whether ``GENEVA_ADMIN_CAN_ACT`` allows this operator to act.
+        allowed: Under roles, whether the user may use a button (``"pause"``,
+            ``"resume"``, ``"run_now"``); the others are left out (R-ADM-213).
     """
     possible = {
         "pause": (not overview.paused, "not possible: the schedule is paused"),
@@ -108,6 +119,8 @@ def schedule_buttons(
     }
     buttons = []
     for action, label in ACTIONS.items():
+        if allowed is not None and not allowed(action):
+            continue
         enabled, reason = possible[action]
         if enabled and not acting:
             enabled, reason = False, _READ_ONLY
@@ -123,6 +136,13 @@ def zone_time(moment: datetime | None, overview: ScheduleOverview) -> str:
         return ""
     local = moment.astimezone(overview.schedule.zone)
     return local.strftime("%a %Y-%m-%d %H:%M %Z")
+
+
+def _allowed_for(name: str) -> Callable[[str], bool] | None:
+    """Under roles, which of a schedule's buttons the user may use (R-ADM-213)."""
+    if not per_action():
+        return None
+    return lambda action: permits(f"schedule_{action}", name)
 
 
 class SchedulesView(GenevaView):
@@ -149,7 +169,9 @@ class SchedulesView(GenevaView):
                 {
                     "view": overview,
                     "fires": fires,
-                    "buttons": schedule_buttons(overview, acting=acting)
+                    "buttons": schedule_buttons(
+                        overview, acting=acting, allowed=_allowed_for(name)
+                    )
                     if installed
                     else [],
                 }
@@ -174,6 +196,7 @@ class SchedulesView(GenevaView):
         """Pause, resume or run a schedule now, then back to the page (R-SCHED-37)."""
         _, action = validated_action_form(ACTIONS, what="schedule action")
         name = request.form.get("schedule", "")
+        require(f"schedule_{action}", name)  # R-ADM-03, R-ADM-213
         label = ACTIONS[action]
         if name not in self.geneva.schedules:
             # Refused here, the posted name cut short: a forged or stale form

@@ -3,7 +3,8 @@
 An operator can deliver a workflow signal by hand (an approval nobody sent, a
 webhook that got lost): name, payload as JSON text and an optional idempotency
 key, posted with the page's CSRF token to ``POST <workflows>/<id>/signal``. The
-endpoint checks the token (R-ADM-05) and ``GENEVA_ADMIN_CAN_ACT`` (R-ADM-03),
+endpoint checks the token (R-ADM-05) and the permission (``GENEVA_ADMIN_CAN_ACT``,
+R-ADM-03, or the role, R-ADM-213),
 then calls ``workflow.signal()`` (R-WSIG-20): the admin runs no SQL of its own,
 and the delivery behaves exactly as the application's or the CLI's
 (R-WSIG-60). Every refusal — JSON that does not parse, a payload over
@@ -33,8 +34,9 @@ from wtforms import Form
 from wtforms import StringField
 from wtforms import TextAreaField
 
-from flask_geneva.admin.access import can_act
 from flask_geneva.admin.access import current_actor
+from flask_geneva.admin.access import require
+from flask_geneva.admin.audit import AUDIT_LOGGER
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.csrf import flask_wtf_protects
 from flask_geneva.core.cursors import parse_json_text
@@ -44,8 +46,6 @@ from flask_geneva.exceptions import GenevaError
 __all__ = ["AUDIT_LOGGER", "WorkflowSignalDelivery", "delivery_outcome", "signal_form"]
 
 _LABEL = "Deliver signal"
-#: The logger the admin's signal deliveries are audited on (R-WSIG-68).
-AUDIT_LOGGER = "flask_geneva.admin"
 _audit = module_logger(AUDIT_LOGGER)
 
 
@@ -147,8 +147,7 @@ class WorkflowSignalDelivery(WorkflowPages):
         form.validate()
         if not token_stored or form.meta.csrf_field_name in form.errors:
             abort(400, description="missing or invalid CSRF token")
-        if not can_act():
-            abort(403, description="GENEVA_ADMIN_CAN_ACT does not allow you to act")
+        require("deliver_signal", workflow)  # R-ADM-03, R-ADM-213
         name = (form.name.data or "").strip()
         idempotency_key = (form.idempotency_key.data or "").strip() or None
         target = redirect(

@@ -3,8 +3,9 @@
 Filters: ``state`` (pending, claimed, consumed, expired), ``name`` (exact),
 ``type`` (the workflow's class), ``received_from`` / ``received_to`` (dates or
 datetimes in UTC, as the workflows list's created range). Newest first, one page
-plus one row along the primary key (``created_at`` for UUID keys), no
-``COUNT(*)`` (R-ADM-30). A value that cannot be applied is ignored with a note
+plus one row along the primary key (``created_at`` for UUID keys); the match
+count reads at most 10,001 rows, never an unbounded ``COUNT(*)`` (R-ADM-127,
+R-ADM-30). A value that cannot be applied is ignored with a note
 (R-ADM-31). Without the ``add_workflow_signals`` unit the page says how to
 install it and queries nothing (R-WSIG-70). Only reads (R-ADM-32).
 """
@@ -16,6 +17,7 @@ from typing import Any
 from flask import request
 from flask_admin import expose
 
+import flask_geneva.admin.filters as workflow_filters
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.filters import is_date
 from flask_geneva.admin.filters import range_bound
@@ -117,6 +119,14 @@ class SignalsView(GenevaView):
         )
         has_next = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
+        cap = workflow_filters.COUNT_CAP  # read per request: tests lower it
+        matched = admin_signal_queries.count_signal_list(
+            session,
+            self.geneva.WorkflowSignal,
+            self.geneva.Workflow,
+            cap=cap,
+            **criteria,
+        )
         note_past_the_end(page, bool(rows), notes)
         signals = []
         for signal, workflow_type, workflow_state in rows:
@@ -129,6 +139,8 @@ class SignalsView(GenevaView):
             installed=True,
             not_installed_note="",
             signals=signals,
+            match_count=min(matched, cap),
+            match_label=workflow_filters.format_count(min(matched, cap), matched > cap),
             filters=kept,
             filter_descriptions=descriptions,
             notes=notes,
@@ -150,6 +162,8 @@ class SignalsView(GenevaView):
     def _empty_context(self) -> dict[str, Any]:
         return {
             "signals": [],
+            "match_count": 0,
+            "match_label": "0",
             "filters": {},
             "filter_descriptions": [],
             "notes": [],

@@ -12,10 +12,13 @@ from flask import abort
 from flask import request
 from flask_admin import expose
 
+import flask_geneva.admin.filters as workflow_filters
 from flask_geneva.admin.base_view import GenevaView
+from flask_geneva.admin.base_view import shows
 from flask_geneva.admin.children_panel import parked_for
 from flask_geneva.admin.csrf import action_form
 from flask_geneva.admin.executions import LIST_FLAGS
+from flask_geneva.admin.executions import cursor_display
 from flask_geneva.admin.executions import execution_detail
 from flask_geneva.admin.executions import filter_executions
 from flask_geneva.admin.executions import load_execution
@@ -33,27 +36,53 @@ from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.ext.app_state import current_state
 from flask_geneva.models import StepExecutionState
 
-__all__ = ["ERROR_PREVIEW_CHARS", "StepExecutionsView"]
+__all__ = ["CURSOR_PREVIEW_CHARS", "ERROR_PREVIEW_CHARS", "StepExecutionsView"]
 
 #: Characters of an error message shown in the list; the whole of it on hover.
 ERROR_PREVIEW_CHARS = 160
 #: Characters of an error message put into the hover title at most.
 _ERROR_TITLE_CHARS = 4000
+#: Characters of a cursor shown in the list's cell and put into its title.
+CURSOR_PREVIEW_CHARS = 80
+_CURSOR_TITLE_CHARS = 2000
 
 
-def _list_row(execution: Any, type_name: str, columns: Any) -> dict[str, Any]:
-    """One row of the executions list, with its error class and message (R-ADM-44)."""
+def _one_line(text: str) -> str:
+    """A cursor's pretty JSON on one line, cut at :data:`CURSOR_PREVIEW_CHARS`."""
+    flat = " ".join(part.strip() for part in text.splitlines())
+    cut = flat[:CURSOR_PREVIEW_CHARS]
+    return cut + ("…" if cut != flat else "")
+
+
+def _list_row(
+    execution: Any, type_name: str, workflow_state: str, columns: Any
+) -> dict[str, Any]:
+    """One row of the executions list: its error class and message (R-ADM-44),
+    whether it raised (R-ADM-121), waits for Resume (R-ADM-120) and its cursor
+    (R-ADM-126)."""
     meta = metadata_of(execution, columns)[0]
     message = recorded_error_message(execution, meta)
     first_line = message.split("\n", 1)[0]
     preview = first_line[:ERROR_PREVIEW_CHARS]
+    error_class = error_class_of(execution, columns)
+    waits_for_resume = execution.state == "scheduled" and workflow_state == "paused"
+    cursor = (
+        cursor_display(execution.cursor)
+        if columns.cursor and execution.cursor is not None
+        else None
+    )
     return {
         "execution": execution,
         "type": type_name,
-        "error_class": error_class_of(execution, columns),
+        "error_class": error_class,
         "error_message": preview + ("…" if preview != message else ""),
         "error_title": message[:_ERROR_TITLE_CHARS],
-        "overdue": execution.is_overdue,
+        "raised": bool(error_class or message),
+        "waits_for_resume": waits_for_resume,
+        "overdue": execution.is_overdue and not waits_for_resume,
+        # One line: the compact JSON cut to the cell, whole on hover.
+        "cursor": _one_line(cursor["text"]) if cursor else None,
+        "cursor_title": cursor["text"][:_CURSOR_TITLE_CHARS] if cursor else "",
         # A limit's waiter: "waiting for partner-api" (R-LIM-42).
         "limit": waited_limit_name(execution, columns),
         # A parked one: "waiting for a signal" or "waiting for children".
@@ -96,12 +125,25 @@ class StepExecutionsView(GenevaView):
         )
         has_next = len(rows) > PAGE_SIZE
         note_past_the_end(page, bool(rows), notes)
+        # The match count, capped: never an unbounded COUNT(*) (R-ADM-127, 30).
+        cap = workflow_filters.COUNT_CAP  # read per request: tests lower it
+        matched = admin_queries.count_execution_list(
+            session,
+            execution_cls,
+            workflow_cls,
+            criteria,
+            cap=cap,
+            join_workflows="type" in filters,
+        )
         return self.render(
             "geneva/admin/step_executions.html",
             executions=[
-                _list_row(execution, type_name, columns)
-                for execution, type_name in rows[:PAGE_SIZE]
+                _list_row(execution, type_name, workflow_state, columns)
+                for execution, type_name, workflow_state in rows[:PAGE_SIZE]
             ],
+            match_count=min(matched, cap),
+            match_label=workflow_filters.format_count(min(matched, cap), matched > cap),
+            show_cursor=bool(columns.cursor),
             filters=filters,
             notes=notes,
             page=page,
@@ -136,6 +178,7 @@ class StepExecutionsView(GenevaView):
                 now=clock.now(),
             ),
             action_form=action_form(),  # Recover on an in-progress one (R-HK-28)
+            recover_shown=shows("recover", execution.workflow),  # R-ADM-213
             waiting=self._waiting(execution, columns),
             limit_wait=limit_wait(session, [execution], columns),  # R-LIM-42
         )

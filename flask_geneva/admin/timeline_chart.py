@@ -110,15 +110,28 @@ _STATE_CLASSES = frozenset(
 )
 
 
+def _state_class(execution: Any, error_class: str | None) -> str:
+    """The bar's CSS class: its state, or what a "completed" one amounts to."""
+    state = str(execution.state)
+    outcome = getattr(execution, "outcome", None)
+    if state == "completed" and outcome == "recovered":
+        return "recovered"
+    if state == "completed" and outcome == "reattempted" and error_class:
+        return "reattempted"
+    return state if state in _STATE_CLASSES else "other"
+
+
 @dataclasses.dataclass(frozen=True)
 class Bar:
     """One execution's bar: a waiting part and a running part (pixels).
 
     ``wait`` and ``run`` are ``(x, width)`` or None when the part is not drawn
     (not started yet: no ``run``; started on time: no ``wait``). ``state_class`` is
-    the stored state when it is one of the six known states, else ``"other"``. It is
-    safe to use as a CSS class. ``title`` and ``label`` are plain text, so the
-    template must escape them.
+    the stored state when it is one of the six known states, else ``"other"``;
+    a completed execution that raised and was reattempted is ``"reattempted"``
+    and one recovered after a lost worker ``"recovered"``, never the
+    completed colour (R-ADM-121, R-ADM-125). It is safe to use as a CSS class.
+    ``title`` and ``label`` are plain text, so the template must escape them.
     """
 
     execution_id: Any
@@ -326,7 +339,6 @@ def layout(
     bars = []
     for lane, (execution, span) in enumerate(zip(rows, spans, strict=True)):
         wait, run = bar_parts(span, x_of, right)
-        state = str(execution.state)
         name = str(execution.step_name)
         label = ""
         if is_labelled:
@@ -338,7 +350,7 @@ def layout(
                 execution_id=execution.id,
                 y=px(top + lane * pitch + (pitch - bar_height) / 2),
                 height=px(bar_height),
-                state_class=state if state in _STATE_CLASSES else "other",
+                state_class=_state_class(execution, errors.get(execution.id)),
                 title=_title(execution, span, now_us, errors.get(execution.id, "")),
                 label=label,
                 wait=(px(wait[0]), px(wait[1])) if wait else None,

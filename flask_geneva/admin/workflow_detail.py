@@ -24,7 +24,7 @@ from flask import request
 from flask import url_for
 from flask_admin import expose
 
-from flask_geneva.admin.access import can_act
+from flask_geneva.admin.access import permits
 from flask_geneva.admin.base_view import WorkflowPages
 from flask_geneva.admin.children_panel import children_panel
 from flask_geneva.admin.children_panel import children_wait
@@ -39,12 +39,10 @@ from flask_geneva.admin.limits import limit_wait
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.list_params import quoted
-from flask_geneva.admin.presenters import describe_policy
 from flask_geneva.admin.presenters import describe_policy_decision
-from flask_geneva.admin.presenters import describe_policy_list
 from flask_geneva.admin.presenters import format_duration
-from flask_geneva.admin.presenters import format_interval
 from flask_geneva.admin.presenters import pretty_json
+from flask_geneva.admin.presenters import recovery_sentence
 from flask_geneva.admin.resume_at_form import resume_at_form
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import hero_reference_of
@@ -53,6 +51,8 @@ from flask_geneva.admin.signal_delivery import signal_form
 from flask_geneva.admin.signal_display import NOT_INSTALLED_NOTE
 from flask_geneva.admin.signal_display import signal_panel
 from flask_geneva.admin.signal_display import waiting_line
+from flask_geneva.admin.step_plan import ENDED_STATES
+from flask_geneva.admin.step_plan import plan_rows
 from flask_geneva.admin.time_display import time_tag
 from flask_geneva.admin.timeline_chart import layout
 from flask_geneva.core import clock
@@ -60,6 +60,7 @@ from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.engine.deadlines.describe import deadline_fact
 from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.exceptions import GenevaError
+from flask_geneva.ext.app_state import current_state
 
 __all__ = [
     "ENDED_STATES",
@@ -68,8 +69,6 @@ __all__ = [
     "WorkflowDetailPage",
 ]
 
-#: Workflow states after which no step runs: no next step, nothing upcoming.
-ENDED_STATES = ("finished", "canceled")
 #: Workflow states in which a scheduled execution runs when due.
 RUNNING_STATES = ("ready", "performing")
 
@@ -110,16 +109,21 @@ class WorkflowDetailPage(WorkflowPages):
         steps = type(workflow).step_collection() if known else None
         url = url_for(f"{self.executions_endpoint}.detail", execution_id=_ID_SLOT)
         now = clock.now()
-        timeline = [_execution_row(e, steps, columns, url, now) for e in executions]
+        paused = workflow.state == "paused"
+        timeline = [
+            _execution_row(e, steps, columns, url, now, paused=paused)
+            for e in executions
+        ]
         # The state badges of each (state, outcome) pair, from the overridable
         # macro, made once per pair instead of once per row (R-ADM-30).
         badges = get_template_attribute("geneva/admin/_macros.html", "state_badges")
-        made: dict[tuple[Any, Any], Any] = {}
+        made: dict[tuple[Any, Any, bool], Any] = {}
         for row in timeline:
-            pair = (row["execution"].state, row["execution"].outcome)
-            if pair not in made:
-                made[pair] = badges(*pair)
-            row["badges"] = made[pair]
+            # An execution that raised and was reattempted says so (R-ADM-121).
+            key = (row["execution"].state, row["execution"].outcome, row["raised"])
+            if key not in made:
+                made[key] = badges(*key)
+            row["badges"] = made[key]
         meta, meta_problem = metadata_of(workflow, columns)
         actions = meta.get("operator_actions")
         operator_actions = (
@@ -154,12 +158,13 @@ class WorkflowDetailPage(WorkflowPages):
             hero=hero_reference_of(workflow),
             hero_label=_hero_label(workflow),
             job_options=_job_options(meta),
-            plan=_plan(
+            plan=plan_rows(
                 workflow,
                 steps,
                 admin_queries.latest_execution_per_step(
                     session, execution_cls, workflow.id
                 ),
+                reporter_configured=reporter_configured(),
             ),
             timeline=timeline,
             timeline_pages=pages,
@@ -177,7 +182,7 @@ class WorkflowDetailPage(WorkflowPages):
             resume_at_form=resume_at_form(steps)
             if steps is not None
             and workflow.state in allowed_from("resume_at")
-            and can_act()
+            and permits("resume_at", workflow)
             else None,
             step_label=steps.display_name if steps is not None else str,
             # Workflow signals (R-WSIG-66..70); a wait for children (R-CHD-61).
@@ -194,7 +199,9 @@ class WorkflowDetailPage(WorkflowPages):
             deadline=deadline_fact(session, workflow, now),
             children=children,
             signal_form=signal_form()
-            if signals["installed"] and not ended and can_act()
+            if signals["installed"]
+            and not ended
+            and permits("deliver_signal", workflow)
             else None,
         )
 
@@ -297,6 +304,11 @@ def _next_run(executions: list[Any]) -> Any:
     return min(due) if due else None
 
 
+def reporter_configured() -> bool:
+    """Whether the current app has a ``GENEVA_ERROR_REPORTER`` (R-ADM-123)."""
+    return current_state().config.error_reporter is not None
+
+
 def _hero_label(workflow: Any) -> tuple[str, str]:
     """``(label, marker)``: the hero's ``str()`` or a marker (R-ADM-31)."""
     if workflow.hero_type is None or workflow.hero_id is None:
@@ -311,10 +323,13 @@ def _hero_label(workflow: Any) -> tuple[str, str]:
 
 
 def _execution_row(
-    execution: Any, steps: Any, columns: Any, url: str, now: Any
+    execution: Any, steps: Any, columns: Any, url: str, now: Any, *, paused: bool
 ) -> dict[str, Any]:
     """One timeline row's values, its link and times made here, not per row in
-    the template (a 1,000-execution page, R-ADM-30)."""
+    the template (a 1,000-execution page, R-ADM-30). In a ``paused`` workflow
+    a scheduled execution waits for Resume, not for its time or the
+    dispatcher (R-ADM-120)."""
+    waits_for_resume = paused and execution.state == "scheduled"
     meta, problem = metadata_of(execution, columns)
     decision = meta.get("policy_decision")
     cursor = None
@@ -324,6 +339,8 @@ def _execution_row(
             problem = problem or "unparsable cursor"
     end = execution.finished_at or execution.completed_at or execution.failed_at
     interrupt = meta.get("interrupt")
+    error_class = error_class_of(execution, columns)
+    error_message = recorded_error_message(execution, meta)
     return {
         "execution": execution,
         "id": execution.id,
@@ -334,12 +351,15 @@ def _execution_row(
             "finished": time_tag(execution.finished_at, now),
         },
         # A reattempted execution keeps its error in metadata only (R-SE-21).
-        "error_message": recorded_error_message(execution, meta),
+        "error_message": error_message,
         "step_defined": steps is not None and steps.is_known(execution.step_name),
         "step_removed": steps is not None and steps.is_removed(execution.step_name),
-        "overdue": execution.is_overdue,
+        "overdue": execution.is_overdue and not waits_for_resume,
+        "waits_for_resume": waits_for_resume,
         "duration": format_duration(execution.started_at, end),
-        "error_class": error_class_of(execution, columns),
+        "error_class": error_class,
+        "raised": bool(error_class or error_message),
+        "recovery": recovery_sentence(execution, meta),
         "backtrace": recorded_backtrace(execution, meta),
         "policy_sentence": describe_policy_decision(decision)
         if decision is not None
@@ -353,70 +373,6 @@ def _execution_row(
         "continues_from_id": execution.continues_from_id if columns.resumable else None,
         "metadata_problem": problem,
     }
-
-
-def _plan(workflow: Any, steps: Any, executions: list[Any]) -> list[dict[str, Any]]:
-    """The step plan (R-ADM-12); ``executions``: each step name's latest execution
-    (``step_name``, ``state``), oldest first."""
-    latest: dict[str, Any] = {}
-    for execution in executions:
-        # An execution under a renamed step's old name counts for the new step.
-        resolved = steps.named(execution.step_name) if steps is not None else None
-        latest[resolved.name if resolved else execution.step_name] = execution
-    reference = workflow.current_step_name or workflow.next_step_name
-    if steps is not None and steps.named(reference) is not None:
-        reference = steps.named(reference).name
-    plan: list[dict[str, Any]] = []
-    markers = {"completed": "done", "skipped": "skipped", "failed": "failed"}
-    for definition in steps or ():
-        execution = latest.get(definition.name)
-        if definition.name == reference and workflow.state not in ENDED_STATES:
-            marker = "current"
-        elif execution is not None:
-            marker = markers.get(execution.state, execution.state)
-        elif workflow.state in ENDED_STATES:
-            marker = "not run"  # nothing is upcoming once it ended (R-ADM-46)
-        else:
-            marker = "upcoming"
-        plan.append(
-            {
-                "name": definition.name,
-                "wait": format_interval(definition.wait) or None,
-                "condition": definition.skip_condition_description() or "",
-                "policy": _policy_summary(workflow, definition),
-                "resumable": definition.is_resumable,
-                "marker": marker,
-            }
-        )
-    defined = {entry["name"] for entry in plan}
-    for name in latest:
-        if name not in defined:
-            plan.append(
-                {
-                    "name": name,
-                    "wait": None,
-                    "condition": "",
-                    "policy": [],
-                    "resumable": False,
-                    "marker": "removed"
-                    if steps is not None and steps.is_removed(name)
-                    else "no longer defined",
-                }
-            )
-    return plan
-
-
-def _policy_summary(workflow: Any, definition: Any) -> list[str]:
-    """The step plan's policy column in words (R-ADM-12, R-ADM-43): the step's own
-    policies, else the class-level ones that apply to it (R-POL-40), else the
-    default (pause)."""
-    if definition.exception_policy is not None:
-        return describe_policy_list(definition.exception_policy)
-    definitions = getattr(type(workflow), "__geneva_definitions__", None)
-    class_policies = getattr(definitions, "exception_policies", ())
-    if class_policies:
-        return [f"class-level: {describe_policy(policy)}" for policy in class_policies]
-    return ["default: pause"]
 
 
 def _job_options(meta: dict[str, Any]) -> str:

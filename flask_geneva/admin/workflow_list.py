@@ -25,6 +25,7 @@ from flask_geneva.admin.list_params import choice
 from flask_geneva.admin.list_params import note_past_the_end
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
+from flask_geneva.admin.workflow_start import allowed_start_classes
 from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.db.queries import admin_workflow_signals as admin_signal_queries
 from flask_geneva.db.queries import limits as limit_reads
@@ -138,6 +139,8 @@ class WorkflowListPage(WorkflowPages):
                 or matching.params["state"] in allowed_from(action)
             },
             action_form=action_form(),
+            # "Start a workflow…" when the user may start a class (R-ADM-200).
+            start_shown=bool(allowed_start_classes(self.geneva.workflow_classes)),
             # The parent filter's field (R-CHD-62), with the unit only.
             children_installed=columns.child_workflows,
         )

@@ -27,6 +27,7 @@ from flask_geneva.core import clock
 from flask_geneva.core.durations import format_interval
 from flask_geneva.core.keys import format_hero
 from flask_geneva.core.keys import split_hero
+from flask_geneva.core.stored_names import is_valid_unicode
 from flask_geneva.core.terminal_text import escape_control_characters
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import admin as admin_queries
@@ -41,9 +42,14 @@ from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
 from flask_geneva.ext.app_state import current_state
 from flask_geneva.models import ACTIVE_EXECUTION_STATES
+from flask_geneva.models import TERMINAL_WORKFLOW_STATES
 from flask_geneva.models import WorkflowState
 
 __all__ = ["list_command", "show_command", "status_command"]
+
+#: A finished or canceled workflow runs no step: no current or next step shown
+#: (R-CLI-07).
+ENDED_STATES = tuple(state.value for state in TERMINAL_WORKFLOW_STATES)
 
 #: The length of the ``type`` and ``hero_type`` columns (SPEC §2.1).
 _MAX_STORED_TEXT = 255
@@ -239,14 +245,21 @@ def list_command(
         hero=hero_key,
         limit=limit,
     ):
+        # A finished or canceled workflow runs no step: no current or next
+        # one, whatever its row still holds (R-CLI-07).
+        ended = row["state"] in ENDED_STATES
         rows.append(
             [
                 str(row["id"]),
                 row["type"],
                 format_hero(row["hero_type"], row["hero_id"]),
                 row["state"],
-                _step_label(geneva, row["type"], row["current_step_name"]),
-                _step_label(geneva, row["type"], row["next_step_name"]),
+                "-"
+                if ended
+                else _step_label(geneva, row["type"], row["current_step_name"]),
+                "-"
+                if ended
+                else _step_label(geneva, row["type"], row["next_step_name"]),
                 format_time(row["created_at"]),
             ]
         )
@@ -277,11 +290,17 @@ def _check_stored_text(what: str, value: str, *, option: str | None = None) -> N
     """Refuse filter text no row can hold, on every database (R-CLI-01).
 
     A NUL character (PostgreSQL text cannot hold one: the query itself would
-    fail) or more characters than the 255 of the ``type``/``hero_type`` columns.
+    fail), an unpaired surrogate (no driver encodes it, R-FLT-71) or more
+    characters than the 255 of the ``type``/``hero_type`` columns.
     """
     if "\x00" in value:
         raise click.ClickException(
             f"{option or what} must not contain a NUL character, got "
+            f"{escape_control_characters(repr(value[:80]))}"
+        )
+    if not is_valid_unicode(value):
+        raise click.ClickException(
+            f"{option or what} must be valid Unicode (no unpaired surrogate), got "
             f"{escape_control_characters(repr(value[:80]))}"
         )
     if len(value) > _MAX_STORED_TEXT:
@@ -432,12 +451,20 @@ def _describe_workflow(workflow: Any) -> list[str]:
     """Text lines for `flask geneva show`: header, step plan, timeline, actions."""
     history = workflow.execution_history
     columns = column_detection.optional_columns(workflow.__geneva__.session)
+    ended = workflow.state in ENDED_STATES
     lines = [
         f"Workflow {workflow.id} ({workflow.type})",
         f"  state:        {workflow.state}",
         f"  hero:         {format_hero(workflow.hero_type, workflow.hero_id)}",
-        f"  current step: {_display(workflow, workflow.current_step_name)}",
-        f"  next step:    {_display(workflow, workflow.next_step_name)}",
+    ]
+    if not ended:
+        # A finished or canceled workflow runs no step: no current or next
+        # step lines (R-CLI-07).
+        lines += [
+            f"  current step: {_display(workflow, workflow.current_step_name)}",
+            f"  next step:    {_display(workflow, workflow.next_step_name)}",
+        ]
+    lines += [
         f"  created:      {format_time(workflow.created_at)}",
         f"  transitioned: {format_time(workflow.transitioned_at)}",
     ]
@@ -469,7 +496,8 @@ def _describe_workflow(workflow: Any) -> list[str]:
     for position, step in enumerate(workflow.steps.ordered, start=1):
         execution = latest.get(step.name)
         if execution is None:
-            marker = "upcoming"
+            # Nothing is upcoming once the workflow ended (R-CLI-07, R-ADM-46).
+            marker = "not run" if ended else "upcoming"
         elif execution.state in ACTIVE_EXECUTION_STATES:
             marker = f"current ({execution.state})"
         elif execution.state == "completed":
@@ -499,8 +527,13 @@ def _describe_workflow(workflow: Any) -> list[str]:
             f"  started {format_time(execution.started_at)}"
             f"  finished {format_time(execution.finished_at)}"
         )
-        if execution.error_message:
-            lines.append(f"      error: {one_line(execution.error_message)[:200]}")
+        # A reattempted execution keeps its error in the metadata only
+        # (R-SE-21): printed as a failed one's is (R-CLI-08).
+        message = execution.error_message or (execution.exception_info or {}).get(
+            "message"
+        )
+        if message:
+            lines.append(f"      error: {one_line(str(message))[:200]}")
             error_class = _error_class(execution, columns)
             if error_class:
                 lines.append(f"      error class: {error_class}")

@@ -36,17 +36,24 @@ def dispatch_command() -> None:
     """Run the dispatcher once: publish due steps, recover dead workers' steps.
 
     Workflows past their deadline are canceled or paused; steps that wait
-    longer than GENEVA_MAX_BROKER_DELAY are kept out of the broker; the
-    in-progress steps of workers that stopped heartbeating are recovered; the
+    longer than GENEVA_MAX_BROKER_DELAY are kept out of the broker; scheduled
+    steps whose message was lost are published again; the in-progress steps of
+    workers that stopped heartbeating (or that a live worker released) are
+    recovered; the
     schedules' due fire times are fired and their fan-out worked.
     Run this (or the `flask_geneva.dispatch_due` beat task) every
     GENEVA_DISPATCH_INTERVAL.
     \f
-    Spec: R-DSP-02, R-WRK-13, R-DL-20, R-SCHED-20.
+    Spec: R-DSP-02, R-WRK-13, R-DL-20, R-SCHED-20, R-FLT-11, R-FLT-20.
     """
     run = dispatcher.run_dispatcher(current_context())
     click.echo(f"dispatched {run.published} step execution(s)")
     click.echo(f"recovered {run.recovered} step execution(s) of dead workers")
+    if run.republished:
+        click.echo(
+            f"published again {run.republished} step execution(s) whose message "
+            "was lost"
+        )
     if run.deadlines:
         click.echo(
             f"{run.deadlines} workflow(s) reached their deadline (canceled or paused)"

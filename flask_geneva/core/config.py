@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from flask_geneva.core.admin_settings import AdminConfig
+from flask_geneva.core.admin_settings import admin_config_from_mapping
 from flask_geneva.core.priority_mappers import priority_mapper_value
 from flask_geneva.core.setting_descriptions import SETTING_DESCRIPTIONS
 from flask_geneva.core.setting_values import bool_value
@@ -28,6 +30,8 @@ from flask_geneva.core.setting_values import duration_value
 from flask_geneva.core.setting_values import import_string
 from flask_geneva.core.setting_values import non_negative_int
 from flask_geneva.core.setting_values import positive_int
+from flask_geneva.core.stored_names import QUEUE_NAME_RULE
+from flask_geneva.core.stored_names import queue_name_problem
 from flask_geneva.exceptions import GenevaConfigurationError
 
 __all__ = [
@@ -59,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_RECOVER_GRACE": timedelta(seconds=60),
     "GENEVA_WORKER_HEARTBEAT_INTERVAL": timedelta(seconds=15),
     "GENEVA_WORKER_DEAD_AFTER": timedelta(seconds=60),
+    "GENEVA_HEARTBEAT_TIMEOUT": timedelta(seconds=5),
+    "GENEVA_CONNECTION_TIMEOUT": timedelta(seconds=10),
     "GENEVA_RELEASE_SPREAD": timedelta(seconds=5),
     "GENEVA_MAX_CURSOR_SIZE": 131072,
     "GENEVA_ENQUEUE_AFTER_COMMIT": NOT_TESTING,
@@ -92,6 +98,8 @@ DEFAULTS: dict[str, Any] = {
     "GENEVA_ADMIN_ACTOR": None,
     "GENEVA_ADMIN_PAUSED_RATIO_WARN": 0.05,
     "GENEVA_ADMIN_REFRESH_SECONDS": 10,
+    "GENEVA_ADMIN_CURRENT_ROLE": None,
+    "GENEVA_ADMIN_AUTHORIZE": None,
 }
 
 #: Re-raise only exceptions that end in a pause, a cancel or a terminal result.
@@ -193,71 +201,13 @@ class GenevaConfig:
     #: Time between a step's soft time limit (its ``timeout``) and Celery's hard
     #: one, which kills the worker process (R-STO-03).
     step_timeout_grace: timedelta = timedelta(seconds=30)
-
-
-@dataclasses.dataclass(frozen=True)
-class AdminConfig:
-    """Validated ``GENEVA_ADMIN_*`` settings of the admin UI (R-ADM-01..04, R-ADM-10).
-
-    Attributes:
-        enabled: Mount a dedicated Flask-Admin at ``url`` from ``init_app``.
-        url: URL prefix of the dedicated admin, starting with ``/``.
-        access: ``() -> bool`` deciding access per request, or None (denied outside
-            debug/testing).
-        can_act: ``() -> bool`` deciding whether buttons act, or None (= ``access``).
-        actor: ``() -> str | None`` naming the operator, or None (default lookup).
-        paused_ratio_warn: Paused ratio (0..1) above which the overview warns.
-        refresh_seconds: Seconds between automatic page refreshes; 0 = off
-            (R-ADM-49).
-    """
-
-    enabled: bool
-    url: str
-    access: Callable[[], bool] | None
-    can_act: Callable[[], bool] | None
-    actor: Callable[[], str | None] | None
-    paused_ratio_warn: float
-    refresh_seconds: int = 10
-
-
-def admin_config_from_mapping(merged: Mapping[str, Any]) -> AdminConfig:
-    """Validate the ``GENEVA_ADMIN_*`` keys of ``merged`` (defaults applied).
-
-    Raises:
-        GenevaConfigurationError: A value is invalid; names the key, the value and
-            what is allowed.
-    """
-    url = merged["GENEVA_ADMIN_URL"]
-    if not isinstance(url, str) or not url.startswith("/") or url == "/":
-        raise GenevaConfigurationError(
-            "GENEVA_ADMIN_URL must be a str starting with '/' (not '/' itself), "
-            f"got {url!r}"
-        )
-    ratio = merged["GENEVA_ADMIN_PAUSED_RATIO_WARN"]
-    if (
-        isinstance(ratio, bool)
-        or not isinstance(ratio, int | float)
-        or not 0 <= ratio <= 1
-    ):
-        raise GenevaConfigurationError(
-            "GENEVA_ADMIN_PAUSED_RATIO_WARN must be a number from 0 to 1, "
-            f"got {ratio!r}"
-        )
-    refresh = merged["GENEVA_ADMIN_REFRESH_SECONDS"]
-    if isinstance(refresh, bool) or not isinstance(refresh, int) or refresh < 0:
-        raise GenevaConfigurationError(
-            "GENEVA_ADMIN_REFRESH_SECONDS must be a whole number of seconds >= 0 "
-            f"(0 turns auto-refresh off), got {refresh!r}"
-        )
-    return AdminConfig(
-        enabled=bool_value(merged, "GENEVA_ADMIN_ENABLED"),
-        url=url.rstrip("/"),
-        access=callable_or_none(merged, "GENEVA_ADMIN_ACCESS"),
-        can_act=callable_or_none(merged, "GENEVA_ADMIN_CAN_ACT"),
-        actor=callable_or_none(merged, "GENEVA_ADMIN_ACTOR"),
-        paused_ratio_warn=float(ratio),
-        refresh_seconds=refresh,
-    )
+    #: Longest a step's ``heartbeat()`` (or a checkpoint's) waits for its write
+    #: (R-FLT-31).
+    heartbeat_timeout: timedelta = timedelta(seconds=5)
+    #: How long a connection of the app's engines may stay silent (connecting,
+    #: or waiting for an answer) before it is given up; None leaves the engines
+    #: alone. Read at ``init_app`` (R-FLT-40).
+    connection_timeout: timedelta | None = timedelta(seconds=10)
 
 
 def unknown_setting_messages(mapping: Mapping[str, Any]) -> list[str]:
@@ -461,6 +411,14 @@ def _validated(
             positive=True,
         ),
         "step_timeout_grace": take(_step_timeout_grace, merged),
+        "heartbeat_timeout": take(
+            duration_value,
+            merged,
+            "GENEVA_HEARTBEAT_TIMEOUT",
+            allow_none=False,
+            positive=True,
+        ),
+        "connection_timeout": take(_connection_timeout, merged),
     }
     interval, dead_after = (
         fields["worker_heartbeat_interval"],
@@ -479,6 +437,18 @@ def _validated(
             f"({interval.total_seconds():g} s), i.e. at least "
             f"{2 * interval.total_seconds():g} s, so that one late heartbeat does "
             "not make a live worker dead"
+        )
+    heartbeat_timeout = fields["heartbeat_timeout"]
+    if (
+        heartbeat_timeout is not None
+        and dead_after is not None
+        and heartbeat_timeout > dead_after
+    ):
+        problems.append(
+            f"GENEVA_HEARTBEAT_TIMEOUT ({heartbeat_timeout.total_seconds():g} s) "
+            f"must be at most GENEVA_WORKER_DEAD_AFTER "
+            f"({dead_after.total_seconds():g} s): a step waiting longer for its "
+            "heartbeat would look dead anyway (default 5 s)"
         )
     if problems:
         return None, problems
@@ -515,6 +485,24 @@ def _step_timeout_grace(merged: Mapping[str, Any]) -> timedelta:
             f"3600), got {merged[key]!r}"
         )
     return grace
+
+
+#: Bounds of ``GENEVA_CONNECTION_TIMEOUT`` (R-FLT-40).
+MIN_CONNECTION_TIMEOUT = timedelta(seconds=1)
+MAX_CONNECTION_TIMEOUT = timedelta(hours=1)
+
+
+def _connection_timeout(merged: Mapping[str, Any]) -> timedelta | None:
+    key = "GENEVA_CONNECTION_TIMEOUT"
+    timeout: timedelta | None = duration_value(merged, key, allow_none=True)
+    if timeout is not None and not (
+        MIN_CONNECTION_TIMEOUT <= timeout <= MAX_CONNECTION_TIMEOUT
+    ):
+        raise GenevaConfigurationError(
+            f"{key} must be None (leave the engines' connections as they are) or "
+            f"from 1 second to 1 hour (a timedelta or seconds), got {merged[key]!r}"
+        )
+    return timeout
 
 
 def _inline_budget(merged: Mapping[str, Any]) -> timedelta:
@@ -554,14 +542,15 @@ def _enqueue_after_commit(merged: Mapping[str, Any], testing: bool) -> bool:
 
 def _default_queue(merged: Mapping[str, Any]) -> str | None:
     default_queue = merged["GENEVA_DEFAULT_QUEUE"]
-    if default_queue is not None and (
-        not isinstance(default_queue, str) or not default_queue
-    ):
+    if default_queue is None:
+        return None
+    problem = queue_name_problem(default_queue)
+    if problem is not None:
         raise GenevaConfigurationError(
-            "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, "
-            f"got {default_queue!r} ({type(default_queue).__name__})"
+            f"GENEVA_DEFAULT_QUEUE must be {QUEUE_NAME_RULE}, or None, got "
+            f"{default_queue!r} ({type(default_queue).__name__}){problem}"
         )
-    return default_queue
+    return str(default_queue)
 
 
 def _metrics(merged: Mapping[str, Any]) -> Any:

@@ -10,7 +10,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["hero_type_of", "hero_type_spellings"]
+__all__ = ["GENEVA_TABLE_PREFIX", "hero_models", "hero_type_of", "hero_type_spellings"]
+
+#: The names of geneva's own tables start with this; their models are no heroes.
+GENEVA_TABLE_PREFIX = "geneva_drive_"
 
 
 def hero_type_of(cls: type[Any]) -> str:
@@ -58,3 +61,27 @@ def hero_type_spellings(workflow_cls: Any, typed: str) -> list[str]:
         if name.casefold() == wanted:
             spellings.add(name)
     return sorted(spellings)
+
+
+def hero_models(workflow_cls: Any) -> dict[str, type[Any]]:
+    """The models a workflow's hero can be, by hero type (R-ADM-203).
+
+    The base classes of the models mapped in the workflow model's registry
+    with a single-column primary key (R-HERO-01), geneva's own tables left
+    out.
+
+    Args:
+        workflow_cls: The Workflow model (its registry holds the host's models).
+
+    Returns:
+        ``{hero type: model class}``, sorted by hero type.
+    """
+    found: dict[str, type[Any]] = {}
+    for mapper in workflow_cls.registry.mappers:
+        if mapper.inherits is not None or len(mapper.primary_key) != 1:
+            continue
+        table = getattr(mapper.local_table, "name", "")
+        if str(table).startswith(GENEVA_TABLE_PREFIX):
+            continue
+        found.setdefault(hero_type_of(mapper.class_), mapper.class_)
+    return dict(sorted(found.items()))

@@ -10,6 +10,7 @@ __all__ = [
     "MAX_BIGINT_KEY",
     "describe_key_type",
     "format_hero",
+    "lookup_key",
     "parse_key",
     "split_hero",
 ]
@@ -47,6 +48,41 @@ def parse_key(raw: str | None, key_type: str) -> Any:
         return None
     key = int(raw)
     return key if 1 <= key <= MAX_BIGINT_KEY else None
+
+
+def lookup_key(value: object, key_type: str, *, what: str = "workflow id") -> Any:
+    """The key to look a row up by, from a key given to a public method
+    (``Workflow.get``, R-FLT-72).
+
+    Args:
+        value: An ``int`` (``"bigint"`` keys) or a ``uuid.UUID`` (``"uuid"``
+            keys), or its text (:func:`parse_key`).
+        key_type: ``"bigint"`` or ``"uuid"`` (``Geneva.key_type``, R-DM-20).
+        what: What the key is, for messages.
+
+    Returns:
+        The key; None for an int no row can have (below 1 or beyond
+        :data:`MAX_BIGINT_KEY`, which a database would refuse to compare).
+
+    Raises:
+        TypeError: ``value`` is neither a key of that type nor text (a bool, a
+            float, bytes, None); the message names it and the allowed forms.
+        ValueError: Text that is no key of that type.
+    """
+    allowed = describe_key_type(key_type)
+    if isinstance(value, str):
+        key = parse_key(value, key_type)
+        if key is None:
+            raise ValueError(f"invalid {what} {value!r}: expected {allowed}")
+        return key
+    if key_type == "uuid" and isinstance(value, uuid.UUID):
+        return value
+    if key_type != "uuid" and isinstance(value, int) and not isinstance(value, bool):
+        return value if 1 <= value <= MAX_BIGINT_KEY else None
+    raise TypeError(
+        f"invalid {what} {value!r} ({type(value).__name__}): expected {allowed} "
+        "or its text"
+    )
 
 
 def describe_key_type(key_type: str) -> str:

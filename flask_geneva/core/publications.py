@@ -18,6 +18,7 @@ __all__ = [
     "HOUSEKEEPING_TASK",
     "LIMITED_JOB_ID",
     "PERFORM_STEP_TASK",
+    "RELEASED_JOB_ID_PREFIX",
     "Publication",
     "TaskBackend",
 ]
@@ -33,6 +34,11 @@ DEFERRED_JOB_ID = "geneva:deferred"
 #: ``job_id`` of an execution waiting for a slot of a limit (R-LIM-11): no broker
 #: message holds it; the transaction that frees a slot publishes it (R-LIM-13).
 LIMITED_JOB_ID = "geneva:limited"
+
+#: ``job_id`` prefix of an ``in_progress`` execution that its live worker
+#: released, its run having ended without its outcome (R-WRK-18, R-FLT-11);
+#: the releasing worker's id follows. The next dispatcher run recovers it.
+RELEASED_JOB_ID_PREFIX = "geneva:released:"
 
 
 @dataclasses.dataclass(frozen=True)

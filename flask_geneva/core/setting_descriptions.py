@@ -90,13 +90,33 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "their age, at the next dispatcher run (R-WRK-06, R-WRK-12, R-WRK-14); "
         "at least twice GENEVA_WORKER_HEARTBEAT_INTERVAL. The default, four "
         "heartbeats, lets three in a row fail or come late. A step holding the "
-        "GIL in one C call for longer looks dead: raise it for such steps."
+        "GIL in one C call for longer looks dead: raise it for such steps. Also "
+        "how long a database outage is waited out: a claim's retries by Celery "
+        "and a finished body's finalize (R-FLT-02, R-FLT-10)."
+    ),
+    "GENEVA_HEARTBEAT_TIMEOUT": (
+        "Longest a step's `self.heartbeat()` (or a checkpoint's heartbeat) waits "
+        "for its write: the write runs on a connection of its own and, when the "
+        "database does not answer in time (a network cut), the call logs a "
+        "warning and returns False and the step goes on (R-FLT-31). At most "
+        "GENEVA_WORKER_DEAD_AFTER."
+    ),
+    "GENEVA_CONNECTION_TIMEOUT": (
+        "How long a connection of the app's engines may stay silent before it is "
+        "given up: `init_app` gives each PostgreSQL engine (psycopg, psycopg2) "
+        "these defaults for connect_timeout, tcp_user_timeout and TCP keepalives, "
+        "and each MySQL/MariaDB engine its connect_timeout; values the engine "
+        "sets itself win. So `create()`, a step's session and the heartbeat fail "
+        "within seconds of a network cut instead of hanging (R-FLT-40..43). "
+        "None leaves the engines alone. Read at `init_app`; 1 second to 1 hour."
     ),
     "GENEVA_DISPATCH_INTERVAL": (
         "How often the beat entry of `beat_schedule()` runs the dispatcher, which "
         "also recovers the executions of dead workers (R-DSP-02, R-WRK-12); with "
         "GENEVA_WORKER_DEAD_AFTER it bounds how late a killed worker's step runs "
-        "again. Two intervals without a recorded run is a warning (R-HK-43)."
+        "again. A scheduled step due and unwritten for this long is published "
+        "again, its message taken for lost (R-FLT-20). Two intervals without a "
+        "recorded run is a warning (R-HK-43)."
     ),
     "GENEVA_HOUSEKEEPING_INTERVAL": (
         "How often the beat entry of `beat_schedule()` runs housekeeping (cleanup, "
@@ -203,5 +223,15 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
     "GENEVA_ADMIN_REFRESH_SECONDS": (
         "Seconds between the admin's automatic refreshes of the overview, the lists "
         "and the workflow page; 0 turns auto-refresh off (R-ADM-49)."
+    ),
+    "GENEVA_ADMIN_CURRENT_ROLE": (
+        "Callable `() -> str | None` (or import path) naming the current user's "
+        "admin role, `viewer`, `operator` or `admin`; the role map decides every "
+        "page and button, and None (no role) gets 403 (R-ADM-210, R-ADM-212)."
+    ),
+    "GENEVA_ADMIN_AUTHORIZE": (
+        "Callable `(user, action, target) -> bool` (or import path) deciding "
+        "each admin action, viewing included; instead of "
+        "`GENEVA_ADMIN_CURRENT_ROLE` (R-ADM-211)."
     ),
 }

@@ -221,6 +221,7 @@ def retry_on_conflict(
     logger: Callable[[], Any] | None = None,
     on_retry: Callable[[], None] | None = None,
     on_give_up: Callable[[BaseException], None] | None = None,
+    outage: Any = None,
 ) -> _T:
     """Run ``attempt``; after a deadlock, roll back and run it again (R-EXE-80).
 
@@ -250,6 +251,10 @@ def retry_on_conflict(
             aborted attempt left outside the database.
         on_give_up: Called with the error when it is not retried, before it is
             raised.
+        outage: A :class:`~flask_geneva.core.database_outages.OutageWindow`:
+            an attempt that lost its database connection is tried again after
+            the window's sleep, while the window is open, whatever
+            ``allowed()`` says (R-FLT-10); None: such an error is raised.
 
     Returns:
         What the successful ``attempt`` returned.
@@ -268,18 +273,19 @@ def retry_on_conflict(
         except catch as error:
             if rollback_always:
                 rollback(error)
-            if _retry_conflict(
+            conflict = _retry_conflict(
                 error,
                 number,
                 allowed=allowed(),
                 what=what,
                 logger=None if logger is None else logger(),
-            ):
+            )
+            if conflict or (outage is not None and outage.wait(error)):
                 if not rollback_always:
                     rollback(error)
                 if on_retry is not None:
                     on_retry()
-                number += 1
+                number += 1 if conflict else 0
                 continue
             if on_give_up is not None:
                 on_give_up(error)

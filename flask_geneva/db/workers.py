@@ -39,6 +39,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from flask_geneva.core.publications import RELEASED_JOB_ID_PREFIX
 from flask_geneva.db.column_types import UTCDateTime
 from flask_geneva.db.database_time import DatabaseTime
 from flask_geneva.db.states import WORKERS_TABLE
@@ -61,6 +62,7 @@ __all__ = [
     "newest_heartbeat_age",
     "prune_dead_workers",
     "release_executions",
+    "released_criterion",
     "touch_worker",
     "without_dead_after",
     "worker_liveness",
@@ -345,7 +347,9 @@ def abandoned_criteria(
     from a registry that lists some worker, whatever the step's age; while its
     worker is alive it never is. An execution without a
     worker (claimed before the upgrade, or outside a registered worker) keeps
-    the age rule: ``started_at`` earlier than ``now - age_threshold`` (R-HK-20).
+    the age rule: ``started_at`` earlier than ``now - age_threshold`` (R-HK-20),
+    unless its live worker released it (:func:`released_criterion`): then it
+    is abandoned at once (R-FLT-11).
 
     Args:
         execution: The ``StepExecution`` model or its table's columns (``.c``).
@@ -358,7 +362,10 @@ def abandoned_criteria(
     return sa.or_(
         sa.and_(
             execution.worker_id.is_(None),
-            execution.started_at < now - age_threshold,
+            sa.or_(
+                execution.started_at < now - age_threshold,
+                released_criterion(execution),
+            ),
         ),
         sa.and_(
             execution.worker_id.is_not(None),
@@ -504,17 +511,32 @@ def held_executions(
     )
 
 
+def released_criterion(execution: Any) -> Any:
+    """WHERE clause of an execution its live worker released (R-WRK-18, R-FLT-11).
+
+    Its ``job_id`` starts with
+    :data:`~flask_geneva.core.publications.RELEASED_JOB_ID_PREFIX`.
+
+    Args:
+        execution: The ``StepExecution`` model or its table's columns (``.c``).
+    """
+    return execution.job_id.startswith(RELEASED_JOB_ID_PREFIX, autoescape=True)
+
+
 def release_executions(
     connection: sa.Connection,
     execution_table: sa.Table,
     worker_id: str,
     execution_ids: Sequence[Any],
 ) -> int:
-    """Set ``worker_id`` to NULL on the worker's ``in_progress`` executions (R-WRK-18).
+    """Release the worker's ``in_progress`` executions (R-WRK-18, R-FLT-11).
 
-    Guarded: only rows still ``in_progress`` and still naming ``worker_id`` are
-    changed, so a row recovered or finished meanwhile is left alone. Without a
-    worker the age rule recovers them (R-HK-20, R-WRK-06).
+    ``worker_id`` becomes NULL and ``job_id`` the released marker naming the
+    worker (:data:`~flask_geneva.core.publications.RELEASED_JOB_ID_PREFIX`
+    followed by its id), so the next dispatcher run recovers them
+    (:func:`abandoned_criteria`). Guarded: only rows still ``in_progress`` and
+    still naming ``worker_id`` are changed, so a row recovered or finished
+    meanwhile is left alone.
 
     Returns:
         The number of rows released.
@@ -529,6 +551,6 @@ def release_executions(
             columns.worker_id == worker_id,
             columns.state == StepExecutionState.IN_PROGRESS.value,
         )
-        .values(worker_id=None)
+        .values(worker_id=None, job_id=f"{RELEASED_JOB_ID_PREFIX}{worker_id}")
     )
     return int(result.rowcount or 0)

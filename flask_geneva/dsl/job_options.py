@@ -16,6 +16,8 @@ from typing import Any
 
 from flask_geneva.core.clock import ensure_aware
 from flask_geneva.core.durations import coerce_duration
+from flask_geneva.core.stored_names import QUEUE_NAME_RULE
+from flask_geneva.core.stored_names import queue_name_problem
 from flask_geneva.exceptions import StepConfigurationError
 
 __all__ = [
@@ -193,12 +195,13 @@ def _not_a_mapping(value: object, context: str) -> str:
 def _validate_value(key: str, value: object, context: str) -> Any:
     if value is None:
         return None
-    described = f"{value!r} ({type(value).__name__})"
+    described = f"{_shown(value)} ({type(value).__name__})"
     if key == "queue":
-        if not isinstance(value, str) or not value:
+        problem = queue_name_problem(value)
+        if problem is not None:
             raise StepConfigurationError(
-                f"{context}: job option 'queue' must be a non-empty str, "
-                f"got {described}"
+                f"{context}: job option 'queue' must be {QUEUE_NAME_RULE}, "
+                f"got {described}{problem}"
             )
         return value
     if key == "priority":
@@ -222,6 +225,12 @@ def _validate_value(key: str, value: object, context: str) -> Any:
             ) from exc
     # key == "wait_until": the only key left after the allowed-keys check.
     return _validate_wait_until(value, described, context)
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, shortened to about 100 characters for a message."""
+    text = repr(value)
+    return text if len(text) <= 100 else f"{text[:80]}...{text[-15:]}"
 
 
 def _validate_wait_until(value: object, described: str, context: str) -> datetime:

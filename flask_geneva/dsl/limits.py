@@ -67,7 +67,8 @@ _NAME_RULE = (
 )
 _KEY_VALUE_RULE = (
     f"a str, an int (not a bool) or a uuid.UUID whose text is non-empty, at most "
-    f"{MAX_NAME_LENGTH} characters long and holds no NUL character"
+    f"{MAX_NAME_LENGTH} characters long and holds no NUL character, in valid "
+    "Unicode"
 )
 _SHOWN_VALUE_LENGTH = 80
 

@@ -340,8 +340,9 @@ def check_stored_name(
 
     Raises:
         StepConfigurationError: ``value`` is not a str, is empty (or blank
-            when not ``allow_blank``), longer than 255 characters or holds a
-            NUL character; the message names the value and what is allowed.
+            when not ``allow_blank``), longer than 255 characters, holds a
+            NUL character or an unpaired surrogate (R-FLT-71); the message
+            names the value and what is allowed.
     """
     if fits_name_column(value, allow_blank=allow_blank):
         return

@@ -26,7 +26,7 @@ from flask_geneva.core.cursors import deserialize_cursor
 from flask_geneva.core.cursors import dump_cursor
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.db.queries import engine as engine_queries
-from flask_geneva.engine.workers import registry as worker_registry
+from flask_geneva.engine.workers import step_heartbeats
 from flask_geneva.exceptions import InvalidStateError
 from flask_geneva.exceptions import StepInterrupt
 from flask_geneva.models import WorkflowState
@@ -212,7 +212,7 @@ class IterableStep:
         reason = self._interrupt_reason(self.iterations)
         self._commit()
         # A checkpoint proves progress: it counts as a heartbeat (R-WRK-11).
-        worker_registry.heartbeat_if_due(self._session)
+        step_heartbeats.heartbeat_if_due(self._session)
         if reason is not None:
             self.interrupt_reason = reason
             raise StepInterrupt(None, reason)

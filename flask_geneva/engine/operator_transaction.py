@@ -41,6 +41,7 @@ __all__ = [
     "check_operator",
     "lock_for_operator",
     "operator_action",
+    "record_operator_action",
     "refuse_running",
     "refuse_state",
     "refuse_unless_allowed",
@@ -153,15 +154,29 @@ def lock_for_operator(workflow: Any) -> tuple[orm.Session, Any]:
     return session, locked
 
 
-def _record_operator_action(
+def record_operator_action(
     workflow: Any,
     *,
     action: str,
     actor: str | None,
     via: str,
-    from_state: str,
+    from_state: str | None,
     execution: Any,
 ) -> None:
+    """Append an operator action to the workflow's ``operator_actions`` (R-PDR-05).
+
+    Written in the caller's transaction, after the change it records (its
+    ``to_state`` is the workflow's state now); skipped without the metadata
+    column. Keeps the latest :data:`MAX_OPERATOR_ACTIONS` entries.
+
+    Args:
+        workflow: The workflow acted on (or just created, R-ADM-201).
+        action: The action's name, e.g. ``"pause"`` or ``"start"``.
+        actor: Who acted, or None.
+        via: ``"api"``, ``"admin"``, ``"cli"``, ...
+        from_state: The state before the action; None for a start.
+        execution: The execution affected or created, or None.
+    """
     # R-PDR-05: same transaction as the change; silently skipped without metadata.
     actions = workflow.read_metadata("operator_actions")
     entries = list(actions) if isinstance(actions, list) else []
@@ -209,7 +224,7 @@ def _operator_transaction(
     """
 
     def record(action: str, from_state: str, execution: Any) -> None:
-        _record_operator_action(
+        record_operator_action(
             workflow,
             action=action,
             actor=actor,

@@ -20,7 +20,9 @@ from sqlalchemy import orm
 from flask_geneva.core import clock
 from flask_geneva.core import log_fields
 from flask_geneva.core import transactions
+from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.core.tagged_logging import workflow_log_fields
+from flask_geneva.db import connection_timeouts
 from flask_geneva.db import deadlines as deadline_rows
 from flask_geneva.db.context import context_of
 from flask_geneva.db.queries import engine as engine_queries
@@ -29,6 +31,7 @@ from flask_geneva.engine import metric_events
 from flask_geneva.engine import scheduling
 from flask_geneva.engine import traces
 from flask_geneva.engine.transitions import table as transitions
+from flask_geneva.exceptions import DatabaseUnavailableError
 from flask_geneva.exceptions import DuplicateWorkflowError
 from flask_geneva.exceptions import GenevaError
 from flask_geneva.telemetry import tracing
@@ -38,11 +41,14 @@ __all__ = [
     "CREATE_ATTEMPTS",
     "DUPLICATE_MESSAGE",
     "create_workflow",
+    "database_unavailable",
     "duplicate_error",
     "is_unique_ongoing_violation",
     "new_workflow",
     "schedule_first_step",
 ]
+
+_log = module_logger("flask_geneva")
 
 DUPLICATE_MESSAGE = "An ongoing workflow of this type already exists for this hero"
 
@@ -87,6 +93,11 @@ def create_workflow(
             (R-DL-02).
         GenevaError: A deadline applies and the ``add_workflow_deadlines``
             unit is missing (R-DL-50); nothing is written.
+        DatabaseUnavailableError: The connection failed: the server refused
+            it, or it gave no answer within the connection's timeouts
+            (``GENEVA_CONNECTION_TIMEOUT``, a network cut). Nothing was written,
+            unless ``outcome_unknown`` (the COMMIT itself failed). The session
+            was rolled back when this call owned its commit (R-FLT-50..53).
     """
     if "__geneva_type__" not in workflow_cls.__dict__:
         raise TypeError(
@@ -102,18 +113,26 @@ def create_workflow(
             "model instance>, or set may_proceed_without_hero = True on "
             f"{workflow_cls.__name__} for a workflow without one (R-HERO-06)"
         )
-    deadline_at = _deadline_at(session, workflow_cls, deadline)
-    with tracing.ending(traces.start_create(workflow_cls)) as traced:  # R-OTEL-10
-        return _create_workflow(
-            session,
-            workflow_cls,
-            hero,
-            allow_multiple,
-            step_job_options,
-            commit,
-            deadline_at,
-            traced,
-        )
+    owns_commit = commit and not transactions.caller_began_transaction(session)
+    try:
+        deadline_at = _deadline_at(session, workflow_cls, deadline)
+        with tracing.ending(traces.start_create(workflow_cls)) as traced:  # R-OTEL-10
+            return _create_workflow(
+                session,
+                workflow_cls,
+                hero,
+                allow_multiple,
+                step_job_options,
+                commit,
+                deadline_at,
+                traced,
+            )
+    except sa_exc.DBAPIError as error:
+        if not connection_timeouts.connection_failure(error):
+            raise
+        raise database_unavailable(
+            session, workflow_cls, error, owns_commit=owns_commit
+        ) from error
 
 
 def _create_workflow(
@@ -175,9 +194,71 @@ def _create_workflow(
     if commit and not joined:
         # The records of its commit and first publication name it (R-OLOG-02).
         with log_fields.logging_about(workflow_log_fields(workflow)):
-            session.commit()
+            try:
+                session.commit()
+            except sa_exc.DBAPIError as error:
+                if not connection_timeouts.connection_failure(error):
+                    raise
+                raise database_unavailable(
+                    session, workflow_cls, error, owns_commit=True, in_commit=True
+                ) from error
             context_of(session).run_queued_tasks()
     return workflow
+
+
+def database_unavailable(
+    session: orm.Session,
+    workflow_cls: Any,
+    error: sa_exc.DBAPIError,
+    *,
+    owns_commit: bool,
+    in_commit: bool = False,
+) -> DatabaseUnavailableError:
+    """The error of a ``create()`` whose connection failed (R-FLT-50..53).
+
+    Rolls ``session`` back first when the call owned its commit (the
+    transaction it would have committed died with its connection), so the
+    session can be used again; otherwise the caller's transaction is left to
+    the caller, and the message says to roll it back.
+
+    Args:
+        session: The session ``create()`` ran in.
+        workflow_cls: The workflow class being created.
+        error: SQLAlchemy's error (see
+            :func:`~flask_geneva.db.connection_timeouts.connection_failure`).
+        owns_commit: ``create()`` was to commit the session itself.
+        in_commit: The COMMIT failed: the outcome is unknown.
+    """
+    if owns_commit:
+        try:
+            session.rollback()
+        except sa_exc.SQLAlchemyError as rollback_error:  # never hide the cause
+            _log.debug("rollback after a failed connection failed: %s", rollback_error)
+    timeout = context_of(session).settings.connection_timeout
+    bound = (
+        f"GENEVA_CONNECTION_TIMEOUT is {timeout.total_seconds():g} s"
+        if timeout is not None
+        else "GENEVA_CONNECTION_TIMEOUT is None: the engine's own timeouts apply"
+    )
+    if in_commit:
+        outcome = (
+            "the COMMIT got no answer, so the workflow may or may not be stored: "
+            "look it up before creating it again"
+        )
+    elif owns_commit:
+        outcome = "nothing was written and the session was rolled back"
+    else:
+        outcome = (
+            "nothing was written; the session's transaction lost its connection: "
+            "roll it back"
+        )
+    return DatabaseUnavailableError(
+        f"could not create a {workflow_cls.__name__} workflow: the database "
+        f"refused the connection or stopped answering "
+        f"({connection_timeouts.describe_failure(error)}); {outcome} ({bound}; "
+        "R-FLT-50)",
+        outcome_unknown=in_commit,
+    )
 
 
 def _deadline_at(

@@ -17,6 +17,7 @@ from flask_geneva.core import transactions
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.heroes import hero_type_of
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.db import connection_timeouts
 from flask_geneva.db import mysql as mysql_isolation
 from flask_geneva.db import sqlite as sqlite_locking
 from flask_geneva.db.queries import models as model_queries
@@ -221,6 +222,10 @@ class Geneva(ScheduleRegistry):
                 self.db.engines,
                 app.config,
                 read_committed=config.mysql_read_committed,
+            )
+            # A network cut fails connections within seconds (R-FLT-40).
+            connection_timeouts.set_up_engines(
+                self.db.engines, app.config, timeout=config.connection_timeout
             )
 
         from flask_geneva.ext import autogenerate

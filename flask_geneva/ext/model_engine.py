@@ -40,7 +40,7 @@ from flask_geneva.engine.operators import resume as operator_resume
 from flask_geneva.engine.operators import resume_at as operator_resume_at
 from flask_geneva.engine.operators import run_now as operator_run_now
 from flask_geneva.engine.transitions import table as transitions
-from flask_geneva.engine.workers import registry as worker_registry
+from flask_geneva.engine.workers import step_heartbeats
 from flask_geneva.engine.workflow_signals import delivery as workflow_signals
 from flask_geneva.engine.workflow_signals import heroes as hero_signals
 from flask_geneva.ext.app_state import current_context
@@ -144,8 +144,9 @@ def _transition_to(workflow: Any, state: str, attributes: dict[str, Any]) -> Non
 
 
 def _heartbeat(workflow: Any) -> bool:
-    """See :func:`flask_geneva.engine.workers.registry.heartbeat_now` (R-WRK-11)."""
-    return worker_registry.heartbeat_now(_bound_session(workflow))
+    """See :func:`flask_geneva.engine.workers.step_heartbeats.heartbeat_now`
+    (R-WRK-11, R-FLT-31)."""
+    return step_heartbeats.heartbeat_now(_bound_session(workflow))
 
 
 def _max_cursor_size() -> int | None:

@@ -4,22 +4,26 @@ The engine takes an :class:`~flask_geneva.db.context.EngineContext`; these
 thin adapters build it from the current app (:func:`flask_geneva.ext.app_state.
 current_context`, which applies changed settings first, R-CFG-02) and call the
 engine: :class:`Executor` runs one step execution, :func:`run_housekeeping`
-one housekeeping pass, :func:`dispatch_due` one dispatcher pass.
+one housekeeping pass, :func:`dispatch_due` one dispatcher pass,
+:func:`start_workflow` an operator's start of a workflow (R-ADM-201).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from typing import Unpack
 
 from sqlalchemy import orm
 
+from flask_geneva.core import transactions
 from flask_geneva.engine.executor import step as executor
 from flask_geneva.engine.operators import dispatcher
 from flask_geneva.engine.operators import housekeeping
+from flask_geneva.engine.operators import start
 from flask_geneva.ext.app_state import current_context
 
-__all__ = ["Executor", "dispatch_due", "run_housekeeping"]
+__all__ = ["Executor", "dispatch_due", "run_housekeeping", "start_workflow"]
 
 
 class Executor:
@@ -89,3 +93,55 @@ def dispatch_due(session: orm.Session | None = None) -> int:
         GenevaConfigurationError: A ``GENEVA_*`` setting is invalid.
     """
     return dispatcher.dispatch_due(current_context(), session)
+
+
+def start_workflow(
+    workflow_cls: Any,
+    *,
+    hero: Any,
+    priority: int | None = None,
+    start_at: datetime | None = None,
+    actor: str | None = None,
+    via: str = "api",
+) -> Any:
+    """Start a workflow as an operator, audited (R-ADM-201); needs an app context.
+
+    Runs :func:`flask_geneva.engine.operators.start.start_workflow` in the
+    extension's session with the app's engine context: ``create()``'s path and
+    checks, and the operator action ``start`` in the same transaction. A
+    transaction the database aborted with a deadlock is run again, as the other
+    operator operations are (R-EXE-80).
+
+    Args:
+        workflow_cls: A concrete workflow class.
+        hero: A saved mapped instance (None only for a class with
+            ``may_proceed_without_hero``).
+        priority: The workflow's priority, an int, or None.
+        start_at: An aware datetime before which no step runs, or None.
+        actor: Who starts it, or None.
+        via: ``"api"``, ``"admin"`` or ``"cli"``.
+
+    Returns:
+        The new workflow, committed.
+
+    Raises:
+        RuntimeError: No app context is active.
+        DuplicateWorkflowError, StepConfigurationError, TypeError, ValueError,
+        GenevaError: As :func:`~flask_geneva.engine.operators.start.start_workflow`
+            says; nothing is written.
+    """
+    session = current_context().bind(workflow_cls.__geneva__.session)
+    return transactions.run_retrying_conflicts(
+        session,
+        lambda: start.start_workflow(
+            session,
+            workflow_cls,
+            hero=hero,
+            priority=priority,
+            start_at=start_at,
+            actor=actor,
+            via=via,
+        ),
+        commit=True,
+        what=f"start of a {workflow_cls.__name__} workflow",
+    )

@@ -7,8 +7,8 @@ exist, an ``async def`` or wrongly shaped method behind a name, a subclass
 override that changed a step method's shape, and a class that declares no step
 without being marked ``__geneva_abstract__ = True`` (R-CFG-05), a limit's
 ``key="no_such_method"``, and two different limits of one name, across classes
-(R-LIM-04). Every problem
-of every class is collected and reported in one
+(R-LIM-04), and an ``admin_startable`` that is not a bool (R-ADM-200). Every
+problem of every class is collected and reported in one
 :class:`~flask_geneva.exceptions.GenevaConfigurationError`, so a deployment
 fails at start-up instead of pausing workflows when the step runs. Pure code: no
 database.
@@ -63,6 +63,13 @@ def check_workflow_class(cls: type[Any]) -> list[str]:
             f"{label}: declares no steps; declare them with @step, or mark a base "
             "class with __geneva_abstract__ = True (a workflow of a class without "
             "steps is finished at creation, R-WF-12)"
+        )
+    startable = getattr(cls, "admin_startable", True)
+    if not isinstance(startable, bool):
+        # R-ADM-200: a truthy string or None would decide the admin's form.
+        problems.append(
+            f"{label}: admin_startable must be True or False, got {startable!r} "
+            f"({type(startable).__name__})"
         )
     for definition in definitions.steps.registered:
         where = f"{label}: step {definition.name!r}"

@@ -2,20 +2,24 @@
 
 Task names are fixed strings so that moving a module never orphans queued
 messages. Step tasks have no Celery autoretry: retries are the workflow's business
-(R-JOB-22).
+(R-JOB-22); only a claim that lost its database connection is retried by Celery,
+nothing of the step having run (R-FLT-02).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
 from flask import Flask
 from flask import has_app_context
 
+from flask_geneva.core import database_outages
 from flask_geneva.core import publications
 from flask_geneva.core.tagged_logging import TaggedLoggerAdapter
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.exceptions import ClaimFailedError
 from flask_geneva.ext import soft_limit_counting
 
 __all__ = [
@@ -25,6 +29,7 @@ __all__ = [
     "connect_worker_shutdown",
     "perform_step_execution",
     "register_tasks",
+    "retry_claim",
     "task_logger",
 ]
 
@@ -100,6 +105,11 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
 
         worker_processes.watch_app(app)
     connect_worker_shutdown()
+    # A worker survives a broker restart (R-FLT-60); the module imports Celery's
+    # worker, which only a Celery app's registration needs.
+    from flask_geneva.ext import broker_consumer
+
+    broker_consumer.use_geneva_consumer(celery)
     if getattr(celery, _REGISTERED_ATTRIBUTE, False):
         # Registering again would only re-create the same tasks; Celery warns
         # (DuplicateTaskNameWarning) when a name gets a second callable.
@@ -107,11 +117,14 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     setattr(celery, _REGISTERED_ATTRIBUTE, True)
 
     def perform_step(task: Any, step_execution_id: Any) -> None:
-        """Run one step execution by id (R-JOB-20..22)."""
+        """Run one step execution by id (R-JOB-20..22, R-FLT-02)."""
         # A soft time limit the body catches is still a timeout (R-STO-10).
         soft_limit_counting.count_soft_time_limits()
         with _app_context(task.app):
-            perform_step_execution(step_execution_id, logger=task_logger(task))
+            try:
+                perform_step_execution(step_execution_id, logger=task_logger(task))
+            except ClaimFailedError as failed:
+                retry_claim(task, failed)
 
     # shared=False: a shared task would be added to every Celery app created
     # later in the process, and registering it there again is a duplicate.
@@ -148,6 +161,54 @@ def register_tasks(celery: Any, *, geneva: Any, app: Flask | None) -> None:
     celery.task(name=HOUSEKEEPING_TASK, bind=True, ignore_result=True, shared=False)(
         housekeeping
     )
+
+
+def retry_claim(task: Any, failed: ClaimFailedError) -> None:
+    """Retry a step task whose claim lost its database connection (R-FLT-02).
+
+    Celery's own retry (``task.retry(countdown=...)``): the delivery is
+    published again with the next wait of :func:`~flask_geneva.core.
+    database_outages.claim_retry_delays` for ``GENEVA_WORKER_DEAD_AFTER`` and
+    acknowledged, so the worker goes on with other deliveries meanwhile. After
+    the last wait the task ends without an error and the execution, still
+    ``scheduled``, is left to the dispatcher (R-FLT-20), which publishes it
+    again. Under Celery's eager mode nothing is retried: ``failed`` is raised.
+
+    Args:
+        task: The bound ``perform_step`` task.
+        failed: What the executor raised.
+
+    Raises:
+        celery.exceptions.Retry: The retry was published (Celery's signal to
+            end this delivery).
+        ClaimFailedError: ``failed``, under eager mode.
+    """
+    from flask_geneva.ext.app_state import current_context
+
+    request = task.request
+    if getattr(request, "is_eager", False):
+        raise failed
+    delays = database_outages.claim_retry_delays(
+        current_context().settings.worker_dead_after
+    )
+    retries = int(getattr(request, "retries", 0) or 0)
+    if retries >= len(delays):
+        task_logger(task).warning(
+            "the claim of step execution %s lost its database connection %d "
+            "times; leaving it scheduled for the dispatcher (R-FLT-20)",
+            failed.step_execution_id,
+            retries + 1,
+        )
+        return
+    countdown = delays[retries]
+    task_logger(task).info(
+        "retrying the delivery of step execution %s in %g s (retry %d of %d, R-FLT-02)",
+        failed.step_execution_id,
+        countdown,
+        retries + 1,
+        len(delays),
+    )
+    raise task.retry(countdown=countdown, max_retries=len(delays), exc=failed)
 
 
 def _node_name(task: Any) -> str | None:
@@ -248,17 +309,40 @@ def beat_schedule(
 
     Returns:
         ``{entry name: {"task": name, "schedule": seconds}}``.
+
+    Raises:
+        ValueError: An interval is not a positive, finite number of seconds
+            (a bool, a str, None, 0, NaN).
     """
     return {
         "flask-geneva-dispatch-due": {
             "task": publications.DISPATCH_DUE_TASK,
-            "schedule": float(dispatch_interval_seconds),
+            "schedule": _interval(
+                dispatch_interval_seconds, "dispatch_interval_seconds"
+            ),
         },
         "flask-geneva-housekeeping": {
             "task": HOUSEKEEPING_TASK,
-            "schedule": float(housekeeping_interval_seconds),
+            "schedule": _interval(
+                housekeeping_interval_seconds, "housekeeping_interval_seconds"
+            ),
         },
     }
+
+
+def _interval(value: object, name: str) -> float:
+    """A beat entry's interval: a positive, finite number of seconds (R-FLT-72)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            f"{name} must be a positive number of seconds, got {value!r} "
+            f"({type(value).__name__})"
+        )
+    return float(value)
 
 
 def celery_defaults(

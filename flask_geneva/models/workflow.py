@@ -21,6 +21,7 @@ from typing import Self
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva.core.keys import lookup_key
 from flask_geneva.core.tagged_logging import workflow_logger
 from flask_geneva.db.column_types import as_dict
 from flask_geneva.db.optional_columns import optional_columns
@@ -52,8 +53,10 @@ class WorkflowMixin(WorkflowChildren, WorkflowActions):
     attributes read by the engine: ``__geneva_type__`` (stable STI identity,
     default ``__qualname__``, R-STI-05), ``__geneva_abstract__`` (True on a base
     class that declares no steps of its own; not inherited, R-CFG-05),
-    ``may_proceed_without_hero`` (R-HERO-05), ``default_job_options``,
-    ``cancel_conditions``, ``exception_policies`` (SPEC §15.2).
+    ``may_proceed_without_hero`` (R-HERO-05), ``admin_startable`` (False keeps
+    the class out of the admin's "Start a workflow" form, R-ADM-200),
+    ``default_job_options``, ``cancel_conditions``, ``exception_policies``
+    (SPEC §15.2).
     """
 
     __geneva__: ClassVar[Any]
@@ -62,6 +65,9 @@ class WorkflowMixin(WorkflowChildren, WorkflowActions):
     #: Whether the class or a parent defines ``__init__`` (set per subclass).
     __geneva_defines_init__: ClassVar[bool] = False
     may_proceed_without_hero: ClassVar[bool] = False
+    #: Whether operators may start a workflow of this class from the admin
+    #: (R-ADM-200); inherited; checked to be a bool at start-up (R-CFG-03).
+    admin_startable: ClassVar[bool] = True
 
     if TYPE_CHECKING:
         # The columns build_models maps, for type checkers (see docs: Typing).
@@ -168,8 +174,24 @@ class WorkflowMixin(WorkflowChildren, WorkflowActions):
 
     @classmethod
     def get(cls, workflow_id: Any) -> Self | None:
-        """Return the workflow with this id (polymorphic, R-STI-02), or None."""
-        return cls._session().get(cls, workflow_id)
+        """Return the workflow with this id (polymorphic, R-STI-02), or None.
+
+        Args:
+            workflow_id: Its key, an int (a UUID with ``key_type="uuid"``), or
+                the key's text (``"42"``).
+
+        Returns:
+            The workflow, or None when none has that key (an int no key can be,
+            0 or beyond 64 bits, included).
+
+        Raises:
+            TypeError: ``workflow_id`` is no key nor text (None, a bool, a
+                float, bytes); the message names it and the allowed keys
+                (R-FLT-72).
+            ValueError: Text that is no key (``"abc"``, ``"-1"``).
+        """
+        key = lookup_key(workflow_id, cls.__geneva__.key_type)
+        return None if key is None else cls._session().get(cls, key)
 
     @classmethod
     def ongoing(cls) -> sa.Select[Any]:

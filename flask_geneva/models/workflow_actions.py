@@ -399,14 +399,17 @@ class WorkflowActions:
         the GIL between calls, say); a resumable step's ``checkpoint()``
         counts as one. Outside a registered worker process it does nothing.
 
-        Never fails the step for the write: when the database refuses it (a
-        blip), a warning is logged and False returned; the heartbeat thread
-        keeps trying.
+        Never fails the step for the write, nor waits for it longer than
+        ``GENEVA_HEARTBEAT_TIMEOUT`` (default 5 s): the write runs in a thread
+        and on a connection of its own, never this step's session. When the
+        database refuses it (a blip) or does not answer in time (a network
+        cut), a warning is logged and False returned, and the step goes on;
+        the heartbeat thread keeps trying (R-WRK-11, R-FLT-31).
 
         Returns:
-            True if a heartbeat was written, False when this process is no
-            registered worker (or the database has no worker registry), or the
-            write failed.
+            True if a heartbeat was written during the call; False when this
+            process is no registered worker (or the database has no worker
+            registry), the write failed, or it got no answer in time.
         """
         written: bool = model_engine().heartbeat(self)
         return written

@@ -72,13 +72,18 @@ def test_deferred_job_and_doubled_badges_read_plainly(client):
 
 
 def test_step_plan_policy_and_wait_are_in_words(client):
-    """The step plan shows "default: pause" and a wait of "1 h", not reprs (R-ADM-43)."""
+    """The step plan shows the default policy in words and a wait of "1 h", not
+    reprs (R-ADM-43, R-ADM-123)."""
     workflow = ready_workflow()
     text = client.get(detail_url(workflow.id)).get_data(as_text=True)
     plan = re.search(r'geneva-plan">(.*?)</table>', text, re.S).group(1)
     assert "<td>1 h</td>" in plan
     assert "0:" not in plan
-    assert plan.count("<div>default: pause</div>") == 2
+    default = (
+        "<div>default: pause — for any error — not reported: no error reporter "
+        "is configured (report: always)</div>"
+    )
+    assert plan.count(default) == 2
     assert "ExceptionPolicy" not in plan
 
 

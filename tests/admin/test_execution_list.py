@@ -57,6 +57,7 @@ def test_columns_and_links(client):
         "Next run",
         "Started",
         "Finished",
+        "Cursor",
         "Error",
     ]
     cells = re.search(
@@ -71,11 +72,12 @@ def test_columns_and_links(client):
     for cell, column in ((cells[6], "started_at"), (cells[7], "finished_at")):
         assert f'title="{presenters.format_time(row[column])}"' in cell
         assert cell.startswith('<time class="geneva-time" datetime="')
-    assert '<strong class="geneva-error-class">RuntimeError</strong>' in cells[8]
+    assert cells[8] == ""  # no cursor (R-ADM-126)
+    assert '<strong class="geneva-error-class">RuntimeError</strong>' in cells[9]
     assert (
         '<span class="geneva-error-message">'
         "&lt;script&gt;alert(&#39;boom&#39;)&lt;/script&gt;</span>"
-    ) in cells[8]
+    ) in cells[9]
 
 
 def test_a_scheduled_execution_shows_when_it_runs_next(client):

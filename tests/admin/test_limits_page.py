@@ -130,13 +130,15 @@ def test_an_unusable_filter_is_ignored_with_a_note(client, geneva_jobs):
 
 
 def test_more_keys_than_shown_says_how_many_more(client, monkeypatch, geneva_jobs):
-    """R-LIM-45: past the cap (lowered to 2 here), "… N more keys"."""
+    """R-LIM-45: past the cap (lowered to 2 here), "… N more keys"; the page
+    says how many keys match in all, as every list does (R-ADM-127)."""
     monkeypatch.setattr(limit_reads, "MAX_OVERVIEW_KEYS", 2)
     for number in range(5):
         set_key("admin-partner-api", f"tenant-{number}", running=1)
     page = _page(client, LIMITS_URL + "?limit=admin-partner-api")
     assert len(_keys_in_order(page)) == 2
     assert "… 3 more keys" in page
+    assert '<p class="geneva-match-count">5 limit keys match.</p>' in page
 
 
 def test_a_keys_page_lists_its_waiters_granted_first_then_in_grant_order(

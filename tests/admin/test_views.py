@@ -72,7 +72,10 @@ def test_detail_shows_plan_timeline_and_policy_sentence(client):
     workflow = failed_workflow()
     text = client.get(detail_url(workflow.id)).get_data(as_text=True)
     assert '<tr class="geneva-plan--current">' in text
-    assert "Policy: pause — default policy — not reported (always)" in text
+    assert (
+        "Policy: pause — default policy — not reported: no error reporter is "
+        "configured (report: always)" in text
+    )
     assert '<details class="geneva-backtrace">' in text
 
 
@@ -108,7 +111,8 @@ def test_operator_action_without_an_execution_shows_a_dash_not_none(client):
 
 
 def test_resumable_chain_shows_each_cursor(client):
-    """A resumable step's chain lists each execution with its cursor and interrupt reason (R-ADM-12)."""
+    """A resumable step's chain lists each execution with its outcome, its
+    labelled cursor and interrupt reason (R-ADM-12, R-ADM-126)."""
     workflow = paused_resumable_workflow()
     rows = execution_rows(workflow.id)
     text = client.get(detail_url(workflow.id)).get_data(as_text=True)
@@ -118,8 +122,12 @@ def test_resumable_chain_shows_each_cursor(client):
         f'continues <a href="/geneva/step-executions/{rows[0]["id"]}">'
         f"{rows[0]['id']}</a>" in chain
     )
-    assert "interrupted: max_iterations, 2 iterations" in chain
-    assert '<pre class="geneva-cursor">' in chain
+    assert "interrupted: max_iterations after 2 iterations" in chain
+    assert "geneva-badge--continued" in chain
+    assert re.search(
+        r'<span class="geneva-chain-label">cursor:</span>\s*<pre class="geneva-cursor">',
+        chain,
+    )
 
 
 def test_resume_from_the_beginning_creates_a_successor_with_an_empty_cursor(client):

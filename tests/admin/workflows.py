@@ -52,3 +52,13 @@ class AdminSignalWait(geneva.Workflow):
     @step
     def done(self):
         pass
+
+
+class AdminInternal(geneva.Workflow):
+    """A class operators may not start from the admin (R-ADM-200)."""
+
+    admin_startable = False
+
+    @step
+    def only(self):
+        pass

@@ -26,6 +26,7 @@ from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.workflow import execution_rows
 from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 
 class GatewayTimeout(Exception):
@@ -153,3 +154,56 @@ def seed_admin() -> dict[str, str]:
         "class_page": "/geneva/class/ChargeCustomer",
         "error_404": "/geneva/workflows/999999",
     }
+
+
+def throughput_pattern(now: Any) -> list[tuple[Any, str, str]]:
+    """A day of finished executions for the overview's charts (R-ADM-130), as
+    :func:`tests.admin.support.store_finished` takes them: each minute of the
+    last hour 3 to 7 succeeded, a reattempt every 4 minutes and a failure every
+    13; each earlier hour of the day 20 to 79 succeeded, 0 to 2 reattempted, a
+    failure every 7 hours and a cancel every 5. About 2,000 rows."""
+    rows: list[tuple[Any, str, str]] = []
+    minute = now.replace(second=0, microsecond=0)
+    for back in range(60):
+        start = minute - timedelta(minutes=back)
+        at = [start + timedelta(seconds=1 + 7 * n) for n in range(8)]
+        if start + timedelta(seconds=57) > now:
+            at = [now - timedelta(milliseconds=10)] * 8  # the minute under way
+        rows += [(at[n], "completed", "success") for n in range(3 + back * 7 % 5)]
+        if back % 4 == 0:
+            rows.append((at[-1], "completed", "reattempted"))
+        if back % 13 == 0:
+            rows.append((at[-2], "failed", "failed"))
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    for back in range(1, 24):
+        start = hour - timedelta(hours=back)
+        count = 20 + back * 37 % 60
+        at = [start + timedelta(seconds=3600 * n / count) for n in range(count)]
+        rows += [(moment, "completed", "success") for moment in at]
+        rows += [(at[n], "completed", "reattempted") for n in range(back % 3)]
+        if back % 7 == 0:
+            rows.append((at[0], "failed", "failed"))
+        if back % 5 == 0:
+            rows.append((at[1], "canceled", "canceled"))
+    return rows
+
+
+def seed_throughput() -> dict[str, str]:
+    """A finished workflow with :func:`throughput_pattern`'s executions and one
+    running its step, beside :func:`seed_admin`'s (the overview at a glance,
+    R-ADM-130..131); returns the overview's URL path."""
+    from tests.admin.support import store_finished
+
+    now = clock.now()
+    done = AdminTwoStep.create(hero=new_user("throughput@example.com"))
+    perform_next_step(done)
+    update_execution(execution_rows(done.id)[-1]["id"], scheduled_for=now)
+    perform_next_step(done)
+    store_finished(done.id, throughput_pattern(now))
+    running = AdminTwoStep.create(hero=new_user("running@example.com"))
+    update_execution(
+        execution_rows(running.id)[0]["id"], state="in_progress", started_at=now
+    )
+    update_workflow(running.id, state="performing")
+    db.session.remove()
+    return {"overview": "/geneva/"}

@@ -102,7 +102,7 @@ def _cursor_text(after: int) -> str:
 
 
 def test_resumable_chain_shows_each_execution_with_its_own_cursor(live_url, page):
-    """The chain section lists every execution of the chain, each with its own cursor and the execution it continues (R-ADM-12)."""
+    """The chain section lists every execution of the chain, each with its own labelled cursor and the execution it continues (R-ADM-12, R-ADM-126)."""
     workflow_id, ids = _pager_chain()
 
     page.goto(f"{live_url}/geneva/workflows/{workflow_id}")
@@ -119,7 +119,8 @@ def test_resumable_chain_shows_each_execution_with_its_own_cursor(live_url, page
         else:
             assert "continues" not in text
         if index < 3:
-            assert "interrupted: max_iterations, 1 iteration\n" in text + "\n"
+            # Labelled values: why it stopped, then its cursor (R-ADM-126).
+            assert "interrupted: max_iterations after 1 iteration\ncursor: " in text
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "workflow_detail_chain.png"), full_page=True)
     assert page.geneva_dialogs == []
@@ -173,11 +174,11 @@ def test_chain_entries_link_the_execution_they_continue(live_url, page):
 #: The sentences of the three decisions, as describe_policy_decision writes them.
 FLAKY_SENTENCES = [
     f"reattempt 1 of 2 in 30 s — class-level policy #1 for {__name__}.BrowserTimeout"
-    " — not reported (always)",
+    " — not reported: no error reporter is configured (report: always)",
     f"reattempt 2 of 2 in 30 s — class-level policy #1 for {__name__}.BrowserTimeout"
-    " — not reported (always)",
+    " — not reported: no error reporter is configured (report: always)",
     f"pause (terminal) — class-level policy #1 for {__name__}.BrowserTimeout"
-    " — not reported (always)",
+    " — not reported: no error reporter is configured (report: always)",
 ]
 
 

@@ -343,3 +343,33 @@ def test_abstract_is_not_inherited(geneva, tmp_path):
         _init(geneva, tmp_path)
     del geneva.workflow_classes["Child"]
     _init(geneva, tmp_path)  # the abstract base alone is fine
+
+
+def test_admin_startable_must_be_a_bool(geneva, tmp_path):
+    """admin_startable is a class attribute checked at init_app: a value that is
+    not True or False is a problem naming the class and the value; inherited
+    booleans are fine (R-ADM-200, R-CFG-03)."""
+
+    class Hidden(geneva.Workflow):
+        admin_startable = False
+
+        @step
+        def only(self):
+            return None
+
+    class HiddenChild(Hidden):
+        pass
+
+    class Vague(geneva.Workflow):
+        admin_startable = "no"
+
+        @step
+        def only(self):
+            return None
+
+    with pytest.raises(GenevaConfigurationError) as caught:
+        _init(geneva, tmp_path)
+    message = str(caught.value)
+    assert "Vague: admin_startable must be True or False, got 'no' (str)" in message
+    assert "Hidden" not in message
+    assert HiddenChild.admin_startable is False

@@ -85,6 +85,22 @@ def test_unknown_key_type_is_rejected():
         ("GENEVA_STUCK_SCHEDULED_THRESHOLD", 0, "must be positive, got 0"),
         ("GENEVA_DISPATCH_INTERVAL", 0, "GENEVA_DISPATCH_INTERVAL must be positive"),
         ("GENEVA_PUBLISH_TIMEOUT", 0, "GENEVA_PUBLISH_TIMEOUT must be positive"),
+        # R-FLT-31, R-FLT-40
+        ("GENEVA_HEARTBEAT_TIMEOUT", 0, "GENEVA_HEARTBEAT_TIMEOUT must be positive"),
+        (
+            "GENEVA_HEARTBEAT_TIMEOUT",
+            120,
+            "GENEVA_HEARTBEAT_TIMEOUT (120 s) must be at most GENEVA_WORKER_DEAD_AFTER "
+            "(60 s)",
+        ),
+        (
+            "GENEVA_CONNECTION_TIMEOUT",
+            0.5,
+            "GENEVA_CONNECTION_TIMEOUT must be None (leave the engines' connections "
+            "as they are) or from 1 second to 1 hour (a timedelta or seconds), "
+            "got 0.5",
+        ),
+        ("GENEVA_CONNECTION_TIMEOUT", "10s", "must be a timedelta or a number"),
         ("GENEVA_PUBLISH_TIMEOUT", "5s", "must be a timedelta or a number of seconds"),
         ("GENEVA_MAX_BROKER_DELAY", -1, "must be non-negative, got -1"),
         (
@@ -107,7 +123,8 @@ def test_unknown_key_type_is_rejected():
         (
             "GENEVA_DEFAULT_QUEUE",
             42,
-            "GENEVA_DEFAULT_QUEUE must be a non-empty str or None, got 42",
+            "GENEVA_DEFAULT_QUEUE must be a non-empty str of at most 255 bytes of "
+            "UTF-8 without NUL characters, or None, got 42",
         ),
         ("GENEVA_ENQUEUE_AFTER_COMMIT", "yes", "must be True or False, got 'yes'"),
         (

@@ -8,10 +8,12 @@ import pytest
 import sqlalchemy as sa
 
 from flask_geneva import step
+from flask_geneva.ext.tasks import beat_schedule
 from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.common_workflows import EmptyOneStep
+from tests.support.refusals import assert_clear_refusal
 
 
 class TasksTwoSteps(geneva.Workflow):
@@ -215,3 +217,27 @@ def test_beat_schedule_runs_the_dispatcher():
             "schedule": 1800.0,
         },
     }
+
+
+@pytest.mark.parametrize(
+    "value", [0, -5, float("nan"), float("inf"), True, None, "30", [30]]
+)
+@pytest.mark.parametrize(
+    "keyword", ["dispatch_interval_seconds", "housekeeping_interval_seconds"]
+)
+def test_beat_schedule_refuses_an_interval_that_is_no_positive_number(value, keyword):
+    """beat_schedule() refuses an interval beat could not run (zero, negative, NaN, infinite, a bool, text), naming the keyword and the value (R-FLT-72)."""
+    with pytest.raises(ValueError, match="positive number of seconds") as raised:
+        beat_schedule(**{keyword: value})
+    assert_clear_refusal(
+        raised.value, f"{keyword} must be a positive number of seconds", repr(value)
+    )
+
+
+def test_beat_schedule_takes_positive_seconds():
+    """Ints and floats are taken as seconds (R-FLT-72)."""
+    entries = beat_schedule(
+        dispatch_interval_seconds=2, housekeeping_interval_seconds=0.5
+    )
+    assert entries["flask-geneva-dispatch-due"]["schedule"] == 2.0
+    assert entries["flask-geneva-housekeeping"]["schedule"] == 0.5

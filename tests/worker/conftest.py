@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.own_brokers import OwnRabbitMQ
+from tests.support.own_brokers import OwnRedis
 from tests.support.worker_harness import WORKER_APP
 from tests.support.worker_harness import WORKER_OPTIONS
 from tests.support.worker_harness import Processes
@@ -54,6 +56,24 @@ def _dispose_worker_test_apps() -> Iterator[None]:
 def broker_url() -> str:
     """The broker URL; skip (locally) or fail (CI) when unset."""
     return required_url("GENEVA_TEST_BROKER_URL")
+
+
+@pytest.fixture
+def own_redis(processes: Processes) -> Iterator[OwnRedis]:
+    """A Redis server of the test on a free port (not started yet); stopped (and
+    thawed) after it (tests/support/own_brokers.py)."""
+    server = OwnRedis(processes)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_rabbitmq(processes: Processes) -> Iterator[OwnRabbitMQ]:
+    """A RabbitMQ node of the test on free ports (not started yet); stopped after
+    it (tests/support/own_brokers.py)."""
+    node = OwnRabbitMQ(processes)
+    yield node
+    node.stop()
 
 
 @pytest.fixture

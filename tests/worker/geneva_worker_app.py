@@ -146,6 +146,87 @@ class BrokerOrdinary(basic.geneva.Workflow):
         self.hero.counter += 100
 
 
+def _sleeps_then_adds(seconds: float, amount: int) -> Any:
+    """A step body that sleeps ``seconds``, then adds ``amount`` to the hero's
+    counter."""
+
+    def body(workflow: Any) -> None:
+        import time
+
+        time.sleep(seconds)
+        workflow.hero.counter += amount
+
+    return body
+
+
+class BrokerRestartWork(basic.geneva.Workflow):
+    """Three steps adding 1, 10 and 100; the second waits 3 s, an eta message
+    that a worker holds unacknowledged while its consumer waits for more (the
+    broker restart tests)."""
+
+    __geneva_type__ = "BrokerRestartWork"
+    _steps = [
+        step.anonymous(adds(1), name="first"),
+        step.anonymous(adds(10), name="second", wait=timedelta(seconds=3)),
+        step.anonymous(adds(100), name="third"),
+    ]
+
+
+#: Seconds the steps of BrokerHoldOne and BrokerHoldTwo take: longer than a
+#: broker restart and the workers' reconnection.
+HOLD_SECONDS = 5.0
+
+
+class BrokerHoldOne(basic.geneva.Workflow):
+    """A step of HOLD_SECONDS on the queue ``restart-probe-1``, which one
+    worker alone consumes: it runs across the broker's restart and is
+    acknowledged after the reconnection."""
+
+    __geneva_type__ = "BrokerHoldOne"
+    _steps = [
+        step.anonymous(
+            _sleeps_then_adds(HOLD_SECONDS, 1000),
+            name="hold",
+            job_options={"queue": "restart-probe-1"},
+        )
+    ]
+
+
+class BrokerHoldTwo(basic.geneva.Workflow):
+    """BrokerHoldOne on the queue ``restart-probe-2``."""
+
+    __geneva_type__ = "BrokerHoldTwo"
+    _steps = [
+        step.anonymous(
+            _sleeps_then_adds(HOLD_SECONDS, 1000),
+            name="hold",
+            job_options={"queue": "restart-probe-2"},
+        )
+    ]
+
+
+class BrokerProbeOne(basic.geneva.Workflow):
+    """One quick step on the queue ``restart-probe-1``."""
+
+    __geneva_type__ = "BrokerProbeOne"
+    _steps = [
+        step.anonymous(
+            adds(1000), name="probe", job_options={"queue": "restart-probe-1"}
+        )
+    ]
+
+
+class BrokerProbeTwo(basic.geneva.Workflow):
+    """One quick step on the queue ``restart-probe-2``."""
+
+    __geneva_type__ = "BrokerProbeTwo"
+    _steps = [
+        step.anonymous(
+            adds(1000), name="probe", job_options={"queue": "restart-probe-2"}
+        )
+    ]
+
+
 if os.environ.get("GENEVA_TEST_WORKER_BROKER"):
     # What `celery -A tests.worker.geneva_worker_app:celery ...` loads.
     app, celery = app_from_environment()

@@ -9,14 +9,10 @@ are written to stderr (``-s`` shows them).
 
 from __future__ import annotations
 
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -24,10 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.support.common_workflows import WaitingThreeSteps
-from tests.support.worker_harness import Processes
 from tests.support.worker_harness import python_module
-from tests.support.worker_harness import required_program
-from tests.support.worker_harness import stop
 from tests.support.worker_harness import wait_for
 
 #: GENEVA_PUBLISH_TIMEOUT of these tests; celery_defaults() gets the same value.
@@ -36,78 +29,6 @@ PUBLISH_TIMEOUT = 3.0
 #: (forever, or once per row: 3 rows take 3 timeouts) with room for a loaded
 #: machine, where a database round trip can take a second.
 WITHIN_ONE_TRY = 2 * PUBLISH_TIMEOUT
-
-
-class OwnRedis:
-    """A ``redis-server`` of this test on a free loopback port."""
-
-    def __init__(self, processes: Processes) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
-        self.processes = processes
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.frozen = False
-
-    def start(self) -> None:
-        """Start the server and wait until it answers."""
-        import redis
-
-        self.process = self.processes.start(
-            [
-                required_program("redis-server"),
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.processes.directory),
-            ],
-            name="redis-server",
-        )
-        client = redis.Redis.from_url(self.url, socket_timeout=1)
-        wait_for(lambda: _answers(client), timeout=20, interval=0.05)
-
-    def stop(self) -> None:
-        """Stop the server: connections are refused from now on."""
-        if self.process is None:
-            return
-        self.thaw()
-        stop(self.process, timeout=10)
-        self.process = None
-
-    def freeze(self) -> None:
-        """SIGSTOP: the port still accepts connections, nothing answers."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
-        self.frozen = True
-
-    def thaw(self) -> None:
-        """SIGCONT after :meth:`freeze`."""
-        if self.process is not None and self.frozen:
-            self.process.send_signal(signal.SIGCONT)
-        self.frozen = False
-
-
-def _answers(client: Any) -> bool:
-    try:
-        return bool(client.ping())
-    except Exception:  # noqa: BLE001 - not up yet
-        return False
-
-
-@pytest.fixture
-def own_redis(processes: Processes) -> Iterator[OwnRedis]:
-    """A Redis server this test controls; stopped (and thawed) after it."""
-    required_program("redis-server")
-    server = OwnRedis(processes)
-    yield server
-    server.stop()
 
 
 @pytest.fixture

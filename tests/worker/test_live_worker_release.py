@@ -2,9 +2,10 @@
 
 Real Celery workers and databases: the run ends without finalize committing
 (finalize fails, or a BaseException escapes the step) while the worker lives on
-and heartbeats; its heartbeat thread releases the execution (worker_id NULL),
-and the age rule recovers it (R-HK-20, R-WRK-06). Before, it stayed
-``in_progress`` for as long as the worker lived.
+and heartbeats; its heartbeat thread releases the execution (worker_id NULL,
+job_id naming the worker), and recovery takes it: the next dispatcher run
+(R-FLT-11), and housekeeping's stuck criteria count it too (R-HK-20,
+R-WRK-06). Before, it stayed ``in_progress`` for as long as the worker lived.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from flask_geneva.db.queries.admin_filters import recency
 from flask_geneva.db.states import StepExecutionState
 
 __all__ = [
+    "count_execution_list",
     "count_executions",
     "count_failed_executions",
     "count_workflow_executions",
@@ -328,12 +329,14 @@ def execution_list_page(
     """One page of the executions list, newest id first (R-ADM-13).
 
     Returns:
-        ``(execution, workflow type)`` rows of executions matching ``criteria``
-        (conditions on either class), with every optional column.
+        ``(execution, workflow type, workflow state)`` rows of executions
+        matching ``criteria`` (conditions on either class), with every optional
+        column; the state tells a paused workflow's preserved execution
+        (R-ADM-120).
     """
     return list(
         session.execute(
-            sa.select(execution_cls, workflow_cls.type)
+            sa.select(execution_cls, workflow_cls.type, workflow_cls.state)
             .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
             .where(*criteria)
             .options(*undefer_options(session, None, execution_cls))
@@ -342,6 +345,33 @@ def execution_list_page(
             .offset(offset)
         ).all()
     )
+
+
+def count_execution_list(
+    session: orm.Session,
+    execution_cls: Any,
+    workflow_cls: Any,
+    criteria: Sequence[Any],
+    *,
+    cap: int,
+    join_workflows: bool,
+) -> int:
+    """How many executions the list's ``criteria`` match, reading at most
+    ``cap + 1`` of them (R-ADM-127, R-ADM-30).
+
+    Args:
+        join_workflows: Whether ``criteria`` name the workflows' columns (the
+            class filter); else the executions are counted alone.
+
+    Returns:
+        The count, or ``cap + 1`` when more than ``cap`` match.
+    """
+    statement = sa.select(execution_cls.id)
+    if join_workflows:
+        statement = statement.join(
+            workflow_cls, workflow_cls.id == execution_cls.workflow_id
+        )
+    return count_at_most(session, statement.where(*criteria), cap)
 
 
 def count_executions(

@@ -26,6 +26,7 @@ from flask_geneva.db.states import StepExecutionState
 __all__ = [
     "ERROR_SEARCH_DEPTH",
     "ERROR_STATES",
+    "RECOVERY_OUTCOMES",
     "IdAmong",
     "count_at_most",
     "error_class_matches",
@@ -182,27 +183,61 @@ def _has_recorded_error(execution_cls: Any) -> Any:
     )
 
 
+#: Outcomes of a completed execution that did its step's work: a later one of
+#: these means the workflow recovered from an earlier error (R-ADM-124).
+RECOVERY_OUTCOMES = ("success", "continued")
+
+
+def _later_than(later: Any, created_at: Any, execution_id: Any) -> Any:
+    """``later`` comes after ``(created_at, execution_id)`` in timeline order."""
+    return sa.or_(
+        later.created_at > created_at,
+        sa.and_(later.created_at == created_at, later.id > execution_id),
+    )
+
+
+def _recovered_since(
+    execution_cls: Any, workflow_id: Any, created_at: Any, execution_id: Any
+) -> Any:
+    """The workflow has a completed execution (outcome ``success`` or
+    ``continued``) after ``(created_at, execution_id)``: it recovered from
+    that error (R-ADM-124). Probed along the ``(workflow_id, created_at)``
+    index."""
+    later = orm.aliased(execution_cls)
+    return sa.exists().where(
+        later.workflow_id == workflow_id,
+        later.state == StepExecutionState.COMPLETED.value,
+        later.outcome.in_(RECOVERY_OUTCOMES),
+        _later_than(later, created_at, execution_id),
+    )
+
+
 def _latest_error(execution_cls: Any) -> sa.Select[Any]:
-    """Select executions with a recorded error and no later one of their workflow.
+    """Select executions with a recorded error, no later one of their workflow,
+    and no recovery since.
 
     "Recorded error" means ``error_message`` is set (R-SE-20) on a ``failed`` or
     ``skipped`` execution; "later" orders by ``created_at`` then ``id``, so
-    exactly one execution per workflow qualifies. Meant for a page of workflow
-    ids (the correlated check is probed per row).
+    at most one execution per workflow qualifies; a later completed execution
+    of any step (outcome ``success`` or ``continued``) clears it: the workflow
+    recovered (R-ADM-124). Meant for a page of workflow ids (the correlated
+    checks are probed per row).
     """
     later = orm.aliased(execution_cls)
     newer = sa.exists().where(
         later.workflow_id == execution_cls.workflow_id,
         _has_recorded_error(later),
-        sa.or_(
-            later.created_at > execution_cls.created_at,
-            sa.and_(
-                later.created_at == execution_cls.created_at,
-                later.id > execution_cls.id,
-            ),
-        ),
+        _later_than(later, execution_cls.created_at, execution_cls.id),
     )
-    return sa.select(execution_cls.id).where(_has_recorded_error(execution_cls), ~newer)
+    recovered = _recovered_since(
+        execution_cls,
+        execution_cls.workflow_id,
+        execution_cls.created_at,
+        execution_cls.id,
+    )
+    return sa.select(execution_cls.id).where(
+        _has_recorded_error(execution_cls), ~newer, ~recovered
+    )
 
 
 def latest_error_class_is(
@@ -211,8 +246,9 @@ def latest_error_class_is(
     """The condition "the workflow's latest recorded error has class ``class_name``".
 
     Same definition as the list's error column (:func:`latest_error_sources`),
-    written with ``ROW_NUMBER()`` so the database ranks the (few) executions with
-    a recorded error once instead of probing every workflow: on PostgreSQL with
+    a recovery clearing it (R-ADM-124), written with ``ROW_NUMBER()`` so the
+    database ranks the (few) executions with a recorded error once instead of
+    probing every workflow: on PostgreSQL with
     5,000,000 executions the filtered list stays well under R-ADM-30's 500 ms
     (``bench/admin.py``).
     """
@@ -220,6 +256,8 @@ def latest_error_class_is(
         sa.select(
             execution_cls.workflow_id,
             execution_cls.error_class_name,
+            execution_cls.created_at,
+            execution_cls.id,
             recency(execution_cls, execution_cls.workflow_id),
         )
         .where(_has_recorded_error(execution_cls))
@@ -230,6 +268,13 @@ def latest_error_class_is(
         sa.select(ranked.c.workflow_id).where(
             ranked.c.recency == 1,
             error_class_matches(ranked.c.error_class_name, class_name),
+            # A workflow that recovered has no latest error (R-ADM-124).
+            ~_recovered_since(
+                execution_cls,
+                ranked.c.workflow_id,
+                ranked.c.created_at,
+                ranked.c.id,
+            ),
         ),
     )
 

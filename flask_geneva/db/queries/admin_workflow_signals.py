@@ -5,8 +5,9 @@ them on the workflow page (R-WSIG-67) and in a list across workflows
 (R-WSIG-69); these are the only statements it runs on the table. Each read is
 bounded: a workflow's panel by a row limit along the ``(workflow_id, state,
 created_at)`` index's ``workflow_id`` prefix, the list by one page plus one row
-along the primary key (or ``created_at`` for UUID keys), with no ``COUNT(*)``
-(R-ADM-30). They never lock and never write (R-ADM-32).
+along the primary key (or ``created_at`` for UUID keys), and its match count
+by at most 10,001 rows: never an unbounded ``COUNT(*)`` (R-ADM-30). They
+never lock and never write (R-ADM-32).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva.db.queries.admin_filters import count_at_most
 from flask_geneva.db.states import StepExecutionState
 
 __all__ = [
+    "count_signal_list",
     "parked_workflow_ids",
     "signal_list_page",
     "signal_names_stored",
@@ -93,9 +96,83 @@ def signal_list_page(
     Returns:
         ``[(signal, workflow type or None, workflow state or None), ...]``.
     """
-    statement = sa.select(signal_cls, workflow_cls.type, workflow_cls.state).join(
-        workflow_cls, workflow_cls.id == signal_cls.workflow_id, isouter=True
+    statement = _filtered(
+        sa.select(signal_cls, workflow_cls.type, workflow_cls.state).join(
+            workflow_cls, workflow_cls.id == signal_cls.workflow_id, isouter=True
+        ),
+        signal_cls,
+        workflow_cls,
+        state=state,
+        name=name,
+        workflow_type=workflow_type,
+        received_from=received_from,
+        received_before=received_before,
+        received_until=received_until,
     )
+    if order_by_created_at:
+        statement = statement.order_by(
+            signal_cls.created_at.desc(), signal_cls.id.desc()
+        )
+    else:
+        statement = statement.order_by(signal_cls.id.desc())
+    rows = session.execute(statement.limit(limit).offset(offset)).all()
+    return [(row[0], row[1], row[2]) for row in rows]
+
+
+def count_signal_list(
+    session: orm.Session,
+    signal_cls: Any,
+    workflow_cls: Any,
+    *,
+    cap: int,
+    state: str | None = None,
+    name: str | None = None,
+    workflow_type: str | None = None,
+    received_from: datetime | None = None,
+    received_before: datetime | None = None,
+    received_until: datetime | None = None,
+) -> int:
+    """How many signals the list's filters match, reading at most ``cap + 1``
+    (R-ADM-127, R-ADM-30); the filters are :func:`signal_list_page`'s.
+
+    Returns:
+        The count, or ``cap + 1`` when more than ``cap`` match.
+    """
+    statement = sa.select(signal_cls.id)
+    if workflow_type is not None:
+        statement = statement.join(
+            workflow_cls, workflow_cls.id == signal_cls.workflow_id
+        )
+    return count_at_most(
+        session,
+        _filtered(
+            statement,
+            signal_cls,
+            workflow_cls,
+            state=state,
+            name=name,
+            workflow_type=workflow_type,
+            received_from=received_from,
+            received_before=received_before,
+            received_until=received_until,
+        ),
+        cap,
+    )
+
+
+def _filtered(
+    statement: Any,
+    signal_cls: Any,
+    workflow_cls: Any,
+    *,
+    state: str | None,
+    name: str | None,
+    workflow_type: str | None,
+    received_from: datetime | None,
+    received_before: datetime | None,
+    received_until: datetime | None,
+) -> Any:
+    """``statement`` with the signals list's filters (R-WSIG-69)."""
     if state is not None:
         statement = statement.where(signal_cls.state == state)
     if name is not None:
@@ -108,14 +185,7 @@ def signal_list_page(
         statement = statement.where(signal_cls.created_at < received_before)
     if received_until is not None:
         statement = statement.where(signal_cls.created_at <= received_until)
-    if order_by_created_at:
-        statement = statement.order_by(
-            signal_cls.created_at.desc(), signal_cls.id.desc()
-        )
-    else:
-        statement = statement.order_by(signal_cls.id.desc())
-    rows = session.execute(statement.limit(limit).offset(offset)).all()
-    return [(row[0], row[1], row[2]) for row in rows]
+    return statement
 
 
 def signal_names_stored(

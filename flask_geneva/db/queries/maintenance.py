@@ -387,13 +387,20 @@ def stuck_in_progress_candidates(
     batches as :func:`_candidates` explains (R-HK-20, R-HK-21). With the worker
     registry the criteria are :func:`stuck_in_progress_criteria`'s liveness
     rule; ``dead_workers_only`` keeps the executions that name a worker
-    (the dispatcher's quick pass, R-WRK-06).
+    and those a live worker released (the dispatcher's quick pass, R-WRK-06,
+    R-FLT-11).
     """
     criteria = stuck_in_progress_criteria(
         execution_cls, threshold, now, workers=workers, dead_after=dead_after
     )
     if dead_workers_only:
-        criteria.append(execution_cls.worker_id.is_not(None))
+        # R-FLT-11: and those a live worker released.
+        criteria.append(
+            sa.or_(
+                execution_cls.worker_id.is_not(None),
+                worker_rows.released_criterion(execution_cls),
+            )
+        )
     return _candidates(
         session,
         execution_cls,

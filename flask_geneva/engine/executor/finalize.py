@@ -10,7 +10,11 @@ R-EXE-70..77), and commits; then it sends the ``finalize`` signal, reports,
 and re-raises as ``reraise`` says (R-EXE-50). On PostgreSQL a Celery task's
 finalize of a completed body may instead send one guarded statement without
 the lock, falling back to the locked path when the guard fails (R-EXE-81). A
-deadlock victim starts over (R-EXE-80); the body never runs again.
+deadlock victim starts over (R-EXE-80), and so does an attempt that lost its
+database connection, for up to ``GENEVA_WORKER_DEAD_AFTER`` (R-FLT-10); the
+body never runs again. An execution found ended by someone else keeps the
+body's outcome as an audit (:mod:`~flask_geneva.engine.executor.superseded`,
+R-FLT-12).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Literal
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import database_outages
 from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db import counter_releases
 from flask_geneva.db import locks as row_locks
@@ -32,6 +37,7 @@ from flask_geneva.engine.children import settle as children_settle
 from flask_geneva.engine.executor import continuation
 from flask_geneva.engine.executor import hero_missing
 from flask_geneva.engine.executor import outcomes
+from flask_geneva.engine.executor import superseded
 from flask_geneva.engine.executor.continuation import InlineCheckFailed
 from flask_geneva.engine.executor.run import BodyResult
 from flask_geneva.engine.executor.run import StepRun
@@ -49,8 +55,10 @@ _log = module_logger("flask_geneva")
 
 #: How one finalize attempt settled the body's outcome: applied (the policy,
 #: if any, decides the re-raise), left to an operator's change (R-EXE-41/42),
-#: or a missing hero's cancel (R-HERO-07: nothing re-raised or reported).
-_Settled = Literal["applied", "left", "hero_gone"]
+#: a missing hero's cancel (R-HERO-07: nothing re-raised or reported), or
+#: found applied by an earlier attempt whose commit went through before its
+#: connection was lost (R-FLT-10: nothing more written, reported or re-raised).
+_Settled = Literal["applied", "left", "hero_gone", "committed"]
 
 #: What one finalize attempt committed: ``(workflow state, execution state)``,
 #: the policy result, and how the outcome was settled.
@@ -70,8 +78,9 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
         Exception: The body's exception after its policy was committed, when
             ``run.reraise`` asks for it (R-EXE-50).
         sqlalchemy.exc.SQLAlchemyError: Finalize failed, after the retries
-            of a deadlock (R-EXE-80); the execution stays ``in_progress`` for
-            recovery (R-WRK-18).
+            of a deadlock (R-EXE-80) or, for a lost database connection, once
+            ``GENEVA_WORKER_DEAD_AFTER`` passed (R-FLT-10/11); the execution
+            stays ``in_progress`` for recovery (R-WRK-18).
     """
     # The body may have bound a newer context (a geneva call of its own):
     # the outcome is written with the one this run started with (R-CFG-02).
@@ -80,9 +89,16 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
     error = body.error
     reports, running = len(run.reports), len(run.running)
 
-    def give_up(_: BaseException) -> None:
+    def give_up(failed: BaseException) -> None:
         if error is not None:
             task_failures.log_unrecorded(run.logger, error, "encountered")
+        if database_outages.connection_lost(failed) is not None:
+            run.logger.error(
+                "step execution %s stays in_progress without its outcome: this "
+                "worker releases it at its next heartbeat and the dispatcher "
+                "then recovers it (R-FLT-11)",
+                run.execution_id,
+            )
 
     optimistic = [body.kind == "completed"]
 
@@ -116,7 +132,14 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
 
     # R-EXE-80: a deadlock victim starts over in a fresh transaction that
     # locks, re-reads and re-checks the rows; the body is done. Any error
-    # (BaseException) is rolled back, retried or not.
+    # (BaseException) is rolled back, retried or not. R-FLT-10: so is an
+    # attempt that lost its database connection, for GENEVA_WORKER_DEAD_AFTER:
+    # the body's outcome is kept, never run again for a database restart.
+    outage = database_outages.OutageWindow(
+        run.settings.worker_dead_after,
+        what=f"finalize of step execution {run.execution_id}",
+        logger=run.logger,
+    )
     finalized = retrying(
         run,
         attempt,
@@ -125,10 +148,22 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
         running,
         rollback_always=True,
         on_give_up=give_up,
+        outage=outage,
     )
+    if outage.attempts:
+        run.logger.warning(
+            "finalize of step execution %s reached the database again after "
+            "%d attempts in %.1f s; the body did not run again (R-FLT-10)",
+            run.execution_id,
+            outage.attempts + 1,
+            outage.seconds_waited,
+        )
     if finalized is None:
         return
     states, result, settled = finalized
+    if settled == "committed":
+        run.events.emit_finalize(states, error)
+        return
     if settled == "left":
         run.events.emit_finalize(states, None)
         run.events.drop_error(run.logger, error)
@@ -184,6 +219,7 @@ def _finalize_optimistically(
         if not continuation.continue_inline(run, workflow, step, execution):
             guards.hero = None  # nothing claimed: the hero is not checked
             outcomes.perform(run, schedules, workflow, execution, step)
+        superseded.note_commit(run, execution)
         outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
     except row_updates.OptimisticWriteRefused as refused:
         session_transactions.rollback_after_error(session, refused)
@@ -223,12 +259,18 @@ def _finalize_once(
     error = body.error
     result: PolicyResult | None = None
     if execution.state != StepExecutionState.IN_PROGRESS:
-        run.logger.warning(
-            "execution changed to %s during the step; leaving it (R-EXE-41)",
-            execution.state,
-        )
         states = (workflow.state, execution.state)
-        session.rollback()
+        if superseded.committed_before(run, execution):
+            run.logger.info(
+                "step execution %s: the commit of an earlier finalize attempt "
+                "went through before its connection was lost (R-FLT-10)",
+                execution.id,
+            )
+            session.rollback()
+            return states, None, "committed"
+        # R-EXE-41: the operator's or the recovery's state wins; what the
+        # body did is kept as an audit (R-FLT-12).
+        superseded.record_superseded(run, session, execution, body)
         return states, None, "left"
     if workflow.state != WorkflowState.PERFORMING:
         # An operator paused, canceled or finished the workflow while the
@@ -254,6 +296,7 @@ def _finalize_once(
             ),
             now=now,
         )
+        superseded.note_commit(run, execution)
         outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
         return (workflow.state, execution.state), None, "left"
 
@@ -297,5 +340,6 @@ def _finalize_once(
         outcomes.apply_policy(
             run, workflow, execution, step, result, error, "exception_policy"
         )
+    superseded.note_commit(run, execution)
     outcomes.commit_resolved(run, workflow, execution, step, keep_state=True)
     return (workflow.state, execution.state), result, "applied"

@@ -18,6 +18,7 @@ from sqlalchemy import exc as sa_exc
 
 from flask_geneva import signals
 from flask_geneva.core import clock
+from flask_geneva.core import database_outages
 from flask_geneva.core import transactions
 from flask_geneva.core.tagged_logging import as_tagged
 from flask_geneva.core.tagged_logging import module_logger
@@ -105,6 +106,9 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
             was committed, when ``run.reraise`` asks (R-EXE-24, R-EXE-30).
         sqlalchemy.exc.SQLAlchemyError: A database error of the claim itself,
             rolled back (a deadlock is retried by the caller, R-EXE-80).
+        Exception: A lost database connection anywhere in this stage (a
+            condition's included), rolled back, no policy applied: the caller
+            raises :class:`~flask_geneva.exceptions.ClaimFailedError` (R-FLT-01).
     """
     session = run.session
     workflow, execution = _lock_with_lookup_retries(run)
@@ -251,10 +255,15 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
         if task_failures.should_reraise(run.reraise, handled.result):
             raise handled.error from None
         return None
-    except sa_exc.SQLAlchemyError:
-        session.rollback()
+    except sa_exc.SQLAlchemyError as error:
+        session_transactions.rollback_after_error(session, error)
         raise
     except Exception as error:
+        if database_outages.connection_lost(error) is not None:
+            # R-FLT-01: the database went away, not the step: no policy
+            # applies; the caller retries the delivery.
+            session_transactions.rollback_after_error(session, error)
+            raise
         result = _prepare_failed(run, workflow, execution, step, error)
         if task_failures.should_reraise(run.reraise, result):
             raise
@@ -419,6 +428,8 @@ def _preconditions(run: StepRun, workflow: Any, execution: Any, step: Any) -> bo
                 skip = step.should_skip(workflow)
     except Exception as error:
         run.trace_error(error)  # R-OTEL-13
+        if database_outages.connection_lost(error) is not None:
+            raise  # R-FLT-01: a lost connection is no condition's failure
         if transactions.database_error(
             error
         ) is not None and not _relock_after_database_error(

@@ -128,6 +128,9 @@ class StepRun:
             claims nothing inline (R-EXE-73).
         trace: The step's span, current from the claim to the end of the
             run (R-OTEL-11/12); None when tracing is off.
+        committing: The execution's ``finished_at`` the last finalize
+            attempt was about to commit, or None (R-FLT-10: a retry that
+            finds it stored knows that commit went through).
     """
 
     session: orm.Session
@@ -165,6 +168,7 @@ class StepRun:
     hero_present: bool | None = dataclasses.field(init=False, default=None)
     inline_refused: bool = dataclasses.field(init=False, default=False)
     trace: StepTrace | None = dataclasses.field(init=False, default=None)
+    committing: Any = dataclasses.field(init=False, default=None)
     _logger_targets: list[Any] = dataclasses.field(init=False, default_factory=list)
     #: The (workflow, execution) the current ``logger`` is tagged for.
     _logger_for: tuple[Any, Any] | None = dataclasses.field(init=False, default=None)

@@ -37,7 +37,10 @@ from __future__ import annotations
 from typing import Any
 from typing import TypedDict
 
+from flask_geneva.core import database_outages
 from flask_geneva.core import transactions
+from flask_geneva.core.tagged_logging import as_tagged
+from flask_geneva.db import session_transactions
 from flask_geneva.db.context import EngineContext
 from flask_geneva.engine.executor import body as body_stage
 from flask_geneva.engine.executor import continuation
@@ -47,6 +50,7 @@ from flask_geneva.engine.executor.continuation import ClaimedStep
 from flask_geneva.engine.executor.continuation import InlineBudget
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.executor.run import retrying
+from flask_geneva.exceptions import ClaimFailedError
 from flask_geneva.policies import task_failures
 
 __all__ = ["ExecuteStepOptions", "execute_step"]
@@ -236,11 +240,34 @@ def _prepare_retrying(run: StepRun) -> tuple[Any, Any, Any] | None:
     Nothing of an aborted attempt was committed and no body ran: a retry
     locks, re-reads and re-checks the execution as a redelivery would
     (R-EXE-11, R-EXE-80). Not after an imperative handler ran in it.
+
+    Raises:
+        ClaimFailedError: The claim lost its database connection (R-FLT-01):
+            rolled back, nothing of this delivery ran; the database error is
+            its ``__cause__``.
     """
-    return retrying(
-        run,
-        lambda: prepare_stage.prepare(run),
-        "claim",
-        len(run.reports),
-        len(run.running),
-    )
+    try:
+        return retrying(
+            run,
+            lambda: prepare_stage.prepare(run),
+            "claim",
+            len(run.reports),
+            len(run.running),
+        )
+    except Exception as error:
+        lost = database_outages.connection_lost(error)
+        if lost is None:
+            raise
+        session_transactions.rollback_after_error(run.session, error)
+        as_tagged(run.logger).warning(
+            "the claim of step execution %s lost its database connection "
+            "(%s: %s); nothing ran (R-FLT-01)",
+            run.execution_id,
+            type(lost).__name__,
+            str(lost).strip().splitlines()[0] if str(lost).strip() else "",
+        )
+        raise ClaimFailedError(
+            f"the claim of step execution {run.execution_id} lost its database "
+            f"connection: {type(lost).__name__}",
+            step_execution_id=run.execution_id,
+        ) from error

@@ -28,6 +28,7 @@ from flask_geneva.core.tagged_logging import module_logger
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
 from flask_geneva.db.queries import maintenance as maintenance_queries
+from flask_geneva.db.queries import stranded as stranded_queries
 from flask_geneva.dsl.job_options import DEFAULT_PRIORITY
 from flask_geneva.dsl.job_options import priority_of
 from flask_geneva.engine import limits as flow_limits
@@ -38,9 +39,16 @@ from flask_geneva.engine.deadlines import enforce as deadline_enforcement
 from flask_geneva.engine.operators import maintenance_runs
 from flask_geneva.engine.operators import stuck_recovery
 from flask_geneva.engine.schedules import firing as schedule_firing
+from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.engine.workflow_signals import waits as workflow_signal_waits
 
-__all__ = ["DispatcherRun", "dispatch_due", "publish_deferred", "run_dispatcher"]
+__all__ = [
+    "DispatcherRun",
+    "dispatch_due",
+    "publish_deferred",
+    "republish_stranded",
+    "run_dispatcher",
+]
 
 _log = module_logger("flask_geneva")
 
@@ -55,6 +63,7 @@ class DispatcherRun:
         fired: Schedule fire times fired (R-SCHED-20).
         scheduled_started: Workflows the schedules' fan-out batches created.
         deadlines: Workflows canceled or paused by their deadline (R-DL-20).
+        republished: Stranded scheduled executions published again (R-FLT-20).
     """
 
     published: int
@@ -62,6 +71,7 @@ class DispatcherRun:
     fired: int = 0
     scheduled_started: int = 0
     deadlines: int = 0
+    republished: int = 0
 
 
 def run_dispatcher(
@@ -80,7 +90,9 @@ def run_dispatcher(
        its own transaction (:func:`flask_geneva.engine.deadlines.enforce.
        enforce_deadlines`, R-DL-20), before anything of theirs is published;
     2. :func:`publish_deferred`: deferred executions due within the broker
-       horizon are published (R-DSP-02);
+       horizon are published (R-DSP-02), then :func:`republish_stranded`:
+       scheduled executions whose message was lost are published again
+       (R-FLT-20);
     3. the ``in_progress`` executions of workers that missed their heartbeats
        for ``GENEVA_WORKER_DEAD_AFTER`` while another worker heartbeat are
        recovered (R-WRK-06, R-WRK-14; the age rule stays with housekeeping),
@@ -113,9 +125,12 @@ def run_dispatcher(
     ) as record:
         deadlines = deadline_enforcement.enforce_deadlines(context, session)
         published = publish_deferred(context, session)
+        republished = republish_stranded(context, session)
         recovered = stuck_recovery.recover_abandoned_executions(context, session)
         schedules = schedule_firing.fire_schedules(context, session)
         record.summary.update(published=published, recovered=recovered)
+        if republished:
+            record.summary.update(republished=republished)
         if schedules.fired or schedules.started:
             record.summary.update(
                 fired=schedules.fired, scheduled_started=schedules.started
@@ -132,6 +147,7 @@ def run_dispatcher(
         fired=schedules.fired,
         scheduled_started=schedules.started,
         deadlines=deadlines,
+        republished=republished,
     )
 
 
@@ -203,6 +219,72 @@ def publish_deferred(context: EngineContext, session: orm.Session) -> int:
     if total:
         _log.info("dispatched %d deferred step executions", total)
     return total
+
+
+def republish_stranded(context: EngineContext, session: orm.Session) -> int:
+    """Publish again the scheduled executions whose message was lost (R-FLT-20).
+
+    A delivery whose claim met a database outage longer than its retries
+    (R-FLT-02) ends without running the step and leaves its execution
+    ``scheduled`` with no message in the broker. This pass finds such rows
+    (:func:`flask_geneva.db.queries.stranded.stranded_executions`: due more
+    than ``GENEVA_DISPATCH_INTERVAL`` ago, not written for as long, and not
+    published again by this pass since they came due), at most
+    ``GENEVA_HOUSEKEEPING_BATCH_SIZE`` per run, oldest first, and publishes
+    each again for now with a new task id, as :func:`publish_deferred`
+    publishes (R-SCH-09, the step's job options and priority; a row that
+    raises is reported and left; a failed publication hands it to the
+    outbox, R-DSP-07). A duplicate delivery of a row that was not lost is
+    dropped at its claim (R-EXE-11). With the worker registry it publishes
+    nothing while no worker has heartbeat for ``GENEVA_WORKER_DEAD_AFTER``:
+    a message nobody consumes is not lost, and would only be doubled.
+
+    Args:
+        context: The settings, publisher and models to run with (R-CFG-02).
+        session: The session, bound to ``context``.
+
+    Returns:
+        How many executions were published again.
+    """
+    config = context.settings
+    geneva = context.models
+    if session.in_transaction():
+        session.commit()
+    alive = worker_registry.some_worker_alive(session, config=config)
+    session.rollback()
+    if not alive:
+        return 0
+    executions = stranded_queries.stranded_executions(
+        session,
+        geneva.Workflow,
+        geneva.StepExecution,
+        now=clock.now(),
+        grace=config.dispatch_interval,
+        batch_size=config.housekeeping_batch_size,
+    )
+    if not executions:
+        session.rollback()
+        return 0
+    executions = sorted(executions, key=_priority, reverse=True)
+    publishing.take_failed_count(session)
+    broken = 0
+    with publishing.trying_the_broker():
+        for execution in executions:
+            if not _enqueue_one(session, execution, config):
+                broken += 1
+        ids = [execution.id for execution in executions]
+        session.commit()
+    failed = publishing.take_failed_count(session)
+    republished = len(executions) - broken - failed
+    if republished:
+        _log.warning(
+            "published again %d scheduled step execution(s) overdue by more "
+            "than %g s whose message was lost (R-FLT-20): %s",
+            republished,
+            config.dispatch_interval.total_seconds(),
+            ", ".join(str(i) for i in ids[:20]) + (" ..." if len(ids) > 20 else ""),
+        )
+    return republished
 
 
 def _dispatch_passes(

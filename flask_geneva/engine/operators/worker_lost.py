@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import orm
 
 from flask_geneva.core import clock
+from flask_geneva.core import publications
 from flask_geneva.core.durations import format_interval
 from flask_geneva.db import error_recording
 from flask_geneva.db import workers as worker_rows
@@ -138,9 +139,10 @@ def lost_worker(
     writes nothing. The error is a
     :class:`~flask_geneva.exceptions.WorkerLostError` whose message names the
     worker and its last heartbeat; the ``recovery`` record is ``{"cause":
-    "worker_lost" | "stuck", "by", "worker": {"id", "node_name", "hostname",
-    "pid", "last_heartbeat_at"} | None, "in_progress_since"}``, with ``actor``
-    and ``via`` for an operator.
+    "worker_lost" | "stuck" | "released", "by", "worker": {"id", "node_name",
+    "hostname", "pid", "last_heartbeat_at"} | None, "in_progress_since"}``,
+    with ``actor`` and ``via`` for an operator, and ``released_by`` (the
+    worker's id) for an execution its live worker released (R-FLT-11).
 
     When the step has a ``timeout`` and the execution ran past it
     (:func:`~flask_geneva.engine.timeouts.recovery.ran_past_timeout`: its
@@ -157,6 +159,7 @@ def lost_worker(
         now: The recovery's time (default :func:`flask_geneva.core.clock.now`).
     """
     worker = _worker_details(session, execution)
+    released_by = _released_by(execution)
     started = execution.started_at
     timed_out = step_timeouts.ran_past_timeout(
         step_timeout,
@@ -164,7 +167,16 @@ def lost_worker(
         last_heartbeat_at=None if worker is None else worker["last_heartbeat"],
         now=clock.now() if now is None else now,
     )
-    if worker is None:
+    if worker is None and released_by is not None:
+        # R-FLT-11: its live worker released it, the run having ended without
+        # its outcome (a finalize that could not reach the database).
+        cause = "released"
+        lost = (
+            f"worker {released_by} released it while alive: its run ended "
+            f"without the outcome being recorded (in progress since "
+            f"{_format(started)})"
+        )
+    elif worker is None:
         cause = "stuck"
         lost = (
             f"worker presumed lost: in progress since {_format(started)} and no "
@@ -204,11 +216,22 @@ def lost_worker(
         "worker": None if worker is None else _stored(worker),
         "in_progress_since": _iso(started),
     }
+    if released_by is not None:
+        details["released_by"] = released_by
     if cause == "timeout" and step_timeout is not None:
         details["timeout_seconds"] = step_timeout.total_seconds()
     if recovered_by.by == "operator":
         details.update(actor=recovered_by.actor, via=recovered_by.via)
     return LostWorker(error, details)
+
+
+def _released_by(execution: Any) -> str | None:
+    """The id of the live worker that released ``execution``, or None (R-FLT-11)."""
+    job_id = execution.job_id
+    prefix = publications.RELEASED_JOB_ID_PREFIX
+    if isinstance(job_id, str) and job_id.startswith(prefix):
+        return job_id[len(prefix) :]
+    return None
 
 
 def _worker_details(session: orm.Session, execution: Any) -> dict[str, Any] | None:

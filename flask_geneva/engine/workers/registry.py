@@ -36,11 +36,13 @@ from sqlalchemy import orm
 
 from flask_geneva.core.config import GenevaConfig
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.db import connection_timeouts
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import workers as worker_rows
 from flask_geneva.db.context import EngineContext
 from flask_geneva.db.context import models_of
 from flask_geneva.db.workers import WorkerIdentity
+from flask_geneva.engine.workers import bounded_writes
 from flask_geneva.engine.workers import running as worker_running
 from flask_geneva.models import WORKERS_TABLE
 
@@ -49,14 +51,14 @@ __all__ = [
     "claim_attributes",
     "current_worker_id",
     "deregister_workers",
-    "heartbeat_if_due",
-    "heartbeat_now",
     "live_worker_of",
+    "own_registration",
     "prune_dead_workers",
     "register_worker",
     "registrations",
     "registry_table",
     "running_executions",
+    "some_worker_alive",
 ]
 
 _log = module_logger("flask_geneva.workers")
@@ -74,6 +76,9 @@ class WorkerRegistration:
         identity: Who the worker is; ``identity.worker_id`` is its key.
         engine: The host's database engine the row lives in.
         interval_seconds: Seconds between two heartbeats.
+        heartbeat_timeout: Seconds a step's heartbeat waits at most when the
+            step's session has no context to read ``GENEVA_HEARTBEAT_TIMEOUT``
+            from (R-FLT-31).
 
     The row is written through a pool of its own (:func:`_writer_engine`), so
     that steps holding every connection of the host's pool never delay a
@@ -88,8 +93,15 @@ class WorkerRegistration:
         interval_seconds: float,
         execution_table: sa.Table | None = None,
         release_margin: timedelta | None = None,
+        heartbeat_timeout: float = 5.0,
     ) -> None:
         self.identity = identity
+        self.heartbeat_timeout = heartbeat_timeout
+        #: The steps' heartbeats: one write at a time, waited for boundedly
+        #: (:mod:`flask_geneva.engine.workers.step_heartbeats`, R-FLT-32).
+        self.step_writes = bounded_writes.BoundedWriter(
+            f"geneva-step-heartbeat-{identity.worker_id[:8]}"
+        )
         #: The executions this process is running (R-WRK-18).
         self.running = worker_running.RunningExecutions()
         self._execution_table = execution_table
@@ -108,6 +120,11 @@ class WorkerRegistration:
         self._thread: threading.Thread | None = None
         self._last_beat = time.monotonic()
         self._registered = threading.Event()
+
+    @property
+    def writes_through_host_pool(self) -> bool:
+        """The writes use the host's own pool (an in-memory SQLite database)."""
+        return self._writer is self.engine
 
     @property
     def registered(self) -> bool:
@@ -264,54 +281,6 @@ def _writer_engine(engine: sa.Engine) -> sa.Engine:
     return sa.create_engine(url, pool=engine.pool.recreate())
 
 
-def heartbeat_now(session: Any) -> bool:
-    """Write this process's heartbeat for ``session``'s database now (R-WRK-11).
-
-    Never raises for the write: a liveness write must not fail the step that
-    asked for it. A failure (a database blip) is logged as a warning; the
-    heartbeat thread keeps trying.
-
-    Returns:
-        True if written; False when this process is no registered worker or
-        the database refused the write.
-    """
-    registration = _own_registration(session)
-    if registration is None:
-        return False
-    try:
-        registration.heartbeat()
-    except Exception as error:  # noqa: BLE001 - never fail a step for a heartbeat
-        _log.warning(
-            "heartbeat of worker %s failed (the step goes on): %s: %s",
-            registration.identity.worker_id,
-            type(error).__name__,
-            error,
-        )
-        return False
-    return True
-
-
-def heartbeat_if_due(session: Any) -> bool:
-    """Heartbeat if half an interval passed since the last one (a checkpoint).
-
-    A resumable step's checkpoint counts as a heartbeat (R-WRK-11) without
-    writing more than about two heartbeats per interval. A failure is logged,
-    never raised: the checkpoint itself already succeeded.
-
-    Returns:
-        True if a heartbeat was written.
-    """
-    registration = _own_registration(session)
-    if registration is None or not registration.due():
-        return False
-    try:
-        registration.heartbeat()
-    except sa.exc.SQLAlchemyError as error:
-        _log.warning("checkpoint heartbeat failed: %s", error)
-        return False
-    return True
-
-
 def register_worker(
     context: EngineContext,
     *,
@@ -364,9 +333,13 @@ def register_worker(
             context.settings.worker_heartbeat_interval.total_seconds(),
             context.models.StepExecution.__table__,
             context.settings.worker_dead_after,
+            context.settings.heartbeat_timeout.total_seconds(),
         )
         registration.start()
         _registrations[engine] = registration
+    unbounded = connection_timeouts.unbounded_reads_of(engine)
+    if unbounded is not None:
+        _log.warning("flask_geneva: %s", unbounded)  # R-FLT-41/42
     _log.info(
         "registered worker %s (pid %d, node %s)%s",
         registration.identity.worker_id,
@@ -447,7 +420,7 @@ def current_worker_id(session: Any) -> str | None:
         The worker id, or None when this process is no registered worker (a web
         request, a test, a worker without the registry).
     """
-    registration = _own_registration(session)
+    registration = own_registration(session)
     if registration is None or not registration.registered:
         return None  # an unwritten row must not be named: it would look gone
     return registration.identity.worker_id
@@ -472,7 +445,8 @@ def claim_attributes(session: Any) -> dict[str, Any] | None:
     return {"worker_id": worker_id}
 
 
-def _own_registration(session: Any) -> WorkerRegistration | None:
+def own_registration(session: Any) -> WorkerRegistration | None:
+    """This process's registration for ``session``'s database, or None."""
     if not _registrations:
         return None
     registration = _registrations.get(_engine_of(session))
@@ -483,7 +457,7 @@ def _own_registration(session: Any) -> WorkerRegistration | None:
 
 def running_executions(session: Any) -> worker_running.RunningExecutions | None:
     """The running set of this process's registration, or None (R-WRK-18)."""
-    registration = _own_registration(session)
+    registration = own_registration(session)
     return None if registration is None else registration.running
 
 
@@ -505,6 +479,25 @@ def registry_table(session: orm.Session) -> sa.Table | None:
     if not column_detection.optional_columns(session).worker_dead_after:
         return worker_rows.without_dead_after(table)  # R-WRK-17
     return table
+
+
+def some_worker_alive(session: orm.Session, *, config: GenevaConfig) -> bool:
+    """Whether some worker may consume a publication now (R-FLT-20, R-WRK-14).
+
+    True without the registry, and with an empty one (no evidence either
+    way); otherwise whether the newest heartbeat of any worker is at most
+    ``GENEVA_WORKER_DEAD_AFTER`` old by the database's clock. Reads in the
+    session's transaction (the caller ends it).
+
+    Args:
+        session: A session bound to the app's models.
+        config: The validated settings.
+    """
+    table = registry_table(session)
+    if table is None:
+        return True
+    age = worker_rows.newest_heartbeat_age(session.connection(), table)
+    return age is None or age <= config.worker_dead_after
 
 
 def prune_dead_workers(session: orm.Session, *, config: GenevaConfig) -> int:

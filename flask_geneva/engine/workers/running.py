@@ -12,9 +12,9 @@ So each registration keeps the ids of the executions its process is running
 and removes it once the run ended, committed or not. After each heartbeat the
 registration releases (:func:`release_finished`) the worker's ``in_progress``
 executions that it is not running and that started more than
-``GENEVA_WORKER_DEAD_AFTER`` ago: their ``worker_id`` becomes NULL, and the age
-rule (``GENEVA_STUCK_IN_PROGRESS_THRESHOLD``, R-HK-20) recovers them as it did
-before the registry.
+``GENEVA_WORKER_DEAD_AFTER`` ago: their ``worker_id`` becomes NULL and their
+``job_id`` the released marker naming the worker, and the next dispatcher run
+recovers them (R-FLT-11), not the age rule's hour.
 
 The candidates are read from the database *before* the set: a claim committed
 before that read had its id added before it committed, so an id missing from
@@ -120,8 +120,8 @@ def release_finished(
     if released:
         _log.warning(
             "worker %s released %d in_progress execution(s) it no longer runs "
-            "(their run ended without finalize committing); the age rule "
-            "GENEVA_STUCK_IN_PROGRESS_THRESHOLD recovers them (R-WRK-18): %s",
+            "(their run ended without finalize committing); the next dispatcher "
+            "run recovers them (R-WRK-18, R-FLT-11): %s",
             worker_id,
             released,
             ", ".join(str(i) for i in finished),

@@ -641,15 +641,17 @@ def test_a_waiter_whose_hero_was_deleted_is_canceled_and_leaves_the_queue(
 
 def test_a_lost_grant_is_published_again_after_the_publish_timeout(app, geneva_jobs):
     """R-LIM-16: B's grant message is lost; the dispatcher re-publishes it once
-    the grant is older than GENEVA_PUBLISH_TIMEOUT, not before."""
-    _, [(b_wf, b_id)] = _holder_and_waiters(geneva_jobs)
+    the grant is older than GENEVA_PUBLISH_TIMEOUT, not before. (The message
+    of A's next step is lost too: the same run publishes it again, R-FLT-20.)"""
+    (a_wf, _), [(b_wf, b_id)] = _holder_and_waiters(geneva_jobs)
     geneva_jobs.clear()  # the broker lost it
     dispatch_due()
     assert b_id not in published_ids(geneva_jobs)
     later = datetime.now(UTC) + PUBLISH_TIMEOUT + timedelta(seconds=1)
     with clock.frozen(later):
         dispatch_due()
-    assert published_ids(geneva_jobs) == [b_id]
+    [a_next] = [r.id for r in execution_rows(a_wf) if r.state == "scheduled"]
+    assert published_ids(geneva_jobs) == [b_id, a_next]
     assert assert_consistent(NAME, KEY) == (0, 1, 0)
     _drain_to_idle(geneva_jobs)
     assert workflow_row(b_wf)["state"] == "finished"

@@ -18,6 +18,7 @@ from flask_geneva import Executor
 from flask_geneva import run_housekeeping
 from flask_geneva import step
 from flask_geneva.core import clock
+from flask_geneva.engine.operators import dispatcher
 from flask_geneva.engine.workers import registry as worker_registry
 from flask_geneva.ext.app_state import current_context
 from flask_geneva.testing import perform_next_step
@@ -105,15 +106,26 @@ def test_a_live_worker_releases_only_the_old_executions_it_no_longer_runs(
     assert str(finished) in record.getMessage()
 
 
-def test_a_released_execution_is_recovered_by_the_age_rule(registration):
-    """Without its worker the released row is stuck by age again (R-HK-20,
-    R-WRK-06/17); while it named the live worker age alone never recovered it."""
+def test_a_released_execution_is_recovered_by_the_next_dispatcher_run(registration):
+    """The release names the worker in job_id, and the next dispatcher run
+    recovers the row (cause ``released``), not the age rule's hour (R-WRK-18,
+    R-FLT-11); while it named the live worker nothing recovered it."""
     me = registration.identity.worker_id
-    execution_id = _claimed(me, timedelta(hours=2))
+    execution_id = _claimed(me, timedelta(minutes=2))
     assert run_housekeeping()["stuck_in_progress_recovered"] == 0
+    assert dispatcher.run_dispatcher(current_context()).recovered == 0
     assert registration.release_finished() == [execution_id]
-    assert run_housekeeping()["stuck_in_progress_recovered"] == 1
-    assert _row(execution_id).state != "in_progress"
+    execution = db.session.get(geneva.StepExecution, execution_id)
+    assert execution.job_id == f"geneva:released:{me}"
+    db.session.rollback()
+    run = dispatcher.run_dispatcher(current_context())
+    assert run.recovered == 1
+    execution = db.session.get(geneva.StepExecution, execution_id)
+    assert (execution.state, execution.outcome) == ("completed", "recovered")
+    recovery = execution.read_metadata("recovery")
+    assert (recovery["cause"], recovery["by"]) == ("released", "dispatcher")
+    assert recovery["released_by"] == me
+    assert execution.error_message.startswith(f"worker {me} released it while alive")
 
 
 def test_a_run_holds_its_execution_as_running_until_it_ends(registration, user):
