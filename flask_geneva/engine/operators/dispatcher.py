@@ -124,8 +124,10 @@ def run_dispatcher(
         node_name=node_name,
     ) as record:
         deadlines = deadline_enforcement.enforce_deadlines(context, session)
-        published = publish_deferred(context, session)
-        republished = republish_stranded(context, session)
+        published, broker_failed = _publish_deferred(context, session)
+        # A failed publication ends the run's publishing (R-DSP-08): the
+        # stranded pass would only wait on the same broker again.
+        republished = 0 if broker_failed else republish_stranded(context, session)
         recovered = stuck_recovery.recover_abandoned_executions(context, session)
         schedules = schedule_firing.fire_schedules(context, session)
         record.summary.update(published=published, recovered=recovered)
@@ -201,6 +203,11 @@ def publish_deferred(context: EngineContext, session: orm.Session) -> int:
     Returns:
         The number of executions published (rows that failed not counted).
     """
+    return _publish_deferred(context, session)[0]
+
+
+def _publish_deferred(context: EngineContext, session: orm.Session) -> tuple[int, bool]:
+    """:func:`publish_deferred`, and whether a publication of its own pass failed."""
     config = context.settings
     geneva = context.models
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
@@ -209,7 +216,9 @@ def publish_deferred(context: EngineContext, session: orm.Session) -> int:
     # Under Celery eager mode a task runs when sent, so only due rows are sent.
     ahead = config.max_broker_delay if publishing.holds_eta(context.publisher) else None
     with publishing.trying_the_broker():
-        total = _dispatch_passes(session, config, workflow_cls, execution_cls, ahead)
+        total, broker_failed = _dispatch_passes(
+            session, config, workflow_cls, execution_cls, ahead
+        )
         # Timed-out signal waits and lost wakes (R-WSIG-31, R-WSIG-40).
         total += workflow_signal_waits.dispatch_signal_waits(context, session)
         # Lost, stalled and missing limit grants (R-LIM-16).
@@ -218,7 +227,7 @@ def publish_deferred(context: EngineContext, session: orm.Session) -> int:
         total += child_dispatch.dispatch_child_work(context, session)
     if total:
         _log.info("dispatched %d deferred step executions", total)
-    return total
+    return total, broker_failed
 
 
 def republish_stranded(context: EngineContext, session: orm.Session) -> int:
@@ -293,8 +302,9 @@ def _dispatch_passes(
     workflow_cls: Any,
     execution_cls: Any,
     ahead: timedelta | None,
-) -> int:
-    """The batches of one dispatch pass; returns how many were published.
+) -> tuple[int, bool]:
+    """The batches of one dispatch pass: how many were published, and whether a
+    publication failed (which ended the pass, R-DSP-08).
 
     ``ahead`` is how far beyond now a row may be due and still be sent (None: only
     rows already due, as under eager mode).
@@ -342,10 +352,10 @@ def _dispatch_passes(
                 failed,
                 len(executions),
             )
-            break
+            return total, True
         if len(executions) < config.housekeeping_batch_size:
             break
-    return total
+    return total, False
 
 
 def _priority(execution: Any) -> int:

@@ -91,3 +91,37 @@ def test_nothing_is_published_again_while_every_worker_is_silent(user, geneva_jo
         insert_worker(timedelta(0))
         assert _republished() == 1
         assert [p.step_execution_id for p in geneva_jobs.enqueued] == [execution_id]
+
+
+def test_a_failed_deferred_publication_ends_the_run_before_the_stranded_pass(
+    app, user, geneva_jobs, monkeypatch
+):
+    """When the deferred pass's publication fails, the run publishes nothing
+    more (R-DSP-08): the stranded row is not tried against the same broker
+    in that run, and the next run publishes both (R-FLT-20)."""
+    backend = app.extensions["geneva"].recording_backend
+    attempts: list[object] = []
+
+    def refuse(publication):
+        attempts.append(publication.step_execution_id)
+        raise ConnectionError("broker down")
+
+    with clock.frozen() as frozen:
+        stranded_id = Stranded.create(hero=user).current_execution.id
+        deferred = Stranded.create(hero=make_user()).current_execution
+        deferred.job_id = DEFERRED_JOB_ID
+        db.session.commit()
+        deferred_id = deferred.id
+        geneva_jobs.clear()
+        frozen.advance(timedelta(minutes=2))
+        monkeypatch.setattr(backend, "publish", refuse)
+        run = dispatcher.run_dispatcher(current_context())
+        assert (run.published, run.republished) == (0, 0)
+        assert attempts == [deferred_id]
+        assert execution_row(stranded_id).job_id != DEFERRED_JOB_ID
+        monkeypatch.undo()
+        run = dispatcher.run_dispatcher(current_context())
+        assert (run.published, run.republished) == (1, 1)
+        assert sorted(p.step_execution_id for p in geneva_jobs.enqueued) == sorted(
+            [deferred_id, stranded_id]
+        )
