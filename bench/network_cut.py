@@ -2,7 +2,7 @@
 default settings (issue 41, R-FLT-31, R-FLT-53).
 
 Starts a PostgreSQL server of its own inside a network namespace of its own
-(``tests/support/namespaced_postgres.py``, ``tests/support/network_namespaces.py``;
+(``tests/support/private_database_servers.py``, ``tests/support/network_namespaces.py``;
 needs root), builds an app with flask_geneva's defaults
 (``GENEVA_HEARTBEAT_TIMEOUT`` 5 s, ``GENEVA_CONNECTION_TIMEOUT`` 10 s) and, for
 each round, cuts the network and measures:
@@ -39,10 +39,10 @@ from flask_geneva.ext.app_state import current_context
 from tests.apps import basic
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.support.namespaced_postgres import postgres_in_namespace
 from tests.support.network_namespaces import NetworkNamespace
 from tests.support.network_namespaces import namespaces_unavailable
 from tests.support.network_namespaces import network_namespace
+from tests.support.private_database_servers import PrivatePostgres
 from tests.support.schema_setup import install_schema
 
 
@@ -89,7 +89,8 @@ def main() -> int:
         print(f"cannot run: {reason}", file=sys.stderr)
         return 2
     measures: dict[str, list[float]] = {}
-    with network_namespace() as namespace, postgres_in_namespace(namespace) as url:
+    with network_namespace() as namespace, PrivatePostgres(namespace) as server:
+        url = server.url
         app = basic.create_app(url)
         pinging = basic.create_app(
             url, SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True}

@@ -1,7 +1,7 @@
 """A worker and create() cut off from the database by the network (R-FLT-30..55).
 
 Real parts: a PostgreSQL server of the module's own runs inside a network
-namespace of its own (``tests/support/namespaced_postgres.py``,
+namespace of its own (``tests/support/private_database_servers.py``,
 ``tests/support/network_namespaces.py``); a cut drops every packet between the
 test and the server without an error, as a cut behind a router does. Runs in
 the PostgreSQL streams only (the server is PostgreSQL whatever the configured
@@ -16,6 +16,7 @@ returns in time was not freed by its connection giving up.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -33,11 +34,11 @@ from flask_geneva.testing import perform_next_step
 from tests.apps import basic
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.support.namespaced_postgres import postgres_binaries
-from tests.support.namespaced_postgres import postgres_in_namespace
 from tests.support.network_namespaces import NetworkNamespace
 from tests.support.network_namespaces import namespaces_unavailable
 from tests.support.network_namespaces import network_namespace
+from tests.support.private_database_servers import PrivatePostgres
+from tests.support.private_database_servers import server_fixture
 from tests.support.schema_setup import install_schema
 from tests.support.worker_harness import wait_for
 from tests.support.workers import workers_table
@@ -55,12 +56,15 @@ def cut_off() -> Iterator[tuple[NetworkNamespace, Any]]:
     """The namespace and an app on the server inside it, schema installed."""
     reason = namespaces_unavailable()
     if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"network namespaces unavailable in CI: {reason}")
         pytest.skip(reason)
-    if postgres_binaries() is None:
-        pytest.skip("no PostgreSQL server binaries (initdb) on this machine")
-    with network_namespace() as namespace, postgres_in_namespace(namespace) as url:
+    with (
+        network_namespace() as namespace,
+        server_fixture(PrivatePostgres, namespace) as server,
+    ):
         app = basic.create_app(
-            url,
+            server.url,
             GENEVA_HEARTBEAT_TIMEOUT=HEARTBEAT_TIMEOUT,
             GENEVA_CONNECTION_TIMEOUT=CONNECTION_TIMEOUT,
             GENEVA_WORKER_HEARTBEAT_INTERVAL=60,

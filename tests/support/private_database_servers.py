@@ -23,6 +23,11 @@ directory. Nothing outlives the test process: the fixtures stop their server
 running. (``PR_SET_PDEATHSIG`` is no help: it fires when the *thread* that
 started the server ends, and a test restarts its server from a thread.)
 
+:class:`PrivatePostgres` can also run inside a network namespace of the
+test's own (``namespace=``, :mod:`tests.support.network_namespaces`): it then
+listens on the namespace's inner address only, so that cutting the namespace's
+link cuts the test off from it (R-FLT-30..55).
+
 :func:`required_server` skips a test (fails it under ``CI=true``) when the
 programs are not installed.
 """
@@ -42,10 +47,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from tests.support.network_namespaces import NetworkNamespace
 
 __all__ = [
     "PrivateMariaDB",
@@ -80,9 +89,13 @@ def _as_root() -> bool:
     return os.geteuid() == 0
 
 
-def _children(pid: int) -> list[int]:
-    """The pids whose parent is ``pid`` (read from ``/proc``)."""
-    found = []
+def _descendants(pid: int) -> list[int]:
+    """The pids descending from ``pid``: children, theirs, ... (from ``/proc``).
+
+    A server started through ``ip netns exec`` and ``runuser`` is a grandchild
+    of the process the test started.
+    """
+    parents: dict[int, list[int]] = {}
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
             text = Path(stat).read_text()
@@ -90,26 +103,41 @@ def _children(pid: int) -> list[int]:
             continue  # ended meanwhile
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
         fields = text.rsplit(")", 1)[-1].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
-            found.append(int(Path(stat).parent.name))
+        if len(fields) > 1:
+            parents.setdefault(int(fields[1]), []).append(int(Path(stat).parent.name))
+    found: list[int] = []
+    waiting = [pid]
+    while waiting:
+        children = parents.get(waiting.pop(), [])
+        found += children
+        waiting += children
     return found
 
 
 class PrivateServer:
     """A database server of the test's own (see the module docstring).
 
+    Args:
+        namespace: Run the server inside this network namespace, listening on
+            its inner address (:class:`PrivatePostgres` only); None: on
+            127.0.0.1.
+
     Attributes:
         directory: Its temporary directory (data, socket, log).
-        port: Its TCP port on 127.0.0.1.
+        host: The address it listens on: 127.0.0.1, or the namespace's inner
+            address.
+        port: Its TCP port on ``host``.
         url: The SQLAlchemy URL of its database ``geneva``.
     """
 
     #: The OS user the server runs as when the tests run as root.
     os_user = ""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: NetworkNamespace | None = None) -> None:
         root = "/dev/shm" if Path("/dev/shm").is_dir() else None  # noqa: S108
         self.directory = Path(tempfile.mkdtemp(prefix="geneva-db-", dir=root))
+        self.namespace = namespace
+        self.host = namespace.inner_address if namespace is not None else "127.0.0.1"
         self.port = _free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
@@ -168,14 +196,22 @@ class PrivateServer:
         """Start the server (after :meth:`kill`: on the same data) and wait
         until it accepts connections."""
         assert self.process is None or self.process.poll() is not None
+        command = self._command()
+        user = self.os_user if _as_root() else None
+        if self.namespace is not None:
+            # ip netns exec needs root: the server's user is taken after it.
+            if user is not None:
+                command = ["runuser", "-u", user, "--", *command]
+                user = None
+            command = self.namespace.command(*command)
         log = open(self.directory / "server.log", "ab")  # noqa: SIM115 - the child's
         try:
             self.process = subprocess.Popen(
-                self._command(),
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.directory,
-                user=self.os_user if _as_root() else None,
+                user=user,
             )
         finally:
             log.close()
@@ -208,7 +244,7 @@ class PrivateServer:
         if process is None or process.poll() is not None:
             return
         self.kills += 1
-        children = _children(process.pid)
+        children = _descendants(process.pid)
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -221,6 +257,17 @@ class PrivateServer:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server processes {children} outlived SIGKILL")
             time.sleep(0.02)
+
+    def __enter__(self) -> PrivateServer:
+        """Set up and start the server (:meth:`setup`); stopped if that fails."""
+        try:
+            return self.setup()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
     def stop(self) -> None:
         """Kill the server for good and remove its directory (idempotent)."""
@@ -273,10 +320,14 @@ class PrivatePostgres(PrivateServer):
                 "--no-sync",
             ]
         )
+        if self.namespace is not None:
+            # The test's side of the namespace's link connects from its address.
+            with (self.directory / "data" / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {self.namespace.host_address}/32 trust\n")
 
     def _command(self) -> list[str]:
         settings = {
-            "listen_addresses": "127.0.0.1",
+            "listen_addresses": self.host,
             "unix_socket_directories": str(self.directory),
             # A killed process loses what it had not written to the kernel:
             # commits keep waiting for the WAL write, not for the disk.
@@ -292,17 +343,25 @@ class PrivatePostgres(PrivateServer):
         return command
 
     def _admin_url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql+psycopg://postgres@{self.host}:{self.port}/postgres"
 
     def _create_database(self, connection: sa.Connection) -> None:
         connection.execute(sa.text("CREATE DATABASE geneva"))
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/geneva"
+        self.url = f"postgresql+psycopg://postgres@{self.host}:{self.port}/geneva"
 
 
 class PrivateMariaDB(PrivateServer):
     """A MariaDB server of the test's own (``mariadb-install-db`` + ``mariadbd``)."""
 
     os_user = "mysql"
+
+    def __init__(self, namespace: NetworkNamespace | None = None) -> None:
+        if namespace is not None:
+            raise ValueError(
+                "PrivateMariaDB does not run in a network namespace (its root "
+                "user is granted to local addresses only): use PrivatePostgres"
+            )
+        super().__init__()
 
     @staticmethod
     def binaries() -> tuple[str, str] | None:
@@ -377,17 +436,15 @@ def required_server(kind: type[PrivateServer]) -> None:
 
 
 @contextlib.contextmanager
-def server_fixture(kind: type[PrivateServer]) -> Iterator[Any]:
-    """A started :class:`PrivateServer` of ``kind``, stopped and removed after
-    the block however it ends (for a fixture: ``with server_fixture(...) as
-    server: yield server``)."""
+def server_fixture(
+    kind: type[PrivateServer], namespace: NetworkNamespace | None = None
+) -> Iterator[Any]:
+    """A started :class:`PrivateServer` of ``kind`` (inside ``namespace`` when
+    given), stopped and removed after the block however it ends (for a
+    fixture: ``with server_fixture(...) as server: yield server``)."""
     required_server(kind)
-    server = kind()
-    try:
-        server.setup()
+    with kind(namespace) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @atexit.register
