@@ -440,6 +440,15 @@ def _validated(
         )
     heartbeat_timeout = fields["heartbeat_timeout"]
     if (
+        heartbeat_timeout == DEFAULTS["GENEVA_HEARTBEAT_TIMEOUT"]
+        and dead_after is not None
+    ):
+        # The default (init_app writes it into app.config) gives way to a
+        # shorter dead-after (R-FLT-31).
+        heartbeat_timeout = fields["heartbeat_timeout"] = min(
+            heartbeat_timeout, dead_after
+        )
+    if (
         heartbeat_timeout is not None
         and dead_after is not None
         and heartbeat_timeout > dead_after

@@ -115,3 +115,19 @@ def test_a_heartbeat_the_database_does_not_answer_returns_within_its_timeout(
         f"{TIMEOUT:.1f} s (GENEVA_HEARTBEAT_TIMEOUT): the step goes on; the write "
         "ends on its own"
     )
+
+
+def test_the_default_heartbeat_timeout_gives_way_to_a_shorter_dead_after():
+    """Left unset, GENEVA_HEARTBEAT_TIMEOUT is 5 s, or GENEVA_WORKER_DEAD_AFTER
+    when that is shorter; set above it, it is refused (R-FLT-31)."""
+    from flask_geneva.core.config import config_from_mapping
+    from flask_geneva.exceptions import GenevaConfigurationError
+
+    assert config_from_mapping({}, testing=True).heartbeat_timeout == timedelta(
+        seconds=5
+    )
+    short = {"GENEVA_WORKER_HEARTBEAT_INTERVAL": 1, "GENEVA_WORKER_DEAD_AFTER": 3}
+    config = config_from_mapping(short, testing=True)
+    assert config.heartbeat_timeout == timedelta(seconds=3)
+    with pytest.raises(GenevaConfigurationError, match=r"\(4 s\) must be at most"):
+        config_from_mapping({**short, "GENEVA_HEARTBEAT_TIMEOUT": 4}, testing=True)
