@@ -1,4 +1,4 @@
-"""A rate limit of 1 start per second with several waiters and a paused head.
+"""A rate limit of 1 start per window (3 s) with several waiters and a paused head.
 
 R-LIM-14: a paused workflow's waiter is not granted; R-LIM-24: the head
 eligible waiter is woken when the window allows, one at a time; R-EXE-12: a
@@ -28,7 +28,9 @@ from tests.support.workflow import externally
 from tests.support.workflow import workflow_row
 
 NAME = "test-rate-one-a-second"
-WINDOW = timedelta(seconds=1)
+#: 3 s, not 1: the head must still be waiting for its grant's eta when the
+#: first drain ends, however long a loaded machine takes to get there.
+WINDOW = timedelta(seconds=3)
 RUNS: Counter[str] = Counter()
 
 
