@@ -73,13 +73,21 @@ def _counters(app: Any, workflow_ids: list[Any]) -> dict[Any, tuple[str, int]]:
 
     workflows = basic.geneva.Workflow.__table__
     users = basic.User.__table__
-    query = (
-        sa.select(workflows.c.id, workflows.c.state, users.c.counter)
-        .join(users, sa.cast(users.c.id, sa.String) == workflows.c.hero_id)
-        .where(workflows.c.id.in_(workflow_ids))
+    # hero_id's column type depends on the install (a string or an integer):
+    # matched in Python rather than by a cast each database reads differently.
+    query = sa.select(workflows.c.id, workflows.c.state, workflows.c.hero_id).where(
+        workflows.c.id.in_(workflow_ids)
     )
     with app.app_context(), basic.db.engine.connect() as connection:
-        return {row.id: (row.state, row.counter) for row in connection.execute(query)}
+        rows = list(connection.execute(query))
+        counters = dict(
+            connection.execute(
+                sa.select(users.c.id, users.c.counter).where(
+                    users.c.id.in_([int(row.hero_id) for row in rows])
+                )
+            ).all()
+        )
+    return {row.id: (row.state, counters[int(row.hero_id)]) for row in rows}
 
 
 def _completed_steps(app: Any, workflow_ids: list[Any]) -> int:
