@@ -162,10 +162,14 @@ class OwnRabbitMQ:
         return time.monotonic() - started
 
     def ctl(self, *arguments: str) -> None:
-        """``rabbitmqctl -n <node> *arguments``; raise when it fails."""
+        """``rabbitmqctl -n <node> *arguments``; raise when it fails.
+
+        Each call starts an Erlang VM of its own, which CI's loaded machine has
+        been seen to take over a minute for: allowed 180 s.
+        """
         result = run(
             [str(RABBITMQ_BIN / "rabbitmqctl"), "-n", self.node, *arguments],
-            timeout=60,
+            timeout=180,
             env=self.environment,
         )
         assert result.returncode == 0, result.stdout + result.stderr
@@ -183,7 +187,7 @@ class OwnRabbitMQ:
         self.ctl("stop_app")
         stopped = time.monotonic()
         self.ctl("start_app")
-        wait_for(lambda: _amqp_answers(self.port), timeout=60, interval=0.1)
+        wait_for(lambda: _amqp_answers(self.port), timeout=120, interval=0.1)
         return stopped - asked, time.monotonic() - asked
 
     def stop(self) -> None:
