@@ -6,7 +6,12 @@ from datetime import UTC
 from datetime import datetime
 from types import SimpleNamespace
 
+import pytest
+
 from flask_geneva.admin.presenters import recovery_sentence
+
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
 
 STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 UNRECORDED = (

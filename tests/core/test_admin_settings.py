@@ -8,6 +8,9 @@ from flask_geneva import GenevaConfigurationError
 from flask_geneva.core.admin_settings import admin_config_from_mapping
 from flask_geneva.core.config import DEFAULTS
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 def role_of_nobody() -> str | None:
     """A GENEVA_ADMIN_CURRENT_ROLE by import path."""

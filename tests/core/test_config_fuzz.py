@@ -27,6 +27,9 @@ from tests.apps.basic import geneva
 from tests.support.fuzzing import with_fixtures
 from tests.support.refusals import assert_clear_refusal
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 SETTINGS = sorted(DEFAULTS)
 ODD_VALUES = st.one_of(
     st.none(),

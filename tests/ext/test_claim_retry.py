@@ -19,6 +19,9 @@ from flask_geneva.ext.tasks import register_tasks
 from flask_geneva.ext.tasks import retry_claim
 from tests.apps.basic import geneva
 
+# Sends no statement of its own: runs once, in the SQLite pass (checked there).
+pytestmark = pytest.mark.database_independent
+
 
 @pytest.fixture
 def step_task(app):
