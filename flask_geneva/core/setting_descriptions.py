@@ -99,7 +99,8 @@ SETTING_DESCRIPTIONS: dict[str, str] = {
         "for its write: the write runs on a connection of its own and, when the "
         "database does not answer in time (a network cut), the call logs a "
         "warning and returns False and the step goes on (R-FLT-31). At most "
-        "GENEVA_WORKER_DEAD_AFTER; left unset, it is that when shorter than its default 5 s."
+        "GENEVA_WORKER_DEAD_AFTER; left at its default (5 s), it is "
+        "GENEVA_WORKER_DEAD_AFTER when that is shorter."
     ),
     "GENEVA_CONNECTION_TIMEOUT": (
         "How long a connection of the app's engines may stay silent before it is "
