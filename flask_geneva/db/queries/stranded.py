@@ -17,8 +17,13 @@ could not be waiting for a healthy worker:
   published again, within it;
 - last written before it was ``grace`` overdue (``updated_at - grace <
   scheduled_for``): a row this pass already published again (which wrote its
-  ``job_id`` later than that) is not published a second time; housekeeping's
-  stuck-scheduled recovery (R-HK-20) remains its safety net.
+  ``job_id`` later than that) is not published a second time;
+- due at most ``oldest`` ago (``GENEVA_STUCK_SCHEDULED_THRESHOLD``): an older
+  row is housekeeping's stuck-scheduled recovery's (R-HK-20). The bound keeps
+  the read to the rows that came due lately, through the ``(state,
+  scheduled_for)`` index, however many paused workflows keep an overdue
+  execution (a paused campaign of 200,000): a run costs what is due, not what
+  is parked (issue 40).
 
 Part of the store layer: the dispatcher's
 :func:`~flask_geneva.engine.operators.dispatcher.republish_stranded` decides;
@@ -40,6 +45,7 @@ from flask_geneva.core.publications import DEFERRED_JOB_ID
 from flask_geneva.core.publications import LIMITED_JOB_ID
 from flask_geneva.db import sqlite as sqlite_locking
 from flask_geneva.db.database_time import DatabaseTime
+from flask_geneva.db.queries.maintenance import workflow_with_job_options
 from flask_geneva.db.states import StepExecutionState
 from flask_geneva.db.states import WorkflowState
 
@@ -53,6 +59,7 @@ def stranded_executions(
     *,
     now: datetime,
     grace: timedelta,
+    oldest: timedelta,
     batch_size: int,
 ) -> list[Any]:
     """Lock and load up to ``batch_size`` stranded scheduled executions.
@@ -68,6 +75,8 @@ def stranded_executions(
         now: The reference time (aware UTC).
         grace: ``GENEVA_DISPATCH_INTERVAL``: how long a due execution may wait
             in the broker before it is published again.
+        oldest: ``GENEVA_STUCK_SCHEDULED_THRESHOLD``: rows due longer ago are
+            left to housekeeping.
         batch_size: At most this many rows.
 
     Returns:
@@ -86,12 +95,13 @@ def stranded_executions(
             )
         )
         .where(execution.scheduled_for < now - grace)
+        .where(execution.scheduled_for >= now - oldest)
         .where(execution.updated_at < now - grace)
         .where(DatabaseTime(execution.updated_at, grace) < execution.scheduled_for)
         .where(workflow_cls.state.in_((WorkflowState.READY, WorkflowState.PERFORMING)))
         .order_by(execution.scheduled_for, execution.id)
         .limit(batch_size)
-        .options(orm.contains_eager(execution.workflow))
+        .options(workflow_with_job_options(session, execution, workflow_cls))
     )
     if session.get_bind().dialect.name != "sqlite":
         # As the deferred pass: SKIP LOCKED, so two dispatchers never publish

@@ -237,7 +237,8 @@ def republish_stranded(context: EngineContext, session: orm.Session) -> int:
     (R-FLT-02) ends without running the step and leaves its execution
     ``scheduled`` with no message in the broker. This pass finds such rows
     (:func:`flask_geneva.db.queries.stranded.stranded_executions`: due more
-    than ``GENEVA_DISPATCH_INTERVAL`` ago, not written for as long, and not
+    than ``GENEVA_DISPATCH_INTERVAL`` ago and at most
+    ``GENEVA_STUCK_SCHEDULED_THRESHOLD`` ago, not written for as long, and not
     published again by this pass since they came due), at most
     ``GENEVA_HOUSEKEEPING_BATCH_SIZE`` per run, oldest first, and publishes
     each again for now with a new task id, as :func:`publish_deferred`
@@ -269,6 +270,7 @@ def republish_stranded(context: EngineContext, session: orm.Session) -> int:
         geneva.StepExecution,
         now=clock.now(),
         grace=config.dispatch_interval,
+        oldest=config.stuck_scheduled_threshold,
         batch_size=config.housekeeping_batch_size,
     )
     if not executions:

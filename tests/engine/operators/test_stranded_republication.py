@@ -16,6 +16,7 @@ from flask_geneva.core import clock
 from flask_geneva.core.publications import DEFERRED_JOB_ID
 from flask_geneva.engine.operators import dispatcher
 from flask_geneva.ext.app_state import current_context
+from flask_geneva.ext.operations import run_housekeeping
 from tests.apps.basic import db
 from tests.apps.basic import geneva
 from tests.support.workers import insert_worker
@@ -125,3 +126,24 @@ def test_a_failed_deferred_publication_ends_the_run_before_the_stranded_pass(
         assert sorted(p.step_execution_id for p in geneva_jobs.enqueued) == sorted(
             [deferred_id, stranded_id]
         )
+
+
+def test_rows_due_longer_ago_than_the_stuck_threshold_are_left_to_housekeeping(
+    user, geneva_jobs
+):
+    """The pass reads only rows due at most GENEVA_STUCK_SCHEDULED_THRESHOLD
+    (15 minutes) ago, so that a run costs what came due lately, not every
+    overdue row of every paused workflow; an older lost row is housekeeping's
+    stuck-scheduled recovery's (R-FLT-20, R-HK-20)."""
+    with clock.frozen() as frozen:
+        old = Stranded.create(hero=user).current_execution.id
+        frozen.advance(timedelta(minutes=15, seconds=1))
+        recent = Stranded.create(hero=make_user()).current_execution.id
+        geneva_jobs.clear()
+        frozen.advance(INTERVAL + timedelta(seconds=1))
+        assert _republished() == 1
+        assert [p.step_execution_id for p in geneva_jobs.enqueued] == [recent]
+        summary = run_housekeeping()
+        assert summary["stuck_scheduled_recovered"] == 1
+        assert execution_row(old).state != "scheduled"
+        assert execution_row(recent).state == "scheduled"
