@@ -24,6 +24,7 @@ from sqlalchemy import orm
 from flask_geneva.core.publications import LIMITED_JOB_ID
 from flask_geneva.db import sqlite as sqlite_locking
 from flask_geneva.db import workers as worker_rows
+from flask_geneva.db.optional_columns import optional_columns
 from flask_geneva.db.states import TERMINAL_WORKFLOW_STATES
 from flask_geneva.db.states import StepExecutionState
 from flask_geneva.db.states import WorkflowState
@@ -504,6 +505,22 @@ def count_workflows_by_type_and_state(
 # -- the dispatcher (R-DSP-01..06) ---------------------------------------------------
 
 
+def workflow_with_job_options(
+    session: orm.Session, execution_cls: Any, workflow_cls: Any
+) -> Any:
+    """Loader option: each execution's workflow from the query's join, with its
+    metadata column (where it exists) loaded by the same statement.
+
+    A publication reads the instance's job options from the metadata
+    (R-JOB-04); deferred, the column would cost one ``SELECT`` per row
+    published (issue 40).
+    """
+    eager = orm.contains_eager(execution_cls.workflow)
+    if optional_columns(session).workflow_metadata:
+        eager = eager.undefer(workflow_cls.meta)
+    return eager
+
+
 def due_deferred_executions(
     session: orm.Session,
     workflow_cls: Any,
@@ -542,7 +559,7 @@ def due_deferred_executions(
         .where(workflow_cls.state.in_((WorkflowState.READY, WorkflowState.PERFORMING)))
         .order_by(execution_cls.scheduled_for, execution_cls.id)
         .limit(batch_size)
-        .options(orm.contains_eager(execution_cls.workflow))
+        .options(workflow_with_job_options(session, execution_cls, workflow_cls))
     )
     if after is not None:
         query = query.where(
