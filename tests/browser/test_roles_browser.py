@@ -105,11 +105,12 @@ def test_a_viewer_has_no_buttons_and_a_forged_post_is_refused(live_url, page, ca
 
 
 #: Every control a role may lack: flow-control and schedule buttons, Recover,
-#: the resume-at and signal forms, the bulk buttons and the start link.
+#: the resume-at and signal forms, the bulk buttons, the rows' checkboxes
+#: that choose what a bulk button acts on, and the start link.
 CONTROLS = (
     "[data-geneva-action], [data-geneva-submit], [data-geneva-bulk], "
     "[data-geneva-bulk-all], .geneva-start-link, form.geneva-resume-at, "
-    "form.geneva-signal-form"
+    'form.geneva-signal-form, input[name="ids"]'
 )
 
 
@@ -154,6 +155,7 @@ def _controls(page, url: str) -> list[str]:
         page.locator(CONTROLS).evaluate_all(
             """elements => elements.map(e =>
                 e.dataset.genevaBulkAll ? "all:" + e.dataset.genevaBulkAll
+                : e.name === "ids" ? "select"
                 : e.dataset.genevaAction || e.dataset.genevaSubmit
                   || e.dataset.genevaBulk || e.className)"""
         )
@@ -161,9 +163,10 @@ def _controls(page, url: str) -> list[str]:
 
 
 def test_each_role_sees_only_the_controls_it_may_use(live_url, page, declare):
-    """On every page holding a control, the viewer sees none (no post form at
-    all), the operator sees the workflow buttons, the signal and resume-at
-    forms, the checked-rows bulk buttons and the start link, but no Recover,
+    """On every page holding a control, the viewer sees none (no post form
+    button, no row checkbox that no button would act on), the operator sees
+    the workflow buttons, the signal and resume-at forms, the checked-rows
+    bulk buttons with the rows' checkboxes and the start link, but no Recover,
     no "all matching" bulk buttons and no schedule buttons, which the admin
     sees too; the start page answers a viewer 403 (R-ADM-212, R-ADM-213)."""
     pages = _controls_pages(declare)
@@ -184,6 +187,7 @@ def test_each_role_sees_only_the_controls_it_may_use(live_url, page, declare):
     assert "resume_at" in operator["paused"]
     assert "deliver_signal" in operator["parked"]
     assert "pause" in operator["list"]
+    assert "select" in operator["list"]  # the rows' checkboxes
     assert "start" in operator["list"]  # the start link
     assert not [c for c in operator["list"] if c.startswith("all:")]
     assert [c for c in admin["list"] if c.startswith("all:")]
