@@ -77,14 +77,26 @@ def test_a_class_not_admin_startable_is_not_offered(live_url, page):
     assert _workflow_count() == 0
 
 
+def _bottom(page, selector: str) -> float:
+    box = page.locator(selector).bounding_box()
+    return box["y"] + box["height"]
+
+
 def test_a_start_time_delays_the_first_step(live_url, page):
     """A start time typed in the datetime field (UTC) is the first step's
-    scheduled_for, and the flash says it (R-ADM-202, R-ADM-204)."""
+    scheduled_for, and the flash says it; the Find hero and Start buttons sit
+    on the line of their fields (R-ADM-202, R-ADM-204)."""
     hero_id = new_user("later@example.com").id
     db.session.remove()
     at = (clock.now() + timedelta(days=2)).replace(second=0, microsecond=0)
     page.set_extra_http_headers({"X-Role": "operator"})
+    page.set_viewport_size({"width": 1280, "height": 800})
     _open_start(page, live_url, hero_id)
+    for button, field in (
+        ('button[data-geneva-action="find_hero"]', "#geneva-start-hero-id"),
+        ('button[data-geneva-submit="start"]', "#geneva-start-priority"),
+    ):
+        assert abs(_bottom(page, button) - _bottom(page, field)) <= 2, button
     page.fill("#geneva-start-at", f"{at:%Y-%m-%dT%H:%M}")
     page.click('button[data-geneva-submit="start"]')
     page.wait_for_selector("text=Started AdminTwoStep workflow")
