@@ -207,7 +207,7 @@ def test_an_operator_pauses_and_resumes_and_may_not_pause_a_schedule(
     live_url, page, declare, caplog
 ):
     """The operator clicks Pause on a ready workflow and Resume on it: each
-    flashes done and the row follows; the operator's forged schedule Pause
+    flashes done, the state and the next step's words follow (R-ADM-120); the operator's forged schedule Pause
     (the page shows no such button) is a 403 page, audited, and the schedule
     stays active (R-ADM-212..214)."""
     from tests.admin.support import ready_workflow
@@ -227,6 +227,9 @@ def test_an_operator_pauses_and_resumes_and_may_not_pause_a_schedule(
     page.click('button[data-geneva-action="resume"]')
     page.wait_for_selector(f"text=Workflow {workflow_id}: Resume done")
     assert workflow_row(workflow_id)["state"] == "ready"
+    # Resumed, the same execution reads as any scheduled one again (R-ADM-120).
+    assert "waits for Resume" not in page.inner_text("#geneva-live")
+    assert page.inner_text(".geneva-next-step").startswith("first")
     actions = workflow_row(workflow_id)["metadata"]["operator_actions"]
     assert [(a["action"], a["actor"], a["via"]) for a in actions] == [
         ("pause", "operator", "admin"),
