@@ -8,7 +8,8 @@ to try (R-APP-04), logs in as its ``operator`` and captures, with Debian's
 Chromium at 1280 px, into ``docs/images/``: the overview at a glance, the
 step executions of the payments' flaky ``charge`` step, a payment's page
 whose charge raised and was reattempted, and the start page with a hero
-found. Then it stops the demo (Ctrl-C). About four minutes::
+found. Then it stops the demo (Ctrl-C). About two and a half minutes on a
+busy 2-core machine::
 
     python -m tests.browser.readme_screenshots
 """
