@@ -23,6 +23,10 @@ class User(db.Model):  # type: ignore[name-defined, misc]
     mails_sent: orm.Mapped[int] = orm.mapped_column(default=0)
     paid: orm.Mapped[bool] = orm.mapped_column(default=False)
 
+    def __str__(self) -> str:
+        # The admin shows a hero as "User#7 — <str(hero)>" (R-ADM-203).
+        return self.email
+
 
 class Export(db.Model):  # type: ignore[name-defined, misc]
     """A data export that an operator must approve before delivery."""

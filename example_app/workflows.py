@@ -144,6 +144,9 @@ class SendBatch(geneva.Workflow):
     """
 
     __geneva_type__ = "SendBatch"
+    #: Only its campaign starts a batch: not offered on the admin's start page
+    #: (R-ADM-200).
+    admin_startable = False
 
     @step
     def send(self) -> None:

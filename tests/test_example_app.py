@@ -234,6 +234,12 @@ def test_demo_serves_the_admin_with_beat_until_ctrl_c(tmp_path, processes):
         assert "Onboarding" in workflows
         assert "Payment" in workflows
         assert "Start a workflow" in workflows
+        # The start page offers the example's classes but a campaign's batch
+        # child, marked admin_startable = False (R-ADM-200).
+        status, start = _get(url + "workflows/start", cookie)
+        assert status == 200
+        assert '<option value="Payment"' in start
+        assert '<option value="SendBatch"' not in start
         status, signals_page = _get(url + "signals/", cookie)
         assert status == 200
         assert "Workflow signals are not installed" not in signals_page

@@ -68,7 +68,8 @@ def seed_admin() -> dict[str, str]:
     """Create the workflows; return ``{page name: URL path}`` of every admin page.
 
     Pages: overview, a class page, workflows list, executions list, signals
-    list, a failed workflow, a reattempted-then-paused one, a finished one, a
+    list, the limits and schedules pages, the start page with a hero found, a
+    failed workflow, a reattempted-then-paused one, a finished one, a
     canceled one, one whose step waits for a signal, a failed and a waiting
     execution's page, the filtered lists, and the 404 page (the other error
     pages are reached in ``test_error_pages_browser.py``).
@@ -128,6 +129,7 @@ def seed_admin() -> dict[str, str]:
         row["id"] for row in execution_rows(charge.id) if row["state"] == "failed"
     ][-1]
     ids = {
+        "hero": failed.hero_id,
         "failed": failed.id,
         "charge": charge.id,
         "finished": finished.id,
@@ -152,6 +154,11 @@ def seed_admin() -> dict[str, str]:
         "signals": "/geneva/signals/",
         "signals_pending": "/geneva/signals/?state=pending",
         "class_page": "/geneva/class/ChargeCustomer",
+        "limits": "/geneva/limits/",
+        "schedules": "/geneva/schedules/",
+        # The start page with its hero found: the start form shows (R-ADM-203).
+        "start": "/geneva/workflows/start?type=AdminTwoStep&hero_type=User"
+        f"&hero_id={ids['hero']}",
         "error_404": "/geneva/workflows/999999",
     }
 

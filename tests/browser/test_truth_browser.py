@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from flask_geneva import Limit
+from flask_geneva import resumable_step
 from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
@@ -46,6 +48,39 @@ class BrowserRecovers(geneva.Workflow):
 
     @step(wait=timedelta(hours=1))
     def report(self):
+        pass
+
+
+def tenant_of(workflow: Any) -> str:
+    """The limit key of :data:`browser_partner`: one tenant."""
+    return "acme"
+
+
+browser_partner = Limit("browser-partner-api", concurrency=2, key=tenant_of)
+browser_rate = Limit("browser-rate", rate=10, per=timedelta(minutes=1))
+
+
+class BrowserPlanSettings(geneva.Workflow):
+    """One step per setting the step plan writes in words (R-ADM-122)."""
+
+    @step
+    def start(self):
+        pass
+
+    @step(wait_for="approved", wait_timeout=timedelta(days=2), on_wait_timeout="pause")
+    def approve(self):
+        pass
+
+    @step(wait_for_children=True)
+    def gather(self):
+        pass
+
+    @step(limit=[browser_partner, browser_rate], timeout=timedelta(seconds=30))
+    def push(self):
+        pass
+
+    @resumable_step(max_iterations=50, max_runtime=timedelta(minutes=5))
+    def walk(self, it):
         pass
 
 
@@ -103,6 +138,18 @@ def test_what_an_operator_reads_is_what_happened(live_url, page):
         assert colour != GREEN, badge
     bar = f'g.bar[data-execution-id="{charge[1]["id"]}"] rect.run'
     assert page.evaluate(COLOUR.format("fill"), bar) != GREEN
+    # The same two badges in the executions list and on its own page.
+    page.goto(f"{live_url}/geneva/step-executions/?step_name=charge_card")
+    listed = f'tr[data-execution-id="{charge[1]["id"]}"] .geneva-badge'
+    assert page.locator(listed).all_inner_texts() == ["raised", "reattempted"]
+    assert page.evaluate(COLOUR.format("backgroundColor"), listed) != GREEN
+    page.goto(f"{live_url}/geneva/step-executions/{charge[1]['id']}")
+    assert "completed" not in page.locator("h2 .geneva-badge").all_inner_texts()
+    assert page.locator("h2 .geneva-badge").all_inner_texts() == [
+        "raised",
+        "reattempted",
+    ]
+    page.goto(live_url + pages["workflow_reattempted"])
     assert page.inner_text(".geneva-next-step") == "charge_card waits for Resume"
     row = page.inner_text(f'tr[data-execution-id="{preserved}"]')
     assert row.count("waits for Resume") == 2
@@ -130,6 +177,9 @@ def test_what_an_operator_reads_is_what_happened(live_url, page):
         .inner_text()
         .startswith("Recovered by housekeeping: its worker was lost;")
     )
+    first.locator("td a").first.click()
+    assert page.locator("h2 .geneva-badge").all_inner_texts() == ["recovered"]
+    assert "Recovered by housekeeping: its worker was lost;" in page.inner_text("body")
 
     page.goto(f"{live_url}/geneva/workflows/?type=BrowserRecovers")
     assert (
@@ -141,6 +191,16 @@ def test_what_an_operator_reads_is_what_happened(live_url, page):
 
     page.goto(f"{live_url}/geneva/step-executions/?step_name=walk")
     assert page.inner_text(".geneva-match-count") == "3 step executions match."
+    page.goto(live_url + pages["signals"])
+    assert page.inner_text(".geneva-match-count") == (
+        "2 signals match (no filter: all signals)."
+    )
+    page.goto(live_url + pages["signals_pending"])
+    assert page.inner_text(".geneva-match-count") == "1 signal matches."
+    page.goto(live_url + pages["workflows_paused"])
+    paused = page.locator("tr[data-workflow-id]").count()
+    assert page.inner_text(".geneva-match-count") == f"{paused} workflows match."
+    page.goto(f"{live_url}/geneva/step-executions/?step_name=walk")
     assert page.locator(".geneva-cursor-cell").all_inner_texts() == ["5", "4", "2"]
 
     page.goto(f"{live_url}/geneva/workflows/{chain_id}")
@@ -200,10 +260,80 @@ def test_the_overview_charts_throughput_and_work_in_flight(live_url, page):
         'tr[data-geneva-class="AdminTwoStep"] .geneva-active-running a'
     )
     assert running.inner_text() == "1"
+    row = 'tr[data-geneva-class="AdminTwoStep"]'
+    counts = {
+        key: active.locator(f"{row} .geneva-active-{key}").inner_text()
+        for key in ("running", "waiting", "paused")
+    }
+    assert counts == {"running": "1", "waiting": "14", "paused": "6"}
+    bar = active.locator(f"{row} svg.geneva-active-svg")
+    assert "14 waiting" in bar.get_attribute("aria-label")
+    assert "AdminSignalWait" in active.locator("tbody").inner_text()
+    assert "AdminFailing" in active.locator("tbody").inner_text()  # paused only
+    active.locator(f"{row} .geneva-active-waiting a").click()
+    page.wait_for_url("**state=ready**")
+    assert page.inner_text(".geneva-match-count") == "14 workflows match."
+    page.go_back()
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_url}/geneva/")
     width, inner = page.evaluate(
         "() => [document.documentElement.scrollWidth, window.innerWidth]"
     )
     assert width <= inner
+    assert page.geneva_dialogs == []
+
+
+def test_the_step_plan_says_every_setting_and_the_limits_page_counts(live_url, page):
+    """The workflow page's "Waits, limits, timeouts" column writes, one line
+    each, a wait_for with its timeout, waiting for children, each limit, the
+    body's timeout and a resumable step's bounds, and nothing for a plain step;
+    the limits page counts the keys matching its filter (R-ADM-122,
+    R-ADM-127)."""
+    from tests.support.limit_rows import set_key
+
+    workflow_id = BrowserPlanSettings.create(hero=new_user("plan@example.com")).id
+    set_key("browser-partner-api", "acme", running=2, waiting=1)
+    set_key("browser-partner-api", "globex")
+    set_key("browser-partner-api", "initech")
+    db.session.remove()
+    page.goto(f"{live_url}/geneva/workflows/{workflow_id}")
+    headers = page.locator("table.geneva-plan thead th").all_inner_texts()
+    assert "Waits, limits, timeouts" in headers
+
+    def lines(step_name: str) -> list[str]:
+        cell = page.locator(f'td.geneva-plan-settings[data-step="{step_name}"] div')
+        return cell.all_inner_texts()
+
+    assert lines("start") == []
+    assert lines("approve") == [
+        "waits for signal approved; times out after 2 d, then pause"
+    ]
+    assert lines("gather") == [
+        "waits for all its children to settle; a failed child fails the step "
+        "(ChildWorkflowFailed)"
+    ]
+    assert lines("push") == [
+        "limit browser-partner-api: 2 at once, per key tenant_of",
+        "limit browser-rate: 10 starts per 1 min, one key for all",
+        "timeout 30 s a run (then StepTimeout)",
+    ]
+    assert lines("walk") == [
+        "at most 50 iterations an execution",
+        "at most 5 min an execution",
+    ]
+    # Each line is a line of its own on the screen, not run together.
+    push = page.locator('td.geneva-plan-settings[data-step="push"]')
+    line_height = page.locator(
+        'td.geneva-plan-settings[data-step="push"] div'
+    ).first.bounding_box()["height"]
+    assert push.bounding_box()["height"] >= 3 * line_height
+
+    page.goto(f"{live_url}/geneva/limits/")
+    assert page.inner_text(".geneva-match-count") == (
+        "3 limit keys match (no filter: all limit keys)."
+    )
+    page.check('input[name="busy"]')
+    page.click("form.geneva-filters button[type=submit]")
+    page.wait_for_url("**busy=1**")
+    assert page.inner_text(".geneva-match-count") == "1 limit key matches."
     assert page.geneva_dialogs == []

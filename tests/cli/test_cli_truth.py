@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from flask_geneva.core import clock
 from flask_geneva.testing import perform_next_step
 from tests.admin.execution_support import ExecDetailFlaky
 from tests.admin.execution_support import ExecDetailTimeout
 from tests.apps.cli_app import CliOnboarding
 from tests.cli.test_cli import geneva_cli  # noqa: F401 - the fixture
 from tests.support.workflow import make_user
+from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 
 
 def test_an_ended_workflow_has_no_next_step_in_list_and_show(geneva_cli):  # noqa: F811
@@ -54,3 +57,25 @@ def test_show_prints_the_error_of_a_reattempted_execution(geneva_cli):  # noqa: 
     assert error_class == (
         f"      error class: {ExecDetailTimeout.__module__}.ExecDetailTimeout"
     )
+
+
+def test_a_finished_workflow_has_no_next_step_whatever_its_row_holds(geneva_cli):  # noqa: F811
+    """A finished workflow whose row still names a current and a next step (an
+    old row, a hand edit) is listed with "-" for both, and `show` prints
+    neither line (R-CLI-07)."""
+    workflow = CliOnboarding.create(hero=make_user())
+    for _ in range(3):
+        update_execution(workflow.current_execution.id, scheduled_for=clock.now())
+        perform_next_step(workflow)
+    assert workflow.state == "finished"
+    update_workflow(workflow.id, current_step_name="sweep", next_step_name="sweep")
+    listed = geneva_cli("list", "--class", "CliOnboarding")
+    assert listed.returncode == 0, listed.stderr
+    row = next(
+        line for line in listed.stdout.splitlines() if line.startswith(str(workflow.id))
+    )
+    assert row.split()[3:6] == ["finished", "-", "-"]
+    shown = geneva_cli("show", str(workflow.id)).stdout
+    assert "next step:" not in shown
+    assert "current step:" not in shown
+    assert "3. sweep: done  (resumable)" in shown
