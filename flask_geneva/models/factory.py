@@ -217,8 +217,12 @@ def build_models(
             # The admin's counts, sorts and created range (unit add_admin_indexes).
             sa.Index("index_geneva_drive_workflows_on_type_and_state", "type", "state"),
             sa.Index("index_geneva_drive_workflows_on_created_at", "created_at"),
+            # Its transitioned_at sort read by keyset, NULL rows by id (unit
+            # add_keyset_index replaced the transitioned_at index, R-ADM-150).
             sa.Index(
-                "index_geneva_drive_workflows_on_transitioned_at", "transitioned_at"
+                "index_geneva_drive_workflows_on_transitioned_at_and_id",
+                "transitioned_at",
+                "id",
             ),
             # A child is unique per (parent, starting step, key) (R-CHD-11);
             # top-level workflows (NULL parent) never collide.

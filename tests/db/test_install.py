@@ -102,7 +102,7 @@ WORKFLOW_INDEXES = {
     "index_geneva_drive_workflows_unique_ongoing",
     "index_geneva_drive_workflows_on_type_and_state",
     "index_geneva_drive_workflows_on_created_at",
-    "index_geneva_drive_workflows_on_transitioned_at",
+    "index_geneva_drive_workflows_on_transitioned_at_and_id",
     "index_geneva_drive_workflows_unique_child",
     "index_geneva_drive_workflows_deadline",
 }
@@ -126,7 +126,7 @@ WORKFLOW_INDEX_COLUMNS = {
     "index_geneva_drive_workflows_on_hero_type_and_hero_id": ["hero_type", "hero_id"],
     "index_geneva_drive_workflows_on_type_and_state": ["type", "state"],
     "index_geneva_drive_workflows_on_created_at": ["created_at"],
-    "index_geneva_drive_workflows_on_transitioned_at": ["transitioned_at"],
+    "index_geneva_drive_workflows_on_transitioned_at_and_id": ["transitioned_at", "id"],
     "index_geneva_drive_workflows_unique_child": [
         "parent_workflow_id",
         "parent_step_name",

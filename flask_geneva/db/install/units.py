@@ -192,5 +192,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add workflows.trace_context (the W3C trace context of the creating span)",
         "22_add_trace_context.py.tmpl",
     ),
+    SchemaUnit(
+        "add_keyset_index",
+        "replace the workflows transitioned_at index by (transitioned_at, id)",
+        "23_add_keyset_index.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

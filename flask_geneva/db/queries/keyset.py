@@ -26,15 +26,14 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ClauseElement
-from sqlalchemy.sql.expression import ColumnElement
 from sqlalchemy.sql.expression import Executable
 
 __all__ = [
     "KeysetOrder",
     "Position",
-    "RowBeyond",
     "keyset_rows",
     "planner_row_estimate",
+    "row_beyond",
 ]
 
 
@@ -76,48 +75,40 @@ class Position:
     id: Any
 
 
-class RowBeyond(ColumnElement[bool]):
-    """The condition "``(column, id_column)`` is beyond ``(value, id)``".
+def row_beyond(
+    column: Any,
+    id_column: Any,
+    value: Any,
+    key: Any,
+    *,
+    descending: bool,
+    dialect: str,
+) -> Any:
+    """The condition "``(column, id_column)`` is beyond ``(value, key)``".
 
     Beyond is smaller with ``descending``, else larger. A row-value comparison
-    on PostgreSQL and SQLite; an equivalent range and OR on MySQL/MariaDB,
-    whose optimizers use an index only for that form.
+    on PostgreSQL and SQLite; on MySQL/MariaDB, whose optimizers use an index
+    only for that form, ``column <= value AND (column < value OR id < key)``.
+
+    Args:
+        column: The sort column.
+        id_column: The primary key column.
+        value: The position's sort value (not None).
+        key: The position's id.
+        descending: Beyond means smaller.
+        dialect: The database's dialect name.
     """
-
-    inherit_cache = False  # the statements holding it are not cached
-    type = sa.Boolean()
-
-    def __init__(
-        self, column: Any, id_column: Any, value: Any, key: Any, *, descending: bool
-    ) -> None:
-        self.column = column
-        self.id_column = id_column
-        self.value = sa.literal(value, column.type)
-        self.row_id = sa.literal(key, id_column.type)
-        self.descending = descending
-
-
-@compiles(RowBeyond)
-def _row_beyond(element: RowBeyond, compiler: Any, **kw: Any) -> str:
-    left = sa.tuple_(element.column, element.id_column)
-    right = sa.tuple_(element.value, element.row_id)
-    condition = left < right if element.descending else left > right
-    return str(compiler.process(condition, **kw))
-
-
-@compiles(RowBeyond, "mysql")
-@compiles(RowBeyond, "mariadb")
-def _row_beyond_mysql(element: RowBeyond, compiler: Any, **kw: Any) -> str:
-    column, value = element.column, element.value
-    if element.descending:
-        condition = sa.and_(
-            column <= value, sa.or_(column < value, element.id_column < element.row_id)
-        )
-    else:
-        condition = sa.and_(
-            column >= value, sa.or_(column > value, element.id_column > element.row_id)
-        )
-    return str(compiler.process(condition, **kw))
+    bound = sa.literal(value, column.type)
+    bound_key = sa.literal(key, id_column.type)
+    if dialect in ("mysql", "mariadb"):
+        if descending:
+            return sa.and_(
+                column <= bound, sa.or_(column < bound, id_column < bound_key)
+            )
+        return sa.and_(column >= bound, sa.or_(column > bound, id_column > bound_key))
+    left = sa.tuple_(column, id_column)
+    right = sa.tuple_(bound, bound_key)
+    return left < right if descending else left > right
 
 
 def _beyond_id(id_column: Any, key: Any, descending: bool) -> Any:
@@ -139,7 +130,7 @@ def _whole_ordering(order: KeysetOrder) -> list[Any]:
 
 
 def _segments(
-    order: KeysetOrder, position: Position | None, backward: bool
+    order: KeysetOrder, position: Position | None, backward: bool, dialect: str
 ) -> list[tuple[list[Any], list[Any]]]:
     """``(conditions, ordering)`` of each part of the list read from ``position``.
 
@@ -156,9 +147,12 @@ def _segments(
         return [(conditions, _ordering([id_column], reading_desc))]
     valued_order = _ordering([column, id_column], reading_desc)
     valued: list[Any] = [column.is_not(None)] if order.nullable else []
+    # All NULL, so ordered by id; the sort column is named too, so the read is
+    # one range of the (column, id) index, not a walk of the primary key past
+    # the rows with a value (PostgreSQL judges NULLs spread evenly by id).
     null_part = (
         [column.is_(None)],
-        _ordering([id_column], reading_desc),
+        _ordering([column, id_column], reading_desc),
     )
     if position is None:
         parts = [(valued, valued_order)]
@@ -172,8 +166,13 @@ def _segments(
             null_part[1],
         )
         return [nulls, (valued, valued_order)] if backward else [nulls]
-    beyond = RowBeyond(
-        column, id_column, position.value, position.id, descending=reading_desc
+    beyond = row_beyond(
+        column,
+        id_column,
+        position.value,
+        position.id,
+        descending=reading_desc,
+        dialect=dialect,
     )
     parts = [([*valued, beyond], valued_order)]
     if order.nullable and not backward:
@@ -226,7 +225,8 @@ def keyset_rows(
         result = session.scalars(query) if scalars else session.execute(query)
         return list(result.all())
     rows: list[Any] = []
-    for conditions, ordering in _segments(order, before or after, backward):
+    dialect = session.get_bind().dialect.name
+    for conditions, ordering in _segments(order, before or after, backward, dialect):
         wanted = limit - len(rows)
         if wanted <= 0:
             break
