@@ -21,7 +21,8 @@
    first count), the statement count and the slowest statement's time, and the
    machine's load average.
 3. Checks that no list page runs an unbounded ``COUNT(*)`` (R-ADM-30): every
-   statement with ``count(`` on a list page must count a ``LIMIT``-ed subquery.
+   statement with ``count(`` on a list page must count a ``LIMIT``-ed subquery;
+   and that no deep page's statement has an ``OFFSET`` (R-ADM-150).
 
 Before rendering, the hourly outcome counts are stored as a housekeeping run
 ``--housekeeping-lag`` minutes before the seed instant would have stored them
@@ -552,6 +553,11 @@ def main() -> None:
                 failures.append(f"{label}: {median:.0f} ms >= {TARGET_MS:.0f} ms")
             if worst[0] >= args.explain_ms:
                 slow.append((label, worst[1], worst[2]))
+            if "deep" in label or "next link" in label:
+                # Keyset pages read from a row's key, never skip rows (R-ADM-150).
+                for _, statement, _ in timings_sql:
+                    if re.search(r"\bOFFSET\b", statement, re.IGNORECASE):
+                        failures.append(f"{label}: OFFSET in {statement[:120]}")
             if is_list:
                 for statement in unbounded_counts([s for _, s, _ in timings_sql]):
                     failures.append(
