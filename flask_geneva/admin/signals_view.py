@@ -149,7 +149,7 @@ class SignalsView(GenevaView):
             matched,
             cap,
             lambda: admin_signal_queries.estimate_signal_list(
-                session, signal_cls, self.geneva.Workflow, **criteria
+                session, signal_cls, self.geneva.Workflow, cap=cap, **criteria
             ),
         )
         signals = []

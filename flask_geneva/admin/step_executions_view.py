@@ -160,6 +160,7 @@ class StepExecutionsView(GenevaView):
                 workflow_cls,
                 criteria,
                 join_workflows=join_workflows,
+                cap=cap,
             ),
         )
         return self.render(

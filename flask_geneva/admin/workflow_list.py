@@ -131,7 +131,7 @@ class WorkflowListPage(WorkflowPages):
             count + 1 if more else count,
             count,  # the cap when more match
             lambda: admin_queries.estimate_workflow_list(
-                session, workflow_cls, matching.conditions
+                session, workflow_cls, matching.conditions, cap=count
             ),
         )
         return self.render(

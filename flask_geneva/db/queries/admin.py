@@ -105,11 +105,17 @@ def workflow_list_page(
 
 
 def estimate_workflow_list(
-    session: orm.Session, workflow_cls: Any, conditions: Sequence[Any]
+    session: orm.Session, workflow_cls: Any, conditions: Sequence[Any], *, cap: int
 ) -> int | None:
     """The planner's estimate of the workflows matching ``conditions``
-    (PostgreSQL; else None, R-ADM-152)."""
-    return planner_row_estimate(session, sa.select(workflow_cls.id).where(*conditions))
+    (PostgreSQL, with statistics of more than ``cap`` workflows; else None,
+    R-ADM-152)."""
+    return planner_row_estimate(
+        session,
+        sa.select(workflow_cls.id).where(*conditions),
+        table=workflow_cls.__table__,
+        above=cap,
+    )
 
 
 def workflow_type_and_state(
@@ -399,14 +405,18 @@ def estimate_execution_list(
     criteria: Sequence[Any],
     *,
     join_workflows: bool,
+    cap: int,
 ) -> int | None:
     """The planner's estimate of the executions matching ``criteria``
-    (PostgreSQL; else None, R-ADM-152); arguments as :func:`count_execution_list`."""
+    (PostgreSQL, with statistics of more than ``cap`` executions; else None,
+    R-ADM-152); arguments as :func:`count_execution_list`."""
     return planner_row_estimate(
         session,
         _execution_count_statement(
             execution_cls, workflow_cls, criteria, join_workflows
         ),
+        table=execution_cls.__table__,
+        above=cap,
     )
 
 

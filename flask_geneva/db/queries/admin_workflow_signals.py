@@ -158,12 +158,21 @@ def count_signal_list(
 
 
 def estimate_signal_list(
-    session: orm.Session, signal_cls: Any, workflow_cls: Any, **filters: Any
+    session: orm.Session,
+    signal_cls: Any,
+    workflow_cls: Any,
+    *,
+    cap: int,
+    **filters: Any,
 ) -> int | None:
     """The planner's estimate of the signals the list's filters match
-    (PostgreSQL; else None, R-ADM-152); the filters are :func:`signal_list_page`'s."""
+    (PostgreSQL, with statistics of more than ``cap`` signals; else None,
+    R-ADM-152); the filters are :func:`signal_list_page`'s."""
     return planner_row_estimate(
-        session, _count_statement(signal_cls, workflow_cls, filters)
+        session,
+        _count_statement(signal_cls, workflow_cls, filters),
+        table=signal_cls.__table__,
+        above=cap,
     )
 
 

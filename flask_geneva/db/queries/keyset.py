@@ -252,20 +252,33 @@ def _explain(element: _Explain, compiler: Any, **kw: Any) -> str:
     return "EXPLAIN (FORMAT JSON) " + str(compiler.process(element.statement, **kw))
 
 
-def planner_row_estimate(session: orm.Session, statement: sa.Select[Any]) -> int | None:
+def planner_row_estimate(
+    session: orm.Session, statement: sa.Select[Any], *, table: Any, above: int
+) -> int | None:
     """The planner's estimate of the rows ``statement`` returns, or None (R-ADM-152).
 
     PostgreSQL only: ``EXPLAIN (FORMAT JSON)`` of the statement (planned, not
     run), the top plan node's ``Plan Rows``. For an unfiltered table that is
     ``pg_class.reltuples`` scaled to the table's current size; with filters,
-    the planner's selectivity estimate from the table's statistics. Other
-    databases return None.
+    the planner's selectivity estimate from the table's statistics. None on
+    other databases, and when ``table``'s statistics know ``above`` rows or
+    fewer (``reltuples``: -1 for a table never analyzed, or the row count of
+    its last analysis): the planner would then guess from the table's size in
+    pages, not estimate from what it measured.
 
     Args:
         session: The admin's session.
         statement: The list's filtered select, without LIMIT.
+        table: The list's table (a ``sa.Table``).
+        above: The count's cap: the table's statistics must know more rows.
     """
     if session.get_bind().dialect.name != "postgresql":
+        return None
+    known = session.execute(
+        sa.text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:name)"),
+        {"name": table.name},
+    ).scalar()
+    if known is None or float(known) <= above:
         return None
     raw = session.execute(_Explain(statement)).scalar()
     plan: Any = json.loads(raw) if isinstance(raw, str) else raw
