@@ -20,6 +20,7 @@ from datetime import UTC
 from datetime import datetime
 from typing import Any
 
+from flask_geneva.admin.list_params import MAX_PAGE
 from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.list_params import quoted
 from flask_geneva.db.queries.keyset import Position
@@ -225,7 +226,9 @@ def read_list_page(
     return ListPage(
         rows=rows,
         page=page,
-        next_args=dict(link_args, after=token_of(rows[-1]), page=page + 1)
+        next_args=dict(
+            link_args, after=token_of(rows[-1]), page=min(page + 1, MAX_PAGE)
+        )
         if has_next and rows
         else None,
         previous_args=_previous(rows, page, has_previous, token_of, link_args),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+import uuid
 from datetime import UTC
 from datetime import datetime
 from datetime import timedelta
@@ -423,3 +424,70 @@ def test_past_the_cap_the_count_line_is_an_estimate_or_capped(
         else:
             assert line.group(1) == "5+", line.group(0)
     db.session.remove()
+
+
+# -- UUID keys ------------------------------------------------------------------------
+
+
+def test_uuid_keys_walk_by_created_at_then_id(tmp_path, small_pages):
+    """With UUID keys the workflows list is newest created first and its keys
+    are ``<created_at>,<uuid>``; the executions list pages by the UUID id; both
+    walk every row once, ties on created_at included (R-ADM-150, R-ADM-11)."""
+    from tests.apps import uuid_app
+
+    app = uuid_app.create_app(
+        f"sqlite:///{tmp_path / 'uuid.sqlite3'}",
+        TESTING=True,
+        SECRET_KEY="uuid-keyset",  # noqa: S106 - a test app
+        GENEVA_ADMIN_ENABLED=True,
+    )
+    with app.app_context():
+        uuid_app.db.create_all()
+        table = uuid_app.geneva.Workflow.__table__
+        executions = uuid_app.geneva.StepExecution.__table__
+        rows = [
+            {
+                "id": uuid.uuid4(),
+                "type": "UuidTwoSteps",
+                "state": "ready",
+                "allow_multiple": True,
+                "created_at": T0 + timedelta(minutes=n // 3),
+                "updated_at": T0,
+            }
+            for n in range(11)
+        ]
+        with uuid_app.db.engine.begin() as connection:
+            connection.execute(sa.insert(table), rows)
+            connection.execute(
+                sa.insert(executions),
+                [
+                    {
+                        "id": uuid.uuid4(),
+                        "workflow_id": row["id"],
+                        "step_name": "first",
+                        "state": "scheduled",
+                        "scheduled_for": T0,
+                        "created_at": T0,
+                        "updated_at": T0,
+                    }
+                    for row in rows
+                ],
+            )
+            stored = [dict(r) for r in connection.execute(sa.select(table)).mappings()]
+            execution_ids = [
+                str(r.id) for r in connection.execute(sa.select(executions.c.id))
+            ]
+    client = app.test_client()
+    with app.app_context():
+        forward, backward = walk(client, WORKFLOWS)
+        assert forward == expected(stored, "created_at", "desc")
+        assert backward == forward
+        first = _get(client, WORKFLOWS)
+        assert re.search(
+            r"after=\d{4}-\d\d-\d\dT[\d:.]+,[0-9a-f-]{36}", _link(first, "next")
+        )
+        forward, backward = walk(client, EXECUTIONS)
+        assert forward == sorted(execution_ids, reverse=True)
+        assert backward == forward
+        text = html.unescape(_get(client, EXECUTIONS, after="17"))
+        assert "ignored after '17'" in text
