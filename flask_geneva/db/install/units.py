@@ -193,9 +193,9 @@ UNITS: tuple[SchemaUnit, ...] = (
         "22_add_trace_context.py.tmpl",
     ),
     SchemaUnit(
-        "add_keyset_index",
-        "replace the workflows transitioned_at index by (transitioned_at, id)",
-        "23_add_keyset_index.py.tmpl",
+        "add_list_indexes",
+        "index the admin lists' keyset sort and executions by error class",
+        "23_add_list_indexes.py.tmpl",
     ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

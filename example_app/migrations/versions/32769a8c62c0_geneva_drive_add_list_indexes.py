@@ -1,15 +1,15 @@
-"""geneva_drive_add_keyset_index
+"""geneva_drive_add_list_indexes
 
-flask_geneva schema unit 23 of 23: replace the workflows transitioned_at index by (transitioned_at, id).
+flask_geneva schema unit 23 of 23: index the admin lists' keyset sort and executions by error class.
 
 Written by `flask geneva install` (flask_geneva 0.1.0.dev0). The file only needs
 Alembic and SQLAlchemy, so it keeps working when flask_geneva changes. Each step
 looks at the live schema first and skips what is already there, so it is safe to
 run against a database that already has the change (R-MIG-04).
 
-Revision ID: 33a1df75dc49
+Revision ID: 32769a8c62c0
 Revises: 81066e52024e
-Create Date: 2026-12-07 05:00:19+00:00
+Create Date: 2026-12-07 05:30:47+00:00
 """
 
 import sqlalchemy as sa
@@ -19,13 +19,13 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects import postgresql
 
 # revision identifiers, used by Alembic.
-revision = '33a1df75dc49'
+revision = '32769a8c62c0'
 down_revision = '81066e52024e'
 branch_labels = None
 depends_on = None
 
 # `flask geneva install` reads these to find the units already written (R-MIG-03).
-GENEVA_DRIVE_UNIT = 'add_keyset_index'
+GENEVA_DRIVE_UNIT = 'add_list_indexes'
 KEY_TYPE = 'bigint'
 ID_SERVER_DEFAULT = None
 
@@ -113,47 +113,68 @@ def _mysql_key_column(name, expression):
     )
 
 
-# The admin's deep pages (R-ADM-150, R-DM-02): the workflows list sorted by
-# transitioned_at is read from a row's (transitioned_at, id) key, and its
-# NULL rows (the ongoing workflows) by id. An index on (transitioned_at, id)
-# serves both parts as one index range, where the transitioned_at index alone
-# makes PostgreSQL read every ongoing workflow (or walk the primary key past
-# every finished one) to find a page of NULL rows. It replaces that index:
-# housekeeping's cleanup (R-HK-14) reads the same leading column.
-NEW_INDEX = "index_geneva_drive_workflows_on_transitioned_at_and_id"
-NEW_COLUMNS = ["transitioned_at", "id"]
+# The admin's lists at scale (R-ADM-151, R-ADM-154, R-DM-02).
+#
+# The workflows list sorted by transitioned_at is read from a row's
+# (transitioned_at, id) key, and its NULL rows (the ongoing workflows) by id.
+# An index on (transitioned_at, id) serves both parts as one index range, where
+# the transitioned_at index alone makes PostgreSQL read every ongoing workflow
+# (or walk the primary key past every finished one) to find a page of NULL
+# rows. It replaces that index: housekeeping's cleanup (R-HK-14) reads the same
+# leading column.
+KEYSET_INDEX = "index_geneva_drive_workflows_on_transitioned_at_and_id"
+KEYSET_COLUMNS = ["transitioned_at", "id"]
 OLD_INDEX = "index_geneva_drive_workflows_on_transitioned_at"
 OLD_COLUMNS = ["transitioned_at"]
+# The executions list's error class filter and its count read the few
+# executions with an error class from this partial index instead of scanning
+# every execution. MariaDB has no partial indexes and an index over every
+# execution would slow every write for one filter: none there (as R-DM-16).
+ERROR_CLASS_INDEX = "index_geneva_drive_step_executions_on_error_class_name"
 
 
-def _create(name, columns):
+def _create(table, name, columns, **where):
     if _dialect().name == "postgresql":
         # Built without blocking writes; CONCURRENTLY cannot run inside a
         # transaction (R-MIG-08).
         with op.get_context().autocommit_block():
-            op.create_index(name, WORKFLOWS, columns, postgresql_concurrently=True)
+            op.create_index(
+                name, table, columns, postgresql_concurrently=True, **where
+            )
     else:
-        op.create_index(name, WORKFLOWS, columns)
+        op.create_index(name, table, columns, **where)
 
 
-def _drop(name):
+def _drop(table, name):
     if _dialect().name == "postgresql":
         with op.get_context().autocommit_block():
-            op.drop_index(name, table_name=WORKFLOWS, postgresql_concurrently=True)
+            op.drop_index(name, table_name=table, postgresql_concurrently=True)
     else:
-        op.drop_index(name, table_name=WORKFLOWS)
+        op.drop_index(name, table_name=table)
 
 
 def upgrade():
     # The new index first: the cleanup and the sort always have one.
-    if not _has_index(WORKFLOWS, NEW_INDEX, offline=False):
-        _create(NEW_INDEX, NEW_COLUMNS)
+    if not _has_index(WORKFLOWS, KEYSET_INDEX, offline=False):
+        _create(WORKFLOWS, KEYSET_INDEX, KEYSET_COLUMNS)
     if _has_index(WORKFLOWS, OLD_INDEX, offline=True):
-        _drop(OLD_INDEX)
+        _drop(WORKFLOWS, OLD_INDEX)
+    if _is_mysql() or _has_index(STEP_EXECUTIONS, ERROR_CLASS_INDEX, offline=False):
+        return
+    where = sa.text(f"{_q('error_class_name')} IS NOT NULL")
+    _create(
+        STEP_EXECUTIONS,
+        ERROR_CLASS_INDEX,
+        ["error_class_name"],
+        postgresql_where=where,
+        sqlite_where=where,
+    )
 
 
 def downgrade():
+    if not _is_mysql() and _has_index(STEP_EXECUTIONS, ERROR_CLASS_INDEX, offline=True):
+        _drop(STEP_EXECUTIONS, ERROR_CLASS_INDEX)
     if not _has_index(WORKFLOWS, OLD_INDEX, offline=False):
-        _create(OLD_INDEX, OLD_COLUMNS)
-    if _has_index(WORKFLOWS, NEW_INDEX, offline=True):
-        _drop(NEW_INDEX)
+        _create(WORKFLOWS, OLD_INDEX, OLD_COLUMNS)
+    if _has_index(WORKFLOWS, KEYSET_INDEX, offline=True):
+        _drop(WORKFLOWS, KEYSET_INDEX)
