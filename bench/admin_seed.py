@@ -41,15 +41,16 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-__all__ = ["MARKER", "SEED_VERSION", "SPAN", "populate", "seeded"]
+__all__ = ["MARKER", "SEED_VERSION", "SPAN", "ensure_signals", "populate", "seeded"]
 
 WORKFLOWS = "geneva_drive_workflows"
 EXECUTIONS = "geneva_drive_step_executions"
 WORKERS = "geneva_drive_workers"
+SIGNALS = "geneva_drive_signals"
 #: The table that records a finished seed; a reused database is recognised by it.
 MARKER = "bench_admin_seed"
 #: Bumped whenever the generated data changes shape.
-SEED_VERSION = 2
+SEED_VERSION = 3
 #: Workflows are created evenly over this span before the seed instant.
 SPAN = timedelta(days=10)
 
@@ -168,7 +169,10 @@ SELECT g, type, hero_type,
         'execution_id', g * 10 + 1)))
   END,
   created,
-  created + make_interval(secs => (last - 1) * spacing + 1),
+  -- Entering paused/finished/canceled stamps transitioned_at; an ongoing
+  -- workflow (created, or resumed) has none (R-WF-03, R-WF-04).
+  CASE WHEN state IN ('ready', 'performing') THEN NULL
+       ELSE created + make_interval(secs => (last - 1) * spacing + 1) END,
   created,
   created + make_interval(secs => (last - 1) * spacing + 1)
 FROM bench_admin_plan
@@ -412,3 +416,44 @@ def populate(engine: sa.Engine, workflows: int, detail: int) -> tuple[datetime, 
             c.exec_driver_sql(f"VACUUM ANALYZE {table}")
     say("vacuumed and analyzed")
     return t0, big
+
+
+# One signal for each of the first :n workflows, received a few seconds after
+# the workflow was created: names, states and ages of a busy install.
+_SIGNALS = f"""
+INSERT INTO {SIGNALS}
+  (id, workflow_id, name, payload, state, step_name, created_at, claimed_at,
+   consumed_at, updated_at)
+SELECT w.id, w.id,
+  (ARRAY['payment_confirmed', 'shipment_update', 'approval', 'refund_requested'])[w.id % 4 + 1],
+  jsonb_build_object('reference', w.id),
+  (ARRAY['consumed', 'consumed', 'consumed', 'pending', 'expired', 'claimed'])[w.id % 6 + 1],
+  'await_' || (w.id % 3),
+  w.created_at + make_interval(secs => w.id % 50),
+  CASE WHEN w.id % 6 IN (0, 1, 2, 5) THEN w.created_at + make_interval(secs => w.id % 50 + 1) END,
+  CASE WHEN w.id % 6 IN (0, 1, 2) THEN w.created_at + make_interval(secs => w.id % 50 + 1) END,
+  w.created_at + make_interval(secs => w.id % 50 + 1)
+FROM {WORKFLOWS} w WHERE w.id <= :n
+"""
+
+
+def ensure_signals(engine: sa.Engine, count: int) -> None:
+    """Give the seed ``count`` workflow signals (the signals list's pages).
+
+    Kept when the table already holds ``count`` rows; else replaced, set-based.
+    """
+    with engine.begin() as connection:
+        stored = connection.scalar(sa.text(f"SELECT count(*) FROM {SIGNALS}"))
+        if stored == count:
+            return
+        started = time.perf_counter()
+        _renice_backend(connection)
+        connection.exec_driver_sql(f"TRUNCATE {SIGNALS}")
+        connection.execute(sa.text(_SIGNALS), {"n": count})
+        connection.exec_driver_sql(
+            f"SELECT setval(pg_get_serial_sequence('{SIGNALS}', 'id'),"
+            f" (SELECT max(id) FROM {SIGNALS}))"
+        )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.exec_driver_sql(f"VACUUM ANALYZE {SIGNALS}")
+    print(f"  {count:,} signals in {time.perf_counter() - started:.1f} s")

@@ -12,6 +12,7 @@ install it and queries nothing (R-WSIG-70). Only reads (R-ADM-32).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from flask import request
@@ -21,9 +22,12 @@ import flask_geneva.admin.filters as workflow_filters
 from flask_geneva.admin.base_view import GenevaView
 from flask_geneva.admin.filters import is_date
 from flask_geneva.admin.filters import range_bound
+from flask_geneva.admin.keyset_pages import ListPage
+from flask_geneva.admin.keyset_pages import page_request
+from flask_geneva.admin.keyset_pages import position_token
+from flask_geneva.admin.keyset_pages import read_list_page
+from flask_geneva.admin.list_counts import match_label
 from flask_geneva.admin.list_params import PAGE_SIZE
-from flask_geneva.admin.list_params import note_past_the_end
-from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.list_params import quoted
 from flask_geneva.admin.signal_display import NOT_INSTALLED_NOTE
 from flask_geneva.admin.signal_display import SIGNAL_STATES
@@ -106,30 +110,50 @@ class SignalsView(GenevaView):
                 descriptions.append(
                     f"received at or before {end:%Y-%m-%d %H:%M:%S} UTC"
                 )
-        page = page_number(args, notes)
         session = self.session
-        rows = admin_signal_queries.signal_list_page(
-            session,
-            self.geneva.WorkflowSignal,
-            self.geneva.Workflow,
-            order_by_created_at=self.geneva.key_type == "uuid",
-            limit=PAGE_SIZE + 1,
-            offset=(page - 1) * PAGE_SIZE,
-            **criteria,
+        signal_cls = self.geneva.WorkflowSignal
+        by_created_at = self.geneva.key_type == "uuid"
+        # Newest first; pages are read from the last (or first) row's key along
+        # the primary key (created_at then id for UUID keys), never with OFFSET
+        # (R-ADM-150).
+        listed = read_list_page(
+            functools.partial(
+                admin_signal_queries.signal_list_page,
+                session,
+                signal_cls,
+                self.geneva.Workflow,
+                order_by_created_at=by_created_at,
+                **criteria,
+            ),
+            page_request(
+                args,
+                notes,
+                by_id=not by_created_at,
+                nullable=False,
+                parse_key=self._parse_key,
+                page_size=PAGE_SIZE,
+            ),
+            page_size=PAGE_SIZE,
+            token_of=lambda row: position_token(
+                row[0].created_at, row[0].id, by_id=not by_created_at
+            ),
+            link_args=dict(kept),
+            notes=notes,
         )
-        has_next = len(rows) > PAGE_SIZE
-        rows = rows[:PAGE_SIZE]
         cap = workflow_filters.COUNT_CAP  # read per request: tests lower it
         matched = admin_signal_queries.count_signal_list(
-            session,
-            self.geneva.WorkflowSignal,
-            self.geneva.Workflow,
-            cap=cap,
-            **criteria,
+            session, signal_cls, self.geneva.Workflow, cap=cap, **criteria
         )
-        note_past_the_end(page, bool(rows), notes)
+        # Past the cap PostgreSQL's estimate, "about 4.9 M" (R-ADM-152).
+        label = match_label(
+            matched,
+            cap,
+            lambda: admin_signal_queries.estimate_signal_list(
+                session, signal_cls, self.geneva.Workflow, cap=cap, **criteria
+            ),
+        )
         signals = []
-        for signal, workflow_type, workflow_state in rows:
+        for signal, workflow_type, workflow_state in listed.rows:
             row = signal_row(signal)
             row["workflow_type"] = workflow_type
             row["workflow_state"] = workflow_state
@@ -140,12 +164,12 @@ class SignalsView(GenevaView):
             not_installed_note="",
             signals=signals,
             match_count=min(matched, cap),
-            match_label=workflow_filters.format_count(min(matched, cap), matched > cap),
+            match_label=label,
             filters=kept,
             filter_descriptions=descriptions,
             notes=notes,
-            page=page,
-            has_next=has_next,
+            page=listed.page,
+            pager=listed,
             states=SIGNAL_STATES,
             known_types=self._types(),
             names=admin_signal_queries.signal_names_stored(
@@ -168,7 +192,7 @@ class SignalsView(GenevaView):
             "filter_descriptions": [],
             "notes": [],
             "page": 1,
-            "has_next": False,
+            "pager": ListPage([], 1, None, None, None),
             "states": SIGNAL_STATES,
             "known_types": [],
             "names": [],

@@ -6,6 +6,7 @@ Only reads (R-ADM-32); the filtering and the detail's content live in
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from flask import abort
@@ -23,11 +24,13 @@ from flask_geneva.admin.executions import execution_detail
 from flask_geneva.admin.executions import filter_executions
 from flask_geneva.admin.executions import load_execution
 from flask_geneva.admin.executions import recorded_error_message
+from flask_geneva.admin.keyset_pages import page_request
+from flask_geneva.admin.keyset_pages import position_token
+from flask_geneva.admin.keyset_pages import read_list_page
 from flask_geneva.admin.limits import limit_wait
 from flask_geneva.admin.limits import waited_limit_name
+from flask_geneva.admin.list_counts import match_label
 from flask_geneva.admin.list_params import PAGE_SIZE
-from flask_geneva.admin.list_params import note_past_the_end
-from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import error_class_of
 from flask_geneva.admin.row_display import metadata_of
 from flask_geneva.admin.signal_display import waiting_line
@@ -113,41 +116,66 @@ class StepExecutionsView(GenevaView):
             config=config,
             now=clock.now(),
         )
-        page = page_number(request.args, notes)
-        # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = admin_queries.execution_list_page(
-            session,
-            execution_cls,
-            workflow_cls,
-            criteria,
-            limit=PAGE_SIZE + 1,
-            offset=(page - 1) * PAGE_SIZE,
+        # Newest id first; pages are read from the last (or first) row's id
+        # along the primary key, never with OFFSET (R-ADM-150).
+        listed = read_list_page(
+            functools.partial(
+                admin_queries.execution_list_page,
+                session,
+                execution_cls,
+                workflow_cls,
+                criteria,
+            ),
+            page_request(
+                request.args,
+                notes,
+                by_id=True,
+                nullable=False,
+                parse_key=self._parse_key,
+                page_size=PAGE_SIZE,
+            ),
+            page_size=PAGE_SIZE,
+            token_of=lambda row: position_token(None, row[0].id, by_id=True),
+            link_args=dict(filters),
+            notes=notes,
         )
-        has_next = len(rows) > PAGE_SIZE
-        note_past_the_end(page, bool(rows), notes)
-        # The match count, capped: never an unbounded COUNT(*) (R-ADM-127, 30).
+        # The match count, capped: never an unbounded COUNT(*) (R-ADM-127, 30);
+        # past the cap PostgreSQL's estimate, "about 4.9 M" (R-ADM-152).
         cap = workflow_filters.COUNT_CAP  # read per request: tests lower it
+        join_workflows = "type" in filters
         matched = admin_queries.count_execution_list(
             session,
             execution_cls,
             workflow_cls,
             criteria,
             cap=cap,
-            join_workflows="type" in filters,
+            join_workflows=join_workflows,
+        )
+        label = match_label(
+            matched,
+            cap,
+            lambda: admin_queries.estimate_execution_list(
+                session,
+                execution_cls,
+                workflow_cls,
+                criteria,
+                join_workflows=join_workflows,
+                cap=cap,
+            ),
         )
         return self.render(
             "geneva/admin/step_executions.html",
             executions=[
                 _list_row(execution, type_name, workflow_state, columns)
-                for execution, type_name, workflow_state in rows[:PAGE_SIZE]
+                for execution, type_name, workflow_state in listed.rows
             ],
             match_count=min(matched, cap),
-            match_label=workflow_filters.format_count(min(matched, cap), matched > cap),
+            match_label=label,
             show_cursor=bool(columns.cursor),
             filters=filters,
             notes=notes,
-            page=page,
-            has_next=has_next,
+            page=listed.page,
+            pager=listed,
             states=[state.value for state in StepExecutionState],
             known_types=sorted(self.geneva.workflow_classes),
             flags=LIST_FLAGS,

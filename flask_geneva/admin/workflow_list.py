@@ -7,6 +7,7 @@ run reads "waiting for <limit>", R-LIM-42) and one capped count (R-ADM-30).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from flask import request
@@ -20,15 +21,18 @@ from flask_geneva.admin.filters import capped_count
 from flask_geneva.admin.filters import format_count
 from flask_geneva.admin.filters import hero_admin_urls
 from flask_geneva.admin.filters import latest_error_classes
+from flask_geneva.admin.keyset_pages import page_request
+from flask_geneva.admin.keyset_pages import position_token
+from flask_geneva.admin.keyset_pages import read_list_page
+from flask_geneva.admin.list_counts import match_label
 from flask_geneva.admin.list_params import PAGE_SIZE
 from flask_geneva.admin.list_params import choice
-from flask_geneva.admin.list_params import note_past_the_end
-from flask_geneva.admin.list_params import page_number
 from flask_geneva.admin.row_display import hero_reference_of
 from flask_geneva.admin.workflow_start import allowed_start_classes
 from flask_geneva.db.queries import admin as admin_queries
 from flask_geneva.db.queries import admin_workflow_signals as admin_signal_queries
 from flask_geneva.db.queries import limits as limit_reads
+from flask_geneva.db.queries.keyset import KeysetOrder
 from flask_geneva.engine.operator_transaction import allowed_from
 from flask_geneva.models import WorkflowState
 
@@ -62,22 +66,40 @@ class WorkflowListPage(WorkflowPages):
         sort = choice(args, "sort", SORTS, default_sort, notes)
         direction = choice(args, "dir", ("asc", "desc"), "desc", notes)
         column = getattr(workflow_cls, sort)
-        order = column.asc() if direction == "asc" else column.desc()
-        tie = workflow_cls.id.asc() if direction == "asc" else workflow_cls.id.desc()
-        ordering = (order,) if sort == "id" else (order, tie)
-        page = page_number(args, notes)
-        # One row more than a page tells whether a next page exists: no COUNT(*).
-        rows = admin_queries.workflow_list_page(
-            session,
-            workflow_cls,
-            matching.conditions,
-            ordering=ordering,
-            limit=PAGE_SIZE + 1,
-            offset=(page - 1) * PAGE_SIZE,
+        # The sort, then the id; transitioned_at's NULL rows (ongoing
+        # workflows) come last either way (R-ADM-151).
+        order = KeysetOrder(
+            column,
+            workflow_cls.id,
+            descending=direction == "desc",
+            nullable=sort == "transitioned_at",
         )
-        has_next = len(rows) > PAGE_SIZE
-        rows = rows[:PAGE_SIZE]
-        note_past_the_end(page, bool(rows), notes)
+        # Pages are read from the last (or first) row's key, never with OFFSET
+        # (R-ADM-150); one row more than a page tells whether more exist.
+        listed = read_list_page(
+            functools.partial(
+                admin_queries.workflow_list_page,
+                session,
+                workflow_cls,
+                matching.conditions,
+                order=order,
+            ),
+            page_request(
+                args,
+                notes,
+                by_id=order.by_id,
+                nullable=order.nullable,
+                parse_key=self._parse_key,
+                page_size=PAGE_SIZE,
+            ),
+            page_size=PAGE_SIZE,
+            token_of=lambda row: position_token(
+                getattr(row, sort), row.id, by_id=order.by_id
+            ),
+            link_args={"sort": sort, "dir": direction, **matching.params},
+            notes=notes,
+        )
+        rows = listed.rows
         # One query for the page's latest errors, one capped count (R-ADM-30).
         errors = latest_error_classes(
             session,
@@ -104,6 +126,14 @@ class WorkflowListPage(WorkflowPages):
             else {}
         )
         count, more = capped_count(session, workflow_cls, matching)
+        # Past the cap, PostgreSQL's estimate: "about 4.9 M" (R-ADM-152).
+        label = match_label(
+            count + 1 if more else count,
+            count,  # the cap when more match
+            lambda: admin_queries.estimate_workflow_list(
+                session, workflow_cls, matching.conditions, cap=count
+            ),
+        )
         return self.render(
             "geneva/admin/workflows.html",
             workflows=[
@@ -118,11 +148,13 @@ class WorkflowListPage(WorkflowPages):
             # The all-matching form would drop the ignored values (R-ADM-23).
             filters_ignored=bool(matching.notes),
             match_count=count,
-            match_label=format_count(count, more),
+            match_label=label,
+            # The bulk buttons act on what was counted: "all 10,000+".
+            capped_label=format_count(count, more),
             sort=sort,
             direction=direction,
-            page=page,
-            has_next=has_next,
+            page=listed.page,
+            pager=listed,
             states=[state.value for state in WorkflowState],
             known_types=sorted(self.geneva.workflow_classes),
             # Classes with rows whose code is gone (R-ADM-50).

@@ -217,8 +217,12 @@ def build_models(
             # The admin's counts, sorts and created range (unit add_admin_indexes).
             sa.Index("index_geneva_drive_workflows_on_type_and_state", "type", "state"),
             sa.Index("index_geneva_drive_workflows_on_created_at", "created_at"),
+            # Its transitioned_at sort read by keyset, NULL rows by id (unit
+            # add_list_indexes replaced the transitioned_at index, R-ADM-151).
             sa.Index(
-                "index_geneva_drive_workflows_on_transitioned_at", "transitioned_at"
+                "index_geneva_drive_workflows_on_transitioned_at_and_id",
+                "transitioned_at",
+                "id",
             ),
             # A child is unique per (parent, starting step, key) (R-CHD-11);
             # top-level workflows (NULL parent) never collide.
@@ -381,6 +385,13 @@ def build_models(
                 "workflow_id",
                 "error_class_name",
                 where="state IN ('failed','skipped') AND error_message IS NOT NULL",
+            ),
+            # The executions list's error class filter (unit add_list_indexes,
+            # R-ADM-154): no partial indexes on MariaDB, so none there.
+            _partial_index(
+                "index_geneva_drive_step_executions_on_error_class_name",
+                "error_class_name",
+                where="error_class_name IS NOT NULL",
             ),
             _partial_index(
                 "index_geneva_drive_step_executions_in_progress_started_at",

@@ -354,7 +354,15 @@ def test_counts_are_capped_and_never_unbounded(client, monkeypatch):
     db.session.remove()
     with recorded_statements() as statements:
         text = page_text(client)
-    assert "3+ workflows match (no filter: all workflows)." in text
+    if db.engine.dialect.name == "postgresql":
+        # Past the cap PostgreSQL may show the planner's estimate instead,
+        # when the table's statistics (autovacuum's) know more rows (R-ADM-152).
+        assert re.search(
+            r">(3\+|about [\d,]+) workflows match \(no filter: all workflows\)\.",
+            text,
+        )
+    else:
+        assert "3+ workflows match (no filter: all workflows)." in text
     counts = [s for s in statements if "count(" in s.lower()]
     assert counts
     assert all("LIMIT" in s.upper() for s in counts), counts

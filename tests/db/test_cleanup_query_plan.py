@@ -126,13 +126,15 @@ def test_mariadb_reads_every_cleanup_batch_through_indexes(app):
             assert row["type"] not in ("ALL", "index"), (name, dict(row))
         workflows = next(r for r in rows if r["table"] == "geneva_drive_workflows")
         assert workflows["type"].startswith("range"), (name, dict(workflows))
-        assert "index_geneva_drive_workflows_on_transitioned_at" in workflows["key"]
+        assert (
+            "index_geneva_drive_workflows_on_transitioned_at_and_id" in workflows["key"]
+        )
 
 
 @pytest.mark.backends("postgresql")
 def test_postgresql_can_read_every_cleanup_batch_through_indexes(app):
     """On PostgreSQL, with sequential scans discouraged, each pass's id SELECT
-    is served by indexes, the workflows by their ``transitioned_at`` index: no
+    is served by indexes, the workflows by their ``(transitioned_at, id)`` index: no
     node of its plan scans a table (R-HK-14)."""
     cutoff = _fill()
     with db.engine.begin() as connection:
@@ -149,7 +151,9 @@ def test_postgresql_can_read_every_cleanup_batch_through_indexes(app):
             ]
             assert "Seq Scan" not in [kind for kind, _ in nodes], (name, nodes)
             indexes = [index for _, index in nodes]
-            assert "index_geneva_drive_workflows_on_transitioned_at" in indexes, (
+            assert (
+                "index_geneva_drive_workflows_on_transitioned_at_and_id" in indexes
+            ), (
                 name,
                 nodes,
             )

@@ -192,5 +192,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "add workflows.trace_context (the W3C trace context of the creating span)",
         "22_add_trace_context.py.tmpl",
     ),
+    SchemaUnit(
+        "add_list_indexes",
+        "index the admin lists' keyset sort and executions by error class",
+        "23_add_list_indexes.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""

@@ -20,6 +20,10 @@ from flask_geneva.core.heroes import hero_type_spellings
 from flask_geneva.db.optional_columns import undefer_options
 from flask_geneva.db.queries.admin_filters import count_at_most
 from flask_geneva.db.queries.admin_filters import recency
+from flask_geneva.db.queries.keyset import KeysetOrder
+from flask_geneva.db.queries.keyset import Position
+from flask_geneva.db.queries.keyset import keyset_rows
+from flask_geneva.db.queries.keyset import planner_row_estimate
 from flask_geneva.db.states import StepExecutionState
 
 __all__ = [
@@ -27,9 +31,12 @@ __all__ = [
     "count_executions",
     "count_failed_executions",
     "count_workflow_executions",
+    "estimate_execution_list",
+    "estimate_workflow_list",
     "execution_chain",
     "execution_list_page",
     "execution_neighbours",
+    "execution_order",
     "in_progress_execution",
     "in_progress_execution_id",
     "latest_execution_per_step",
@@ -64,28 +71,50 @@ def workflow_list_page(
     workflow_cls: Any,
     conditions: Sequence[Any],
     *,
-    ordering: Sequence[Any],
+    order: KeysetOrder,
+    after: Position | None = None,
+    before: Position | None = None,
     limit: int,
-    offset: int,
+    offset: int = 0,
 ) -> list[Any]:
     """One page of the workflows list: workflows matching ``conditions`` (R-ADM-11).
+
+    Read from a position along the order's index (R-ADM-150), see
+    :func:`~flask_geneva.db.queries.keyset.keyset_rows`.
 
     Args:
         session: The admin's session.
         workflow_cls: The ``Workflow`` class.
         conditions: The validated filters' conditions.
-        ordering: ORDER BY expressions (the chosen sort, then the id).
-        limit: Rows to read (a page plus one tells whether a next page exists).
-        offset: Rows to skip.
+        order: The chosen sort, then the id.
+        after: Read the rows after this position.
+        before: Read the rows before this position.
+        limit: Rows to read (a page plus one tells whether more exist).
+        offset: Rows to skip, only without a position (a bookmarked page).
     """
-    return list(
-        session.scalars(
-            sa.select(workflow_cls)
-            .where(*conditions)
-            .order_by(*ordering)
-            .limit(limit)
-            .offset(offset)
-        )
+    return keyset_rows(
+        session,
+        sa.select(workflow_cls).where(*conditions),
+        order,
+        after=after,
+        before=before,
+        limit=limit,
+        offset=offset,
+        scalars=True,
+    )
+
+
+def estimate_workflow_list(
+    session: orm.Session, workflow_cls: Any, conditions: Sequence[Any], *, cap: int
+) -> int | None:
+    """The planner's estimate of the workflows matching ``conditions``
+    (PostgreSQL, with statistics of more than ``cap`` workflows; else None,
+    R-ADM-152)."""
+    return planner_row_estimate(
+        session,
+        sa.select(workflow_cls.id).where(*conditions),
+        table=workflow_cls.__table__,
+        above=cap,
     )
 
 
@@ -323,10 +352,15 @@ def execution_list_page(
     workflow_cls: Any,
     criteria: Sequence[Any],
     *,
+    after: Position | None = None,
+    before: Position | None = None,
     limit: int,
-    offset: int,
+    offset: int = 0,
 ) -> list[Any]:
     """One page of the executions list, newest id first (R-ADM-13).
+
+    Read from a position along the primary key (R-ADM-150), see
+    :func:`~flask_geneva.db.queries.keyset.keyset_rows`.
 
     Returns:
         ``(execution, workflow type, workflow state)`` rows of executions
@@ -334,16 +368,55 @@ def execution_list_page(
         column; the state tells a paused workflow's preserved execution
         (R-ADM-120).
     """
-    return list(
-        session.execute(
-            sa.select(execution_cls, workflow_cls.type, workflow_cls.state)
-            .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
-            .where(*criteria)
-            .options(*undefer_options(session, None, execution_cls))
-            .order_by(execution_cls.id.desc())
-            .limit(limit)
-            .offset(offset)
-        ).all()
+    return keyset_rows(
+        session,
+        sa.select(execution_cls, workflow_cls.type, workflow_cls.state)
+        .join(workflow_cls, workflow_cls.id == execution_cls.workflow_id)
+        .where(*criteria)
+        .options(*undefer_options(session, None, execution_cls)),
+        execution_order(execution_cls),
+        after=after,
+        before=before,
+        limit=limit,
+        offset=offset,
+    )
+
+
+def execution_order(execution_cls: Any) -> KeysetOrder:
+    """The executions list's order: newest id first (R-ADM-13, R-ADM-150)."""
+    return KeysetOrder(execution_cls.id, execution_cls.id, descending=True)
+
+
+def _execution_count_statement(
+    execution_cls: Any, workflow_cls: Any, criteria: Sequence[Any], join: bool
+) -> sa.Select[Any]:
+    statement = sa.select(execution_cls.id)
+    if join:
+        statement = statement.join(
+            workflow_cls, workflow_cls.id == execution_cls.workflow_id
+        )
+    return statement.where(*criteria)
+
+
+def estimate_execution_list(
+    session: orm.Session,
+    execution_cls: Any,
+    workflow_cls: Any,
+    criteria: Sequence[Any],
+    *,
+    join_workflows: bool,
+    cap: int,
+) -> int | None:
+    """The planner's estimate of the executions matching ``criteria``
+    (PostgreSQL, with statistics of more than ``cap`` executions; else None,
+    R-ADM-152); arguments as :func:`count_execution_list`."""
+    return planner_row_estimate(
+        session,
+        _execution_count_statement(
+            execution_cls, workflow_cls, criteria, join_workflows
+        ),
+        table=execution_cls.__table__,
+        above=cap,
     )
 
 
@@ -366,12 +439,13 @@ def count_execution_list(
     Returns:
         The count, or ``cap + 1`` when more than ``cap`` match.
     """
-    statement = sa.select(execution_cls.id)
-    if join_workflows:
-        statement = statement.join(
-            workflow_cls, workflow_cls.id == execution_cls.workflow_id
-        )
-    return count_at_most(session, statement.where(*criteria), cap)
+    return count_at_most(
+        session,
+        _execution_count_statement(
+            execution_cls, workflow_cls, criteria, join_workflows
+        ),
+        cap,
+    )
 
 
 def count_executions(

@@ -19,13 +19,19 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 
 from flask_geneva.db.queries.admin_filters import count_at_most
+from flask_geneva.db.queries.keyset import KeysetOrder
+from flask_geneva.db.queries.keyset import Position
+from flask_geneva.db.queries.keyset import keyset_rows
+from flask_geneva.db.queries.keyset import planner_row_estimate
 from flask_geneva.db.states import StepExecutionState
 
 __all__ = [
     "count_signal_list",
+    "estimate_signal_list",
     "parked_workflow_ids",
     "signal_list_page",
     "signal_names_stored",
+    "signal_order",
     "workflow_signals_newest",
 ]
 
@@ -67,6 +73,8 @@ def signal_list_page(
     received_before: datetime | None = None,
     received_until: datetime | None = None,
     order_by_created_at: bool = False,
+    after: Position | None = None,
+    before: Position | None = None,
     limit: int,
     offset: int = 0,
 ) -> list[tuple[Any, str | None, str | None]]:
@@ -89,9 +97,11 @@ def signal_list_page(
         received_before: Only signals created before this instant.
         received_until: Only signals created at or before this instant.
         order_by_created_at: Order by ``created_at`` instead of the id.
+        after: Read the rows after this position (R-ADM-150).
+        before: Read the rows before this position.
         limit: The most rows returned (one more than a page tells whether a next
             page exists).
-        offset: Rows skipped.
+        offset: Rows skipped, only without a position (a bookmarked page).
 
     Returns:
         ``[(signal, workflow type or None, workflow state or None), ...]``.
@@ -109,14 +119,23 @@ def signal_list_page(
         received_before=received_before,
         received_until=received_until,
     )
-    if order_by_created_at:
-        statement = statement.order_by(
-            signal_cls.created_at.desc(), signal_cls.id.desc()
-        )
-    else:
-        statement = statement.order_by(signal_cls.id.desc())
-    rows = session.execute(statement.limit(limit).offset(offset)).all()
+    rows = keyset_rows(
+        session,
+        statement,
+        signal_order(signal_cls, order_by_created_at=order_by_created_at),
+        after=after,
+        before=before,
+        limit=limit,
+        offset=offset,
+    )
     return [(row[0], row[1], row[2]) for row in rows]
+
+
+def signal_order(signal_cls: Any, *, order_by_created_at: bool) -> KeysetOrder:
+    """The signals list's order: newest first, by id or (UUID keys) by
+    ``created_at`` then id (R-WSIG-69, R-ADM-150)."""
+    column = signal_cls.created_at if order_by_created_at else signal_cls.id
+    return KeysetOrder(column, signal_cls.id, descending=True)
 
 
 def count_signal_list(
@@ -125,12 +144,7 @@ def count_signal_list(
     workflow_cls: Any,
     *,
     cap: int,
-    state: str | None = None,
-    name: str | None = None,
-    workflow_type: str | None = None,
-    received_from: datetime | None = None,
-    received_before: datetime | None = None,
-    received_until: datetime | None = None,
+    **filters: Any,
 ) -> int:
     """How many signals the list's filters match, reading at most ``cap + 1``
     (R-ADM-127, R-ADM-30); the filters are :func:`signal_list_page`'s.
@@ -138,26 +152,50 @@ def count_signal_list(
     Returns:
         The count, or ``cap + 1`` when more than ``cap`` match.
     """
+    return count_at_most(
+        session, _count_statement(signal_cls, workflow_cls, filters), cap
+    )
+
+
+def estimate_signal_list(
+    session: orm.Session,
+    signal_cls: Any,
+    workflow_cls: Any,
+    *,
+    cap: int,
+    **filters: Any,
+) -> int | None:
+    """The planner's estimate of the signals the list's filters match
+    (PostgreSQL, with statistics of more than ``cap`` signals; else None,
+    R-ADM-152); the filters are :func:`signal_list_page`'s."""
+    return planner_row_estimate(
+        session,
+        _count_statement(signal_cls, workflow_cls, filters),
+        table=signal_cls.__table__,
+        above=cap,
+    )
+
+
+def _count_statement(
+    signal_cls: Any, workflow_cls: Any, filters: dict[str, Any]
+) -> sa.Select[Any]:
     statement = sa.select(signal_cls.id)
-    if workflow_type is not None:
+    if filters.get("workflow_type") is not None:
         statement = statement.join(
             workflow_cls, workflow_cls.id == signal_cls.workflow_id
         )
-    return count_at_most(
-        session,
-        _filtered(
-            statement,
-            signal_cls,
-            workflow_cls,
-            state=state,
-            name=name,
-            workflow_type=workflow_type,
-            received_from=received_from,
-            received_before=received_before,
-            received_until=received_until,
-        ),
-        cap,
+    filtered: sa.Select[Any] = _filtered(
+        statement,
+        signal_cls,
+        workflow_cls,
+        state=filters.get("state"),
+        name=filters.get("name"),
+        workflow_type=filters.get("workflow_type"),
+        received_from=filters.get("received_from"),
+        received_before=filters.get("received_before"),
+        received_until=filters.get("received_until"),
     )
+    return filtered
 
 
 def _filtered(
