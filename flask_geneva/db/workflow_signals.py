@@ -387,13 +387,19 @@ def lost_wake_ids(
     before: datetime,
     deferred_job_id: str,
     *,
+    since: datetime,
     limit: int,
 ) -> list[Any]:
     """Ids of woken executions still ``scheduled`` since before ``before`` (R-WSIG-31).
 
     A woken execution keeps its ``waiting_since``; one that no worker claimed
     since ``before`` may have lost its publication (the sender died between
-    its commit and the broker). Deferred rows are the dispatcher's own.
+    its commit and the broker). Deferred rows are the dispatcher's own. Only
+    rows due at or after ``since`` are read (each re-publication moves the due
+    time to now; older rows are housekeeping's stuck-scheduled recovery's,
+    R-HK-20), so that the read is a bounded range of the ``(state,
+    scheduled_for)`` index however many paused workflows keep an overdue
+    execution (issue 40).
     """
     return list(
         session.scalars(
@@ -401,6 +407,7 @@ def lost_wake_ids(
             .where(execution_cls.state == StepExecutionState.SCHEDULED.value)
             .where(execution_cls.waiting_since.is_not(None))
             .where(execution_cls.scheduled_for <= before)
+            .where(execution_cls.scheduled_for >= since)
             .where(execution_cls.job_id != deferred_job_id)
             .order_by(execution_cls.scheduled_for, execution_cls.id)
             .limit(limit)

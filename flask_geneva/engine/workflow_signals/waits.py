@@ -79,6 +79,7 @@ def dispatch_signal_waits(context: EngineContext, session: orm.Session) -> int:
         geneva.StepExecution,
         now - settings.publish_timeout,
         publications.DEFERRED_JOB_ID,
+        since=now - settings.stuck_scheduled_threshold,
         limit=limit,
     )
     session.rollback()

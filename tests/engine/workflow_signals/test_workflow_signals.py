@@ -584,6 +584,32 @@ def test_the_dispatcher_republishes_a_lost_wake(user, geneva_jobs):
     assert workflow_row(workflow.id)["state"] == "finished"
 
 
+def test_a_lost_wake_older_than_the_stuck_threshold_is_left_to_housekeeping(
+    user, geneva_jobs
+):
+    """The dispatcher reads only wakes due at most GENEVA_STUCK_SCHEDULED_THRESHOLD
+    (15 minutes) ago, so that its run costs what came due lately; an older one
+    is housekeeping's stuck-scheduled recovery's (R-WSIG-31, R-HK-20)."""
+    workflow = SigPayment.create(hero=user)
+    geneva_jobs.drain()
+    with clock.frozen():
+        workflow.signal("payment_confirmed")
+        woken_id = execution_rows(workflow.id)[-1]["id"]
+        geneva_jobs.clear()  # the publication is lost
+    table = geneva.StepExecution.__table__
+    with external_writer() as connection:
+        connection.execute(
+            sa.update(table)
+            .where(table.c.id == woken_id)
+            .values(scheduled_for=clock.now() - timedelta(minutes=16))
+        )
+    assert geneva.dispatch_due() == 0
+    assert geneva_jobs.enqueued == []
+    assert geneva.run_housekeeping()["stuck_scheduled_recovered"] == 1
+    geneva_jobs.drain()
+    assert workflow_row(workflow.id)["state"] == "finished"
+
+
 # -- test helpers ----------------------------------------------------------------------------
 
 
