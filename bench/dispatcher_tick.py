@@ -204,18 +204,20 @@ def _shapes(figures: dict[str, Any]) -> None:
         print(f"      {len(times):4d} x {sum(times):7.1f} ms  {text}")
 
 
-def _explain(engine: sa.Engine, figures: dict[str, Any]) -> None:
-    _ms, statement, params = figures["slowest"]
-    if not statement.lstrip().upper().startswith("SELECT"):
-        return
-    with engine.connect() as connection:
-        raw = connection.connection.driver_connection
-        assert raw is not None
-        with raw.cursor() as cursor:
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)
-            for (line,) in cursor.fetchall():
-                print(f"      {line}")
-        connection.rollback()
+def _explain(engine: sa.Engine, figures: dict[str, Any], over_ms: float) -> None:
+    """``EXPLAIN ANALYZE`` of the last run's SELECTs slower than ``over_ms``."""
+    for elapsed, statement, params in figures["last_run"]:
+        if elapsed < over_ms or not statement.lstrip().upper().startswith("SELECT"):
+            continue
+        print(f"    {elapsed:.1f} ms: {' '.join(statement.split())}")
+        with engine.connect() as connection:
+            raw = connection.connection.driver_connection
+            assert raw is not None
+            with raw.cursor() as cursor:
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)
+                for (line,) in cursor.fetchall():
+                    print(f"      {line}")
+            connection.rollback()
 
 
 def main() -> int:
@@ -229,6 +231,7 @@ def main() -> int:
     parser.add_argument("--due", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--explain-ms", type=float, default=10.0)
     parser.add_argument(
         "--statements", action="store_true", help="the last run's statements by text"
     )
@@ -270,8 +273,8 @@ def main() -> int:
                 _shapes(results[size][0])
                 _shapes(results[size][1])
             if args.explain:
-                _explain(engine, results[size][0])
-                _explain(engine, results[size][1])
+                _explain(engine, results[size][0], args.explain_ms)
+                _explain(engine, results[size][1], args.explain_ms)
         small, large = results[args.small][0], results[args.parked][0]
         ratio = large["median_ms"] / small["median_ms"]
         print(
