@@ -393,6 +393,14 @@ def build_models(
                 "error_class_name",
                 where="error_class_name IS NOT NULL",
             ),
+            # The dispatcher's deferred pass (unit add_dispatch_index,
+            # R-DM-18): no partial indexes on MariaDB, so none there.
+            _partial_index(
+                "index_geneva_drive_step_executions_deferred",
+                "scheduled_for",
+                "id",
+                where="state = 'scheduled' AND job_id = 'geneva:deferred'",
+            ),
             _partial_index(
                 "index_geneva_drive_step_executions_in_progress_started_at",
                 "started_at",

@@ -432,6 +432,15 @@ def test_upgrade_creates_every_column_and_index_of_the_spec(installed: Host) -> 
         assert executions["indexes"][error_class]["column_names"] == [
             "error_class_name"
         ]
+    # The dispatcher's deferred index: partial, so none on MariaDB (R-DM-18).
+    deferred = "index_geneva_drive_step_executions_deferred"
+    if installed.dialect == "mysql":
+        assert deferred not in executions["indexes"]
+    else:
+        assert executions["indexes"][deferred]["column_names"] == [
+            "scheduled_for",
+            "id",
+        ]
     # The worker registry (R-WRK-01) and each worker's own dead-after (R-WRK-17).
     assert "geneva_drive_workers" in schema["tables"]
     assert schema["geneva_drive_workers"]["columns"]["dead_after_ms"]["nullable"]

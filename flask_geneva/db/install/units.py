@@ -197,5 +197,10 @@ UNITS: tuple[SchemaUnit, ...] = (
         "index the admin lists' keyset sort and executions by error class",
         "23_add_list_indexes.py.tmpl",
     ),
+    SchemaUnit(
+        "add_dispatch_index",
+        "index the deferred executions the dispatcher publishes",
+        "24_add_dispatch_index.py.tmpl",
+    ),
 )
 """The schema units in the order they are written and applied (R-MIG-02)."""
