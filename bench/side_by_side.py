@@ -17,6 +17,11 @@ ratios of one run, never absolute figures across runs). Usage::
         --workflows 300 --rounds 5 --json side_by_side.json
     python bench/side_by_side.py --bodies noop writes-hero --rounds 3
 
+``--baseline-tree PATH`` adds flask_geneva from another checkout (e.g. a
+``git worktree`` of the commit before an engine change) as two more sides,
+run in the same rounds, so an engine change is measured against its baseline
+under the same load: the table then also prints the ratio to the baseline.
+
 The database's tables are dropped and re-created: give a scratch database.
 """
 
@@ -46,6 +51,8 @@ SIDES = {
     "dbos": "DBOS Transact",
     "geneva_inline": "flask_geneva, inline continuation",
     "geneva_delivery": "flask_geneva, one step per delivery",
+    "geneva_inline_base": "baseline flask_geneva, inline continuation",
+    "geneva_delivery_base": "baseline flask_geneva, one step per delivery",
 }
 
 
@@ -99,9 +106,11 @@ def _measure(
         return {"steps_per_second": _steps_per_second(output)}
     out = tmp / "geneva.json"
     url = sa.make_url(args.database).set(drivername="postgresql+psycopg")
+    tree = Path(args.baseline_tree) if side.endswith("_base") else REPO
     command = [
         python,
-        str(BENCH / "step_overhead.py"),
+        # The script puts its own tree first on sys.path: that flask_geneva runs.
+        str(tree / "bench" / "step_overhead.py"),
         "--workflows",
         str(args.workflows),
         "--body",
@@ -111,15 +120,20 @@ def _measure(
         "--json",
         str(out),
     ]
-    if side == "geneva_inline":
+    if side.startswith("geneva_inline"):
         command.append("--inline-continuation")
-    _run(command, cwd=REPO)
+    _run(command, cwd=tree)
     return json.loads(out.read_text())
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run the rounds; the figures of every (body, side) and the load averages."""
-    sides = [s for s in SIDES if s != "dbos" or _dbos_installed()]
+    sides = [
+        s
+        for s in SIDES
+        if (s != "dbos" or _dbos_installed())
+        and (not s.endswith("_base") or args.baseline_tree)
+    ]
     if "dbos" not in sides:
         print("dbos is not installed: DBOS Transact left out", flush=True)
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {
@@ -198,8 +212,9 @@ def table(results: dict[str, Any]) -> str:
         f"medians of {results['rounds']} alternating rounds, PostgreSQL, "
         f"measured {results['measured_on']} on {results['commit']}",
         "",
-        "| body | side | steps/s | commits/step | vs DBOS | vs floor |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| body | side | steps/s | commits/step | statements/step | vs DBOS "
+        "| vs floor | vs baseline |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for body, entry in results["bodies"].items():
         floor = entry.get("floor", {}).get("steps_per_second")
@@ -207,12 +222,16 @@ def table(results: dict[str, Any]) -> str:
         for side, figures in entry.items():
             rate = figures["steps_per_second"]
             commits = figures.get("commits_per_step")
+            statements = figures.get("statements_per_step")
             is_geneva = side.startswith("geneva")
+            base = entry.get(f"{side}_base", {}).get("steps_per_second")
             lines.append(
                 f"| {body} | {SIDES[side]} | {rate:,.0f} | "
                 f"{'' if commits is None else f'{commits:.2f}'} | "
+                f"{'' if statements is None else f'{statements:.2f}'} | "
                 f"{f'{rate / dbos:.2f}x' if is_geneva and dbos else ''} | "
-                f"{f'{rate / floor:.2f}x' if is_geneva and floor else ''} |"
+                f"{f'{rate / floor:.2f}x' if is_geneva and floor else ''} | "
+                f"{f'{rate / base:.2f}x' if base else ''} |"
             )
     loads = results["load_average"]
     if loads:
@@ -236,6 +255,11 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--bodies", nargs="+", choices=BODIES, default=list(BODIES))
+    parser.add_argument(
+        "--baseline-tree",
+        default=None,
+        help="another checkout whose flask_geneva runs as two more sides",
+    )
     parser.add_argument("--json", default=None, help="also write the figures here")
     parser.add_argument(
         "--table", default=None, help="print the table of this JSON file and exit"
