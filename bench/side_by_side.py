@@ -216,6 +216,14 @@ def table(results: dict[str, Any]) -> str:
         "| vs floor | vs baseline |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    rounds_table = [
+        "",
+        "Ratios in each round (the rounds' loads differ: a round's sides ran "
+        "close together):",
+        "",
+        "| body | side | vs DBOS | vs floor | vs baseline |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for body, entry in results["bodies"].items():
         floor = entry.get("floor", {}).get("steps_per_second")
         dbos = entry.get("dbos", {}).get("steps_per_second")
@@ -233,16 +241,43 @@ def table(results: dict[str, Any]) -> str:
                 f"{f'{rate / floor:.2f}x' if is_geneva and floor else ''} | "
                 f"{f'{rate / base:.2f}x' if base else ''} |"
             )
+            if is_geneva and not side.endswith("_base"):
+                rounds_table.append(
+                    f"| {body} | {SIDES[side]} | "
+                    + " | ".join(
+                        _round_ratios(figures, entry.get(other))
+                        for other in ("dbos", "floor", f"{side}_base")
+                    )
+                    + " |"
+                )
+    lines += rounds_table
     loads = results["load_average"]
     if loads:
         lows = min(min(item["before"][0], item["after"][0]) for item in loads)
         highs = max(max(item["before"][0], item["after"][0]) for item in loads)
+        each = ", ".join(
+            f"{item['before'][0]:.1f}/{item['after'][0]:.1f}" for item in loads
+        )
         lines += [
             "",
             f"load average (1 min) during the run: {lows:.2f} to {highs:.2f} "
-            f"on {results['cpus']} CPUs",
+            f"on {results['cpus']} CPUs (before/after each round: {each})",
         ]
     return "\n".join(lines)
+
+
+def _round_ratios(figures: dict[str, Any], other: dict[str, Any] | None) -> str:
+    """``figures``' steps/s over ``other``'s, round by round, comma-separated."""
+    if not other:
+        return ""
+    return ", ".join(
+        f"{mine / theirs:.2f}"
+        for mine, theirs in zip(
+            figures["rounds_steps_per_second"],
+            other["rounds_steps_per_second"],
+            strict=True,
+        )
+    )
 
 
 def main() -> None:
