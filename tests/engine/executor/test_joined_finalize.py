@@ -135,6 +135,50 @@ def test_a_body_that_commits_keeps_the_separate_commit(app, user, geneva_jobs):
     assert execution_history(workflow_id)[0] == ("first", "completed", "success")
 
 
+def test_a_body_that_rolls_back_keeps_the_separate_commit(app, user, geneva_jobs):
+    """A body that rolled the session back ended its transaction itself: what it
+    writes afterwards is committed before finalize, not joined (R-EXE-82, R-EXE-38)."""
+    workflow_id, first_id, user_id = _start(user, geneva_jobs)
+
+    def roll_back_and_write_again(workflow):
+        db.session.rollback()  # the increment is gone
+        _count_up(workflow)
+
+    AFTER_WRITE.append(roll_back_and_write_again)
+    with counted_commits() as commits:
+        Executor.execute(first_id)
+    assert commits == [3]  # the claim, the body's writes, finalize
+    assert hero_counter(user_id) == 1
+    assert execution_history(workflow_id)[0] == ("first", "completed", "success")
+
+
+class HookedChain(WritingChain):
+    """An ``after_step_execution`` hook: user code between body and finalize."""
+
+    def after_step_execution(self, execution):
+        HookedChain.seen.append(execution.step_name)
+
+    seen: list[str] = []
+
+
+def test_an_after_hook_keeps_the_separate_commit(app, user, geneva_jobs):
+    """With ``after_step_execution`` overridden the body's writes are committed
+    before the hook runs, as before (R-EXE-82, R-EXE-36/38)."""
+    BEFORE_WRITE.clear()
+    AFTER_WRITE.clear()
+    HookedChain.seen.clear()
+    user_id = user.id
+    workflow_id, first_id = start_without_jobs(HookedChain, user, geneva_jobs)
+    with counted_commits() as commits:
+        Executor.execute(first_id)
+    # The claim, the body's writes, the hook's read (the commit expired the
+    # execution it reads), finalize.
+    assert commits == [4]
+    assert HookedChain.seen == ["first"]
+    assert hero_counter(user_id) == 1
+    assert execution_history(workflow_id)[0] == ("first", "completed", "success")
+
+
 def test_a_pause_committed_during_the_body_wins_and_keeps_the_writes(
     app, user, geneva_jobs
 ):
