@@ -1,13 +1,22 @@
-"""Executor overhead: N workflows x 10 no-op steps, no broker (issue: engine core).
+"""Executor overhead: N workflows x 10 steps, no broker (issue: engine core).
 
 Prints steps/s, SQL statements per step and commits per step, counted with
 SQLAlchemy engine events. Usage::
 
     python bench/step_overhead.py --workflows 200
+    python bench/step_overhead.py --body writes-hero  # what each step's body does
     python bench/step_overhead.py --database-url postgresql+psycopg://postgres@127.0.0.1:5432/test
     python bench/step_overhead.py --track-modifications  # SQLALCHEMY_TRACK_MODIFICATIONS
     python bench/step_overhead.py --inline-continuation  # as the Celery task runs steps
     python bench/step_overhead.py --json out.json  # also write the figures as JSON
+
+``--body`` says what each of the ten steps does (issue 40; the peers in
+``bench/peers/`` run the same bodies): ``noop`` nothing; ``reads-hero`` reads
+its hero row (one SELECT through the session, never the identity map's copy);
+``writes-hero`` reads its hero row and increments its ``counter`` column through
+the session, without committing (the executor commits it, R-EXE-38);
+``io`` sleeps 5 ms, standing for an HTTP call. After ``writes-hero`` the run
+checks that every hero's counter went up once per step.
 
 ``--inline-continuation`` runs each delivered step as the Celery task does, with
 inline continuation (R-EXE-70): a completed step claims the next one in its own
@@ -30,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -41,12 +51,48 @@ from flask_geneva import step
 from tests.apps import basic
 
 STEPS = 10
+#: The bodies ``--body`` chooses from (the peers take the same names).
+BODIES = ("noop", "reads-hero", "writes-hero", "io")
+#: The ``io`` body's sleep, in seconds: an HTTP call's round trip.
+IO_SECONDS = 0.005
+
+
+def _noop(_workflow: Any) -> None:
+    """Nothing."""
+
+
+def _reads_hero(workflow: Any) -> None:
+    """Read the hero row: one SELECT, never the identity map's copy."""
+    hero = basic.db.session.get(basic.User, workflow.hero_id, populate_existing=True)
+    assert hero is not None
+
+
+def _writes_hero(workflow: Any) -> None:
+    """Read the hero row and increment its counter through the session."""
+    hero = basic.db.session.get(basic.User, workflow.hero_id, populate_existing=True)
+    assert hero is not None
+    hero.counter = hero.counter + 1
+
+
+def _io(_workflow: Any) -> None:
+    """Wait as an HTTP call would."""
+    time.sleep(IO_SECONDS)
+
+
+_BODY_FUNCTIONS = {
+    "noop": _noop,
+    "reads-hero": _reads_hero,
+    "writes-hero": _writes_hero,
+    "io": _io,
+}
+#: The body the steps run, set by ``--body``.
+_body = [_noop]
 
 
 class BenchTenNoOpSteps(basic.geneva.Workflow):
-    """Ten steps that do nothing."""
+    """Ten steps running the body ``--body`` chose (no-op by default)."""
 
-    _steps = step.repeat(STEPS, lambda wf: None)
+    _steps = step.repeat(STEPS, lambda wf: _body[0](wf))
 
 
 def main() -> None:
@@ -73,9 +119,16 @@ def main() -> None:
         "continues exactly as a fast one",
     )
     parser.add_argument(
+        "--body",
+        choices=BODIES,
+        default="noop",
+        help="what each step's body does (default: noop)",
+    )
+    parser.add_argument(
         "--json", default=None, help="also write the figures to this JSON file"
     )
     args = parser.parse_args()
+    _body[0] = _BODY_FUNCTIONS[args.body]
 
     tmp = tempfile.TemporaryDirectory()
     url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
@@ -142,10 +195,16 @@ def main() -> None:
         steps_run = basic.db.session.scalar(
             sa.select(sa.func.count()).select_from(basic.geneva.StepExecution)
         )
+        counters = basic.db.session.scalar(sa.select(sa.func.sum(basic.User.counter)))
         dialect = engine.dialect.name
         basic.db.session.remove()
         basic.db.drop_all()
+    if args.body == "writes-hero" and counters != steps_run:
+        raise SystemExit(
+            f"the heroes' counters add up to {counters}, not to the {steps_run} steps run"
+        )
     print(f"database:            {dialect}")
+    print(f"body:                {args.body}")
     print(f"track modifications: {args.track_modifications}")
     print(f"workflows finished:  {finished}/{args.workflows}")
     print(f"inline continuation: {args.inline_continuation}")
@@ -159,6 +218,7 @@ def main() -> None:
         figures = {
             "database": dialect,
             "workflows": args.workflows,
+            "body": args.body,
             "inline_continuation": args.inline_continuation,
             "steps": steps_run,
             "deliveries": deliveries,

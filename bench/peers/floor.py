@@ -4,11 +4,18 @@ Each step is the minimum with flask_geneva's guarantees: one transaction to clai
 (guarded UPDATE of the execution and the workflow), one to finish and schedule
 the next step (UPDATE the execution, INSERT the next one, UPDATE the workflow).
 Raw psycopg with prepared statements, the same one-active partial unique index.
-N workflows x K no-op steps, sequential. Usage::
+N workflows x K steps, sequential. Usage::
 
     python bench/peers/floor.py --dsn postgresql://postgres@127.0.0.1:5432/test 300 10
+    python bench/peers/floor.py --body writes-hero 300 10
 
-Creates (drops first) the tables ``f_wf`` and ``f_exec``. The last line printed
+``--body`` is what each step does, as in ``bench/step_overhead.py``: ``noop``;
+``reads-hero`` SELECTs the workflow's hero row (``f_users``) and
+``writes-hero`` SELECTs it and increments its ``counter``, both in the step's
+second transaction, before its own writes (so the body's writes commit with
+the step's); ``io`` sleeps 5 ms between the two transactions.
+
+Creates (drops first) the tables ``f_users``, ``f_wf`` and ``f_exec``. The last line printed
 is ``steps/s: <figure>``.
 """
 
@@ -19,18 +26,30 @@ import time
 
 import psycopg
 
+BODIES = ("noop", "reads-hero", "writes-hero", "io")
+IO_SECONDS = 0.005
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workflows", type=int)
     parser.add_argument("steps", type=int)
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/bench")
+    parser.add_argument("--body", choices=BODIES, default="noop")
     args = parser.parse_args()
-    count, steps_each = args.workflows, args.steps
+    count, steps_each, body = args.workflows, args.steps, args.body
     with psycopg.connect(args.dsn, autocommit=True) as setup:
-        setup.execute("DROP TABLE IF EXISTS f_exec; DROP TABLE IF EXISTS f_wf")
+        setup.execute(
+            "DROP TABLE IF EXISTS f_exec; DROP TABLE IF EXISTS f_wf;"
+            " DROP TABLE IF EXISTS f_users"
+        )
+        setup.execute(
+            "CREATE TABLE f_users (id bigserial primary key, email varchar(255)"
+            " not null, counter integer not null default 0)"
+        )
         setup.execute(
             "CREATE TABLE f_wf (id bigserial primary key, type varchar(255) not null,"
+            " hero_id bigint not null references f_users(id),"
             " state varchar(255) not null default 'ready', current_step_name"
             " varchar(255), next_step_name varchar(255), created_at timestamptz not"
             " null default now(), updated_at timestamptz not null default now(),"
@@ -54,9 +73,16 @@ def main() -> None:
     with psycopg.connect(args.dsn) as conn:
         cur = conn.cursor()
         ids = []
-        for _ in range(count):
+        for number in range(count):
             cur.execute(
-                "INSERT INTO f_wf (type, next_step_name) VALUES ('W', 's0') RETURNING id"
+                "INSERT INTO f_users (email) VALUES (%s) RETURNING id",
+                (f"u{number}@example.com",),
+            )
+            hero_id = cur.fetchone()[0]  # type: ignore[index]
+            cur.execute(
+                "INSERT INTO f_wf (type, hero_id, next_step_name) VALUES ('W', %s, 's0')"
+                " RETURNING id",
+                (hero_id,),
             )
             workflow_id = cur.fetchone()[0]  # type: ignore[index]
             cur.execute(
@@ -64,12 +90,12 @@ def main() -> None:
                 " RETURNING id",
                 (workflow_id,),
             )
-            ids.append((workflow_id, cur.fetchone()[0]))  # type: ignore[index]
+            ids.append((workflow_id, hero_id, cur.fetchone()[0]))  # type: ignore[index]
         conn.commit()
 
         started = time.perf_counter()
         done = 0
-        for workflow_id, execution_id in ids:
+        for workflow_id, hero_id, execution_id in ids:
             for k in range(steps_each):
                 cur.execute(
                     "UPDATE f_exec SET state='in_progress', started_at=now(),"
@@ -85,7 +111,22 @@ def main() -> None:
                     prepare=True,
                 )
                 conn.commit()
-                # (the step body: nothing)
+                # The step's body.
+                if body == "io":
+                    time.sleep(IO_SECONDS)
+                elif body != "noop":
+                    cur.execute(
+                        "SELECT id, email, counter FROM f_users WHERE id = %s",
+                        (hero_id,),
+                        prepare=True,
+                    )
+                    counter = cur.fetchone()[2]  # type: ignore[index]
+                    if body == "writes-hero":
+                        cur.execute(
+                            "UPDATE f_users SET counter = %s WHERE id = %s",
+                            (counter + 1, hero_id),
+                            prepare=True,
+                        )
                 cur.execute(
                     "UPDATE f_exec SET state='completed', outcome='success',"
                     " completed_at=now(), finished_at=now(), updated_at=now()"
@@ -118,8 +159,16 @@ def main() -> None:
                 conn.commit()
                 done += 1
         elapsed = time.perf_counter() - started
+        cur.execute("SELECT coalesce(sum(counter), 0) FROM f_users")
+        counters = cur.fetchone()[0]  # type: ignore[index]
+        conn.commit()
     with psycopg.connect(args.dsn, autocommit=True) as cleanup:
-        cleanup.execute("DROP TABLE IF EXISTS f_exec; DROP TABLE IF EXISTS f_wf")
+        cleanup.execute(
+            "DROP TABLE IF EXISTS f_exec; DROP TABLE IF EXISTS f_wf;"
+            " DROP TABLE IF EXISTS f_users"
+        )
+    if body == "writes-hero" and counters != done:
+        raise SystemExit(f"the counters add up to {counters}, not {done}")
     print(
         f"floor: {done} steps in {elapsed:.2f} s ({1000 * elapsed / done:.2f} ms/step)"
     )

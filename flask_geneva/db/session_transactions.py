@@ -13,9 +13,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy import orm
 
 from flask_geneva.core.tagged_logging import module_logger
+from flask_geneva.db import session_sync
 from flask_geneva.db import write_path
 from flask_geneva.db.context import models_of
 
@@ -23,10 +25,38 @@ __all__ = [
     "commit_keeping_state",
     "geneva_from_session",
     "rollback_after_error",
+    "root_transactions_ended",
     "savepoint",
 ]
 
 _log = module_logger("flask_geneva")
+
+#: ``session.info`` key: how many root transactions the session ended.
+_ROOT_ENDS = "geneva_root_transactions_ended"
+
+
+def root_transactions_ended(session: orm.Session | orm.scoped_session[Any]) -> int:
+    """How many root transactions ``session`` has ended (committed or rolled back).
+
+    The executor compares it before and after a step's body: a body that
+    committed or rolled back the session itself moved it, and its step keeps
+    the separate commit of its writes (R-EXE-82). Savepoints do not count.
+
+    Args:
+        session: A session, or the ``scoped_session`` holding it.
+
+    Returns:
+        A count that only grows while the session lives.
+    """
+    return int(session_sync.actual_session(session).info.get(_ROOT_ENDS, 0))
+
+
+def _count_root_end(session: orm.Session, transaction: Any) -> None:
+    if transaction.parent is None:
+        session.info[_ROOT_ENDS] = session.info.get(_ROOT_ENDS, 0) + 1
+
+
+event.listen(orm.Session, "after_transaction_end", _count_root_end)
 
 
 def geneva_from_session(session: orm.Session) -> Any:

@@ -3,9 +3,11 @@
 :func:`run_body` runs between the claim's commit and finalize, with no row
 lock held: the ``before``/``around``/``after_step_execution`` hooks and the
 body in the step context, the body's writes committed (or rolled back after
-an exception) before finalize (R-EXE-33..39), and the ``step`` signal sent
-(R-SIG-03). It hands a :class:`~flask_geneva.engine.executor.run.BodyResult`
-to :mod:`~flask_geneva.engine.executor.finalize`.
+an exception) before finalize (R-EXE-33..39), or left to finalize's
+transaction when the body returned without committing itself (R-EXE-82), and
+the ``step`` signal sent (R-SIG-03). It hands a
+:class:`~flask_geneva.engine.executor.run.BodyResult` to
+:mod:`~flask_geneva.engine.executor.finalize`.
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
     before, around, after = _overridden_hooks(workflow)
     started_at, started = clock.now(), time.monotonic()
     soft_limits_before = soft_time_limits.count()
+    # R-EXE-82: a body (or hook) that ends the session's transaction itself
+    # moves this count, and keeps the separate commit of its writes.
+    ended_before = session_transactions.root_transactions_ended(session)
     # Entered for the body, then again for after_step_execution.
     in_step = step_context(
         workflow.id,
@@ -91,6 +96,9 @@ def run_body(run: StepRun, workflow: Any, execution: Any, step: Any) -> BodyResu
     # R-EXE-38: persist the body's writes, or discard them after an exception.
     if result.kind == "exception":
         session.rollback()
+    elif _may_join(run, session, workflow, step, result, after, ended_before):
+        # R-EXE-82: finalize's first attempt commits these writes with the outcome.
+        run.joined = True
     else:
         try:
             _commit_if_pending(session)
@@ -202,6 +210,52 @@ def _overridden_hooks(workflow: Any) -> tuple[bool, bool, bool]:
         cls.around_step_execution is not around or "around_step_execution" in own,
         cls.after_step_execution is not after or "after_step_execution" in own,
     )
+
+
+def _may_join(
+    run: StepRun,
+    session: orm.Session,
+    workflow: Any,
+    step: Any,
+    result: BodyResult,
+    after: bool,
+    ended_before: int,
+) -> bool:
+    """Whether finalize may commit the body's writes with the outcome (R-EXE-82).
+
+    Only a body that returned normally with a transaction open or writes
+    pending (else there is nothing to join), that did not end the session's root
+    transaction itself (no commit or rollback of its own, no savepoint left
+    open), of a step that is not resumable, with no ``after_step_execution``
+    hook and no ``step`` receiver (user code that would run between the body
+    and finalize), and, when the run may claim the next step inline, a next
+    step whose inline claim runs no user code and takes no limit's slot (an
+    error there would roll the body's writes back with it, R-EXE-73,
+    R-LIM-15).
+    """
+    if (
+        result.kind != "completed"
+        # Nothing to join: no transaction, nothing pending.
+        or not (
+            session.in_transaction() or session.new or session.dirty or session.deleted
+        )
+        or after
+        or step.is_resumable
+        or signals.step.receivers
+        or session.in_nested_transaction()
+        or session_transactions.root_transactions_ended(session) != ended_before
+    ):
+        return False
+    if run.inline_budget is not None:
+        following = workflow.steps.next_after(step.name)
+        if following is not None and (
+            following.limits
+            or following.skip_if is not None
+            or following.run_if is not None
+            or type(workflow).__geneva_definitions__.cancel_conditions
+        ):
+            return False
+    return True
 
 
 def _commit_if_pending(session: orm.Session) -> None:

@@ -86,8 +86,16 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
     # the outcome is written with the one this run started with (R-CFG-02).
     session = run.context.bind(run.session)
     run.events.finalize_started = (clock.now(), time.monotonic())  # R-SIG-01 timing
-    error = body.error
     reports, running = len(run.reports), len(run.running)
+    joined_failed = False
+    if run.joined:
+        # R-EXE-82: the first attempt commits the body's writes with the outcome.
+        joined = _finalize_joined(run, session, step, body, reports, running)
+        if not isinstance(joined, BodyResult):
+            _settle(run, joined, body.error, committed_error=body.error)
+            return
+        body, joined_failed = joined, True
+    error = body.error
 
     def give_up(failed: BaseException) -> None:
         if error is not None:
@@ -100,7 +108,7 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
                 run.execution_id,
             )
 
-    optimistic = [body.kind == "completed"]
+    optimistic = [body.kind == "completed" and not joined_failed]
 
     def attempt() -> _Finalized | None:
         if optimistic[0]:
@@ -158,11 +166,31 @@ def finalize(run: StepRun, step: Any, body: BodyResult) -> None:
             outage.attempts + 1,
             outage.seconds_waited,
         )
+    # A joined attempt's failure (R-EXE-82) is no error of a commit that went through.
+    _settle(run, finalized, error, committed_error=None if joined_failed else error)
+
+
+def _settle(
+    run: StepRun,
+    finalized: _Finalized | None,
+    error: Exception | None,
+    *,
+    committed_error: Exception | None,
+) -> None:
+    """Signal, report and re-raise as the committed attempt settled the outcome.
+
+    Args:
+        run: The run.
+        finalized: What the committed attempt returned; None: nothing to do.
+        error: The body's captured exception, or None.
+        committed_error: The error the ``finalize`` signal names when an
+            earlier attempt's commit is found to have gone through (R-FLT-10).
+    """
     if finalized is None:
         return
     states, result, settled = finalized
     if settled == "committed":
-        run.events.emit_finalize(states, error)
+        run.events.emit_finalize(states, committed_error)
         return
     if settled == "left":
         run.events.emit_finalize(states, None)
@@ -239,6 +267,49 @@ def _finalize_optimistically(
     return (workflow.state, execution.state), None, "applied"
 
 
+def _finalize_joined(
+    run: StepRun,
+    session: orm.Session,
+    step: Any,
+    body: BodyResult,
+    reports: int,
+    running: int,
+) -> _Finalized | BodyResult | None:
+    """Finalize in the body's own transaction, committing its writes (R-EXE-82).
+
+    The body's pending writes are flushed, then the locked finalize runs in
+    the same transaction (R-EXE-40..48: an operator's pause or cancel, or a
+    recovery, committed meanwhile is seen under the lock and wins as always,
+    and the body's writes commit with what the lock decides), and one commit
+    ends the step. Never the optimistic finalize: its refusal rolls back.
+
+    Returns:
+        What :func:`_finalize_once` returned, committed with the body's
+        writes; or, when any statement of the attempt or its commit failed
+        (the transaction, and with it the body's writes, rolled back), the
+        body's outcome to finalize instead: the failure as a captured
+        exception, as a failed commit of the body's writes is (R-EXE-38).
+
+    Raises:
+        BaseException: What is no ``Exception``, after the rollback.
+    """
+    try:
+        session.flush()
+        return _finalize_once(run, session, step, body)
+    except Exception as failed:  # noqa: BLE001 - becomes the captured error
+        session_transactions.rollback_after_error(session, failed)
+        run.forget_attempt(reports, running)
+        run.logger.error(
+            "committing the step's writes with its outcome failed: %s", failed
+        )
+        return BodyResult("exception", error=failed)
+    except BaseException as escaped:
+        session_transactions.rollback_after_error(session, escaped)
+        raise
+    finally:
+        run.joined = False
+
+
 def _finalize_once(
     run: StepRun, session: orm.Session, step: Any, body: BodyResult
 ) -> _Finalized | None:
@@ -252,7 +323,10 @@ def _finalize_once(
     workflow, execution = continuation.lock_for_finalize(run, body.kind == "completed")
     if execution is None:
         _log.warning("step execution %s vanished during the step", run.execution_id)
-        session.rollback()
+        if run.joined:
+            session.commit()  # R-EXE-82: the body's writes, as R-EXE-38 commits them
+        else:
+            session.rollback()
         return None
     run.install_loggers(workflow, execution)
     now = clock.now()

@@ -131,6 +131,9 @@ class StepRun:
         committing: The execution's ``finished_at`` the last finalize
             attempt was about to commit, or None (R-FLT-10: a retry that
             finds it stored knows that commit went through).
+        joined: The body returned without committing the session itself and
+            its writes were left uncommitted: finalize's first attempt runs in
+            the body's transaction and commits them with the outcome (R-EXE-82).
     """
 
     session: orm.Session
@@ -169,6 +172,7 @@ class StepRun:
     inline_refused: bool = dataclasses.field(init=False, default=False)
     trace: StepTrace | None = dataclasses.field(init=False, default=None)
     committing: Any = dataclasses.field(init=False, default=None)
+    joined: bool = dataclasses.field(init=False, default=False)
     _logger_targets: list[Any] = dataclasses.field(init=False, default_factory=list)
     #: The (workflow, execution) the current ``logger`` is tagged for.
     _logger_for: tuple[Any, Any] | None = dataclasses.field(init=False, default=None)
