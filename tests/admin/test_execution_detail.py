@@ -336,7 +336,12 @@ def _drop_optional_execution_columns() -> None:
     with engine.begin() as connection:
         if engine.dialect.name == "sqlite":
             # SQLite refuses to drop an indexed column.
-            for index in ("on_continues_from_id", "on_worker_id", "recorded_errors"):
+            for index in (
+                "on_continues_from_id",
+                "on_worker_id",
+                "recorded_errors",
+                "on_error_class_name",
+            ):
                 connection.execute(
                     sa.text(
                         "DROP INDEX IF EXISTS "

@@ -32,13 +32,15 @@ def _drop(table: str, columns: tuple[str, ...]) -> None:
     quote = db.engine.dialect.identifier_preparer.quote
     with db.engine.begin() as connection:
         if db.engine.dialect.name == "sqlite":
-            # SQLite refuses to drop an indexed column (error_class_name, R-DM-16).
-            connection.execute(
-                sa.text(
-                    "DROP INDEX IF EXISTS "
-                    "index_geneva_drive_step_executions_recorded_errors"
+            # SQLite refuses to drop an indexed column (error_class_name,
+            # R-DM-16, R-ADM-154).
+            for index in ("recorded_errors", "on_error_class_name"):
+                connection.execute(
+                    sa.text(
+                        "DROP INDEX IF EXISTS "
+                        f"index_geneva_drive_step_executions_{index}"
+                    )
                 )
-            )
         for column in columns:
             connection.execute(
                 sa.text(f"ALTER TABLE {quote(table)} DROP COLUMN {quote(column)}")
