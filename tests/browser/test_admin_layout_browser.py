@@ -270,6 +270,10 @@ def test_deferred_job_reads_waiting_for_the_dispatcher(live_url, page):
     seed_admin()
     page.goto(f"{live_url}/geneva/workflows/?sort=id&dir=asc")
     page.click(".geneva-workflows tbody tr:first-child td:nth-child(2) a")
+    # The click starts the navigation; wait until the workflow page has loaded
+    # (read at once, a loaded machine showed the list page's empty result).
+    page.wait_for_url(re.compile(r"/geneva/workflows/\d+$"))
+    page.wait_for_load_state()
     assert _texts(page, ".geneva-timeline .geneva-deferred") == [
         "waiting for the dispatcher"
     ]
