@@ -231,10 +231,13 @@ def _may_join(
     and finalize), and, when the run may claim the next step inline, a next
     step whose inline claim runs no user code and takes no limit's slot (an
     error there would roll the body's writes back with it, R-EXE-73,
-    R-LIM-15).
+    R-LIM-15). Never on MySQL/MariaDB: finalize's multi-table ``UPDATE`` there
+    locks the joined rows in its own order, and with the body's locks held it
+    deadlocked against a parent's cancel cascading to its children (CI).
     """
     if (
         result.kind != "completed"
+        or session.get_bind().dialect.name == "mysql"
         # Nothing to join: no transaction, nothing pending.
         or not (
             session.in_transaction() or session.new or session.dirty or session.deleted
