@@ -16,6 +16,7 @@ from tests.admin.support import paused_workflow
 from tests.admin.support import ready_workflow
 from tests.support.workflow import execution_rows
 from tests.support.workflow import update_execution
+from tests.support.workflow import update_workflow
 from tests.support.workflow import workflow_row
 
 
@@ -50,6 +51,8 @@ def test_list_filters_by_state_and_searches_by_id(client):
     text = client.get("/geneva/workflows/?state=paused").get_data(as_text=True)
     ids = re.findall(r'data-workflow-id="([^"]+)"', text)
     assert ids == [str(paused.id)]
+    # A hero id no workflow id can equal: the search matches hero ids too.
+    update_workflow(paused.id, hero_id=987655)
     text = client.get(f"/geneva/workflows/?q={ready.id}").get_data(as_text=True)
     assert str(ready.id) in re.findall(r'data-workflow-id="([^"]+)"', text)
     assert str(paused.id) not in re.findall(r'data-workflow-id="([^"]+)"', text)
