@@ -129,7 +129,7 @@ def _fill(engine: sa.Engine, first: int, last: int) -> None:
             c.exec_driver_sql(f"VACUUM ANALYZE {table}")
 
 
-def _due_ids(engine: sa.Engine, count: int) -> list[int]:
+def _due_ids(count: int) -> list[int]:
     """``count`` deferred executions of ready workflows (``id % 4 = 0``)."""
     return [4 * (number + 1) for number in range(count)]
 
@@ -262,7 +262,7 @@ def main() -> int:
             _fill(engine, filled + 1, size)
             filled = size
             print(f"{size:,} parked ({time.perf_counter() - started:.0f} s to fill)")
-            due = _due_ids(engine, args.due)
+            due = _due_ids(args.due)
             results[size] = (
                 _runs(app, due, args.rounds, statements),
                 _runs(app, [], args.rounds, statements),
