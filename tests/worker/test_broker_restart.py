@@ -90,35 +90,22 @@ def _counters(app: Any, workflow_ids: list[Any]) -> dict[Any, tuple[str, int]]:
     return {row.id: (row.state, counters[int(row.hero_id)]) for row in rows}
 
 
-def _completed_steps(app: Any, workflow_ids: list[Any]) -> int:
+def _executions(app: Any, workflow_ids: list[Any], **equal: str) -> int:
+    """How many executions of ``workflow_ids`` have each column ``equal`` gives:
+    ``outcome="success"`` (steps done), ``outcome="recovered"`` (housekeeping
+    recovered them: their message was lost), ``state="in_progress"``."""
     from tests.apps import basic
 
     table = basic.geneva.StepExecution.__table__
+    query = (
+        sa.select(sa.func.count())
+        .select_from(table)
+        .where(table.c.workflow_id.in_(workflow_ids))
+    )
+    for column, value in equal.items():
+        query = query.where(table.c[column] == value)
     with app.app_context(), basic.db.engine.connect() as connection:
-        return int(
-            connection.scalar(
-                sa.select(sa.func.count())
-                .select_from(table)
-                .where(table.c.workflow_id.in_(workflow_ids))
-                .where(table.c.outcome == "success")
-            )
-        )
-
-
-def _recovered(app: Any, workflow_ids: list[Any]) -> int:
-    """Executions housekeeping recovered (their message was lost)."""
-    from tests.apps import basic
-
-    table = basic.geneva.StepExecution.__table__
-    with app.app_context(), basic.db.engine.connect() as connection:
-        return int(
-            connection.scalar(
-                sa.select(sa.func.count())
-                .select_from(table)
-                .where(table.c.workflow_id.in_(workflow_ids))
-                .where(table.c.outcome == "recovered")
-            )
-        )
+        return int(connection.scalar(query))
 
 
 def _publish_again(app: Any) -> None:
@@ -142,21 +129,6 @@ def _start_workers(geneva_process: Callable[..., Any], broker_url: str) -> list[
         )
         for number in (1, 2)
     ]
-
-
-def _in_progress(app: Any, workflow_ids: list[Any]) -> int:
-    from tests.apps import basic
-
-    table = basic.geneva.StepExecution.__table__
-    with app.app_context(), basic.db.engine.connect() as connection:
-        return int(
-            connection.scalar(
-                sa.select(sa.func.count())
-                .select_from(table)
-                .where(table.c.workflow_id.in_(workflow_ids))
-                .where(table.c.state == "in_progress")
-            )
-        )
 
 
 def _restart_under_load(
@@ -183,13 +155,14 @@ def _restart_under_load(
     # each worker runs its long step.
     wait_for(
         lambda: (
-            _completed_steps(app, work) >= WORKFLOWS and _in_progress(app, holds) == 2
+            _executions(app, work, outcome="success") >= WORKFLOWS
+            and _executions(app, holds, state="in_progress") == 2
         ),
         timeout=60,
         interval=0.05,
         running=workers,
     )
-    done_before = _completed_steps(app, work)
+    done_before = _executions(app, work, outcome="success")
     down, outage = restart()
     back = time.monotonic()
     probes = _create(app, classes.BrokerProbeOne, 1, "probe-one")
@@ -221,7 +194,7 @@ def _restart_under_load(
         "done_before": done_before,
         "resumed": max(resumed.values()),
         "finished": time.monotonic() - back,
-        "republished": _recovered(app, work + holds),
+        "republished": _executions(app, work + holds, outcome="recovered"),
         "pids": [worker.pid for worker in workers],
     }
 
