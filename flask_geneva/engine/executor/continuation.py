@@ -200,12 +200,13 @@ def optimistic_guards(
 ) -> row_updates.OptimisticGuards | None:
     """What an optimistic finalize of ``step`` checks, if it may skip the lock.
 
-    R-EXE-81: only in a run that may continue inline (the Celery task),
-    on PostgreSQL, when ``step`` is no ``wait_for`` step (its signals are
-    settled in finalize), a step follows it whose inline claim evaluates
-    no condition (no cancel condition, no ``skip_if``/``run_if``: user
-    code runs under the lock), the hero, if the workflow needs one, can be
-    probed as :func:`note_hero` allows, and the claimed rows are still
+    R-EXE-81: on PostgreSQL, when ``step`` is no ``wait_for`` step (its
+    signals are settled in finalize), a step follows it, and, in a run that
+    may continue inline, that step's inline claim evaluates no condition (no
+    cancel condition, no ``skip_if``/``run_if``: user code runs under the
+    lock) and the hero, if the workflow needs one, can be probed as
+    :func:`note_hero` allows (a run that may not continue inline only
+    publishes the next step, whose delivery checks both), and the claimed rows are still
     held as the claim committed them (persistent, unchanged, nothing
     expired since: a body that committed expired them) in the states
     ``performing`` and ``in_progress``, with nothing else pending in the
@@ -221,8 +222,11 @@ def optimistic_guards(
         The guards (the hero's set whatever the claim: the caller drops
         it when nothing is claimed inline), or None for the locked path.
     """
-    if run.inline_budget is None or run.inline_refused:
+    if run.inline_refused:
         return None
+    # Without an inline claim the following step's conditions and the hero
+    # are its own delivery's to check (R-EXE-13, R-EXE-20..24).
+    inline = run.inline_budget is not None
     session = run.session
     if (
         session_sync.bind_of(session).dialect.name != "postgresql"
@@ -238,10 +242,10 @@ def optimistic_guards(
         return None
     workflow_type = type(workflow)
     following = workflow.steps.next_after(step.name)
-    if (
-        following is None
-        or following.limits
-        or following.skip_if is not None
+    if following is None or following.limits:
+        return None
+    if inline and (
+        following.skip_if is not None
         or following.run_if is not None
         or workflow_type.__geneva_definitions__.cancel_conditions
     ):
@@ -271,7 +275,7 @@ def optimistic_guards(
     ):
         return None
     hero: tuple[Any, Any] | None = None
-    if not workflow_type.may_proceed_without_hero:
+    if inline and not workflow_type.may_proceed_without_hero:
         probe = run.hero_probe
         if (
             probe is None

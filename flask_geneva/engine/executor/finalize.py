@@ -7,8 +7,8 @@ operator's change in place (R-EXE-41/42) or applies the outcome through
 :mod:`~flask_geneva.engine.executor.outcomes` (R-EXE-44..48), claims the next
 step inline when it may (:mod:`~flask_geneva.engine.executor.continuation`,
 R-EXE-70..77), and commits; then it sends the ``finalize`` signal, reports,
-and re-raises as ``reraise`` says (R-EXE-50). On PostgreSQL a Celery task's
-finalize of a completed body may instead send one guarded statement without
+and re-raises as ``reraise`` says (R-EXE-50). On PostgreSQL the finalize of
+a completed body may instead send one guarded statement without
 the lock, falling back to the locked path when the guard fails (R-EXE-81). A
 deadlock victim starts over (R-EXE-80), and so does an attempt that lost its
 database connection, for up to ``GENEVA_WORKER_DEAD_AFTER`` (R-FLT-10); the

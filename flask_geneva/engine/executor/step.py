@@ -13,8 +13,8 @@ with its own transaction:
    back after an exception) before finalization (R-EXE-33..39).
 3. **finalize** (locked): the outcome is applied, the next execution is created,
    and after the commit a policy-handled exception is re-raised as ``reraise``
-   says (R-EXE-40..51, :mod:`flask_geneva.policies.task_failures`). On PostgreSQL a
-   Celery task's finalize of a completed body may instead send one guarded
+   says (R-EXE-40..51, :mod:`flask_geneva.policies.task_failures`). On PostgreSQL
+   finalize of a completed body may instead send one guarded
    statement without the lock, falling back to the locked path when the guard
    fails (R-EXE-81).
 

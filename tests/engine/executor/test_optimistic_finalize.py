@@ -369,3 +369,82 @@ def test_a_refused_skip_changes_nothing_and_costs_no_lock(
             )
             == 2
         )
+
+
+# -- one step per delivery (issue 40) ----------------------------------------------
+
+
+def _run_one_delivery(user, geneva_jobs, change=None):
+    """Run only ``first`` (no inline continuation), ``change`` during its body."""
+    workflow_id, first_id = start_without_jobs(OptimisticChain, user, geneva_jobs)
+    if change is not None:
+        MEANWHILE.append(lambda: change(workflow_id, first_id))
+    with recorded_statements() as statements:
+        perform_step_execution(first_id, continue_inline=False)
+    return workflow_id, statements
+
+
+def test_one_step_per_delivery_finalizes_without_the_lock(app, user, geneva_jobs):
+    """Without inline continuation the claim is the delivery's only lock (R-EXE-81).
+
+    The next step is scheduled and published by the guarded statement; the
+    locked path's read is not sent on PostgreSQL (the other databases always
+    lock, and SQLite's lock is its ``BEGIN IMMEDIATE``).
+    """
+    workflow_id, statements = _run_one_delivery(user, geneva_jobs)
+    assert RUNS == ["first"]
+    rows = execution_rows(workflow_id)
+    assert [(r["step_name"], r["state"]) for r in rows] == [
+        ("first", "completed"),
+        ("second", "scheduled"),
+    ]
+    assert [p.step_execution_id for p in geneva_jobs.enqueued] == [rows[1]["id"]]
+    assert workflow_row(workflow_id)["state"] == "ready"
+    locks = [s for s in statements if "FOR UPDATE" in s]
+    guarded = [s for s in statements if s.startswith(GUARDED)]
+    if db.engine.dialect.name == "postgresql":
+        assert len(locks) == 1, locks
+        assert len(guarded) == 1, statements
+    else:
+        assert guarded == [], "only PostgreSQL skips the locking read"
+
+
+def test_one_step_per_delivery_yields_to_an_operator_pause(
+    app, user, geneva_jobs, finalize_mode
+):
+    """Paused while the delivered step ran: the guard fails, the pause wins (R-EXE-42a, R-EXE-81)."""
+    workflow_id, statements = _run_one_delivery(
+        user, geneva_jobs, lambda wid, eid: externally(wid, "pause")
+    )
+    assert RUNS == ["first"]
+    assert workflow_row(workflow_id)["state"] == "paused"
+    assert execution_history(workflow_id) == [
+        ("first", "completed", "success"),
+        ("second", "scheduled", None),
+    ]
+    assert geneva_jobs.enqueued == []
+    _assert_fell_back(statements, finalize_mode)
+
+
+def test_one_step_per_delivery_does_not_check_the_next_steps_hero(
+    app, user, geneva_jobs, finalize_mode
+):
+    """A hero deleted meanwhile is the next delivery's to notice (R-EXE-13): the step completes, the next is published."""
+    user_id = user.id
+
+    def delete_hero(wid, eid):
+        in_other_thread(
+            lambda: (
+                db.session.execute(sa.delete(User).where(User.id == user_id)),
+                db.session.commit(),
+            )
+        )
+
+    workflow_id, _ = _run_one_delivery(user, geneva_jobs, delete_hero)
+    assert RUNS == ["first"]
+    rows = execution_rows(workflow_id)
+    assert [(r["step_name"], r["state"]) for r in rows] == [
+        ("first", "completed"),
+        ("second", "scheduled"),
+    ]
+    assert [p.step_execution_id for p in geneva_jobs.enqueued] == [rows[1]["id"]]
