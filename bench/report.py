@@ -999,7 +999,13 @@ def markdown_table(results: dict[str, Any]) -> str:
     for part, rows in ROWS.items():
         if part in parts:
             rows(table, parts[part])
-    sources = sorted({(p["meta"]["run"], p["meta"]["commit"]) for p in parts.values()})
+    # Runs lettered A, B... in the order they started.
+    first_started: dict[tuple[str, str], str] = {}
+    for part_figures in parts.values():
+        meta = part_figures["meta"]
+        source = (meta["run"], meta["commit"])
+        first_started[source] = min(first_started.get(source, "~"), meta["started"])
+    sources = sorted(first_started, key=lambda source: first_started[source])
     labels = {source: chr(ord("A") + n) for n, source in enumerate(sources)}
     several = len(sources) > 1
     header = ["figure", "flask_geneva", "peer", "ratio", "target", "met"]
