@@ -874,7 +874,7 @@ def _in_process_rows(table: _Table, part: dict[str, Any]) -> None:
         for peer in ("dbos", "floor"):
             table.ratio_row(
                 "in_process",
-                f"in process, noop, inline, vs {SYSTEM_NAMES[peer]} (PostgreSQL, steps/s)",
+                f"in process, noop, inline, vs {SIDE_NAMES[peer]} (PostgreSQL, steps/s)",
                 ours,
                 by_key.get(("postgresql", peer)),
                 IN_PROCESS_TARGETS[peer],
@@ -904,7 +904,12 @@ def _end_to_end_rows(table: _Table, part: dict[str, Any]) -> None:
         table.ratio_row(
             "end_to_end",
             f"end to end, {DATABASE_NAMES[database]}, {workers} worker process"
-            f"{'es' if workers > 1 else ''}, vs bare Celery chain (steps/s)",
+            f"{'es' if workers > 1 else ''}, vs bare Celery chain (steps/s"
+            + (
+                f"; {entry['deadlocks']} deadlocks, both sides)"
+                if entry.get("deadlocks") is not None
+                else ")"
+            ),
             entry,
             by_key.get((database, workers, "bare_chain")),
             END_TO_END_TARGET,
