@@ -20,6 +20,7 @@ through a recording backend (no broker), and prints the medians and maxima,
 the statements per run and the slowest statement (``--explain`` prints its
 plan). It does the same at ``--small`` parked first, so that the two sizes can
 be compared in one run: a run that is O(due) costs the same at both.
+``--json FILE`` also writes the figures of both sizes (milliseconds) there.
 
 Usage::
 
@@ -31,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -220,6 +222,31 @@ def _explain(engine: sa.Engine, figures: dict[str, Any], over_ms: float) -> None
             connection.rollback()
 
 
+def _figures(
+    args: argparse.Namespace, results: dict[int, tuple[dict[str, Any], ...]]
+) -> dict[str, Any]:
+    """What ``--json`` writes: per size, the runs with ``--due`` due and with none.
+
+    Times are milliseconds (median and maximum of ``--rounds`` runs);
+    ``statements`` and ``published`` are the runs' medians.
+    """
+    keys = ("median_ms", "max_ms", "statements", "published")
+    return {
+        "database": "postgresql",
+        "due": args.due,
+        "rounds": args.rounds,
+        "target_ms": TARGET_MS,
+        "sizes": [
+            {
+                "parked": size,
+                "due_run": {key: due_run[key] for key in keys},
+                "none_due_run": {key: none_run[key] for key in keys},
+            }
+            for size, (due_run, none_run) in sorted(results.items())
+        ],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -235,6 +262,7 @@ def main() -> int:
     parser.add_argument(
         "--statements", action="store_true", help="the last run's statements by text"
     )
+    parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
     if sa.make_url(args.database_url).get_backend_name() != "postgresql":
         raise SystemExit("bench/dispatcher_tick.py measures PostgreSQL")
@@ -282,6 +310,8 @@ def main() -> int:
             f"with {args.due} due (O(due) is about 1x); target under {TARGET_MS:g} ms "
             f"at {args.parked:,}: {'met' if large['median_ms'] < TARGET_MS else 'NOT met'}"
         )
+    if args.json:
+        Path(args.json).write_text(json.dumps(_figures(args, results), indent=2) + "\n")
     return 0
 
 

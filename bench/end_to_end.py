@@ -18,11 +18,19 @@ subprocess and broker, and the sides alternate in rounds (medians printed).
 
 Prints both throughputs (steps/s), the CPU per step of the worker and of the
 local database and broker, and their ratio; the target is a ratio >= 0.8.
-Usage::
+``--sides flask_geneva`` runs flask_geneva alone (no bare chain, no ratio), e.g.
+to compare worker counts (issue 40: 8 processes against 2 over 10,000
+workflows). The deadlocks the database server detected in the bench's database
+during the run (warm-up included; retried by the engine, R-EXE-80) are printed
+and written to ``--json``: PostgreSQL's ``pg_stat_database.deadlocks`` of the
+database, MariaDB's ``Innodb_deadlocks`` (server-wide: other databases' count
+too); none on SQLite. Usage::
 
     python bench/end_to_end.py --workflows 200 \\
         --database-url postgresql+psycopg://postgres@127.0.0.1:5432/test \\
         --broker redis://127.0.0.1:6379/15 --concurrency 4
+    python bench/end_to_end.py --sides flask_geneva --workflows 10000 \\
+        --rounds 1 --concurrency 8 --database-url ... --json out.json
 
 SQLite (the default database) runs the worker with ``--pool=solo``.
 """
@@ -261,9 +269,40 @@ def wait_until(
         time.sleep(0.05)
 
 
+def server_deadlocks(engine: sa.Engine) -> int | None:
+    """The deadlocks the server has detected so far; None where it counts none.
+
+    PostgreSQL: ``pg_stat_database.deadlocks`` of the engine's database (a
+    backend reports its count when its transaction ends or it exits, so read
+    after the worker stopped); MariaDB/MySQL: the server-wide
+    ``Innodb_deadlocks`` status; SQLite: None (one writer, no deadlock).
+    """
+    backend = engine.dialect.name
+    with engine.connect() as connection:
+        if backend == "postgresql":
+            connection.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
+            value = connection.exec_driver_sql(
+                "SELECT deadlocks FROM pg_stat_database "
+                "WHERE datname = current_database()"
+            ).scalar()
+            return int(value or 0)
+        if backend in ("mysql", "mariadb"):
+            row = connection.exec_driver_sql(
+                "SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'"
+            ).first()
+            return None if row is None else int(row[1])
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workflows", type=int, default=200)
+    parser.add_argument(
+        "--sides",
+        choices=("both", "flask_geneva"),
+        default="both",
+        help="flask_geneva: run flask_geneva alone (no bare chain, no ratio)",
+    )
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--broker", default=BROKER_URL)
     parser.add_argument("--concurrency", type=int, default=4)
@@ -328,6 +367,9 @@ def main() -> None:
         },
     )
     steps = args.workflows * STEPS
+    bare_side = args.sides == "both"
+    with app.app_context():
+        deadlocks_before = server_deadlocks(basic.db.engine)
     geneva_runs: list[tuple[float, float, float]] = []
     bare_runs_measured: list[tuple[float, float, float]] = []
     try:
@@ -456,41 +498,66 @@ def main() -> None:
             # Warm up both sides in every worker process (statement caches,
             # prepared statements, imports) before anything is measured.
             run_geneva(2 * args.concurrency)
-            run_bare(2 * args.concurrency)
+            if bare_side:
+                run_bare(2 * args.concurrency)
             # Alternate the two so that a slower minute of a shared machine
             # does not fall on one side only; report medians.
             for _ in range(args.rounds):
                 geneva_runs.append(measure(run_geneva))
-                bare_runs_measured.append(measure(run_bare))
+                if bare_side:
+                    bare_runs_measured.append(measure(run_bare))
             basic.db.session.remove()
     finally:
         stop(worker)
+    with app.app_context():
+        # The worker's connections are closed: their counts are reported.
+        time.sleep(1.0)
+        deadlocks_after = server_deadlocks(basic.db.engine)
+        basic.db.engine.dispose()
+    deadlocks = (
+        None
+        if deadlocks_before is None or deadlocks_after is None
+        else deadlocks_after - deadlocks_before
+    )
 
     def rate(run: tuple[float, float, float]) -> float:
         return steps / run[0]
 
-    ratios = [
-        rate(geneva) / rate(bare)
-        for geneva, bare in zip(geneva_runs, bare_runs_measured, strict=True)
-    ]
+    ratios = (
+        [
+            rate(geneva) / rate(bare)
+            for geneva, bare in zip(geneva_runs, bare_runs_measured, strict=True)
+        ]
+        if bare_side
+        else []
+    )
     print(f"database: {sa.make_url(url).get_backend_name()}  broker: {args.broker}")
     print(
         f"workers: {' '.join(pool)}  workflows: {args.workflows} x {STEPS} steps, "
-        f"{args.rounds} alternating rounds (medians); baseline: {args.baseline}; "
+        f"{args.rounds} {'alternating ' if bare_side else ''}rounds (medians); "
+        f"baseline: {args.baseline if bare_side else 'none'}; "
         f"SQLALCHEMY_TRACK_MODIFICATIONS={args.track_modifications}"
+    )
+    print(
+        "deadlocks detected by the server during the run: "
+        + ("not counted" if deadlocks is None else str(deadlocks))
     )
     figures: dict[str, Any] = {
         "database": sa.make_url(url).get_backend_name(),
         "workers": 1 if sqlite else args.concurrency,
         "workflows": args.workflows,
         "rounds": args.rounds,
-        "baseline": args.baseline,
-        "ratio": statistics.median(ratios),
+        "sides": args.sides,
+        "baseline": args.baseline if bare_side else None,
+        "ratio": statistics.median(ratios) if ratios else None,
+        "deadlocks": deadlocks,
     }
     for label, runs in (
         ("flask_geneva", geneva_runs),
         ("bare chain  ", bare_runs_measured),
     ):
+        if not runs:
+            continue
         seconds = statistics.median(run[0] for run in runs)
         cpu = statistics.median(run[1] for run in runs)
         server = statistics.median(run[2] for run in runs)
@@ -505,11 +572,12 @@ def main() -> None:
             f"CPU per step: worker {cpu / steps * 1000:.2f} ms, "
             f"database + broker {server / steps * 1000:.2f} ms)"
         )
-    print(
-        f"ratio:        {statistics.median(ratios):8.2f} (target >= 0.8; rounds: "
-        + " ".join(f"{ratio:.2f}" for ratio in ratios)
-        + ")"
-    )
+    if ratios:
+        print(
+            f"ratio:        {statistics.median(ratios):8.2f} (target >= 0.8; rounds: "
+            + " ".join(f"{ratio:.2f}" for ratio in ratios)
+            + ")"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
 
