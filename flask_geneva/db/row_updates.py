@@ -168,9 +168,39 @@ def update_rows(
 
 
 def _update_each(connection: sa.Connection, updates: list[RowUpdate]) -> None:
-    """Send each UPDATE as a statement of its own."""
+    """Send each UPDATE as a statement of its own.
+
+    A run of unguarded UPDATEs of one shape (the same table and columns: the
+    dispatcher's ``job_id`` of each published row, R-DSP-02) goes out as one
+    ``executemany`` of that statement, in order (psycopg sends them in one
+    round trip); their summed row count must be the run's length, else the
+    first row that is gone is refused as a single UPDATE's would be.
+    """
     returning = connection.dialect.update_returning
-    for update in updates:
+    batched = connection.dialect.supports_sane_multi_rowcount
+    index = 0
+    while index < len(updates):
+        update = updates[index]
+        end = index + 1
+        if batched and not update.guarded:
+            shape = _shape(update)
+            while (
+                end < len(updates)
+                and not updates[end].guarded
+                and _shape(updates[end]) == shape
+            ):
+                end += 1
+        if end - index > 1:
+            run = updates[index:end]
+            result = connection.execute(
+                _single_statement(update, False),
+                [_params(each, "geneva_") for each in run],
+            )
+            if result.rowcount != len(run):
+                _refuse(connection, run)
+            index = end
+            continue
+        index = end
         statement = _single_statement(update, returning and update.guarded)
         result = connection.execute(statement, _params(update, "geneva_"))
         if returning and update.guarded:

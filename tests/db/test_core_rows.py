@@ -493,6 +493,52 @@ def test_two_changed_executions_are_written_one_by_one(app, user):
     ]
 
 
+def test_changed_executions_of_one_shape_go_out_as_one_executemany(app, user):
+    """Unguarded UPDATEs of one table and column set: one ``executemany``, in order."""
+    workflows = [EmptyTwoSteps.create(hero=user, allow_multiple=True) for _ in range(3)]
+    executions = [workflow.current_execution for workflow in workflows]
+    ids = [execution.id for execution in executions]
+    session = geneva.session
+    session.commit()
+    for execution, execution_id in zip(executions, ids, strict=True):
+        # Each read before any change: a load would autoflush the changes.
+        assert execution.error_message is None
+        assert execution.id == execution_id
+    for execution, execution_id in zip(executions, ids, strict=True):
+        execution.error_message = f"note {execution_id}"
+    assert len(session.dirty) == 3
+    with recorded_statements() as statements:
+        write_path.flush(session, geneva)
+    session.commit()
+    assert _writes(statements) == ["UPDATE"], statements
+    assert [execution_row(i)["error_message"] for i in ids] == [
+        f"note {i}" for i in ids
+    ]
+
+
+def test_a_deleted_row_in_an_executemany_raises_stale_data_naming_it(app, user):
+    """One row of the run is gone: nothing is kept, the gone row is named."""
+    workflows = [EmptyTwoSteps.create(hero=user, allow_multiple=True) for _ in range(3)]
+    executions = [workflow.current_execution for workflow in workflows]
+    ids = [execution.id for execution in executions]
+    session = geneva.session
+    session.commit()
+    table = geneva.StepExecution.__table__
+    with external_writer() as connection:
+        connection.execute(sa.delete(table).where(table.c.id == ids[1]))
+    for execution in (executions[0], executions[2]):
+        assert execution.error_message is None  # loaded before any change
+    for execution in executions:
+        execution.error_message = "too late"
+    with pytest.raises(StaleDataError, match=f"id={ids[1]!r}"):
+        write_path.flush(session, geneva)
+    session.rollback()
+    assert [
+        execution_row(ids[0])["error_message"],
+        execution_row(ids[2])["error_message"],
+    ] == [None, None]
+
+
 def test_an_attach_listener_gets_an_orm_load(app, user):
     """A fresh lock attaches no instance behind an attach listener's back."""
     workflow = EmptyTwoSteps.create(hero=user)

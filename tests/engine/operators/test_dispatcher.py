@@ -89,6 +89,42 @@ def test_dispatch_works_in_batches(app, user, geneva_jobs):
         assert len(geneva_jobs.enqueued) == 5
 
 
+def test_a_batch_sets_its_task_ids_in_one_statement(app, user, geneva_jobs):
+    """The due rows' ``job_id`` writes go out as one ``executemany`` (R-DSP-02, issue 40)."""
+    from tests.apps.basic import User
+    from tests.support.statements import recorded_statements
+
+    with clock.frozen() as frozen:
+        heroes = [User(email=f"s{i}@example.com") for i in range(4)]
+        db.session.add_all(heroes)
+        db.session.commit()
+        for hero in heroes:
+            DispatcherLongWait.create(hero=hero)
+        geneva_jobs.drain()
+        geneva_jobs.clear()
+        frozen.advance(timedelta(days=2))
+        with recorded_statements() as statements:
+            assert dispatch_due() == 4
+    job_id_writes = [
+        s
+        for s in statements
+        if s.lstrip().upper().startswith("UPDATE") and "job_id" in s.split("WHERE")[0]
+    ]
+    assert len(job_id_writes) == 1, job_id_writes
+    table = geneva.StepExecution.__table__
+    stored = {
+        row.id: row.job_id
+        for row in db.session.execute(
+            sa.select(table.c.id, table.c.job_id).where(
+                table.c.id.in_([p.step_execution_id for p in geneva_jobs.enqueued])
+            )
+        )
+    }
+    db.session.rollback()
+    assert len(stored) == 4
+    assert {p.step_execution_id: p.task_id for p in geneva_jobs.enqueued} == stored
+
+
 class DispatcherUrgentLater(geneva.Workflow):
     @step
     def first(self):
