@@ -174,7 +174,7 @@ def _update_each(connection: sa.Connection, updates: list[RowUpdate]) -> None:
     dispatcher's ``job_id`` of each published row, R-DSP-02) goes out as one
     ``executemany`` of that statement, in order (psycopg sends them in one
     round trip); their summed row count must be the run's length, else the
-    first row that is gone is refused as a single UPDATE's would be.
+    first row that is gone is refused as a single UPDATE's would be (R-DM-42).
     """
     returning = connection.dialect.update_returning
     batched = connection.dialect.supports_sane_multi_rowcount

@@ -494,7 +494,7 @@ def test_two_changed_executions_are_written_one_by_one(app, user):
 
 
 def test_changed_executions_of_one_shape_go_out_as_one_executemany(app, user):
-    """Unguarded UPDATEs of one table and column set: one ``executemany``, in order."""
+    """Unguarded UPDATEs of one table and column set: one ``executemany``, in order (R-DM-42)."""
     workflows = [EmptyTwoSteps.create(hero=user, allow_multiple=True) for _ in range(3)]
     executions = [workflow.current_execution for workflow in workflows]
     ids = [execution.id for execution in executions]
@@ -517,7 +517,7 @@ def test_changed_executions_of_one_shape_go_out_as_one_executemany(app, user):
 
 
 def test_a_deleted_row_in_an_executemany_raises_stale_data_naming_it(app, user):
-    """One row of the run is gone: nothing is kept, the gone row is named."""
+    """One row of the run is gone: nothing is kept, the gone row is named (R-DM-42)."""
     workflows = [EmptyTwoSteps.create(hero=user, allow_multiple=True) for _ in range(3)]
     executions = [workflow.current_execution for workflow in workflows]
     ids = [execution.id for execution in executions]

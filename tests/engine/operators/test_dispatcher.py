@@ -90,7 +90,7 @@ def test_dispatch_works_in_batches(app, user, geneva_jobs):
 
 
 def test_a_batch_sets_its_task_ids_in_one_statement(app, user, geneva_jobs):
-    """The due rows' ``job_id`` writes go out as one ``executemany`` (R-DSP-02, issue 40)."""
+    """The due rows' ``job_id`` writes go out as one ``executemany`` (R-DSP-02, R-DM-42)."""
     from tests.apps.basic import User
     from tests.support.statements import recorded_statements
 
