@@ -187,22 +187,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607 - the repository's git
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],  # noqa: S607
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    commit = done.stdout.strip() or "unknown"
-    return commit + ("+changes" if dirty.stdout.strip() else "")
+    """The checkout's short commit, as ``bench/report.py`` records it."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from bench.report import commit
+
+    return commit()
 
 
 def table(results: dict[str, Any]) -> str:

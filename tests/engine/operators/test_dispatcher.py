@@ -70,39 +70,36 @@ def test_paused_workflows_are_not_dispatched_until_resumed(user, geneva_jobs):
         assert geneva_jobs.enqueued[-1].step_execution_id == execution.id
 
 
-def test_dispatch_works_in_batches(app, user, geneva_jobs):
-    """All due rows are dispatched regardless of batch size (R-DSP-02)."""
+def _park_long_waits(count, geneva_jobs, frozen):
+    """``count`` workflows of new heroes parked at ``later``, then due (2 days on)."""
     from tests.apps.basic import User
 
+    heroes = [User(email=f"parked{i}@example.com") for i in range(count)]
+    db.session.add_all(heroes)
+    db.session.commit()
+    for hero in heroes:
+        DispatcherLongWait.create(hero=hero)
+    geneva_jobs.drain()
+    geneva_jobs.clear()
+    frozen.advance(timedelta(days=2))
+
+
+def test_dispatch_works_in_batches(app, user, geneva_jobs):
+    """All due rows are dispatched regardless of batch size (R-DSP-02)."""
     app.config["GENEVA_HOUSEKEEPING_BATCH_SIZE"] = 2
     geneva.reload_settings(app)
     with clock.frozen() as frozen:
-        heroes = [User(email=f"d{i}@example.com") for i in range(5)]
-        db.session.add_all(heroes)
-        db.session.commit()
-        for hero in heroes:
-            DispatcherLongWait.create(hero=hero)
-        geneva_jobs.drain()
-        geneva_jobs.clear()
-        frozen.advance(timedelta(days=2))
+        _park_long_waits(5, geneva_jobs, frozen)
         assert dispatch_due() == 5
         assert len(geneva_jobs.enqueued) == 5
 
 
 def test_a_batch_sets_its_task_ids_in_one_statement(app, user, geneva_jobs):
     """The due rows' ``job_id`` writes go out as one ``executemany`` (R-DSP-02, R-DM-42)."""
-    from tests.apps.basic import User
     from tests.support.statements import recorded_statements
 
     with clock.frozen() as frozen:
-        heroes = [User(email=f"s{i}@example.com") for i in range(4)]
-        db.session.add_all(heroes)
-        db.session.commit()
-        for hero in heroes:
-            DispatcherLongWait.create(hero=hero)
-        geneva_jobs.drain()
-        geneva_jobs.clear()
-        frozen.advance(timedelta(days=2))
+        _park_long_waits(4, geneva_jobs, frozen)
         with recorded_statements() as statements:
             assert dispatch_due() == 4
     job_id_writes = [
