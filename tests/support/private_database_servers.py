@@ -384,7 +384,23 @@ class PrivateMariaDB(PrivateServer):
         ]
         if _as_root():
             command.append(f"--user={self.os_user}")
-        self._run(command)
+        try:
+            self._run(command)
+        except RuntimeError as first:
+            # Seen once in CI under load ("Installation of system tables
+            # failed!"): keep what the bootstrap server logged, start again
+            # from an empty data directory once.
+            data = self.directory / "data"
+            logged = "".join(
+                path.read_text(errors="replace")[-4000:] for path in data.glob("*.err")
+            )
+            shutil.rmtree(data, ignore_errors=True)
+            try:
+                self._run(command)
+            except RuntimeError as second:
+                raise RuntimeError(
+                    f"{second}\nthe first attempt: {first}\nits log: {logged}"
+                ) from first
 
     def _command(self) -> list[str]:
         binaries = self.binaries()
