@@ -21,6 +21,7 @@ R-EXE-81). Statements are built once per table and set of columns.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 from typing import Any
 
@@ -168,47 +169,30 @@ def update_rows(
 
 
 def _update_each(connection: sa.Connection, updates: list[RowUpdate]) -> None:
-    """Send each UPDATE as a statement of its own.
-
-    A run of unguarded UPDATEs of one shape (the same table and columns: the
-    dispatcher's ``job_id`` of each published row, R-DSP-02) goes out as one
-    ``executemany`` of that statement, in order (psycopg sends them in one
-    round trip); their summed row count must be the run's length, else the
-    first row that is gone is refused as a single UPDATE's would be (R-DM-42).
-    """
+    """Send each UPDATE as a statement of its own; a run of unguarded ones of one
+    shape as one ``executemany``, refused as a single UPDATE would be (R-DM-42)."""
     returning = connection.dialect.update_returning
     batched = connection.dialect.supports_sane_multi_rowcount
-    index = 0
-    while index < len(updates):
-        update = updates[index]
-        end = index + 1
-        if batched and not update.guarded:
-            shape = _shape(update)
-            while (
-                end < len(updates)
-                and not updates[end].guarded
-                and _shape(updates[end]) == shape
-            ):
-                end += 1
-        if end - index > 1:
-            run = updates[index:end]
-            result = connection.execute(
-                _single_statement(update, False),
-                [_params(each, "geneva_") for each in run],
-            )
+    runs = itertools.groupby(
+        updates, key=lambda update: (update.guarded or not batched, _shape(update))
+    )
+    for (one_by_one, _), grouped in runs:
+        run = list(grouped)
+        if not one_by_one and len(run) > 1:
+            params = [_params(update, "geneva_") for update in run]
+            result = connection.execute(_single_statement(run[0], False), params)
             if result.rowcount != len(run):
                 _refuse(connection, run)
-            index = end
             continue
-        index = end
-        statement = _single_statement(update, returning and update.guarded)
-        result = connection.execute(statement, _params(update, "geneva_"))
-        if returning and update.guarded:
-            count = 0 if result.first() is None else 1  # by primary key: 0 or 1
-        else:
-            count = result.rowcount
-        if count != 1:
-            _refuse(connection, [update])
+        for update in run:
+            statement = _single_statement(update, returning and update.guarded)
+            result = connection.execute(statement, _params(update, "geneva_"))
+            if returning and update.guarded:
+                count = 0 if result.first() is None else 1  # by primary key: 0 or 1
+            else:
+                count = result.rowcount
+            if count != 1:
+                _refuse(connection, [update])
 
 
 _PAIR_DIALECTS = frozenset({"postgresql", "mysql", "mariadb"})

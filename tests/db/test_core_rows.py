@@ -493,13 +493,19 @@ def test_two_changed_executions_are_written_one_by_one(app, user):
     ]
 
 
-def test_changed_executions_of_one_shape_go_out_as_one_executemany(app, user):
-    """Unguarded UPDATEs of one table and column set: one ``executemany``, in order (R-DM-42)."""
+def _three_committed_executions(user) -> tuple[list[object], list[object]]:
+    """Three workflows' first executions and their ids, committed."""
     workflows = [EmptyTwoSteps.create(hero=user, allow_multiple=True) for _ in range(3)]
     executions = [workflow.current_execution for workflow in workflows]
     ids = [execution.id for execution in executions]
+    geneva.session.commit()
+    return executions, ids
+
+
+def test_changed_executions_of_one_shape_go_out_as_one_executemany(app, user):
+    """Unguarded UPDATEs of one table and column set: one ``executemany``, in order (R-DM-42)."""
+    executions, ids = _three_committed_executions(user)
     session = geneva.session
-    session.commit()
     for execution, execution_id in zip(executions, ids, strict=True):
         # Each read before any change: a load would autoflush the changes.
         assert execution.error_message is None
@@ -518,11 +524,8 @@ def test_changed_executions_of_one_shape_go_out_as_one_executemany(app, user):
 
 def test_a_deleted_row_in_an_executemany_raises_stale_data_naming_it(app, user):
     """One row of the run is gone: nothing is kept, the gone row is named (R-DM-42)."""
-    workflows = [EmptyTwoSteps.create(hero=user, allow_multiple=True) for _ in range(3)]
-    executions = [workflow.current_execution for workflow in workflows]
-    ids = [execution.id for execution in executions]
+    executions, ids = _three_committed_executions(user)
     session = geneva.session
-    session.commit()
     table = geneva.StepExecution.__table__
     with external_writer() as connection:
         connection.execute(sa.delete(table).where(table.c.id == ids[1]))

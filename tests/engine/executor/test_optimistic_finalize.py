@@ -76,12 +76,16 @@ def finalize_mode(request, monkeypatch):
     return request.param
 
 
-def _run(user, geneva_jobs, change):
-    """Run the chain in one task, ``change(workflow id, first id)`` during ``first``."""
+def _run(user, geneva_jobs, change=None, *, continue_inline=True):
+    """Run the chain in one task, ``change(workflow id, first id)`` during ``first``.
+
+    ``continue_inline=False`` runs ``first`` alone, one step per delivery.
+    """
     workflow_id, first_id = start_without_jobs(OptimisticChain, user, geneva_jobs)
-    MEANWHILE.append(lambda: change(workflow_id, first_id))
+    if change is not None:
+        MEANWHILE.append(lambda: change(workflow_id, first_id))
     with recorded_statements() as statements:
-        perform_step_execution(first_id)
+        perform_step_execution(first_id, continue_inline=continue_inline)
     return workflow_id, first_id, statements
 
 
@@ -374,16 +378,6 @@ def test_a_refused_skip_changes_nothing_and_costs_no_lock(
 # -- one step per delivery (issue 40) ----------------------------------------------
 
 
-def _run_one_delivery(user, geneva_jobs, change=None):
-    """Run only ``first`` (no inline continuation), ``change`` during its body."""
-    workflow_id, first_id = start_without_jobs(OptimisticChain, user, geneva_jobs)
-    if change is not None:
-        MEANWHILE.append(lambda: change(workflow_id, first_id))
-    with recorded_statements() as statements:
-        perform_step_execution(first_id, continue_inline=False)
-    return workflow_id, statements
-
-
 def test_one_step_per_delivery_finalizes_without_the_lock(app, user, geneva_jobs):
     """Without inline continuation the claim is the delivery's only lock (R-EXE-81).
 
@@ -391,7 +385,7 @@ def test_one_step_per_delivery_finalizes_without_the_lock(app, user, geneva_jobs
     locked path's read is not sent on PostgreSQL (the other databases always
     lock, and SQLite's lock is its ``BEGIN IMMEDIATE``).
     """
-    workflow_id, statements = _run_one_delivery(user, geneva_jobs)
+    workflow_id, _, statements = _run(user, geneva_jobs, continue_inline=False)
     assert RUNS == ["first"]
     rows = execution_rows(workflow_id)
     assert [(r["step_name"], r["state"]) for r in rows] == [
@@ -413,8 +407,11 @@ def test_one_step_per_delivery_yields_to_an_operator_pause(
     app, user, geneva_jobs, finalize_mode
 ):
     """Paused while the delivered step ran: the guard fails, the pause wins (R-EXE-42a, R-EXE-81)."""
-    workflow_id, statements = _run_one_delivery(
-        user, geneva_jobs, lambda wid, eid: externally(wid, "pause")
+    workflow_id, _, statements = _run(
+        user,
+        geneva_jobs,
+        lambda wid, eid: externally(wid, "pause"),
+        continue_inline=False,
     )
     assert RUNS == ["first"]
     assert workflow_row(workflow_id)["state"] == "paused"
@@ -440,7 +437,7 @@ def test_one_step_per_delivery_does_not_check_the_next_steps_hero(
             )
         )
 
-    workflow_id, _ = _run_one_delivery(user, geneva_jobs, delete_hero)
+    workflow_id, _, _ = _run(user, geneva_jobs, delete_hero, continue_inline=False)
     assert RUNS == ["first"]
     rows = execution_rows(workflow_id)
     assert [(r["step_name"], r["state"]) for r in rows] == [
