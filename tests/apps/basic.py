@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jinja2
 import sqlalchemy as sa
 from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
@@ -29,6 +30,30 @@ class User(db.Model):  # type: ignore[name-defined, misc]
     counter: orm.Mapped[int] = orm.mapped_column(sa.Integer, default=0)
 
 
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """The templates every test app of this process compiled, kept in memory.
+
+    Each test builds a new Flask app, whose Jinja environment would compile the
+    admin's templates again at its first pages (about 20 ms each, a fifth of
+    an admin test's time). Jinja checks each bucket against the template's
+    source checksum, so a changed template is compiled again.
+    """
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        code = self._code.get(bucket.key)
+        if code is not None:
+            bucket.bytecode_from_string(code)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+_compiled_templates = _CompiledTemplates()
+
+
 def create_app(database_url: str, *, celery: Any = None, **config: Any) -> Flask:
     """Build a test app bound to ``database_url``; ``config`` overrides settings.
 
@@ -47,6 +72,7 @@ def create_app_for(
 ) -> Flask:
     """A test app for ``database`` and ``extension``, recording its publications."""
     app = Flask(__name__)
+    app.jinja_env.bytecode_cache = _compiled_templates
     app.config.update(
         TESTING=True,
         SQLALCHEMY_DATABASE_URI=database_url,
