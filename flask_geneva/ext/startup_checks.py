@@ -17,6 +17,8 @@ database.
 from __future__ import annotations
 
 import inspect
+import weakref
+from collections.abc import Callable
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,6 +36,28 @@ __all__ = [
 ]
 
 _MISSING = object()
+
+#: ``{function: {question: answer}}``: what :func:`_shape_problem` found for a
+#: body or condition function. A function's parameters are fixed when it is
+#: defined, so the answer is kept for as long as the function lives: an app
+#: factory that runs ``init_app`` again (every test of a suite builds an app)
+#: asks ``inspect.signature`` once per function, not once per app.
+_shape_answers: weakref.WeakKeyDictionary[Callable[..., Any], dict[Any, str | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _shape_problem(
+    check: Callable[..., str | None], func: Callable[..., Any], **question: Any
+) -> str | None:
+    """``check(func, **question)``, computed once per function and question."""
+    answers = _shape_answers.get(func)
+    if answers is None:
+        answers = _shape_answers.setdefault(func, {})
+    key = (check, *sorted(question.items()))
+    if key not in answers:
+        answers[key] = check(func, **question)
+    return answers[key]
 
 
 def check_workflow_class(cls: type[Any]) -> list[str]:
@@ -182,7 +206,7 @@ def _method_problem(cls: type[Any], name: str, *, resumable: bool) -> str | None
     if static is _MISSING:
         return f"its body method {name!r} is not defined on {cls.__qualname__}"
     if inspect.isfunction(static):
-        return body_problem(static, resumable=resumable)
+        return _shape_problem(body_problem, static, resumable=resumable)
     if not callable(value):
         return f"its body {name!r} is not a method ({type(value).__name__})"
     return None
@@ -196,7 +220,7 @@ def _named_condition_problem(cls: type[Any], name: str, *, option: str) -> str |
             f"define a method {name}(self) or fix the name"
         )
     if inspect.isfunction(static):
-        return condition_problem(static, option=f"{option}={name!r}:")
+        return _shape_problem(condition_problem, static, option=f"{option}={name!r}:")
     return None
 
 

@@ -183,6 +183,42 @@ def test_subclass_override_that_drops_the_iterator_is_caught_at_init_app(
         _init(geneva, tmp_path)
 
 
+def test_a_body_replaced_after_a_passing_init_app_is_checked_again(geneva, tmp_path):
+    """The shape of each body function is worked out once, but a method replaced
+    on the class is a new function: the next init_app checks it (R-CFG-03)."""
+
+    class Export(geneva.Workflow):
+        __geneva_type__ = "Export"
+
+        @resumable_step
+        def copy(self, it):
+            return None
+
+        @step(skip_if="already_sent")
+        def send(self):
+            return None
+
+        def already_sent(self):
+            return False
+
+    _init(geneva, tmp_path)
+    _init(geneva, tmp_path)  # the same functions: still sound
+
+    def copy_without_iterator(self):
+        return None
+
+    def already_sent_with_an_extra_argument(self, extra):
+        return False
+
+    Export.copy = copy_without_iterator
+    Export.already_sent = already_sent_with_an_extra_argument
+    with pytest.raises(GenevaConfigurationError) as caught:
+        _init(geneva, tmp_path)
+    message = str(caught.value)
+    assert "Export: step 'copy': resumable body" in message
+    assert "Export: step 'send': skip_if='already_sent':" in message
+
+
 def _define_drip(geneva):
     """Define ``Drip`` on ``geneva``: its step's run_if names no method."""
 
