@@ -21,6 +21,11 @@ The serialized form:
       {"__geneva__": "decimal", "value": "1.10"}
       {"__geneva__": "uuid", "value": "12345678-1234-5678-1234-567812345678"}
 
+- A ``float`` whose shortest text has a positive exponent (``1e+16`` and larger
+  magnitudes, all whole numbers) is tagged too, ``{"__geneva__": "float", "value":
+  "1e+16"}``: PostgreSQL's ``jsonb`` stores the number, not its notation, and
+  would give it back as the ``int`` 10000000000000000 (R-CUR-02).
+
 - A user ``dict`` that itself has a ``"__geneva__"`` key is escaped as
   ``{"__geneva__": "dict", "value": {...its serialized entries...}}`` so it cannot be
   mistaken for a tag; this is the one tag whose ``value`` is an object.
@@ -375,6 +380,10 @@ def _serialize(value: Any, path: str, active: set[int]) -> Any:
     if cls is float:
         if not math.isfinite(value):
             raise _unsupported(path, f"float {value!r} is not finite")
+        if "e+" in repr(value):
+            # 1e+16 and up: PostgreSQL's jsonb keeps the number, not its
+            # notation, and reads it back as 10000000000000000, an int.
+            return _tag("float", repr(value))
         return value
     if cls is list or cls is tuple or cls is dict:
         # Containers on the current path; a cycle would otherwise recurse forever.
@@ -530,7 +539,15 @@ def _parse_decimal(text: str) -> Decimal:
     return value
 
 
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite float {text!r}")
+    return value
+
+
 _PARSERS: dict[str, Any] = {
+    "float": _parse_float,
     "date": date.fromisoformat,
     "datetime": datetime.fromisoformat,
     "time": time.fromisoformat,

@@ -82,7 +82,7 @@ def round_trip(value: Any) -> Any:
         2**80,
         1.5,
         -0.0,
-        1e300,
+        1e15,  # 1e16 and up are tagged (R-CUR-02)
         "",
         "héllo ✓",
         [],
@@ -146,6 +146,8 @@ def test_serialize_returns_a_new_structure():
             SAMPLE_UUID,
             {TAG_KEY: "uuid", "value": "12345678-1234-5678-1234-567812345678"},
         ),
+        (1e16, {TAG_KEY: "float", "value": "1e+16"}),
+        (-6.979109426455245e16, {TAG_KEY: "float", "value": "-6.979109426455245e+16"}),
     ],
 )
 def test_tagged_types_encode_as_geneva_tags_and_round_trip(value, encoded):
@@ -528,3 +530,17 @@ def test_serialized_form_survives_json_text_unchanged(value):
     assert encoded_size(serialized) == len(
         json.dumps(serialized, separators=(",", ":"), ensure_ascii=False).encode()
     )
+
+
+@pytest.mark.parametrize("value", [0.5, 1.0, 1.5e-07, 9999999999999998.0, -2.5])
+def test_floats_without_a_positive_exponent_are_stored_as_themselves(value):
+    """Only floats of 1e16 and more (a positive exponent) are tagged (R-CUR-02)."""
+    assert serialize_cursor(value) == value
+    assert_same(value, round_trip(value))
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e+16x"])
+def test_a_float_tag_that_is_not_a_finite_float_is_malformed(text):
+    """A stored float tag must hold a finite float's text (R-CUR-02)."""
+    with pytest.raises(ValueError, match="float tag"):
+        deserialize_cursor({TAG_KEY: "float", "value": text})

@@ -123,6 +123,7 @@ class FuzzCursor(geneva.Workflow):
 @example(value=Built("[", 3000)).via("deeper than the codec's recursion")
 @example(value=Built("x", 140_000)).via("over GENEVA_MAX_CURSOR_SIZE")
 @example(value={"a": [1, {"b": _Unknown()}]}).via("an unknown type, nested")
+@example(value=[6.979109426455245e16, 1e16]).via("floats that jsonb would make ints")
 def test_a_checkpoint_stores_its_value_or_refuses_it_clearly(app, value):
     """it.set(value) of fuzzed values: stored as the codec reads it back, or a clear CursorSerializationError/CursorTooLargeError and the previous cursor kept (R-FLT-70, R-CUR-03..05, R-CUR-10)."""
     if isinstance(value, Built):
