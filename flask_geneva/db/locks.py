@@ -174,11 +174,42 @@ def lock_workflow_and_execution_probing_hero(
     return _lock_pair(session, step_execution_id, (hero_cls, hero_id), execution_keys)
 
 
+def lock_workflow_and_execution_probing_heroes(
+    session: orm.Session,
+    step_execution_id: Any,
+    hero_types: tuple[tuple[str, Any], ...],
+) -> tuple[Any, Any, bool | None]:
+    """:func:`lock_workflow_and_execution`, also telling whether the hero exists
+    when the locked workflow's ``hero_type`` is one of ``hero_types`` (R-EXE-83).
+
+    The claim knows neither the workflow nor its hero before it locks: on
+    PostgreSQL and SQLite the joined locking statement carries a ``CASE`` on
+    the workflow's ``hero_type`` with an ``EXISTS`` on each listed type's row
+    of the workflow's ``hero_id``; on MariaDB the execution's (second)
+    statement carries the one ``EXISTS`` of the type the first one read. The
+    subqueries lock nothing (as :func:`lock_workflow_and_execution_probing_hero`).
+
+    Args:
+        session: The session (its transaction takes the locks).
+        step_execution_id: The execution's primary key.
+        hero_types: ``(hero_type, hero class)`` pairs; each class has a
+            one-column primary key comparable with ``hero_id``.
+
+    Returns:
+        ``(workflow, execution, present)``: ``present`` is None when the
+        workflow's hero type is not listed, its ``hero_id`` is NULL, or
+        nothing was probed (MySQL, the ORM's read); ``(None, None, None)``
+        when the execution row is gone.
+    """
+    return _lock_pair(session, step_execution_id, None, None, hero_types)
+
+
 def _lock_pair(
     session: orm.Session,
     step_execution_id: Any,
     hero_probe: tuple[Any, Any] | None,
     only_execution_keys: frozenset[str] | None = None,
+    hero_types: tuple[tuple[str, Any], ...] = (),
 ) -> tuple[Any, Any, bool | None]:
     geneva = geneva_from_session(session)
     workflow_cls, execution_cls = geneva.Workflow, geneva.StepExecution
@@ -196,15 +227,19 @@ def _lock_pair(
         if hero_probe is not None:
             hero_key = sa.inspect(hero_probe[0]).primary_key[0]
             params["geneva_hero_id"] = hero_probe[1]
+        type_keys = tuple(
+            (name, sa.inspect(cls).primary_key[0]) for name, cls in hero_types
+        )
         row = connection.execute(
             cached_statement(
-                ("lock-pair", workflow_columns, execution_columns, hero_key),
+                ("lock-pair", workflow_columns, execution_columns, hero_key, type_keys),
                 lambda: _joined_lock_statement(
                     workflow_cls,
                     execution_cls,
                     workflow_columns,
                     execution_columns,
                     hero_key,
+                    type_keys,
                 ),
             ),
             params,
@@ -214,7 +249,7 @@ def _lock_pair(
         split = len(workflow_keys)
         workflow_values = row[:split]
         execution_values = row[split : split + len(execution_keys)]
-        if hero_key is not None:
+        if hero_key is not None or (type_keys and row[-1] is not None):
             hero_present = bool(row[-1])
     else:
         # FOR UPDATE locks only the rows of the outer table: the workflow is
@@ -230,6 +265,8 @@ def _lock_pair(
         ).one_or_none()
         if workflow_values is None:
             return None, None, None
+        if hero_probe is None and hero_types:
+            hero_probe = _listed_hero(workflow_keys, workflow_values, hero_types)
         hero_key = None
         if hero_probe is not None and _probe_is_lock_free(connection.dialect):
             hero_key = sa.inspect(hero_probe[0]).primary_key[0]
@@ -279,6 +316,22 @@ def _lock_pair(
         # Not re-read: what the instance held may be stale (R-EXE-48).
         session.expire(execution, unread)
     return workflow, execution, hero_present
+
+
+def _listed_hero(
+    workflow_keys: tuple[str, ...],
+    workflow_values: Any,
+    hero_types: tuple[tuple[str, Any], ...],
+) -> tuple[Any, Any] | None:
+    """``(hero class, hero_id)`` of the read workflow row, if its type is listed."""
+    hero_type = workflow_values[workflow_keys.index("hero_type")]
+    hero_id = workflow_values[workflow_keys.index("hero_id")]
+    if hero_id is None:
+        return None
+    for name, hero_cls in hero_types:
+        if name == hero_type:
+            return hero_cls, hero_id
+    return None
 
 
 def _mapper_for_type(workflow_cls: Any, type_name: Any) -> Any:
@@ -341,11 +394,27 @@ def _joined_lock_statement(
     workflow_columns: Any,
     execution_columns: Any,
     hero_key: Any = None,
+    type_keys: tuple[tuple[str, Any], ...] = (),
 ) -> Any:
     workflows = sa.inspect(workflow_cls).local_table
     executions = sa.inspect(execution_cls).local_table
+    probes = _hero_probe_columns(hero_key)
+    if type_keys:
+        # R-EXE-83: the EXISTS of the locked workflow's own hero type, if listed.
+        probes += (
+            sa.case(
+                *(
+                    (
+                        workflows.c.hero_type == name,
+                        sa.exists().where(key == workflows.c.hero_id),
+                    )
+                    for name, key in type_keys
+                ),
+                else_=sa.null(),
+            ).label("geneva_hero_present"),
+        )
     return (
-        sa.select(*workflow_columns, *execution_columns, *_hero_probe_columns(hero_key))
+        sa.select(*workflow_columns, *execution_columns, *probes)
         .select_from(
             workflows.join(executions, executions.c.workflow_id == workflows.c.id)
         )

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import weakref
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,6 +45,7 @@ from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import scheduling
 from flask_geneva.engine.children import settle as children_settle
 from flask_geneva.engine.executor import events as executor_events
+from flask_geneva.engine.executor import hero_probes
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.flow_control import step_context
 from flask_geneva.exceptions import HeroTypeNotFoundError
@@ -137,32 +137,6 @@ class ClaimedStep:
     precondition_timing: dict[str, Any]
 
 
-#: Hero class -> the Python type of its one-column primary key, or None.
-_probe_key_types: weakref.WeakKeyDictionary[Any, type[Any] | None] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _probe_key_type(hero_cls: Any) -> type[Any] | None:
-    """The Python type of ``hero_cls``'s primary key, if one column; else None.
-
-    A mapped class's primary key does not change: read once per class.
-    """
-    try:
-        return _probe_key_types[hero_cls]
-    except KeyError:
-        pass
-    keys = sa.inspect(hero_cls).primary_key
-    key_type: type[Any] | None = None
-    if len(keys) == 1:
-        try:
-            key_type = keys[0].type.python_type
-        except NotImplementedError:
-            key_type = None
-    _probe_key_types[hero_cls] = key_type
-    return key_type
-
-
 def note_hero(run: StepRun, workflow: Any) -> None:
     """Remember the claimed workflow's hero for finalize's probe (R-EXE-78).
 
@@ -186,11 +160,10 @@ def note_hero(run: StepRun, workflow: Any) -> None:
         hero_cls = workflow.__geneva__.hero_class(hero_type)
     except HeroTypeNotFoundError:
         return
-    key_type = _probe_key_type(hero_cls)
+    key_type = hero_probes.probe_key_type(hero_cls)
     if key_type is None or not isinstance(hero_id, key_type):
         return
-    listeners = session_sync.actual_session(run.session).dispatch.do_orm_execute
-    if any(not transactions.is_own_listener(fn) for fn in listeners):
+    if not hero_probes.loads_plainly(run.session):
         return
     run.hero_probe = (hero_cls, hero_type, hero_id)
 

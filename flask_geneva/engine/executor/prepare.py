@@ -35,6 +35,7 @@ from flask_geneva.engine.children import gate as children_gate
 from flask_geneva.engine.executor import early_delivery
 from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor import hero_missing
+from flask_geneva.engine.executor import hero_probes
 from flask_geneva.engine.executor import outcomes
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.flow_control import step_context
@@ -111,7 +112,7 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
             raises :class:`~flask_geneva.exceptions.ClaimFailedError` (R-FLT-01).
     """
     session = run.session
-    workflow, execution = _lock_with_lookup_retries(run)
+    workflow, execution, hero_present = _lock_with_lookup_retries(run)
     if execution is None:
         return None
     now = clock.now()
@@ -163,7 +164,7 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
     raise_after_commit: BaseException | None = None
     step = None
     try:
-        if hero_missing.needs_missing_hero(workflow):
+        if hero_probes.hero_missing_at_claim(session, workflow, hero_present):
             hero_missing.cancel(run, workflow, execution, None, now)  # R-EXE-13
             return None
 
@@ -378,20 +379,25 @@ def _skip_removed(run: StepRun, workflow: Any, execution: Any, now: Any) -> None
     run.session.commit()
 
 
-def _lock_with_lookup_retries(run: StepRun) -> tuple[Any, Any]:
+def _lock_with_lookup_retries(run: StepRun) -> tuple[Any, Any, bool | None]:
     """Lock (workflow, execution), retrying a missing row (R-EXE-10, R-JOB-20).
 
-    Returns ``(None, None)`` after logging a warning when the execution is
-    still missing after ``lookup_attempts`` tries (or the id is None).
+    Returns ``(workflow, execution, hero present)``, the last None when the
+    hero was not probed (R-EXE-83); ``(None, None, None)`` after logging a
+    warning when the execution is still missing after ``lookup_attempts``
+    tries (or the id is None).
     """
     session = run.session
     attempts = run.lookup_attempts if run.execution_id is not None else 0
+    heroes = hero_probes.claim_probes(session)
     for attempt in range(attempts):
-        workflow, execution = row_locks.lock_workflow_and_execution(
-            session, run.execution_id
+        workflow, execution, present = (
+            row_locks.lock_workflow_and_execution_probing_heroes(
+                session, run.execution_id, heroes
+            )
         )
         if execution is not None:
-            return workflow, execution
+            return workflow, execution, present
         # End the transaction so that the next attempt sees new commits.
         session.rollback()
         if attempt + 1 < attempts:
@@ -401,7 +407,7 @@ def _lock_with_lookup_retries(run: StepRun) -> tuple[Any, Any]:
         run.execution_id,
         attempts,
     )
-    return None, None
+    return None, None, None
 
 
 def _preconditions(run: StepRun, workflow: Any, execution: Any, step: Any) -> bool:

@@ -229,6 +229,9 @@ def test_a_continued_step_sends_one_statement(app, user, geneva_jobs):
     workflow's UPDATE, guarded by what the claim committed, and the next
     execution's INSERT. No finalize sends a locking read.
     """
+    # A first chain makes the hero type known: both measured claims probe
+    # the hero in their lock (R-EXE-83).
+    _chain_statements(InlineThreeNoOps, user, geneva_jobs)
     short = _chain_statements(InlineThreeNoOps, user, geneva_jobs)
     long = _chain_statements(InlineSixNoOps, user, geneva_jobs)
     assert (len(long) - len(short)) / 3 == 1
