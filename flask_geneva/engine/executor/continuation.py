@@ -142,9 +142,10 @@ def note_hero(run: StepRun, workflow: Any) -> None:
 
     Only when this run may continue inline and the workflow needs its hero
     (R-HERO-05), the hero class resolves and has a one-column primary key
-    of the stored id's type, and the session has no ``do_orm_execute``
-    listener but geneva's own (whose criteria an ORM load of the hero would
-    apply; geneva's only notes writes, R-EXE-80).
+    of the stored id's type, its table is on the workflows' database (not
+    another bind's), and the session has no ``do_orm_execute`` listener but
+    geneva's own (whose criteria an ORM load of the hero would apply;
+    geneva's only notes writes, R-EXE-80).
 
     Args:
         run: The run; gets ``hero_probe``.
@@ -163,9 +164,11 @@ def note_hero(run: StepRun, workflow: Any) -> None:
     key_type = hero_probes.probe_key_type(hero_cls)
     if key_type is None or not isinstance(hero_id, key_type):
         return
-    if not hero_probes.loads_plainly(run.session):
-        return
-    run.hero_probe = (hero_cls, hero_type, hero_id)
+    session = run.session
+    if hero_probes.loads_plainly(session) and hero_probes.on_the_workflows_database(
+        session, hero_cls
+    ):
+        run.hero_probe = (hero_cls, hero_type, hero_id)
 
 
 def optimistic_guards(

@@ -29,7 +29,13 @@ from flask_geneva.db.session_transactions import geneva_from_session
 from flask_geneva.engine.executor import hero_missing
 from flask_geneva.exceptions import HeroTypeNotFoundError
 
-__all__ = ["claim_probes", "hero_missing_at_claim", "probe_key_type"]
+__all__ = [
+    "claim_probes",
+    "hero_missing_at_claim",
+    "loads_plainly",
+    "on_the_workflows_database",
+    "probe_key_type",
+]
 
 #: Hero class -> the Python type of its one-column primary key, or None.
 _probe_key_types: weakref.WeakKeyDictionary[Any, type[Any] | None] = (
@@ -79,6 +85,21 @@ def loads_plainly(session: orm.Session) -> bool:
     return all(transactions.is_own_listener(fn) for fn in listeners)
 
 
+def on_the_workflows_database(session: orm.Session, hero_cls: Any) -> bool:
+    """Whether ``hero_cls``'s rows are on the database the workflows are locked on.
+
+    A hero model of another bind (Flask-SQLAlchemy's ``__bind_key__``) lives on
+    another database, where a probe in the workflows' statement cannot look.
+
+    Args:
+        session: The session the workflows are locked in.
+        hero_cls: The hero's mapped class.
+    """
+    actual = session_sync.actual_session(session)
+    hero_bind = actual.get_bind(mapper=sa.inspect(hero_cls))
+    return hero_bind is session_sync.bind_of(session)
+
+
 def _learned_for(session: orm.Session) -> dict[str, Any] | None:
     engine = session_sync.bind_of(session)
     return _learned.get(engine, {}).get(geneva_from_session(session).Workflow)
@@ -114,6 +135,8 @@ def _learn(session: orm.Session, workflow: Any) -> None:
         return
     key_type = probe_key_type(hero_cls)
     if key_type is None or not isinstance(hero_id, key_type):
+        return
+    if not on_the_workflows_database(session, hero_cls):
         return
     engine = session_sync.bind_of(session)
     by_base = _learned.setdefault(engine, weakref.WeakKeyDictionary())

@@ -182,3 +182,64 @@ def test_an_unlisted_hero_type_is_not_answered(app, user):
         assert present is None
     finally:
         session.rollback()
+
+
+@pytest.mark.backends("sqlite")
+def test_a_hero_on_another_bind_is_loaded_there_never_probed(tmp_path):
+    """A hero model of another bind lives on another database: delivered claims and
+    inline continuations load it there and never probe it in the workflows'
+    statements (R-EXE-78, R-EXE-83)."""
+    from flask_sqlalchemy import SQLAlchemy
+
+    from flask_geneva import Geneva
+    from tests.apps.basic import create_app_for
+
+    bind_db = SQLAlchemy()
+    bind_geneva = Geneva(bind_db)
+
+    class BindCustomer(bind_db.Model):  # type: ignore[name-defined, misc]
+        __bind_key__ = "customers"
+        __tablename__ = "bind_customers"
+
+        id: orm.Mapped[int] = orm.mapped_column(sa.Integer, primary_key=True)
+
+    class BindCustomerSteps(bind_geneva.Workflow):
+        __geneva_type__ = "BindCustomerSteps"
+
+        _steps = step.repeat(3, lambda wf: None)
+
+    app = create_app_for(
+        bind_db,
+        bind_geneva,
+        f"sqlite:///{tmp_path / 'workflows.sqlite3'}",
+        SQLALCHEMY_BINDS={"customers": f"sqlite:///{tmp_path / 'customers.sqlite3'}"},
+    )
+    with app.app_context():
+        bind_db.create_all()
+        customers = [BindCustomer(), BindCustomer()]
+        bind_db.session.add_all(customers)
+        bind_db.session.commit()
+        one_by_one = BindCustomerSteps.create(hero=customers[0])
+        inline = BindCustomerSteps.create(hero=customers[1])
+        ids = {
+            one_by_one.id: one_by_one.current_execution.id,
+            inline.id: inline.current_execution.id,
+        }
+        backend = app.extensions["geneva"].recording_backend
+        backend.clear()
+        bind_db.session.remove()
+        with recorded_statements(bind_db.engine) as statements:
+            pending = [ids[one_by_one.id]]
+            while pending:
+                Executor.execute(pending.pop(), continue_inline=False)
+                pending = [p.step_execution_id for p in backend.enqueued]
+                backend.clear()
+                bind_db.session.remove()
+            Executor.execute(ids[inline.id], continue_inline=True)
+            bind_db.session.remove()
+        workflows = bind_geneva.Workflow.__table__
+        states = dict(
+            bind_db.session.execute(sa.select(workflows.c.id, workflows.c.state)).all()
+        )
+        assert states == {one_by_one.id: "finished", inline.id: "finished"}
+        assert [s for s in statements if "bind_customers" in s] == []
