@@ -48,7 +48,6 @@ from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor import hero_probes
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.flow_control import step_context
-from flask_geneva.exceptions import HeroTypeNotFoundError
 from flask_geneva.models import StepExecutionState
 from flask_geneva.models import WorkflowState
 
@@ -153,22 +152,7 @@ def note_hero(run: StepRun, workflow: Any) -> None:
     """
     if run.inline_budget is None or type(workflow).may_proceed_without_hero:
         return
-    values = sa.inspect(workflow).dict
-    hero_type, hero_id = values.get("hero_type"), values.get("hero_id")
-    if hero_type is None or hero_id is None:
-        return
-    try:
-        hero_cls = workflow.__geneva__.hero_class(hero_type)
-    except HeroTypeNotFoundError:
-        return
-    key_type = hero_probes.probe_key_type(hero_cls)
-    if key_type is None or not isinstance(hero_id, key_type):
-        return
-    session = run.session
-    if hero_probes.loads_plainly(session) and hero_probes.on_the_workflows_database(
-        session, hero_cls
-    ):
-        run.hero_probe = (hero_cls, hero_type, hero_id)
+    run.hero_probe = hero_probes.probeable_hero(run.session, workflow)
 
 
 def optimistic_guards(

@@ -35,6 +35,7 @@ __all__ = [
     "loads_plainly",
     "on_the_workflows_database",
     "probe_key_type",
+    "probeable_hero",
 ]
 
 #: Hero class -> the Python type of its one-column primary key, or None.
@@ -123,21 +124,41 @@ def claim_probes(session: orm.Session) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(learned.items()))
 
 
-def _learn(session: orm.Session, workflow: Any) -> None:
-    """Note the workflow's hero type as probeable, when it can be (R-EXE-83)."""
+def probeable_hero(session: orm.Session, workflow: Any) -> tuple[Any, str, Any] | None:
+    """``(hero class, hero_type, hero_id)`` of the workflow's hero, if a probe
+    can answer for it (R-EXE-78, R-EXE-83); else None.
+
+    It can when the hero columns are set, ``hero_type`` resolves to a mapped
+    class with a one-column primary key of the stored id's type, whose table
+    is on the workflows' database, and the session's loads are plain
+    (:func:`loads_plainly`).
+
+    Args:
+        session: The session the workflow is locked in.
+        workflow: A workflow instance whose columns are loaded.
+    """
     values = sa.inspect(workflow).dict
     hero_type, hero_id = values.get("hero_type"), values.get("hero_id")
     if hero_type is None or hero_id is None:
-        return
+        return None
     try:
         hero_cls = workflow.__geneva__.hero_class(hero_type)
     except HeroTypeNotFoundError:
-        return
+        return None
     key_type = probe_key_type(hero_cls)
     if key_type is None or not isinstance(hero_id, key_type):
+        return None
+    if not loads_plainly(session) or not on_the_workflows_database(session, hero_cls):
+        return None
+    return hero_cls, hero_type, hero_id
+
+
+def _learn(session: orm.Session, workflow: Any) -> None:
+    """Note the workflow's hero type as probeable, when it can be (R-EXE-83)."""
+    hero = probeable_hero(session, workflow)
+    if hero is None:
         return
-    if not on_the_workflows_database(session, hero_cls):
-        return
+    hero_cls, hero_type, _ = hero
     engine = session_sync.bind_of(session)
     by_base = _learned.setdefault(engine, weakref.WeakKeyDictionary())
     base = geneva_from_session(session).Workflow
@@ -162,6 +183,5 @@ def hero_missing_at_claim(session: orm.Session, workflow: Any, present: Any) -> 
     if present is not None:
         return not present
     missing = hero_missing.needs_missing_hero(workflow)
-    if loads_plainly(session):
-        _learn(session, workflow)
+    _learn(session, workflow)
     return missing
