@@ -26,9 +26,10 @@ from tests.support.worker_harness import wait_for
 #: GENEVA_PUBLISH_TIMEOUT of these tests; celery_defaults() gets the same value.
 PUBLISH_TIMEOUT = 3.0
 #: A bound that tells "returned after at most one timed-out try" from "blocked"
-#: (forever, or once per row: 3 rows take 3 timeouts) with room for a loaded
-#: machine, where a database round trip can take a second.
-WITHIN_ONE_TRY = 2 * PUBLISH_TIMEOUT
+#: (forever, or once per row: 3 rows take 3 timeouts, 9 s) with room for a
+#: loaded machine, where a database round trip can take a second (one CI run
+#: under load took 6.07 s for housekeeping's one try, past a bound of 6 s).
+WITHIN_ONE_TRY = 2.5 * PUBLISH_TIMEOUT
 
 
 @pytest.fixture
