@@ -18,6 +18,7 @@ from flask_geneva.ext.tasks import perform_step_execution
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
+from tests.support.statements import assert_row_update_not_blocked
 from tests.support.statements import recorded_statements
 from tests.support.workflow import execution_rows
 from tests.support.workflow import in_other_thread
@@ -106,18 +107,9 @@ def test_the_probe_locks_no_hero_row(app, user):
     )
     assert locked is not None
     assert present is True
-    users = User.__table__
     try:
-        with db.engine.connect() as other:
-            if other.dialect.name == "mysql":
-                other.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
-            else:
-                other.exec_driver_sql("SET lock_timeout = '2s'")
-            updated = other.execute(
-                sa.update(users).where(users.c.id == user_id).values(email="x@y.z")
-            ).rowcount
-            other.rollback()
-        assert updated == 1  # a lock on the hero row would time out here
+        # A lock on the hero row would time out here.
+        assert_row_update_not_blocked(User.__table__, user_id)
     finally:
         session.rollback()
 
