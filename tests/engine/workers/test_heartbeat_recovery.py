@@ -500,8 +500,10 @@ def test_a_registration_that_fails_is_retried_by_its_heartbeat_thread(app, tmp_p
         assert registration.registered is False
         assert identity.worker_id not in _worker_ids()
         registration._writer = working  # the database is back
-        wait_for(lambda: identity.worker_id in _worker_ids(), timeout=30)
-        assert registration.registered is True
+        # The thread sets the flag after its commit: once it is set, the row is
+        # there (the row can be seen a moment before the flag).
+        wait_for(lambda: registration.registered, timeout=30)
+        assert identity.worker_id in _worker_ids()
     finally:
         registration.stop()
     assert identity.worker_id not in _worker_ids()
