@@ -3,13 +3,16 @@
 * :func:`default_to_parallel`: without ``-n`` the suite runs in ``-n auto`` worker
   processes with ``--dist loadgroup``; ``-n 0``, ``-p no:xdist``, ``--pdb``,
   ``--trace`` and ``-s`` run it in one process as before.
-* :func:`make_scheduler`: with ``--dist loadgroup`` the tests under
-  :data:`SERIAL_GROUPS` run one after the other in one worker, each module under
-  :data:`MODULE_GROUPS` in one worker, every other test wherever a worker is free.
+* :func:`make_scheduler`: with ``--dist loadgroup`` each module under
+  :data:`MODULE_GROUPS` runs in one worker, every other test wherever a worker is
+  free.
 * :func:`worker_database_url`: on PostgreSQL and MariaDB each xdist worker works in
   a database of its own, named after the configured one (``test`` → ``test_gw0``),
   because every test empties our tables. :func:`ensure_database` creates it on the
   configured URL's server.
+* :func:`worker_broker_url`: likewise each xdist worker has a Redis database of its
+  own for the real-worker tests (``/15`` → ``/15`` for ``gw0``, ``/14`` for
+  ``gw1``), which every such test empties.
 * :func:`use_memory_temp_root`: ``tmp_path`` (the SQLite files) lives in
   ``/dev/shm`` where there is one, so that SQLite's fsync per commit costs nothing.
 """
@@ -20,27 +23,32 @@ import os
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
 
 import pytest
 import sqlalchemy as sa
 
 __all__ = [
     "MODULE_GROUPS",
-    "SERIAL_GROUPS",
     "XDIST_WORKER",
     "default_to_parallel",
     "ensure_database",
     "make_scheduler",
+    "scope_of",
     "use_memory_temp_root",
+    "worker_broker_url",
     "worker_database_url",
 ]
 
-#: Tests run by one worker, one after the other: the real-worker tests share the
-#: broker, whose database each of them empties (``worker_test_app``).
-SERIAL_GROUPS = ("tests/worker/",)
 #: Each module here runs in one worker: the browser tests launch Chromium once
-#: per module (``tests/browser/conftest.py``).
-MODULE_GROUPS = ("tests/browser/",)
+#: per module (``tests/browser/conftest.py``); a real-worker module's tests share
+#: module-scoped worker processes and its xdist worker's broker database
+#: (:func:`worker_broker_url`), while two modules run side by side, each on its
+#: worker's broker and database.
+MODULE_GROUPS = ("tests/browser/", "tests/worker/")
+#: Redis databases a server has unless configured otherwise (``databases 16``).
+REDIS_DATABASES = 16
 
 #: ``gw0``, ``gw1``, ... in an xdist worker process, else ``""``.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
@@ -77,20 +85,23 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
     xdist's own ``loadgroup`` reads ``xdist_group`` marks by rewriting node ids,
     which pytest 9 no longer allows; the groups here are found by path instead.
     Bigger scopes are handed out first (xdist's ``loadscope`` reordering), so the
-    long real-worker group starts at once.
+    long real-worker and browser modules start at once.
     """
     from xdist.scheduler import LoadScopeScheduling
 
     class PathGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            for prefix in SERIAL_GROUPS:
-                if nodeid.startswith(prefix):
-                    return prefix
-            if nodeid.startswith(MODULE_GROUPS):
-                return nodeid.split("::", 1)[0]
-            return nodeid
+            return scope_of(nodeid)
 
     return PathGroupScheduling(config, log)
+
+
+def scope_of(nodeid: str) -> str:
+    """The scope :func:`make_scheduler` hands to one worker whole: the module of a
+    test under :data:`MODULE_GROUPS`, else the test itself."""
+    if nodeid.startswith(MODULE_GROUPS):
+        return nodeid.split("::", 1)[0]
+    return nodeid
 
 
 def worker_database_url(url: str, worker: str = XDIST_WORKER) -> str:
@@ -105,6 +116,24 @@ def worker_database_url(url: str, worker: str = XDIST_WORKER) -> str:
     return parsed.set(database=f"{parsed.database}_{worker}").render_as_string(
         hide_password=False
     )
+
+
+def worker_broker_url(url: str, worker: str = XDIST_WORKER) -> str:
+    """``url`` with a Redis database of the xdist worker's own.
+
+    ``gw<n>`` gets the configured database's number minus ``n`` (modulo
+    :data:`REDIS_DATABASES`): ``redis://host/15`` is ``/15`` for ``gw0`` and
+    ``/14`` for ``gw1``. Other brokers (RabbitMQ: one test module uses it) and
+    runs without xdist keep ``url``.
+
+    Raises ``ValueError`` when ``url``'s path is not a database number.
+    """
+    if not url or not worker or not url.startswith(("redis://", "rediss://")):
+        return url
+    parts = urlsplit(url)
+    configured = int(parts.path.strip("/") or 0)
+    number = (configured - int(worker.removeprefix("gw"))) % REDIS_DATABASES
+    return urlunsplit(parts._replace(path=f"/{number}"))
 
 
 def ensure_database(configured_url: str, url: str) -> None:

@@ -37,7 +37,8 @@ from tests.support.worker_harness import worker_test_app
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    # One xdist worker runs them all (tests/support/parallel_runs.py's SERIAL_GROUPS).
+    # Each module runs in one xdist worker, on that worker's own broker database
+    # and database (tests/support/parallel_runs.py's MODULE_GROUPS).
     for item in items:
         if "tests/worker" in str(item.fspath):
             item.add_marker(pytest.mark.worker)
