@@ -27,16 +27,19 @@ def recorded_statements(engine: Any = None) -> Iterator[list[str]]:
         sa.event.remove(engine, "before_cursor_execute", record)
 
 
-def assert_row_update_not_blocked(table: sa.Table, row_id: Any) -> None:
-    """Update ``table``'s row ``row_id`` from another connection with a 2 s lock
-    timeout (PostgreSQL, MySQL/MariaDB): a lock held on it would time out here."""
+def assert_row_update_not_blocked(
+    table: sa.Table, row_id: Any, values: dict[str, Any]
+) -> None:
+    """Update ``table``'s row ``row_id`` (its ``id`` column) with ``values`` from
+    another connection with a 2 s lock timeout (PostgreSQL, MySQL/MariaDB),
+    then roll back: a lock held on the row would time out here."""
     with db.engine.connect() as other:
         if other.dialect.name == "mysql":
             other.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 2")
         else:
             other.exec_driver_sql("SET lock_timeout = '2s'")
         updated = other.execute(
-            sa.update(table).where(table.c.id == row_id).values(email="x@y.z")
+            sa.update(table).where(table.c.id == row_id).values(values)
         ).rowcount
         other.rollback()
     assert updated == 1

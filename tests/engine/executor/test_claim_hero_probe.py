@@ -151,7 +151,7 @@ def test_the_claims_probe_locks_no_hero_row(app, user):
     assert present is True
     try:
         # A lock on the hero row would time out here.
-        assert_row_update_not_blocked(User.__table__, user_id)
+        assert_row_update_not_blocked(User.__table__, user_id, {"email": "x@y.z"})
     finally:
         session.rollback()
 
