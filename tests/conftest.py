@@ -38,16 +38,8 @@ CONFIGURED_DATABASE_URL = os.environ.get("GENEVA_TEST_DATABASE_URL", "")
 DATABASE_URL = parallel_runs.worker_database_url(CONFIGURED_DATABASE_URL)
 if DATABASE_URL != CONFIGURED_DATABASE_URL:
     os.environ["GENEVA_TEST_DATABASE_URL"] = DATABASE_URL
-# The real-worker tests' broker (tests/worker): in an xdist worker a Redis
-# database of its own (parallel_runs.worker_broker_url), chosen once per worker:
-# a subprocess importing this module again (it inherits the marker) keeps the URL
-# its parent gave it, the worker's or a test's own server's.
-if parallel_runs.XDIST_WORKER and not os.environ.get("GENEVA_TEST_BROKER_PER_WORKER"):
-    os.environ["GENEVA_TEST_BROKER_PER_WORKER"] = parallel_runs.XDIST_WORKER
-    if os.environ.get("GENEVA_TEST_BROKER_URL"):
-        os.environ["GENEVA_TEST_BROKER_URL"] = parallel_runs.worker_broker_url(
-            os.environ["GENEVA_TEST_BROKER_URL"]
-        )
+# The real-worker tests' broker: in an xdist worker a Redis database of its own.
+parallel_runs.use_worker_broker()
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 

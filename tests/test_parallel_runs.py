@@ -44,6 +44,20 @@ def test_two_workers_never_share_a_redis_database() -> None:
     assert len(urls) == parallel_runs.REDIS_DATABASES
 
 
+def test_a_worker_chooses_its_broker_once_and_its_subprocesses_keep_theirs() -> None:
+    worker = {"GENEVA_TEST_BROKER_URL": "redis://127.0.0.1:6379/15"}
+    parallel_runs.use_worker_broker(worker, "gw1")
+    assert worker["GENEVA_TEST_BROKER_URL"] == "redis://127.0.0.1:6379/14"
+    # A subprocess given a test's own server inherits the marker: kept as given.
+    subprocess = {**worker, "GENEVA_TEST_BROKER_URL": "redis://127.0.0.1:40001/0"}
+    parallel_runs.use_worker_broker(subprocess, "gw1")
+    assert subprocess["GENEVA_TEST_BROKER_URL"] == "redis://127.0.0.1:40001/0"
+    # Outside xdist: unchanged.
+    alone = {"GENEVA_TEST_BROKER_URL": "redis://127.0.0.1:6379/15"}
+    parallel_runs.use_worker_broker(alone, "")
+    assert alone == {"GENEVA_TEST_BROKER_URL": "redis://127.0.0.1:6379/15"}
+
+
 def test_real_worker_and_browser_modules_are_scheduled_whole() -> None:
     assert parallel_runs.scope_of("tests/worker/test_signal_worker.py::test_a[x]") == (
         "tests/worker/test_signal_worker.py"

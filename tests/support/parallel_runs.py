@@ -37,6 +37,7 @@ __all__ = [
     "make_scheduler",
     "scope_of",
     "use_memory_temp_root",
+    "use_worker_broker",
     "worker_broker_url",
     "worker_database_url",
 ]
@@ -134,6 +135,28 @@ def worker_broker_url(url: str, worker: str = XDIST_WORKER) -> str:
     configured = int(parts.path.strip("/") or 0)
     number = (configured - int(worker.removeprefix("gw"))) % REDIS_DATABASES
     return urlunsplit(parts._replace(path=f"/{number}"))
+
+
+#: Set in an xdist worker's environment once it chose its broker database: a
+#: subprocess (which inherits it) keeps the broker URL its parent gave it.
+BROKER_CHOSEN_VARIABLE = "GENEVA_TEST_BROKER_PER_WORKER"
+
+
+def use_worker_broker(environ: Any = os.environ, worker: str = XDIST_WORKER) -> None:
+    """Point ``GENEVA_TEST_BROKER_URL`` in ``environ`` at the xdist worker's own
+    Redis database (:func:`worker_broker_url`), once per worker process tree.
+
+    A subprocess that imports the conftest again finds
+    :data:`BROKER_CHOSEN_VARIABLE` set and keeps the URL it was given: its
+    worker's, or a test's own server's. Outside xdist nothing changes.
+    """
+    if not worker or environ.get(BROKER_CHOSEN_VARIABLE):
+        return
+    environ[BROKER_CHOSEN_VARIABLE] = worker
+    if environ.get("GENEVA_TEST_BROKER_URL"):
+        environ["GENEVA_TEST_BROKER_URL"] = worker_broker_url(
+            environ["GENEVA_TEST_BROKER_URL"], worker
+        )
 
 
 def ensure_database(configured_url: str, url: str) -> None:
