@@ -70,11 +70,15 @@ class NarrowFailing(geneva.Workflow):
 
 
 def _finalize_locks(statements):
-    """The joined locking reads (``FOR UPDATE`` on PostgreSQL; SQLite's is plain)."""
+    """The joined locking reads (``FOR UPDATE`` on PostgreSQL; SQLite's is plain).
+
+    On PostgreSQL Phase 1's is the claim statement's CTE (R-EXE-84).
+    """
     return [
         s
         for s in statements
-        if s.startswith("SELECT geneva_drive_workflows.id") and " JOIN " in s
+        if (s.startswith("SELECT geneva_drive_workflows.id") and " JOIN " in s)
+        or s.startswith("WITH geneva_locked")
     ]
 
 
