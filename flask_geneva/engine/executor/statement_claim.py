@@ -195,15 +195,19 @@ def claim(run: StepRun) -> StatementClaim:
     workflow, execution = locked.workflow, locked.execution
     if locked.written is None:
         return StatementClaim(locked=(workflow, execution, locked.hero_present))
-    try:
-        step = _claim_stands(run, locked, now)
-        settled = step is not None and _apply_claim(run, locked, step, attributes, now)
-    except BaseException:
-        session.rollback()  # never leave the claim for a later commit
-        raise
-    if settled:
-        return StatementClaim(prepared=_commit(run, workflow, execution, step))
+    step = _claim_stands(run, locked, now)
     if step is not None:
+        transitions.apply(
+            transitions.CLAIM,
+            now,
+            workflow=workflow,
+            execution=execution,
+            execution_attributes=attributes,
+            current_step_name=step.name,
+        )
+        written = {execution: locked.written[0], workflow: locked.written[1]}
+        if write_path.settle_written_claim(session, geneva, written):
+            return StatementClaim(prepared=_commit(run, workflow, execution, step))
         as_tagged(run.base_logger or _log).warning(
             "the claim statement of step execution %s wrote other values than the "
             "claim transition; claiming it again with a locked read",
@@ -211,25 +215,6 @@ def claim(run: StepRun) -> StatementClaim:
         )
     session.rollback()
     return _NOT_TRIED
-
-
-def _apply_claim(
-    run: StepRun, locked: Any, step: Any, attributes: Any, now: Any
-) -> bool:
-    """Apply ``claim`` to the instances; True when it matches what was written."""
-    workflow, execution = locked.workflow, locked.execution
-    transitions.apply(
-        transitions.CLAIM,
-        now,
-        workflow=workflow,
-        execution=execution,
-        execution_attributes=attributes,
-        current_step_name=step.name,
-    )
-    written = {execution: locked.written[0], workflow: locked.written[1]}
-    return write_path.settle_written_claim(
-        run.session, geneva_from_session(run.session), written
-    )
 
 
 def _claim_stands(run: StepRun, locked: Any, now: Any) -> Any:
