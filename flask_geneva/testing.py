@@ -14,7 +14,6 @@ from typing import Any
 
 from flask_geneva.core import clock
 from flask_geneva.core.publications import Publication
-from flask_geneva.db import bulk_cancel
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db.queries import engine as engine_queries
@@ -255,7 +254,7 @@ def perform_step_inline(workflow: Any, step_name: Any = None) -> Any:
     session = _session()
     row_locks.lock_workflow(session, workflow.id)
     now = clock.now()
-    bulk_cancel.cancel_scheduled_executions(session, workflow.id, now)
+    row_locks.cancel_scheduled_executions(session, workflow.id, now)
     execution = new_scheduled_execution(workflow, step.name, now)
     session.add(execution)
     session.commit()

@@ -99,7 +99,7 @@ def notify_executions_left(
     """Hand executions that left a holding state to the
     :func:`on_executions_left` listeners, in the writing transaction: the
     write path's, after its UPDATEs, and the one bulk state write's
-    (:func:`flask_geneva.db.bulk_cancel.cancel_scheduled_executions`)."""
+    (:func:`flask_geneva.db.locks.cancel_scheduled_executions`)."""
     for listener in _left_listeners:
         listener(session, geneva, left, now)
 

@@ -1,4 +1,4 @@
-"""Locking reads of the two tables.
+"""Locking reads of the two tables, and the bulk cancel of scheduled executions.
 
 Locking discipline (SPEC §7): lock the workflow row, then the execution row, both
 re-read from the database, in one transaction. ``SELECT … FOR UPDATE`` does that on
@@ -9,18 +9,19 @@ the database write lock up front and serialises lock-then-check sequences.
 A row's state is changed by :func:`flask_geneva.engine.transitions.apply.apply` on the
 instances locked here, and written by :mod:`flask_geneva.db.write_path` as Core
 UPDATEs guarded by the state read under the lock (R-DM-40, R-DM-41); the one
-bulk state write is :func:`flask_geneva.db.bulk_cancel.cancel_scheduled_executions`.
-Which optional columns
+bulk state write is :func:`cancel_scheduled_executions`. Which optional columns
 the reads load is decided by :mod:`flask_geneva.db.optional_columns`.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from flask_geneva.db import execution_exits
 from flask_geneva.db import session_sync
 from flask_geneva.db.optional_columns import absent_execution_columns
 from flask_geneva.db.optional_columns import absent_workflow_columns
@@ -30,17 +31,17 @@ from flask_geneva.db.optional_columns import undefer_options
 from flask_geneva.db.session_transactions import geneva_from_session
 from flask_geneva.db.sqlite import write_transaction
 from flask_geneva.db.states import ACTIVE_EXECUTION_STATES
+from flask_geneva.db.states import Outcome
+from flask_geneva.db.states import StepExecutionState
 
 __all__ = [
+    "cancel_scheduled_executions",
     "finalize_unread_execution_keys",
-    "hero_type_probe",
     "lock_active_executions",
-    "lock_columns",
     "lock_execution",
     "lock_workflow",
     "lock_workflow_and_execution",
     "lock_workflow_and_execution_probing_hero",
-    "materialize_locked_pair",
 ]
 
 #: The step-execution columns finalize reads under its lock after a body that
@@ -284,71 +285,10 @@ def _lock_pair(
         if hero_key is not None:
             hero_present = bool(execution_values[-1])
             execution_values = execution_values[: len(execution_keys)]
-    pair = materialize_locked_pair(
-        session,
-        (workflow_keys, workflow_values),
-        (execution_keys, execution_values),
-        unread,
-    )
-    if pair is None:
-        # The rows are locked already; the ORM reads them again.
-        workflow, execution = _orm_lock_pair(
-            session, workflow_cls, execution_cls, step_execution_id
-        )
-        return workflow, execution, None
-    return pair[0], pair[1], hero_present
-
-
-def lock_columns(
-    session: orm.Session, only_execution_keys: frozenset[str] | None = None
-) -> tuple[tuple[str, ...], Any, tuple[str, ...], Any, tuple[str, ...]]:
-    """What a locking read of the pair selects, worked out once per schema.
-
-    Args:
-        session: The session (its Geneva's models and detected columns).
-        only_execution_keys: Read only these execution keys (the primary key
-            always); None reads every existing column.
-
-    Returns:
-        ``(workflow keys, workflow columns, execution keys, execution
-        columns, execution keys left unread)``; keys are attribute keys,
-        primary key first, columns the matching table columns.
-    """
-    geneva = geneva_from_session(session)
-    return _lock_columns(
-        session, geneva.Workflow, geneva.StepExecution, only_execution_keys
-    )
-
-
-def materialize_locked_pair(
-    session: orm.Session,
-    workflow_row: tuple[tuple[str, ...], Any],
-    execution_row: tuple[tuple[str, ...], Any],
-    unread: tuple[str, ...] = (),
-) -> tuple[Any, Any] | None:
-    """The session's instances of a locked workflow row and execution row.
-
-    Args:
-        session: The session whose transaction holds the locks.
-        workflow_row: ``(keys, values)`` of the workflow row, as
-            :func:`lock_columns` orders them.
-        execution_row: ``(keys, values)`` of the execution row.
-        unread: Execution keys the read left out: expired on the instance
-            (R-EXE-48).
-
-    Returns:
-        ``(workflow, execution)`` holding exactly the rows' values; None when
-        the instances must be loaded by the ORM instead: the row's type maps
-        to no class, a subclass has columns of its own, a load listener is
-        installed, or the class defines ``__init__``.
-    """
-    geneva = geneva_from_session(session)
-    workflow_keys, workflow_values = workflow_row
-    execution_keys, execution_values = execution_row
     workflow_mapper = _mapper_for_type(
-        geneva.Workflow, workflow_values[workflow_keys.index("type")]
+        workflow_cls, workflow_values[workflow_keys.index("type")]
     )
-    execution_mapper = sa.inspect(geneva.StepExecution)
+    execution_mapper = sa.inspect(execution_cls)
     if (
         workflow_mapper is None
         # A subclass with columns of its own: the base columns do not fill it.
@@ -361,7 +301,11 @@ def materialize_locked_pair(
         # which never calls __init__ (session_sync.materialize would call it).
         or getattr(workflow_mapper.class_, "__geneva_defines_init__", False)
     ):
-        return None
+        # The rows are locked already; the ORM reads them again.
+        workflow, execution = _orm_lock_pair(
+            session, workflow_cls, execution_cls, step_execution_id
+        )
+        return workflow, execution, None
     workflow = session_sync.materialize(
         session, workflow_mapper, workflow_keys, workflow_values
     )
@@ -371,7 +315,7 @@ def materialize_locked_pair(
     if unread:
         # Not re-read: what the instance held may be stale (R-EXE-48).
         session.expire(execution, unread)
-    return workflow, execution
+    return workflow, execution, hero_present
 
 
 def _listed_hero(
@@ -456,7 +400,19 @@ def _joined_lock_statement(
     executions = sa.inspect(execution_cls).local_table
     probes = _hero_probe_columns(hero_key)
     if type_keys:
-        probes += (hero_type_probe(workflows, type_keys),)
+        # R-EXE-83: the EXISTS of the locked workflow's own hero type, if listed.
+        probes += (
+            sa.case(
+                *(
+                    (
+                        workflows.c.hero_type == name,
+                        sa.exists().where(key == workflows.c.hero_id),
+                    )
+                    for name, key in type_keys
+                ),
+                else_=sa.null(),
+            ).label("geneva_hero_present"),
+        )
     return (
         sa.select(*workflow_columns, *execution_columns, *probes)
         .select_from(
@@ -465,30 +421,6 @@ def _joined_lock_statement(
         .where(executions.c.id == sa.bindparam("step_execution_id"))
         .with_for_update()
     )
-
-
-def hero_type_probe(workflows: sa.Table, type_keys: tuple[tuple[str, Any], ...]) -> Any:
-    """A select-list ``CASE``: does the hero of the workflow row exist? (R-EXE-83)
-
-    Args:
-        workflows: The workflows table of the statement's FROM list.
-        type_keys: ``(hero_type, primary-key column of its table)`` pairs.
-
-    Returns:
-        ``geneva_hero_present``: the ``EXISTS`` on the row of the workflow's
-        own hero type, if listed; NULL when it is not (or ``hero_id`` is
-        NULL). Its subqueries take no lock (R-EXE-78).
-    """
-    return sa.case(
-        *(
-            (
-                workflows.c.hero_type == name,
-                sa.exists().where(key == workflows.c.hero_id),
-            )
-            for name, key in type_keys
-        ),
-        else_=sa.null(),
-    ).label("geneva_hero_present")
 
 
 def _hero_probe_columns(hero_key: Any) -> tuple[Any, ...]:
@@ -588,3 +520,64 @@ def lock_active_executions(session: orm.Session, workflow_id: Any) -> list[Any]:
             .execution_options(populate_existing=True)
         )
     )
+
+
+def cancel_scheduled_executions(
+    session: orm.Session, workflow_id: Any, now: datetime, *, except_id: Any = None
+) -> int:
+    """Bulk-cancel the workflow's ``scheduled`` and ``waiting`` executions (R-SCH-03).
+
+    Sets state and outcome ``canceled`` with ``canceled_at``/``finished_at``
+    (R-SE-03); ``in_progress`` executions are untouched. A parked (``waiting``)
+    execution is canceled like a scheduled one, so a new execution never
+    coexists with it (R-WSIG-16). Returns the number of rows changed.
+    """
+    geneva = geneva_from_session(session)
+    execution_cls = geneva.StepExecution
+    left = _limited_scheduled(session, execution_cls, workflow_id, except_id)
+    statement = (
+        sa.update(execution_cls)
+        .where(execution_cls.workflow_id == workflow_id)
+        .where(
+            execution_cls.state.in_(
+                (StepExecutionState.SCHEDULED, StepExecutionState.WAITING)
+            )
+        )
+        .values(
+            state=StepExecutionState.CANCELED.value,
+            outcome=Outcome.CANCELED.value,
+            canceled_at=now,
+            finished_at=now,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session="fetch")
+    )
+    if except_id is not None:
+        statement = statement.where(execution_cls.id != except_id)
+    result = session.execute(statement)
+    if left:
+        # The bulk UPDATE bypasses the write path: its waiters leave the
+        # queue here, in the same transaction (R-LIM-22).
+        execution_exits.notify_executions_left(session, geneva, left, now)
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _limited_scheduled(
+    session: orm.Session, execution_cls: Any, workflow_id: Any, except_id: Any
+) -> list[execution_exits.ExecutionLeft]:
+    """The workflow's ``scheduled`` executions waiting for a limit's slot."""
+    if not optional_columns(session).flow_limits:
+        return []
+    query = sa.select(execution_cls.id, execution_cls.limit_holds).where(
+        execution_cls.workflow_id == workflow_id,
+        execution_cls.state == StepExecutionState.SCHEDULED.value,
+        execution_cls.limit_holds.is_not(None),
+    )
+    if except_id is not None:
+        query = query.where(execution_cls.id != except_id)
+    return [
+        execution_exits.ExecutionLeft(
+            row_id, StepExecutionState.SCHEDULED.value, "canceled", holds
+        )
+        for row_id, holds in session.execute(query)
+    ]

@@ -66,13 +66,10 @@ __all__ = [
     "materialize",
     "materialize_allowed",
     "on_workflows_ended",
-    "settle_written_claim",
     "write_geneva_rows",
 ]
 
 _cache: dict[tuple[Any, ...], Any] = {}
-#: Stands for a column a statement did not write (equal to no value).
-_NOT_WRITTEN = object()
 _cache_lock = threading.Lock()
 
 #: Workflow states that end a workflow (R-WF-02).
@@ -472,65 +469,6 @@ def insert_step_execution(
     orm.make_transient_to_detached(execution)
     session.add(execution)
     session_sync.record_write(session, execution, inserted=True)
-
-
-def settle_written_claim(
-    session: orm.Session, geneva: Any, written: dict[Any, dict[str, Any]]
-) -> bool:
-    """Leave a claim the claim statement already wrote as written (R-EXE-84).
-
-    The executor applied the ``claim`` transition to the instances as usual;
-    :mod:`flask_geneva.db.claim_statement` wrote the claim with its locking
-    read. When the session's pending changes of geneva's rows are exactly
-    changes of those instances to the values the statement wrote, the
-    instances are left clean, holding those values (``updated_at`` the
-    statement's), as after their UPDATE: the commit sends nothing more.
-
-    Args:
-        session: The claim's session, in the transaction of the statement.
-        geneva: The :class:`~flask_geneva.Geneva` whose models are written.
-        written: ``{instance: {column name: value the statement wrote}}``.
-
-    Returns:
-        True when settled; False when the changes differ (another column, value
-        or row, a new or deleted object, an ``onupdate`` other than
-        ``updated_at``): nothing is settled and the caller rolls back.
-    """
-    session = session_sync.actual_session(session)
-    if session.new or session.deleted:
-        return False
-    pending = _plan_writes(session, geneva)
-    if pending is None or pending.others_left or pending.left or pending.reloaded:
-        return False
-    states = {sa.inspect(instance): values for instance, values in written.items()}
-    for state, _, changes in pending.planned:
-        values = states.get(state)
-        if values is None:
-            return False
-        columns = _columns_by_key(state.mapper)
-        if any(
-            values.get(columns[key].name, _NOT_WRITTEN) != value
-            for key, value in changes.items()
-        ):
-            return False
-    for state, values in states.items():
-        onupdate = _onupdate_columns(state.mapper)
-        if any(kind != "now" for _, _, kind in onupdate):
-            return False
-        names = {
-            column.name: key for key, column in _columns_by_key(state.mapper).items()
-        }
-        if any(
-            name != "updated_at" and state.dict.get(names[name]) != value
-            for name, value in values.items()
-        ):
-            return False
-    _settle_writes(session, geneva, pending)
-    for state, values in states.items():
-        orm.attributes.set_committed_value(
-            state.obj(), "updated_at", values["updated_at"]
-        )
-    return True
 
 
 def expect_unchanged_since_claim(

@@ -20,7 +20,6 @@ from sqlalchemy import orm
 
 from flask_geneva.core import clock
 from flask_geneva.core.durations import coerce_duration
-from flask_geneva.db import bulk_cancel
 from flask_geneva.db import locks as row_locks
 from flask_geneva.engine import limits as flow_limits
 from flask_geneva.engine import scheduling
@@ -328,7 +327,7 @@ def skip(
         else:
             # From paused the preserved execution ends canceled, as R-SCH-03 ends
             # it, also when no step follows and nothing is inserted (R-EXT-04).
-            bulk_cancel.cancel_scheduled_executions(session, locked.id, now)
+            row_locks.cancel_scheduled_executions(session, locked.id, now)
         # Skipping a step consumes the workflow signal it claimed (R-WSIG-12).
         workflow_signals.consume_for_skipped_step(session, locked, reference, now)
         transitions.apply(

@@ -24,7 +24,6 @@ from flask_geneva.core import publications
 from flask_geneva.core.durations import coerce_duration
 from flask_geneva.core.tagged_logging import column_values
 from flask_geneva.core.tagged_logging import module_logger
-from flask_geneva.db import bulk_cancel
 from flask_geneva.db import locks as row_locks
 from flask_geneva.db import optional_columns as column_detection
 from flask_geneva.db import write_path
@@ -140,7 +139,7 @@ def create_step_execution(
         scheduled_for = spread_to  # R-SCH-20: bulk releases are spread
 
     if cancel_stray:
-        bulk_cancel.cancel_scheduled_executions(session, workflow.id, now)
+        row_locks.cancel_scheduled_executions(session, workflow.id, now)
     execution = new_scheduled_execution(workflow, step.name, scheduled_for)
     if continues_from is not None:
         execution.continues_from_id = continues_from.id
@@ -321,7 +320,7 @@ def schedule_next_step(
         now = clock.now()
         if cancel_stray:
             # A finished workflow keeps no pending execution (R-SCH-06 amended).
-            bulk_cancel.cancel_scheduled_executions(session, workflow.id, now)
+            row_locks.cancel_scheduled_executions(session, workflow.id, now)
         transitions.apply(transitions.FINISH_AFTER_LAST_STEP, now, workflow=workflow)
         return None
     return create_step_execution(

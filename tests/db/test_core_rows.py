@@ -117,9 +117,8 @@ def test_a_step_run_stores_its_rows_and_leaves_clean_persistent_instances(
 def test_each_pair_of_updates_is_one_statement(app, user):
     """Claim: lock + one UPDATE statement; finalize: lock + one + the INSERT.
 
-    On PostgreSQL the claim's locking read writes the claim (R-EXE-84), and
-    finalize's pair and the INSERT are one statement (R-EXE-79), sent without
-    finalize's lock: its guard stands in for it (R-EXE-81).
+    On PostgreSQL finalize's pair and the INSERT are one statement (R-EXE-79),
+    sent without finalize's lock: its guard stands in for it (R-EXE-81).
     """
     workflow = EmptyTwoSteps.create(hero=user)
     execution_id = workflow.current_execution.id

@@ -37,7 +37,6 @@ from flask_geneva.engine.executor import events as executor_events
 from flask_geneva.engine.executor import hero_missing
 from flask_geneva.engine.executor import hero_probes
 from flask_geneva.engine.executor import outcomes
-from flask_geneva.engine.executor import statement_claim
 from flask_geneva.engine.executor.run import StepRun
 from flask_geneva.engine.flow_control import step_context
 from flask_geneva.engine.transitions import table as transitions
@@ -113,13 +112,7 @@ def prepare(run: StepRun) -> tuple[Any, Any, Any] | None:
             raises :class:`~flask_geneva.exceptions.ClaimFailedError` (R-FLT-01).
     """
     session = run.session
-    one_statement = statement_claim.claim(run)  # R-EXE-84
-    if one_statement.prepared is not None:
-        return one_statement.prepared
-    if one_statement.locked is not None:
-        workflow, execution, hero_present = one_statement.locked
-    else:
-        workflow, execution, hero_present = _lock_with_lookup_retries(run)
+    workflow, execution, hero_present = _lock_with_lookup_retries(run)
     if execution is None:
         return None
     now = clock.now()

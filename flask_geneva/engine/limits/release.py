@@ -2,7 +2,7 @@
 
 Every state write of a step execution goes through
 :func:`flask_geneva.db.write_path.write_geneva_rows` (R-DM-41), and the one
-bulk state write (:func:`flask_geneva.db.bulk_cancel.cancel_scheduled_executions`)
+bulk state write (:func:`flask_geneva.db.locks.cancel_scheduled_executions`)
 reports the rows it moved. The listener registered here sees each execution
 written out of ``in_progress`` (success, failure, reattempt, skip, cancel,
 pause, recovery of a dead worker's step) or a waiter written out of

@@ -17,7 +17,6 @@ from flask_geneva import step
 from tests.apps.basic import User
 from tests.apps.basic import db
 from tests.apps.basic import geneva
-from tests.conftest import dialect_name
 from tests.support.statements import assert_row_update_not_blocked
 from tests.support.statements import recorded_statements
 from tests.support.workflow import execution_rows
@@ -129,9 +128,7 @@ def test_a_session_with_load_criteria_loads_the_hero(app, user, geneva_jobs):
     finally:
         event.remove(orm.Session, "do_orm_execute", hide_archived)
     assert _probing_locks(statements) == []
-    # On PostgreSQL the claim statement claimed it (the hero not probed, R-EXE-84);
-    # the hero found gone, it is rolled back and Phase 1 loads the hero again.
-    assert len(_hero_reads(statements)) == (2 if dialect_name() == "postgresql" else 1)
+    assert len(_hero_reads(statements)) == 1
     # The host's criteria hide the archived hero: it counts as gone.
     assert workflow_row(workflow_id)["state"] == "canceled"
 

@@ -70,15 +70,11 @@ class NarrowFailing(geneva.Workflow):
 
 
 def _finalize_locks(statements):
-    """The joined locking reads (``FOR UPDATE`` on PostgreSQL; SQLite's is plain).
-
-    On PostgreSQL Phase 1's is the claim statement's CTE (R-EXE-84).
-    """
+    """The joined locking reads (``FOR UPDATE`` on PostgreSQL; SQLite's is plain)."""
     return [
         s
         for s in statements
-        if (s.startswith("SELECT geneva_drive_workflows.id") and " JOIN " in s)
-        or s.startswith("WITH geneva_locked")
+        if s.startswith("SELECT geneva_drive_workflows.id") and " JOIN " in s
     ]
 
 

@@ -127,7 +127,6 @@ def _claim_another_workflow_while_an_operator_locks(locking):
     with the table's statistics taken while it was empty, and meanwhile claim
     the next workflow's scheduled execution on another connection (lock wait at
     most 2 s). Returns the rows the claim matched; raises the lock wait timeout."""
-    from flask_geneva.db import bulk_cancel
     from flask_geneva.db import locks as row_locks
     from flask_geneva.ext.app_state import current_context
 
@@ -145,7 +144,7 @@ def _claim_another_workflow_while_an_operator_locks(locking):
     if locking == "lock_active_executions":
         assert len(row_locks.lock_active_executions(session, operator_id)) == 1
     else:
-        assert bulk_cancel.cancel_scheduled_executions(session, operator_id, now) == 1
+        assert row_locks.cancel_scheduled_executions(session, operator_id, now) == 1
     try:
         # Another workflow's claim (R-EXE-17).
         return move_state_with_short_lock_wait(
