@@ -2,8 +2,8 @@
 
 Issue 40: before an engine change reshapes the claim (R-EXE-10, R-EXE-17),
 measure the shape here. One workflow's first execution is claimed again and
-again on the same rows, each time rolled back (nothing changes between
-iterations), in alternating rounds of:
+again on the same rows, each claim rolled back or undone (the rows are the
+same at every iteration), in alternating rounds of:
 
 - ``lock``: the claim's locking read alone (with R-EXE-83's hero probe list);
 - ``lock+update``: the locking read, the ``claim`` transition and the
