@@ -37,6 +37,7 @@ from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import scratch
 from flask_geneva import Executor
 from flask_geneva import resumable_step
 from flask_geneva import step
@@ -255,12 +256,9 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     tmp = tempfile.TemporaryDirectory()
-    url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
+    url = scratch.database_url(args.database_url, tmp)
     app = basic.create_app(url, TESTING=False)
-    with app.app_context():
-        basic.db.drop_all()
-        basic.db.create_all()
-        dialect = basic.db.engine.dialect.name
+    dialect = scratch.reset_tables(app)
     print(f"database: {dialect}")
     results = []
     for size in (int(part) for part in args.children.split(",")):

@@ -46,6 +46,7 @@ from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import scratch
 from flask_geneva import step
 from flask_geneva.core import clock
 from flask_geneva.db import locks
@@ -147,11 +148,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     tmp = tempfile.TemporaryDirectory()
-    url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
+    url = scratch.database_url(args.database_url, tmp)
     app = basic.create_app(url, TESTING=False)
+    scratch.reset_tables(app)
     with app.app_context():
-        basic.db.drop_all()
-        basic.db.create_all()
         user = basic.User(email="claim@example.com")
         basic.db.session.add(user)
         basic.db.session.commit()

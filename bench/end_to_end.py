@@ -57,6 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import flask_geneva  # noqa: E402
+from bench import scratch  # noqa: E402
 from bench.worker_process import QUIET_WORKER_OPTIONS  # noqa: E402
 from bench.worker_process import process_tree_cpu_seconds  # noqa: E402
 from bench.worker_process import purge_celery_queue  # noqa: E402
@@ -335,7 +336,7 @@ def main() -> None:
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory()
-    url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
+    url = scratch.database_url(args.database_url, tmp)
     sqlite = url.startswith("sqlite")
     app, celery = build(
         url,
@@ -343,9 +344,8 @@ def main() -> None:
         track_modifications=args.track_modifications,
         inline_budget=args.inline_budget,
     )
+    scratch.reset_tables(app)
     with app.app_context():
-        basic.db.drop_all()
-        basic.db.create_all()
         bare_metadata.drop_all(basic.db.engine)
         bare_metadata.create_all(basic.db.engine)
     purge_celery_queue(celery)

@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import end_to_end  # noqa: E402
+from bench import scratch  # noqa: E402
 from bench.worker_process import QUIET_WORKER_OPTIONS  # noqa: E402
 from bench.worker_process import purge_celery_queue  # noqa: E402
 from bench.worker_process import rss_kib  # noqa: E402
@@ -76,11 +77,9 @@ def main() -> None:
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory()
-    url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
+    url = scratch.database_url(args.database_url, tmp)
     app, celery = end_to_end.build(url, args.broker)
-    with app.app_context():
-        basic.db.drop_all()
-        basic.db.create_all()
+    scratch.reset_tables(app)
     purge_celery_queue(celery)
 
     log_path = Path(tmp.name) / "worker.log"

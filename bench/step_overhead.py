@@ -46,6 +46,7 @@ from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import scratch
 from flask_geneva import Executor
 from flask_geneva import step
 from tests.apps import basic
@@ -131,7 +132,7 @@ def main() -> None:
     _body[0] = _BODY_FUNCTIONS[args.body]
 
     tmp = tempfile.TemporaryDirectory()
-    url = args.database_url or f"sqlite:///{Path(tmp.name) / 'bench.sqlite3'}"
+    url = scratch.database_url(args.database_url, tmp)
     extra = {}
     if args.inline_budget is not None:
         extra["GENEVA_INLINE_CONTINUATION_BUDGET"] = args.inline_budget
@@ -141,9 +142,8 @@ def main() -> None:
         SQLALCHEMY_TRACK_MODIFICATIONS=args.track_modifications,
         **extra,
     )
+    scratch.reset_tables(app)
     with app.app_context():
-        basic.db.drop_all()
-        basic.db.create_all()
         users = [basic.User(email=f"u{i}@example.com") for i in range(args.workflows)]
         basic.db.session.add_all(users)
         basic.db.session.commit()
