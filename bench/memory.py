@@ -75,6 +75,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600, help="per batch, s")
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args()
+    if args.steps // args.batch_steps <= args.warmup_samples:
+        parser.error(
+            f"--steps {args.steps} in batches of --batch-steps {args.batch_steps} "
+            f"give {args.steps // args.batch_steps} samples; the slope needs more "
+            f"than --warmup-samples {args.warmup_samples}"
+        )
 
     tmp = tempfile.TemporaryDirectory()
     url = scratch.database_url(args.database_url, tmp)
