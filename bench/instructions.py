@@ -12,6 +12,7 @@ Database server work is not counted (another process). Usage::
 
     python bench/instructions.py --inline-continuation \\
         --database-url postgresql+psycopg://postgres@127.0.0.1:5432/test
+    python bench/instructions.py --body writes-hero  # the step bodies of step_overhead
 
 Needs ``valgrind`` on the PATH. ``--profile`` keeps the large run's callgrind
 file of the loop for ``callgrind_annotate``.
@@ -79,6 +80,12 @@ def main() -> None:
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--inline-continuation", action="store_true")
     parser.add_argument(
+        "--body",
+        default="noop",
+        help="what each step's body does, passed to bench/step_overhead.py "
+        "(noop, reads-hero, writes-hero, io; default: noop)",
+    )
+    parser.add_argument(
         "--profile", default=None, help="copy the large run's loop dump to this path"
     )
     args = parser.parse_args()
@@ -87,6 +94,7 @@ def main() -> None:
     extra = ["--database-url", args.database_url] if args.database_url else []
     if args.inline_continuation:
         extra.append("--inline-continuation")
+    extra += ["--body", args.body]
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(tmp)
         small, small_figures, _ = loop_instructions(args.small, extra, out_dir, "small")
@@ -104,6 +112,7 @@ def main() -> None:
 
     print(f"database:              {large_figures['database']}")
     print(f"inline continuation:   {args.inline_continuation}")
+    print(f"body:                  {args.body}")
     print(f"instructions per step: {(large - small) / steps:,.0f}")
     print(f"statements per step:   {per_step('statements_per_step'):.2f}")
     print(f"commits per step:      {per_step('commits_per_step'):.2f}")
