@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
+import tomllib
 from pathlib import Path
 
 import click
@@ -136,3 +137,75 @@ def test_inline_enqueue_is_documented_with_its_visibility_warning():
         "`inline_enqueue()` publishes immediately (a worker may then see the task "
         "before the row is visible)"
     ) in readme
+
+
+#: A repository path the README or a docs page names: a top-level folder of the
+#: project, then a file name with its extension.
+_NAMED_PATH = re.compile(
+    r"(?<![\w/.-])((?:flask_geneva|bench|tests|example_app|docs|\.ci)/[\w/.-]*\w\.\w+)"
+)
+#: A dotted name under the package written as code (`flask_geneva.x.y`).
+_NAMED_DOTTED = re.compile(r"`(flask_geneva(?:\.\w+)+)`")
+
+
+def _documentation_texts() -> dict[str, str]:
+    """The README and every Markdown page under docs/, by path from the root."""
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    return {str(page.relative_to(ROOT)): page.read_text("utf-8") for page in pages}
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` names a module or an attribute of one where it now lives.
+
+    An old flat module name of the layout change (a shim that warns when
+    imported, ``flask_geneva.core.moved_modules``) fails the test: the
+    pytest configuration turns the ``DeprecationWarning`` into an error.
+    """
+    from flask_geneva.core import publications
+    from flask_geneva.ext import tasks
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    not_python = {
+        # Celery tasks' names and the package's entry point groups.
+        publications.PERFORM_STEP_TASK,
+        publications.DISPATCH_DUE_TASK,
+        tasks.HOUSEKEEPING_TASK,
+        *project["entry-points"],
+    }
+    if dotted in not_python:
+        return True
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:split])
+        try:
+            found = importlib.util.find_spec(module_name)
+        except ModuleNotFoundError:  # a name inside a module, not a submodule
+            found = None
+        if found is None:
+            continue
+        value: object = importlib.import_module(module_name)
+        for attribute in parts[split:]:
+            if not hasattr(value, attribute):
+                return False
+            value = getattr(value, attribute)
+        return True
+    return False
+
+
+def test_every_file_and_module_the_docs_name_exists():
+    """A path (`flask_geneva/db/row_updates.py`) or dotted name (`flask_geneva.db.locks`) in the README or docs/ names what is there, so the layout's moves (issue 1) leave no stale pointer."""
+    named_paths: dict[str, str] = {}
+    named_dotted: dict[str, str] = {}
+    for page, text in _documentation_texts().items():
+        for path in _NAMED_PATH.findall(text):
+            named_paths.setdefault(path, page)
+        for dotted in _NAMED_DOTTED.findall(text):
+            named_dotted.setdefault(dotted, page)
+    assert len(named_paths) > 20
+    assert len(named_dotted) > 20
+    missing_paths = {
+        p: page for p, page in named_paths.items() if not (ROOT / p).exists()
+    }
+    missing_dotted = {d: page for d, page in named_dotted.items() if not _resolves(d)}
+    assert missing_paths == {}
+    assert missing_dotted == {}
