@@ -49,7 +49,7 @@ script that owns it in a subprocess (their ``--json`` output is kept):
     Last, as it leaves the database full.
 
 Every part records the commit it ran (``+dirty`` when the tracked files differ
-from it), the ``run`` invocation it came from, when it started, how long it
+from it, and those files' paths), the ``run`` invocation it came from, when it started, how long it
 took and the load average before and after (the machine may be shared:
 compare ratios of one run, never absolute figures across runs). ``--only``
 runs some parts and merges them into the existing ``--out`` file; the table
@@ -193,16 +193,23 @@ def commit() -> str:
         text=True,
         check=False,
     )
-    dirty = subprocess.run(
+    return (done.stdout.strip() or "unknown") + ("+dirty" if changed_files() else "")
+
+
+def changed_files() -> list[str]:
+    """The tracked files that differ from the commit, as git names them.
+
+    Recorded beside ``+dirty`` so that a reader sees what the difference was
+    (a test file edited during a run is not an engine change).
+    """
+    status = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no"],  # noqa: S607
         cwd=REPO,
         capture_output=True,
         text=True,
         check=False,
     )
-    return (done.stdout.strip() or "unknown") + (
-        "+dirty" if dirty.stdout.strip() else ""
-    )
+    return sorted(line[3:] for line in status.stdout.splitlines() if line.strip())
 
 
 def _in_process(args: argparse.Namespace) -> dict[str, Any]:
@@ -555,6 +562,7 @@ def run(args: argparse.Namespace) -> int:
         meta = {
             "run": run_id,
             "commit": commit(),
+            "changed_files": changed_files(),
             "started": _now(),
             "quick": args.quick,
             "sizes": _sizes(part, args),
@@ -1048,7 +1056,11 @@ def _part_line(name: str, meta: dict[str, Any], labels: dict[Any, str] | None) -
     line = f"- {name}"
     if labels is not None:
         line += f" (run {labels[meta['run'], meta['commit']]})"
-    line += f": commit `{meta['commit']}`, started {meta['started']}"
+    line += f": commit `{meta['commit']}`"
+    if meta.get("changed_files"):
+        changed = ", ".join(f"`{path}`" for path in meta["changed_files"])
+        line += f" (tracked files changed: {changed})"
+    line += f", started {meta['started']}"
     if "seconds" in meta:
         line += f", {meta['seconds']:.0f} s"
     if "load_before" in meta:

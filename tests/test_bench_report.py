@@ -7,6 +7,7 @@ print ``no`` and one above ``yes``; nothing is measured.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,41 @@ def test_a_file_from_before_the_parts_is_read_as_two_parts(tmp_path: Path) -> No
     assert list(results["parts"]) == ["in_process"]
     assert results["parts"]["in_process"]["meta"]["commit"] == "d53a339"
     assert "| 587 |" in report.markdown_table(results)
+
+
+def test_a_dirty_part_names_the_tracked_files_that_differed() -> None:
+    results = _results(commit="abc1234+dirty")
+    meta = results["parts"]["dispatcher_tick"]["meta"]
+    meta["changed_files"] = ["README.md", "tests/test_reference_docs.py"]
+
+    lines = report.markdown_table(results).splitlines()
+
+    tick = next(line for line in lines if line.startswith("- dispatcher_tick"))
+    assert (
+        "commit `abc1234+dirty` (tracked files changed: "
+        "`README.md`, `tests/test_reference_docs.py`), started" in tick
+    )
+    scaling = next(line for line in lines if line.startswith("- scaling"))
+    assert "tracked files changed" not in scaling
+
+
+def test_changed_files_are_the_tracked_files_that_differ_from_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for name in ("kept.py", "edited.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "c")
+    monkeypatch.setattr(report, "REPO", tmp_path)
+    assert report.changed_files() == []
+    assert not report.commit().endswith("+dirty")
+
+    (tmp_path / "edited.py").write_text("x = 2\n")
+    (tmp_path / "untracked.py").write_text("x = 3\n")
+
+    assert report.changed_files() == ["edited.py"]
+    assert report.commit().endswith("+dirty")
