@@ -49,11 +49,11 @@ script that owns it in a subprocess (their ``--json`` output is kept):
     Last, as it leaves the database full.
 
 Every part records the commit it ran (``+dirty`` when the tracked files differ
-from it, and those files' paths), the ``run`` invocation it came from, when it started, how long it
-took and the load average before and after (the machine may be shared:
-compare ratios of one run, never absolute figures across runs). ``--only``
-runs some parts and merges them into the existing ``--out`` file; the table
-then says which run and commit each figure came from.
+from it, and those files' paths), the ``run`` invocation it came from, when it
+started, how long it took and the load average before and after (the machine
+may be shared: compare ratios of one run, never absolute figures across
+runs). ``--only`` runs some parts and merges them into the existing ``--out``
+file; the table then says which run and commit each figure came from.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ def _resolves(dotted: str) -> bool:
 
 
 def test_every_file_and_module_the_docs_name_exists():
-    """A path (`flask_geneva/db/row_updates.py`) or dotted name (`flask_geneva.db.locks`) in the README or docs/ names what is there, so the layout's moves (issue 1) leave no stale pointer."""
+    """A path (`flask_geneva/db/row_updates.py`) or dotted name (`flask_geneva.db.locks`) in the README or docs/ names what is there, so no move of the package layout leaves a stale pointer."""
     named_paths: dict[str, str] = {}
     named_dotted: dict[str, str] = {}
     for page, text in _documentation_texts().items():
