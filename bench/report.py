@@ -184,8 +184,13 @@ def _dbos_installed() -> bool:
     return True
 
 
-def commit() -> str:
-    """The checkout's short commit, with ``+dirty`` when tracked files differ."""
+def commit(changed: list[str] | None = None) -> str:
+    """The checkout's short commit, with ``+dirty`` when tracked files differ.
+
+    Args:
+        changed: What :func:`changed_files` returned, when the caller has it
+            already; None: ask git.
+    """
     done = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607 - the repository's git
         cwd=REPO,
@@ -193,7 +198,9 @@ def commit() -> str:
         text=True,
         check=False,
     )
-    return (done.stdout.strip() or "unknown") + ("+dirty" if changed_files() else "")
+    if changed is None:
+        changed = changed_files()
+    return (done.stdout.strip() or "unknown") + ("+dirty" if changed else "")
 
 
 def changed_files() -> list[str]:
@@ -559,10 +566,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"== {part}", flush=True)
         before = os.getloadavg()
         started = time.monotonic()
+        changed = changed_files()
         meta = {
             "run": run_id,
-            "commit": commit(),
-            "changed_files": changed_files(),
+            "commit": commit(changed),
+            "changed_files": changed,
             "started": _now(),
             "quick": args.quick,
             "sizes": _sizes(part, args),
